@@ -1,0 +1,3 @@
+module github.com/trawl-dev/trawl
+
+go 1.26.8

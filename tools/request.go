@@ -1,0 +1,43 @@
+package tools
+
+import (
+	"net/http"
+	"time"
+)
+
+// Request is one upstream call of a tool.
+type Request struct {
+	Tool *Tool
+	// Args are the tool's own arguments (reserved arguments already
+	// stripped). Values are JSON-decoded (string, float64 or json.Number,
+	// bool, []any, map[string]any).
+	Args map[string]any
+	// URL, when set, replaces the URL built from Tool and Args: it is a
+	// continuation URL handed back by the server (a next link). Query
+	// arguments are not added to it. The caller checks its origin.
+	URL string
+
+	// Credential is the per-user runtime credential for this provider,
+	// when the caller holds one; empty means the provider's organization
+	// credential (if any) is used.
+	Credential string
+	// Scope names the caller for the activity log (thread id).
+	ThreadID string
+
+	// Page and Retry describe where this request stands in a walk, for
+	// the activity log. Cursor is the raw cursor being sent (the log keeps
+	// only its fingerprint).
+	Page   int
+	Retry  int
+	Cursor string
+}
+
+// Response is what the upstream answered. Body is capped at the invoker's
+// byte limit; Truncated says the cap was hit.
+type Response struct {
+	Status    int
+	Header    http.Header
+	Body      []byte
+	Truncated bool
+	Duration  time.Duration
+}

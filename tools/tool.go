@@ -1,0 +1,157 @@
+// Package tools is trawl's tool model: what a tool is, where it comes from
+// (an OpenAPI document, a connected-app toolkit manifest, an MCP server),
+// and how one call of it becomes an upstream HTTP request with credentials
+// injected at request time. It also keeps the activity log of upstream calls.
+//
+// The package imports no other trawl package; everything above it (the
+// looping engine, discovery, the agent runtime) consumes these types.
+package tools
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+)
+
+// Kind says where a tool comes from.
+type Kind string
+
+const (
+	KindAPI Kind = "api" // imported from an OpenAPI document ("your own API")
+	KindApp Kind = "app" // a connected-app toolkit manifest
+	KindMCP Kind = "mcp" // listed by an MCP server
+)
+
+// Location says where an argument goes in the upstream request.
+type Location string
+
+const (
+	InPath   Location = "path"
+	InQuery  Location = "query"
+	InHeader Location = "header"
+	InBody   Location = "body"
+)
+
+// Param is one argument of a tool as the model sees it, with where it goes.
+//
+// Request bodies are flattened: each top-level property of an object body
+// becomes a Param with In == InBody, so the model sees one flat argument
+// list. A body that is not an object (or whose property names collide with
+// other parameters) is offered as a single Param named "body" with
+// Wire == "" meaning "the whole body".
+type Param struct {
+	Name        string   `json:"name"`           // argument name the model uses
+	Wire        string   `json:"wire,omitempty"` // name on the wire when it differs from Name; "" for a whole body
+	In          Location `json:"in"`
+	Required    bool     `json:"required,omitempty"`
+	Description string   `json:"description,omitempty"`
+	Schema      *Schema  `json:"schema,omitempty"`
+}
+
+// WireName is the name the parameter carries in the request.
+func (p Param) WireName() string {
+	if p.Wire != "" {
+		return p.Wire
+	}
+	return p.Name
+}
+
+// Type is the parameter's primary JSON type ("" when unknown).
+func (p Param) Type() string {
+	if p.Schema == nil {
+		return ""
+	}
+	return p.Schema.Type
+}
+
+// Tool is one callable operation.
+type Tool struct {
+	ID          string `json:"id"`          // "<provider>.<name>", unique per deployment
+	Provider    string `json:"provider"`    // provider id, toolkit id or MCP server id
+	Name        string `json:"name"`        // the function name the model sees
+	Description string `json:"description"` // written for a model
+	Kind        Kind   `json:"kind"`
+
+	// Toolkit metadata for connected apps (Kind == KindApp).
+	Toolkit            string `json:"toolkit,omitempty"`
+	ToolkitName        string `json:"toolkitName,omitempty"`
+	ToolkitDescription string `json:"toolkitDescription,omitempty"`
+
+	// HTTP shape (Kind api and app).
+	Method      string `json:"method,omitempty"`
+	Path        string `json:"path,omitempty"`   // path template, e.g. /orders/{order_id}
+	Origin      string `json:"origin,omitempty"` // base URL the path is joined to
+	OperationID string `json:"operationId,omitempty"`
+
+	Params []Param `json:"params"`
+
+	// Response is the resolved schema of the success response body, when
+	// the source declares one. Pagination detection reads it.
+	Response *Schema `json:"-"`
+	// Extensions are the operation's x- extensions (x-speakeasy-pagination…).
+	Extensions map[string]any `json:"-"`
+}
+
+// Param returns the parameter named name.
+func (t *Tool) Param(name string) (Param, bool) {
+	for _, p := range t.Params {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Param{}, false
+}
+
+// InputSchema is the JSON Schema of the tool's arguments as the model sees
+// it, without any reserved argument.
+func (t *Tool) InputSchema() map[string]any {
+	props := make(map[string]any, len(t.Params))
+	var required []string
+	for _, p := range t.Params {
+		s := p.Schema.JSON()
+		if p.Description != "" {
+			if _, ok := s["description"]; !ok {
+				s["description"] = p.Description
+			}
+		}
+		props[p.Name] = s
+		if p.Required {
+			required = append(required, p.Name)
+		}
+	}
+	out := map[string]any{"type": "object", "properties": props}
+	if len(required) > 0 {
+		out["required"] = required
+	}
+	return out
+}
+
+var validName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// ValidName reports whether name follows the function-name rules of the
+// OpenAI API (letters, digits, underscore and dash; at most 64 characters).
+func ValidName(name string) bool { return validName.MatchString(name) }
+
+// Validate checks the invariants every tool source must keep.
+func (t *Tool) Validate() error {
+	if !ValidName(t.Name) {
+		return fmt.Errorf("tool %q: name %q is not a valid function name", t.ID, t.Name)
+	}
+	if t.ID == "" || t.Provider == "" {
+		return fmt.Errorf("tool %q: id and provider are required", t.Name)
+	}
+	seen := map[string]bool{}
+	for _, p := range t.Params {
+		if seen[p.Name] {
+			return fmt.Errorf("tool %q: duplicate parameter %q", t.ID, p.Name)
+		}
+		seen[p.Name] = true
+	}
+	return nil
+}
+
+// MarshalInputSchema is InputSchema as JSON.
+func (t *Tool) MarshalInputSchema() json.RawMessage {
+	b, _ := json.Marshal(t.InputSchema())
+	return b
+}
