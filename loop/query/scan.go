@@ -1,0 +1,584 @@
+package query
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// MaxDepth bounds the nesting of arrays and objects the scanner accepts
+// (the same bound as encoding/json), so hostile input cannot exhaust the
+// stack.
+const MaxDepth = 10000
+
+// SyntaxError reports malformed JSON and where the scanner stopped.
+type SyntaxError struct {
+	Offset int    // byte offset in the input where the problem was found
+	Msg    string // what was wrong
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("query: invalid JSON at offset %d: %s", e.Offset, e.Msg)
+}
+
+func syntaxErr(b []byte, i int, want string) error {
+	if i >= len(b) {
+		return &SyntaxError{Offset: len(b), Msg: "unexpected end of input, want " + want}
+	}
+	return &SyntaxError{Offset: i, Msg: fmt.Sprintf("unexpected %s, want %s", quoteByte(b[i]), want)}
+}
+
+func quoteByte(c byte) string {
+	if c < utf8.RuneSelf {
+		return strconv.QuoteRune(rune(c))
+	}
+	return fmt.Sprintf("byte 0x%02x", c)
+}
+
+// isSpace reports JSON insignificant whitespace.
+func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	return i
+}
+
+// trimSpace drops leading and trailing JSON whitespace.
+func trimSpace(b []byte) []byte {
+	i, j := 0, len(b)
+	for i < j && isSpace(b[i]) {
+		i++
+	}
+	for j > i && isSpace(b[j-1]) {
+		j--
+	}
+	return b[i:j]
+}
+
+// SWAR constants: eight bytes examined per step while scanning strings,
+// which dominate realistic payloads (descriptions, notes, addresses).
+const (
+	lsb    = 0x0101010101010101
+	msb    = 0x8080808080808080
+	quote  = '"' * lsb
+	bslash = '\\' * lsb
+)
+
+// strStop returns a word whose high bit is set in every byte that is a
+// quote, a backslash or a control character (< 0x20) — the bytes a string
+// scan must stop at. Bytes >= 0x80 never flag (they are UTF-8 payload).
+func strStop(x uint64) uint64 {
+	q := x ^ quote
+	s := x ^ bslash
+	// (v - 0x01..) & ^v & 0x80.. flags zero bytes exactly for the lowest
+	// one and may flag bytes above a true zero; any flag means "stop
+	// somewhere in this word", and the byte loop below finds where.
+	return ((q-lsb)&^q | (s-lsb)&^s | (x-0x20*lsb)&^x) & msb
+}
+
+// scanString validates the string starting at b[i] == '"' and returns
+// the index just past its closing quote; esc reports whether it held any
+// escape sequence (so the raw bytes are not already the decoded value).
+func scanString(b []byte, i int) (end int, esc bool, err error) {
+	j := i + 1
+	for {
+		for j+8 <= len(b) && strStop(binary.LittleEndian.Uint64(b[j:])) == 0 {
+			j += 8
+		}
+		if j >= len(b) {
+			return 0, esc, &SyntaxError{Offset: len(b), Msg: "unterminated string"}
+		}
+		c := b[j]
+		switch {
+		case c == '"':
+			return j + 1, esc, nil
+		case c == '\\':
+			esc = true
+			if j+1 >= len(b) {
+				return 0, esc, &SyntaxError{Offset: len(b), Msg: "unterminated string"}
+			}
+			switch b[j+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				j += 2
+			case 'u':
+				if j+6 > len(b) {
+					return 0, esc, &SyntaxError{Offset: len(b), Msg: "unterminated \\u escape"}
+				}
+				for k := j + 2; k < j+6; k++ {
+					if hexVal(b[k]) < 0 {
+						return 0, esc, syntaxErr(b, k, "hexadecimal digit in \\u escape")
+					}
+				}
+				j += 6
+			default:
+				return 0, esc, syntaxErr(b, j+1, "escape character")
+			}
+		case c < 0x20:
+			return 0, esc, &SyntaxError{Offset: j, Msg: fmt.Sprintf("control character 0x%02x in string", c)}
+		default:
+			j++
+		}
+	}
+}
+
+func hexVal(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c-'a') + 10
+	case 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
+// scanNumber validates the number starting at b[i] and returns its end.
+func scanNumber(b []byte, i int) (int, error) {
+	j := i
+	if j < len(b) && b[j] == '-' {
+		j++
+	}
+	switch {
+	case j < len(b) && b[j] == '0':
+		j++
+	case j < len(b) && '1' <= b[j] && b[j] <= '9':
+		j++
+		for j < len(b) && '0' <= b[j] && b[j] <= '9' {
+			j++
+		}
+	default:
+		return 0, syntaxErr(b, j, "digit")
+	}
+	if j < len(b) && b[j] == '.' {
+		j++
+		if j >= len(b) || b[j] < '0' || b[j] > '9' {
+			return 0, syntaxErr(b, j, "digit after decimal point")
+		}
+		for j < len(b) && '0' <= b[j] && b[j] <= '9' {
+			j++
+		}
+	}
+	if j < len(b) && (b[j] == 'e' || b[j] == 'E') {
+		j++
+		if j < len(b) && (b[j] == '+' || b[j] == '-') {
+			j++
+		}
+		if j >= len(b) || b[j] < '0' || b[j] > '9' {
+			return 0, syntaxErr(b, j, "digit in exponent")
+		}
+		for j < len(b) && '0' <= b[j] && b[j] <= '9' {
+			j++
+		}
+	}
+	return j, nil
+}
+
+func scanLiteral(b []byte, i int, lit string) (int, error) {
+	if len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit {
+		return i + len(lit), nil
+	}
+	for k := 0; k < len(lit); k++ {
+		if i+k >= len(b) || b[i+k] != lit[k] {
+			return 0, syntaxErr(b, i+k, "literal "+lit)
+		}
+	}
+	panic("unreachable")
+}
+
+// skipValue validates the JSON value starting at b[i] (no leading
+// whitespace) and returns the index just past it. It is the one place the
+// package checks syntax: everything Get returns, everything Project copies
+// and everything Elements splits has been through it.
+func skipValue(b []byte, i int) (int, error) {
+	return skipValueDepth(b, i, 0)
+}
+
+func skipValueDepth(b []byte, i, depth int) (int, error) {
+	if i >= len(b) {
+		return 0, syntaxErr(b, i, "value")
+	}
+	switch c := b[i]; c {
+	case '"':
+		end, _, err := scanString(b, i)
+		return end, err
+	case '{':
+		return skipObject(b, i, depth+1)
+	case '[':
+		return skipArray(b, i, depth+1)
+	case 't':
+		return scanLiteral(b, i, "true")
+	case 'f':
+		return scanLiteral(b, i, "false")
+	case 'n':
+		return scanLiteral(b, i, "null")
+	default:
+		if c == '-' || ('0' <= c && c <= '9') {
+			return scanNumber(b, i)
+		}
+		return 0, syntaxErr(b, i, "value")
+	}
+}
+
+func tooDeep(i int) error {
+	return &SyntaxError{Offset: i, Msg: fmt.Sprintf("nesting deeper than %d", MaxDepth)}
+}
+
+func skipObject(b []byte, i, depth int) (int, error) {
+	if depth > MaxDepth {
+		return 0, tooDeep(i)
+	}
+	j := skipSpace(b, i+1)
+	if j < len(b) && b[j] == '}' {
+		return j + 1, nil
+	}
+	for {
+		if j >= len(b) || b[j] != '"' {
+			return 0, syntaxErr(b, j, "object key")
+		}
+		var err error
+		if j, _, err = scanString(b, j); err != nil {
+			return 0, err
+		}
+		j = skipSpace(b, j)
+		if j >= len(b) || b[j] != ':' {
+			return 0, syntaxErr(b, j, "':' after object key")
+		}
+		j = skipSpace(b, j+1)
+		if j, err = skipValueDepth(b, j, depth); err != nil {
+			return 0, err
+		}
+		j = skipSpace(b, j)
+		if j >= len(b) {
+			return 0, syntaxErr(b, j, "',' or '}'")
+		}
+		switch b[j] {
+		case ',':
+			j = skipSpace(b, j+1)
+		case '}':
+			return j + 1, nil
+		default:
+			return 0, syntaxErr(b, j, "',' or '}'")
+		}
+	}
+}
+
+func skipArray(b []byte, i, depth int) (int, error) {
+	if depth > MaxDepth {
+		return 0, tooDeep(i)
+	}
+	j := skipSpace(b, i+1)
+	if j < len(b) && b[j] == ']' {
+		return j + 1, nil
+	}
+	for {
+		var err error
+		if j, err = skipValueDepth(b, j, depth); err != nil {
+			return 0, err
+		}
+		j = skipSpace(b, j)
+		if j >= len(b) {
+			return 0, syntaxErr(b, j, "',' or ']'")
+		}
+		switch b[j] {
+		case ',':
+			j = skipSpace(b, j+1)
+		case ']':
+			return j + 1, nil
+		default:
+			return 0, syntaxErr(b, j, "',' or ']'")
+		}
+	}
+}
+
+// members iterates an object's members without allocating. Start it with
+// the index of '{'; each call to next yields the raw key (between the
+// quotes), whether the key holds escapes, and the value's bounds.
+type members struct {
+	b     []byte
+	i     int
+	depth int
+	first bool
+	ks    int // index of the current member's opening quote
+	err   error
+}
+
+func newMembers(b []byte, i, depth int) members {
+	return members{b: b, i: i + 1, depth: depth + 1, first: true}
+}
+
+func (m *members) next() (key []byte, esc bool, vs, ve int, ok bool) {
+	if m.err != nil {
+		return nil, false, 0, 0, false
+	}
+	if m.depth > MaxDepth {
+		m.err = tooDeep(m.i)
+		return nil, false, 0, 0, false
+	}
+	b := m.b
+	j := skipSpace(b, m.i)
+	if m.first {
+		m.first = false
+		if j < len(b) && b[j] == '}' {
+			m.i = j + 1
+			return nil, false, 0, 0, false
+		}
+	} else {
+		if j >= len(b) {
+			m.err = syntaxErr(b, j, "',' or '}'")
+			return nil, false, 0, 0, false
+		}
+		switch b[j] {
+		case '}':
+			m.i = j + 1
+			return nil, false, 0, 0, false
+		case ',':
+			j = skipSpace(b, j+1)
+		default:
+			m.err = syntaxErr(b, j, "',' or '}'")
+			return nil, false, 0, 0, false
+		}
+	}
+	if j >= len(b) || b[j] != '"' {
+		m.err = syntaxErr(b, j, "object key")
+		return nil, false, 0, 0, false
+	}
+	m.ks = j
+	ke, esc, err := scanString(b, j)
+	if err != nil {
+		m.err = err
+		return nil, false, 0, 0, false
+	}
+	key = b[j+1 : ke-1]
+	j = skipSpace(b, ke)
+	if j >= len(b) || b[j] != ':' {
+		m.err = syntaxErr(b, j, "':' after object key")
+		return nil, false, 0, 0, false
+	}
+	vs = skipSpace(b, j+1)
+	ve, err = skipValueDepth(b, vs, m.depth)
+	if err != nil {
+		m.err = err
+		return nil, false, 0, 0, false
+	}
+	m.i = ve
+	return key, esc, vs, ve, true
+}
+
+// elems iterates an array's elements the same way.
+type elems struct {
+	b     []byte
+	i     int
+	depth int
+	first bool
+	err   error
+}
+
+func newElems(b []byte, i, depth int) elems {
+	return elems{b: b, i: i + 1, depth: depth + 1, first: true}
+}
+
+func (e *elems) next() (vs, ve int, ok bool) {
+	if e.err != nil {
+		return 0, 0, false
+	}
+	if e.depth > MaxDepth {
+		e.err = tooDeep(e.i)
+		return 0, 0, false
+	}
+	b := e.b
+	j := skipSpace(b, e.i)
+	if e.first {
+		e.first = false
+		if j < len(b) && b[j] == ']' {
+			e.i = j + 1
+			return 0, 0, false
+		}
+	} else {
+		if j >= len(b) {
+			e.err = syntaxErr(b, j, "',' or ']'")
+			return 0, 0, false
+		}
+		switch b[j] {
+		case ']':
+			e.i = j + 1
+			return 0, 0, false
+		case ',':
+			j = skipSpace(b, j+1)
+		default:
+			e.err = syntaxErr(b, j, "',' or ']'")
+			return 0, 0, false
+		}
+	}
+	ve, err := skipValueDepth(b, j, e.depth)
+	if err != nil {
+		e.err = err
+		return 0, 0, false
+	}
+	e.i = ve
+	return j, ve, true
+}
+
+// keyEqual reports whether the raw key bytes (between the quotes) spell
+// name once unescaped.
+func keyEqual(raw []byte, esc bool, name string) bool {
+	if !esc {
+		return string(raw) == name
+	}
+	var buf [64]byte
+	return string(appendUnescaped(buf[:0], raw)) == name
+}
+
+// appendUnescaped appends the decoded form of the raw string content
+// (between the quotes, already validated by scanString). Invalid UTF-8 and
+// unpaired surrogates become U+FFFD, as encoding/json does.
+func appendUnescaped(dst, raw []byte) []byte {
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		if c == '\\' && i+1 < len(raw) {
+			switch raw[i+1] {
+			case '"', '\\', '/':
+				dst = append(dst, raw[i+1])
+			case 'b':
+				dst = append(dst, '\b')
+			case 'f':
+				dst = append(dst, '\f')
+			case 'n':
+				dst = append(dst, '\n')
+			case 'r':
+				dst = append(dst, '\r')
+			case 't':
+				dst = append(dst, '\t')
+			case 'u':
+				r := hex4(raw[i+2:])
+				i += 6
+				if utf16.IsSurrogate(r) {
+					if i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
+						if r2 := utf16.DecodeRune(r, hex4(raw[i+2:])); r2 != utf8.RuneError {
+							dst = utf8.AppendRune(dst, r2)
+							i += 6
+							continue
+						}
+					}
+					r = utf8.RuneError
+				}
+				dst = utf8.AppendRune(dst, r)
+				continue
+			}
+			i += 2
+			continue
+		}
+		if c < utf8.RuneSelf {
+			dst = append(dst, c)
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(raw[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = utf8.AppendRune(dst, utf8.RuneError)
+		} else {
+			dst = append(dst, raw[i:i+size]...)
+		}
+		i += size
+	}
+	return dst
+}
+
+func hex4(b []byte) rune {
+	if len(b) < 4 {
+		return utf8.RuneError
+	}
+	var r rune
+	for _, c := range b[:4] {
+		v := hexVal(c)
+		if v < 0 {
+			return utf8.RuneError
+		}
+		r = r<<4 | rune(v)
+	}
+	return r
+}
+
+// appendQuoted appends s as a JSON string (the same escaping as
+// encoding/json without HTML escaping).
+func appendQuoted(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				dst = append(dst, s[start:i]...)
+				dst = append(dst, `\ufffd`...)
+				i++
+				start = i
+				continue
+			}
+			if r == '\u2028' || r == '\u2029' {
+				dst = append(dst, s[start:i]...)
+				dst = append(dst, `\u202`...)
+				dst = append(dst, "89"[r-'\u2028'])
+				i += size
+				start = i
+				continue
+			}
+			i += size
+			continue
+		}
+		if c >= 0x20 && c != '"' && c != '\\' {
+			i++
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			const hex = "0123456789abcdef"
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		i++
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// appendCompact appends the valid JSON value v without insignificant
+// whitespace. v has been through skipValue.
+func appendCompact(dst, v []byte) []byte {
+	// Fast path: containers without any whitespace outside strings are
+	// copied whole; finding out costs one pass over structure bytes only.
+	start := 0
+	for i := 0; i < len(v); {
+		c := v[i]
+		switch {
+		case c == '"':
+			end, _, err := scanString(v, i)
+			if err != nil { // cannot happen on validated input; copy as is
+				return append(dst, v[start:]...)
+			}
+			i = end
+		case isSpace(c):
+			dst = append(dst, v[start:i]...)
+			for i < len(v) && isSpace(v[i]) {
+				i++
+			}
+			start = i
+		default:
+			i++
+		}
+	}
+	return append(dst, v[start:]...)
+}
