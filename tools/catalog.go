@@ -1,0 +1,116 @@
+package tools
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// Catalog is the set of tools a deployment knows, by id. It is safe for
+// concurrent use; tools in it are never mutated (a source that changes
+// replaces its tools with ReplaceProvider).
+type Catalog struct {
+	mu    sync.RWMutex
+	byID  map[string]*Tool
+	order []string // ids in insertion order
+}
+
+// NewCatalog returns an empty catalog.
+func NewCatalog() *Catalog { return &Catalog{byID: map[string]*Tool{}} }
+
+// Add adds tools; an id already present is an error and nothing is added.
+func (c *Catalog) Add(ts ...*Tool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := map[string]bool{}
+	for _, t := range ts {
+		if err := t.Validate(); err != nil {
+			return err
+		}
+		if _, dup := c.byID[t.ID]; dup || seen[t.ID] {
+			return fmt.Errorf("tool id %q is defined twice", t.ID)
+		}
+		seen[t.ID] = true
+	}
+	for _, t := range ts {
+		c.byID[t.ID] = t
+		c.order = append(c.order, t.ID)
+	}
+	return nil
+}
+
+// ReplaceProvider swaps every tool of provider for ts (an MCP server's
+// list changed, a toolkit was reloaded).
+func (c *Catalog) ReplaceProvider(provider string, ts []*Tool) error {
+	for _, t := range ts {
+		if err := t.Validate(); err != nil {
+			return err
+		}
+		if t.Provider != provider {
+			return fmt.Errorf("tool %q is not of provider %q", t.ID, provider)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	order := c.order[:0:0]
+	for _, id := range c.order {
+		if c.byID[id].Provider == provider {
+			delete(c.byID, id)
+			continue
+		}
+		order = append(order, id)
+	}
+	for _, t := range ts {
+		if _, dup := c.byID[t.ID]; dup {
+			return fmt.Errorf("tool id %q is defined twice", t.ID)
+		}
+		c.byID[t.ID] = t
+		order = append(order, t.ID)
+	}
+	c.order = order
+	return nil
+}
+
+// Get returns the tool with id.
+func (c *Catalog) Get(id string) (*Tool, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	t, ok := c.byID[id]
+	return t, ok
+}
+
+// All returns every tool, in the order they were added.
+func (c *Catalog) All() []*Tool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]*Tool, len(c.order))
+	for i, id := range c.order {
+		out[i] = c.byID[id]
+	}
+	return out
+}
+
+// Provider returns the tools of one provider, toolkit or MCP server.
+func (c *Catalog) Provider(id string) []*Tool {
+	var out []*Tool
+	for _, t := range c.All() {
+		if t.Provider == id {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Providers lists the provider ids, sorted.
+func (c *Catalog) Providers() []string {
+	seen := map[string]bool{}
+	for _, t := range c.All() {
+		seen[t.Provider] = true
+	}
+	out := make([]string, 0, len(seen))
+	for p := range seen {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}

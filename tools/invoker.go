@@ -1,0 +1,446 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ProviderAuth is how credentials are put on a provider's requests:
+// Org is the organization-level credential from config; Runtime says how
+// a per-user runtime credential (Request.Credential) is applied. A
+// runtime credential, when present, replaces the organization one.
+type ProviderAuth struct {
+	Org     AuthSpec
+	Runtime AuthSpec // zero Type with a runtime credential means bearer
+}
+
+// InvokerOptions configures an Invoker. The zero value is usable.
+type InvokerOptions struct {
+	// Client sends the requests. Zero: a client of its own with pooled
+	// keep-alive connections and no overall timeout (Timeout applies).
+	Client *http.Client
+	// Timeout bounds one request, response body included. Zero: 30s.
+	Timeout time.Duration
+	// MaxResponseBytes caps one response body; more is cut and the
+	// Response says Truncated. Zero: 24 MiB.
+	MaxResponseBytes int64
+	// Log records every upstream call. Nil: nothing is recorded.
+	Log *ActivityLog
+	// UserAgent is sent on every request. Zero: "trawl".
+	UserAgent string
+}
+
+// Invoker turns tool calls into upstream HTTP requests, injecting
+// credentials at request time. It is safe for concurrent use.
+type Invoker struct {
+	client  *http.Client
+	timeout time.Duration
+	max     int64
+	log     *ActivityLog
+	ua      string
+
+	mu   sync.RWMutex
+	auth map[string]ProviderAuth // by provider id
+}
+
+// NewInvoker returns an Invoker with opt's settings.
+func NewInvoker(opt InvokerOptions) *Invoker {
+	inv := &Invoker{
+		client:  opt.Client,
+		timeout: opt.Timeout,
+		max:     opt.MaxResponseBytes,
+		log:     opt.Log,
+		ua:      opt.UserAgent,
+		auth:    map[string]ProviderAuth{},
+	}
+	if inv.client == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 16
+		inv.client = &http.Client{Transport: tr}
+	}
+	if inv.timeout <= 0 {
+		inv.timeout = 30 * time.Second
+	}
+	if inv.max <= 0 {
+		inv.max = 24 << 20
+	}
+	if inv.ua == "" {
+		inv.ua = "trawl"
+	}
+	return inv
+}
+
+// SetAuth sets how provider's requests are authenticated.
+func (inv *Invoker) SetAuth(provider string, a ProviderAuth) {
+	inv.mu.Lock()
+	inv.auth[provider] = a
+	inv.mu.Unlock()
+}
+
+// ArgError is a problem with one argument of a call: the model (or the
+// API caller) can fix it.
+type ArgError struct {
+	Arg string
+	Msg string
+}
+
+func (e *ArgError) Error() string { return fmt.Sprintf("argument %q: %s", e.Arg, e.Msg) }
+
+// ErrUpstream marks transport failures (no HTTP response at all).
+var ErrUpstream = errors.New("upstream unreachable")
+
+// CallError is a transport failure, described without the request URL
+// (which may carry credentials).
+type CallError struct {
+	Method, Path string // Path is redacted
+	Err          error  // the cause, never containing the URL
+}
+
+func (e *CallError) Error() string {
+	return fmt.Sprintf("%s %s: %s", e.Method, e.Path, safeCause(e.Err))
+}
+func (e *CallError) Unwrap() []error { return []error{ErrUpstream, e.Err} }
+
+// safeCause words a transport error without any URL in it.
+func safeCause(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		return "timed out"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	}
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return op.Op + ": " + safeCause(op.Err)
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "://") {
+		return "request failed"
+	}
+	return msg
+}
+
+// Call sends req upstream and returns what the server answered. An HTTP
+// error status is a Response, not an error; an error means no response
+// (a bad argument, a transport failure, a cancelled context).
+func (inv *Invoker) Call(ctx context.Context, req Request) (*Response, error) {
+	hreq, secrets, err := inv.build(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, inv.timeout)
+	defer cancel()
+	hreq = hreq.WithContext(ctx)
+
+	start := time.Now()
+	act := Activity{
+		Time: start.UTC(), ThreadID: req.ThreadID, Tool: req.Tool.ID, Method: hreq.Method,
+		Path: RedactURL(hreq.URL, inv.queryAuthNames(req.Tool.Provider), secrets...),
+		Page: req.Page, Cursor: Fingerprint(req.Cursor), Retry: req.Retry,
+	}
+	resp, err := inv.client.Do(hreq)
+	if err != nil {
+		act.DurationMs = time.Since(start).Milliseconds()
+		cerr := &CallError{Method: hreq.Method, Path: act.Path, Err: err}
+		act.Error = safeCause(err)
+		inv.record(ctx, act)
+		return nil, cerr
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, inv.max+1))
+	out := &Response{Status: resp.StatusCode, Header: resp.Header, Duration: time.Since(start)}
+	if int64(len(body)) > inv.max {
+		body, out.Truncated = body[:inv.max], true
+	}
+	out.Body = body
+	act.Status, act.Bytes, act.DurationMs = resp.StatusCode, int64(len(body)), out.Duration.Milliseconds()
+	if err != nil {
+		act.Error = safeCause(err)
+		inv.record(ctx, act)
+		return nil, &CallError{Method: hreq.Method, Path: act.Path, Err: err}
+	}
+	inv.record(ctx, act)
+	return out, nil
+}
+
+func (inv *Invoker) record(ctx context.Context, a Activity) {
+	if inv.log != nil {
+		_ = inv.log.Record(ctx, a) // the call's outcome does not depend on the log
+	}
+}
+
+func (inv *Invoker) providerAuth(provider string) ProviderAuth {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	return inv.auth[provider]
+}
+
+func (inv *Invoker) queryAuthNames(provider string) []string {
+	a := inv.providerAuth(provider)
+	var out []string
+	for _, s := range []AuthSpec{a.Org, a.Runtime} {
+		if s.Query != "" {
+			out = append(out, s.Query)
+		}
+	}
+	return out
+}
+
+// build makes the HTTP request for req and returns the secrets it holds
+// (for redaction).
+func (inv *Invoker) build(ctx context.Context, req Request) (*http.Request, []string, error) {
+	t := req.Tool
+	if t == nil {
+		return nil, nil, errors.New("no tool")
+	}
+	method := strings.ToUpper(t.Method)
+	if method == "" {
+		method = http.MethodGet
+	}
+	var u *url.URL
+	var err error
+	if req.URL != "" {
+		u, err = resolveNext(t.Origin, req.URL)
+		if err != nil {
+			return nil, nil, err
+		}
+	} else {
+		u, err = buildURL(t, req.Args)
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	var body io.Reader
+	header := http.Header{}
+	if req.URL == "" {
+		b, err := buildBody(t, req.Args)
+		if err != nil {
+			return nil, nil, err
+		}
+		if b != nil {
+			body = bytes.NewReader(b)
+			header.Set("Content-Type", "application/json")
+		}
+		for _, p := range t.Params {
+			if p.In != InHeader {
+				continue
+			}
+			if v, ok := req.Args[p.Name]; ok && v != nil {
+				header.Set(p.WireName(), scalarString(v))
+			}
+		}
+	}
+	hreq, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return nil, nil, fmt.Errorf("building request for %s: %w", t.ID, err)
+	}
+	for k, v := range header {
+		hreq.Header[k] = v
+	}
+	hreq.Header.Set("User-Agent", inv.ua)
+	hreq.Header.Set("Accept", "application/json")
+	secrets, err := inv.authorize(hreq, t.Provider, req.Credential)
+	return hreq, secrets, err
+}
+
+// authorize puts the credential on hreq and returns the secret values.
+func (inv *Invoker) authorize(hreq *http.Request, provider, runtime string) ([]string, error) {
+	a := inv.providerAuth(provider)
+	spec, secret := a.Org, a.Org.Token
+	if runtime != "" {
+		spec, secret = a.Runtime, runtime
+		if spec.Type == "" {
+			spec.Type = "bearer"
+		}
+	}
+	switch spec.Type {
+	case "", "none":
+		return nil, nil
+	case "bearer":
+		if secret == "" {
+			return nil, nil
+		}
+		hreq.Header.Set("Authorization", "Bearer "+secret)
+		return []string{secret}, nil
+	case "api_key":
+		if secret == "" {
+			return nil, nil
+		}
+		switch {
+		case spec.Query != "":
+			q := hreq.URL.Query()
+			q.Set(spec.Query, secret)
+			hreq.URL.RawQuery = q.Encode()
+		case spec.Header != "":
+			hreq.Header.Set(spec.Header, secret)
+		default:
+			hreq.Header.Set("X-Api-Key", secret)
+		}
+		return []string{secret}, nil
+	case "basic":
+		user, pass := spec.Username, spec.Password
+		if runtime != "" {
+			user, pass, _ = strings.Cut(runtime, ":")
+		}
+		hreq.SetBasicAuth(user, pass)
+		return []string{pass, base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))}, nil
+	default:
+		return nil, fmt.Errorf("provider %q: unknown auth type %q", provider, spec.Type)
+	}
+}
+
+// resolveNext resolves a continuation URL handed back by the server
+// against the tool's origin.
+func resolveNext(origin, next string) (*url.URL, error) {
+	base, err := url.Parse(origin)
+	if err != nil {
+		return nil, fmt.Errorf("origin: %w", err)
+	}
+	ref, err := url.Parse(next)
+	if err != nil {
+		return nil, &ArgError{Arg: "next", Msg: "the server's next URL does not parse"}
+	}
+	return base.ResolveReference(ref), nil
+}
+
+func buildURL(t *Tool, args map[string]any) (*url.URL, error) {
+	path := t.Path
+	q := url.Values{}
+	for _, p := range t.Params {
+		v, ok := args[p.Name]
+		if !ok || v == nil {
+			if p.Required && p.In == InPath {
+				return nil, &ArgError{Arg: p.Name, Msg: "is required"}
+			}
+			continue
+		}
+		switch p.In {
+		case InPath:
+			s := scalarString(v)
+			if s == "" {
+				return nil, &ArgError{Arg: p.Name, Msg: "must not be empty"}
+			}
+			path = strings.ReplaceAll(path, "{"+p.WireName()+"}", url.PathEscape(s))
+		case InQuery:
+			addQuery(q, p.WireName(), v)
+		}
+	}
+	if i := strings.IndexByte(path, '{'); i >= 0 {
+		name := path[i+1:]
+		if j := strings.IndexByte(name, '}'); j >= 0 {
+			name = name[:j]
+		}
+		return nil, &ArgError{Arg: name, Msg: "is required (path parameter)"}
+	}
+	base := strings.TrimRight(t.Origin, "/")
+	u, err := url.Parse(base + path)
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: bad URL: %w", t.ID, err)
+	}
+	if len(q) > 0 {
+		merged := u.Query()
+		for k, vs := range q {
+			merged[k] = append(merged[k], vs...)
+		}
+		u.RawQuery = merged.Encode()
+	}
+	return u, nil
+}
+
+// addQuery encodes v as query parameter name: arrays repeat the key
+// (form style, exploded), objects use deepObject style name[key]=value.
+func addQuery(q url.Values, name string, v any) {
+	switch x := v.(type) {
+	case []any:
+		for _, e := range x {
+			q.Add(name, scalarString(e))
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			addQuery(q, name+"["+k+"]", x[k])
+		}
+	default:
+		q.Add(name, scalarString(v))
+	}
+}
+
+func buildBody(t *Tool, args map[string]any) ([]byte, error) {
+	var whole any
+	obj := map[string]any{}
+	hasBody := false
+	for _, p := range t.Params {
+		if p.In != InBody {
+			continue
+		}
+		v, ok := args[p.Name]
+		if !ok {
+			continue
+		}
+		hasBody = true
+		if p.Wire == "" && p.Name == "body" {
+			whole = v
+			continue
+		}
+		obj[p.WireName()] = v
+	}
+	if !hasBody {
+		return nil, nil
+	}
+	if whole != nil {
+		if m, ok := whole.(map[string]any); ok && len(obj) > 0 {
+			for k, v := range obj {
+				m[k] = v
+			}
+		}
+		return json.Marshal(whole)
+	}
+	return json.Marshal(obj)
+}
+
+// scalarString renders a JSON-decoded scalar for a URL or header.
+func scalarString(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case json.Number:
+		return x.String()
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	case float32:
+		return strconv.FormatFloat(float64(x), 'f', -1, 32)
+	case int:
+		return strconv.Itoa(x)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case bool:
+		return strconv.FormatBool(x)
+	case nil:
+		return ""
+	default:
+		b, _ := json.Marshal(x)
+		return string(b)
+	}
+}
