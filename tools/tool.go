@@ -88,6 +88,10 @@ type Tool struct {
 	// Response is the resolved schema of the success response body, when
 	// the source declares one. Pagination detection reads it.
 	Response *Schema `json:"-"`
+	// ResponseHeaders are the names of the headers the success response
+	// declares (Link, X-RateLimit-Remaining…), when the source declares
+	// any. Pagination detection reads a declared Link header from it.
+	ResponseHeaders []string `json:"-"`
 	// Extensions are the operation's x- extensions (x-speakeasy-pagination…).
 	Extensions map[string]any `json:"-"`
 }
