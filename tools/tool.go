@@ -82,6 +82,10 @@ type Tool struct {
 	Path        string `json:"path,omitempty"`   // path template, e.g. /orders/{order_id}
 	Origin      string `json:"origin,omitempty"` // base URL the path is joined to
 	OperationID string `json:"operationId,omitempty"`
+	// ContentType is the media type the request body is sent as
+	// (application/json, application/x-www-form-urlencoded,
+	// multipart/form-data); "" means application/json.
+	ContentType string `json:"contentType,omitempty"`
 
 	Params []Param `json:"params"`
 
