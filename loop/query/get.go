@@ -12,11 +12,17 @@ var ErrNotFound = errors.New("query: path not found")
 
 // PathError reports a path that cannot be parsed.
 type PathError struct {
-	Path string
-	Msg  string
+	Where string // the argument that held the path ("_fields[1]"), if known
+	Path  string
+	Msg   string
 }
 
-func (e *PathError) Error() string { return fmt.Sprintf("query: bad path %q: %s", e.Path, e.Msg) }
+func (e *PathError) Error() string {
+	if e.Where != "" {
+		return fmt.Sprintf("query: %s: bad path %q: %s", e.Where, e.Path, e.Msg)
+	}
+	return fmt.Sprintf("query: bad path %q: %s", e.Path, e.Msg)
+}
 
 // SplitPath splits a dot path into its keys, undoing the `\.` and `\\`
 // escapes. The empty path has no keys. An empty key ("a..b", ".a", "a.")
@@ -30,10 +36,11 @@ func SplitPath(path string) ([]string, error) {
 
 func splitPath(dst []string, path string) ([]string, error) {
 	if strings.IndexByte(path, '\\') < 0 {
+		full := path
 		for {
 			seg, rest, more := strings.Cut(path, ".")
 			if seg == "" {
-				return nil, &PathError{Path: path, Msg: "empty key (use `\\.` for a dot inside a key)"}
+				return nil, &PathError{Path: full, Msg: "empty key (use `\\.` for a dot inside a key)"}
 			}
 			dst = append(dst, seg)
 			if !more {

@@ -1,0 +1,164 @@
+package query
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var fuzzDocs = []string{
+	slackPage,
+	`{"a":{"b":[1,{"c":"d"}]},"e\u00e9":null,"f":[[1,2],[3]]}`,
+	`[{"id":1,"tags":["x","y"]},{"id":"2"}]`,
+	`{"@odata.nextLink":"u","a.b":1,"a":{"b":2}}`,
+	`"str\"ing"`, `-1.5e+10`, `true`, `{}`, `[]`, `{"a":[1,]}`, `{"a" 1}`, `[1`, "\"\x01\"",
+	`{"\ud83d\ude00":"\ud83d","x":"\u0000"}`,
+}
+
+var fuzzPaths = []string{"", "a", "a.b", "a.b.1.c", "0", "1.id", "@odata.nextLink", `a\.b`, "f.0.1", "eé", "x..y"}
+
+// decodeAll decodes b as encoding/json would, numbers kept as text.
+func decodeAll(b []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, io.ErrUnexpectedEOF
+	}
+	return v, nil
+}
+
+// awkwardKeys reports whether the document has duplicate keys or keys
+// with dots in some object: there encoding/json (last duplicate wins) and
+// Get (first wins; dotted names found by plain paths) differ on purpose.
+func awkwardKeys(b []byte) bool {
+	d := json.NewDecoder(bytes.NewReader(b))
+	type frame struct {
+		obj    bool
+		keys   map[string]bool
+		expect bool // next string token in this object is a key
+	}
+	var stack []*frame
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return false
+		}
+		top := (*frame)(nil)
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.obj && top.expect {
+			if s, ok := tok.(string); ok {
+				if top.keys[s] || strings.Contains(s, ".") {
+					return true
+				}
+				top.keys[s] = true
+				top.expect = false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{obj: true, keys: map[string]bool{}, expect: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		if len(stack) > 0 && stack[len(stack)-1].obj {
+			stack[len(stack)-1].expect = true
+		}
+	}
+}
+
+// refGet navigates a decoded value the way Get documents it.
+func refGet(v any, keys []string) (any, bool) {
+	for _, k := range keys {
+		switch x := v.(type) {
+		case map[string]any:
+			var ok bool
+			if v, ok = x[k]; !ok {
+				return nil, false
+			}
+		case []any:
+			n, ok := arrayIndex(k)
+			if !ok || n >= len(x) {
+				return nil, false
+			}
+			v = x[n]
+		default:
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+func FuzzGet(f *testing.F) {
+	for _, d := range fuzzDocs {
+		for _, p := range fuzzPaths {
+			f.Add([]byte(d), p)
+		}
+	}
+	f.Fuzz(func(t *testing.T, doc []byte, path string) {
+		raw, ok := Get(doc, path) // must not panic, whatever the input
+		if Valid(doc) != json.Valid(doc) {
+			t.Fatalf("Valid(%q) = %v, encoding/json says %v", doc, Valid(doc), json.Valid(doc))
+		}
+		if ok && !json.Valid(raw) {
+			t.Fatalf("Get(%q, %q) returned invalid JSON %q", doc, path, raw)
+		}
+		if !json.Valid(doc) || !utf8.Valid(doc) || !utf8.ValidString(path) || awkwardKeys(doc) {
+			return
+		}
+		keys, err := SplitPath(path)
+		if err != nil {
+			if ok {
+				t.Fatalf("Get(%q) with a bad path found %q", path, raw)
+			}
+			return
+		}
+		whole, err := decodeAll(doc)
+		if err != nil {
+			t.Fatalf("decode valid doc: %v", err)
+		}
+		want, wantOK := refGet(whole, keys)
+		if ok != wantOK {
+			t.Fatalf("Get(%q, %q) ok = %v, encoding/json says %v", doc, path, ok, wantOK)
+		}
+		if !ok {
+			return
+		}
+		got, err := decodeAll(raw)
+		if err != nil {
+			t.Fatalf("decode Get result %q: %v", raw, err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("Get(%q, %q) (-encoding/json +Get):\n%s", doc, path, diff)
+		}
+		if path == "" {
+			return
+		}
+		out, err := Replace(doc, path, []byte(`{"replaced":true}`))
+		if err != nil || !json.Valid(out) {
+			t.Fatalf("Replace(%q, %q) = %q, %v", doc, path, out, err)
+		}
+		if r, ok := Get(out, path); !ok || string(r) != `{"replaced":true}` {
+			t.Fatalf("after Replace, Get(%q) = %q, %v", path, r, ok)
+		}
+		out, err = Delete(doc, path)
+		if err != nil || !json.Valid(out) {
+			t.Fatalf("Delete(%q, %q) = %q, %v", doc, path, out, err)
+		}
+	})
+}
