@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
+	"mime/multipart"
 	"net"
 	"net/http"
 	"net/url"
@@ -231,13 +233,13 @@ func (inv *Invoker) build(ctx context.Context, req Request) (*http.Request, []st
 	var body io.Reader
 	header := http.Header{}
 	if req.URL == "" {
-		b, err := buildBody(t, req.Args)
+		b, ctype, err := buildBody(t, req.Args)
 		if err != nil {
 			return nil, nil, err
 		}
 		if b != nil {
 			body = bytes.NewReader(b)
-			header.Set("Content-Type", "application/json")
+			header.Set("Content-Type", ctype)
 		}
 		for _, p := range t.Params {
 			if p.In != InHeader {
@@ -387,7 +389,10 @@ func addQuery(q url.Values, name string, v any) {
 	}
 }
 
-func buildBody(t *Tool, args map[string]any) ([]byte, error) {
+// buildBody encodes the body arguments as the tool's content type:
+// JSON (the default), form-urlencoded (arrays repeat the key, objects use
+// name[key]) or multipart form fields.
+func buildBody(t *Tool, args map[string]any) ([]byte, string, error) {
 	var whole any
 	obj := map[string]any{}
 	hasBody := false
@@ -407,17 +412,55 @@ func buildBody(t *Tool, args map[string]any) ([]byte, error) {
 		obj[p.WireName()] = v
 	}
 	if !hasBody {
-		return nil, nil
+		return nil, "", nil
 	}
 	if whole != nil {
-		if m, ok := whole.(map[string]any); ok && len(obj) > 0 {
+		if m, ok := whole.(map[string]any); ok {
 			for k, v := range obj {
 				m[k] = v
 			}
+			obj = m
+		} else if len(obj) > 0 {
+			return nil, "", &ArgError{Arg: "body", Msg: "must be an object when other body arguments are given"}
 		}
-		return json.Marshal(whole)
 	}
-	return json.Marshal(obj)
+	mediaType, _, _ := mime.ParseMediaType(t.ContentType)
+	switch mediaType {
+	case "application/x-www-form-urlencoded", "multipart/form-data":
+		form := url.Values{}
+		keys := make([]string, 0, len(obj))
+		for k := range obj {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			addQuery(form, k, obj[k])
+		}
+		if mediaType == "application/x-www-form-urlencoded" {
+			return []byte(form.Encode()), mediaType, nil
+		}
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		for _, k := range keys {
+			for _, v := range form[k] {
+				if err := mw.WriteField(k, v); err != nil {
+					return nil, "", err
+				}
+			}
+		}
+		if err := mw.Close(); err != nil {
+			return nil, "", err
+		}
+		return buf.Bytes(), mw.FormDataContentType(), nil
+	}
+	var b []byte
+	var err error
+	if whole != nil && len(obj) == 0 {
+		b, err = json.Marshal(whole)
+	} else {
+		b, err = json.Marshal(obj)
+	}
+	return b, "application/json", err
 }
 
 // scalarString renders a JSON-decoded scalar for a URL or header.

@@ -208,3 +208,20 @@ func TestCredentialNeverLeaks(t *testing.T) {
 		t.Errorf("activity record = %+v", acts[1])
 	}
 }
+
+func TestInvokerFormBody(t *testing.T) {
+	srv, seen := recordingServer(t, nil)
+	inv := NewInvoker(InvokerOptions{})
+	tool := &Tool{ID: "s.create", Provider: "s", Name: "create", Method: "POST", Path: "/v1/customers", Origin: srv.URL,
+		ContentType: "application/x-www-form-urlencoded",
+		Params: []Param{{Name: "email", In: InBody}, {Name: "metadata", In: InBody}, {Name: "expand", In: InBody}}}
+	_, err := inv.Call(context.Background(), Request{Tool: tool, Args: map[string]any{
+		"email": "a@b.c", "metadata": map[string]any{"k": "v"}, "expand": []any{"x", "y"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := seen()[0]
+	if got.ContentType != "application/x-www-form-urlencoded" || got.Body != "email=a%40b.c&expand=x&expand=y&metadata%5Bk%5D=v" {
+		t.Errorf("form request: %s %s", got.ContentType, got.Body)
+	}
+}
