@@ -162,3 +162,109 @@ func FuzzGet(f *testing.F) {
 		}
 	})
 }
+
+// refProject is Project on decoded values, following the compiled tree.
+func refProject(v any, n *fieldNode) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for _, c := range n.children {
+			val, ok := x[c.key]
+			switch {
+			case !ok:
+				out[c.key] = nil
+			case c.leaf:
+				out[c.key] = val
+			default:
+				out[c.key] = refProject(val, c)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = refProject(e, n)
+		}
+		return out
+	}
+	return nil
+}
+
+// refResolves reports whether keys reach a value in v, mapping arrays.
+func refResolves(v any, keys []string) bool {
+	if len(keys) == 0 {
+		return true
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		val, ok := x[keys[0]]
+		return ok && refResolves(val, keys[1:])
+	case []any:
+		for _, e := range x {
+			if refResolves(e, keys) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func FuzzProject(f *testing.F) {
+	for _, d := range append(fuzzDocs, sampleOrder) {
+		f.Add([]byte(d), "id,customer.name,line_items.sku")
+		f.Add([]byte(d), "a.b,a,f.x,eé")
+		f.Add([]byte(d), `a\.b,tags,matrix.x`)
+	}
+	f.Fuzz(func(t *testing.T, item []byte, pathList string) {
+		paths := strings.Split(pathList, ",")
+		for _, p := range paths {
+			// Filters over the same paths must never panic either.
+			if flt, err := CompileFilter([]Clause{{Field: p, Op: "eq", Value: "x"}, {Field: p, Op: "exists"}}); err == nil {
+				flt.Match(item)
+			}
+			if flt, err := CompileFilter([]Clause{{Field: p, Op: "contains", Value: "X"}, {Field: p, Op: "lt", Value: 3}}); err == nil {
+				flt.Match(item)
+			}
+		}
+		fields, err := CompileFields(paths)
+		if err != nil {
+			return
+		}
+		matched := make([]bool, len(paths))
+		out, err := fields.Project(item, []byte("["), matched)
+		if err != nil {
+			if string(out) != "[" {
+				t.Fatalf("Project(%q) failed but changed dst: %q", item, out)
+			}
+			if json.Valid(item) {
+				t.Fatalf("Project(%q) failed on valid JSON: %v", item, err)
+			}
+			return
+		}
+		out = append(out, ']')
+		if !json.Valid(out) {
+			t.Fatalf("Project(%q, %q) produced invalid JSON %q", item, paths, out)
+		}
+		if !json.Valid(item) || !utf8.Valid(item) || !utf8.ValidString(pathList) || awkwardKeys(item) {
+			return
+		}
+		v, err := decodeAll(item)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := decodeAll(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []any{refProject(v, fields.root)}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("Project(%q, %q) (-reference +got):\n%s", item, paths, diff)
+		}
+		for i, p := range paths {
+			keys, _ := SplitPath(strings.TrimSpace(p))
+			if w := refResolves(v, keys); w != matched[i] {
+				t.Fatalf("Project(%q): matched[%d] (%q) = %v, reference %v", item, i, p, matched[i], w)
+			}
+		}
+	})
+}
