@@ -1,0 +1,191 @@
+package paginate
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/trawl-dev/trawl/tools"
+)
+
+// Inspection is what `trawl inspect` reports for one operation: which
+// tool it became and how it paginates. It marshals as
+//
+//	{"tool","method","path","operationId","pagination":{"strategy","sizeParam",
+//	 "pageParam","offsetParam","cursorParam","paramsIn","items","continuation","provenance"}}
+//
+// with null wherever a field does not apply.
+type Inspection struct {
+	Tool        string            `json:"tool"`
+	Method      string            `json:"method"`
+	Path        string            `json:"path"`
+	OperationID *string           `json:"operationId"` // null when the spec gives none
+	Pagination  PaginationSummary `json:"pagination"`
+
+	note string // one remark for the table (a signal with nothing to send it back)
+}
+
+// PaginationSummary is a Plan as people read it. Request-side names and
+// the continuation are null for an operation that is not paginated; Items
+// is the path of the primary array for every list operation ("" for a
+// bare array), null when none is known.
+type PaginationSummary struct {
+	Strategy     Strategy `json:"strategy"`
+	SizeParam    *string  `json:"sizeParam"`
+	PageParam    *string  `json:"pageParam"`
+	OffsetParam  *string  `json:"offsetParam"`
+	CursorParam  *string  `json:"cursorParam"`
+	ParamsIn     *string  `json:"paramsIn"`
+	Items        *string  `json:"items"`
+	Continuation *string  `json:"continuation"`
+	Provenance   string   `json:"provenance"`
+}
+
+// Inspect detects the pagination of every tool.
+func Inspect(ts []*tools.Tool) []Inspection {
+	out := make([]Inspection, 0, len(ts))
+	for _, t := range ts {
+		if t == nil {
+			continue
+		}
+		out = append(out, NewInspection(t, Detect(t)))
+	}
+	return out
+}
+
+// NewInspection reports plan p (from Detect, possibly refined) for t.
+func NewInspection(t *tools.Tool, p Plan) Inspection {
+	in := Inspection{
+		Tool:        t.Name,
+		Method:      strings.ToUpper(t.Method),
+		Path:        t.Path,
+		OperationID: nullable(t.OperationID),
+	}
+	s := PaginationSummary{Strategy: p.Strategy, Provenance: p.Provenance}
+	if s.Strategy == "" {
+		s.Strategy = None
+	}
+	if p.ItemsFound {
+		items := showPath(p.Items)
+		s.Items = &items
+	}
+	if p.Paginated() {
+		s.SizeParam = nullable(p.SizeParam)
+		s.PageParam = nullable(p.PageParam)
+		s.OffsetParam = nullable(p.OffsetParam)
+		s.CursorParam = nullable(p.CursorParam)
+		s.ParamsIn = nullable(p.ParamsIn)
+		s.Continuation = nullable(p.Continuation)
+	}
+	in.Pagination = s
+	switch {
+	case !p.Paginated() && p.NextToken != "":
+		in.note = fmt.Sprintf("response has %s but no parameter sends it back", showPath(p.NextToken))
+	case !p.Paginated() && p.CursorParam != "":
+		in.note = fmt.Sprintf("%s looks like a cursor, but the response declares none to send", p.CursorParam)
+	case p.Strategy == Cursor && p.CursorFromItem != "":
+		in.note = fmt.Sprintf("cursor = last item's %s", p.CursorFromItem)
+	case p.Strategy == Cursor && p.NextToken == "":
+		in.note = "no declared token or item id: the first response must supply one"
+	case p.Paginated() && !p.ItemsFound:
+		in.note = "items not declared: the first response must show them"
+	}
+	return in
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// summaryOrder lists strategies in the order the summary line counts them.
+var summaryOrder = []Strategy{Cursor, NextURL, LinkHeader, PageNumber, Offset}
+
+// WriteTable writes ins as an aligned table, one operation a row, then a
+// summary line ("51 operations, 40 paginated: 14 cursor, 6 next_url, …").
+func WriteTable(w io.Writer, ins []Inspection) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "METHOD\tPATH\tTOOL\tSTRATEGY\tPARAMS\tITEMS\tCONTINUATION\tPROVENANCE\tNOTE")
+	counts := map[Strategy]int{}
+	paginated := 0
+	for _, in := range ins {
+		p := in.Pagination
+		if p.Strategy != None && p.Strategy != "" {
+			paginated++
+			counts[p.Strategy]++
+		}
+		var params []string
+		for _, kv := range []struct {
+			k string
+			v *string
+		}{{"size", p.SizeParam}, {"page", p.PageParam}, {"offset", p.OffsetParam}, {"cursor", p.CursorParam}} {
+			if kv.v != nil {
+				params = append(params, kv.k+"="+*kv.v)
+			}
+		}
+		if len(params) > 0 && p.ParamsIn != nil && *p.ParamsIn != "query" {
+			params = append(params, "in "+*p.ParamsIn)
+		}
+		items := "-"
+		if p.Items != nil {
+			items = *p.Items
+			if items == "" {
+				items = "(bare array)"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			cell(in.Method), cell(in.Path), cell(in.Tool), p.Strategy, orDash(strings.Join(params, " ")),
+			cell(items), cell(deref(p.Continuation)), cell(p.Provenance), cell(in.note))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	summary := fmt.Sprintf("%d operation%s, %d paginated", len(ins), plural(len(ins)), paginated)
+	var parts []string
+	for _, s := range summaryOrder {
+		if counts[s] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[s], s))
+		}
+	}
+	if len(parts) > 0 {
+		summary += ": " + strings.Join(parts, ", ")
+	}
+	_, err := fmt.Fprintln(w, summary)
+	return err
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// cell keeps a value on one table row: specs put tabs and newlines in
+// odd places.
+func cell(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r == '\t' || r == '\n' || r == '\r' {
+			return ' '
+		}
+		return r
+	}, s)
+	return orDash(s)
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
