@@ -450,7 +450,7 @@ func TestDetectExtensions(t *testing.T) {
 		{
 			name: "x-ms-pageable",
 			tool: tools.Tool{Method: "GET", Path: "/vaults", Params: []tools.Param{qp("$top", sInt())},
-				Response: sObj(map[string]*tools.Schema{"value": sArr(item("id")), "nextLink": sStr()}),
+				Response:   sObj(map[string]*tools.Schema{"value": sArr(item("id")), "nextLink": sStr()}),
 				Extensions: map[string]any{"x-ms-pageable": map[string]any{"nextLinkName": "nextLink"}}},
 			want: Plan{Strategy: NextURL, SizeParam: "$top", ParamsIn: "query", Items: "value", ItemsFound: true,
 				ItemID: "id", Continuation: "nextLink", NextURLField: "nextLink", Provenance: "extension:x-ms-pageable"},
