@@ -2,6 +2,7 @@ package paginate
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"net/http"
@@ -177,14 +178,15 @@ func verdictOf(r *Result) verdict {
 }
 
 type walkCase struct {
-	name    string
-	plan    Plan
-	sizeMax float64 // the size parameter's schema maximum; 0: none
-	tool    func(origin string) *tools.Tool
-	args    map[string]any
-	single  bool // without AllPages
-	budget  Budget
-	script  script
+	name       string
+	plan       Plan
+	sizeMax    float64 // the size parameter's schema maximum; 0: none
+	tool       func(origin string) *tools.Tool
+	args       map[string]any
+	single     bool // without AllPages
+	budget     Budget
+	credential string
+	script     script
 
 	want       verdict
 	wantReqs   []string
@@ -206,8 +208,11 @@ func (c walkCase) run(t *testing.T) {
 	inv := tools.NewInvoker(tools.InvokerOptions{Client: u.srv.Client()})
 	res, err := Walk(context.Background(), WalkOptions{
 		Caller: inv, Clock: clock, Tool: tool, Args: c.args, Plan: c.plan,
-		AllPages: !c.single, Budget: c.budget, ThreadID: "t1",
+		AllPages: !c.single, Budget: c.budget, ThreadID: "t1", Credential: c.credential,
 	})
+	if res != nil {
+		res.LastCursor = strings.ReplaceAll(res.LastCursor, u.srv.URL, "$ORIGIN")
+	}
 	var transcript strings.Builder
 	transcript.WriteString("requests:\n")
 	for _, r := range u.requests() {
@@ -266,21 +271,748 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
+// cursorPages answers by the cursor query parameter ("" is the first
+// page); an unknown cursor is a 404.
+func cursorPages(param string, pages map[string]string) script {
+	return func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+		body, ok := pages[r.URL.Query().Get(param)]
+		if !ok {
+			reply(w, 404, `{"message":"no such page"}`)
+			return
+		}
+		reply(w, 200, body)
+	}
+}
+
+// endless serves two items per page and a fresh cursor forever.
+func endless(perPage int) script {
+	return func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+		reply(w, 200, page(seq("i", (n-1)*perPage+1, perPage), fmt.Sprintf(`"next_cursor":"c%d"`, n)))
+	}
+}
+
+// numbered serves a collection of total items by page/offset numbers,
+// never more than max per page whatever was asked; withTotal adds
+// "total".
+func numbered(total, max int, withTotal bool) script {
+	all := seq("i", 1, total)
+	return func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+		q := r.URL.Query()
+		size, _ := strconv.Atoi(firstOf(q.Get("per_page"), q.Get("limit"), "30"))
+		if size > max {
+			size = max
+		}
+		start := 0
+		if p := q.Get("page"); p != "" {
+			pn, _ := strconv.Atoi(p)
+			start = (pn - 1) * size
+		}
+		if o := q.Get("offset"); o != "" {
+			start, _ = strconv.Atoi(o)
+		}
+		end := min(start+size, len(all))
+		start = min(start, end)
+		extra := ""
+		if withTotal {
+			extra = fmt.Sprintf(`"total":%d`, total)
+		}
+		reply(w, 200, page(all[start:end], extra))
+	}
+}
+
+func firstOf(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}
+
 func TestHostile(t *testing.T) {
 	cases := []walkCase{
 		{
 			name: "first_page_empty_with_cursor",
 			plan: cursorPlan, sizeMax: 100,
-			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
-				switch r.URL.Query().Get("cursor") {
-				case "":
-					reply(w, 200, page(nil, `"next_cursor":"c1"`))
-				case "c1":
-					reply(w, 200, page(seq("i", 1, 3), `"next_cursor":null`))
-				}
-			},
+			script: cursorPages("cursor", map[string]string{
+				"":   page(nil, `"next_cursor":"c1"`),
+				"c1": page(seq("i", 1, 3), `"next_cursor":null`),
+			}),
 			want:     verdict{Complete: true, StoppedBy: StopCompleteNoNext, Items: 3, Pages: 2, Requests: 2, LastCursor: "c1"},
 			wantReqs: []string{"GET /items?limit=100", "GET /items?cursor=c1&limit=100"},
+		},
+		{
+			name: "short_page_more_to_come",
+			plan: cursorPlan, sizeMax: 100,
+			script: cursorPages("cursor", map[string]string{
+				"":   page(seq("i", 1, 2), `"next_cursor":"c1"`),
+				"c1": page(seq("i", 3, 3), `"next_cursor":null`),
+			}),
+			want:     verdict{Complete: true, StoppedBy: StopCompleteNoNext, Items: 5, Pages: 2, Requests: 2, LastCursor: "c1"},
+			wantReqs: []string{"GET /items?limit=100", "GET /items?cursor=c1&limit=100"},
+		},
+		{
+			name: "same_item_on_two_pages",
+			plan: cursorPlan, sizeMax: 100,
+			script: cursorPages("cursor", map[string]string{
+				"":   page([]string{"i1", "i2", "i3"}, `"next_cursor":"c1"`),
+				"c1": page([]string{"i3", "i4"}, `"next_cursor":""`),
+			}),
+			want:     verdict{Complete: true, StoppedBy: StopCompleteNoNext, Items: 5, Pages: 2, Requests: 2, Duplicates: 1, LastCursor: "c1"},
+			wantReqs: []string{"GET /items?limit=100", "GET /items?cursor=c1&limit=100"},
+		},
+		{
+			name: "cursor_cycle",
+			plan: cursorPlan, sizeMax: 100,
+			script: cursorPages("cursor", map[string]string{
+				"":  page([]string{"i1"}, `"next_cursor":"A"`),
+				"A": page([]string{"i2"}, `"next_cursor":"B"`),
+				"B": page([]string{"i3"}, `"next_cursor":"A"`),
+			}),
+			want:     verdict{StoppedBy: StopRepeatedCursor, Items: 3, Pages: 3, Requests: 3, LikelyMore: true, LastCursor: "A"},
+			wantReqs: []string{"GET /items?limit=100", "GET /items?cursor=A&limit=100", "GET /items?cursor=B&limit=100"},
+		},
+		{
+			name: "cursor_expires_mid_walk",
+			plan: cursorPlan, sizeMax: 100,
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				if r.URL.Query().Get("cursor") == "" {
+					reply(w, 200, page(seq("i", 1, 2), `"next_cursor":"c1"`))
+					return
+				}
+				reply(w, 410, `{"error":{"code":"cursor_expired","message":"The cursor has expired."}}`)
+			},
+			want:     verdict{StoppedBy: StopCursorExpired, Items: 2, Pages: 1, Requests: 2, LikelyMore: true, LastCursor: "c1"},
+			wantReqs: []string{"GET /items?limit=100", "GET /items?cursor=c1&limit=100"},
+		},
+		{
+			name: "cursor_rejected_in_ok_false_body",
+			plan: Plan{Strategy: Cursor, SizeParam: "limit", CursorParam: "cursor", Items: "channels", ItemsFound: true,
+				NextToken: "response_metadata.next_cursor", Continuation: "next_cursor", Provenance: "schema"},
+			sizeMax: 1000,
+			script: cursorPages("cursor", map[string]string{
+				"":             `{"ok":true,"channels":` + items("C1", "C2") + `,"response_metadata":{"next_cursor":"dGVhbTpDMDY="}}`,
+				"dGVhbTpDMDY=": `{"ok":false,"error":"invalid_cursor"}`,
+			}),
+			want:     verdict{StoppedBy: StopCursorExpired, Items: 2, Pages: 1, Requests: 2, LikelyMore: true, LastCursor: "dGVhbTpDMDY="},
+			wantReqs: []string{"GET /items?limit=1000", "GET /items?cursor=dGVhbTpDMDY%3D&limit=1000"},
+		},
+		{
+			name: "rate_limited_retry_after_seconds",
+			plan: cursorPlan, sizeMax: 100,
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				switch n {
+				case 1:
+					reply(w, 200, page([]string{"i1"}, `"next_cursor":"c1"`))
+				case 2:
+					w.Header().Set("Retry-After", "7")
+					reply(w, 429, `{"message":"slow down"}`)
+				default:
+					reply(w, 200, page([]string{"i2"}, `"next_cursor":null`))
+				}
+			},
+			want:       verdict{Complete: true, StoppedBy: StopCompleteNoNext, Items: 2, Pages: 2, Requests: 3, Retries: 1, LastCursor: "c1"},
+			wantReqs:   []string{"GET /items?limit=100", "GET /items?cursor=c1&limit=100", "GET /items?cursor=c1&limit=100"},
+			wantSleeps: []time.Duration{7 * time.Second},
+		},
+		{
+			name: "rate_limited_retry_after_http_date",
+			plan: cursorPlan, sizeMax: 100,
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				switch n {
+				case 1:
+					reply(w, 200, page([]string{"i1"}, `"next_cursor":"c1"`))
+				case 2:
+					w.Header().Set("Retry-After", u.clock.Now().Add(30*time.Second).Format(http.TimeFormat))
+					reply(w, 429, `{"message":"slow down"}`)
+				default:
+					reply(w, 200, page([]string{"i2"}, `"next_cursor":null`))
+				}
+			},
+			want:       verdict{Complete: true, StoppedBy: StopCompleteNoNext, Items: 2, Pages: 2, Requests: 3, Retries: 1, LastCursor: "c1"},
+			wantReqs:   []string{"GET /items?limit=100", "GET /items?cursor=c1&limit=100", "GET /items?cursor=c1&limit=100"},
+			wantSleeps: []time.Duration{30 * time.Second},
+		},
+		{
+			name: "rate_limited_wait_too_long",
+			plan: cursorPlan, sizeMax: 100,
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				if n == 1 {
+					reply(w, 200, page([]string{"i1"}, `"next_cursor":"c1"`))
+					return
+				}
+				w.Header().Set("Retry-After", "120")
+				reply(w, 429, `{"message":"quota exceeded"}`)
+			},
+			want:     verdict{StoppedBy: StopRateLimited, Items: 1, Pages: 1, Requests: 2, LikelyMore: true, LastCursor: "c1"},
+			wantReqs: []string{"GET /items?limit=100", "GET /items?cursor=c1&limit=100"},
+		},
+		{
+			name: "transient_5xx",
+			plan: cursorPlan, sizeMax: 100,
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				switch n {
+				case 1:
+					reply(w, 200, page([]string{"i1"}, `"next_cursor":"c1"`))
+				case 2:
+					reply(w, 503, `<html>upstream unavailable</html>`)
+				default:
+					reply(w, 200, page([]string{"i2"}, `"next_cursor":null`))
+				}
+			},
+			want:       verdict{Complete: true, StoppedBy: StopCompleteNoNext, Items: 2, Pages: 2, Requests: 3, Retries: 1, LastCursor: "c1"},
+			wantReqs:   []string{"GET /items?limit=100", "GET /items?cursor=c1&limit=100", "GET /items?cursor=c1&limit=100"},
+			wantSleeps: []time.Duration{500 * time.Millisecond},
+		},
+		{
+			name: "persistent_5xx",
+			plan: cursorPlan, sizeMax: 100,
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				if n == 1 {
+					reply(w, 200, page([]string{"i1"}, `"next_cursor":"c1"`))
+					return
+				}
+				reply(w, 500, `{"message":"internal error"}`)
+			},
+			want: verdict{StoppedBy: StopHTTPError, Items: 1, Pages: 1, Requests: 4, Retries: 2, LikelyMore: true, LastCursor: "c1"},
+			wantReqs: []string{"GET /items?limit=100", "GET /items?cursor=c1&limit=100",
+				"GET /items?cursor=c1&limit=100", "GET /items?cursor=c1&limit=100"},
+			wantSleeps: []time.Duration{500 * time.Millisecond, time.Second},
+		},
+		{
+			name: "transport_error_retried",
+			plan: cursorPlan, sizeMax: 100,
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				switch n {
+				case 1:
+					reply(w, 200, page([]string{"i1"}, `"next_cursor":"c1"`))
+				case 2:
+					cutConnection(w)
+				default:
+					reply(w, 200, page([]string{"i2"}, `"next_cursor":null`))
+				}
+			},
+			want:       verdict{Complete: true, StoppedBy: StopCompleteNoNext, Items: 2, Pages: 2, Requests: 3, Retries: 1, LastCursor: "c1"},
+			wantReqs:   []string{"GET /items?limit=100", "GET /items?cursor=c1&limit=100", "GET /items?cursor=c1&limit=100"},
+			wantSleeps: []time.Duration{500 * time.Millisecond},
+		},
+		{
+			name: "unauthorized_mid_walk",
+			plan: cursorPlan, sizeMax: 100,
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				if n == 1 {
+					reply(w, 200, page([]string{"i1"}, `"next_cursor":"c1"`))
+					return
+				}
+				reply(w, 401, `{"message":"token revoked"}`)
+			},
+			want:     verdict{StoppedBy: StopHTTPError, Items: 1, Pages: 1, Requests: 2, LikelyMore: true, LastCursor: "c1"},
+			wantReqs: []string{"GET /items?limit=100", "GET /items?cursor=c1&limit=100"},
+		},
+		{
+			name: "has_more_empty_page_then_items",
+			plan: moreCursorPlan, sizeMax: 100,
+			script: cursorPages("cursor", map[string]string{
+				"":   page(nil, `"has_more":true,"next_cursor":"c1"`),
+				"c1": page(seq("i", 1, 2), `"has_more":false,"next_cursor":null`),
+			}),
+			want:     verdict{Complete: true, StoppedBy: StopCompleteHasMoreFalse, Items: 2, Pages: 2, Requests: 2, LastCursor: "c1"},
+			wantReqs: []string{"GET /items?limit=100", "GET /items?cursor=c1&limit=100"},
+		},
+		{
+			name: "has_more_empty_pages_forever",
+			plan: moreCursorPlan, sizeMax: 100, budget: Budget{Pages: 4},
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				reply(w, 200, page(nil, fmt.Sprintf(`"has_more":true,"next_cursor":"c%d"`, n)))
+			},
+			want: verdict{StoppedBy: StopBudgetPages, Pages: 4, Requests: 4, LikelyMore: true, LastCursor: "c4"},
+			wantReqs: []string{"GET /items?limit=100", "GET /items?cursor=c1&limit=100",
+				"GET /items?cursor=c2&limit=100", "GET /items?cursor=c3&limit=100"},
+		},
+		{
+			name: "has_more_true_without_token",
+			plan: moreCursorPlan, sizeMax: 100,
+			script: cursorPages("cursor", map[string]string{
+				"": page(seq("i", 1, 2), `"has_more":true,"next_cursor":null`),
+			}),
+			want:     verdict{StoppedBy: StopInconsistent, Items: 2, Pages: 1, Requests: 1, LikelyMore: true},
+			wantReqs: []string{"GET /items?limit=100"},
+		},
+		{
+			name: "offset_inserts_during_walk",
+			plan: offsetPlan, sizeMax: 3,
+			script: func() script {
+				list := seq("i", 1, 7)
+				return func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+					if n == 2 { // two items arrive at the head after the first page
+						list = append([]string{"new2", "new1"}, list...)
+					}
+					off, _ := strconv.Atoi(r.URL.Query().Get("offset"))
+					end := min(off+3, len(list))
+					reply(w, 200, page(list[off:end], fmt.Sprintf(`"total":%d`, len(list))))
+				}
+			}(),
+			want: verdict{Complete: true, StoppedBy: StopCompleteTotalReached, Items: 9, Pages: 3, Requests: 3,
+				Duplicates: 2, TotalMismatch: true},
+			wantReqs: []string{"GET /items?limit=3", "GET /items?limit=3&offset=3", "GET /items?limit=3&offset=6"},
+		},
+		{
+			name: "foreign_next_url",
+			plan: nextURLPlan, sizeMax: 100,
+			script: cursorPages("cursor", map[string]string{
+				"": page(seq("i", 1, 2), `"next":"https://collector.example.net/items?cursor=c1"`),
+			}),
+			want:     verdict{StoppedBy: StopForeignNextURL, Items: 2, Pages: 1, Requests: 1, LikelyMore: true, LastCursor: "https://collector.example.net/items?cursor=c1"},
+			wantReqs: []string{"GET /items?limit=100"},
+		},
+		{
+			name: "foreign_next_url_other_port",
+			plan: nextURLPlan, sizeMax: 100,
+			script: cursorPages("cursor", map[string]string{
+				"": page(seq("i", 1, 2), `"next":"http://127.0.0.1:1/items?cursor=c1"`),
+			}),
+			want:     verdict{StoppedBy: StopForeignNextURL, Items: 2, Pages: 1, Requests: 1, LikelyMore: true, LastCursor: "http://127.0.0.1:1/items?cursor=c1"},
+			wantReqs: []string{"GET /items?limit=100"},
+		},
+		{
+			name: "malformed_continuation",
+			plan: cursorPlan, sizeMax: 100,
+			script: cursorPages("cursor", map[string]string{
+				"": page(seq("i", 1, 2), `"next_cursor":{"after":"c1"}`),
+			}),
+			want:     verdict{StoppedBy: StopInconsistent, Items: 2, Pages: 1, Requests: 1, LikelyMore: true},
+			wantReqs: []string{"GET /items?limit=100"},
+		},
+		{
+			name: "malformed_more_flag",
+			plan: moreCursorPlan, sizeMax: 100,
+			script: cursorPages("cursor", map[string]string{
+				"": page(seq("i", 1, 2), `"has_more":"yes","next_cursor":"c1"`),
+			}),
+			want:     verdict{StoppedBy: StopInconsistent, Items: 2, Pages: 1, Requests: 1, LikelyMore: true},
+			wantReqs: []string{"GET /items?limit=100"},
+		},
+		{
+			name: "total_disagrees",
+			plan: func() Plan { p := cursorPlan; p.Total = "total_count"; return p }(), sizeMax: 100,
+			script: cursorPages("cursor", map[string]string{
+				"":   page(seq("i", 1, 2), `"next_cursor":"c1","total_count":5`),
+				"c1": page(seq("i", 3, 2), `"next_cursor":null,"total_count":5`),
+			}),
+			want:     verdict{Complete: true, StoppedBy: StopCompleteNoNext, Items: 4, Pages: 2, Requests: 2, TotalMismatch: true, LastCursor: "c1"},
+			wantReqs: []string{"GET /items?limit=100", "GET /items?cursor=c1&limit=100"},
+			check: func(t *testing.T, u *upstream, res *Result) {
+				if res.Total == nil || *res.Total != 5 {
+					t.Errorf("Total = %v, want 5", res.Total)
+				}
+			},
+		},
+		{
+			name:   "server_caps_page_size",
+			plan:   pagePlan, // no schema maximum: the walker asks 100, the server serves 10
+			script: numbered(25, 10, false),
+			want:   verdict{Complete: true, StoppedBy: StopCompleteShortPage, Items: 25, Pages: 3, Requests: 3},
+			wantReqs: []string{"GET /items?per_page=100", "GET /items?page=2&per_page=100",
+				"GET /items?page=3&per_page=100"},
+		},
+		{
+			name: "server_caps_page_size_with_total",
+			plan: offsetPlan, sizeMax: 100, // the schema allows 100, the server serves 10
+			script: numbered(25, 10, true),
+			want:   verdict{Complete: true, StoppedBy: StopCompleteTotalReached, Items: 25, Pages: 3, Requests: 3},
+			wantReqs: []string{"GET /items?limit=100", "GET /items?limit=100&offset=10",
+				"GET /items?limit=100&offset=20"},
+		},
+		{
+			name:     "server_cap_equals_collection",
+			plan:     pagePlan,
+			script:   numbered(10, 10, false),
+			want:     verdict{Complete: true, StoppedBy: StopCompleteEmptyPage, Items: 10, Pages: 2, Requests: 2},
+			wantReqs: []string{"GET /items?per_page=100", "GET /items?page=2&per_page=100"},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, c.run)
+	}
+}
+
+// One case per strategy, each shaped like the vendor API it stands for.
+func TestWalkStrategies(t *testing.T) {
+	cases := []walkCase{
+		{
+			name: "strategy_page",
+			plan: pagePlan, sizeMax: 100,
+			script: numbered(240, 100, false),
+			want:   verdict{Complete: true, StoppedBy: StopCompleteShortPage, Items: 240, Pages: 3, Requests: 3},
+			wantReqs: []string{"GET /items?per_page=100", "GET /items?page=2&per_page=100",
+				"GET /items?page=3&per_page=100"},
+		},
+		{
+			name: "strategy_offset",
+			plan: offsetPlan, sizeMax: 50,
+			script: numbered(120, 50, true),
+			want:   verdict{Complete: true, StoppedBy: StopCompleteTotalReached, Items: 120, Pages: 3, Requests: 3},
+			wantReqs: []string{"GET /items?limit=50", "GET /items?limit=50&offset=50",
+				"GET /items?limit=50&offset=100"},
+		},
+		{
+			// Slack: {"ok":true,"members":[…],"response_metadata":{"next_cursor":""}}
+			name: "strategy_cursor_token",
+			plan: Plan{Strategy: Cursor, SizeParam: "limit", CursorParam: "cursor", Items: "members", ItemsFound: true,
+				NextToken: "response_metadata.next_cursor", Continuation: "next_cursor", Provenance: "schema"},
+			sizeMax: 200,
+			script: cursorPages("cursor", map[string]string{
+				"":             `{"ok":true,"members":` + items(seq("U", 1, 3)...) + `,"response_metadata":{"next_cursor":"dXNlcjpVMDQ="}}`,
+				"dXNlcjpVMDQ=": `{"ok":true,"members":` + items(seq("U", 4, 3)...) + `,"response_metadata":{"next_cursor":"dXNlcjpVMDc="}}`,
+				"dXNlcjpVMDc=": `{"ok":true,"members":` + items(seq("U", 7, 1)...) + `,"response_metadata":{"next_cursor":""}}`,
+			}),
+			want: verdict{Complete: true, StoppedBy: StopCompleteNoNext, Items: 7, Pages: 3, Requests: 3, LastCursor: "dXNlcjpVMDc="},
+			wantReqs: []string{"GET /items?limit=200", "GET /items?cursor=dXNlcjpVMDQ%3D&limit=200",
+				"GET /items?cursor=dXNlcjpVMDc%3D&limit=200"},
+		},
+		{
+			// Stripe: starting_after takes the last item's id while has_more.
+			name: "strategy_cursor_last_item",
+			plan: Plan{Strategy: Cursor, SizeParam: "limit", CursorParam: "starting_after", Items: "data", ItemsFound: true,
+				MoreFlag: "has_more", CursorFromItem: "id", Continuation: "has_more", Provenance: "schema"},
+			sizeMax: 100,
+			script: func() script {
+				all := seq("cus_", 1, 250)
+				return func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+					start := 0
+					if after := r.URL.Query().Get("starting_after"); after != "" {
+						for i, id := range all {
+							if id == after {
+								start = i + 1
+							}
+						}
+					}
+					end := min(start+100, len(all))
+					reply(w, 200, fmt.Sprintf(`{"object":"list","url":"/v1/customers","data":%s,"has_more":%t}`,
+						items(all[start:end]...), end < len(all)))
+				}
+			}(),
+			want: verdict{Complete: true, StoppedBy: StopCompleteHasMoreFalse, Items: 250, Pages: 3, Requests: 3, LastCursor: "cus_200"},
+			wantReqs: []string{"GET /items?limit=100", "GET /items?limit=100&starting_after=cus_100",
+				"GET /items?limit=100&starting_after=cus_200"},
+		},
+		{
+			// Twilio: a relative next_page_uri under a versioned base URL.
+			name: "strategy_next_url",
+			plan: Plan{Strategy: NextURL, SizeParam: "PageSize", Items: "messages", ItemsFound: true,
+				NextURLField: "next_page_uri", Continuation: "next_page_uri", Provenance: "schema"},
+			tool: func(origin string) *tools.Tool {
+				return &tools.Tool{ID: "twilio.list_messages", Provider: "twilio", Name: "list_messages", Kind: tools.KindAPI,
+					Method: http.MethodGet, Path: "/Accounts/{AccountSid}/Messages.json", Origin: origin + "/2010-04-01",
+					Params: []tools.Param{
+						{Name: "AccountSid", In: tools.InPath, Required: true, Schema: &tools.Schema{Type: "string"}},
+						{Name: "PageSize", In: tools.InQuery, Schema: intSchema(50)},
+					}}
+			},
+			args: map[string]any{"AccountSid": "AC123"},
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				pg, _ := strconv.Atoi(firstOf(r.URL.Query().Get("Page"), "0"))
+				ids := seq("SM", pg*50+1, 50)
+				next := fmt.Sprintf(`"/2010-04-01/Accounts/AC123/Messages.json?Page=%d&PageSize=50&PageToken=PASM%d"`, pg+1, (pg+1)*50)
+				if pg == 2 {
+					ids, next = ids[:20], "null"
+				}
+				reply(w, 200, fmt.Sprintf(`{"messages":%s,"page":%d,"page_size":50,"next_page_uri":%s}`, items(ids...), pg, next))
+			},
+			want: verdict{Complete: true, StoppedBy: StopCompleteNoNext, Items: 120, Pages: 3, Requests: 3,
+				LastCursor: "$ORIGIN/2010-04-01/Accounts/AC123/Messages.json?Page=2&PageSize=50&PageToken=PASM100"},
+			wantReqs: []string{
+				"GET /2010-04-01/Accounts/AC123/Messages.json?PageSize=50",
+				"GET /2010-04-01/Accounts/AC123/Messages.json?Page=1&PageSize=50&PageToken=PASM50",
+				"GET /2010-04-01/Accounts/AC123/Messages.json?Page=2&PageSize=50&PageToken=PASM100",
+			},
+		},
+		{
+			// GitHub: a bare array, page numbers in the schema, and a Link
+			// header (absolute, then relative) that the first response
+			// turns into the plan.
+			name: "strategy_link_header",
+			plan: Plan{Strategy: PageNumber, SizeParam: "per_page", PageParam: "page", Items: "", ItemsFound: true, Provenance: "schema"},
+			tool: func(origin string) *tools.Tool {
+				return &tools.Tool{ID: "github.list_issues", Provider: "github", Name: "list_issues", Kind: tools.KindAPI,
+					Method: http.MethodGet, Path: "/repos/{owner}/{repo}/issues", Origin: origin,
+					Params: []tools.Param{
+						{Name: "owner", In: tools.InPath, Required: true, Schema: &tools.Schema{Type: "string"}},
+						{Name: "repo", In: tools.InPath, Required: true, Schema: &tools.Schema{Type: "string"}},
+						{Name: "per_page", In: tools.InQuery, Schema: intSchema(100)},
+						{Name: "page", In: tools.InQuery, Schema: &tools.Schema{Type: "integer"}},
+					}}
+			},
+			args: map[string]any{"owner": "octo", "repo": "hello"},
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				switch r.URL.Query().Get("page") {
+				case "":
+					w.Header().Set("Link", `<`+u.srv.URL+`/repositories/42/issues?per_page=100&page=2>; rel="next", <`+
+						u.srv.URL+`/repositories/42/issues?per_page=100&page=3>; rel="last"`)
+					reply(w, 200, items(seq("I", 1, 100)...))
+				case "2":
+					w.Header().Set("Link", `<?per_page=100&page=3>; rel="next last", <?per_page=100&page=1>; rel="prev first"`)
+					reply(w, 200, items(seq("I", 101, 100)...))
+				default:
+					w.Header().Set("Link", `<`+u.srv.URL+`/repositories/42/issues?per_page=100&page=2>; rel="prev", <`+
+						u.srv.URL+`/repositories/42/issues?per_page=100&page=1>; rel="first"`)
+					reply(w, 200, items(seq("I", 201, 50)...))
+				}
+			},
+			want: verdict{Complete: true, StoppedBy: StopCompleteNoNext, Items: 250, Pages: 3, Requests: 3,
+				LastCursor: "$ORIGIN/repositories/42/issues?per_page=100&page=3"},
+			wantReqs: []string{"GET /repos/octo/hello/issues?per_page=100",
+				"GET /repositories/42/issues?per_page=100&page=2", "GET /repositories/42/issues?per_page=100&page=3"},
+			check: func(t *testing.T, u *upstream, res *Result) {
+				if res.Plan.Strategy != LinkHeader {
+					t.Errorf("Plan.Strategy = %q after the first response, want %q", res.Plan.Strategy, LinkHeader)
+				}
+			},
+		},
+		{
+			name: "strategy_none",
+			plan: Plan{Strategy: None, Items: "data", ItemsFound: true, Provenance: "schema"},
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				reply(w, 200, page(seq("i", 1, 4), `"object":"list"`))
+			},
+			want:     verdict{Complete: true, StoppedBy: StopCompleteNoNext, Items: 4, Pages: 1, Requests: 1},
+			wantReqs: []string{"GET /items"},
+		},
+		{
+			name: "single_page_likely_more",
+			plan: cursorPlan, sizeMax: 100, single: true,
+			script:   endless(2),
+			want:     verdict{StoppedBy: StopBudgetPages, Items: 2, Pages: 1, Requests: 1, LikelyMore: true, LastCursor: "c1"},
+			wantReqs: []string{"GET /items"},
+		},
+		{
+			name: "single_page_complete",
+			plan: cursorPlan, sizeMax: 100, single: true,
+			script: cursorPages("cursor", map[string]string{
+				"": page(seq("i", 1, 2), `"next_cursor":null`),
+			}),
+			want:     verdict{Complete: true, StoppedBy: StopCompleteNoNext, Items: 2, Pages: 1, Requests: 1},
+			wantReqs: []string{"GET /items"},
+		},
+		{
+			name: "single_page_short_with_size",
+			plan: pagePlan, single: true,
+			args:     map[string]any{"per_page": float64(10)},
+			script:   numbered(4, 100, false),
+			want:     verdict{Complete: true, StoppedBy: StopCompleteShortPage, Items: 4, Pages: 1, Requests: 1},
+			wantReqs: []string{"GET /items?per_page=10"},
+		},
+		{
+			name: "resume_from_callers_offset",
+			plan: offsetPlan, sizeMax: 50,
+			args:     map[string]any{"offset": float64(100)},
+			script:   numbered(120, 50, true),
+			want:     verdict{Complete: true, StoppedBy: StopCompleteTotalReached, Items: 20, Pages: 1, Requests: 1},
+			wantReqs: []string{"GET /items?limit=50&offset=100"},
+		},
+		{
+			// A search operation sent as POST with its paging in the body:
+			// safe to retry, and the cursor goes one level down.
+			name: "post_search_cursor_in_body",
+			plan: Plan{Strategy: Cursor, SizeParam: "page.size", CursorParam: "page.after", Items: "results", ItemsFound: true,
+				NextToken: "paging.next.after", Continuation: "after", Provenance: "schema"},
+			tool: func(origin string) *tools.Tool {
+				max := float64(100)
+				return &tools.Tool{ID: "crm.search", Provider: "crm", Name: "search_contacts", Kind: tools.KindAPI,
+					Method: http.MethodPost, Path: "/contacts/search", Origin: origin,
+					Params: []tools.Param{
+						{Name: "query", In: tools.InBody, Schema: &tools.Schema{Type: "string"}},
+						{Name: "page", In: tools.InBody, Schema: &tools.Schema{Type: "object", Properties: map[string]*tools.Schema{
+							"size":  {Type: "integer", Maximum: &max},
+							"after": {Type: "string"},
+						}}},
+					}}
+			},
+			args: map[string]any{"query": "acme", "page": map[string]any{"size": float64(2)}},
+			script: func() script {
+				return func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+					var body struct {
+						Query string `json:"query"`
+						Page  struct {
+							Size  int    `json:"size"`
+							After string `json:"after"`
+						} `json:"page"`
+					}
+					if err := decodeJSON(r, &body); err != nil || body.Query != "acme" || body.Page.Size != 2 {
+						reply(w, 400, `{"message":"bad body"}`)
+						return
+					}
+					switch body.Page.After {
+					case "":
+						reply(w, 200, `{"results":`+items("p1", "p2")+`,"paging":{"next":{"after":"2"}}}`)
+					case "2":
+						if n == 2 {
+							reply(w, 502, `bad gateway`)
+							return
+						}
+						reply(w, 200, `{"results":`+items("p3")+`}`)
+					}
+				}
+			}(),
+			want:       verdict{Complete: true, StoppedBy: StopCompleteNoNext, Items: 3, Pages: 2, Requests: 3, Retries: 1, LastCursor: "2"},
+			wantReqs:   []string{"POST /contacts/search", "POST /contacts/search", "POST /contacts/search"},
+			wantSleeps: []time.Duration{500 * time.Millisecond},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, c.run)
+	}
+}
+
+func decodeJSON(r *http.Request, v any) error {
+	return json.NewDecoder(r.Body).Decode(v)
+}
+
+// One case per budget kind.
+func TestWalkBudgets(t *testing.T) {
+	cases := []walkCase{
+		{
+			name: "budget_pages",
+			plan: cursorPlan, sizeMax: 100, budget: Budget{Pages: 3},
+			script:   endless(2),
+			want:     verdict{StoppedBy: StopBudgetPages, Items: 6, Pages: 3, Requests: 3, LikelyMore: true, LastCursor: "c3"},
+			wantReqs: []string{"GET /items?limit=100", "GET /items?cursor=c1&limit=100", "GET /items?cursor=c2&limit=100"},
+		},
+		{
+			// Retries count: two attempts at page 3 spend the budget.
+			name: "budget_requests",
+			plan: cursorPlan, sizeMax: 100, budget: Budget{Requests: 4},
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				if n <= 2 {
+					endless(2)(u, w, r, n)
+					return
+				}
+				reply(w, 503, `{"message":"try later"}`)
+			},
+			want: verdict{StoppedBy: StopBudgetRequests, Items: 4, Pages: 2, Requests: 4, Retries: 1, LikelyMore: true, LastCursor: "c2"},
+			wantReqs: []string{"GET /items?limit=100", "GET /items?cursor=c1&limit=100",
+				"GET /items?cursor=c2&limit=100", "GET /items?cursor=c2&limit=100"},
+			wantSleeps: []time.Duration{500 * time.Millisecond},
+		},
+		{
+			// The page that reaches the budget is kept whole.
+			name: "budget_items",
+			plan: cursorPlan, sizeMax: 100, budget: Budget{Items: 250},
+			script:   endless(100),
+			want:     verdict{StoppedBy: StopBudgetItems, Items: 300, Pages: 3, Requests: 3, LikelyMore: true, LastCursor: "c3"},
+			wantReqs: []string{"GET /items?limit=100", "GET /items?cursor=c1&limit=100", "GET /items?cursor=c2&limit=100"},
+		},
+		{
+			name: "budget_bytes",
+			plan: cursorPlan, sizeMax: 100, budget: Budget{Bytes: 2 * int64(len(page(seq("i", 1, 10), `"next_cursor":"c1"`)))},
+			script:   endless(10),
+			want:     verdict{StoppedBy: StopBudgetBytes, Items: 20, Pages: 2, Requests: 2, LikelyMore: true, LastCursor: "c2"},
+			wantReqs: []string{"GET /items?limit=100", "GET /items?cursor=c1&limit=100"},
+		},
+		{
+			// Each upstream call takes 25s of the 60s budget.
+			name: "budget_time",
+			plan: cursorPlan, sizeMax: 100,
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				u.clock.Advance(25 * time.Second)
+				endless(2)(u, w, r, n)
+			},
+			want:     verdict{StoppedBy: StopBudgetTime, Items: 6, Pages: 3, Requests: 3, LikelyMore: true, LastCursor: "c3"},
+			wantReqs: []string{"GET /items?limit=100", "GET /items?cursor=c1&limit=100", "GET /items?cursor=c2&limit=100"},
+		},
+		{
+			// A 503 asking for a wait beyond the deadline is not waited.
+			name: "budget_time_retry_after_on_5xx",
+			plan: cursorPlan, sizeMax: 100, budget: Budget{Time: 10 * time.Second},
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				if n == 1 {
+					endless(2)(u, w, r, n)
+					return
+				}
+				w.Header().Set("Retry-After", "30")
+				reply(w, 503, `{"message":"maintenance"}`)
+			},
+			want:     verdict{StoppedBy: StopHTTPError, Items: 2, Pages: 1, Requests: 2, LikelyMore: true, LastCursor: "c1"},
+			wantReqs: []string{"GET /items?limit=100", "GET /items?cursor=c1&limit=100"},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, c.run)
+	}
+}
+
+// The first page failing fails the call with a clear, safe message.
+func TestWalkFirstPageFails(t *testing.T) {
+	cases := []walkCase{
+		{
+			name: "first_page_404",
+			plan: cursorPlan, sizeMax: 100,
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				reply(w, 404, `{"message":"Not Found","documentation_url":"https://docs.example/rest"}`)
+			},
+			want:     verdict{StoppedBy: StopHTTPError},
+			wantErr:  true,
+			wantReqs: []string{"GET /items?limit=100"},
+		},
+		{
+			name: "first_page_401_echoes_the_credential",
+			plan: cursorPlan, sizeMax: 100, credential: "sk_live_51Habc",
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				reply(w, 401, `{"error":"key sk_live_51Habc was revoked; sent `+r.Header.Get("Authorization")+`"}`)
+			},
+			want:     verdict{StoppedBy: StopHTTPError},
+			wantErr:  true,
+			wantReqs: []string{"GET /items?limit=100"},
+		},
+		{
+			name: "first_page_transport_failure",
+			plan: cursorPlan, sizeMax: 100,
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				cutConnection(w)
+			},
+			want:       verdict{StoppedBy: StopHTTPError},
+			wantErr:    true,
+			wantReqs:   []string{"GET /items?limit=100", "GET /items?limit=100", "GET /items?limit=100"},
+			wantSleeps: []time.Duration{500 * time.Millisecond, time.Second},
+		},
+		{
+			name: "first_page_rate_limited",
+			plan: cursorPlan, sizeMax: 100,
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				w.Header().Set("Retry-After", "3600")
+				reply(w, 429, `{"message":"API rate limit exceeded"}`)
+			},
+			want:     verdict{StoppedBy: StopRateLimited},
+			wantErr:  true,
+			wantReqs: []string{"GET /items?limit=100"},
+		},
+		{
+			name: "first_page_callers_cursor_rejected",
+			plan: cursorPlan, sizeMax: 100,
+			args: map[string]any{"cursor": "stale"},
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				reply(w, 400, `{"message":"Invalid cursor"}`)
+			},
+			want:     verdict{StoppedBy: StopCursorExpired},
+			wantErr:  true,
+			wantReqs: []string{"GET /items?cursor=stale&limit=100"},
+		},
+		{
+			// Creating is not safe to repeat: a 503 is not retried.
+			name: "first_page_post_not_retried",
+			plan: Plan{Strategy: None, Provenance: "none"},
+			tool: func(origin string) *tools.Tool {
+				return &tools.Tool{ID: "acme.create_order", Provider: "acme", Name: "create_order", Kind: tools.KindAPI,
+					Method: http.MethodPost, Path: "/orders", Origin: origin,
+					Params: []tools.Param{{Name: "sku", In: tools.InBody, Schema: &tools.Schema{Type: "string"}}}}
+			},
+			args: map[string]any{"sku": "A1"},
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				reply(w, 503, `{"message":"unavailable"}`)
+			},
+			want:     verdict{StoppedBy: StopHTTPError},
+			wantErr:  true,
+			wantReqs: []string{"POST /orders"},
 		},
 	}
 	for _, c := range cases {

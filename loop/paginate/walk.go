@@ -256,6 +256,7 @@ type walker struct {
 	chosen   bool // pageSize was chosen by the walker without a schema maximum
 	effSize  int  // page size the server actually serves; 0 unknown
 
+	attempt  int  // re-sends of the request above so far
 	answered bool // the request above was answered with a page
 	received int  // items on that page
 
@@ -811,7 +812,7 @@ func (w *walker) fetch(ctx context.Context, req tools.Request) (*tools.Response,
 		if attempt > 0 {
 			w.res.Retries++
 		}
-		req.Retry = attempt
+		req.Retry, w.attempt = attempt, attempt
 		callCtx, cancel := context.WithTimeout(ctx, w.deadline.Sub(now))
 		resp, err := w.o.Caller.Call(callCtx, req)
 		timedOut := callCtx.Err() != nil
@@ -900,19 +901,26 @@ func (w *walker) classify(resp *tools.Response) *failure {
 	if rejected {
 		f.reason = StopCursorExpired
 		f.detail = "the upstream rejected the continuation cursor"
-		f.why = fmt.Sprintf("the server rejected the cursor of page %d (status %d); no cursor was guessed", page, resp.Status)
+		f.why = fmt.Sprintf("the server rejected the cursor of page %d (status %d%s); no cursor was guessed", page, resp.Status, colon(f.snippet))
 		return f
 	}
 	switch resp.Status {
 	case http.StatusUnauthorized, http.StatusForbidden:
-		f.why = fmt.Sprintf("page %d was refused (status %d); authorization errors are not retried", page, resp.Status)
+		f.why = fmt.Sprintf("page %d was refused (status %d%s); authorization errors are not retried", page, resp.Status, colon(f.snippet))
 	default:
-		f.why = fmt.Sprintf("page %d failed with status %d", page, resp.Status)
-		if w.res.Retries > 0 {
-			f.why += fmt.Sprintf(" (retries made: %d)", w.res.Retries)
+		f.why = fmt.Sprintf("page %d failed (status %d%s)", page, resp.Status, colon(f.snippet))
+		if w.attempt > 0 {
+			f.why += fmt.Sprintf(" after %d retries", w.attempt)
 		}
 	}
 	return f
+}
+
+func colon(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ": " + s
 }
 
 // budgetFailure is a budget that stops the walk before a request.
@@ -922,9 +930,16 @@ func (w *walker) budgetFailure(reason, detail string) *failure {
 
 // wait sleeps d when it fits in what is left of the time budget (and of
 // ctx's deadline). ok is false when it does not fit; err is ctx's error.
+//
+// A retry the request budget cannot pay for is not waited for either:
+// ok is true without sleeping, and the next attempt stops the walk as
+// budget_requests.
 func (w *walker) wait(ctx context.Context, d time.Duration) (ok bool, err error) {
 	if d < 0 {
 		d = 0
+	}
+	if w.meter.Usage().Requests >= w.budget.Requests {
+		return true, nil
 	}
 	if !w.clock.Now().Add(d).Before(w.deadline) {
 		return false, nil
@@ -967,14 +982,15 @@ func retryable(t *tools.Tool, p Plan) bool {
 	return false
 }
 
-// continuationName names the plan's continuation for messages.
+// continuationName names what the plan follows to the next page, for
+// messages.
 func continuationName(p Plan) string {
-	for _, s := range []string{p.Continuation, lastKey(p.NextToken), lastKey(p.NextURLField)} {
-		if s != "" {
-			return s
-		}
-	}
-	if p.Strategy == LinkHeader {
+	switch {
+	case p.Strategy == Cursor && p.NextToken != "":
+		return lastKey(p.NextToken)
+	case p.Strategy == NextURL && p.NextURLField != "":
+		return lastKey(p.NextURLField)
+	case p.Strategy == LinkHeader:
 		return `rel="next" link`
 	}
 	return "continuation"
