@@ -1,0 +1,156 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Definition is an agent as config and the agents API describe it.
+type Definition struct {
+	ID     string `json:"id" yaml:"id"`
+	Name   string `json:"name,omitempty" yaml:"name"`
+	System string `json:"system,omitempty" yaml:"system"`
+	// Model names the model for this agent; empty means the deployment's.
+	Model string `json:"model,omitempty" yaml:"model"`
+	// MaxSteps bounds the steps of one turn. Zero means 12.
+	MaxSteps int `json:"max_steps,omitempty" yaml:"max_steps"`
+	// ViewChars overrides the deployment's size-guard budget for what one
+	// tool result may put in front of the model. Zero: the deployment's.
+	ViewChars  int       `json:"view_chars,omitempty" yaml:"view_chars"`
+	AgentTools []Binding `json:"agentTools" yaml:"agentTools"`
+}
+
+// Binding is one entry of an agent's tool list: a single tool
+// (ToolID, with ProviderID) or a whole connected-app toolkit (Toolkit).
+type Binding struct {
+	ToolID     string `json:"tool_id,omitempty" yaml:"tool_id"`
+	ProviderID string `json:"provider_id,omitempty" yaml:"provider_id"`
+	Toolkit    string `json:"toolkit,omitempty" yaml:"toolkit"`
+	// LoopResponses adds the reserved arguments (_all_pages, _fields, …).
+	LoopResponses bool `json:"loop_responses,omitempty" yaml:"loop_responses"`
+	// DatasetTTLHours overrides the cache TTL of complete walks. Zero:
+	// 24 h for organization credentials, 1 h for runtime ones.
+	DatasetTTLHours float64 `json:"dataset_ttl_hours,omitempty" yaml:"dataset_ttl_hours"`
+	// Discovery: auto (default), true (always pooled), false (always direct).
+	Discovery Discovery `json:"discovery,omitempty" yaml:"discovery"`
+	// Limits override the deployment's walk budgets for this binding.
+	Limits *Limits `json:"limits,omitempty" yaml:"limits"`
+}
+
+// Limits are walk budgets; zero fields keep the level above.
+type Limits struct {
+	Pages         int     `json:"pages,omitempty" yaml:"pages"`
+	Requests      int     `json:"requests,omitempty" yaml:"requests"`
+	Items         int     `json:"items,omitempty" yaml:"items"`
+	Bytes         int64   `json:"bytes,omitempty" yaml:"bytes"`
+	Seconds       float64 `json:"seconds,omitempty" yaml:"seconds"`
+	ForEachValues int     `json:"for_each_values,omitempty" yaml:"for_each_values"`
+}
+
+// Discovery says whether a binding's tools go to the model directly or
+// behind search_tools. The zero value is DiscoveryAuto.
+type Discovery string
+
+const (
+	DiscoveryAuto   Discovery = ""      // follow the 15-tool budget rule
+	DiscoveryPooled Discovery = "true"  // always behind search_tools
+	DiscoveryDirect Discovery = "false" // always direct, counted against the budget
+)
+
+func parseDiscovery(s string) (Discovery, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "auto":
+		return DiscoveryAuto, nil
+	case "true":
+		return DiscoveryPooled, nil
+	case "false":
+		return DiscoveryDirect, nil
+	}
+	return "", fmt.Errorf("discovery must be auto, true or false, not %q", s)
+}
+
+// UnmarshalJSON accepts true, false, "auto", "true" and "false".
+func (d *Discovery) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		var v bool
+		if err := json.Unmarshal(b, &v); err != nil {
+			return fmt.Errorf("discovery must be auto, true or false")
+		}
+		s = strconv.FormatBool(v)
+	}
+	v, err := parseDiscovery(s)
+	*d = v
+	return err
+}
+
+// MarshalJSON writes "auto", true or false.
+func (d Discovery) MarshalJSON() ([]byte, error) {
+	switch d {
+	case DiscoveryPooled:
+		return []byte("true"), nil
+	case DiscoveryDirect:
+		return []byte("false"), nil
+	}
+	return []byte(`"auto"`), nil
+}
+
+// UnmarshalYAML accepts the same values as UnmarshalJSON.
+func (d *Discovery) UnmarshalYAML(n *yaml.Node) error {
+	v, err := parseDiscovery(n.Value)
+	*d = v
+	return err
+}
+
+// Validate checks a definition on its own (tool ids are checked against
+// the catalog by the caller).
+func (d *Definition) Validate() error {
+	if d.ID == "" {
+		return &FieldError{Field: "id", Msg: "is required"}
+	}
+	if !validID(d.ID) {
+		return &FieldError{Field: "id", Msg: "may hold only letters, digits, '-', '_' and '.' (at most 64)"}
+	}
+	if d.MaxSteps < 0 || d.MaxSteps > 100 {
+		return &FieldError{Field: "max_steps", Msg: "must be between 1 and 100"}
+	}
+	if d.ViewChars < 0 {
+		return &FieldError{Field: "view_chars", Msg: "must not be negative"}
+	}
+	for i, b := range d.AgentTools {
+		f := fmt.Sprintf("agentTools[%d]", i)
+		switch {
+		case b.ToolID == "" && b.Toolkit == "":
+			return &FieldError{Field: f, Msg: "needs tool_id or toolkit"}
+		case b.ToolID != "" && b.Toolkit != "":
+			return &FieldError{Field: f, Msg: "takes tool_id or toolkit, not both"}
+		case b.DatasetTTLHours < 0:
+			return &FieldError{Field: f + ".dataset_ttl_hours", Msg: "must not be negative"}
+		}
+	}
+	return nil
+}
+
+// FieldError names the field of a definition that is wrong.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + " " + e.Msg }
+
+func validID(s string) bool {
+	if len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
