@@ -388,3 +388,8 @@ func iterPull(ctx context.Context, l EventLog, runID string) (next func() (Event
 		return r.ev, r.err
 	}
 }
+
+type readResult struct {
+	ev  Event
+	err error
+}

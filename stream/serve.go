@@ -1,11 +1,13 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -33,8 +35,8 @@ type ServeOptions struct {
 // not an event of the run: 400), so the caller still controls the
 // response; any other error comes after the stream began.
 //
-// The run is read through its own goroutine, so a client that reads slowly
-// holds back nothing but itself.
+// The run is read from the log at the client's pace, so a client that
+// reads slowly holds back nothing but itself.
 func Serve(w http.ResponseWriter, r *http.Request, log EventLog, runID string, opts ServeOptions) error {
 	ctx := r.Context()
 	after, err := LastEventID(r)
@@ -50,7 +52,6 @@ func Serve(w http.ResponseWriter, r *http.Request, log EventLog, runID string, o
 			after, st.LastSeq, runID, ErrUnknownEventID)
 	}
 
-	heartbeat := orDefault(opts.Heartbeat, 15*time.Second)
 	sw := NewWriter(w, orDefault(opts.WriteTimeout, 30*time.Second))
 	defer sw.clearDeadline()
 	SetHeaders(w.Header())
@@ -60,56 +61,88 @@ func Serve(w http.ResponseWriter, r *http.Request, log EventLog, runID string, o
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
-	events := make(chan readResult)
-	pumped := make(chan struct{})
-	defer func() { cancel(); <-pumped }()
-	go func() {
-		defer close(pumped)
-		defer close(events)
-		for ev, err := range log.Read(ctx, runID, after) {
-			select {
-			case events <- readResult{ev, err}:
-			case <-ctx.Done():
-				return
-			}
+	defer cancel()
+	hb := startHeartbeat(sw, orDefault(opts.Heartbeat, 15*time.Second), cancel)
+	defer hb.stop()
+	for ev, err := range log.Read(ctx, runID, after) {
+		if err != nil {
+			return cmp.Or(hb.failure(), err)
 		}
-	}()
-
-	var tick *time.Timer
-	var ticks <-chan time.Time
-	if heartbeat > 0 {
-		tick = time.NewTimer(heartbeat)
-		defer tick.Stop()
-		ticks = tick.C
-	}
-	for {
-		select {
-		case res, ok := <-events:
-			switch {
-			case !ok:
-				return sw.WriteDone()
-			case res.err != nil:
-				return res.err
-			}
-			if err := sw.WriteEvent(res.ev); err != nil {
-				return err
-			}
-		case <-ticks:
-			if err := sw.WriteComment("ping"); err != nil {
-				return err
-			}
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if tick != nil {
-			tick.Reset(heartbeat)
+		if err := hb.write(func() error { return sw.WriteEvent(ev) }); err != nil {
+			return err
 		}
 	}
+	return hb.write(sw.WriteDone)
 }
 
-type readResult struct {
-	ev  Event
-	err error
+// heartbeat writes a ping when the stream has been silent for a while.
+// It runs on a timer rather than a goroutine of its own, so that a stream
+// costs only the goroutine that serves it and the one that reads its
+// connection; mu keeps its writes and Serve's apart.
+type heartbeat struct {
+	sw       *Writer
+	interval time.Duration
+	cancel   context.CancelFunc // ends Serve's read when a ping fails
+
+	mu      sync.Mutex
+	timer   *time.Timer // nil when interval is 0 (no heartbeat)
+	stopped bool
+	err     error // the failed ping's
+}
+
+func startHeartbeat(sw *Writer, interval time.Duration, cancel context.CancelFunc) *heartbeat {
+	hb := &heartbeat{sw: sw, interval: interval, cancel: cancel}
+	if interval > 0 {
+		hb.mu.Lock()
+		hb.timer = time.AfterFunc(interval, hb.ping)
+		hb.mu.Unlock()
+	}
+	return hb
+}
+
+func (hb *heartbeat) ping() {
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	if hb.stopped {
+		return
+	}
+	if err := hb.sw.WriteComment("ping"); err != nil {
+		hb.err = err
+		hb.cancel()
+		return
+	}
+	hb.timer.Reset(hb.interval)
+}
+
+// write runs one write of Serve's and restarts the silence count.
+func (hb *heartbeat) write(f func() error) error {
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	if hb.err != nil {
+		return hb.err
+	}
+	if hb.timer != nil {
+		hb.timer.Reset(hb.interval)
+	}
+	return f()
+}
+
+// failure is the error of a failed ping, if any.
+func (hb *heartbeat) failure() error {
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	return hb.err
+}
+
+// stop ends the heartbeat; once it returns, no ping is being written or
+// will be.
+func (hb *heartbeat) stop() {
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	hb.stopped = true
+	if hb.timer != nil {
+		hb.timer.Stop()
+	}
 }
 
 // LastEventID returns the request's Last-Event-ID header as a Seq: 0 when
