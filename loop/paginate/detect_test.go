@@ -1,6 +1,7 @@
 package paginate
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -542,4 +543,23 @@ func TestFoldName(t *testing.T) {
 			t.Errorf("foldName(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+func ExampleDetect() {
+	t := &tools.Tool{
+		Name: "list_customers", Method: "GET", Path: "/v1/customers",
+		Params: []tools.Param{
+			{Name: "limit", In: tools.InQuery, Schema: &tools.Schema{Type: "integer"}},
+			{Name: "starting_after", In: tools.InQuery, Schema: &tools.Schema{Type: "string"}},
+		},
+		Response: &tools.Schema{Type: "object", Properties: map[string]*tools.Schema{
+			"data":     {Type: "array", Items: &tools.Schema{Type: "object", Properties: map[string]*tools.Schema{"id": {Type: "string"}}}},
+			"has_more": {Type: "boolean"},
+		}},
+	}
+	p := Detect(t)
+	fmt.Printf("%s: send %s (the last item's %s) while %s, page size in %s, items in %s\n",
+		p.Strategy, p.CursorParam, p.CursorFromItem, p.Continuation, p.SizeParam, p.Items)
+	// Output:
+	// cursor: send starting_after (the last item's id) while has_more, page size in limit, items in data
 }

@@ -1,0 +1,307 @@
+package paginate
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/trawl-dev/trawl/loop/query"
+)
+
+// Refine returns p completed by one live response: the primary array and
+// the continuation signals the body actually carries (a spec may declare
+// no response schema at all), and a Link header. The first response may
+// confirm the schema's suggestion or correct it:
+//
+//   - a Link header with pagination relations makes the plan link_header,
+//     unless the body's own token or next URL already carries the walk;
+//   - a next token in the body makes a plan with a cursor parameter a
+//     cursor plan (and replaces continuing from the last item's id);
+//   - a next URL in the body makes a page, cursor-less or unpaginated
+//     plan next_url; an offset plan keeps its numbers and takes the URL as
+//     its stop signal;
+//   - a more flag gives a cursor parameter something to continue from.
+//
+// Signals are recognised by the presence of their member (a null next
+// cursor on a single page still shows where the cursor lives). Plans
+// from an explicit extension only gain a primary array they lacked.
+// Provenance becomes "schema+response" ("response" for a plan that had
+// nothing to go on) whenever the response was readable. Refine never
+// fails: a body that is not JSON leaves the plan as it was, apart from
+// what the header says.
+func Refine(p Plan, body []byte, header http.Header) Plan {
+	out := p
+	root := bytes.TrimSpace(body)
+	readable := len(root) > 0 && query.Valid(root)
+
+	if strings.HasPrefix(p.Provenance, "extension:") {
+		if !p.ItemsFound && readable {
+			res := readResponse(&rawShape{b: root}, evidence{params: true}, nil)
+			out.Items, out.ItemsFound, out.ItemID = res.items, res.itemsFound, res.itemID
+		}
+		return out
+	}
+
+	link := linkPaginates(header)
+	var res bodyOffer
+	if readable {
+		res = readActual(p, root)
+	}
+	if !readable && !link {
+		return out
+	}
+
+	if res.itemsFound && (!p.ItemsFound || p.Items != res.items) {
+		out.Items, out.ItemsFound, out.ItemID = res.items, true, res.itemID
+	}
+	if res.itemsFound {
+		if out.NextToken == "" {
+			out.NextToken = res.token
+		}
+		if out.NextURLField == "" {
+			out.NextURLField = res.nextURL
+		}
+		if out.MoreFlag == "" {
+			out.MoreFlag, out.MoreInverted = res.more, res.moreInverted
+		}
+		if out.Total == "" {
+			out.Total = res.total
+		}
+		if out.TotalPages == "" {
+			out.TotalPages = res.totalPages
+		}
+	}
+	tokenInBody := out.NextToken != "" && present(root, out.NextToken)
+	urlInBody := out.NextURLField != "" && present(root, out.NextURLField)
+
+	switch {
+	case out.Strategy == Cursor && tokenInBody:
+		if p.NextToken == "" || out.Continuation == "" {
+			// The token was learnt here: it replaces the last item's id.
+			out.Continuation = cursorContinuation(out, res)
+		}
+		out.CursorFromItem = ""
+	case out.Strategy == NextURL && urlInBody:
+	case link:
+		out.Strategy, out.Continuation = LinkHeader, "Link header"
+	case out.CursorParam != "" && tokenInBody:
+		out.Strategy, out.CursorFromItem = Cursor, ""
+		out.Continuation = cursorContinuation(out, res)
+	case urlInBody && out.Strategy == Offset:
+		out.Continuation = showPath(out.NextURLField)
+	case urlInBody && (out.Strategy != Cursor || out.CursorFromItem == ""):
+		out.Strategy, out.Continuation = NextURL, showPath(out.NextURLField)
+	case out.Strategy == None && out.CursorParam != "" && out.MoreFlag != "" && out.ItemsFound:
+		out.Strategy, out.CursorFromItem = Cursor, res.itemID
+		if out.CursorFromItem == "" {
+			out.CursorFromItem = "id"
+		}
+		out.Continuation = showPath(out.MoreFlag)
+	}
+	if out.Continuation == "" {
+		switch out.Strategy {
+		case PageNumber:
+			out.Continuation = showPath(firstNonEmpty(out.MoreFlag, out.TotalPages, out.Total))
+		case Offset:
+			out.Continuation = showPath(firstNonEmpty(out.NextURLField, out.MoreFlag, out.Total))
+		}
+	}
+	switch p.Provenance {
+	case "schema":
+		out.Provenance = "schema+response"
+	case "", "none":
+		out.Provenance = "response"
+	}
+	return out
+}
+
+// cursorContinuation names the signal a cursor walk trusts: the token,
+// unless it is a position returned on every page and a more flag exists.
+func cursorContinuation(p Plan, res bodyOffer) string {
+	if p.MoreFlag != "" && p.NextToken == res.token && res.token != "" && !res.tokenNext {
+		return showPath(p.MoreFlag)
+	}
+	if p.NextToken == res.token && res.tokenShow != "" {
+		return res.tokenShow
+	}
+	return showPath(p.NextToken)
+}
+
+// readActual finds the primary array and the signals in an actual body,
+// keeping the plan's items path when the body holds an array there.
+func readActual(p Plan, root []byte) bodyOffer {
+	var folds []string
+	if p.CursorParam != "" {
+		folds = []string{foldName(lastSegment(p.CursorParam))}
+	}
+	if p.ItemsFound {
+		if arr, env, prefix, ok := planArray(root, p.Items); ok {
+			res := bodyOffer{items: p.Items, itemsFound: true}
+			res.itemID, res.itemsKnown = idMember(arr.elem())
+			if env != nil {
+				readSignals(env, prefix, folds, &res)
+			}
+			return res
+		}
+	}
+	ev := evidence{params: p.SizeParam != "" || p.PageParam != "" || p.OffsetParam != "" || p.CursorParam != ""}
+	return readResponse(&rawShape{b: root}, ev, folds)
+}
+
+// planArray checks that the body holds an array at path, and returns it
+// with the object that holds it (nil for a bare array) and that object's
+// keys.
+func planArray(root []byte, path string) (arr, env shape, prefix []string, ok bool) {
+	if path == "" {
+		a := &rawShape{b: root}
+		return a, nil, nil, a.kind() == shapeArray
+	}
+	keys, err := query.SplitPath(path)
+	if err != nil {
+		return nil, nil, nil, false
+	}
+	raw, found := query.Get(root, path)
+	if !found {
+		return nil, nil, nil, false
+	}
+	a := &rawShape{b: raw}
+	if a.kind() != shapeArray {
+		return nil, nil, nil, false
+	}
+	prefix = keys[:len(keys)-1]
+	envRaw := root
+	if len(prefix) > 0 {
+		envRaw, _ = query.Get(root, query.JoinPath(prefix...))
+	}
+	return a, &rawShape{b: envRaw}, prefix, true
+}
+
+// present reports whether the body has a member at path (null counts).
+func present(root []byte, path string) bool {
+	_, ok := query.Get(root, path)
+	return ok
+}
+
+// linkPaginates reports a Link header carrying pagination relations: a
+// next link, or on a last page only the first/prev/last ones, which still
+// show that the operation pages by Link.
+func linkPaginates(h http.Header) bool {
+	values := h.Values("Link")
+	if len(values) == 0 {
+		return false
+	}
+	links, _ := ParseLinks(values)
+	for _, l := range links {
+		for _, rel := range []string{"next", "prev", "previous", "first", "last"} {
+			if l.HasRel(rel) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// rawShape is an actual JSON value, read with the raw scanner of package
+// query; an object's members are listed once and kept.
+type rawShape struct {
+	b       []byte
+	members []shapeField
+	listed  bool
+}
+
+func (r *rawShape) kind() shapeKind {
+	if len(r.b) == 0 {
+		return shapeUnknown
+	}
+	switch c := r.b[0]; {
+	case c == '{':
+		return shapeObject
+	case c == '[':
+		return shapeArray
+	case c == '"':
+		return shapeString
+	case c == 't' || c == 'f':
+		return shapeBool
+	case c == 'n':
+		return shapeNull
+	case c == '-' || (c >= '0' && c <= '9'):
+		return shapeNumber
+	}
+	return shapeUnknown
+}
+
+func (r *rawShape) fields() []shapeField {
+	if r.listed {
+		return r.members
+	}
+	r.listed = true
+	if r.kind() != shapeObject {
+		return nil
+	}
+	keys, err := query.Keys(r.b)
+	if err != nil {
+		return nil
+	}
+	seen := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		if seen[k] {
+			continue // the first member of a name wins, as in query.Get
+		}
+		seen[k] = true
+		v, ok := query.Get(r.b, query.JoinPath(k))
+		if !ok {
+			continue
+		}
+		r.members = append(r.members, shapeField{name: k, fold: foldName(k), val: &rawShape{b: v}})
+	}
+	return r.members
+}
+
+func (r *rawShape) elem() shape {
+	if r.kind() != shapeArray {
+		return nil
+	}
+	v, ok := query.Get(r.b, "0")
+	if !ok {
+		return nil
+	}
+	return &rawShape{b: v}
+}
+
+func (r *rawShape) str() (string, bool) {
+	if r.kind() != shapeString {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(r.b, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+func (r *rawShape) isURL() bool {
+	s, ok := r.str()
+	if !ok {
+		return false
+	}
+	l := strings.ToLower(s)
+	return strings.HasPrefix(l, "https://") || strings.HasPrefix(l, "http://") ||
+		(strings.HasPrefix(s, "/") && !strings.HasPrefix(s, "//"))
+}
+
+// tokenValue reports a value that can only be a token: a number, or a
+// non-empty string that is not a URL.
+func (r *rawShape) tokenValue() bool {
+	switch r.kind() {
+	case shapeNumber:
+		return true
+	case shapeString:
+		s, _ := r.str()
+		return s != "" && !r.isURL()
+	}
+	return false
+}
+
+func (r *rawShape) opaque() bool { return false }
+func (r *rawShape) hint() string { return "" }
