@@ -12,9 +12,8 @@ import (
 // default.
 type MemoryLogOptions struct {
 	// MaxRunBytes bounds one run: the sum over its events of the chunk's
-	// JSON plus EventOverhead. Zero means 8 MiB — a long turn of text
-	// deltas, several size-guarded tool outputs and minutes of progress use
-	// well under 1 MiB.
+	// JSON plus EventOverhead. Zero means 8 MiB: some 70,000 text deltas,
+	// or 80 tool outputs of 100 KB.
 	MaxRunBytes int64
 
 	// MaxBytes bounds all runs together, counted the same way. When an

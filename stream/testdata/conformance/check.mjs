@@ -65,6 +65,7 @@ const method = args.method.toUpperCase();
 if (method !== 'GET' && method !== 'POST') usage('--method must be GET or POST');
 const checks = new Set(args.checks.split(',').filter(Boolean));
 for (const c of checks) if (!['schema', 'read', 'chat'].includes(c)) usage(`unknown check ${c}`);
+if (method === 'GET' && checks.has('chat')) usage('the chat check POSTs to --url; with --method GET, use --checks schema or schema,read');
 const after = Number(args.after);
 if (!Number.isInteger(after) || after < 0) usage('--after must be a non-negative integer');
 
@@ -284,7 +285,7 @@ for (const pkg of args.versions.split(',').filter(Boolean)) {
   try {
     versions.push(await checkVersion(pkg));
   } catch (err) {
-    versions.push({ package: pkg, ok: false, failures: [`setup: ${errorText(err)}`] });
+    versions.push({ package: pkg, ok: false, failures: [errorText(err)] });
   }
 }
 const summary = { ok: versions.every((v) => v.ok), url: args.url, method, checks: [...checks], versions };
