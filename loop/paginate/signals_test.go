@@ -1,0 +1,255 @@
+package paginate
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// pageRead is the comparable part of signals.
+type pageRead struct {
+	Items        []string
+	ItemsMissing bool
+	Flag         more
+	Token        string
+	NextURL      string
+	LinkNext     string
+	Total        int
+	TotalPages   int
+}
+
+func readOf(s signals) pageRead {
+	r := pageRead{ItemsMissing: s.itemsMissing, Flag: s.flag, Token: s.token, NextURL: s.nextURL,
+		LinkNext: s.link.next, Total: s.total, TotalPages: s.totalPages}
+	for _, it := range s.items {
+		r.Items = append(r.Items, string(it))
+	}
+	return r
+}
+
+func TestReadPage(t *testing.T) {
+	base, _ := url.Parse("https://api.example.com/v1/items?limit=2")
+	full := Plan{Strategy: Cursor, Items: "data", ItemsFound: true, NextToken: "meta.next", MoreFlag: "has_more",
+		NextURLField: "links.next", Total: "meta.total", TotalPages: "meta.pages"}
+	cases := []struct {
+		name    string
+		plan    Plan
+		body    string
+		link    string
+		want    pageRead
+		wantErr string // substring of the inconsistency; "" none
+	}{
+		{
+			name: "every signal",
+			plan: full,
+			body: `{"links":{"next":"/v1/items?after=b"},"data":[{"id":"a"}, {"id":"b"}],"has_more":true,"meta":{"next":"b","total":7,"pages":"4"}}`,
+			want: pageRead{Items: []string{`{"id":"a"}`, `{"id":"b"}`}, Flag: moreYes, Token: "b",
+				NextURL: "https://api.example.com/v1/items?after=b", Total: 7, TotalPages: 4},
+		},
+		{
+			name: "done: nulls and empties",
+			plan: full,
+			body: `{"data":[],"has_more":false,"meta":{"next":"","total":null},"links":{"next":null}}`,
+			want: pageRead{Flag: moreNo, Total: -1, TotalPages: -1},
+		},
+		{
+			name: "absent fields",
+			plan: full,
+			body: `{"data":[{"id":1}]}`,
+			want: pageRead{Items: []string{`{"id":1}`}, Total: -1, TotalPages: -1},
+		},
+		{
+			name: "inverted flag",
+			plan: Plan{Strategy: PageNumber, Items: "values", ItemsFound: true, MoreFlag: "isLast", MoreInverted: true},
+			body: `{"values":[{"id":1}],"isLast":true}`,
+			want: pageRead{Items: []string{`{"id":1}`}, Flag: moreNo, Total: -1, TotalPages: -1},
+		},
+		{
+			name: "numeric token, escaped string",
+			plan: Plan{Strategy: Cursor, Items: "data", ItemsFound: true, NextToken: "next", NextURLField: "url"},
+			body: `{"data":[],"next":1234,"url":"https:\/\/api.example.com\/v1\/items?p=2"}`,
+			want: pageRead{Token: "1234", NextURL: "https://api.example.com/v1/items?p=2", Total: -1, TotalPages: -1},
+		},
+		{
+			name: "bare array",
+			plan: Plan{Strategy: LinkHeader, ItemsFound: true},
+			body: ` [ {"id":1} , {"id":2} ] `,
+			link: `<?page=2>; rel="next"`,
+			want: pageRead{Items: []string{`{"id":1}`, `{"id":2}`}, LinkNext: "https://api.example.com/v1/items?page=2", Total: -1, TotalPages: -1},
+		},
+		{
+			name: "items null",
+			plan: full,
+			body: `{"data":null,"has_more":false}`,
+			want: pageRead{ItemsMissing: true, Flag: moreNo, Total: -1, TotalPages: -1},
+		},
+		{
+			name: "empty body",
+			plan: full,
+			body: ``,
+			want: pageRead{ItemsMissing: true, Total: -1, TotalPages: -1},
+		},
+		{
+			name: "dotted key",
+			plan: Plan{Strategy: NextURL, Items: "value", ItemsFound: true, NextURLField: "@odata.nextLink"},
+			body: `{"value":[{"id":1}],"@odata.nextLink":"https://api.example.com/v1/items?$skiptoken=x"}`,
+			want: pageRead{Items: []string{`{"id":1}`}, NextURL: "https://api.example.com/v1/items?$skiptoken=x", Total: -1, TotalPages: -1},
+		},
+		{name: "token object", plan: full, body: `{"data":[],"meta":{"next":{"a":1}}}`, wantErr: `"meta.next" is neither`},
+		{name: "token boolean", plan: full, body: `{"data":[],"meta":{"next":true}}`, wantErr: `"meta.next" is neither`},
+		{name: "flag string", plan: full, body: `{"data":[],"has_more":"false"}`, wantErr: `"has_more" is not a boolean`},
+		{name: "next URL number", plan: full, body: `{"data":[],"links":{"next":2}}`, wantErr: `"links.next" is not a string`},
+		{name: "total negative", plan: full, body: `{"data":[],"meta":{"total":-1}}`, wantErr: `"meta.total" is not a non-negative integer`},
+		{name: "total fraction", plan: full, body: `{"data":[],"meta":{"total":1.5}}`, wantErr: `"meta.total"`},
+		{name: "items not an array", plan: full, body: `{"data":{"id":1}}`, wantErr: `"data" is not an array`},
+		{name: "bare body not an array", plan: Plan{ItemsFound: true}, body: `{"id":1}`, wantErr: `not the JSON array`},
+		{name: "not JSON", plan: full, body: `<html>oops</html>`, wantErr: `not valid JSON`},
+		{name: "broken after the items", plan: full, body: `{"data":[{"id":1}],"has_more":tru}`, wantErr: `not valid JSON`},
+		{name: "malformed Link", plan: Plan{Strategy: LinkHeader, ItemsFound: true}, body: `[]`, link: `</a; rel=next`, wantErr: `Link`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := http.Header{}
+			if c.link != "" {
+				h.Set("Link", c.link)
+			}
+			s, err := readPage(c.plan, []byte(c.body), h, base, nil)
+			if c.wantErr != "" {
+				if err == nil || !errors.Is(err, errInconsistent) || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("error = %v, want an inconsistency mentioning %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("readPage: %v", err)
+			}
+			if diff := cmp.Diff(c.want, readOf(s)); diff != "" {
+				t.Errorf("read (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// Signals are read in the envelope without the items, which must not
+// shadow them: a "next" inside an item is not the page's.
+func TestReadPageIgnoresItemFields(t *testing.T) {
+	p := Plan{Strategy: Cursor, Items: "data", ItemsFound: true, NextToken: "next"}
+	body := `{"data":[{"id":1,"next":"inner"},{"id":2,"next":"inner2"}, {"id":3,"pad":"` + strings.Repeat("x", 100) + `"}]}`
+	s, err := readPage(p, []byte(body), http.Header{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.hasToken || len(s.items) != 3 {
+		t.Errorf("token %q (present %v), %d items; want no token and 3 items", s.token, s.hasToken, len(s.items))
+	}
+}
+
+func TestWithoutValue(t *testing.T) {
+	body := []byte(`{"a":1,"data":[` + strings.Repeat(`{"id":1},`, 20) + `{"id":2}],"next":"x"}`)
+	start := strings.Index(string(body), "[")
+	end := strings.LastIndex(string(body), "]") + 1
+	got := withoutValue(body, body[start:end])
+	if string(got) != `{"a":1,"data":[],"next":"x"}` {
+		t.Errorf("withoutValue = %s", got)
+	}
+	other := []byte(`[1,2,3]`)
+	if got := withoutValue(body, other); &got[0] != &body[0] {
+		t.Error("a slice of another buffer must give the body back")
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	cases := []struct {
+		value string
+		want  time.Duration
+		ok    bool
+	}{
+		{"", 0, false},
+		{"7", 7 * time.Second, true},
+		{" 0 ", 0, true},
+		{"-3", 0, false},
+		{"soon", 0, false},
+		{epoch.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second, true},
+		{epoch.Add(-time.Hour).Format(http.TimeFormat), 0, true},
+		{"99999999999", 24 * time.Hour, true},
+	}
+	for _, c := range cases {
+		h := http.Header{}
+		if c.value != "" {
+			h.Set("Retry-After", c.value)
+		}
+		got, ok := retryAfter(h, epoch)
+		if got != c.want || ok != c.ok {
+			t.Errorf("retryAfter(%q) = %v, %v; want %v, %v", c.value, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+func TestSnippet(t *testing.T) {
+	cases := []struct {
+		name, body, credential, want string
+	}{
+		{"message field", `{"error":{"code":"x","message":"Invalid  page\nsize"}}`, "", "Invalid page size"},
+		{"raw text", "<html>\n<b>Bad gateway</b>\n</html>", "", "<html> <b>Bad gateway</b> </html>"},
+		{"credential", `{"message":"key abcd1234efgh is revoked"}`, "abcd1234efgh", "key [redacted] is revoked"},
+		{"bearer", `{"message":"sent Authorization: Bearer eyJhbGciOi.x.y"}`, "", "sent Authorization: Bearer [redacted]"},
+		{"query secret", `request to /v1?api_key=SECRET123&x=1 failed`, "", "request to /v1?api_key=[redacted]&x=1 failed"},
+		{"json secret", `{"detail":"bad","token":"zzz"}`, "", "bad"},
+		{"long", strings.Repeat("a", 500), "", strings.Repeat("a", 200) + "…"},
+		{"control characters", "a\x00b\x1bc", "", "a b c"},
+	}
+	for _, c := range cases {
+		if got := snippet([]byte(c.body), c.credential); got != c.want {
+			t.Errorf("%s: snippet = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+func TestCursorRejected(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"error":"invalid_cursor"}`:                     true,
+		`{"message":"The page token has expired"}`:       true,
+		`{"errors":[{"detail":"Cursor is not valid"}]}`:  true,
+		`{"message":"Invalid value for limit"}`:          false,
+		`{"message":"cursor accepted, server exploded"}`: false,
+	} {
+		if got := cursorRejected([]byte(body)); got != want {
+			t.Errorf("cursorRejected(%s) = %v, want %v", body, got, want)
+		}
+	}
+}
+
+// FuzzReadPage: any body, any Link header — readPage never panics, and
+// the items it returns are sub-slices of the body.
+func FuzzReadPage(f *testing.F) {
+	f.Add(`{"data":[{"id":1}],"has_more":true,"next":"x","total":3}`, `</a>; rel=next`)
+	f.Add(`[1,2,3]`, ``)
+	f.Add(`{"data":null}`, `<`)
+	f.Add(`{"data":[{"id":"a\"b"}],"next":{"a":[1,2]}}`, ``)
+	plans := []Plan{
+		{Strategy: Cursor, Items: "data", ItemsFound: true, NextToken: "next", MoreFlag: "has_more", Total: "total"},
+		{Strategy: LinkHeader, ItemsFound: true},
+		{Strategy: NextURL, Items: "data", ItemsFound: true, NextURLField: "next"},
+	}
+	base, _ := url.Parse("https://api.example.com/items")
+	f.Fuzz(func(t *testing.T, body, link string) {
+		h := http.Header{}
+		if link != "" {
+			h.Set("Link", link)
+		}
+		b := []byte(body)
+		for _, p := range plans {
+			s, _ := readPage(p, b, h, base, nil)
+			for _, it := range s.items {
+				if len(it) == 0 || !strings.Contains(body, string(it)) {
+					t.Fatalf("item %q is not part of the body", it)
+				}
+			}
+		}
+	})
+}
