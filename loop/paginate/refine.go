@@ -33,11 +33,12 @@ import (
 func Refine(p Plan, body []byte, header http.Header) Plan {
 	out := p
 	root := bytes.TrimSpace(body)
-	readable := len(root) > 0 && query.Valid(root)
+	top := &rawShape{b: root}
+	readable := top.readable()
 
 	if strings.HasPrefix(p.Provenance, "extension:") {
 		if !p.ItemsFound && readable {
-			res := readResponse(&rawShape{b: root}, evidence{params: true}, nil)
+			res := readResponse(top, evidence{params: true}, nil)
 			out.Items, out.ItemsFound, out.ItemID = res.items, res.itemsFound, res.itemID
 		}
 		return out
@@ -46,7 +47,7 @@ func Refine(p Plan, body []byte, header http.Header) Plan {
 	link := linkPaginates(header)
 	var res bodyOffer
 	if readable {
-		res = readActual(p, root)
+		res = readActual(p, top)
 	}
 	if !readable && !link {
 		return out
@@ -56,6 +57,9 @@ func Refine(p Plan, body []byte, header http.Header) Plan {
 		out.Items, out.ItemsFound, out.ItemID = res.items, true, res.itemID
 	}
 	if res.itemsFound {
+		if out.ItemID == "" {
+			out.ItemID = res.itemID
+		}
 		if out.NextToken == "" {
 			out.NextToken = res.token
 		}
@@ -72,8 +76,8 @@ func Refine(p Plan, body []byte, header http.Header) Plan {
 			out.TotalPages = res.totalPages
 		}
 	}
-	tokenInBody := out.NextToken != "" && present(root, out.NextToken)
-	urlInBody := out.NextURLField != "" && present(root, out.NextURLField)
+	tokenInBody := out.NextToken != "" && top.has(out.NextToken)
+	urlInBody := out.NextURLField != "" && top.has(out.NextURLField)
 
 	switch {
 	case out.Strategy == Cursor && tokenInBody:
@@ -130,13 +134,13 @@ func cursorContinuation(p Plan, res bodyOffer) string {
 
 // readActual finds the primary array and the signals in an actual body,
 // keeping the plan's items path when the body holds an array there.
-func readActual(p Plan, root []byte) bodyOffer {
+func readActual(p Plan, top *rawShape) bodyOffer {
 	var folds []string
 	if p.CursorParam != "" {
 		folds = []string{foldName(lastSegment(p.CursorParam))}
 	}
 	if p.ItemsFound {
-		if arr, env, prefix, ok := planArray(root, p.Items); ok {
+		if arr, env, prefix, ok := planArray(top, p.Items); ok {
 			res := bodyOffer{items: p.Items, itemsFound: true}
 			res.itemID, res.itemsKnown = idMember(arr.elem())
 			if env != nil {
@@ -146,17 +150,17 @@ func readActual(p Plan, root []byte) bodyOffer {
 		}
 	}
 	ev := evidence{params: p.SizeParam != "" || p.PageParam != "" || p.OffsetParam != "" || p.CursorParam != ""}
-	return readResponse(&rawShape{b: root}, ev, folds)
+	return readResponse(top, ev, folds)
 }
 
 // planArray checks that the body holds an array at path, and returns it
 // with the object that holds it (nil for a bare array) and that object's
 // keys.
-func planArray(root []byte, path string) (arr, env shape, prefix []string, ok bool) {
+func planArray(top *rawShape, path string) (arr, env shape, prefix []string, ok bool) {
 	if path == "" {
-		a := &rawShape{b: root}
-		return a, nil, nil, a.kind() == shapeArray
+		return top, nil, nil, top.kind() == shapeArray
 	}
+	root := top.b
 	keys, err := query.SplitPath(path)
 	if err != nil {
 		return nil, nil, nil, false
@@ -170,17 +174,42 @@ func planArray(root []byte, path string) (arr, env shape, prefix []string, ok bo
 		return nil, nil, nil, false
 	}
 	prefix = keys[:len(keys)-1]
-	envRaw := root
-	if len(prefix) > 0 {
-		envRaw, _ = query.Get(root, query.JoinPath(prefix...))
+	if len(prefix) == 0 {
+		return a, top, nil, true
 	}
+	envRaw, _ := query.Get(root, query.JoinPath(prefix...))
 	return a, &rawShape{b: envRaw}, prefix, true
 }
 
-// present reports whether the body has a member at path (null counts).
-func present(root []byte, path string) bool {
-	_, ok := query.Get(root, path)
-	return ok
+// has reports whether the body has a member at path (null counts),
+// through the members already listed.
+func (r *rawShape) has(path string) bool {
+	keys, err := query.SplitPath(path)
+	if err != nil {
+		return false
+	}
+	var n shape = r
+	for _, k := range keys {
+		found, dotted := false, false
+		if n.kind() == shapeObject {
+			for _, f := range n.fields() {
+				if f.name == k {
+					n, found = f.val, true
+					break
+				}
+				dotted = dotted || strings.Contains(f.name, ".")
+			}
+			if !found && !dotted {
+				return false
+			}
+		}
+		if !found {
+			// Array indexes and dotted member names: ask the scanner.
+			_, ok := query.Get(r.b, path)
+			return ok
+		}
+	}
+	return true
 }
 
 // linkPaginates reports a Link header carrying pagination relations: a
@@ -208,6 +237,21 @@ type rawShape struct {
 	b       []byte
 	members []shapeField
 	listed  bool
+	bad     bool // listing the members met malformed JSON
+}
+
+// readable reports a body worth reading: an object or an array that
+// scans as JSON. Listing an object's members checks all of it, so only
+// an array needs a separate pass.
+func (r *rawShape) readable() bool {
+	switch r.kind() {
+	case shapeObject:
+		r.fields()
+		return !r.bad
+	case shapeArray:
+		return query.Valid(r.b)
+	}
+	return false
 }
 
 func (r *rawShape) kind() shapeKind {
@@ -241,6 +285,7 @@ func (r *rawShape) fields() []shapeField {
 	}
 	keys, err := query.Keys(r.b)
 	if err != nil {
+		r.bad = true
 		return nil
 	}
 	seen := make(map[string]bool, len(keys))

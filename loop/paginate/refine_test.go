@@ -1,6 +1,7 @@
 package paginate
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"testing"
@@ -46,6 +47,8 @@ func TestRefine(t *testing.T) {
 			"channels":          sArr(item("id")),
 			"response_metadata": sObj(map[string]*tools.Schema{"next_cursor": sStr()}),
 		})})
+	odata := Plan{Strategy: NextURL, Items: "value", ItemsFound: true, NextURLField: `@odata\.nextLink`,
+		Continuation: "@odata.nextLink", Provenance: "schema"}
 	fern := Plan{Strategy: Cursor, CursorParam: "cursor", ParamsIn: "query", NextToken: "next",
 		Continuation: "next", Provenance: "extension:x-fern-pagination"}
 
@@ -152,6 +155,21 @@ func TestRefine(t *testing.T) {
 			want:   func() Plan { p := slackList; p.Provenance = "schema+response"; return p }(),
 		},
 		{
+			name: "a member whose name holds dots",
+			plan: odata,
+			body: `{"@odata.context":"x","value":[{"id":"1"}],"@odata.nextLink":"https://graph.example/v1.0/users?$skiptoken=X"}`,
+			want: Plan{Strategy: NextURL, Items: "value", ItemsFound: true, ItemID: "id", NextURLField: `@odata\.nextLink`,
+				Continuation: "@odata.nextLink", Provenance: "schema+response"},
+		},
+		{
+			name:   "a declared next URL absent from a page with a Link header",
+			plan:   odata,
+			body:   `{"value":[{"id":"1"}]}`,
+			header: linkHeader(`</v1.0/users?page=2>; rel="next"`),
+			want: Plan{Strategy: LinkHeader, Items: "value", ItemsFound: true, ItemID: "id", NextURLField: `@odata\.nextLink`,
+				Continuation: "Link header", Provenance: "schema+response"},
+		},
+		{
 			name: "a body that is not JSON leaves the plan alone",
 			plan: slackList, body: `<html>502 Bad Gateway</html>`,
 			want: slackList,
@@ -235,4 +253,29 @@ func ExampleRefine() {
 	// Output:
 	// none schema
 	// cursor events meta.next_cursor schema+response
+}
+
+// BenchmarkRefine refines a plan with a first page of 5,000 items
+// (about 1 MB): the raw scanner passes over the items without decoding
+// them.
+func BenchmarkRefine(b *testing.B) {
+	var body bytes.Buffer
+	body.WriteString(`{"object":"list","data":[`)
+	for i := range 5000 {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		fmt.Fprintf(&body, `{"id":"cus_%06d","email":"user%d@example.com","metadata":{"tier":"gold","tags":["a","b"]},"balance":%d}`, i, i, i*7)
+	}
+	body.WriteString(`],"has_more":true,"url":"/v1/customers","response_metadata":{"next_cursor":"Y3VzXzAwNDk5OQ=="}}`)
+	p := Detect(&tools.Tool{Method: "GET", Path: "/v1/customers",
+		Params: []tools.Param{qp("limit", sInt()), qp("cursor", sStr())}})
+	b.SetBytes(int64(body.Len()))
+	b.ReportAllocs()
+	for b.Loop() {
+		got := Refine(p, body.Bytes(), nil)
+		if got.Strategy != Cursor {
+			b.Fatalf("strategy %s", got.Strategy)
+		}
+	}
 }
