@@ -42,7 +42,7 @@ func Detect(t *tools.Tool) Plan {
 	ev.single = ev.resource == nil && strings.HasSuffix(strings.TrimRight(t.Path, "/"), "}")
 	var res bodyOffer
 	if t.Response != nil {
-		res = readResponse(schemaShape{t.Response}, ev, req.cursorFolds())
+		res = readResponse(newSchemaShape(t.Response), ev, req.cursorFolds())
 	}
 	p := decidePlan(req, res, declaresLink(t, req, res))
 	switch {
@@ -270,7 +270,17 @@ func memberOf(s shape, fold string) (shapeField, bool) {
 	return shapeField{}, false
 }
 
-type schemaShape struct{ s *tools.Schema }
+// schemaShape is a declared response node. Its members are listed once
+// per detection (memo is shared by every node of one response), since
+// each signal name looks them up again.
+type schemaShape struct {
+	s    *tools.Schema
+	memo map[*tools.Schema][]shapeField
+}
+
+func newSchemaShape(s *tools.Schema) schemaShape {
+	return schemaShape{s: s, memo: map[*tools.Schema][]shapeField{}}
+}
 
 func (s schemaShape) kind() shapeKind {
 	if s.s == nil {
@@ -304,9 +314,15 @@ func (s schemaShape) fields() []shapeField {
 	if s.s == nil {
 		return nil
 	}
+	if out, ok := s.memo[s.s]; ok {
+		return out
+	}
 	out := make([]shapeField, 0, len(s.s.Properties))
 	for _, k := range sortedNames(s.s.Properties) {
-		out = append(out, shapeField{name: k, fold: foldName(k), val: schemaShape{s.s.Properties[k]}})
+		out = append(out, shapeField{name: k, fold: foldName(k), val: schemaShape{s.s.Properties[k], s.memo}})
+	}
+	if s.memo != nil {
+		s.memo[s.s] = out
 	}
 	return out
 }
@@ -315,7 +331,7 @@ func (s schemaShape) elem() shape {
 	if s.s == nil || s.s.Items == nil {
 		return nil
 	}
-	return schemaShape{s.s.Items}
+	return schemaShape{s.s.Items, s.memo}
 }
 
 func (s schemaShape) isURL() bool {
@@ -888,7 +904,7 @@ func fromExtensions(t *tools.Tool) (Plan, bool) {
 		var res bodyOffer
 		if t.Response != nil {
 			ev := evidence{params: true, resource: resourceNames(t.Path)}
-			res = readResponse(schemaShape{t.Response}, ev, req.cursorFolds())
+			res = readResponse(newSchemaShape(t.Response), ev, req.cursorFolds())
 		}
 		var p Plan
 		var ok bool

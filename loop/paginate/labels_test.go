@@ -212,3 +212,22 @@ func TestLabels(t *testing.T) {
 		t.Errorf("paginated+params+items agreement %.1f%% is under 95%%; misses:\n%s", pct(core), strings.Join(misses, "\n"))
 	}
 }
+
+// BenchmarkInspect detects the pagination of every operation of the
+// largest vendor spec (Stripe, about 450 operations with deep schemas),
+// what `trawl inspect` does after importing it.
+func BenchmarkInspect(b *testing.B) {
+	shared := sharedDir(b)
+	ts, err := tools.ImportOpenAPI(context.Background(), filepath.Join(shared, "specs", "stripe-2023.yaml"),
+		tools.ImportOptions{ProviderID: "stripe", BaseURL: "https://api.example.com"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if ins := Inspect(ts); len(ins) != len(ts) {
+			b.Fatalf("%d inspections for %d tools", len(ins), len(ts))
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(ts)), "ns/op-detected")
+}
