@@ -36,7 +36,8 @@ func SetHeaders(h http.Header) {
 const Done = "[DONE]"
 
 // Writer writes server-sent events to an HTTP response and flushes each,
-// so that the client sees it at once.
+// so that the client sees it at once. The caller sets the headers
+// ([SetHeaders]) and the status first; [Serve] does all of that.
 type Writer struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
