@@ -14,7 +14,7 @@ import (
 
 func TestOrdersWalk(t *testing.T) {
 	_, ts := serve(t, Options{})
-	for _, perPage := range []int{100, 25, 7} {
+	for _, perPage := range []int{100, 25, 17} {
 		all, pages := walkOrders(t, ts.URL, perPage)
 		unique, dups := ids(all)
 		if len(all) != OrderCount || len(unique) != OrderCount || dups != 0 {

@@ -40,7 +40,7 @@ func (c cursorCodec) encode(pos int) string {
 }
 
 func (c cursorCodec) decode(s string) (int, bool) {
-	b, err := base64.RawURLEncoding.DecodeString(s)
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
 	if err != nil || len(b) != 16 {
 		return 0, false
 	}

@@ -209,14 +209,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fault := s.opt.Faults.pick(r.URL.Path, route, s.counts)
 	s.mu.Unlock()
 
-	sw := &statusWriter{ResponseWriter: w}
-	defer func() {
+	// The status is recorded when the header is written, before the client
+	// can see the response, so Requests never shows a finished call as
+	// in flight.
+	sw := &statusWriter{ResponseWriter: w, onStatus: func(code int) {
 		s.mu.Lock()
 		if s.gen == gen && idx < len(s.log) {
-			s.log[idx].Status = sw.status
+			s.log[idx].Status = code
 		}
 		s.mu.Unlock()
-	}()
+	}}
 
 	switch {
 	case !s.authorized(r):
@@ -278,19 +280,21 @@ func (c *codeRecorder) Write(b []byte) (int, error) {
 
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	onStatus func(int)
+	wrote    bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
+	if !w.wrote {
+		w.wrote = true
+		w.onStatus(code)
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
 	}
 	return w.ResponseWriter.Write(b)
 }

@@ -14,22 +14,32 @@ import (
 )
 
 // A toolkit backend (mail, chat, crm, calendar) keeps its state in a store:
-// one value behind one lock, rebuilt from the generator on reset. Handlers
-// run with the lock held, so a handler sees and leaves a consistent state.
+// one value behind one lock, built from the generator on first use (so a
+// test that only touches the Acme API never pays for the mailbox) and
+// rebuilt after reset. Handlers run with the lock held, so a handler sees
+// and leaves a consistent state.
 type store[T any] struct {
 	init func() *T
 
 	mu sync.Mutex
-	st *T
+	st *T // nil until first use
 }
 
-func newStore[T any](init func() *T) *store[T] { return &store[T]{init: init, st: init()} }
+func newStore[T any](init func() *T) *store[T] { return &store[T]{init: init} }
 
 func (s *store[T]) reset() {
-	st := s.init()
 	s.mu.Lock()
-	s.st = st
+	s.st = nil
 	s.mu.Unlock()
+}
+
+// lock locks the store and returns its state, building it if needed.
+func (s *store[T]) lock() *T {
+	s.mu.Lock()
+	if s.st == nil {
+		s.st = s.init()
+	}
+	return s.st
 }
 
 // httpErr is an error a toolkit handler answers with.
@@ -75,9 +85,9 @@ func handle[T any](mux *http.ServeMux, pattern string, s *store[T], style errSty
 			style(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		s.mu.Lock()
+		st := s.lock()
 		defer s.mu.Unlock()
-		v, err := h(s.st, a, r)
+		v, err := h(st, a, r)
 		var he *httpErr
 		switch {
 		case errors.As(err, &he):
