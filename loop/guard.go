@@ -1,0 +1,540 @@
+package loop
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/trawl-dev/trawl/loop/query"
+)
+
+// DefaultViewBudget is the size guard's budget, in characters, for what one
+// tool result may put in front of the model.
+const DefaultViewBudget = 32000
+
+// minViewBudget is the smallest budget the guard works with: below it the
+// note explaining a cut would not fit beside any data.
+const minViewBudget = 1000
+
+// Guard keeps what a tool result puts in front of the model within a
+// budget. It applies to every tool, looping or not. A view over budget is
+// cut at an item boundary of its primary array (as many whole items as
+// fit); a view without a usable item boundary (one huge string, HTML, an
+// object without an array) is cut at a character boundary that keeps the
+// JSON valid. Either way the cut view says so in _truncated, _note and
+// _resultId, so a preview can never pass for the whole result.
+//
+// Characters are Unicode code points of the JSON text as the model reads
+// it (escapes included). The zero Guard uses DefaultViewBudget.
+type Guard struct {
+	// Budget is the view budget in characters. Zero means
+	// DefaultViewBudget; values below 1,000 are raised to 1,000.
+	Budget int
+}
+
+// Cut is what Guard.Cut made of a view.
+type Cut struct {
+	// View is the JSON the model receives: the input unchanged when it
+	// fit, otherwise the cut view with the truncation keys.
+	View []byte
+	// Truncated reports that the view was cut.
+	Truncated bool
+	// ByItems reports a cut at an item boundary; then Shown and Total
+	// count items of the primary array. Otherwise they count characters.
+	ByItems bool
+	Shown   int
+	Total   int
+}
+
+func (g Guard) budget() int {
+	switch {
+	case g.Budget == 0:
+		return DefaultViewBudget
+	case g.Budget < minViewBudget:
+		return minViewBudget
+	}
+	return g.Budget
+}
+
+// Fits reports whether view is within the budget as it is.
+func (g Guard) Fits(view []byte) bool {
+	return utf8.RuneCount(view) <= g.budget()
+}
+
+// Cut returns view unchanged when it fits the budget, and a cut view
+// otherwise. itemsPath is the dot path of the primary array in view ("" to
+// detect it: the document itself when it is an array, else the largest
+// array at the top level or one level down). resultID is the handle under
+// which the full payload was kept ("" when it could not be kept; the note
+// then says so instead of pointing at the retrieval tools).
+//
+// A cut view is always one JSON object: a bare array is wrapped as
+// {"items": [...]} and a string or non-JSON payload as {"text": "..."}.
+// Members of the view whose names begin with "_" (the envelope: verdict,
+// notes, boundary) are kept whole; an existing _note is extended, not
+// replaced. The item cut adds _truncated, _shownItems, _totalItems,
+// _resultId and _note; the character cut adds _truncated, _shownChars,
+// _totalChars, _resultId and _note.
+func (g Guard) Cut(view []byte, itemsPath, resultID string) (Cut, error) {
+	budget := g.budget()
+	total := utf8.RuneCount(view)
+	if total <= budget {
+		return Cut{View: view}, nil
+	}
+	view = bytes.TrimSpace(view)
+	if !query.Valid(view) || (len(view) > 0 && view[0] != '{' && view[0] != '[') {
+		// Text, HTML, or a bare scalar: present it as {"text": "..."}.
+		text := view
+		if len(view) > 0 && view[0] == '"' {
+			var s string
+			if json.Unmarshal(view, &s) == nil {
+				text = []byte(s)
+			}
+		}
+		return textCut(text, total, budget, resultID)
+	}
+	if view[0] == '[' {
+		view = append(append([]byte(`{"items":`), view...), '}')
+		itemsPath = "items"
+	}
+	path, arr, ok := primaryArray(view, itemsPath)
+	if !ok {
+		return objectCut(view, total, budget, resultID, false)
+	}
+	elems, err := query.Elements(arr)
+	if err != nil {
+		return Cut{}, fmt.Errorf("size guard: items at %q: %w", path, err)
+	}
+	cut, ok, firstTooLarge, err := itemCut(view, path, elems, budget, resultID)
+	if err != nil || ok {
+		return cut, err
+	}
+	// Not even one whole item fits beside the rest of the view.
+	return objectCut(view, total, budget, resultID, firstTooLarge)
+}
+
+// itemCut keeps as many whole items of the array at path as fit. ok is
+// false when not even one item fits: firstTooLarge then says whether the
+// first item is to blame, rather than the rest of the view alone being
+// over budget.
+func itemCut(view []byte, path string, elems [][]byte, budget int, resultID string) (cut Cut, ok, firstTooLarge bool, err error) {
+	total := len(elems)
+	keys := func(shown int) []objMember {
+		return truncation("_shownItems", "_totalItems", shown, total, resultID, itemNote(shown, total, resultID))
+	}
+	skeleton, err := query.Replace(view, path, []byte("[]"))
+	if err != nil {
+		return Cut{}, false, false, fmt.Errorf("size guard: %w", err)
+	}
+	// The note and counts with total's digits in place of shown's are at
+	// least as long as the final ones, so the sum below is an upper bound.
+	skeleton, err = setMembers(skeleton, keys(total))
+	if err != nil {
+		return Cut{}, false, false, err
+	}
+	room := budget - utf8.RuneCount(skeleton)
+	k := 0
+	for _, e := range elems {
+		n := utf8.RuneCount(e)
+		if k > 0 {
+			n++ // the comma
+		}
+		if n > room {
+			break
+		}
+		room -= n
+		k++
+	}
+	if k == 0 {
+		return Cut{}, false, room > 0 && len(elems) > 0, nil
+	}
+	out, err := query.Replace(view, path, query.AppendArray(nil, elems[:k]))
+	if err != nil {
+		return Cut{}, false, false, fmt.Errorf("size guard: %w", err)
+	}
+	if out, err = setMembers(out, keys(k)); err != nil {
+		return Cut{}, false, false, err
+	}
+	return Cut{View: out, Truncated: true, ByItems: true, Shown: k, Total: total}, true, false, nil
+}
+
+// charCut cuts a view at a character boundary: cutData returns the data
+// part cut to at most room characters (one JSON object), and env (the
+// view's "_" members) and the truncation keys are set on it. hadItems
+// says the view had a primary array whose first item alone did not fit,
+// so the note also points at queryToolResult.
+func charCut(env []objMember, cutData func(room int) ([]byte, error), total, budget int, resultID string, hadItems bool) (Cut, error) {
+	keys := func(shown int) []objMember {
+		return truncation("_shownChars", "_totalChars", shown, total, resultID, charNote(shown, total, resultID, hadItems))
+	}
+	tail, err := setMembers([]byte("{}"), append(env, keys(total)...))
+	if err != nil {
+		return Cut{}, err
+	}
+	// tail is "{...}"; its members go after the cut data, one comma apart.
+	cut, err := cutData(budget - utf8.RuneCount(tail) - 1)
+	if err != nil {
+		return Cut{}, err
+	}
+	shown := utf8.RuneCount(cut)
+	out, err := setMembers(cut, append(env, keys(shown)...))
+	if err != nil {
+		return Cut{}, err
+	}
+	return Cut{View: out, Truncated: true, Shown: shown, Total: total}, nil
+}
+
+// objectCut is charCut of a JSON object: its "_" members are kept whole
+// (unless they alone take more than half the budget) and the rest is cut
+// by cutJSON.
+func objectCut(doc []byte, total, budget int, resultID string, hadItems bool) (Cut, error) {
+	env, rest, err := splitEnvelope(doc)
+	if err != nil {
+		return Cut{}, err
+	}
+	if len(env) > 0 {
+		if b, err := setMembers([]byte("{}"), env); err != nil || utf8.RuneCount(b) > budget/2 {
+			env, rest = nil, doc
+		}
+	}
+	return charCut(env, func(room int) ([]byte, error) { return cutJSON(rest, room) }, total, budget, resultID, hadItems)
+}
+
+// textCut is charCut of text that is not a JSON container: it becomes
+// {"text": "..."}.
+func textCut(text []byte, total, budget int, resultID string) (Cut, error) {
+	return charCut(nil, func(room int) ([]byte, error) {
+		const open = `{"text":`
+		b, _ := appendQuotedPrefix([]byte(open), text, room-len(open)-1)
+		return append(b, '}'), nil
+	}, total, budget, resultID, false)
+}
+
+// truncation is the members a cut view gains.
+func truncation(shownKey, totalKey string, shown, total int, resultID, note string) []objMember {
+	ms := []objMember{
+		{"_truncated", []byte("true")},
+		{shownKey, strconv.AppendInt(nil, int64(shown), 10)},
+		{totalKey, strconv.AppendInt(nil, int64(total), 10)},
+	}
+	if resultID != "" {
+		ms = append(ms, objMember{"_resultId", appendQuoted(nil, []byte(resultID))})
+	}
+	return append(ms, objMember{"_note", appendQuoted(nil, []byte(note))})
+}
+
+func itemNote(shown, total int, resultID string) string {
+	head := fmt.Sprintf("Showing the first %d of %d items: the whole result did not fit in the conversation.", shown, total)
+	if resultID == "" {
+		return head + " The full result could not be kept; narrow the call (fewer _fields, the API's own filters) to see the rest."
+	}
+	return head + fmt.Sprintf(" The full result is kept under _resultId %q: call queryToolResult with that resultId (filter, fields, offset, limit) to read the other items, or fetchToolResult for its raw text.", resultID)
+}
+
+func charNote(shown, total int, resultID string, hadItems bool) string {
+	head := fmt.Sprintf("Showing the first %d of %d characters, cut mid-value: the result has no list small enough to cut between items.", shown, total)
+	if hadItems {
+		head = fmt.Sprintf("Showing the first %d of %d characters, cut mid-value: even its first item is larger than the conversation allows.", shown, total)
+	}
+	switch {
+	case resultID == "":
+		return head + " The full result could not be kept; narrow the call to see the rest."
+	case hadItems:
+		return head + fmt.Sprintf(" The full result is kept under _resultId %q: call queryToolResult with fields to read the items narrowed, or fetchToolResult (offset, length) to read the raw text in slices.", resultID)
+	}
+	return head + fmt.Sprintf(" The full result is kept under _resultId %q: call fetchToolResult with that resultId (offset, length) to read the raw text in slices.", resultID)
+}
+
+// objMember is one object member: its name and its raw JSON value.
+type objMember struct {
+	name  string
+	value []byte
+}
+
+// setMembers sets each member on the JSON object obj: replaced in place
+// when present, appended otherwise. A _note already present is extended
+// with the new text rather than replaced.
+func setMembers(obj []byte, ms []objMember) ([]byte, error) {
+	var err error
+	for _, m := range ms {
+		v := m.value
+		if m.name == "_note" {
+			if old, ok := query.Get(obj, "_note"); ok {
+				var a, b string
+				if json.Unmarshal(old, &a) == nil && json.Unmarshal(v, &b) == nil && a != "" && a != b {
+					v = appendQuoted(nil, []byte(a+" "+b))
+				}
+			}
+		}
+		if obj, err = query.Replace(obj, query.JoinPath(m.name), v); err != nil {
+			return nil, fmt.Errorf("size guard: setting %s: %w", m.name, err)
+		}
+	}
+	return obj, nil
+}
+
+// splitEnvelope takes the members whose names begin with "_" out of the
+// JSON object doc.
+func splitEnvelope(doc []byte) (env []objMember, rest []byte, err error) {
+	names, err := query.Keys(doc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("size guard: %w", err)
+	}
+	rest = doc
+	for _, n := range names {
+		if !strings.HasPrefix(n, "_") {
+			continue
+		}
+		p := query.JoinPath(n)
+		v, ok := query.Get(rest, p)
+		if !ok {
+			continue // a duplicate name already taken out
+		}
+		env = append(env, objMember{n, v})
+		if rest, err = query.Delete(rest, p); err != nil {
+			return nil, nil, fmt.Errorf("size guard: %w", err)
+		}
+	}
+	return env, rest, nil
+}
+
+// primaryArray finds the array a payload is a list of: the one at hint
+// when hint is set, else the document itself when it is an array, else
+// the largest non-empty array among the top-level members and, failing
+// that, among the members one level down. Only the first 64 members of
+// an object are considered, to keep detection linear.
+func primaryArray(doc []byte, hint string) (path string, arr []byte, ok bool) {
+	if hint != "" {
+		arr, ok = query.Get(doc, hint)
+		if !ok || len(arr) == 0 || arr[0] != '[' {
+			return "", nil, false
+		}
+		return hint, arr, true
+	}
+	doc = bytes.TrimSpace(doc)
+	if len(doc) > 0 && doc[0] == '[' {
+		return "", doc, true
+	}
+	if path, arr, ok = largestArray(doc, ""); ok {
+		return path, arr, true
+	}
+	names, err := query.Keys(doc)
+	if err != nil {
+		return "", nil, false
+	}
+	for i, n := range names {
+		if i == 64 {
+			break
+		}
+		p := query.JoinPath(n)
+		v, _ := query.Get(doc, p)
+		if len(v) > 0 && v[0] == '{' {
+			if sp, sa, sok := largestArray(v, p); sok && len(sa) > len(arr) {
+				path, arr, ok = sp, sa, true
+			}
+		}
+	}
+	return path, arr, ok
+}
+
+// largestArray returns the largest non-empty array member of the object
+// obj, its path prefixed by prefix.
+func largestArray(obj []byte, prefix string) (path string, arr []byte, ok bool) {
+	names, err := query.Keys(obj)
+	if err != nil {
+		return "", nil, false
+	}
+	for i, n := range names {
+		if i == 64 {
+			break
+		}
+		p := query.JoinPath(n)
+		v, _ := query.Get(obj, p)
+		if len(v) > 2 && v[0] == '[' && len(v) > len(arr) && len(bytes.TrimSpace(v[1:len(v)-1])) > 0 {
+			path, arr, ok = p, v, true
+			if prefix != "" {
+				path = prefix + "." + p
+			}
+		}
+	}
+	return path, arr, ok
+}
+
+// cutJSON re-encodes the JSON value doc compactly, stopping before it
+// would exceed max characters, and closes what is open so the result is
+// one valid JSON value. A string met at the cut keeps the prefix that
+// fits; an object member is never left without its value.
+func cutJSON(doc []byte, max int) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var (
+		out   []byte
+		runes int
+		stack []jsonFrame
+		key   []byte // pending "key": of the current object member
+	)
+	emit := func(b []byte) {
+		out = append(out, b...)
+		runes += utf8.RuneCount(b)
+	}
+	// lead is what goes before a value at the current position.
+	lead := func() []byte {
+		var b []byte
+		if len(stack) > 0 && stack[len(stack)-1].n > 0 {
+			b = append(b, ',')
+		}
+		return append(b, key...)
+	}
+	wrote := func() {
+		key = nil
+		if len(stack) > 0 {
+			stack[len(stack)-1].n++
+		}
+	}
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("size guard: %w", err)
+		}
+		inObj := len(stack) > 0 && stack[len(stack)-1].obj
+		if s, isStr := tok.(string); isStr && inObj && key == nil {
+			key = append(appendQuoted(nil, []byte(s)), ':')
+			continue
+		}
+		room := max - runes - len(stack) // closers of what is open stay reserved
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{', '[':
+				b := append(lead(), byte(t))
+				if utf8.RuneCount(b)+1 > room {
+					return closeAll(out, stack), nil
+				}
+				emit(b)
+				stack = append(stack, jsonFrame{obj: t == '{'})
+				key = nil
+			default:
+				emit([]byte{byte(t)})
+				stack = stack[:len(stack)-1]
+				wrote()
+			}
+		case string:
+			b := lead()
+			full := appendQuoted(append([]byte(nil), b...), []byte(t))
+			if utf8.RuneCount(full) <= room {
+				emit(full)
+				wrote()
+				continue
+			}
+			if n := room - utf8.RuneCount(b); n >= 2 {
+				part, _ := appendQuotedPrefix(b, []byte(t), n)
+				emit(part)
+				wrote()
+			}
+			return closeAll(out, stack), nil
+		default:
+			var lit []byte
+			switch v := t.(type) {
+			case json.Number:
+				lit = []byte(v)
+			case bool:
+				lit = strconv.AppendBool(nil, v)
+			case nil:
+				lit = []byte("null")
+			}
+			b := append(lead(), lit...)
+			if utf8.RuneCount(b) > room {
+				return closeAll(out, stack), nil
+			}
+			emit(b)
+			wrote()
+		}
+	}
+	return out, nil
+}
+
+// jsonFrame is an open array or object while cutJSON writes.
+type jsonFrame struct {
+	obj bool
+	n   int // members or elements written
+}
+
+// closeAll appends the closers of every open frame.
+func closeAll(out []byte, stack []jsonFrame) []byte {
+	for i := len(stack) - 1; i >= 0; i-- {
+		if stack[i].obj {
+			out = append(out, '}')
+		} else {
+			out = append(out, ']')
+		}
+	}
+	return out
+}
+
+// appendQuoted appends s as a JSON string: encoding/json's escaping without
+// its HTML escaping (HTML stays readable and short); invalid UTF-8 becomes
+// U+FFFD.
+func appendQuoted(dst, s []byte) []byte {
+	out, _ := appendQuotedPrefix(dst, s, -1)
+	return out
+}
+
+// appendQuotedPrefix appends, as one JSON string, the longest prefix of s
+// whose quoted form takes at most max characters (both quotes included;
+// max < 0: no limit). It never splits a rune or an escape, and reports how
+// many bytes of s the prefix holds.
+func appendQuotedPrefix(dst, s []byte, max int) (out []byte, consumed int) {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	used := 2
+	i := 0
+	for i < len(s) {
+		c := s[i]
+		var buf [6]byte
+		esc := buf[:0]
+		size := 1
+		switch {
+		case c >= utf8.RuneSelf:
+			r, n := utf8.DecodeRune(s[i:])
+			size = n
+			switch {
+			case r == utf8.RuneError && n == 1:
+				esc = append(esc, `\ufffd`...)
+			case r == '\u2028' || r == '\u2029':
+				esc = append(esc, '\\', 'u', '2', '0', '2', "89"[r-'\u2028'])
+			}
+		case c == '"' || c == '\\':
+			esc = append(esc, '\\', c)
+		case c == '\n':
+			esc = append(esc, '\\', 'n')
+		case c == '\r':
+			esc = append(esc, '\\', 'r')
+		case c == '\t':
+			esc = append(esc, '\\', 't')
+		case c < 0x20:
+			esc = append(esc, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		w := 1
+		if len(esc) > 0 {
+			w = len(esc)
+		}
+		if max >= 0 && used+w > max {
+			break
+		}
+		used += w
+		if len(esc) > 0 {
+			dst = append(dst, esc...)
+		} else {
+			dst = append(dst, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(dst, '"'), i
+}

@@ -1,0 +1,489 @@
+package loop
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/trawl-dev/trawl/loop/query"
+	"github.com/trawl-dev/trawl/prompts"
+)
+
+// Names of the retrieval tools.
+const (
+	QueryToolResult = "queryToolResult"
+	FetchToolResult = "fetchToolResult"
+)
+
+// Defaults and caps of stored results and the retrieval tools.
+const (
+	DefaultResultTTL  = 15 * time.Minute
+	DefaultQueryLimit = 50
+	MaxQueryLimit     = 500
+	MaxFetchLength    = 16000
+)
+
+// ErrNotRetrievalTool is returned by Retrieval.Call for a name that is
+// neither queryToolResult nor fetchToolResult.
+var ErrNotRetrievalTool = errors.New("not a retrieval tool")
+
+// RetrievalArgError is a bad argument to a retrieval tool. Its message
+// names the tool and the argument, for the model to correct its call.
+type RetrievalArgError struct {
+	Tool string
+	Arg  string
+	Msg  string
+}
+
+func (e *RetrievalArgError) Error() string {
+	return fmt.Sprintf("%s: argument %s: %s", e.Tool, e.Arg, e.Msg)
+}
+
+// RetrievalOptions configure a Retrieval. The zero value is ready to use.
+type RetrievalOptions struct {
+	// Store keeps the payloads. Nil means a new MemoryResultStore with
+	// default bounds and the clock below.
+	Store ResultStore
+	// TTL is how long a kept payload can be read back. Zero means
+	// DefaultResultTTL (15 minutes).
+	TTL time.Duration
+	// Budget bounds what one call of a retrieval tool returns, in
+	// characters, as Guard.Budget does for tool results. Zero means
+	// DefaultViewBudget.
+	Budget int
+	// Now is the clock. Nil means time.Now.
+	Now func() time.Time
+}
+
+// Retrieval keeps full tool payloads aside under random result ids,
+// scoped to organization and thread, and serves the two retrieval tools
+// that read them back without calling upstream again: queryToolResult
+// (filter, project and page the stored items) and fetchToolResult (raw
+// character slices of the stored text). Its methods are safe for
+// concurrent use.
+//
+// Offsets and lengths of fetchToolResult count characters (Unicode code
+// points) of the stored JSON text, not bytes, so a slice never splits a
+// character and consecutive slices join to the stored text exactly.
+type Retrieval struct {
+	store ResultStore
+	ttl   time.Duration
+	guard Guard
+	now   func() time.Time
+}
+
+// NewRetrieval returns a Retrieval.
+func NewRetrieval(opts RetrievalOptions) *Retrieval {
+	r := &Retrieval{store: opts.Store, ttl: opts.TTL, guard: Guard{Budget: opts.Budget}, now: opts.Now}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	if r.ttl <= 0 {
+		r.ttl = DefaultResultTTL
+	}
+	if r.store == nil {
+		r.store = NewMemoryResultStore(MemoryStoreOptions{Now: r.now})
+	}
+	return r
+}
+
+// WithBudget returns a Retrieval sharing r's store whose tools return at
+// most chars characters per call (an agent's own view budget). Zero keeps
+// r's budget.
+func (r *Retrieval) WithBudget(chars int) *Retrieval {
+	if chars == 0 {
+		return r
+	}
+	c := *r
+	c.guard = Guard{Budget: chars}
+	return &c
+}
+
+// Keep stores rec for the result scope of scope and returns its new
+// result id: "r_" and 32 hex digits, 128 bits from crypto/rand. rec is
+// handed over: Keep sets its Created time and nobody modifies it after.
+func (r *Retrieval) Keep(ctx context.Context, scope Scope, rec *StoredResult) (string, error) {
+	prefix, err := scope.ResultScope()
+	if err != nil {
+		return "", err
+	}
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("result id: %w", err)
+	}
+	id := "r_" + hex.EncodeToString(b[:])
+	now := r.now()
+	rec.Created = now
+	if err := r.store.Put(ctx, prefix+"/"+id, rec, now.Add(r.ttl)); err != nil {
+		return "", fmt.Errorf("keeping the result: %w", err)
+	}
+	return id, nil
+}
+
+// Lookup returns the result id of scope: ErrResultNotFound (also for an id
+// of another thread or organization, or one that is not an id at all) or
+// ErrResultExpired, wrapped with the id.
+func (r *Retrieval) Lookup(ctx context.Context, scope Scope, id string) (*StoredResult, error) {
+	prefix, err := scope.ResultScope()
+	if err != nil {
+		return nil, err
+	}
+	if !validResultID(id) {
+		return nil, fmt.Errorf("resultId %q: %w", id, ErrResultNotFound)
+	}
+	rec, err := r.store.Get(ctx, prefix+"/"+id)
+	if err != nil {
+		return nil, fmt.Errorf("resultId %q: %w", id, err)
+	}
+	return rec, nil
+}
+
+func validResultID(id string) bool {
+	if len(id) != 34 || !strings.HasPrefix(id, "r_") {
+		return false
+	}
+	_, err := hex.DecodeString(id[2:])
+	return err == nil
+}
+
+// RetrievalTool is a retrieval tool as a model sees it.
+type RetrievalTool struct {
+	Name        string
+	Description string
+	InputSchema json.RawMessage
+}
+
+// Tools returns queryToolResult and fetchToolResult, with their
+// descriptions (from the prompts package) and input schemas.
+func (r *Retrieval) Tools() []RetrievalTool {
+	return []RetrievalTool{
+		{Name: QueryToolResult, Description: prompts.Text("query_tool_result"), InputSchema: json.RawMessage(querySchema)},
+		{Name: FetchToolResult, Description: prompts.Text("fetch_tool_result"), InputSchema: json.RawMessage(fetchSchema)},
+	}
+}
+
+const querySchema = `{"type":"object","properties":{` +
+	`"resultId":{"type":"string","description":"The _resultId of a stored result."},` +
+	`"fields":{"type":"array","items":{"type":"string"},"description":"Dot-paths to keep of each item, e.g. [\"id\",\"customer.name\"]. Omit for whole items."},` +
+	`"filter":{"type":"array","description":"Clauses that must all hold; they run on every stored item before paging.","items":{"type":"object","properties":{` +
+	`"field":{"type":"string","description":"Dot-path of the field to test; it need not be among fields."},` +
+	`"op":{"type":"string","enum":["eq","neq","gt","gte","lt","lte","contains","in","exists"]},` +
+	`"value":{"description":"What to compare with: a list for in, a boolean for exists."}},"required":["field","op"]}},` +
+	`"offset":{"type":"integer","minimum":0,"description":"Index of the first matching item to return. Default 0."},` +
+	`"limit":{"type":"integer","minimum":1,"maximum":500,"description":"How many matching items to return. Default 50."}},` +
+	`"required":["resultId"],"additionalProperties":false}`
+
+const fetchSchema = `{"type":"object","properties":{` +
+	`"resultId":{"type":"string","description":"The _resultId of a stored result."},` +
+	`"offset":{"type":"integer","minimum":0,"description":"Character to start at. Default 0."},` +
+	`"length":{"type":"integer","minimum":1,"maximum":16000,"description":"Characters to read. Default and maximum 16000."}},` +
+	`"required":["resultId"],"additionalProperties":false}`
+
+// Call runs the retrieval tool name with the model's JSON arguments and
+// returns its JSON output, never more than the budget. Errors are for the
+// model to read: bad arguments are *RetrievalArgError, unknown and
+// expired ids wrap ErrResultNotFound and ErrResultExpired.
+func (r *Retrieval) Call(ctx context.Context, scope Scope, name string, args json.RawMessage) (json.RawMessage, error) {
+	switch name {
+	case QueryToolResult:
+		return r.query(ctx, scope, args)
+	case FetchToolResult:
+		return r.fetch(ctx, scope, args)
+	}
+	return nil, fmt.Errorf("%w: %q", ErrNotRetrievalTool, name)
+}
+
+// query runs queryToolResult.
+func (r *Retrieval) query(ctx context.Context, scope Scope, raw json.RawMessage) (json.RawMessage, error) {
+	const tool = QueryToolResult
+	args, err := decodeArgs(tool, raw, "resultId", "fields", "filter", "offset", "limit")
+	if err != nil {
+		return nil, err
+	}
+	id, err := argString(tool, "resultId", args["resultId"])
+	if err != nil {
+		return nil, err
+	}
+	var fields *query.Fields
+	if v := args["fields"]; !isNull(v) {
+		var paths []string
+		if err := json.Unmarshal(v, &paths); err != nil {
+			var one string
+			if json.Unmarshal(v, &one) != nil {
+				return nil, &RetrievalArgError{tool, "fields", "must be a list of dot-paths such as [\"id\", \"customer.name\"]"}
+			}
+			paths = []string{one}
+		}
+		if len(paths) > 0 {
+			if fields, err = query.CompileFields(paths); err != nil {
+				return nil, &RetrievalArgError{tool, "fields", strings.TrimPrefix(err.Error(), "query: ")}
+			}
+		}
+	}
+	var filter *query.Filter
+	if v := args["filter"]; !isNull(v) {
+		if filter, err = query.ParseFilter(v); err != nil {
+			return nil, &RetrievalArgError{tool, "filter", strings.TrimPrefix(err.Error(), "query: ")}
+		}
+	}
+	offset, err := argInt(tool, "offset", args["offset"], 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	limit, err := argInt(tool, "limit", args["limit"], DefaultQueryLimit, 1)
+	if err != nil {
+		return nil, err
+	}
+	var notes []string
+	if limit > MaxQueryLimit {
+		notes = append(notes, fmt.Sprintf("limit was lowered to the maximum, %d.", MaxQueryLimit))
+		limit = MaxQueryLimit
+	}
+	rec, err := r.Lookup(ctx, scope, id)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", tool, err)
+	}
+	if !rec.HasItems() {
+		return nil, &RetrievalArgError{tool, "resultId", "this result has no list of items to query; read it with fetchToolResult"}
+	}
+
+	// The filter runs on every stored item; only the page is projected.
+	total := rec.NumItems()
+	matched := 0
+	page := make([]int, 0, min(limit, total))
+	for i := range total {
+		if filter.Match(rec.Item(i)) {
+			if matched >= offset && len(page) < limit {
+				page = append(page, i)
+			}
+			matched++
+		}
+	}
+
+	// The output's fixed part with the longest numbers and note it may
+	// carry, so what is left for items is a lower bound.
+	budget := r.guard.budget()
+	nextMax := offset + len(page)
+	longNote := strings.Join(notes, " ") + " " + fewerNote(nextMax, nextMax) + " " + oversizedNote(nextMax, math.MaxInt32, math.MaxInt32, math.MaxInt32)
+	tail := max(utf8.RuneCount(queryTail(matched, total, offset, matched, id, longNote)), // nextOffset null
+		utf8.RuneCount(queryTail(matched, total, offset, matched-1, id, longNote))) // its longest number
+	room := budget - tail - len(`{"items":[`)
+
+	out := make([]byte, 0, min(budget*4, 1<<20))
+	out = append(out, `{"items":[`...)
+	var (
+		item  []byte       // the item as shown
+		plain bytes.Buffer // compaction buffer, without fields
+	)
+	shown := 0
+	for _, i := range page {
+		if fields != nil {
+			if item, err = fields.Project(rec.Item(i), item[:0], nil); err != nil {
+				return nil, fmt.Errorf("%s: item %d: %w", tool, i, err)
+			}
+		} else {
+			plain.Reset()
+			if err := json.Compact(&plain, rec.Item(i)); err != nil {
+				return nil, fmt.Errorf("%s: item %d: %w", tool, i, err)
+			}
+			item = plain.Bytes()
+		}
+		n := utf8.RuneCount(item)
+		if shown > 0 {
+			n++ // the comma
+		}
+		if n > room {
+			break
+		}
+		room -= n
+		if shown > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, item...)
+		shown++
+	}
+	next := offset + shown
+	switch {
+	case shown == 0 && len(page) > 0:
+		// One item alone is over the budget: point at its text and move on.
+		s := rec.spans[page[0]]
+		at := rec.charAt(int(s.start))
+		notes = append(notes, oversizedNote(offset, rec.charAt(int(s.end))-at, at, budget))
+		next = offset + 1
+	case shown < len(page):
+		notes = append(notes, fewerNote(shown, next))
+	}
+	out = append(out, ']', ',')
+	out = append(out, queryTail(matched, total, offset, next, id, strings.Join(notes, " "))[1:]...)
+	return out, nil
+}
+
+// queryTail renders the members after "items" as a JSON object; next at
+// or past matched is rendered null.
+func queryTail(matched, total, offset, next int, id, note string) []byte {
+	b := []byte(`{"matched":`)
+	b = strconv.AppendInt(b, int64(matched), 10)
+	b = append(b, `,"total":`...)
+	b = strconv.AppendInt(b, int64(total), 10)
+	b = append(b, `,"offset":`...)
+	b = strconv.AppendInt(b, int64(offset), 10)
+	b = append(b, `,"nextOffset":`...)
+	if next < matched {
+		b = strconv.AppendInt(b, int64(next), 10)
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, `,"_resultId":`...)
+	b = appendQuoted(b, []byte(id))
+	if note != "" {
+		b = append(b, `,"_note":`...)
+		b = appendQuoted(b, []byte(note))
+	}
+	return append(b, '}')
+}
+
+func fewerNote(shown, next int) string {
+	return fmt.Sprintf("Only %d items fit in the conversation; call again with offset %d for the next ones (or ask for fewer fields).", shown, next)
+}
+
+func oversizedNote(offset, length, at, budget int) string {
+	return fmt.Sprintf("Matching item %d alone is %d characters, more than the %d that fit: ask for fewer fields, or read it with fetchToolResult at offset %d (length %d in all). nextOffset skips it.", offset, length, budget, at, length)
+}
+
+// fetch runs fetchToolResult.
+func (r *Retrieval) fetch(ctx context.Context, scope Scope, raw json.RawMessage) (json.RawMessage, error) {
+	const tool = FetchToolResult
+	args, err := decodeArgs(tool, raw, "resultId", "offset", "length")
+	if err != nil {
+		return nil, err
+	}
+	id, err := argString(tool, "resultId", args["resultId"])
+	if err != nil {
+		return nil, err
+	}
+	offset, err := argInt(tool, "offset", args["offset"], 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	length, err := argInt(tool, "length", args["length"], MaxFetchLength, 1)
+	if err != nil {
+		return nil, err
+	}
+	length = min(length, MaxFetchLength)
+	rec, err := r.Lookup(ctx, scope, id)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", tool, err)
+	}
+	total := rec.Len()
+	if offset > total {
+		return nil, &RetrievalArgError{tool, "offset", fmt.Sprintf("%d is past the end of the text (totalLength %d)", offset, total)}
+	}
+	start := rec.byteAt(offset)
+	end := rec.byteAt(min(offset+length, total))
+
+	budget := r.guard.budget()
+	tail := max(len(fetchTail(offset, total, total)), len(fetchTail(offset, total-1, total))) // null or the longest number
+	room := budget - tail - len(`{"text":`)
+	out := make([]byte, 0, min(4*budget, 8*length+128))
+	out = append(out, `{"text":`...)
+	out, n := appendQuotedPrefix(out, rec.text[start:end], room)
+	next := offset + utf8.RuneCount(rec.text[start:start+n])
+	return append(out, fetchTail(offset, next, total)...), nil
+}
+
+// fetchTail renders the members after "text", the object's closing brace
+// included; next at total is rendered null.
+func fetchTail(offset, next, total int) []byte {
+	b := []byte(`,"offset":`)
+	b = strconv.AppendInt(b, int64(offset), 10)
+	b = append(b, `,"nextOffset":`...)
+	if next < total {
+		b = strconv.AppendInt(b, int64(next), 10)
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, `,"totalLength":`...)
+	b = strconv.AppendInt(b, int64(total), 10)
+	return append(b, '}')
+}
+
+// decodeArgs splits a tool's JSON arguments into members, refusing names
+// outside allowed.
+func decodeArgs(tool string, raw json.RawMessage, allowed ...string) (map[string]json.RawMessage, error) {
+	args := map[string]json.RawMessage{}
+	if len(bytes.TrimSpace(raw)) > 0 {
+		if err := json.Unmarshal(raw, &args); err != nil {
+			return nil, fmt.Errorf("%s: arguments must be one JSON object: %w", tool, err)
+		}
+	}
+	var unknown []string
+	for k := range args {
+		if !contains(allowed, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return nil, &RetrievalArgError{tool, unknown[0], "unknown argument (valid: " + strings.Join(allowed, ", ") + ")"}
+	}
+	return args, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func isNull(v json.RawMessage) bool {
+	v = bytes.TrimSpace(v)
+	return len(v) == 0 || string(v) == "null"
+}
+
+func argString(tool, name string, v json.RawMessage) (string, error) {
+	if isNull(v) {
+		return "", &RetrievalArgError{tool, name, "is required"}
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil || s == "" {
+		return "", &RetrievalArgError{tool, name, "must be a non-empty string"}
+	}
+	return strings.TrimSpace(s), nil
+}
+
+// argInt reads an integer argument: a JSON number with no fraction, or a
+// string holding one (models send both); def when absent or null.
+func argInt(tool, name string, v json.RawMessage, def, lowest int) (int, error) {
+	if isNull(v) {
+		return def, nil
+	}
+	text := string(bytes.TrimSpace(v))
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		text = strings.TrimSpace(s)
+	}
+	f, err := strconv.ParseFloat(text, 64)
+	if err != nil || f != math.Trunc(f) || math.IsInf(f, 0) {
+		return 0, &RetrievalArgError{tool, name, fmt.Sprintf("must be an integer, not %s", v)}
+	}
+	if f < float64(lowest) {
+		return 0, &RetrievalArgError{tool, name, fmt.Sprintf("must be at least %d, not %s", lowest, text)}
+	}
+	if f > math.MaxInt32 {
+		f = math.MaxInt32
+	}
+	return int(f), nil
+}
