@@ -374,7 +374,7 @@ var (
 	listNames = []string{"content", "list", "hits", "nodes", "edges", "objects", "resources", "collection"}
 	// containerNames may wrap the envelope one level down
 	// ({"data": {"items": [...]}}).
-	containerNames = []string{"data", "result", "response", "payload", "body", "page", "collection"}
+	containerNames = []string{"data", "result", "response", "payload", "body", "page", "collection", "embedded"}
 )
 
 // resourceNames are the folded names an array holding the collection at
@@ -447,7 +447,11 @@ func readResponse(root shape, ev evidence, cursorFolds []string) bodyOffer {
 				continue
 			}
 			inner := ev
-			inner.resource = nil
+			if !inner.params {
+				var probe bodyOffer
+				readSignals(root, nil, cursorFolds, &probe)
+				inner.params = probe.signals()
+			}
 			if f, ok := pickArray(c.val, inner, cursorFolds); ok {
 				env, prefix = c.val, []string{c.name}
 				res.items, res.itemsFound = query.JoinPath(c.name, f.name), true
@@ -460,9 +464,20 @@ func readResponse(root shape, ev evidence, cursorFolds []string) bodyOffer {
 		// Without a primary array the response is one resource, and
 		// its members say nothing about pages (a todo's "done", a
 		// document's "next" chapter).
-		readSignals(env, prefix, cursorFolds, &res)
+		readEnvelope(root, env, prefix, cursorFolds, &res)
 	}
 	return res
+}
+
+// readEnvelope reads the signals of env, the object holding the items
+// (at keys prefix of root). When that is a container one level down, the
+// wrapping object may carry signals too (HAL's _links beside _embedded);
+// the container's own win.
+func readEnvelope(root, env shape, prefix, cursorFolds []string, res *bodyOffer) {
+	readSignals(env, prefix, cursorFolds, res)
+	if len(prefix) > 0 {
+		readSignals(root, nil, cursorFolds, res)
+	}
 }
 
 // pickArray chooses the array member of obj that holds the items.

@@ -380,6 +380,19 @@ func TestDetect(t *testing.T) {
 				Provenance: "schema"},
 		},
 		{
+			name: "HAL: items in _embedded, the next link in _links beside it",
+			tool: tools.Tool{Method: "GET", Path: "/orders", Response: sObj(map[string]*tools.Schema{
+				"_embedded": sObj(map[string]*tools.Schema{"orders": sArr(item("id"))}),
+				"_links": sObj(map[string]*tools.Schema{
+					"self": sObj(map[string]*tools.Schema{"href": sStr()}),
+					"next": sObj(map[string]*tools.Schema{"href": sStr()}),
+				}),
+				"total": sInt(),
+			})},
+			want: Plan{Strategy: NextURL, Items: "_embedded.orders", ItemsFound: true, ItemID: "id",
+				Continuation: "_links.next", NextURLField: "_links.next.href", Total: "total", Provenance: "schema"},
+		},
+		{
 			name: "spring page+size with an inverted last flag",
 			tool: tools.Tool{Method: "GET", Path: "/api/owners", Params: []tools.Param{qp("page", sInt()), qp("size", sInt()), qp("sort", sStr())},
 				Response: sObj(map[string]*tools.Schema{

@@ -93,9 +93,9 @@ func Refine(p Plan, body []byte, header http.Header) Plan {
 		out.Strategy, out.CursorFromItem = Cursor, ""
 		out.Continuation = cursorContinuation(out, res)
 	case urlInBody && out.Strategy == Offset:
-		out.Continuation = showPath(out.NextURLField)
+		out.Continuation = urlContinuation(out, res)
 	case urlInBody && (out.Strategy != Cursor || out.CursorFromItem == ""):
-		out.Strategy, out.Continuation = NextURL, showPath(out.NextURLField)
+		out.Strategy, out.Continuation = NextURL, urlContinuation(out, res)
 	case out.Strategy == None && out.CursorParam != "" && out.MoreFlag != "" && out.ItemsFound:
 		out.Strategy, out.CursorFromItem = Cursor, res.itemID
 		if out.CursorFromItem == "" {
@@ -118,6 +118,15 @@ func Refine(p Plan, body []byte, header http.Header) Plan {
 		out.Provenance = "response"
 	}
 	return out
+}
+
+// urlContinuation names the next URL as inspect does: the next-page
+// object rather than its href member.
+func urlContinuation(p Plan, res bodyOffer) string {
+	if p.NextURLField == res.nextURL && res.urlShow != "" {
+		return res.urlShow
+	}
+	return showPath(p.NextURLField)
 }
 
 // cursorContinuation names the signal a cursor walk trusts: the token,
@@ -144,7 +153,7 @@ func readActual(p Plan, top *rawShape) bodyOffer {
 			res := bodyOffer{items: p.Items, itemsFound: true}
 			res.itemID, res.itemsKnown = idMember(arr.elem())
 			if env != nil {
-				readSignals(env, prefix, folds, &res)
+				readEnvelope(top, env, prefix, folds, &res)
 			}
 			return res
 		}

@@ -140,6 +140,13 @@ func TestRefine(t *testing.T) {
 			want: Plan{Strategy: None, ItemsFound: true, Provenance: "response"},
 		},
 		{
+			name: "nothing declared: HAL's next href beside _embedded",
+			plan: nothing,
+			body: `{"_embedded":{"orders":[{"id":7}]},"_links":{"self":{"href":"/orders"},"next":{"href":"/orders?page=2"}},"total":40}`,
+			want: Plan{Strategy: NextURL, Items: "_embedded.orders", ItemsFound: true, ItemID: "id",
+				Continuation: "_links.next", NextURLField: "_links.next.href", Total: "total", Provenance: "response"},
+		},
+		{
 			name: "a page plan switches to the body's next URL",
 			plan: githubPages,
 			body: `{"items":[{"id":1}],"next":"https://api.example.com/things?page=2"}`,
