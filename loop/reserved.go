@@ -1,0 +1,286 @@
+package loop
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/trawl-dev/trawl/loop/paginate"
+	"github.com/trawl-dev/trawl/loop/query"
+	"github.com/trawl-dev/trawl/tools"
+)
+
+// The reserved arguments (DESIGN.md §5). They are stripped from every
+// call, whatever the binding, before the upstream request is built.
+const (
+	ArgFields   = "_fields"
+	ArgAllPages = "_all_pages"
+	ArgForEach  = "_for_each"
+	ArgFilter   = "_filter"
+	ArgRefresh  = "_refresh"
+)
+
+var reservedArgs = []string{ArgFields, ArgAllPages, ArgForEach, ArgFilter, ArgRefresh}
+
+// IsReserved reports whether name is a reserved argument.
+func IsReserved(name string) bool {
+	for _, r := range reservedArgs {
+		if r == name {
+			return true
+		}
+	}
+	return false
+}
+
+// ForEach is a parsed _for_each: one call per value of parameter Key.
+type ForEach struct {
+	Key    string `json:"key"`
+	Values []any  `json:"values"`
+}
+
+// reserved holds the parsed reserved arguments of one call.
+type reserved struct {
+	fields   []string
+	allPages bool
+	forEach  *ForEach
+	filter   []query.Clause
+	refresh  bool
+}
+
+// splitArgs separates the tool's own arguments from the reserved ones and
+// parses the latter. The input map is not modified.
+func splitArgs(args map[string]any) (own map[string]any, r reserved, err error) {
+	own = make(map[string]any, len(args))
+	for k, v := range args {
+		if !IsReserved(k) {
+			own[k] = v
+			continue
+		}
+		if v == nil {
+			continue
+		}
+		switch k {
+		case ArgFields:
+			r.fields, err = parseFields(v)
+		case ArgAllPages:
+			r.allPages, err = parseBool(k, v)
+		case ArgRefresh:
+			r.refresh, err = parseBool(k, v)
+		case ArgForEach:
+			r.forEach, err = parseForEach(v)
+		case ArgFilter:
+			r.filter, err = parseFilter(v)
+		}
+		if err != nil {
+			return nil, reserved{}, err
+		}
+	}
+	return own, r, nil
+}
+
+func parseFields(v any) ([]string, error) {
+	var out []string
+	switch x := v.(type) {
+	case string: // models sometimes send "a,b.c"
+		for _, p := range strings.Split(x, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	case []any:
+		for _, e := range x {
+			s, ok := e.(string)
+			if !ok || strings.TrimSpace(s) == "" {
+				return nil, invalidArg(ArgFields, "must be an array of dot-paths such as [\"id\", \"customer.name\"]")
+			}
+			out = append(out, strings.TrimSpace(s))
+		}
+	case []string:
+		out = x
+	default:
+		return nil, invalidArg(ArgFields, "must be an array of dot-paths such as [\"id\", \"customer.name\"]")
+	}
+	if _, err := query.CompileFields(out); err != nil {
+		return nil, invalidArg(ArgFields, err.Error())
+	}
+	return out, nil
+}
+
+func parseBool(name string, v any) (bool, error) {
+	switch x := v.(type) {
+	case bool:
+		return x, nil
+	case string:
+		if b, err := strconv.ParseBool(x); err == nil {
+			return b, nil
+		}
+	}
+	return false, invalidArg(name, "must be true or false")
+}
+
+func parseForEach(v any) (*ForEach, error) {
+	const shape = `must be {"key": "<parameter>", "values": [...]}`
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, invalidArg(ArgForEach, shape)
+	}
+	key, _ := m["key"].(string)
+	vals, ok := m["values"].([]any)
+	if key == "" || !ok {
+		return nil, invalidArg(ArgForEach, shape)
+	}
+	for k := range m {
+		if k != "key" && k != "values" {
+			return nil, invalidArg(ArgForEach, fmt.Sprintf("has an unknown member %q; %s", k, shape))
+		}
+	}
+	if len(vals) == 0 {
+		return nil, invalidArg(ArgForEach, "values must not be empty")
+	}
+	return &ForEach{Key: key, Values: vals}, nil
+}
+
+func parseFilter(v any) ([]query.Clause, error) {
+	if m, ok := v.(map[string]any); ok { // one clause without the array
+		v = []any{m}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, invalidArg(ArgFilter, "must be an array of {field, op, value} clauses")
+	}
+	var clauses []query.Clause
+	if err := json.Unmarshal(b, &clauses); err != nil {
+		return nil, invalidArg(ArgFilter, "must be an array of {field, op, value} clauses")
+	}
+	if _, err := query.CompileFilter(clauses); err != nil {
+		return nil, invalidArg(ArgFilter, err.Error())
+	}
+	return clauses, nil
+}
+
+// forEachValues checks the key against the tool's parameters, coerces the
+// values to the parameter's declared type and removes duplicates.
+func forEachValues(t *tools.Tool, fe *ForEach, max int) ([]any, error) {
+	p, ok := t.Param(fe.Key)
+	if !ok {
+		names := make([]string, 0, len(t.Params))
+		for _, p := range t.Params {
+			names = append(names, p.Name)
+		}
+		sort.Strings(names)
+		return nil, &ToolError{Code: CodeInvalidForEachKey, Message: fmt.Sprintf(
+			"_for_each key %q is not a parameter of %s; its parameters are: %s",
+			fe.Key, t.Name, strings.Join(names, ", "))}
+	}
+	seen := map[string]bool{}
+	var out []any
+	for i, v := range fe.Values {
+		c, err := coerce(v, p.Type())
+		if err != nil {
+			return nil, invalidArg(ArgForEach, fmt.Sprintf("values[%d]: %v", i, err))
+		}
+		k := fmt.Sprintf("%T:%v", c, c)
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, c)
+	}
+	if len(out) > max {
+		return nil, invalidArg(ArgForEach, fmt.Sprintf(
+			"has %d distinct values; at most %d are fetched in one call — split them over several calls", len(out), max))
+	}
+	return out, nil
+}
+
+// coerce converts v to the JSON type typ ("" keeps v).
+func coerce(v any, typ string) (any, error) {
+	switch typ {
+	case "integer", "number":
+		switch x := v.(type) {
+		case float64:
+			if typ == "integer" && x != float64(int64(x)) {
+				return nil, fmt.Errorf("%v is not a whole number", x)
+			}
+			return x, nil
+		case json.Number:
+			return coerce(string(x), typ)
+		case string:
+			f, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
+			if err != nil || typ == "integer" && f != float64(int64(f)) {
+				return nil, fmt.Errorf("%q is not a valid %s", x, typ)
+			}
+			return f, nil
+		}
+		return nil, fmt.Errorf("%v is not a %s", v, typ)
+	case "string":
+		switch x := v.(type) {
+		case string:
+			return x, nil
+		case float64:
+			return strconv.FormatFloat(x, 'f', -1, 64), nil
+		case json.Number:
+			return x.String(), nil
+		case bool:
+			return strconv.FormatBool(x), nil
+		}
+		return nil, fmt.Errorf("%v is not a string", v)
+	case "boolean":
+		switch x := v.(type) {
+		case bool:
+			return x, nil
+		case string:
+			if b, err := strconv.ParseBool(x); err == nil {
+				return b, nil
+			}
+		}
+		return nil, fmt.Errorf("%v is not a boolean", v)
+	}
+	switch v.(type) {
+	case map[string]any, []any:
+		return nil, fmt.Errorf("values must be strings, numbers or booleans")
+	}
+	return v, nil
+}
+
+// Schema returns the tool's input schema as the model sees it under a
+// binding: with looping on, it gains _fields, _all_pages (only when
+// pagination was detected), _for_each and _refresh. _filter is honoured
+// but never advertised: next to the API's own filter parameters a model
+// would reach for it and fetch everything to filter afterwards.
+func Schema(t *tools.Tool, plan paginate.Plan, looping bool) map[string]any {
+	s := t.InputSchema()
+	if !looping {
+		return s
+	}
+	props := maps.Clone(s["properties"].(map[string]any))
+	props[ArgFields] = map[string]any{
+		"type":        "array",
+		"items":       map[string]any{"type": "string"},
+		"description": "Return only these fields of each item, as dot-paths (e.g. [\"id\", \"customer.name\"]). Paths map over arrays. Use it to keep large results small.",
+	}
+	if plan.Paginated() {
+		props[ArgAllPages] = map[string]any{
+			"type":        "boolean",
+			"description": "Fetch every page and return the merged list with a completeness verdict. Use it before counting, totalling or saying there are no more.",
+		}
+	}
+	props[ArgForEach] = map[string]any{
+		"type":        "object",
+		"description": "Call this tool once per value of one of its parameters and merge the rows, each tagged with its value. Example: {\"key\": \"property_id\", \"values\": [\"p_1\", \"p_2\"]}.",
+		"properties": map[string]any{
+			"key":    map[string]any{"type": "string", "description": "A parameter of this tool."},
+			"values": map[string]any{"type": "array", "description": "The values to call it with (at most 50)."},
+		},
+		"required": []string{"key", "values"},
+	}
+	props[ArgRefresh] = map[string]any{
+		"type":        "boolean",
+		"description": "Fetch fresh data instead of a cached result. Only when the user needs the very latest.",
+	}
+	s["properties"] = props
+	return s
+}
