@@ -731,7 +731,7 @@ func wellKnownTail(path string, n int) []string {
 }
 
 var spelled = map[string]string{
-	"nextcursor": "next_cursor", "endcursor": "end_cursor", "hasmore": "has_more",
+	"nextcursor": "next_cursor", "endcursor": "end_cursor",
 }
 
 // scalarish accepts what a token or URL can be: a string, a number, null,
