@@ -45,9 +45,10 @@
 // pull-based — readers read an append-only log at their own pace and are
 // woken by a channel that Append closes — and [Serve] writes the frames.
 //
-// Speaking the protocol exactly is checked against the AI SDK itself: the
-// conformance folder holds a Node harness that reads a stream with
-// ai@5.0.60, the latest 6.x and the latest 7.x (schema, readUIMessageStream
-// and a Chat over DefaultChatTransport); conformance_test.go runs it
-// against a turn served by this package when the harness is installed.
+// Speaking the protocol exactly is checked against the AI SDK itself:
+// testdata/conformance holds a Node harness (check.mjs; install.sh installs
+// it) that reads a stream with ai@5.0.60, the latest 6.x and the latest
+// 7.x (schema, readUIMessageStream and a Chat over DefaultChatTransport);
+// conformance_test.go runs it against a turn served by this package when
+// the harness is installed.
 package stream
