@@ -14,7 +14,7 @@ import (
 
 func TestOrdersWalk(t *testing.T) {
 	_, ts := serve(t, Options{})
-	for _, perPage := range []int{100, 25, 17} {
+	for _, perPage := range []int{100, 25, 37} {
 		all, pages := walkOrders(t, ts.URL, perPage)
 		unique, dups := ids(all)
 		if len(all) != OrderCount || len(unique) != OrderCount || dups != 0 {
@@ -327,5 +327,33 @@ func TestDeterministic(t *testing.T) {
 	getJSON(t, b.URL+"/tickets?cursor="+url.QueryEscape(first.NextCursor), &second)
 	if len(second.Tickets) == 0 || second.Tickets[0].ID != "tkt_0051" {
 		t.Errorf("cursor across servers: %+v", second.Tickets)
+	}
+}
+
+func TestStartShutdown(t *testing.T) {
+	s := NewServer(Options{})
+	if err := s.Close(); err != nil {
+		t.Errorf("Close before Start: %v", err)
+	}
+	base, err := s.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(base, "http://127.0.0.1:") {
+		t.Errorf("base URL %q", base)
+	}
+	if _, err := s.Start("127.0.0.1:0"); err == nil {
+		t.Error("a second Start should fail")
+	}
+	var st stats
+	getJSON(t, base+"/stats", &st)
+	if err := s.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := http.Get(base + "/stats"); err == nil {
+		t.Error("server still answers after Shutdown")
+	}
+	if _, err := NewServer(Options{}).Start("256.0.0.1:0"); err == nil {
+		t.Error("a bad address should fail")
 	}
 }

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -293,20 +294,12 @@ func (st *crmState) update(kind, id string, a args) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	next := &crmObject{Properties: maps2(o.Properties)}
+	next := &crmObject{Properties: maps.Clone(o.Properties)}
 	if err := st.setProps(kind, next, a); err != nil {
 		return nil, err
 	}
 	o.Properties, o.UpdatedAt = next.Properties, next.UpdatedAt
 	return o, nil
-}
-
-func maps2(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 func (st *crmState) search(a args, _ *http.Request) (any, error) {

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
@@ -391,7 +392,7 @@ func setFields(dst map[string]any, a args, spec map[string][]string) error {
 }
 
 func (st *mailState) updateVacation(a args, _ *http.Request) (any, error) {
-	next := maps(st.vacation)
+	next := maps.Clone(st.vacation)
 	err := setFields(next, a, map[string][]string{"enableAutoReply": {"bool"}, "responseSubject": nil,
 		"responseBodyPlainText": nil, "responseBodyHtml": nil, "restrictToContacts": {"bool"},
 		"restrictToDomain": {"bool"}, "startTime": {"int"}, "endTime": {"int"}})
@@ -405,14 +406,6 @@ func (st *mailState) updateVacation(a args, _ *http.Request) (any, error) {
 	return next, nil
 }
 
-func maps(m map[string]any) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
 func (st *mailState) forwardingAccepted(email string) bool {
 	return slices.ContainsFunc(st.fwdAddrs, func(f map[string]string) bool {
 		return strings.EqualFold(f["forwardingEmail"], email) && f["verificationStatus"] == "accepted"
@@ -420,7 +413,7 @@ func (st *mailState) forwardingAccepted(email string) bool {
 }
 
 func (st *mailState) updateAutoForwarding(a args, _ *http.Request) (any, error) {
-	next := maps(st.autoFwd)
+	next := maps.Clone(st.autoFwd)
 	err := setFields(next, a, map[string][]string{"enabled": {"bool"}, "emailAddress": nil,
 		"disposition": {"leaveInInbox", "archive", "trash", "markRead"}})
 	if err != nil {
@@ -488,7 +481,7 @@ func (st *mailState) deleteForwardingAddress(_ args, r *http.Request) (any, erro
 }
 
 func (st *mailState) updateIMAP(a args, _ *http.Request) (any, error) {
-	next := maps(st.imap)
+	next := maps.Clone(st.imap)
 	err := setFields(next, a, map[string][]string{"enabled": {"bool"}, "autoExpunge": {"bool"},
 		"expungeBehavior": {"archive", "trash", "deleteForever"}, "maxFolderSize": {"int"}})
 	if err != nil {
@@ -502,7 +495,7 @@ func (st *mailState) updateIMAP(a args, _ *http.Request) (any, error) {
 }
 
 func (st *mailState) updatePOP(a args, _ *http.Request) (any, error) {
-	next := maps(st.pop)
+	next := maps.Clone(st.pop)
 	err := setFields(next, a, map[string][]string{"accessWindow": {"disabled", "fromNowOn", "allMail"},
 		"disposition": {"leaveInInbox", "archive", "trash", "markRead"}})
 	if err != nil {

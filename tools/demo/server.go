@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
@@ -76,6 +77,11 @@ func NewServer(opt Options) *Server {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
+	// The fault maps are copied so that a caller reusing its Options
+	// cannot race with the handlers.
+	f := &opt.Faults
+	f.RateLimit, f.Transient5xx = maps.Clone(f.RateLimit), maps.Clone(f.Transient5xx)
+	f.Persistent5xx, f.Unauthorized = maps.Clone(f.Persistent5xx), maps.Clone(f.Unauthorized)
 	s := &Server{
 		opt:    opt,
 		data:   acmeData(),

@@ -1,0 +1,12 @@
+package demo
+
+import _ "embed"
+
+//go:embed replay.json
+var replayScript []byte
+
+// ReplayScript is the demo conversation the replay model plays when trawl
+// runs without a model key: an agent answering real questions over the
+// Acme API with _all_pages, _fields, _filter, _for_each and a
+// queryToolResult, while the tools run live.
+func ReplayScript() []byte { return replayScript }
