@@ -24,7 +24,8 @@ type ImportOptions struct {
 	// valid name (letters, digits, '_' and '-'). A tool's ID is
 	// ProviderID + "." + its Name.
 	ProviderID string
-	// BaseURL is the origin every tool's path is joined to. Zero: the
+	// BaseURL is the origin every tool's path is joined to (a trailing
+	// slash is dropped, as from the document's servers). Zero: the
 	// servers the document declares (an operation's own servers first,
 	// then its path's, then the document's first server, with server
 	// variables set to their defaults); for Swagger 2.0, scheme://host
@@ -360,7 +361,7 @@ func rank(method string) int {
 }
 
 func (im *importer) tool(o *operation) (*Tool, error) {
-	origin := im.opt.BaseURL
+	origin := strings.TrimRight(im.opt.BaseURL, "/")
 	if origin == "" {
 		origin = im.base
 		if o.op.Servers != nil && len(*o.op.Servers) > 0 {

@@ -463,6 +463,32 @@ func TestImportOpenAPIErrors(t *testing.T) {
 	})
 }
 
+func TestNormalizeDocument(t *testing.T) {
+	tests := []struct {
+		name, in string
+		swagger  bool
+		want     string // "" when nothing is rewritten
+	}{
+		{"YAML swagger value", "swagger: '2.0'\ndefinitions:\n  m:\n    items: [{type: string}, {type: 'null'}]\n", true,
+			`{"definitions":{"m":{"allOf":[{"type":"string"},{"type":"null"}],"x-trawl-any-of":true}},"swagger":"2.0"}`},
+		{"YAML array items", "openapi: 3.0.0\nx:\n  type: array\n  items: [{type: string}]\nresponses:\n  200: {description: ok}\n", false,
+			`{"openapi":"3.0.0","responses":{"200":{"description":"ok"}},"x":{"items":{"anyOf":[{"type":"string"}]},"type":"array"}}`},
+		{"JSON beside anyOf", `{"s":{"anyOf":[{"type":"integer"}],"items":[{"type":"string"}]},"n":12345678901234567890}`, false,
+			`{"n":12345678901234567890,"s":{"allOf":[{"anyOf":[{"type":"string"}]}],"anyOf":[{"type":"integer"}]}}`},
+		{"examples untouched", `{"example":{"items":[1]},"enum":[{"items":[2]}]}`, false, ""},
+		{"nothing to do", `{"items":{"type":"string"}}`, false, ""},
+		{"not a document", `{"items":`, false, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, ok := normalizeDocument([]byte(tc.in), tc.swagger)
+			if ok != (tc.want != "") || string(out) != tc.want {
+				t.Errorf("normalizeDocument = %s, %v; want %s", out, ok, tc.want)
+			}
+		})
+	}
+}
+
 func TestTrimText(t *testing.T) {
 	long := strings.Repeat("word ", 30)
 	tests := []struct {
