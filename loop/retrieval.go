@@ -279,7 +279,7 @@ func (r *Retrieval) query(ctx context.Context, scope Scope, raw json.RawMessage)
 		utf8.RuneCount(queryTail(matched, total, offset, matched-1, id, longNote))) // its longest number
 	room := budget - tail - len(`{"items":[`)
 
-	out := make([]byte, 0, min(budget*4, 1<<20))
+	out := make([]byte, 0, 8<<10) // grows to what the page needs
 	out = append(out, `{"items":[`...)
 	var (
 		item  []byte       // the item as shown

@@ -404,11 +404,13 @@ func BenchmarkQueryToolResult(b *testing.B) {
 	args := json.RawMessage(`{"resultId":"` + id + `","fields":["id","total","customer.name"],"filter":[{"field":"status","op":"eq","value":"open"},{"field":"total","op":"gte","value":20000}],"offset":100,"limit":50}`)
 	ctx := context.Background()
 	b.ReportAllocs()
+	cpu := processCPU()
 	for b.Loop() {
 		if _, err := r.Call(ctx, alice, QueryToolResult, args); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkStoredResultMemory reports the heap a kept 24 MB result holds:
