@@ -44,6 +44,20 @@ const maxToolDescription = 1000
 // YAML) at path and returns one tool per operation, sorted by path and
 // method. Relative $refs to other files resolve against path; only local
 // files are read, never URLs. Errors name the file and what failed.
+//
+// Each tool carries the operation's path, query and header parameters
+// (path-level ones merged in; cookies and credentials left out, since the
+// invoker injects those), its request body flattened into InBody
+// parameters, the JSON schema of its success response and its x-
+// extensions, which pagination detection reads.
+//
+// kin-openapi reads OpenAPI 3.1 itself (type lists, const, examples,
+// $defs, webhooks, $ref siblings); the schema conversion maps a type list
+// to its non-null type plus Nullable and const to a one-value Enum.
+// Swagger 2.0 is converted with openapi2conv. The one construct
+// kin-openapi rejects that vendor documents use — "items" holding a list
+// of alternative schemas, as in Slack's — is rewritten to anyOf before
+// loading (see normalizeDocument).
 func ImportOpenAPI(ctx context.Context, path string, opt ImportOptions) ([]*Tool, error) {
 	if err := opt.check(); err != nil {
 		return nil, fmt.Errorf("importing %s: %w", path, err)
@@ -115,12 +129,13 @@ func loadDocument(ctx context.Context, data []byte, location *url.URL) (*openapi
 	if err != nil {
 		// A document kin-openapi rejects may use a construct seen in the
 		// wild that normalizeDocument rewrites; try once more with it.
-		if fixed, ok := normalizeDocument(data, false); ok {
-			if doc2, err2 := loadV3(ctx, fixed, location); err2 == nil {
-				return doc2, serverURL(doc2.Servers), nil
-			}
+		fixed, ok := normalizeDocument(data, false)
+		if !ok {
+			return nil, "", fmt.Errorf("loading document: %w", err)
 		}
-		return nil, "", fmt.Errorf("loading document: %w", err)
+		if doc, err = loadV3(ctx, fixed, location); err != nil {
+			return nil, "", fmt.Errorf("loading document: %w", err)
+		}
 	}
 	return doc, serverURL(doc.Servers), nil
 }
@@ -174,7 +189,7 @@ func loadSwagger(ctx context.Context, data []byte, location *url.URL) (*openapi3
 	return doc, swaggerURL(&doc2), nil
 }
 
-var yamlVersion = regexp.MustCompile(`(?m)^["']?(swagger|openapi)["']?[ \t]*:[ \t]*["']?([0-9][0-9A-Za-z.\-]*)`)
+var yamlVersion = regexp.MustCompile(`^["']?(swagger|openapi)["']?[ \t]*:[ \t]*["']?([0-9][0-9A-Za-z.\-]*)`)
 
 // findVersionLine matches yamlVersion on the first line that starts with
 // a version key. Running the expression over the whole document would

@@ -121,10 +121,8 @@ func (c *schemaConverter) build(s *openapi3.Schema, depth, comp int, mode schema
 			}
 			out.Properties[name] = c.schema(p, depth+1, 0, mode)
 		}
-		out.Required = presentRequired(s.Required, out.Properties)
-	} else if len(s.Required) > 0 {
-		out.Required = slices.Clone(s.Required)
 	}
+	out.Required = slices.Clone(s.Required)
 	if s.Items != nil {
 		out.Items = c.schema(s.Items, depth+1, 0, mode)
 	}
@@ -140,6 +138,11 @@ func (c *schemaConverter) build(s *openapi3.Schema, depth, comp int, mode schema
 		mergeInto(out, c.alternatives(alternatives, depth, comp+1, mode))
 	}
 
+	if len(out.Properties) > 0 {
+		// Required names may come from allOf parts; the properties left
+		// out above (readOnly in requests) are no longer required.
+		out.Required = presentRequired(out.Required, out.Properties)
+	}
 	if out.Type == "" {
 		switch {
 		case len(out.Properties) > 0:

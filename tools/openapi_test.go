@@ -133,7 +133,7 @@ func TestImportOpenAPIShapes(t *testing.T) {
 		}
 
 		r := list.Response
-		if diff := cmp.Diff([]string{"data", "loop", "mixed", "next", "tree"}, keys(r)); diff != "" {
+		if diff := cmp.Diff([]string{"data", "loop", "mixed", "next", "pet", "tree"}, keys(r)); diff != "" {
 			t.Errorf("response keys (writeOnly secret left out) (-want +got):\n%s", diff)
 		}
 		item := prop(r, "data.[]")
@@ -141,6 +141,11 @@ func TestImportOpenAPIShapes(t *testing.T) {
 			"id": str, "meows": {Type: "boolean"}, "barks": {Type: "integer"},
 		}}, item); diff != "" {
 			t.Errorf("oneOf of objects is merged, required by all stays (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(&Schema{Type: "object", Required: []string{"name", "meows", "id"}, Properties: map[string]*Schema{
+			"id": str, "meows": {Type: "boolean"}, "name": str,
+		}}, prop(r, "pet")); diff != "" {
+			t.Errorf("allOf with own properties and required (-want +got):\n%s", diff)
 		}
 		if got := prop(r, "mixed"); got == nil || got.Type != "string" || got.Properties != nil {
 			t.Errorf("anyOf string|object takes the first alternative, got %+v", got)
