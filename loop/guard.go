@@ -277,36 +277,87 @@ func setMembers(obj []byte, ms []objMember) ([]byte, error) {
 	return obj, nil
 }
 
+// eachMember calls fn with every member of the JSON object obj, in order:
+// its key as written (quoted, escapes kept), the key decoded, and its raw
+// value. It reads obj once, so detection stays linear in its size.
+func eachMember(obj []byte, fn func(key []byte, name string, value []byte)) error {
+	bad := func(i int) error { return fmt.Errorf("size guard: malformed object at byte %d", i) }
+	// next returns the JSON value at obj[i:] and the index after it.
+	next := func(i int) ([]byte, int, bool) {
+		v, ok := query.Get(obj[i:], "")
+		if !ok {
+			return nil, 0, false
+		}
+		off, _ := offsetIn(obj[i:], v)
+		return v, i + off + len(v), true
+	}
+	i := skipWS(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return bad(i)
+	}
+	i = skipWS(obj, i+1)
+	if i < len(obj) && obj[i] == '}' {
+		return nil
+	}
+	for {
+		key, j, ok := next(i)
+		if !ok || key[0] != '"' {
+			return bad(i)
+		}
+		var name string
+		if json.Unmarshal(key, &name) != nil {
+			return bad(i)
+		}
+		j = skipWS(obj, j)
+		if j >= len(obj) || obj[j] != ':' {
+			return bad(j)
+		}
+		value, k, ok := next(j + 1)
+		if !ok {
+			return bad(j + 1)
+		}
+		fn(key, name, value)
+		k = skipWS(obj, k)
+		switch {
+		case k < len(obj) && obj[k] == ',':
+			i = k + 1
+		case k < len(obj) && obj[k] == '}':
+			return nil
+		default:
+			return bad(k)
+		}
+	}
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
+		i++
+	}
+	return i
+}
+
 // splitEnvelope takes the members whose names begin with "_" out of the
 // JSON object doc.
 func splitEnvelope(doc []byte) (env []objMember, rest []byte, err error) {
-	names, err := query.Keys(doc)
-	if err != nil {
-		return nil, nil, fmt.Errorf("size guard: %w", err)
-	}
-	rest = doc
-	for _, n := range names {
-		if !strings.HasPrefix(n, "_") {
-			continue
+	rest = make([]byte, 0, len(doc))
+	rest = append(rest, '{')
+	err = eachMember(doc, func(key []byte, name string, value []byte) {
+		if strings.HasPrefix(name, "_") {
+			env = append(env, objMember{name, value})
+			return
 		}
-		p := query.JoinPath(n)
-		v, ok := query.Get(rest, p)
-		if !ok {
-			continue // a duplicate name already taken out
+		if len(rest) > 1 {
+			rest = append(rest, ',')
 		}
-		env = append(env, objMember{n, v})
-		if rest, err = query.Delete(rest, p); err != nil {
-			return nil, nil, fmt.Errorf("size guard: %w", err)
-		}
-	}
-	return env, rest, nil
+		rest = append(append(append(rest, key...), ':'), value...)
+	})
+	return env, append(rest, '}'), err
 }
 
 // primaryArray finds the array a payload is a list of: the one at hint
 // when hint is set, else the document itself when it is an array, else
 // the largest non-empty array among the top-level members and, failing
-// that, among the members one level down. Only the first 64 members of
-// an object are considered, to keep detection linear.
+// that, among the members one level down.
 func primaryArray(doc []byte, hint string) (path string, arr []byte, ok bool) {
 	if hint != "" {
 		arr, ok = query.Get(doc, hint)
@@ -319,49 +370,41 @@ func primaryArray(doc []byte, hint string) (path string, arr []byte, ok bool) {
 	if len(doc) > 0 && doc[0] == '[' {
 		return "", doc, true
 	}
-	if path, arr, ok = largestArray(doc, ""); ok {
-		return path, arr, true
+	type object struct {
+		path string
+		raw  []byte
 	}
-	names, err := query.Keys(doc)
-	if err != nil {
-		return "", nil, false
-	}
-	for i, n := range names {
-		if i == 64 {
-			break
+	var objects []object // object members, for the look one level down
+	seen := map[string]bool{}
+	err := eachMember(doc, func(_ []byte, name string, v []byte) {
+		if seen[name] {
+			return // a path reaches only the first member of a name
 		}
-		p := query.JoinPath(n)
-		v, _ := query.Get(doc, p)
-		if len(v) > 0 && v[0] == '{' {
-			if sp, sa, sok := largestArray(v, p); sok && len(sa) > len(arr) {
-				path, arr, ok = sp, sa, true
+		seen[name] = true
+		switch {
+		case isNonEmptyArray(v) && len(v) > len(arr):
+			path, arr, ok = query.JoinPath(name), v, true
+		case v[0] == '{':
+			objects = append(objects, object{query.JoinPath(name), v})
+		}
+	})
+	if err != nil || ok {
+		return path, arr, ok && err == nil
+	}
+	for _, o := range objects {
+		inner := map[string]bool{}
+		eachMember(o.raw, func(_ []byte, name string, v []byte) {
+			if !inner[name] && isNonEmptyArray(v) && len(v) > len(arr) {
+				path, arr, ok = o.path+"."+query.JoinPath(name), v, true
 			}
-		}
+			inner[name] = true
+		})
 	}
 	return path, arr, ok
 }
 
-// largestArray returns the largest non-empty array member of the object
-// obj, its path prefixed by prefix.
-func largestArray(obj []byte, prefix string) (path string, arr []byte, ok bool) {
-	names, err := query.Keys(obj)
-	if err != nil {
-		return "", nil, false
-	}
-	for i, n := range names {
-		if i == 64 {
-			break
-		}
-		p := query.JoinPath(n)
-		v, _ := query.Get(obj, p)
-		if len(v) > 2 && v[0] == '[' && len(v) > len(arr) && len(bytes.TrimSpace(v[1:len(v)-1])) > 0 {
-			path, arr, ok = p, v, true
-			if prefix != "" {
-				path = prefix + "." + p
-			}
-		}
-	}
-	return path, arr, ok
+func isNonEmptyArray(v []byte) bool {
+	return len(v) > 2 && v[0] == '[' && len(bytes.TrimSpace(v[1:len(v)-1])) > 0
 }
 
 // cutJSON re-encodes the JSON value doc compactly, stopping before it

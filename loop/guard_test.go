@@ -315,3 +315,33 @@ func FuzzGuardCut(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkGuardCut cuts a 24 MB view whose primary array has to be found
+// among 60 other members: detection and the cut read the view a bounded
+// number of times, whatever its number of members.
+func BenchmarkGuardCut(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"data":[`)
+	for i := range 5000 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"id":%d,"status":"open","pad":%q}`, i, strings.Repeat("x", 4700))
+	}
+	sb.WriteString(`]`)
+	for i := range 60 {
+		fmt.Fprintf(&sb, `,"k%d":%d`, i, i)
+	}
+	sb.WriteString(`,"_pagingComplete":true}`)
+	view := []byte(sb.String())
+	b.SetBytes(int64(len(view)))
+	b.ReportAllocs()
+	cpu := processCPU()
+	for b.Loop() {
+		cut, err := Guard{}.Cut(view, "", "r_b")
+		if err != nil || !cut.ByItems {
+			b.Fatal(err, cut.ByItems)
+		}
+	}
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+}
