@@ -1,0 +1,798 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"math"
+	mrand "math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// OpenAIOptions configures an OpenAI model. Every field is optional.
+type OpenAIOptions struct {
+	// BaseURL is the API root of any OpenAI-compatible server, the part
+	// before /chat/completions: https://api.openai.com/v1 (the zero
+	// value), http://localhost:11434/v1 (Ollama), http://localhost:8000/v1
+	// (vLLM), http://localhost:8080/v1 (llama.cpp server),
+	// http://localhost:1234/v1 (LM Studio), or an Azure OpenAI resource.
+	// For Azure, https://<resource>.openai.azure.com/openai/v1 is the
+	// OpenAI-compatible endpoint; the bare https://<resource>.openai.azure.com
+	// selects the deployment-style API, where Model names the deployment
+	// and an api-version query parameter on BaseURL overrides the default
+	// (2024-10-21).
+	BaseURL string
+	// APIKey is sent as a bearer token (the api-key header for Azure
+	// deployments). Empty: no credential is sent, as local servers expect.
+	// It never appears in an error.
+	APIKey string
+	// Model is the model when a request names none.
+	Model string
+	// HTTPClient sends the requests. Nil: a client without an overall
+	// timeout; a Timeout here would cut long answers mid-stream, so bound
+	// a step with its context instead.
+	HTTPClient *http.Client
+	// MaxRetries bounds the retries of a step that failed before its
+	// first event: 429 and 5xx answers (also 408 and 409), connection
+	// errors, and streams that broke before any output. Zero: 3. Negative:
+	// no retries.
+	MaxRetries int
+	// Backoff is the wait before the first retry; it doubles for each
+	// further retry, plus up to a quarter of random jitter. A Retry-After
+	// (or retry-after-ms) header on the answer replaces it. Zero: 500ms.
+	Backoff time.Duration
+	// MaxRetryWait is the longest wait a retry may need: a server asking
+	// for a longer one gets its error surfaced at once. Zero: 30s.
+	MaxRetryWait time.Duration
+	// StreamUsage says whether to ask for a final usage chunk
+	// (stream_options.include_usage). The zero value asks only
+	// api.openai.com and Azure OpenAI, since some compatible servers reject
+	// the field.
+	StreamUsage StreamUsage
+	// Now reads the time, to turn an HTTP-date Retry-After into a wait.
+	// Nil: time.Now.
+	Now func() time.Time
+	// Sleep waits for d or until ctx is done, returning ctx's error in the
+	// second case. Nil: a timer. Tests inject one that does not sleep.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// StreamUsage selects whether an OpenAI model asks for token usage.
+type StreamUsage int
+
+const (
+	// StreamUsageAuto asks api.openai.com and Azure OpenAI only.
+	StreamUsageAuto StreamUsage = iota
+	// StreamUsageOn always asks (vLLM, Ollama, LM Studio accept it).
+	StreamUsageOn
+	// StreamUsageOff never asks.
+	StreamUsageOff
+)
+
+// ErrStreamIncomplete reports a model stream that ended without a finish
+// reason: the connection closed early, so the answer may be cut short.
+var ErrStreamIncomplete = errors.New("model stream ended without a finish reason")
+
+// OpenAIError is a failed step of an OpenAI model: an error answer, a
+// connection error, or an error inside the stream. Its text never holds
+// the API key.
+type OpenAIError struct {
+	// StatusCode is the HTTP status of an error answer; 0 when no answer
+	// arrived (a connection error) or the stream failed after a 200.
+	StatusCode int
+	// Type and Code are the server's error type and code, when it sent
+	// them (e.g. "rate_limit_exceeded", "insufficient_quota").
+	Type, Code string
+	// Attempts counts the requests made, retries included.
+	Attempts int
+	// Message is the server's message or the connection error, with the
+	// API key removed and long bodies cut.
+	Message string
+
+	err error // the cause, when its text is free of the key
+}
+
+func (e *OpenAIError) Error() string {
+	var b strings.Builder
+	b.WriteString("openai: ")
+	if e.StatusCode != 0 {
+		b.WriteString(strconv.Itoa(e.StatusCode))
+		if t := http.StatusText(e.StatusCode); t != "" {
+			b.WriteString(" " + t)
+		}
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Message)
+	if e.Code != "" {
+		b.WriteString(" (" + e.Code + ")")
+	}
+	if e.Attempts > 1 {
+		fmt.Fprintf(&b, " [after %d attempts]", e.Attempts)
+	}
+	return b.String()
+}
+
+// Unwrap returns the cause: go-openai's *openai.APIError or
+// *openai.RequestError, a connection error, or ErrStreamIncomplete. It is
+// nil when the cause's text held the API key.
+func (e *OpenAIError) Unwrap() error { return e.err }
+
+// OpenAI is a Model served by any OpenAI-compatible chat completions API,
+// through go-openai's streaming client. It is safe for concurrent use.
+//
+// Stream's sequence, when it ends without an error, ends with exactly one
+// EventFinish and nothing after it; when it ends with an error, no
+// EventFinish came before. An EventToolCallStart (with the call's id and
+// name) precedes every EventToolCallDelta of its call; calls are indexed
+// 0, 1, … in the order they start, whatever indices the server used. A
+// call whose arguments stayed empty gets "{}". The finish reason is the
+// server's, except that a step with tool calls finishes with "tool_calls"
+// where a server said "stop".
+//
+// A failed request is retried (see OpenAIOptions.MaxRetries) only while
+// nothing has been yielded; once output has started an error ends the
+// sequence, since a retry would repeat text the consumer already showed.
+type OpenAI struct {
+	client       *openai.Client
+	model        string
+	apiKey       string
+	includeUsage bool
+	maxRetries   int
+	backoff      time.Duration
+	maxWait      time.Duration
+	now          func() time.Time
+	sleep        func(ctx context.Context, d time.Duration) error
+	configErr    error
+}
+
+// NewOpenAI returns an OpenAI model. A malformed BaseURL is reported by
+// every Stream.
+func NewOpenAI(opt OpenAIOptions) *OpenAI {
+	o := &OpenAI{
+		model:      opt.Model,
+		apiKey:     opt.APIKey,
+		maxRetries: opt.MaxRetries,
+		backoff:    opt.Backoff,
+		maxWait:    opt.MaxRetryWait,
+		now:        opt.Now,
+		sleep:      opt.Sleep,
+	}
+	if o.maxRetries == 0 {
+		o.maxRetries = 3
+	} else if o.maxRetries < 0 {
+		o.maxRetries = 0
+	}
+	if o.backoff <= 0 {
+		o.backoff = 500 * time.Millisecond
+	}
+	if o.maxWait <= 0 {
+		o.maxWait = 30 * time.Second
+	}
+	if o.now == nil {
+		o.now = time.Now
+	}
+	if o.sleep == nil {
+		o.sleep = oaiSleep
+	}
+	hc := opt.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	cfg, usageAuto, err := oaiConfig(opt.BaseURL, opt.APIKey)
+	if err != nil {
+		o.configErr = &OpenAIError{Message: o.redact(err.Error())}
+	}
+	cfg.HTTPClient = oaiDoer{hc}
+	o.client = openai.NewClientWithConfig(cfg)
+	switch opt.StreamUsage {
+	case StreamUsageOn:
+		o.includeUsage = true
+	case StreamUsageAuto:
+		o.includeUsage = usageAuto
+	}
+	return o
+}
+
+// oaiAzureAPIVersion is the api-version for Azure deployment-style URLs:
+// the first GA version with tool calls and stream_options.
+const oaiAzureAPIVersion = "2024-10-21"
+
+// oaiConfig builds go-openai's config for baseURL and says whether the
+// server is known to accept stream_options.
+func oaiConfig(baseURL, key string) (openai.ClientConfig, bool, error) {
+	if baseURL == "" {
+		baseURL = "https://api.openai.com/v1"
+	}
+	cfg := openai.DefaultConfig(key)
+	cfg.BaseURL = strings.TrimRight(baseURL, "/")
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		return cfg, false, fmt.Errorf("base URL: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return cfg, false, fmt.Errorf("base URL %q: want http(s)://host/…", baseURL)
+	}
+	host := strings.ToLower(u.Hostname())
+	switch {
+	case host == "api.openai.com":
+		return cfg, true, nil
+	case strings.HasSuffix(host, ".openai.azure.com") || strings.HasSuffix(host, ".cognitiveservices.azure.com"):
+		if strings.Contains(u.Path, "/openai/v1") {
+			return cfg, true, nil // the OpenAI-compatible v1 endpoint takes a bearer key
+		}
+		version := u.Query().Get("api-version")
+		if version == "" {
+			version = oaiAzureAPIVersion
+		}
+		u.RawQuery = ""
+		cfg = openai.DefaultAzureConfig(key, strings.TrimRight(u.String(), "/"))
+		cfg.APIVersion = version
+		// The configured model name is the deployment's name, verbatim.
+		cfg.AzureModelMapperFunc = func(model string) string { return model }
+		// stream_options arrived in 2024-09-01-preview.
+		return cfg, version >= "2024-09-01", nil
+	}
+	return cfg, false, nil
+}
+
+// Stream implements Model.
+func (o *OpenAI) Stream(ctx context.Context, req ModelRequest) iter.Seq2[ModelEvent, error] {
+	return func(yield func(ModelEvent, error) bool) {
+		if o.configErr != nil {
+			yield(ModelEvent{}, o.configErr)
+			return
+		}
+		creq, err := o.chatRequest(req)
+		if err != nil {
+			yield(ModelEvent{}, err)
+			return
+		}
+		for attempt := 1; ; attempt++ {
+			yielded, stopped, fail := o.attempt(ctx, creq, yield)
+			if fail == nil || stopped {
+				return
+			}
+			if ctx.Err() != nil {
+				yield(ModelEvent{}, fmt.Errorf("openai: %w", ctx.Err()))
+				return
+			}
+			fail.err.Attempts = attempt
+			wait, retry := o.retryWait(ctx, fail, attempt)
+			if yielded || !retry {
+				yield(ModelEvent{}, fail.err)
+				return
+			}
+			if err := o.sleep(ctx, wait); err != nil {
+				yield(ModelEvent{}, fmt.Errorf("openai: waiting to retry: %w", err))
+				return
+			}
+		}
+	}
+}
+
+// oaiFailure is one failed attempt and what decides its retry.
+type oaiFailure struct {
+	err       *OpenAIError
+	retryable bool
+	header    http.Header // the error answer's headers, if any
+}
+
+// retryWait says whether fail may be retried after attempt, and after how
+// long.
+func (o *OpenAI) retryWait(ctx context.Context, fail *oaiFailure, attempt int) (time.Duration, bool) {
+	if !fail.retryable || attempt > o.maxRetries {
+		return 0, false
+	}
+	wait, ok := oaiRetryAfter(fail.header, o.now())
+	switch {
+	case ok && wait > o.maxWait:
+		return 0, false // the server wants a longer pause than a step should take
+	case !ok:
+		wait = o.backoff
+		for range attempt - 1 {
+			wait = min(2*wait, o.maxWait)
+		}
+		wait = min(wait+mrand.N(wait/4+1), o.maxWait)
+	}
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= wait {
+		return 0, false // the step would end while waiting: report the cause instead
+	}
+	return wait, true
+}
+
+// oaiRetryAfter reads retry-after-ms (OpenAI, Azure) or Retry-After
+// (seconds or an HTTP date).
+func oaiRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+	if h == nil {
+		return 0, false
+	}
+	if d, ok := oaiSeconds(h.Get("Retry-After-Ms"), time.Millisecond); ok {
+		return d, true
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if d, ok := oaiSeconds(v, time.Second); ok {
+		return d, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+// oaiSeconds parses a non-negative count of unit; huge counts saturate.
+func oaiSeconds(v string, unit time.Duration) (time.Duration, bool) {
+	n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || math.IsNaN(n) || n < 0 {
+		return 0, false
+	}
+	if n >= float64(math.MaxInt64)/float64(unit) {
+		return math.MaxInt64, true
+	}
+	return time.Duration(n * float64(unit)), true
+}
+
+// attempt makes one request and yields its events. It reports whether
+// anything was yielded, whether the consumer stopped, and the failure.
+func (o *OpenAI) attempt(ctx context.Context, creq openai.ChatCompletionRequest, yield func(ModelEvent, error) bool) (yielded, stopped bool, fail *oaiFailure) {
+	ex := &oaiExchange{}
+	stream, err := o.client.CreateChatCompletionStream(context.WithValue(ctx, oaiExchangeKey{}, ex), creq)
+	if err != nil {
+		return false, false, o.requestFailure(err, ex)
+	}
+	defer stream.Close()
+
+	dec := oaiDecoder{}
+	emit := func(evs []ModelEvent) bool {
+		for _, ev := range evs {
+			yielded = true
+			if !yield(ev, nil) {
+				return false
+			}
+		}
+		return true
+	}
+	for {
+		raw, err := stream.RecvRaw()
+		if errors.Is(err, io.EOF) {
+			evs, err := dec.end()
+			if err != nil {
+				return yielded, false, &oaiFailure{err: &OpenAIError{Message: err.Error(), err: err}, retryable: true}
+			}
+			return yielded, !emit(evs), nil
+		}
+		if err != nil {
+			return yielded, false, o.streamFailure(err)
+		}
+		var c oaiChunk
+		if err := json.Unmarshal(raw, &c); err != nil {
+			return yielded, false, &oaiFailure{err: &OpenAIError{Message: "malformed stream chunk: " + o.redact(err.Error())}}
+		}
+		if !emit(dec.feed(&c)) {
+			return yielded, true, nil
+		}
+	}
+}
+
+// requestFailure describes an error of CreateChatCompletionStream: an
+// error answer, a connection error, or a request that could not be built.
+func (o *OpenAI) requestFailure(err error, ex *oaiExchange) *oaiFailure {
+	f := &oaiFailure{header: ex.header}
+	var apiErr *openai.APIError
+	var reqErr *openai.RequestError
+	switch {
+	case errors.As(err, &apiErr):
+		f.err = &OpenAIError{StatusCode: apiErr.HTTPStatusCode, Type: apiErr.Type, Code: oaiCode(apiErr.Code), Message: o.redact(apiErr.Message)}
+		f.retryable = oaiRetryableStatus(apiErr.HTTPStatusCode, ex.header) && f.err.Code != "insufficient_quota"
+	case errors.As(err, &reqErr):
+		f.err = &OpenAIError{StatusCode: reqErr.HTTPStatusCode, Message: o.redact(oaiSnippet(reqErr.Body))}
+		f.retryable = oaiRetryableStatus(reqErr.HTTPStatusCode, ex.header)
+	case ex.called:
+		// The HTTP client failed: no answer (refused, reset, timeout).
+		f.err = &OpenAIError{Message: o.redact(err.Error())}
+		f.retryable = true
+	default:
+		f.err = &OpenAIError{Message: "building the request: " + o.redact(err.Error())}
+	}
+	if f.err.Message == "" {
+		f.err.Message = "no error message"
+	}
+	if !strings.Contains(err.Error(), o.apiKey) || len(o.apiKey) < oaiMinKeyLen {
+		f.err.err = err
+	}
+	return f
+}
+
+// streamFailure describes an error met while reading a 200 answer: an
+// error event in the stream, or a broken connection.
+func (o *OpenAI) streamFailure(err error) *oaiFailure {
+	f := &oaiFailure{err: &OpenAIError{Message: o.redact(err.Error())}}
+	var apiErr *openai.APIError
+	if errors.As(err, &apiErr) {
+		f.err.Type, f.err.Code, f.err.Message = apiErr.Type, oaiCode(apiErr.Code), o.redact(apiErr.Message)
+		f.retryable = apiErr.Type == "server_error" || apiErr.Type == "overloaded_error"
+	} else {
+		f.retryable = !errors.Is(err, openai.ErrTooManyEmptyStreamMessages)
+		f.err.Message = "reading the stream: " + f.err.Message
+	}
+	if !strings.Contains(err.Error(), o.apiKey) || len(o.apiKey) < oaiMinKeyLen {
+		f.err.err = err
+	}
+	return f
+}
+
+// oaiRetryableStatus follows OpenAI's own clients: an x-should-retry
+// header decides; otherwise 408, 409, 429 and 5xx are retried.
+func oaiRetryableStatus(code int, h http.Header) bool {
+	switch h.Get("X-Should-Retry") {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	return code == http.StatusRequestTimeout || code == http.StatusConflict ||
+		code == http.StatusTooManyRequests || code >= 500
+}
+
+func oaiCode(code any) string {
+	switch c := code.(type) {
+	case nil:
+		return ""
+	case string:
+		return c
+	default:
+		return fmt.Sprint(c)
+	}
+}
+
+// oaiSnippet is the start of an error body, on one line.
+func oaiSnippet(body []byte) string {
+	const limit = 300
+	s := strings.Join(strings.Fields(string(body)), " ")
+	if len(s) > limit {
+		s = strings.ToValidUTF8(s[:limit], "") + "…"
+	}
+	return s
+}
+
+// oaiMinKeyLen: shorter "keys" (local servers take any) are not secrets,
+// and redacting them would mangle messages.
+const oaiMinKeyLen = 4
+
+func (o *OpenAI) redact(s string) string {
+	if len(o.apiKey) < oaiMinKeyLen {
+		return s
+	}
+	return strings.ReplaceAll(s, o.apiKey, "[redacted]")
+}
+
+func oaiSleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// oaiExchange records what the HTTP client saw for one attempt, since
+// go-openai's errors carry neither the headers (Retry-After) nor whether
+// the request was sent at all.
+type oaiExchange struct {
+	called bool
+	header http.Header
+}
+
+type oaiExchangeKey struct{}
+
+// oaiDoer is the go-openai HTTP client: it records each answer's headers
+// into the attempt's oaiExchange.
+type oaiDoer struct{ c *http.Client }
+
+func (d oaiDoer) Do(req *http.Request) (*http.Response, error) {
+	resp, err := d.c.Do(req)
+	if ex, ok := req.Context().Value(oaiExchangeKey{}).(*oaiExchange); ok {
+		ex.called = true
+		if resp != nil {
+			ex.header = resp.Header
+		}
+	}
+	return resp, err
+}
+
+// chatRequest maps a ModelRequest to go-openai's request.
+func (o *OpenAI) chatRequest(req ModelRequest) (openai.ChatCompletionRequest, error) {
+	creq := openai.ChatCompletionRequest{Model: req.Model, Stream: true}
+	if creq.Model == "" {
+		creq.Model = o.model
+	}
+	if o.includeUsage {
+		creq.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
+	}
+	creq.Messages = make([]openai.ChatCompletionMessage, 0, len(req.Messages))
+	for i, m := range req.Messages {
+		cm := openai.ChatCompletionMessage{Role: string(m.Role), Content: m.Content}
+		switch m.Role {
+		case RoleSystem, RoleUser:
+		case RoleAssistant:
+			for _, c := range m.ToolCalls {
+				args := c.Arguments
+				if strings.TrimSpace(args) == "" {
+					args = "{}" // servers that re-parse the history reject ""
+				}
+				cm.ToolCalls = append(cm.ToolCalls, openai.ToolCall{
+					ID: c.ID, Type: openai.ToolTypeFunction,
+					Function: openai.FunctionCall{Name: c.Name, Arguments: args},
+				})
+			}
+		case RoleTool:
+			if m.ToolCallID == "" {
+				return creq, fmt.Errorf("openai: message %d: a tool message needs the id of the call it answers", i)
+			}
+			cm.ToolCallID = m.ToolCallID
+		default:
+			return creq, fmt.Errorf("openai: message %d: unknown role %q", i, m.Role)
+		}
+		creq.Messages = append(creq.Messages, cm)
+	}
+	for _, t := range req.Tools {
+		params := t.Parameters
+		if len(params) == 0 || string(params) == "null" {
+			params = json.RawMessage(`{"type":"object","properties":{}}`)
+		} else if !json.Valid(params) {
+			return creq, fmt.Errorf("openai: tool %q: parameters are not valid JSON", t.Name)
+		}
+		creq.Tools = append(creq.Tools, openai.Tool{
+			Type:     openai.ToolTypeFunction,
+			Function: &openai.FunctionDefinition{Name: t.Name, Description: t.Description, Parameters: params},
+		})
+	}
+	return creq, nil
+}
+
+// oaiChunk is one chunk of a chat completion stream, decoded here rather
+// than by go-openai so that the "reasoning" field (Ollama, OpenRouter,
+// recent vLLM) is read beside "reasoning_content" (DeepSeek, llama.cpp,
+// LM Studio).
+type oaiChunk struct {
+	Choices []oaiChoice   `json:"choices"`
+	Usage   *openai.Usage `json:"usage"`
+}
+
+type oaiChoice struct {
+	Index        int            `json:"index"`
+	Delta        oaiChoiceDelta `json:"delta"`
+	FinishReason string         `json:"finish_reason"`
+}
+
+type oaiChoiceDelta struct {
+	Content          string             `json:"content"`
+	Refusal          string             `json:"refusal"`
+	ReasoningContent string             `json:"reasoning_content"`
+	Reasoning        string             `json:"reasoning"`
+	ToolCalls        []oaiToolCallDelta `json:"tool_calls"`
+}
+
+// oaiToolCallDelta is one entry of a delta's tool_calls. Index is nil
+// when the server omits it.
+type oaiToolCallDelta struct {
+	Index    *int   `json:"index"`
+	ID       string `json:"id"`
+	Function struct {
+		Name      string       `json:"name"`
+		Arguments oaiArguments `json:"arguments"`
+	} `json:"function"`
+}
+
+// oaiArguments is a piece of a call's arguments: a JSON string, as the
+// API defines it, or — from servers that send them parsed — an object,
+// taken as its JSON text.
+type oaiArguments string
+
+func (a *oaiArguments) UnmarshalJSON(b []byte) error {
+	switch {
+	case len(b) > 0 && b[0] == '"':
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*a = oaiArguments(s)
+	case string(b) == "null":
+		*a = ""
+	default:
+		*a = oaiArguments(b)
+	}
+	return nil
+}
+
+// oaiDecoder turns the chunks of one answer into ModelEvents. Servers
+// disagree on tool call deltas, and it accepts them all:
+//
+//   - the standard: index on every delta, id and name on the first;
+//   - no index (calls told apart by id, or by a new name, else the delta
+//     continues the latest call);
+//   - the same index reused with a new id for each call (older Ollama);
+//   - the whole arguments in one delta, or ids on every delta.
+//
+// A call starts (EventToolCallStart) when its name is known; arguments
+// that came earlier are held until then.
+type oaiDecoder struct {
+	calls   []*oaiCall       // in order of appearance
+	started int              // calls started: the next event index
+	byIndex map[int]*oaiCall // the server's index → its latest call
+	reason  string           // the last finish_reason
+	usage   Usage
+	out     []ModelEvent
+}
+
+type oaiCall struct {
+	index    int // the event index, set at the start
+	serverID string
+	id       string
+	name     string
+	started  bool
+	pending  strings.Builder // arguments before the start
+	argBytes int             // arguments emitted
+}
+
+// feed returns the events of one chunk; the slice is reused by the next
+// call.
+func (d *oaiDecoder) feed(c *oaiChunk) []ModelEvent {
+	d.out = d.out[:0]
+	if c.Usage != nil {
+		d.usage = Usage{PromptTokens: c.Usage.PromptTokens, CompletionTokens: c.Usage.CompletionTokens}
+	}
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		if ch.Index != 0 {
+			continue // only one choice is asked for
+		}
+		reasoning := ch.Delta.ReasoningContent
+		if reasoning == "" {
+			reasoning = ch.Delta.Reasoning
+		}
+		if reasoning != "" {
+			d.out = append(d.out, ModelEvent{Kind: EventReasoningDelta, Text: reasoning})
+		}
+		if ch.Delta.Content != "" {
+			d.out = append(d.out, ModelEvent{Kind: EventTextDelta, Text: ch.Delta.Content})
+		}
+		if ch.Delta.Refusal != "" {
+			d.out = append(d.out, ModelEvent{Kind: EventTextDelta, Text: ch.Delta.Refusal})
+		}
+		for j := range ch.Delta.ToolCalls {
+			d.toolDelta(&ch.Delta.ToolCalls[j])
+		}
+		if ch.FinishReason != "" {
+			d.reason = ch.FinishReason
+		}
+	}
+	return d.out
+}
+
+func (d *oaiDecoder) toolDelta(tc *oaiToolCallDelta) {
+	c := d.route(tc)
+	if c.serverID == "" && tc.ID != "" {
+		c.serverID = tc.ID
+	}
+	if c.name == "" && tc.Function.Name != "" {
+		c.name = tc.Function.Name
+	}
+	args := string(tc.Function.Arguments)
+	if !c.started {
+		c.pending.WriteString(args)
+		if c.name != "" {
+			d.start(c)
+		}
+		return
+	}
+	if args != "" {
+		c.argBytes += len(args)
+		d.out = append(d.out, ModelEvent{Kind: EventToolCallDelta, Index: c.index, ArgsDelta: args})
+	}
+}
+
+// route finds the call a tool call delta belongs to, or opens one.
+func (d *oaiDecoder) route(tc *oaiToolCallDelta) *oaiCall {
+	if tc.Index != nil {
+		c := d.byIndex[*tc.Index]
+		if c == nil || tc.ID != "" && c.serverID != "" && tc.ID != c.serverID {
+			c = d.open()
+			if d.byIndex == nil {
+				d.byIndex = map[int]*oaiCall{}
+			}
+			d.byIndex[*tc.Index] = c
+		}
+		return c
+	}
+	var last *oaiCall
+	if n := len(d.calls); n > 0 {
+		last = d.calls[n-1]
+	}
+	switch {
+	case tc.ID != "":
+		for _, c := range d.calls {
+			if c.serverID == tc.ID {
+				return c
+			}
+		}
+		if last != nil && last.serverID == "" && tc.Function.Name == "" {
+			return last // the id came after the call began
+		}
+		return d.open()
+	case tc.Function.Name != "" && last != nil && last.name != "":
+		return d.open() // a second call, without index or id
+	case last != nil:
+		return last
+	}
+	return d.open()
+}
+
+func (d *oaiDecoder) open() *oaiCall {
+	c := &oaiCall{}
+	d.calls = append(d.calls, c)
+	return c
+}
+
+func (d *oaiDecoder) start(c *oaiCall) {
+	c.started = true
+	c.index = d.started
+	d.started++
+	c.id = c.serverID
+	if c.id == "" {
+		c.id = oaiNewCallID()
+	}
+	d.out = append(d.out, ModelEvent{Kind: EventToolCallStart, Index: c.index, ToolCallID: c.id, ToolName: c.name})
+	if c.pending.Len() > 0 {
+		c.argBytes += c.pending.Len()
+		d.out = append(d.out, ModelEvent{Kind: EventToolCallDelta, Index: c.index, ArgsDelta: c.pending.String()})
+		c.pending.Reset()
+	}
+}
+
+// end returns the last events, at the end of the stream: starts of
+// calls whose name never came (the runner reports an unknown tool to the
+// model), "{}" for calls without arguments, and the EventFinish.
+func (d *oaiDecoder) end() ([]ModelEvent, error) {
+	if d.reason == "" {
+		return nil, ErrStreamIncomplete
+	}
+	d.out = d.out[:0]
+	for _, c := range d.calls {
+		if !c.started {
+			d.start(c)
+		}
+		if c.argBytes == 0 {
+			c.argBytes = 2
+			d.out = append(d.out, ModelEvent{Kind: EventToolCallDelta, Index: c.index, ArgsDelta: "{}"})
+		}
+	}
+	reason := d.reason
+	if len(d.calls) > 0 && reason == "stop" {
+		reason = "tool_calls" // Ollama and others say stop after calls
+	}
+	d.out = append(d.out, ModelEvent{Kind: EventFinish, FinishReason: reason, Usage: d.usage})
+	return d.out, nil
+}
+
+// oaiNewCallID names a call the server left unnamed.
+func oaiNewCallID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "call_" + hex.EncodeToString(b[:])
+}
