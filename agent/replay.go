@@ -1,0 +1,532 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// Transcript is a recorded conversation: the user's messages and, for
+// each, the assistant's steps. The Replay model plays the steps while the
+// tools run live.
+//
+// # Format
+//
+// A transcript is one JSON object:
+//
+//	{
+//	  "name": "open orders",
+//	  "turns": [
+//	    {
+//	      "user": "How many open orders over $100 do we have?",
+//	      "steps": [
+//	        {
+//	          "text": "Let me list the open orders.",
+//	          "reasoning": "All pages are needed to count.",
+//	          "tool_calls": [
+//	            {"name": "list_orders", "arguments": {"status": "open", "_all_pages": true, "_fields": ["id", "total"]}}
+//	          ]
+//	        },
+//	        {"text": "We have 42 open orders over $100."}
+//	      ]
+//	    }
+//	  ]
+//	}
+//
+// Fields (any other field is an error):
+//
+//   - name: string, optional; names the transcript in messages and reports.
+//   - turns: array, at least one. Turn i answers the conversation's
+//     (i+1)-th user message.
+//   - turns[i].user: string, required, not blank. The user message the
+//     turn answers. Replay does not compare it with the live message; a
+//     driver such as `trawl replay` sends it.
+//   - turns[i].steps: array, at least one. Step j is the assistant's
+//     (j+1)-th model call of the turn. Every step but the last has
+//     tool_calls and the last has none, because a step without tool
+//     calls ends the turn.
+//   - steps[j].text: string, optional. Streamed before the step's calls.
+//   - steps[j].reasoning: string, optional. Streamed first, as reasoning.
+//     A step needs text or tool_calls; reasoning alone is not a step.
+//   - steps[j].tool_calls: array, optional. Each call is played in order.
+//   - tool_calls[k].name: string, required: the tool's model-facing name,
+//     as the agent offers it (e.g. list_orders, search_tools,
+//     queryToolResult).
+//   - tool_calls[k].arguments: a JSON object, optional (absent or null:
+//     {}). Reserved arguments (_all_pages, _fields, _for_each, _filter,
+//     _refresh) are written like any other.
+//
+// Positions in errors are zero-based JSON paths, such as
+// turns[1].steps[0].tool_calls[2].arguments.
+type Transcript struct {
+	Name  string           `json:"name,omitempty"`
+	Turns []TranscriptTurn `json:"turns"`
+}
+
+// TranscriptTurn is one user message and the assistant's steps.
+type TranscriptTurn struct {
+	User  string           `json:"user"`
+	Steps []TranscriptStep `json:"steps"`
+}
+
+// TranscriptStep is one model call: optional reasoning and text, then
+// the tool calls.
+type TranscriptStep struct {
+	Text      string           `json:"text,omitempty"`
+	Reasoning string           `json:"reasoning,omitempty"`
+	ToolCalls []TranscriptCall `json:"tool_calls,omitempty"`
+}
+
+// TranscriptCall is one recorded tool call.
+type TranscriptCall struct {
+	Name string `json:"name"`
+	// Arguments is a JSON object; ParseTranscript stores it compacted.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+}
+
+// MaxTranscriptBytes bounds a transcript file.
+const MaxTranscriptBytes = 16 << 20
+
+// LoadTranscript reads and parses a transcript file (see Transcript for
+// the format). A transcript without a name takes the file's base name.
+func LoadTranscript(path string) (*Transcript, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("transcript: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxTranscriptBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("transcript %s: %w", path, err)
+	}
+	if len(data) > MaxTranscriptBytes {
+		return nil, fmt.Errorf("transcript %s: larger than %d bytes", path, MaxTranscriptBytes)
+	}
+	t, err := parseTranscript(data)
+	if err != nil {
+		return nil, fmt.Errorf("transcript %s: %w", path, err)
+	}
+	if t.Name == "" {
+		t.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	}
+	return t, nil
+}
+
+// ParseTranscript parses a transcript (see Transcript for the format).
+// It is strict: unknown fields, wrong types, blank user messages, empty
+// steps, calls without a name, arguments that are not an object, and
+// tool calls on a turn's last step (or none on an earlier one) are
+// errors that name the position.
+func ParseTranscript(data []byte) (*Transcript, error) {
+	t, err := parseTranscript(data)
+	if err != nil {
+		return nil, fmt.Errorf("transcript: %w", err)
+	}
+	return t, nil
+}
+
+func parseTranscript(data []byte) (*Transcript, error) {
+	if len(data) > MaxTranscriptBytes {
+		return nil, fmt.Errorf("larger than %d bytes", MaxTranscriptBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var top json.RawMessage
+	if err := dec.Decode(&top); err != nil {
+		return nil, replaySyntaxError(data, err)
+	}
+	rest := int(dec.InputOffset())
+	if extra := bytes.TrimLeft(data[rest:], " \t\r\n"); len(extra) > 0 {
+		return nil, fmt.Errorf("data after the transcript object at %s", replayLineCol(data, len(data)-len(extra)))
+	}
+	t := &Transcript{}
+	var turns []json.RawMessage
+	err := replayObject("", top, map[string]any{"name": &t.Name, "turns": &turns}, "turns")
+	if err != nil {
+		return nil, err
+	}
+	if len(turns) == 0 {
+		return nil, errors.New("turns: a transcript needs at least one turn")
+	}
+	t.Turns = make([]TranscriptTurn, len(turns))
+	for i, raw := range turns {
+		if err := replayTurn(fmt.Sprintf("turns[%d]", i), raw, &t.Turns[i]); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+func replayTurn(path string, raw json.RawMessage, turn *TranscriptTurn) error {
+	var steps []json.RawMessage
+	if err := replayObject(path, raw, map[string]any{"user": &turn.User, "steps": &steps}, "user", "steps"); err != nil {
+		return err
+	}
+	if strings.TrimSpace(turn.User) == "" {
+		return fmt.Errorf("%s.user: the user message is blank", path)
+	}
+	if len(steps) == 0 {
+		return fmt.Errorf("%s.steps: a turn needs at least one step", path)
+	}
+	turn.Steps = make([]TranscriptStep, len(steps))
+	for j, raw := range steps {
+		spath := fmt.Sprintf("%s.steps[%d]", path, j)
+		if err := replayStep(spath, raw, &turn.Steps[j]); err != nil {
+			return err
+		}
+		last := j == len(steps)-1
+		switch calls := len(turn.Steps[j].ToolCalls); {
+		case last && calls > 0:
+			return fmt.Errorf("%s: the last step of a turn makes no tool calls (it is the answer); add a step with the final text", spath)
+		case !last && calls == 0:
+			return fmt.Errorf("%s: a step without tool calls ends the turn, so it must be the last; %d more step(s) follow", spath, len(steps)-1-j)
+		}
+	}
+	return nil
+}
+
+func replayStep(path string, raw json.RawMessage, step *TranscriptStep) error {
+	var calls []json.RawMessage
+	if err := replayObject(path, raw, map[string]any{"text": &step.Text, "reasoning": &step.Reasoning, "tool_calls": &calls}); err != nil {
+		return err
+	}
+	if step.Text == "" && len(calls) == 0 {
+		return fmt.Errorf("%s: a step needs text or tool_calls", path)
+	}
+	step.ToolCalls = make([]TranscriptCall, len(calls))
+	for k, raw := range calls {
+		cpath := fmt.Sprintf("%s.tool_calls[%d]", path, k)
+		c := &step.ToolCalls[k]
+		var args json.RawMessage
+		if err := replayObject(cpath, raw, map[string]any{"name": &c.Name, "arguments": &args}, "name"); err != nil {
+			return err
+		}
+		if strings.TrimSpace(c.Name) == "" || strings.TrimSpace(c.Name) != c.Name {
+			return fmt.Errorf("%s.name: want a tool name, not %q", cpath, c.Name)
+		}
+		switch kind := replayKind(args); kind {
+		case "null":
+			c.Arguments = json.RawMessage("{}")
+		case "an object":
+			var b bytes.Buffer
+			if err := json.Compact(&b, args); err != nil {
+				return fmt.Errorf("%s.arguments: %v", cpath, err)
+			}
+			c.Arguments = b.Bytes()
+		default:
+			return fmt.Errorf("%s.arguments: want a JSON object, not %s", cpath, kind)
+		}
+	}
+	if len(calls) == 0 {
+		step.ToolCalls = nil
+	}
+	return nil
+}
+
+// replayObject decodes the JSON object raw into fields (key → pointer),
+// rejecting unknown keys and requiring the keys in required.
+func replayObject(path string, raw json.RawMessage, fields map[string]any, required ...string) error {
+	at := func(key string) string {
+		if path == "" {
+			return key
+		}
+		return path + "." + key
+	}
+	where := path
+	if where == "" {
+		where = "the transcript"
+	}
+	if kind := replayKind(raw); kind != "an object" {
+		return fmt.Errorf("%s: want a JSON object, not %s", where, kind)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return fmt.Errorf("%s: %v", where, err)
+	}
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		dst, ok := fields[k]
+		if !ok {
+			known := make([]string, 0, len(fields))
+			for f := range fields {
+				known = append(known, f)
+			}
+			slices.Sort(known)
+			return fmt.Errorf("%s: unknown field %q (known: %s)", where, k, strings.Join(known, ", "))
+		}
+		v := obj[k]
+		if _, isRaw := dst.(*json.RawMessage); !isRaw && replayKind(v) == "null" {
+			return fmt.Errorf("%s: want %s, not null", at(k), replayWant(dst))
+		}
+		if err := json.Unmarshal(v, dst); err != nil {
+			return fmt.Errorf("%s: want %s, not %s", at(k), replayWant(dst), replayKind(v))
+		}
+	}
+	for _, k := range required {
+		if _, ok := obj[k]; !ok {
+			return fmt.Errorf("%s: missing", at(k))
+		}
+	}
+	return nil
+}
+
+func replayWant(dst any) string {
+	switch dst.(type) {
+	case *string:
+		return "a string"
+	case *[]json.RawMessage:
+		return "an array"
+	}
+	return "JSON"
+}
+
+// replayKind names the JSON type of raw, as errors say it.
+func replayKind(raw json.RawMessage) string {
+	b := bytes.TrimSpace(raw)
+	if len(b) == 0 {
+		return "null"
+	}
+	switch b[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+func replaySyntaxError(data []byte, err error) error {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		// Offset counts the bytes read, the offending one included.
+		return fmt.Errorf("invalid JSON at %s: %v", replayLineCol(data, int(se.Offset)-1), se)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errors.New("invalid JSON: unexpected end of input")
+	}
+	return fmt.Errorf("invalid JSON: %v", err)
+}
+
+// replayLineCol is the 1-based line and column of the byte at offset.
+func replayLineCol(data []byte, offset int) string {
+	offset = min(max(offset, 0), len(data))
+	line := 1 + bytes.Count(data[:offset], []byte("\n"))
+	col := offset - bytes.LastIndexByte(data[:offset], '\n')
+	return fmt.Sprintf("line %d, column %d", line, col)
+}
+
+// Validate reports the tool calls of t that name none of toolNames, the
+// model-facing names of the tools the agent offers, so that a deployment
+// can refuse such a transcript at start. (Replay itself plays them
+// anyway, and the runner tells the model the tool is unknown.)
+func (t *Transcript) Validate(toolNames []string) error {
+	known := make(map[string]bool, len(toolNames))
+	for _, n := range toolNames {
+		known[n] = true
+	}
+	var unknown []string
+	for i, turn := range t.Turns {
+		for j, step := range turn.Steps {
+			for k, c := range step.ToolCalls {
+				if !known[c.Name] {
+					unknown = append(unknown, fmt.Sprintf("%s (turns[%d].steps[%d].tool_calls[%d])", c.Name, i, j, k))
+				}
+			}
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	name := ""
+	if t.Name != "" {
+		name = fmt.Sprintf(" %q", t.Name)
+	}
+	offered := slices.Clone(toolNames)
+	slices.Sort(offered)
+	return fmt.Errorf("transcript%s calls tools the agent does not offer: %s; offered: %s",
+		name, strings.Join(unknown, ", "), strings.Join(offered, ", "))
+}
+
+// ReplayOptions configures a Replay model.
+type ReplayOptions struct {
+	// ChunkSize is the number of characters (runes) per text or reasoning
+	// delta. Zero: 12.
+	ChunkSize int
+}
+
+// Replay is a Model that plays a Transcript's assistant steps while the
+// tools run live: evaluation runs, and the offline demo.
+//
+// Which step to play depends only on the request's messages, so a Replay
+// holds no state, survives restarts and serves concurrent threads: the
+// turn is the number of user messages minus one, and the step the number
+// of assistant messages after the last user message. (The runner appends
+// one assistant message per step, tool results as tool messages.)
+//
+// A step streams its reasoning, then its text, in deltas of ChunkSize
+// characters, then each tool call: an EventToolCallStart with the id
+// call_<turn>_<step>_<k> (zero-based) and the recorded name, then the
+// arguments in two or three deltas. It ends with exactly one EventFinish:
+// reason "tool_calls" when the step has calls, "stop" otherwise, and no
+// usage. A call is played even when req.Tools lacks its name (see
+// Transcript.Validate). Past the last turn or step, the step is a short
+// text saying the recording has no more, with reason "stop".
+//
+// The sequence ends with an error instead of EventFinish only when ctx
+// is done, or when the request holds no user message.
+type Replay struct {
+	turns []TranscriptTurn
+	name  string
+	chunk int
+}
+
+// NewReplay returns a Replay model playing t. It copies what it needs:
+// changing t afterwards does not change the Replay.
+func NewReplay(t *Transcript, opt ReplayOptions) *Replay {
+	r := &Replay{name: t.Name, chunk: opt.ChunkSize}
+	if r.chunk <= 0 {
+		r.chunk = 12
+	}
+	r.turns = make([]TranscriptTurn, len(t.Turns))
+	for i, turn := range t.Turns {
+		r.turns[i] = TranscriptTurn{User: turn.User, Steps: make([]TranscriptStep, len(turn.Steps))}
+		for j, step := range turn.Steps {
+			s := step
+			s.ToolCalls = make([]TranscriptCall, len(step.ToolCalls))
+			for k, c := range step.ToolCalls {
+				s.ToolCalls[k] = TranscriptCall{Name: c.Name, Arguments: replayArgs(c.Arguments)}
+			}
+			r.turns[i].Steps[j] = s
+		}
+	}
+	return r
+}
+
+// replayArgs is the compact text of recorded arguments; {} for none.
+func replayArgs(raw json.RawMessage) json.RawMessage {
+	if replayKind(raw) == "null" {
+		return json.RawMessage("{}")
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return slices.Clone(raw) // played as written
+	}
+	return b.Bytes()
+}
+
+// ErrReplayNoUserMessage: a Replay cannot place a request without any
+// user message in the transcript.
+var ErrReplayNoUserMessage = errors.New("replay: the request has no user message")
+
+// Position returns the turn and step a Replay plays for messages.
+func (r *Replay) Position(messages []Message) (turn, step int) {
+	users, after := 0, 0
+	for _, m := range messages {
+		switch m.Role {
+		case RoleUser:
+			users++
+			after = 0
+		case RoleAssistant:
+			after++
+		}
+	}
+	return users - 1, after
+}
+
+// Stream implements Model.
+func (r *Replay) Stream(ctx context.Context, req ModelRequest) iter.Seq2[ModelEvent, error] {
+	return func(yield func(ModelEvent, error) bool) {
+		turn, stepIndex := r.Position(req.Messages)
+		if turn < 0 {
+			yield(ModelEvent{}, ErrReplayNoUserMessage)
+			return
+		}
+		step := r.step(turn, stepIndex)
+		send := func(ev ModelEvent) bool {
+			if err := ctx.Err(); err != nil {
+				yield(ModelEvent{}, fmt.Errorf("replay: %w", err))
+				return false
+			}
+			return yield(ev, nil)
+		}
+		for piece := range replayChunks(step.Reasoning, r.chunk) {
+			if !send(ModelEvent{Kind: EventReasoningDelta, Text: piece}) {
+				return
+			}
+		}
+		for piece := range replayChunks(step.Text, r.chunk) {
+			if !send(ModelEvent{Kind: EventTextDelta, Text: piece}) {
+				return
+			}
+		}
+		for k, c := range step.ToolCalls {
+			id := fmt.Sprintf("call_%d_%d_%d", turn, stepIndex, k)
+			if !send(ModelEvent{Kind: EventToolCallStart, Index: k, ToolCallID: id, ToolName: c.Name}) {
+				return
+			}
+			args := string(c.Arguments)
+			n := utf8.RuneCountInString(args)
+			for piece := range replayChunks(args, max((n+2)/3, 1)) {
+				if !send(ModelEvent{Kind: EventToolCallDelta, Index: k, ArgsDelta: piece}) {
+					return
+				}
+			}
+		}
+		reason := "stop"
+		if len(step.ToolCalls) > 0 {
+			reason = "tool_calls"
+		}
+		send(ModelEvent{Kind: EventFinish, FinishReason: reason})
+	}
+}
+
+// step is the step to play, or the note that the recording is over.
+func (r *Replay) step(turn, step int) TranscriptStep {
+	name := "recording"
+	if r.name != "" {
+		name = fmt.Sprintf("recording %q", r.name)
+	}
+	switch {
+	case turn >= len(r.turns):
+		return TranscriptStep{Text: fmt.Sprintf("The %s has no more turns (it holds %d).", name, len(r.turns))}
+	case step >= len(r.turns[turn].Steps):
+		return TranscriptStep{Text: fmt.Sprintf("The %s has no more steps in turn %d.", name, turn)}
+	}
+	return r.turns[turn].Steps[step]
+}
+
+// replayChunks splits s into pieces of n runes (the last may be shorter).
+func replayChunks(s string, n int) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for s != "" {
+			end, count := 0, 0
+			for end < len(s) && count < n {
+				_, size := utf8.DecodeRuneInString(s[end:])
+				end += size
+				count++
+			}
+			if !yield(s[:end]) {
+				return
+			}
+			s = s[end:]
+		}
+	}
+}
