@@ -22,7 +22,7 @@ import (
 // The tests below drive the real go-openai client against oaiFake, a
 // scripted OpenAI-compatible server speaking SSE.
 
-const oaiTestKey = "sk-test-0123456789abcdef"
+const oaiTestKey = "test-key-0123456789abcdef"
 
 // oaiFake is a scripted OpenAI-compatible server: request i (from 0) is
 // answered by answers[min(i, len(answers)-1)]. It records every request.
