@@ -128,9 +128,11 @@ type span struct{ s, e int }
 // An object item gives an object, an array item is mapped element by
 // element, a scalar item gives null. Values are copied from item with
 // insignificant whitespace removed; everything copied is checked JSON, so
-// the output is always valid. Project stops reading item once every path
-// is resolved: bytes after that are not checked (Elements checks whole
-// arrays). On malformed input it returns dst unchanged and a *SyntaxError.
+// the output is always valid. Values that are not kept are only skipped
+// (by their strings and brackets), and Project stops reading item once
+// every path is resolved: Elements is what checks whole arrays. On
+// malformed input met on the way it returns dst unchanged and a
+// *SyntaxError.
 func (f *Fields) Project(item, dst []byte, matched []bool) ([]byte, error) {
 	if matched != nil && len(matched) != len(f.paths) {
 		return dst, fmt.Errorf("query: Project: matched has %d flags for %d paths", len(matched), len(f.paths))
@@ -145,54 +147,66 @@ func (f *Fields) Project(item, dst []byte, matched []bool) ([]byte, error) {
 	if i >= len(item) {
 		return dst, syntaxErr(item, i, "value")
 	}
-	out, err := f.projectValue(dst, item, i, f.root, spans, matched, 0)
+	out, _, err := f.projectValue(dst, item, i, f.root, spans, matched, 0, false)
 	if err != nil {
 		return dst[:start], err
 	}
 	return out, nil
 }
 
-// projectValue projects the value at b[i] through node n.
-func (f *Fields) projectValue(dst, b []byte, i int, n *fieldNode, spans []span, matched []bool, depth int) ([]byte, error) {
+// projectValue projects the value at b[i] through node n. With needEnd
+// it also returns the index just past the value (array elements need it
+// to find the next one, and finding it while projecting saves skipping
+// each element twice); without, end is -1 and reading may stop early.
+func (f *Fields) projectValue(dst, b []byte, i int, n *fieldNode, spans []span, matched []bool, depth int, needEnd bool) (_ []byte, end int, err error) {
 	switch b[i] {
 	case '{':
-		return f.projectObject(dst, b, i, n, spans, matched, depth)
+		return f.projectObject(dst, b, i, n, spans, matched, depth, needEnd)
 	case '[':
+		if depth >= MaxDepth {
+			return dst, 0, tooDeep(i)
+		}
 		dst = append(dst, '[')
-		e := newElems(b, i, depth)
-		for k := 0; ; k++ {
-			vs, _, ok := e.next()
-			if !ok {
-				break
+		j := skipSpace(b, i+1)
+		if j < len(b) && b[j] == ']' {
+			return append(dst, ']'), j + 1, nil
+		}
+		for {
+			if j >= len(b) {
+				return dst, 0, syntaxErr(b, j, "value")
 			}
-			if k > 0 {
+			if dst, j, err = f.projectValue(dst, b, j, n, spans, matched, depth+1, true); err != nil {
+				return dst, 0, err
+			}
+			j = skipSpace(b, j)
+			if j >= len(b) {
+				return dst, 0, syntaxErr(b, j, "',' or ']'")
+			}
+			switch b[j] {
+			case ',':
 				dst = append(dst, ',')
-			}
-			var err error
-			if dst, err = f.projectValue(dst, b, vs, n, spans, matched, depth+1); err != nil {
-				return dst, err
+				j = skipSpace(b, j+1)
+			case ']':
+				return append(dst, ']'), j + 1, nil
+			default:
+				return dst, 0, syntaxErr(b, j, "',' or ']'")
 			}
 		}
-		if e.err != nil {
-			return dst, e.err
-		}
-		return append(dst, ']'), nil
 	default:
-		// A scalar where the paths go deeper: nothing to keep. Check it
-		// all the same, so malformed input is reported consistently.
-		if _, err := skipValueDepth(b, i, depth); err != nil {
-			return dst, err
+		// A scalar where the paths go deeper: nothing to keep.
+		if end = skipFast(b, i); end < 0 {
+			return dst, 0, syntaxErr(b, i, "value")
 		}
-		return append(dst, "null"...), nil
+		return append(dst, "null"...), end, nil
 	}
 }
 
-func (f *Fields) projectObject(dst, b []byte, i int, n *fieldNode, spans []span, matched []bool, depth int) ([]byte, error) {
+func (f *Fields) projectObject(dst, b []byte, i int, n *fieldNode, spans []span, matched []bool, depth int, needEnd bool) (_ []byte, end int, err error) {
 	for _, c := range n.children {
 		spans[c.id] = span{-1, -1}
 	}
 	found := 0
-	m := newMembers(b, i, depth)
+	m := newMembers(b, i, depth, false)
 	for found < len(n.children) {
 		key, esc, vs, ve, ok := m.next()
 		if !ok {
@@ -207,7 +221,15 @@ func (f *Fields) projectObject(dst, b []byte, i int, n *fieldNode, spans []span,
 		}
 	}
 	if m.err != nil {
-		return dst, m.err
+		return dst, 0, m.err
+	}
+	if needEnd {
+		if end = m.i; !m.done {
+			// Stopped early: the rest is only skipped.
+			if end = skipNested(b, m.i, 1); end < 0 {
+				return dst, 0, syntaxErr(b, len(b), "'}'")
+			}
+		}
 	}
 	dst = append(dst, '{')
 	for k, c := range n.children {
@@ -221,6 +243,15 @@ func (f *Fields) projectObject(dst, b []byte, i int, n *fieldNode, spans []span,
 			continue
 		}
 		if c.leaf {
+			// Only what is copied is checked, and it must be exactly
+			// the value the fast skip delimited.
+			ve, err := skipValueDepth(b, sp.s, depth+1)
+			if err != nil {
+				return dst, 0, err
+			}
+			if ve != sp.e {
+				return dst, 0, syntaxErr(b, ve, "',' or '}'")
+			}
 			if matched != nil {
 				for _, idx := range c.ends {
 					matched[idx] = true
@@ -231,15 +262,18 @@ func (f *Fields) projectObject(dst, b []byte, i int, n *fieldNode, spans []span,
 					}
 				}
 			}
-			dst = appendCompact(dst, b[sp.s:sp.e])
+			if v := b[sp.s]; v == '{' || v == '[' {
+				dst = appendCompact(dst, b[sp.s:sp.e])
+			} else {
+				dst = append(dst, b[sp.s:sp.e]...)
+			}
 			continue
 		}
-		var err error
-		if dst, err = f.projectValue(dst, b, sp.s, c, spans, matched, depth+1); err != nil {
-			return dst, err
+		if dst, _, err = f.projectValue(dst, b, sp.s, c, spans, matched, depth+1, false); err != nil {
+			return dst, 0, err
 		}
 	}
-	return append(dst, '}'), nil
+	return append(dst, '}'), end, nil
 }
 
 // resolves reports whether keys lead to a value in v (a checked JSON
@@ -250,7 +284,7 @@ func resolves(v []byte, keys []string) bool {
 	}
 	switch v[0] {
 	case '{':
-		m := newMembers(v, 0, 0)
+		m := newMembers(v, 0, 0, false)
 		for {
 			key, esc, vs, ve, ok := m.next()
 			if !ok {
@@ -261,7 +295,7 @@ func resolves(v []byte, keys []string) bool {
 			}
 		}
 	case '[':
-		e := newElems(v, 0, 0)
+		e := newElems(v, 0, 0, false)
 		for {
 			vs, ve, ok := e.next()
 			if !ok {

@@ -95,6 +95,11 @@ var opNames = map[string]opCode{
 // aliases of eq, neq, gt, gte, lt, lte.
 type Filter struct {
 	clauses []clause
+	// first lists the distinct first keys of the clauses; byFirst[j]
+	// the clauses starting with first[j]. Match reads an object item's
+	// top-level members once for all clauses.
+	first   []string
+	byFirst [][]int
 }
 
 type clause struct {
@@ -137,6 +142,15 @@ func CompileFilter(clauses []Clause) (*Filter, error) {
 			return nil, &ClauseError{Index: i, Clause: c, Reason: reason}
 		}
 		f.clauses = append(f.clauses, cc)
+		j := 0
+		for j < len(f.first) && f.first[j] != cc.keys[0] {
+			j++
+		}
+		if j == len(f.first) {
+			f.first = append(f.first, cc.keys[0])
+			f.byFirst = append(f.byFirst, nil)
+		}
+		f.byFirst[j] = append(f.byFirst[j], i)
 	}
 	return f, nil
 }
@@ -362,11 +376,60 @@ func (f *Filter) Match(item []byte) bool {
 	if i >= len(item) {
 		return false
 	}
+	if item[i] == '{' && len(f.first) <= 64 {
+		return f.matchObject(item, i)
+	}
 	for k := range f.clauses {
 		c := &f.clauses[k]
 		hit, err := c.reach(item, i, 0, 0)
 		if err != nil || hit == c.negate {
 			return false
+		}
+	}
+	return true
+}
+
+// matchObject is Match for an object item: one pass over its members,
+// stopping at the first clause that fails or once every first key is seen.
+func (f *Filter) matchObject(b []byte, i int) bool {
+	var seen uint64 // bit j: first[j] found
+	found := 0
+	m := newMembers(b, i, 0, false)
+	for found < len(f.first) {
+		key, esc, vs, ok := m.key()
+		if !ok {
+			if m.err != nil {
+				return false
+			}
+			break
+		}
+		for j, name := range f.first {
+			if seen&(1<<j) != 0 || !keyEqual(key, esc, name) {
+				continue
+			}
+			seen |= 1 << j
+			found++
+			if vs >= len(b) {
+				return false
+			}
+			for _, k := range f.byFirst[j] {
+				c := &f.clauses[k]
+				hit, err := c.reach(b, vs, 1, 1)
+				if err != nil || hit == c.negate {
+					return false
+				}
+			}
+			break
+		}
+	}
+	// Clauses whose first key is absent reach nothing.
+	for j := range f.first {
+		if seen&(1<<j) == 0 {
+			for _, k := range f.byFirst[j] {
+				if !f.clauses[k].negate {
+					return false
+				}
+			}
 		}
 	}
 	return true
@@ -380,18 +443,21 @@ func (c *clause) reach(b []byte, i, k, depth int) (bool, error) {
 	}
 	switch b[i] {
 	case '{':
-		m := newMembers(b, i, depth)
+		m := newMembers(b, i, depth, false)
 		for {
-			key, esc, vs, _, ok := m.next()
+			key, esc, vs, ok := m.key()
 			if !ok {
 				return false, m.err
 			}
 			if keyEqual(key, esc, c.keys[k]) {
+				if vs >= len(b) {
+					return false, syntaxErr(b, vs, "value")
+				}
 				return c.reach(b, vs, k+1, depth+1)
 			}
 		}
 	case '[':
-		e := newElems(b, i, depth)
+		e := newElems(b, i, depth, false)
 		for {
 			vs, _, ok := e.next()
 			if !ok {
@@ -413,11 +479,13 @@ func (c *clause) test(b []byte, i, depth int) (bool, error) {
 			_, err := scanLiteral(b, i, "null")
 			return false, err
 		}
-		_, err := skipValueDepth(b, i, depth)
-		return err == nil, err
+		if skipFast(b, i) < 0 {
+			return false, syntaxErr(b, i, "value")
+		}
+		return true, nil
 	}
 	if b[i] == '[' {
-		e := newElems(b, i, depth)
+		e := newElems(b, i, depth, false)
 		for {
 			vs, ve, ok := e.next()
 			if !ok {

@@ -135,7 +135,7 @@ func TestFilterAND(t *testing.T) {
 
 func TestFilterMalformed(t *testing.T) {
 	f, _ := CompileFilter([]Clause{{Field: "a", Op: "neq", Value: 1}})
-	for _, item := range []string{``, `{`, `{"a":}`, `{"x":[1,],"a":2}`, `{"a":"\q"}`, `{"a" 2}`} {
+	for _, item := range []string{``, `{`, `{"a":}`, `{"x":"open,"a":2}`, `{"x":[1,"a":2}`, `{"a":"\q"}`, `{"a":"2`, `{"a" 2}`} {
 		if f.Match([]byte(item)) {
 			t.Errorf("Match(%q) = true, want false on malformed input", item)
 		}

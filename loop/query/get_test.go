@@ -42,7 +42,9 @@ func TestGet(t *testing.T) {
 		{"whitespace everywhere", " {\n\t\"a\" :\r\n { \"b\" : [ 1 , 2 ] } } ", "a.b", "[ 1 , 2 ]", true},
 		{"skips deep values", `{"x":[[[[{"y":"}]"}]]]],"z":"ok"}`, "z", `"ok"`, true},
 		{"strings with escapes skipped", `{"x":"a\\\"}\n","z":-1.5e3}`, "z", "-1.5e3", true},
-		{"malformed before target", `{"x":[1,],"z":1}`, "z", "", false},
+		{"siblings skipped not checked", `{"x":[1,],"z":1}`, "z", "1", true},
+		{"unterminated sibling", `{"x":"abc,"z":1}`, "z", "", false},
+		{"unbalanced sibling", `{"x":[1,"z":1}`, "z", "", false},
 		{"malformed target", `{"z":tru}`, "z", "", false},
 		{"empty key in path", `{"a":1}`, "a.", "", false},
 		{"not json", `hello`, "a", "", false},
@@ -244,5 +246,38 @@ func TestDelete(t *testing.T) {
 				t.Errorf("Delete produced invalid JSON %s", got)
 			}
 		})
+	}
+}
+
+func TestAppendElementsAt(t *testing.T) {
+	var rows [][]byte
+	var err error
+	for _, page := range []string{
+		`{"data":[{"id":1},{"id":2}],"has_more":true}`,
+		`{"meta":{"x":[1,{"y":"]"}]},"data":[ {"id":3} ],"has_more":false}`,
+	} {
+		if rows, err = AppendElementsAt(rows, []byte(page), "data"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for _, r := range rows {
+		got = append(got, string(r))
+	}
+	if diff := cmp.Diff([]string{`{"id":1}`, `{"id":2}`, `{"id":3}`}, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if rows, err = AppendElementsAt(nil, []byte(`[1,2]`), ""); err != nil || len(rows) != 2 {
+		t.Errorf("bare array: %q, %v", rows, err)
+	}
+	if _, err := AppendElementsAt(nil, []byte(`{"items":[]}`), "data"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("missing path: %v, want ErrNotFound", err)
+	}
+	var se *SyntaxError
+	if _, err := AppendElementsAt(nil, []byte(`{"data":{"a":1}}`), "data"); !errors.As(err, &se) {
+		t.Errorf("not an array: %v, want *SyntaxError", err)
+	}
+	if _, err := AppendElementsAt(nil, []byte(`{"data":[1,{"a":tru}]}`), "data"); !errors.As(err, &se) {
+		t.Errorf("malformed item: %v, want *SyntaxError", err)
 	}
 }

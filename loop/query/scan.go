@@ -1,8 +1,10 @@
 package query
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -86,14 +88,24 @@ func strStop(x uint64) uint64 {
 func scanString(b []byte, i int) (end int, esc bool, err error) {
 	j := i + 1
 	for {
-		for j+8 <= len(b) && strStop(binary.LittleEndian.Uint64(b[j:])) == 0 {
+		// Find the next quote, backslash or control character: eight
+		// bytes at a time, then byte by byte for the tail. The lowest
+		// flagged byte of strStop is always a true stop.
+		for j+8 <= len(b) {
+			if m := strStop(binary.LittleEndian.Uint64(b[j : j+8])); m != 0 {
+				j += bits.TrailingZeros64(m) >> 3
+				goto stop
+			}
 			j += 8
+		}
+		for j < len(b) && b[j] != '"' && b[j] != '\\' && b[j] >= 0x20 {
+			j++
 		}
 		if j >= len(b) {
 			return 0, esc, &SyntaxError{Offset: len(b), Msg: "unterminated string"}
 		}
-		c := b[j]
-		switch {
+	stop:
+		switch c := b[j]; {
 		case c == '"':
 			return j + 1, esc, nil
 		case c == '\\':
@@ -117,10 +129,8 @@ func scanString(b []byte, i int) (end int, esc bool, err error) {
 			default:
 				return 0, esc, syntaxErr(b, j+1, "escape character")
 			}
-		case c < 0x20:
-			return 0, esc, &SyntaxError{Offset: j, Msg: fmt.Sprintf("control character 0x%02x in string", c)}
 		default:
-			j++
+			return 0, esc, &SyntaxError{Offset: j, Msg: fmt.Sprintf("control character 0x%02x in string", c)}
 		}
 	}
 }
@@ -295,95 +305,234 @@ func skipArray(b []byte, i, depth int) (int, error) {
 	}
 }
 
+// Two ways over a value. The strict scanner (skipValue and friends)
+// checks every byte against the JSON grammar; it runs over everything the
+// package returns, copies or compares, and over whole arrays in Elements.
+// The fast skipper (skipFast) only follows strings and bracket depth, at
+// memchr speed over string contents; it runs over the siblings a lookup
+// passes by. It never reads out of bounds and always terminates, so
+// malformed input costs at worst a wrong guess about where a value we do
+// not use ends — never an invalid result, since results go through the
+// strict scanner.
+
+// stringEnd returns the index just past the string starting at b[i] ==
+// '"', or -1 if it is unterminated. Escapes are honoured, not checked.
+func stringEnd(b []byte, i int) int {
+	j := i + 1
+	// Keys, ids and enums are short: a word at a time first.
+	for n := 0; n < 2 && j+8 <= len(b); n++ {
+		x := binary.LittleEndian.Uint64(b[j : j+8])
+		q, s := x^quote, x^bslash
+		if m := ((q-lsb)&^q | (s-lsb)&^s) & msb; m != 0 {
+			j += bits.TrailingZeros64(m) >> 3
+			if b[j] == '"' {
+				return j + 1
+			}
+			break // an escape: the general loop handles it
+		}
+		j += 8
+	}
+	for {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return -1
+		}
+		q := j + k
+		n := 0 // backslashes right before the quote
+		for p := q - 1; p > i && b[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		j = q + 1
+	}
+}
+
+// skipFast returns the index just past the value starting at b[i] (no
+// leading whitespace), or -1 when it cannot find one.
+func skipFast(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		return skipNested(b, i+1, 1)
+	case '}', ']', ',', ':':
+		return -1
+	default:
+		j := i
+		for j < len(b) {
+			c := b[j]
+			if c == ',' || c == '}' || c == ']' || c == ':' || c == '"' || isSpace(c) {
+				break
+			}
+			j++
+		}
+		if j == i {
+			return -1
+		}
+		return j
+	}
+}
+
+// skipNested returns the index just past the bracket that closes the
+// container b[j] is inside of, depth levels down, or -1.
+func skipNested(b []byte, j, depth int) int {
+	for ; j < len(b); j++ {
+		switch b[j] {
+		case '"':
+			e := stringEnd(b, j)
+			if e < 0 {
+				return -1
+			}
+			j = e - 1
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return j + 1
+			}
+		}
+	}
+	return -1
+}
+
 // members iterates an object's members without allocating. Start it with
-// the index of '{'; each call to next yields the raw key (between the
-// quotes), whether the key holds escapes, and the value's bounds.
+// the index of '{'. key advances to the next member and returns its raw
+// key (between the quotes), whether the key holds escapes, and where its
+// value starts; skip then finds where that value ends (key does it itself
+// if the caller did not). A strict iterator checks everything it passes;
+// a fast one checks the punctuation between members but skips values with
+// skipFast.
 type members struct {
-	b     []byte
-	i     int
-	depth int
-	first bool
-	ks    int // index of the current member's opening quote
-	err   error
+	b       []byte
+	i       int // next unread byte
+	depth   int
+	strict  bool
+	first   bool
+	pending bool // the current value has not been skipped yet
+	done    bool // the closing brace has been read
+	ks      int  // index of the current member's opening quote
+	err     error
 }
 
-func newMembers(b []byte, i, depth int) members {
-	return members{b: b, i: i + 1, depth: depth + 1, first: true}
+func newMembers(b []byte, i, depth int, strict bool) members {
+	return members{b: b, i: i + 1, depth: depth + 1, strict: strict, first: true}
 }
 
-func (m *members) next() (key []byte, esc bool, vs, ve int, ok bool) {
-	if m.err != nil {
-		return nil, false, 0, 0, false
+func (m *members) fail(err error) bool {
+	m.err = err
+	return false
+}
+
+func (m *members) key() (key []byte, esc bool, vs int, ok bool) {
+	if m.err != nil || m.done {
+		return nil, false, 0, false
+	}
+	if m.pending {
+		if _, ok := m.skip(); !ok {
+			return nil, false, 0, false
+		}
 	}
 	if m.depth > MaxDepth {
-		m.err = tooDeep(m.i)
-		return nil, false, 0, 0, false
+		return nil, false, 0, m.fail(tooDeep(m.i))
 	}
 	b := m.b
 	j := skipSpace(b, m.i)
 	if m.first {
 		m.first = false
 		if j < len(b) && b[j] == '}' {
-			m.i = j + 1
-			return nil, false, 0, 0, false
+			m.i, m.done = j+1, true
+			return nil, false, 0, false
 		}
 	} else {
 		if j >= len(b) {
-			m.err = syntaxErr(b, j, "',' or '}'")
-			return nil, false, 0, 0, false
+			return nil, false, 0, m.fail(syntaxErr(b, j, "',' or '}'"))
 		}
 		switch b[j] {
 		case '}':
-			m.i = j + 1
-			return nil, false, 0, 0, false
+			m.i, m.done = j+1, true
+			return nil, false, 0, false
 		case ',':
 			j = skipSpace(b, j+1)
 		default:
-			m.err = syntaxErr(b, j, "',' or '}'")
-			return nil, false, 0, 0, false
+			return nil, false, 0, m.fail(syntaxErr(b, j, "',' or '}'"))
 		}
 	}
 	if j >= len(b) || b[j] != '"' {
-		m.err = syntaxErr(b, j, "object key")
-		return nil, false, 0, 0, false
+		return nil, false, 0, m.fail(syntaxErr(b, j, "object key"))
 	}
 	m.ks = j
-	ke, esc, err := scanString(b, j)
-	if err != nil {
-		m.err = err
-		return nil, false, 0, 0, false
+	var ke int
+	if m.strict {
+		var err error
+		if ke, esc, err = scanString(b, j); err != nil {
+			return nil, false, 0, m.fail(err)
+		}
+	} else {
+		if ke = stringEnd(b, j); ke < 0 {
+			return nil, false, 0, m.fail(&SyntaxError{Offset: len(b), Msg: "unterminated string"})
+		}
+		esc = bytes.IndexByte(b[j+1:ke-1], '\\') >= 0
 	}
 	key = b[j+1 : ke-1]
 	j = skipSpace(b, ke)
 	if j >= len(b) || b[j] != ':' {
-		m.err = syntaxErr(b, j, "':' after object key")
-		return nil, false, 0, 0, false
+		return nil, false, 0, m.fail(syntaxErr(b, j, "':' after object key"))
 	}
 	vs = skipSpace(b, j+1)
-	ve, err = skipValueDepth(b, vs, m.depth)
-	if err != nil {
-		m.err = err
-		return nil, false, 0, 0, false
+	m.i, m.pending = vs, true
+	return key, esc, vs, true
+}
+
+// skip finds the end of the current member's value.
+func (m *members) skip() (ve int, ok bool) {
+	m.pending = false
+	if m.strict {
+		var err error
+		if ve, err = skipValueDepth(m.b, m.i, m.depth); err != nil {
+			return 0, m.fail(err)
+		}
+	} else if ve = skipFast(m.b, m.i); ve < 0 {
+		return 0, m.fail(syntaxErr(m.b, m.i, "value"))
 	}
 	m.i = ve
+	return ve, true
+}
+
+// next is key followed by skip.
+func (m *members) next() (key []byte, esc bool, vs, ve int, ok bool) {
+	if key, esc, vs, ok = m.key(); !ok {
+		return nil, false, 0, 0, false
+	}
+	if ve, ok = m.skip(); !ok {
+		return nil, false, 0, 0, false
+	}
 	return key, esc, vs, ve, true
 }
 
-// elems iterates an array's elements the same way.
+// elems iterates an array's elements the same way: value starts and
+// ends, strict or fast.
 type elems struct {
-	b     []byte
-	i     int
-	depth int
-	first bool
-	err   error
+	b      []byte
+	i      int
+	depth  int
+	strict bool
+	first  bool
+	done   bool // the closing bracket has been read
+	err    error
 }
 
-func newElems(b []byte, i, depth int) elems {
-	return elems{b: b, i: i + 1, depth: depth + 1, first: true}
+func newElems(b []byte, i, depth int, strict bool) elems {
+	return elems{b: b, i: i + 1, depth: depth + 1, strict: strict, first: true}
 }
 
 func (e *elems) next() (vs, ve int, ok bool) {
-	if e.err != nil {
+	if e.err != nil || e.done {
 		return 0, 0, false
 	}
 	if e.depth > MaxDepth {
@@ -395,7 +544,7 @@ func (e *elems) next() (vs, ve int, ok bool) {
 	if e.first {
 		e.first = false
 		if j < len(b) && b[j] == ']' {
-			e.i = j + 1
+			e.i, e.done = j+1, true
 			return 0, 0, false
 		}
 	} else {
@@ -405,7 +554,7 @@ func (e *elems) next() (vs, ve int, ok bool) {
 		}
 		switch b[j] {
 		case ']':
-			e.i = j + 1
+			e.i, e.done = j+1, true
 			return 0, 0, false
 		case ',':
 			j = skipSpace(b, j+1)
@@ -414,9 +563,14 @@ func (e *elems) next() (vs, ve int, ok bool) {
 			return 0, 0, false
 		}
 	}
-	ve, err := skipValueDepth(b, j, e.depth)
-	if err != nil {
-		e.err = err
+	if e.strict {
+		var err error
+		if ve, err = skipValueDepth(b, j, e.depth); err != nil {
+			e.err = err
+			return 0, 0, false
+		}
+	} else if ve = skipFast(b, j); ve < 0 {
+		e.err = syntaxErr(b, j, "value")
 		return 0, 0, false
 	}
 	e.i = ve
