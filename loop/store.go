@@ -191,6 +191,8 @@ func spansOf(doc, arr []byte, elems [][]byte) ([]span, error) {
 }
 
 // index counts the text's characters and marks every runeStride-th one.
+// The text is valid UTF-8, so characters are the bytes that do not
+// continue a sequence.
 func (r *StoredResult) index() {
 	r.marks = nil
 	n := utf8.RuneCount(r.text)
@@ -199,12 +201,16 @@ func (r *StoredResult) index() {
 		return // ASCII: character offsets are byte offsets
 	}
 	r.marks = make([]uint32, 0, n/runeStride+1)
-	for i, c := 0, 0; i < len(r.text); c++ {
-		if c%runeStride == 0 {
-			r.marks = append(r.marks, uint32(i))
+	left := 0 // characters until the next mark
+	for i, b := range r.text {
+		if b&0xC0 == 0x80 {
+			continue
 		}
-		_, size := utf8.DecodeRune(r.text[i:])
-		i += size
+		if left == 0 {
+			r.marks = append(r.marks, uint32(i))
+			left = runeStride
+		}
+		left--
 	}
 }
 
