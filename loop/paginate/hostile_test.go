@@ -630,6 +630,86 @@ func TestHostile(t *testing.T) {
 			want:     verdict{Complete: true, StoppedBy: StopCompleteEmptyPage, Items: 10, Pages: 2, Requests: 2},
 			wantReqs: []string{"GET /items?per_page=100", "GET /items?page=2&per_page=100"},
 		},
+		{
+			name: "5xx_with_retry_after",
+			plan: cursorPlan, sizeMax: 100,
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				switch n {
+				case 1:
+					reply(w, 200, page([]string{"i1"}, `"next_cursor":"c1"`))
+				case 2:
+					w.Header().Set("Retry-After", "2")
+					reply(w, 503, `{"message":"deploying"}`)
+				default:
+					reply(w, 200, page([]string{"i2"}, `"next_cursor":null`))
+				}
+			},
+			want:       verdict{Complete: true, StoppedBy: StopCompleteNoNext, Items: 2, Pages: 2, Requests: 3, Retries: 1, LastCursor: "c1"},
+			wantReqs:   []string{"GET /items?limit=100", "GET /items?cursor=c1&limit=100", "GET /items?cursor=c1&limit=100"},
+			wantSleeps: []time.Duration{2 * time.Second},
+		},
+		{
+			// 429 without Retry-After backs off; after three waits the
+			// walk stops rather than hammer the endpoint.
+			name: "rate_limited_without_retry_after",
+			plan: cursorPlan, sizeMax: 100,
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				if n == 1 {
+					reply(w, 200, page([]string{"i1"}, `"next_cursor":"c1"`))
+					return
+				}
+				reply(w, 429, `{"message":"too many requests"}`)
+			},
+			want: verdict{StoppedBy: StopRateLimited, Items: 1, Pages: 1, Requests: 5, Retries: 3, LikelyMore: true, LastCursor: "c1"},
+			wantReqs: []string{"GET /items?limit=100", "GET /items?cursor=c1&limit=100", "GET /items?cursor=c1&limit=100",
+				"GET /items?cursor=c1&limit=100", "GET /items?cursor=c1&limit=100"},
+			wantSleeps: []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second},
+		},
+		{
+			// Stripe-like: has_more with an empty page leaves no last id.
+			name: "has_more_empty_page_without_last_item",
+			plan: Plan{Strategy: Cursor, SizeParam: "limit", CursorParam: "starting_after", Items: "data", ItemsFound: true,
+				MoreFlag: "has_more", CursorFromItem: "id", Continuation: "has_more", Provenance: "schema"},
+			sizeMax: 100,
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				reply(w, 200, `{"object":"list","data":[],"has_more":true}`)
+			},
+			want:     verdict{StoppedBy: StopInconsistent, Pages: 1, Requests: 1, LikelyMore: true},
+			wantReqs: []string{"GET /items?limit=100"},
+		},
+		{
+			name:    "malformed_link_header_mid_walk",
+			plan:    Plan{Strategy: LinkHeader, SizeParam: "per_page", Items: "", ItemsFound: true, Continuation: "Link header", Provenance: "schema"},
+			sizeMax: 100,
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				if n == 1 {
+					w.Header().Set("Link", `</items?page=2&per_page=100>; rel="next"`)
+				} else {
+					w.Header().Set("Link", `</items?page=3&per_page=100; rel="next"`)
+				}
+				reply(w, 200, items(seq("i", 2*n-1, 2)...))
+			},
+			want:     verdict{StoppedBy: StopInconsistent, Items: 4, Pages: 2, Requests: 2, LikelyMore: true, LastCursor: "$ORIGIN/items?page=2&per_page=100"},
+			wantReqs: []string{"GET /items?per_page=100", "GET /items?page=2&per_page=100"},
+		},
+		{
+			// Jira-like: startAt offsets, isLast (an inverted more flag)
+			// wins over the short pages the server serves.
+			name: "inverted_flag_through_short_pages",
+			plan: Plan{Strategy: Offset, SizeParam: "maxResults", OffsetParam: "startAt", Items: "values", ItemsFound: true,
+				MoreFlag: "isLast", MoreInverted: true, Continuation: "isLast", Provenance: "schema"},
+			sizeMax: 50,
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				at, _ := strconv.Atoi(firstOf(r.URL.Query().Get("startAt"), "0"))
+				size := 20 // the server serves fewer than asked
+				last := at+size >= 45
+				ids := seq("p", at+1, min(size, 45-at))
+				reply(w, 200, fmt.Sprintf(`{"startAt":%d,"maxResults":%d,"values":%s,"isLast":%t}`, at, size, items(ids...), last))
+			},
+			want: verdict{Complete: true, StoppedBy: StopCompleteHasMoreFalse, Items: 45, Pages: 3, Requests: 3},
+			wantReqs: []string{"GET /items?maxResults=50", "GET /items?maxResults=50&startAt=20",
+				"GET /items?maxResults=50&startAt=40"},
+		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, c.run)

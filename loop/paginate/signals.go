@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unsafe"
 
 	"github.com/trawl-dev/trawl/loop/query"
 )
@@ -73,20 +74,25 @@ func readPage(p Plan, body []byte, header http.Header, base *url.URL, dst [][]by
 		}
 		s.items = items
 	default:
-		raw, ok := query.Get(body, p.Items)
-		if !ok || string(raw) == "null" {
-			if !ok && !query.Valid(body) {
+		// One checking pass over the page finds the array and splits it.
+		items, err := query.AppendElementsAt(s.items, body, p.Items)
+		if err != nil {
+			raw, ok := query.Get(body, p.Items)
+			switch {
+			case errors.Is(err, query.ErrNotFound) && !query.Valid(body):
+				return s, inconsistentf("the body is not valid JSON")
+			case errors.Is(err, query.ErrNotFound) || ok && string(raw) == "null":
+				// Absent or null: an empty page (some APIs omit empty arrays).
+				s.items, s.itemsMissing = s.items[:0], true
+			case ok && raw[0] != '[':
+				return s, inconsistentf("%q is not an array", p.Items)
+			default:
 				return s, inconsistentf("the body is not valid JSON")
 			}
-			s.itemsMissing = true
 			break
 		}
-		items, err := query.AppendElements(s.items, raw)
-		if err != nil {
-			return s, inconsistentf("%q is not an array", p.Items)
-		}
 		s.items = items
-		env = withoutValue(body, raw)
+		env = withoutItems(body, items)
 	}
 
 	var err error
@@ -231,19 +237,32 @@ func isNumber(raw []byte) bool {
 	return len(raw) > 0 && (raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9'))
 }
 
-// withoutValue returns body with the value raw (a sub-slice of body)
-// replaced by an empty array: the envelope alone, so that looking up
-// continuation fields does not scan the items again. When raw is not a
-// sub-slice of body it returns body.
-func withoutValue(body, raw []byte) []byte {
-	if len(raw) == 0 || cap(raw) > cap(body) {
+// withoutItems returns body with the array holding items (sub-slices of
+// body, in order) replaced by an empty array: the envelope alone, so that
+// looking up continuation fields does not scan the items again. When the
+// array cannot be placed exactly it returns body, which reads the same,
+// only slower.
+func withoutItems(body []byte, items [][]byte) []byte {
+	if len(items) == 0 {
+		return body // an empty array costs nothing to skip
+	}
+	first, ok1 := offsetIn(body, items[0])
+	last, ok2 := offsetIn(body, items[len(items)-1])
+	if !ok1 || !ok2 {
 		return body
 	}
-	vs := cap(body) - cap(raw)
-	ve := vs + len(raw)
-	if ve > len(body) || &body[vs] != &raw[0] {
+	vs := first - 1
+	for vs >= 0 && isJSONSpace(body[vs]) {
+		vs--
+	}
+	ve := last + len(items[len(items)-1])
+	for ve < len(body) && isJSONSpace(body[ve]) {
+		ve++
+	}
+	if vs < 0 || body[vs] != '[' || ve >= len(body) || body[ve] != ']' {
 		return body
 	}
+	ve++
 	if ve-vs < 64 {
 		return body // not worth a copy
 	}
@@ -252,6 +271,26 @@ func withoutValue(body, raw []byte) []byte {
 	env = append(env, "[]"...)
 	return append(env, body[ve:]...)
 }
+
+// offsetIn returns where sub begins in buf when sub is a sub-slice of
+// buf (as the scanner's results are); ok is false otherwise. Only the
+// distance between the two is computed; the result is checked by
+// pointer equality before it is trusted.
+func offsetIn(buf, sub []byte) (int, bool) {
+	if len(sub) == 0 || len(buf) == 0 {
+		return 0, false
+	}
+	d := uintptr(unsafe.Pointer(unsafe.SliceData(sub))) - uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
+	if d >= uintptr(len(buf)) || uintptr(len(sub)) > uintptr(len(buf))-d {
+		return 0, false
+	}
+	if &buf[d] != &sub[0] {
+		return 0, false
+	}
+	return int(d), true
+}
+
+func isJSONSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
 
 // itemField returns the text of the scalar field path of one raw item
 // (an id, a cursor); ok is false when the field is absent, null or not a
@@ -266,6 +305,32 @@ func itemField(item []byte, path string) (string, bool) {
 		return "", false
 	}
 	return text, true
+}
+
+// itemID returns the raw JSON value of an item's id field (path). Items
+// reach it already checked by the scanner, so when the item opens with
+// the field in compact form — {"id":"…" or {"id":123 — the value is cut
+// out directly, the common case at a few nanoseconds; anything else goes
+// through query.Get.
+func itemID(item []byte, path string) ([]byte, bool) {
+	n := len(path)
+	if n > 0 && len(item) > n+5 && item[0] == '{' && item[1] == '"' && item[n+2] == '"' && item[n+3] == ':' &&
+		string(item[2:n+2]) == path && !strings.ContainsAny(path, ".\\\"") {
+		v := item[n+4:]
+		switch c := v[0]; {
+		case c == '"':
+			if end := bytes.IndexByte(v[1:], '"'); end >= 0 && bytes.IndexByte(v[1:1+end], '\\') < 0 {
+				return v[:end+2], true
+			}
+		case c == '-' || c >= '0' && c <= '9':
+			end := 1
+			for end < len(v) && (v[end] >= '0' && v[end] <= '9' || v[end] == '.' || v[end] == 'e' || v[end] == 'E' || v[end] == '+' || v[end] == '-') {
+				end++
+			}
+			return v[:end], true
+		}
+	}
+	return query.Get(item, path)
 }
 
 // errorBodyOK reports a 2xx body that says it failed ({"ok": false, …},

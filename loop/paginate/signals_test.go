@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/trawl-dev/trawl/loop/query"
 )
 
 // pageRead is the comparable part of signals.
@@ -109,6 +110,7 @@ func TestReadPage(t *testing.T) {
 		{name: "items not an array", plan: full, body: `{"data":{"id":1}}`, wantErr: `"data" is not an array`},
 		{name: "bare body not an array", plan: Plan{ItemsFound: true}, body: `{"id":1}`, wantErr: `not the JSON array`},
 		{name: "not JSON", plan: full, body: `<html>oops</html>`, wantErr: `not valid JSON`},
+		{name: "not JSON, no signals", plan: Plan{Strategy: None, Items: "data", ItemsFound: true}, body: `<html>login</html>`, wantErr: `not valid JSON`},
 		{name: "broken after the items", plan: full, body: `{"data":[{"id":1}],"has_more":tru}`, wantErr: `not valid JSON`},
 		{name: "malformed Link", plan: Plan{Strategy: LinkHeader, ItemsFound: true}, body: `[]`, link: `</a; rel=next`, wantErr: `Link`},
 	}
@@ -149,17 +151,27 @@ func TestReadPageIgnoresItemFields(t *testing.T) {
 	}
 }
 
-func TestWithoutValue(t *testing.T) {
-	body := []byte(`{"a":1,"data":[` + strings.Repeat(`{"id":1},`, 20) + `{"id":2}],"next":"x"}`)
-	start := strings.Index(string(body), "[")
-	end := strings.LastIndex(string(body), "]") + 1
-	got := withoutValue(body, body[start:end])
-	if string(got) != `{"a":1,"data":[],"next":"x"}` {
-		t.Errorf("withoutValue = %s", got)
+func TestWithoutItems(t *testing.T) {
+	body := []byte(`{"a":1,"data": [ ` + strings.Repeat(`{"id":1},`, 20) + `{"id":2} ] ,"next":"x"}`)
+	items, err := query.AppendElementsAt(nil, body, "data")
+	if err != nil {
+		t.Fatal(err)
 	}
-	other := []byte(`[1,2,3]`)
-	if got := withoutValue(body, other); &got[0] != &body[0] {
-		t.Error("a slice of another buffer must give the body back")
+	if got := withoutItems(body, items); string(got) != `{"a":1,"data": [] ,"next":"x"}` {
+		t.Errorf("withoutItems = %s", got)
+	}
+	copied := [][]byte{[]byte(`{"id":1}`)}
+	if got := withoutItems(body, copied); &got[0] != &body[0] {
+		t.Error("items from another buffer must give the body back")
+	}
+	if _, ok := offsetIn(body[10:], body[:5]); ok {
+		t.Error("offsetIn accepted a slice that starts before the buffer")
+	}
+	if off, ok := offsetIn(body, body[7:12]); !ok || off != 7 {
+		t.Errorf("offsetIn = %d, %v; want 7, true", off, ok)
+	}
+	if _, ok := offsetIn(body[:10], body[8:12]); ok {
+		t.Error("offsetIn accepted a slice that runs past the buffer")
 	}
 }
 
@@ -250,6 +262,28 @@ func FuzzReadPage(f *testing.F) {
 					t.Fatalf("item %q is not part of the body", it)
 				}
 			}
+		}
+	})
+}
+
+// FuzzItemID: on any valid item, the fast path agrees with query.Get.
+func FuzzItemID(f *testing.F) {
+	for _, s := range []string{`{"id":"ord_1","x":1}`, `{"id":12.5e3}`, `{"id":"a\"b"}`, `{"id" : 1}`,
+		`{"idx":1,"id":2}`, `{"id":-0}`, `{"id":null}`, `{"id":{"a":1}}`, `[1]`, `{"id":"é"}`} {
+		f.Add(s, "id")
+	}
+	f.Add(`{"key":"k1"}`, "key")
+	f.Add(`{"a.b":1}`, "a.b")
+	f.Add(`{"":"","":0}`, "")
+	f.Fuzz(func(t *testing.T, item, path string) {
+		if !query.Valid([]byte(item)) {
+			return
+		}
+		b := []byte(strings.TrimSpace(item))
+		got, gotOK := itemID(b, path)
+		want, wantOK := query.Get(b, path)
+		if gotOK != wantOK || string(got) != string(want) {
+			t.Fatalf("itemID(%s, %q) = %s, %v; query.Get = %s, %v", item, path, got, gotOK, want, wantOK)
 		}
 	})
 }

@@ -1,0 +1,244 @@
+package paginate
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/trawl-dev/trawl/tools"
+)
+
+// The walker's cost over the network's: 20 pages × 250 items from a
+// loopback server, walked by Walk, against a plain sequential loop of the
+// same GETs with the same http.Client reading the bodies. Target: the
+// walker takes at most 10% longer (ratio ≤ 1.10).
+//
+//	go test -run '^$' -bench Walk -benchtime 200x ./loop/paginate/
+//
+// BenchmarkWalk/interleaved runs both in every iteration, so machine
+// noise hits both alike, and reports walker-ns/op, plain-ns/op and their
+// ratio.
+
+const (
+	benchPages = 20
+	benchItems = 250
+)
+
+// benchServer serves benchPages pages of benchItems realistic items each
+// (about 250 bytes per item, 63 KB per page), chained by next_cursor; the
+// bodies are rendered once. Each response waits latency first.
+func benchServer(b *testing.B, latency time.Duration) (*httptest.Server, []string) {
+	b.Helper()
+	bodies := make(map[string][]byte, benchPages)
+	var urls []string
+	for p := 0; p < benchPages; p++ {
+		var sb strings.Builder
+		sb.WriteString(`{"object":"list","data":[`)
+		for i := 0; i < benchItems; i++ {
+			n := p*benchItems + i
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			fmt.Fprintf(&sb, `{"id":"ord_%07d","object":"order","status":"paid","amount":%d,"currency":"eur",`+
+				`"customer":{"id":"cus_%05d","name":"Customer %d","email":"c%d@example.com"},`+
+				`"created":"2025-01-%02dT10:%02d:00Z","tags":["web","priority"],"note":"Line one\nline \"two\""}`,
+				n, 1000+n, n%977, n%977, n%977, 1+n%28, n%60)
+		}
+		next := fmt.Sprintf(`"c%d"`, p+1)
+		if p == benchPages-1 {
+			next = "null"
+		}
+		fmt.Fprintf(&sb, `],"has_more":%t,"next_cursor":%s,"url":"/v1/orders"}`, p < benchPages-1, next)
+		cursor := ""
+		if p > 0 {
+			cursor = fmt.Sprintf("c%d", p)
+		}
+		bodies[cursor] = []byte(sb.String())
+		u := "/v1/orders?limit=250"
+		if cursor != "" {
+			u = "/v1/orders?cursor=" + cursor + "&limit=250"
+		}
+		urls = append(urls, u)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if latency > 0 {
+			time.Sleep(latency)
+		}
+		body, ok := bodies[r.URL.Query().Get("cursor")]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(body)
+	}))
+	b.Cleanup(srv.Close)
+	for i := range urls {
+		urls[i] = srv.URL + urls[i]
+	}
+	return srv, urls
+}
+
+// clientCaller is the least a Caller can do: build the URL, GET it, read
+// the body. The walker's overhead is measured over it.
+type clientCaller struct {
+	client *http.Client
+}
+
+func (c clientCaller) Call(ctx context.Context, req tools.Request) (*tools.Response, error) {
+	u := req.URL
+	if u == "" {
+		q := url.Values{}
+		for k, v := range req.Args {
+			q.Set(k, fmt.Sprint(v))
+		}
+		u = req.Tool.Origin + req.Tool.Path + "?" + q.Encode()
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.client.Do(hreq)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	return &tools.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, nil
+}
+
+func benchWalkOptions(srv *httptest.Server, caller Caller) WalkOptions {
+	max := float64(250)
+	tool := &tools.Tool{ID: "shop.list_orders", Provider: "shop", Name: "list_orders", Method: http.MethodGet,
+		Origin: srv.URL, Path: "/v1/orders", Params: []tools.Param{
+			{Name: "limit", In: tools.InQuery, Schema: &tools.Schema{Type: "integer", Maximum: &max}},
+			{Name: "cursor", In: tools.InQuery, Schema: &tools.Schema{Type: "string"}},
+		}}
+	plan := Plan{Strategy: Cursor, SizeParam: "limit", CursorParam: "cursor", Items: "data", ItemsFound: true,
+		NextToken: "next_cursor", MoreFlag: "has_more", Continuation: "next_cursor", Provenance: "schema"}
+	return WalkOptions{Caller: caller, Tool: tool, Plan: plan, AllPages: true}
+}
+
+func plainLoop(b *testing.B, client *http.Client, urls []string) {
+	for _, u := range urls {
+		resp, err := client.Get(u)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadAll(resp.Body); err != nil {
+			b.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+}
+
+func walkOnce(b *testing.B, o WalkOptions) {
+	res, err := Walk(context.Background(), o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !res.Complete || len(res.Items) != benchPages*benchItems || res.Requests != benchPages {
+		b.Fatalf("walk: complete %v, %d items, %d requests", res.Complete, len(res.Items), res.Requests)
+	}
+}
+
+func BenchmarkWalk(b *testing.B) {
+	srv, urls := benchServer(b, 0)
+	client := srv.Client()
+	opts := benchWalkOptions(srv, clientCaller{client: client})
+
+	b.Run("plain_loop", func(b *testing.B) {
+		for b.Loop() {
+			plainLoop(b, client, urls)
+		}
+	})
+	b.Run("walker", func(b *testing.B) {
+		for b.Loop() {
+			walkOnce(b, opts)
+		}
+	})
+	b.Run("walker_via_invoker", func(b *testing.B) {
+		o := opts
+		o.Caller = tools.NewInvoker(tools.InvokerOptions{Client: client})
+		for b.Loop() {
+			walkOnce(b, o)
+		}
+	})
+	b.Run("interleaved", func(b *testing.B) { interleaved(b, client, urls, opts) })
+
+	// The same against an upstream that takes 2ms to answer, a fast API
+	// on a near network: the walker's work is then a rounding error.
+	slow, slowURLs := benchServer(b, 2*time.Millisecond)
+	slowOpts := benchWalkOptions(slow, clientCaller{client: slow.Client()})
+	b.Run("interleaved_2ms_upstream", func(b *testing.B) { interleaved(b, slow.Client(), slowURLs, slowOpts) })
+}
+
+// interleaved runs the plain loop and the walk in every iteration and
+// reports both, wall and CPU, and their ratios.
+func interleaved(b *testing.B, client *http.Client, urls []string, opts WalkOptions) {
+	var plain, walker, plainCPU, walkerCPU time.Duration
+	for b.Loop() {
+		c0, t0 := cpuTime(), time.Now()
+		plainLoop(b, client, urls)
+		c1, t1 := cpuTime(), time.Now()
+		walkOnce(b, opts)
+		walker += time.Since(t1)
+		walkerCPU += cpuTime() - c1
+		plain += t1.Sub(t0)
+		plainCPU += c1 - c0
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(plain.Nanoseconds())/n, "plain-ns/op")
+	b.ReportMetric(float64(walker.Nanoseconds())/n, "walker-ns/op")
+	b.ReportMetric(float64(walker)/float64(plain), "ratio")
+	b.ReportMetric(float64(plainCPU.Nanoseconds())/n, "plain-cpu-ns/op")
+	b.ReportMetric(float64(walkerCPU.Nanoseconds())/n, "walker-cpu-ns/op")
+	b.ReportMetric(float64(walkerCPU)/float64(plainCPU), "cpu-ratio")
+}
+
+// cpuTime is the process's user+system CPU time (client and server
+// alike), a steadier measure than wall time on a shared machine.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkReadPage is the walker's per-page work alone: items, ids and
+// signals of one 250-item page.
+func BenchmarkReadPage(b *testing.B) {
+	srv, urls := benchServer(b, 0)
+	resp, err := srv.Client().Get(urls[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	o := benchWalkOptions(srv, nil)
+	w := newWalker(WalkOptions{Caller: clientCaller{}, Tool: o.Tool, Plan: o.Plan, AllPages: true})
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		s, err := readPage(w.plan, body, resp.Header, w.base, w.buf)
+		if err != nil || len(s.items) != benchItems {
+			b.Fatal(err, len(s.items))
+		}
+		w.buf = s.items[:0]
+		if w.res.Items != nil {
+			w.res.Items, w.ids = w.res.Items[:0], w.ids[:0]
+		}
+		w.collect(s.items)
+		w.duplicates()
+	}
+}
