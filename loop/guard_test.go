@@ -102,8 +102,10 @@ func TestGuardCutsAtItemBoundaries(t *testing.T) {
 				items = small
 			}
 			// Whole items only: exactly the first k, byte for byte.
-			if diff := cmp.Diff(items[:len(got)], got); diff != "" {
-				t.Errorf("shown items are not the first %d whole items (-want +got):\n%s", len(got), diff)
+			for i, it := range got {
+				if !bytes.Equal(it, items[i]) {
+					t.Fatalf("shown item %d is not whole:\n%s\nwant\n%s", i, it, items[i])
+				}
 			}
 			// As many as fit: one more would not.
 			more, _ := query.Replace(cut.View, tc.arrKey, query.AppendArray(nil, items[:len(got)+1]))
