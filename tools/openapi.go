@@ -386,17 +386,18 @@ func (im *importer) tool(o *operation) (*Tool, error) {
 		}
 	}
 	t := &Tool{
-		ID:          im.opt.ProviderID + "." + o.name,
-		Provider:    im.opt.ProviderID,
-		Name:        o.name,
-		Description: describeOperation(o.op.Summary, o.op.Description),
-		Kind:        KindAPI,
-		Method:      o.method,
-		Path:        o.path,
-		Origin:      origin,
-		OperationID: o.op.OperationID,
-		Response:    im.response(o.op),
-		Extensions:  extensions(o.op.Extensions),
+		ID:              im.opt.ProviderID + "." + o.name,
+		Provider:        im.opt.ProviderID,
+		Name:            o.name,
+		Description:     describeOperation(o.op.Summary, o.op.Description),
+		Kind:            KindAPI,
+		Method:          o.method,
+		Path:            o.path,
+		Origin:          origin,
+		OperationID:     o.op.OperationID,
+		Response:        im.response(o.op),
+		ResponseHeaders: responseHeaders(o.op),
+		Extensions:      extensions(o.op.Extensions),
 	}
 	t.Params, t.ContentType = im.params(o)
 	if t.Description == "" {
@@ -590,9 +591,9 @@ func closedObject(ref *openapi3.SchemaRef) bool {
 	return has != nil && !*has
 }
 
-// response is the JSON body schema of the success response: 200, then
-// 201, then the first other 2XX, then default.
-func (im *importer) response(op *openapi3.Operation) *Schema {
+// success is the success response: 200, then 201, then the first other
+// 2XX, then default.
+func success(op *openapi3.Operation) *openapi3.Response {
 	if op.Responses == nil {
 		return nil
 	}
@@ -606,16 +607,38 @@ func (im *importer) response(op *openapi3.Operation) *Schema {
 	}
 	order = append(order, "default")
 	for _, c := range order {
-		ref := op.Responses.Value(c)
-		if ref == nil || ref.Value == nil {
-			continue
+		if ref := op.Responses.Value(c); ref != nil && ref.Value != nil {
+			return ref.Value
 		}
-		if _, media := pickMedia(ref.Value.Content, false); media != nil {
-			return im.schemas.convert(media.Schema, modeResponse)
-		}
-		return nil
 	}
 	return nil
+}
+
+// response is the JSON body schema of the success response.
+func (im *importer) response(op *openapi3.Operation) *Schema {
+	r := success(op)
+	if r == nil {
+		return nil
+	}
+	if _, media := pickMedia(r.Content, false); media != nil {
+		return im.schemas.convert(media.Schema, modeResponse)
+	}
+	return nil
+}
+
+// responseHeaders are the header names the success response declares
+// (GitHub declares Link there), sorted.
+func responseHeaders(op *openapi3.Operation) []string {
+	r := success(op)
+	if r == nil || len(r.Headers) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(r.Headers))
+	for name := range r.Headers {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
 }
 
 type namedMedia struct {
