@@ -35,6 +35,23 @@ const benchJQ = `[.[] | select(.status == "paid" and .total >= 250) |
   {id, status, total, customer: {name: .customer.name},
    line_items: (.line_items | if type == "array" then map({sku}) else null end)}]`
 
+// The projection alone (a `_fields` call without `_filter`), in jq.
+const benchJQFieldsOnly = `[.[] |
+  {id, status, total, customer: {name: .customer.name},
+   line_items: (.line_items | if type == "array" then map({sku}) else null end)}]`
+
+func compileJQ(tb testing.TB, src string) *gojq.Code {
+	q, err := gojq.Parse(src)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	code, err := gojq.Compile(q)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return code
+}
+
 var benchData = sync.OnceValue(func() [][]byte {
 	r := rand.New(rand.NewPCG(1, 2))
 	words := strings.Fields(`lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor
@@ -173,15 +190,7 @@ func benchCompiled(tb testing.TB) (*Fields, *Filter, *gojq.Code) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	q, err := gojq.Parse(benchJQ)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	code, err := gojq.Compile(q)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return fields, filter, code
+	return fields, filter, compileJQ(tb, benchJQ)
 }
 
 // decodeItems is what gojq needs first: the pages decoded, items merged.
@@ -242,6 +251,19 @@ func TestBenchWorkload(t *testing.T) {
 	gotJSON, _ := json.Marshal(got)
 	if string(wantJSON) != string(gotJSON) {
 		t.Errorf("scanner and gojq disagree:\n%.400s\n%.400s", gotJSON, wantJSON)
+	}
+	all, _, err := queryPages(pages, fields, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	if err := json.Unmarshal(AppendArray(nil, all), &got); err != nil {
+		t.Fatal(err)
+	}
+	wantJSON, _ = json.Marshal(runJQ(t, compileJQ(t, benchJQFieldsOnly), decodeItems(t, pages)))
+	gotJSON, _ = json.Marshal(got)
+	if string(wantJSON) != string(gotJSON) {
+		t.Errorf("fields only: scanner and gojq disagree:\n%.400s\n%.400s", gotJSON, wantJSON)
 	}
 	t.Logf("%d bytes, %d items (%.0f B/item), %d kept", n, st.Rows, per, st.Kept)
 }
@@ -324,6 +346,7 @@ func BenchmarkRatios(b *testing.B) {
 	items := decodeItems(b, pages)
 	rows := make([][]byte, 0, benchItems)
 	split, _, _ := queryPages(pages, nil, nil, nil)
+	jqFields := compileJQ(b, benchJQFieldsOnly)
 	contenders := []struct {
 		name string
 		run  func()
@@ -337,6 +360,8 @@ func BenchmarkRatios(b *testing.B) {
 		}},
 		{"gojq", func() { runJQ(b, code, items) }},
 		{"gojq+decode", func() { runJQ(b, code, decodeItems(b, pages)) }},
+		{"scanner-fields-only", func() { queryPages(pages, fields, nil, rows) }},
+		{"gojq-fields-only", func() { runJQ(b, jqFields, items) }},
 	}
 	const rounds, reps = 5, 2
 	best := make([]time.Duration, len(contenders))
@@ -367,6 +392,7 @@ func BenchmarkRatios(b *testing.B) {
 
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	scanner, runOnly, valid, jq, jqDecode := best[0], best[1], best[2], best[3], best[4]
+	fieldsOnly, jqFieldsOnly := best[5], best[6]
 	b.ReportMetric(ms(scanner), "scanner-cpu-ms")
 	b.ReportMetric(ms(runOnly), "run-only-cpu-ms")
 	b.ReportMetric(ms(valid), "json.Valid-cpu-ms")
@@ -376,6 +402,9 @@ func BenchmarkRatios(b *testing.B) {
 	b.ReportMetric(float64(jqDecode)/float64(scanner), "gojq+decode/scanner")
 	b.ReportMetric(float64(jq)/float64(scanner), "gojq/scanner")
 	b.ReportMetric(float64(jq)/float64(runOnly), "gojq/run-only")
+	b.ReportMetric(ms(fieldsOnly), "fields-only-cpu-ms")
+	b.ReportMetric(ms(jqFieldsOnly), "gojq-fields-only-cpu-ms")
+	b.ReportMetric(float64(jqFieldsOnly)/float64(fieldsOnly), "gojq/scanner-fields-only")
 	b.ReportMetric(float64(alloc)/float64(raw), "alloc/raw")
 	b.ReportMetric(float64(raw)/scanner.Seconds()/1e6, "scanner-MB/s")
 }

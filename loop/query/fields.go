@@ -1,6 +1,7 @@
 package query
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -110,6 +111,25 @@ func CompileFields(paths []string) (*Fields, error) {
 	}
 	fold(f.root)
 	return f, nil
+}
+
+// ParseFields decodes and compiles a `_fields` argument: an array of
+// paths, or one string of comma-separated paths ("id,customer.name").
+func ParseFields(raw []byte) (*Fields, error) {
+	raw = trimSpace(raw)
+	var paths []string
+	if len(raw) > 0 && raw[0] == '"' {
+		var list string
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return nil, fmt.Errorf("query: _fields must be an array of paths or a comma-separated string: %w", err)
+		}
+		for p := range strings.SplitSeq(list, ",") {
+			paths = append(paths, strings.TrimSpace(p))
+		}
+	} else if err := json.Unmarshal(raw, &paths); err != nil {
+		return nil, fmt.Errorf("query: _fields must be an array of paths or a comma-separated string: %w", err)
+	}
+	return CompileFields(paths)
 }
 
 // Paths returns the paths the projection was compiled from, in order.

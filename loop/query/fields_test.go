@@ -222,3 +222,24 @@ func TestRun(t *testing.T) {
 		t.Errorf("malformed row: %v", err)
 	}
 }
+
+func TestParseFields(t *testing.T) {
+	for _, raw := range []string{`["id","customer.name"]`, `"id, customer.name"`, ` "id,customer.name" `} {
+		f, err := ParseFields([]byte(raw))
+		if err != nil {
+			t.Fatalf("ParseFields(%s): %v", raw, err)
+		}
+		got, err := f.Project([]byte(`{"id":1,"customer":{"name":"A","x":2}}`), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(`{"id":1,"customer":{"name":"A"}}`, string(got)); diff != "" {
+			t.Errorf("ParseFields(%s) (-want +got):\n%s", raw, diff)
+		}
+	}
+	for _, bad := range []string{``, `[]`, `""`, `"a,,b"`, `[1]`, `{"a":1}`, `["a..b"]`} {
+		if _, err := ParseFields([]byte(bad)); err == nil {
+			t.Errorf("ParseFields(%s): no error", bad)
+		}
+	}
+}

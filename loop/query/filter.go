@@ -27,9 +27,9 @@ func (c Clause) String() string {
 	return string(b)
 }
 
-// ValidOps lists the filter operators, in the order error messages give
+// validOps lists the filter operators, in the order error messages give
 // them.
-var ValidOps = []string{"eq", "neq", "gt", "gte", "lt", "lte", "contains", "in", "exists"}
+var validOps = []string{"eq", "neq", "gt", "gte", "lt", "lte", "contains", "in", "exists"}
 
 // ClauseError reports a clause that cannot be compiled. Its message names
 // the clause by index and text and lists the valid operators, so a model
@@ -42,7 +42,7 @@ type ClauseError struct {
 
 func (e *ClauseError) Error() string {
 	return fmt.Sprintf("query: filter clause %d %s: %s (valid ops: %s)",
-		e.Index, e.Clause, e.Reason, strings.Join(ValidOps, ", "))
+		e.Index, e.Clause, e.Reason, strings.Join(validOps, ", "))
 }
 
 type opCode uint8
