@@ -398,3 +398,22 @@ func ExampleWalk() {
 	// {"id":"a"} {"id":"b"} {"id":"c"}
 	// true complete_no_next 2 pages
 }
+
+func TestIDSet(t *testing.T) {
+	s := newIDSet(0)
+	var dups int
+	for i := uint64(0); i < 1000; i++ {
+		for _, h := range []uint64{i + 2, (i + 2) << 40, i%7 + 2} {
+			if !s.add(h) {
+				dups++
+			}
+		}
+	}
+	// 1000 + 1000 distinct values; i%7+2 repeats the first ones.
+	if dups != 1000 || s.n != 2000 {
+		t.Errorf("%d duplicates, %d stored; want 1000, 2000", dups, s.n)
+	}
+	if !s.add(0) || s.add(0) || !s.add(1<<63) || s.add(1<<63) {
+		t.Error("a new value must be added once")
+	}
+}
