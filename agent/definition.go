@@ -22,6 +22,9 @@ type Definition struct {
 	// tool result may put in front of the model. Zero: the deployment's.
 	ViewChars  int       `json:"view_chars,omitempty" yaml:"view_chars"`
 	AgentTools []Binding `json:"agentTools" yaml:"agentTools"`
+	// Deleted marks a stored tombstone: an agent from the config file
+	// deleted through the API stays deleted.
+	Deleted bool `json:"deleted,omitempty" yaml:"-"`
 }
 
 // Binding is one entry of an agent's tool list: a single tool

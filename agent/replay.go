@@ -63,7 +63,10 @@ import (
 //     queryToolResult).
 //   - tool_calls[k].arguments: a JSON object, optional (absent or null:
 //     {}). Reserved arguments (_all_pages, _fields, _for_each, _filter,
-//     _refresh) are written like any other.
+//     _refresh) are written like any other. A string argument may hold
+//     {{lastResultId}}, replaced when played by the newest _resultId a
+//     tool result of the conversation carried (so a recorded
+//     queryToolResult can name a result handed out live).
 //
 // Positions in errors are zero-based JSON paths, such as
 // turns[1].steps[0].tool_calls[2].arguments.
@@ -482,7 +485,7 @@ func (r *Replay) Stream(ctx context.Context, req ModelRequest) iter.Seq2[ModelEv
 			if !send(ModelEvent{Kind: EventToolCallStart, Index: k, ToolCallID: id, ToolName: c.Name}) {
 				return
 			}
-			args := string(c.Arguments)
+			args := withLastResultID(string(c.Arguments), req.Messages)
 			n := utf8.RuneCountInString(args)
 			for piece := range replayChunks(args, max((n+2)/3, 1)) {
 				if !send(ModelEvent{Kind: EventToolCallDelta, Index: k, ArgsDelta: piece}) {
@@ -496,6 +499,33 @@ func (r *Replay) Stream(ctx context.Context, req ModelRequest) iter.Seq2[ModelEv
 		}
 		send(ModelEvent{Kind: EventFinish, FinishReason: reason})
 	}
+}
+
+// LastResultIDRef in a recorded argument stands for the newest
+// _resultId any tool result of the conversation carried: a recording
+// cannot know the ids a live run hands out, yet a replayed
+// queryToolResult must name one.
+const LastResultIDRef = "{{lastResultId}}"
+
+// withLastResultID replaces LastResultIDRef in args with the newest
+// _resultId among the tool messages ("" when there is none).
+func withLastResultID(args string, msgs []Message) string {
+	if !strings.Contains(args, LastResultIDRef) {
+		return args
+	}
+	id := ""
+	for i := len(msgs) - 1; i >= 0 && id == ""; i-- {
+		if msgs[i].Role != RoleTool {
+			continue
+		}
+		var r struct {
+			ResultID string `json:"_resultId"`
+		}
+		if json.Unmarshal([]byte(msgs[i].Content), &r) == nil {
+			id = r.ResultID
+		}
+	}
+	return strings.ReplaceAll(args, LastResultIDRef, id)
 }
 
 // step is the step to play, or the note that the recording is over.

@@ -505,3 +505,28 @@ func BenchmarkReplayStep(b *testing.B) {
 		}
 	}
 }
+
+func TestReplayLastResultID(t *testing.T) {
+	tr, err := ParseTranscript([]byte(`{"turns":[{"user":"q","steps":[
+		{"tool_calls":[{"name":"list","arguments":{}}]},
+		{"tool_calls":[{"name":"queryToolResult","arguments":{"resultId":"{{lastResultId}}"}}]},
+		{"text":"done"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := []Message{
+		{Role: RoleUser, Content: "q"},
+		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c1", Name: "list", Arguments: "{}"}}},
+		{Role: RoleTool, ToolCallID: "c1", Content: `{"data":[],"_resultId":"r_abc"}`},
+	}
+	var args strings.Builder
+	for ev, err := range NewReplay(tr, ReplayOptions{}).Stream(context.Background(), ModelRequest{Messages: msgs}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		args.WriteString(ev.ArgsDelta)
+	}
+	if args.String() != `{"resultId":"r_abc"}` {
+		t.Errorf("arguments = %s", args.String())
+	}
+}

@@ -1,0 +1,108 @@
+package agent
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/trawl-dev/trawl/loop"
+	"github.com/trawl-dev/trawl/loop/paginate"
+	"github.com/trawl-dev/trawl/tools"
+)
+
+// boundTool is a tool as one agent holds it.
+type boundTool struct {
+	tool    *tools.Tool
+	binding Binding
+	name    string // the function name the model sees (unique per agent)
+}
+
+// loopBinding is the engine's view of a binding.
+func (b boundTool) loopBinding() loop.Binding {
+	lb := loop.Binding{LoopResponses: b.binding.LoopResponses}
+	if h := b.binding.DatasetTTLHours; h > 0 {
+		lb.DatasetTTL = time.Duration(h * float64(time.Hour))
+	}
+	if l := b.binding.Limits; l != nil {
+		lb.Budget = paginate.Budget{Pages: l.Pages, Requests: l.Requests, Items: l.Items, Bytes: l.Bytes,
+			Time: time.Duration(l.Seconds * float64(time.Second)), ForEachValues: l.ForEachValues}
+	}
+	return lb
+}
+
+// resolveBindings expands an agent's entries into its tools, in entry
+// order: a toolkit entry gives each of its tools; an entry for one tool
+// overrides the toolkit's entry for that tool. Model-facing names are made
+// unique per agent by prefixing the provider where two tools collide.
+func resolveBindings(d Definition, cat *tools.Catalog) ([]boundTool, error) {
+	single := map[string]Binding{}
+	for _, b := range d.AgentTools {
+		if b.ToolID != "" {
+			single[b.ToolID] = b
+		}
+	}
+	var out []boundTool
+	seen := map[string]bool{}
+	add := func(t *tools.Tool, b Binding) {
+		if seen[t.ID] {
+			return
+		}
+		seen[t.ID] = true
+		out = append(out, boundTool{tool: t, binding: b, name: t.Name})
+	}
+	for _, b := range d.AgentTools {
+		switch {
+		case b.Toolkit != "":
+			ts := cat.Provider(b.Toolkit)
+			if len(ts) == 0 {
+				return nil, fmt.Errorf("agent %s: unknown toolkit %q", d.ID, b.Toolkit)
+			}
+			for _, t := range ts {
+				if own, ok := single[t.ID]; ok {
+					add(t, own)
+				} else {
+					add(t, b)
+				}
+			}
+		default:
+			t, ok := cat.Get(b.ToolID)
+			if !ok {
+				return nil, fmt.Errorf("agent %s: unknown tool %q", d.ID, b.ToolID)
+			}
+			add(t, b)
+		}
+	}
+	counts := map[string]int{}
+	for _, bt := range out {
+		counts[bt.name]++
+	}
+	for i := range out {
+		if counts[out[i].name] > 1 || reservedName(out[i].name) {
+			out[i].name = uniqueName(out[i].tool.Provider + "__" + out[i].tool.Name)
+		}
+	}
+	return out, nil
+}
+
+// reservedName reports names of trawl's own meta-tools.
+func reservedName(n string) bool {
+	switch n {
+	case loop.QueryToolResult, loop.FetchToolResult, "search_tools", "load_tool", "list_connections", "connect_toolkit":
+		return true
+	}
+	return false
+}
+
+// uniqueName keeps a prefixed name within the 64-character limit.
+func uniqueName(n string) string {
+	n = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' {
+			return r
+		}
+		return '_'
+	}, n)
+	if len(n) > 64 {
+		n = n[:55] + "_" + tools.Fingerprint(n)[:8]
+	}
+	return n
+}

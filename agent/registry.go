@@ -1,0 +1,159 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+)
+
+// Registry holds the agent definitions: the config file gives the initial
+// state, and changes made through the API persist in the store and win
+// over the file. It is safe for concurrent use; a running turn reads its
+// agent afresh at every step, so a change applies from the next step.
+type Registry struct {
+	store DefinitionStore
+	check func(Binding) error // validates a binding against the catalog
+
+	mu   sync.RWMutex
+	defs map[string]Definition
+}
+
+// NewRegistry loads the config's definitions, then the stored ones over
+// them. check validates each binding of a definition put through the API
+// (nil: no check).
+func NewRegistry(ctx context.Context, config []Definition, store DefinitionStore, check func(Binding) error) (*Registry, error) {
+	r := &Registry{store: store, check: check, defs: map[string]Definition{}}
+	for _, d := range config {
+		r.defs[d.ID] = d
+	}
+	if store != nil {
+		stored, err := store.ListDefinitions(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("loading stored agents: %w", err)
+		}
+		for _, d := range stored {
+			if d.Deleted {
+				delete(r.defs, d.ID)
+				continue
+			}
+			r.defs[d.ID] = d
+		}
+	}
+	return r, nil
+}
+
+// Get returns the agent with id.
+func (r *Registry) Get(id string) (Definition, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	d, ok := r.defs[id]
+	return cloneDef(d), ok
+}
+
+// List returns every agent, by id.
+func (r *Registry) List() []Definition {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]Definition, 0, len(r.defs))
+	for _, d := range r.defs {
+		out = append(out, cloneDef(d))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Put validates and stores d (creating or replacing it).
+func (r *Registry) Put(ctx context.Context, d Definition) error {
+	d.Deleted = false
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	for i, b := range d.AgentTools {
+		if r.check != nil {
+			if err := r.check(b); err != nil {
+				return &FieldError{Field: fmt.Sprintf("agentTools[%d]", i), Msg: err.Error()}
+			}
+		}
+	}
+	if r.store != nil {
+		if err := r.store.PutDefinition(ctx, d); err != nil {
+			return err
+		}
+	}
+	r.mu.Lock()
+	r.defs[d.ID] = cloneDef(d)
+	r.mu.Unlock()
+	return nil
+}
+
+// Delete removes the agent with id.
+func (r *Registry) Delete(ctx context.Context, id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.defs[id]; !ok {
+		return ErrNotFound
+	}
+	if r.store != nil {
+		if err := r.store.DeleteDefinition(ctx, id); err != nil {
+			return err
+		}
+	}
+	delete(r.defs, id)
+	return nil
+}
+
+// BindingPatch changes one binding; nil fields stay as they are.
+type BindingPatch struct {
+	LoopResponses   *bool      `json:"loop_responses"`
+	DatasetTTLHours *float64   `json:"dataset_ttl_hours"`
+	Discovery       *Discovery `json:"discovery"`
+}
+
+// PatchBinding changes the binding of toolID in agent id: the entry bound
+// to that tool, or — for a tool of a bound toolkit — a new entry for the
+// tool alone, which then overrides the toolkit's for that tool.
+func (r *Registry) PatchBinding(ctx context.Context, id, toolID string, toolkitOf func(string) string, p BindingPatch) (Definition, error) {
+	r.mu.RLock()
+	d, ok := r.defs[id]
+	r.mu.RUnlock()
+	if !ok {
+		return Definition{}, ErrNotFound
+	}
+	d = cloneDef(d)
+	if p.DatasetTTLHours != nil && *p.DatasetTTLHours < 0 {
+		return Definition{}, &FieldError{Field: "dataset_ttl_hours", Msg: "must not be negative"}
+	}
+	i := slices.IndexFunc(d.AgentTools, func(b Binding) bool { return b.ToolID == toolID })
+	if i < 0 {
+		tk := toolkitOf(toolID)
+		j := slices.IndexFunc(d.AgentTools, func(b Binding) bool { return tk != "" && b.Toolkit == tk })
+		if j < 0 {
+			return Definition{}, &FieldError{Field: "tool_id", Msg: fmt.Sprintf("agent %q has no binding for tool %q", id, toolID)}
+		}
+		nb := d.AgentTools[j]
+		nb.Toolkit, nb.ToolID, nb.ProviderID = "", toolID, tk
+		d.AgentTools = append(d.AgentTools, nb)
+		i = len(d.AgentTools) - 1
+	}
+	b := &d.AgentTools[i]
+	if p.LoopResponses != nil {
+		b.LoopResponses = *p.LoopResponses
+	}
+	if p.DatasetTTLHours != nil {
+		b.DatasetTTLHours = *p.DatasetTTLHours
+	}
+	if p.Discovery != nil {
+		b.Discovery = *p.Discovery
+	}
+	if err := r.Put(ctx, d); err != nil {
+		return Definition{}, err
+	}
+	return d, nil
+}
+
+func cloneDef(d Definition) Definition {
+	d.AgentTools = slices.Clone(d.AgentTools)
+	return d
+}

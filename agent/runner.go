@@ -1,0 +1,468 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/trawl-dev/trawl/loop"
+	"github.com/trawl-dev/trawl/prompts"
+	"github.com/trawl-dev/trawl/stream"
+	"github.com/trawl-dev/trawl/tools"
+)
+
+// DefaultMaxSteps bounds the steps of a turn when the agent sets none.
+const DefaultMaxSteps = 12
+
+// RunnerOptions configures a Runner. Model, Engine and Catalog are
+// required.
+type RunnerOptions struct {
+	Model     Model
+	Engine    *loop.Engine
+	Retrieval *loop.Retrieval // nil: no retrieval tools
+	Catalog   *tools.Catalog
+	// ModelName is passed to the model; "" means its default.
+	ModelName string
+	// ToolConcurrency bounds the tool calls of one step run at once.
+	// Zero: 4.
+	ToolConcurrency int
+	// Now is the clock for throttling progress and result expiry. Nil:
+	// time.Now.
+	Now func() time.Time
+	// ResultTTL is how long a stored result stays readable (to know when
+	// a thread still holds one). Zero: 15 minutes.
+	ResultTTL time.Duration
+	Logger    *slog.Logger
+}
+
+// Runner runs turns: the step loop of DESIGN.md §1. It is safe for
+// concurrent use by turns of different threads; the caller serialises
+// turns of one thread.
+type Runner struct {
+	opt RunnerOptions
+	log *slog.Logger
+}
+
+// NewRunner returns a Runner.
+func NewRunner(opt RunnerOptions) *Runner {
+	if opt.ToolConcurrency <= 0 {
+		opt.ToolConcurrency = 4
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.ResultTTL <= 0 {
+		opt.ResultTTL = loop.DefaultResultTTL
+	}
+	r := &Runner{opt: opt, log: opt.Logger}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	return r
+}
+
+// Turn is one user turn to run.
+type Turn struct {
+	// Agent returns the agent's current definition; it is read at every
+	// step so that a binding changed mid-turn applies from the next step.
+	Agent func() (Definition, bool)
+	// Thread holds the conversation, the new user message already
+	// appended; Run appends the assistant message.
+	Thread *Thread
+	Org    string
+	// User, CacheScope and Credentials come from the caller's session:
+	// runtime credentials per provider id.
+	User        string
+	CacheScope  string
+	Credentials map[string]string
+	// Experiment marks an evaluation run (never reads the cache).
+	Experiment bool
+	// Emit appends a chunk to the run's stream. It must be safe for
+	// concurrent use (parallel tool calls report progress at once).
+	Emit func(stream.Chunk) error
+}
+
+// ErrNoAgent is returned when the turn's agent no longer exists.
+var ErrNoAgent = errors.New("agent not found")
+
+// turnState is what one turn tracks across its steps.
+type turnState struct {
+	*Turn
+	msg      UIMessage // the assistant message being built
+	throttle *stream.Throttle
+	// pending are stored results that were cut and not yet queried: the
+	// next step offers only the retrieval tools.
+	pending map[string]bool
+	mu      sync.Mutex // guards msg.Parts, pending and Thread.Results during tool calls
+}
+
+// Run runs one turn to its end, emitting the UI message stream: start,
+// then per step start-step … finish-step, then finish — or abort when ctx
+// is cancelled, or error when the model fails. The assistant message is
+// appended to the thread whatever happens, so a stopped turn keeps what
+// it did.
+func (r *Runner) Run(ctx context.Context, t *Turn) error {
+	st := &turnState{Turn: t, pending: map[string]bool{},
+		msg:      UIMessage{ID: "msg_" + randomHex(12), Role: RoleAssistant},
+		throttle: stream.NewThrottle(stream.ThrottleOptions{Now: r.opt.Now})}
+	defer func() {
+		if len(st.msg.Parts) > 0 {
+			t.Thread.Msgs = append(t.Thread.Msgs, st.msg)
+		}
+	}()
+	if err := t.Emit(stream.Start{MessageID: st.msg.ID}); err != nil {
+		return err
+	}
+	err := r.steps(ctx, st)
+	switch {
+	case err == nil:
+		return t.Emit(stream.Finish{})
+	case ctx.Err() != nil:
+		_ = t.Emit(stream.Abort{})
+		return ctx.Err()
+	default:
+		r.log.Warn("turn failed", "thread", t.Thread.Key, "err", err)
+		_ = t.Emit(stream.Error{ErrorText: publicError(err)})
+		return err
+	}
+}
+
+// publicError words a run failure for the client.
+func publicError(err error) string {
+	var me *ModelError
+	if errors.As(err, &me) {
+		return me.Error()
+	}
+	if errors.Is(err, ErrNoAgent) {
+		return "the agent no longer exists"
+	}
+	return "the turn failed; see the server log"
+}
+
+// ModelError is a failure of the model call, safe to show.
+type ModelError struct{ Msg string }
+
+func (e *ModelError) Error() string { return "the model call failed: " + e.Msg }
+
+func (r *Runner) steps(ctx context.Context, st *turnState) error {
+	for step := 0; ; step++ {
+		def, ok := st.Agent()
+		if !ok {
+			return ErrNoAgent
+		}
+		max := def.MaxSteps
+		if max <= 0 {
+			max = DefaultMaxSteps
+		}
+		if step >= max {
+			return nil
+		}
+		bound, err := resolveBindings(def, r.opt.Catalog)
+		if err != nil {
+			return err
+		}
+		calls, err := r.step(ctx, st, def, bound, step)
+		if err != nil || len(calls) == 0 {
+			return err
+		}
+	}
+}
+
+// step runs one model call and the tool calls it made; it returns the
+// calls (none: the turn is over).
+func (r *Runner) step(ctx context.Context, st *turnState, def Definition, bound []boundTool, step int) ([]ToolCall, error) {
+	specs, byName := r.toolList(st, def, bound)
+	msgs := r.messages(st, def, bound)
+	if err := st.Emit(stream.StartStep{}); err != nil {
+		return nil, err
+	}
+	st.msg.Parts = append(st.msg.Parts, Part{Type: "step-start"})
+
+	textID, reasonID := fmt.Sprintf("txt_%d", step), fmt.Sprintf("rsn_%d", step)
+	var text, reasoning strings.Builder
+	textOpen, reasonOpen := false, false
+	calls := map[int]*ToolCall{}
+	var order []int
+	for ev, err := range r.opt.Model.Stream(ctx, ModelRequest{Model: r.opt.ModelName, Messages: msgs, Tools: specs}) {
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, &ModelError{Msg: err.Error()}
+		}
+		switch ev.Kind {
+		case EventTextDelta:
+			if !textOpen {
+				textOpen = true
+				if err := st.Emit(stream.TextStart{ID: textID}); err != nil {
+					return nil, err
+				}
+			}
+			text.WriteString(ev.Text)
+			if err := st.Emit(stream.TextDelta{ID: textID, Delta: ev.Text}); err != nil {
+				return nil, err
+			}
+		case EventReasoningDelta:
+			if !reasonOpen {
+				reasonOpen = true
+				if err := st.Emit(stream.ReasoningStart{ID: reasonID}); err != nil {
+					return nil, err
+				}
+			}
+			reasoning.WriteString(ev.Text)
+			if err := st.Emit(stream.ReasoningDelta{ID: reasonID, Delta: ev.Text}); err != nil {
+				return nil, err
+			}
+		case EventToolCallStart:
+			c := &ToolCall{ID: ev.ToolCallID, Name: ev.ToolName}
+			if c.ID == "" {
+				c.ID = "call_" + randomHex(8)
+			}
+			calls[ev.Index] = c
+			order = append(order, ev.Index)
+			if err := st.Emit(stream.ToolInputStart{ToolCallID: c.ID, ToolName: c.Name, Dynamic: true}); err != nil {
+				return nil, err
+			}
+		case EventToolCallDelta:
+			c := calls[ev.Index]
+			if c == nil {
+				continue // a delta for a call never started: nothing to attach it to
+			}
+			c.Arguments += ev.ArgsDelta
+			if err := st.Emit(stream.ToolInputDelta{ToolCallID: c.ID, InputTextDelta: ev.ArgsDelta}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if reasonOpen {
+		st.msg.Parts = append(st.msg.Parts, Part{Type: "reasoning", Text: reasoning.String(), State: "done"})
+		if err := st.Emit(stream.ReasoningEnd{ID: reasonID}); err != nil {
+			return nil, err
+		}
+	}
+	if textOpen {
+		st.msg.Parts = append(st.msg.Parts, Part{Type: "text", Text: text.String(), State: "done"})
+		if err := st.Emit(stream.TextEnd{ID: textID}); err != nil {
+			return nil, err
+		}
+	}
+	list := make([]ToolCall, 0, len(order))
+	for _, i := range order {
+		list = append(list, *calls[i])
+	}
+	if err := r.runCalls(ctx, st, def, byName, list); err != nil {
+		return nil, err
+	}
+	if err := st.Emit(stream.FinishStep{}); err != nil {
+		return nil, err
+	}
+	return list, nil
+}
+
+// toolList assembles the step's tools: the agent's, plus the retrieval
+// tools when any binding loops or the thread holds a live stored result —
+// or only the retrieval tools while a cut result waits to be queried.
+func (r *Runner) toolList(st *turnState, def Definition, bound []boundTool) ([]ToolSpec, map[string]boundTool) {
+	byName := map[string]boundTool{}
+	var specs []ToolSpec
+	looping := false
+	for _, bt := range bound {
+		looping = looping || bt.binding.LoopResponses
+	}
+	st.mu.Lock()
+	gated := len(st.pending) > 0
+	live := st.Thread.liveResults(r.opt.Now())
+	st.mu.Unlock()
+	if !gated {
+		for _, bt := range bound {
+			byName[bt.name] = bt
+			schema, _ := json.Marshal(r.opt.Engine.Schema(bt.tool, bt.binding.LoopResponses))
+			specs = append(specs, ToolSpec{Name: bt.name, Description: bt.tool.Description, Parameters: schema})
+		}
+	}
+	if r.opt.Retrieval != nil && (gated || looping || live) {
+		for _, rt := range r.opt.Retrieval.Tools() {
+			specs = append(specs, ToolSpec{Name: rt.Name, Description: rt.Description, Parameters: rt.InputSchema})
+		}
+	}
+	return specs, byName
+}
+
+// messages builds the step's messages: the agent's system prompt, the
+// looping guidance as a separate system message when the agent holds a
+// looping tool, then the thread.
+func (r *Runner) messages(st *turnState, def Definition, bound []boundTool) []Message {
+	var msgs []Message
+	if def.System != "" {
+		msgs = append(msgs, Message{Role: RoleSystem, Content: def.System})
+	}
+	for _, bt := range bound {
+		if bt.binding.LoopResponses {
+			msgs = append(msgs, Message{Role: RoleSystem, Content: prompts.Text("looping")})
+			break
+		}
+	}
+	thread := st.Thread.Msgs
+	st.mu.Lock()
+	current := st.msg
+	current.Parts = append([]Part(nil), st.msg.Parts...)
+	st.mu.Unlock()
+	if len(current.Parts) > 0 {
+		thread = append(append([]UIMessage(nil), thread...), current)
+	}
+	return append(msgs, ModelMessages(thread)...)
+}
+
+// runCalls runs one step's tool calls concurrently, within the bound,
+// streaming each input and output.
+func (r *Runner) runCalls(ctx context.Context, st *turnState, def Definition, byName map[string]boundTool, calls []ToolCall) error {
+	if len(calls) == 0 {
+		return nil
+	}
+	parts := make([]Part, len(calls))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(r.opt.ToolConcurrency)
+	for i, c := range calls {
+		g.Go(func() error {
+			p, err := r.runCall(gctx, st, def, byName, c)
+			parts[i] = p
+			return err
+		})
+	}
+	err := g.Wait()
+	st.mu.Lock()
+	for _, p := range parts {
+		if p.Type != "" {
+			st.msg.Parts = append(st.msg.Parts, p)
+		}
+	}
+	st.mu.Unlock()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// runCall runs one tool call and returns its part. A tool failure is a
+// part in state output-error (the model reads it), never an error; an
+// error means the stream itself failed.
+func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, byName map[string]boundTool, c ToolCall) (Part, error) {
+	part := Part{Type: "dynamic-tool", ToolCallID: c.ID, ToolName: c.Name, Input: json.RawMessage(c.Arguments)}
+	var args map[string]any
+	raw := strings.TrimSpace(c.Arguments)
+	if raw == "" {
+		raw = "{}"
+	}
+	if err := json.Unmarshal([]byte(raw), &args); err != nil || args == nil {
+		msg := "the arguments are not a JSON object"
+		if err != nil {
+			msg += ": " + err.Error()
+		}
+		part.Input, part.State, part.ErrorText = json.RawMessage(jsonString(c.Arguments)), "output-error", msg
+		return part, st.Emit(stream.ToolInputError{ToolCallID: c.ID, ToolName: c.Name, Input: c.Arguments, Dynamic: true, ErrorText: msg})
+	}
+	part.Input = json.RawMessage(raw)
+	bt, known := byName[c.Name]
+	retrieval := r.opt.Retrieval != nil && (c.Name == loop.QueryToolResult || c.Name == loop.FetchToolResult)
+	if !known && !retrieval {
+		msg := fmt.Sprintf("there is no tool %q in this step; use one of the tools offered", c.Name)
+		part.State, part.ErrorText = "output-error", msg
+		return part, st.Emit(stream.ToolInputError{ToolCallID: c.ID, ToolName: c.Name, Input: args, Dynamic: true, ErrorText: msg})
+	}
+	if err := st.Emit(stream.ToolInputAvailable{ToolCallID: c.ID, ToolName: c.Name, Input: args, Dynamic: true}); err != nil {
+		return part, err
+	}
+	scope := loop.Scope{Org: st.Org, Thread: st.Thread.Key, User: st.User, CacheScope: st.CacheScope}
+	var out []byte
+	var err error
+	if retrieval {
+		out, err = r.opt.Retrieval.WithBudget(def.ViewChars).Call(ctx, scope, c.Name, json.RawMessage(raw))
+		if err == nil {
+			var q struct {
+				ResultID string `json:"resultId"`
+			}
+			_ = json.Unmarshal([]byte(raw), &q)
+			st.mu.Lock()
+			delete(st.pending, q.ResultID)
+			st.mu.Unlock()
+		}
+	} else {
+		out, err = r.callTool(ctx, st, def, bt, c.ID, args, scope)
+	}
+	st.throttle.Forget(c.ID)
+	if err != nil {
+		if ctx.Err() != nil {
+			return part, ctx.Err()
+		}
+		part.State, part.ErrorText = "output-error", toolErrorText(err)
+		return part, st.Emit(stream.ToolOutputError{ToolCallID: c.ID, ErrorText: part.ErrorText, Dynamic: true})
+	}
+	part.State, part.Output = "output-available", json.RawMessage(out)
+	return part, st.Emit(stream.ToolOutputAvailable{ToolCallID: c.ID, Output: json.RawMessage(out), Dynamic: true})
+}
+
+// callTool runs a bound tool through the looping engine.
+func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, bt boundTool, callID string, args map[string]any, scope loop.Scope) ([]byte, error) {
+	start := r.opt.Now()
+	out, err := r.opt.Engine.Call(ctx, loop.Call{
+		Tool: bt.tool, Args: args, Binding: bt.loopBinding(), Scope: scope,
+		Credential: st.Credentials[bt.tool.Provider], ViewChars: def.ViewChars, Experiment: st.Experiment,
+		Progress: func(p loop.Progress) {
+			if !st.throttle.Allow(callID) {
+				return
+			}
+			sp := stream.Progress{ToolCallID: callID, ToolName: bt.name, Page: p.Page, PagesMax: p.PagesMax,
+				Items: p.Items, Requests: p.Requests, RequestsMax: p.RequestsMax,
+				ElapsedMs: r.opt.Now().Sub(start).Milliseconds()}
+			if p.ForEach != nil {
+				sp.ForEach = &stream.ForEachProgress{Key: p.ForEach.Key, Value: p.ForEach.Value, Index: p.ForEach.Index, Total: p.ForEach.Total}
+			}
+			_ = st.Emit(sp.Chunk()) // progress is never needed for correctness
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if out.ResultID != "" {
+		st.mu.Lock()
+		now := r.opt.Now()
+		st.Thread.keepResult(out.ResultID, now.Add(r.opt.ResultTTL), now)
+		if out.Truncated {
+			st.pending[out.ResultID] = true
+		}
+		st.mu.Unlock()
+	}
+	return out.View, nil
+}
+
+// toolErrorText is what the model and the UI read of a failed call.
+func toolErrorText(err error) string {
+	var te *loop.ToolError
+	var ae *loop.RetrievalArgError
+	switch {
+	case errors.As(err, &te):
+		return te.Message
+	case errors.As(err, &ae):
+		return ae.Error()
+	case errors.Is(err, loop.ErrResultNotFound), errors.Is(err, loop.ErrResultExpired):
+		return err.Error()
+	}
+	return "the tool call failed"
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic("crypto/rand: " + err.Error())
+	}
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/trawl-dev/trawl/loop"
+	"github.com/trawl-dev/trawl/web"
+)
+
+// call walks one tool call completely and prints the envelope as JSON on
+// stdout, progress on stderr (a live bar on a terminal, plain lines
+// otherwise) and the boundary statement at the end.
+func call(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flagSet("call", stderr)
+	argsJSON := fs.String("args", "{}", "the tool's arguments as a JSON object (reserved ones included)")
+	cfgPath := fs.String("config", "", "config file (default ./trawl.yaml, else the demo)")
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return usagef("call: usage: trawl call TOOL --args JSON [--config F]")
+	}
+	tool, rest := args[0], args[1:]
+	if err := parseFlags(fs, rest); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("call: unexpected argument %q", fs.Arg(0))
+	}
+	var toolArgs map[string]any
+	dec := json.NewDecoder(strings.NewReader(*argsJSON))
+	dec.UseNumber()
+	if err := dec.Decode(&toolArgs); err != nil || toolArgs == nil {
+		return usagef("call: --args must be a JSON object: %v", errOr(err, "null"))
+	}
+	toolArgs = plainNumbers(toolArgs).(map[string]any)
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	dataDir, err := os.MkdirTemp("", "trawl-call-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dataDir)
+	// A call keeps nothing: its own data folder also keeps it clear of
+	// the lock a running server holds on the deployment's store.
+	cfg.DataDir = dataDir
+	quiet := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err := web.New(ctx, cfg, web.Options{Logger: quiet, Stdout: io.Discard})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	bar := newProgressBar(stderr)
+	out, err := srv.CallTool(ctx, tool, toolArgs, bar.update)
+	bar.done()
+	if err != nil {
+		return err
+	}
+	var pretty any
+	if json.Unmarshal(out.View, &pretty) == nil {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(pretty); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(stdout, "%s\n", out.View)
+	}
+	printBoundary(stderr, out)
+	return nil
+}
+
+func errOr(err error, s string) string {
+	if err != nil {
+		return err.Error()
+	}
+	return s
+}
+
+// plainNumbers turns json.Numbers into float64 (the shape the engine and
+// the invoker expect from a JSON decode) after a UseNumber decode kept
+// them exact for the check.
+func plainNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		f, _ := x.Float64()
+		return f
+	case map[string]any:
+		for k, e := range x {
+			x[k] = plainNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = plainNumbers(e)
+		}
+	}
+	return v
+}
+
+// printBoundary writes the verdict and the boundary statement.
+func printBoundary(w io.Writer, out *loop.Outcome) {
+	if !out.Looped {
+		return
+	}
+	verdict := "partial"
+	if out.Complete {
+		verdict = "complete"
+	}
+	fmt.Fprintf(w, "%s: %d rows, %d requests, stopped by %s\n", verdict, out.Items, out.Requests, out.StoppedBy)
+	var env struct {
+		Boundary json.RawMessage `json:"_boundary"`
+	}
+	if json.Unmarshal(out.View, &env) == nil && env.Boundary != nil {
+		fmt.Fprintf(w, "boundary: %s\n", env.Boundary)
+	}
+	if out.Note != "" {
+		fmt.Fprintf(w, "note: %s\n", out.Note)
+	}
+}
+
+// progressBar renders loop progress on stderr: one live line on a
+// terminal, a plain line per report otherwise (at most one per 500 ms).
+type progressBar struct {
+	w     io.Writer
+	tty   bool
+	last  time.Time
+	shown bool
+}
+
+func newProgressBar(w io.Writer) *progressBar {
+	f, ok := w.(*os.File)
+	return &progressBar{w: w, tty: ok && term.IsTerminal(int(f.Fd()))}
+}
+
+func (b *progressBar) update(p loop.Progress) {
+	now := time.Now()
+	if !b.tty && now.Sub(b.last) < 500*time.Millisecond && b.shown {
+		return
+	}
+	b.last, b.shown = now, true
+	line := fmt.Sprintf("page %d/%d · %d items · %d/%d requests · %.1fs",
+		p.Page, p.PagesMax, p.Items, p.Requests, p.RequestsMax, p.Elapsed.Seconds())
+	if p.ForEach != nil {
+		line += fmt.Sprintf(" · %s %d/%d (%v)", p.ForEach.Key, p.ForEach.Index+1, p.ForEach.Total, p.ForEach.Value)
+	}
+	if !b.tty {
+		fmt.Fprintln(b.w, "progress: "+line)
+		return
+	}
+	const width = 24
+	filled := 0
+	if p.RequestsMax > 0 {
+		filled = min(width, p.Requests*width/p.RequestsMax)
+	}
+	fmt.Fprintf(b.w, "\r\033[K[%s%s] %s", strings.Repeat("█", filled), strings.Repeat("·", width-filled), line)
+}
+
+func (b *progressBar) done() {
+	if b.tty && b.shown {
+		fmt.Fprint(b.w, "\r\033[K")
+	}
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/trawl-dev/trawl/web"
+)
+
+// flagSet returns a FlagSet whose errors become usage errors.
+func flagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return usagef("%s: %v", fs.Name(), err)
+	}
+	return nil
+}
+
+// loadConfig reads --config, else ./trawl.yaml when present, else the demo.
+func loadConfig(path string) (*web.Config, error) {
+	if path == "" {
+		if _, err := os.Stat("trawl.yaml"); err == nil {
+			path = "trawl.yaml"
+		}
+	}
+	if path == "" {
+		return web.DemoConfig(), nil
+	}
+	return web.LoadConfig(path)
+}
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flagSet("serve", stderr)
+	cfgPath := fs.String("config", "", "config file (default ./trawl.yaml, else the demo)")
+	listen := fs.String("listen", "", "address to listen on (overrides the config)")
+	dataDir := fs.String("data-dir", "", "data folder (overrides the config)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("serve: unexpected argument %q", fs.Arg(0))
+	}
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	if *listen != "" {
+		cfg.Listen = *listen
+	}
+	if *dataDir != "" {
+		cfg.DataDir = *dataDir
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	srv, err := web.New(ctx, cfg, web.Options{Logger: log, Stdout: stdout})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	return srv.Run(ctx)
+}

@@ -1,0 +1,120 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/trawl-dev/trawl/tools"
+)
+
+// loadCatalog imports every tool source of the config and registers each
+// provider's credentials with the invoker.
+func (s *Server) loadCatalog(ctx context.Context) (*tools.Catalog, error) {
+	cfg := s.cfg
+	cat := tools.NewCatalog()
+	for i, p := range cfg.Providers {
+		at := fmt.Sprintf("providers[%d]", i)
+		opt := tools.ImportOptions{ProviderID: p.ID, BaseURL: p.BaseURL}
+		var ts []*tools.Tool
+		var err error
+		if p.specData != nil {
+			ts, err = tools.ImportOpenAPIData(p.specData, opt)
+		} else {
+			ts, err = tools.ImportOpenAPI(ctx, p.OpenAPI, opt)
+		}
+		if err != nil {
+			return nil, cfg.errAt(at+".openapi", err.Error())
+		}
+		if err := cat.Add(ts...); err != nil {
+			return nil, cfg.errAt(at, err.Error())
+		}
+		s.invoker.SetAuth(p.ID, tools.ProviderAuth{Org: p.Auth, Runtime: p.RuntimeAuth})
+	}
+	manifests := make([][]byte, 0, len(cfg.toolkitData))
+	manifests = append(manifests, cfg.toolkitData...)
+	for i, path := range cfg.Toolkits {
+		m, err := tools.LoadManifest(path)
+		if err != nil {
+			return nil, cfg.errAt(fmt.Sprintf("toolkits[%d]", i), err.Error())
+		}
+		if err := s.addToolkit(cat, m); err != nil {
+			return nil, cfg.errAt(fmt.Sprintf("toolkits[%d]", i), err.Error())
+		}
+	}
+	for _, data := range manifests {
+		m, err := tools.ParseManifest(data)
+		if err != nil {
+			return nil, fmt.Errorf("built-in toolkit: %w", err)
+		}
+		if err := s.addToolkit(cat, m); err != nil {
+			return nil, fmt.Errorf("built-in toolkit %s: %w", m.Toolkit, err)
+		}
+	}
+	return cat, nil
+}
+
+func (s *Server) addToolkit(cat *tools.Catalog, m *tools.Manifest) error {
+	ts, err := m.Tools()
+	if err != nil {
+		return err
+	}
+	if err := cat.Add(ts...); err != nil {
+		return err
+	}
+	// A toolkit's manifest says how a user's credential is put on the
+	// request; the credential itself arrives at run time. The demo
+	// toolkits also carry an organization token.
+	org := m.Auth
+	if s.cfg.toolkitToken != "" && org.Token == "" {
+		org.Token = s.cfg.toolkitToken
+	}
+	s.invoker.SetAuth(m.Toolkit, tools.ProviderAuth{Org: org, Runtime: tools.AuthSpec{Type: m.Auth.Type, Header: m.Auth.Header, Query: m.Auth.Query}})
+	return nil
+}
+
+// checkBindings rejects agents bound to tools or toolkits that do not
+// exist, naming the config line.
+func (s *Server) checkBindings() error {
+	for i, a := range s.cfg.Agents {
+		for j, b := range a.AgentTools {
+			at := fmt.Sprintf("agents[%d].agentTools[%d]", i, j)
+			if err := s.checkBinding(b.ToolID, b.ProviderID, b.Toolkit); err != nil {
+				return s.cfg.errAt(at, err.Error())
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Server) checkBinding(toolID, providerID, toolkit string) error {
+	if toolkit != "" {
+		if len(s.catalog.Provider(toolkit)) == 0 {
+			return fmt.Errorf("unknown toolkit %q (known: %v)", toolkit, s.toolkits())
+		}
+		return nil
+	}
+	t, ok := s.catalog.Get(toolID)
+	if !ok {
+		return fmt.Errorf("unknown tool_id %q", toolID)
+	}
+	if providerID != "" && providerID != t.Provider {
+		return fmt.Errorf("tool %q belongs to provider %q, not %q", toolID, t.Provider, providerID)
+	}
+	return nil
+}
+
+func (s *Server) toolkits() []string {
+	seen := map[string]bool{}
+	for _, t := range s.catalog.All() {
+		if t.Kind == tools.KindApp {
+			seen[t.Provider] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for k := range seen {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,243 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/stream"
+)
+
+// runDeadline bounds one turn, whoever is or is not listening.
+const runDeadline = 10 * time.Minute
+
+// activeRun is a turn in progress.
+type activeRun struct {
+	id     string
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// runSet tracks the turn in progress per thread: one at a time.
+type runSet struct {
+	mu sync.Mutex
+	m  map[string]*activeRun
+	wg sync.WaitGroup
+}
+
+func (rs *runSet) get(key string) *activeRun {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.m[key]
+}
+
+// claim registers a new run for key, or reports that one is active.
+func (rs *runSet) claim(key string, r *activeRun) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.m == nil {
+		rs.m = map[string]*activeRun{}
+	}
+	if _, busy := rs.m[key]; busy {
+		return false
+	}
+	rs.m[key] = r
+	rs.wg.Add(1)
+	return true
+}
+
+func (rs *runSet) release(key string) {
+	rs.mu.Lock()
+	delete(rs.m, key)
+	rs.mu.Unlock()
+	rs.wg.Done()
+}
+
+// stopAll cancels every run and waits for them to save their threads.
+func (rs *runSet) stopAll() {
+	rs.mu.Lock()
+	for _, r := range rs.m {
+		r.cancel()
+	}
+	rs.mu.Unlock()
+	rs.wg.Wait()
+}
+
+// chatRequest is the AI SDK's request body (DefaultChatTransport). Fields
+// a client adds of its own are ignored.
+type chatRequest struct {
+	ID        string            `json:"id"`
+	Messages  []agent.UIMessage `json:"messages"`
+	Trigger   string            `json:"trigger"`
+	MessageID string            `json:"messageId"`
+}
+
+// chat runs one turn and streams it. The run is detached from the
+// request: a client that disconnects can resume; only stop or the
+// deadline ends it.
+func (s *Server) chat(c echo.Context) error {
+	p := principalOf(c)
+	agentID := c.Param("id")
+	if _, ok := s.agents.Get(agentID); !ok {
+		return notFound("no agent " + strconv.Quote(agentID))
+	}
+	var req chatRequest
+	if err := json.NewDecoder(c.Request().Body).Decode(&req); err != nil {
+		return badRequest("invalid JSON body: " + err.Error())
+	}
+	if req.ID == "" || len(req.ID) > 200 {
+		return badRequest("id (the chat id) is required, at most 200 characters")
+	}
+	ctx := c.Request().Context()
+	key := agent.ThreadKey(p.UserID, agentID, req.ID)
+	run := &activeRun{id: "run_" + randomHex(16), done: make(chan struct{})}
+	if !s.runs.claim(key, run) {
+		return apiErr(http.StatusConflict, "conflict", "a turn is already running on this chat; resume its stream or stop it first")
+	}
+	started := false
+	defer func() {
+		if !started {
+			s.runs.release(key)
+		}
+	}()
+	thread, err := s.threads.GetThread(ctx, key)
+	switch {
+	case errors.Is(err, agent.ErrNotFound):
+		now := time.Now().UTC()
+		thread = &agent.Thread{Key: key, ChatID: req.ID, AgentID: agentID, UserID: p.UserID, Created: now}
+	case err != nil:
+		return internal(err)
+	}
+	if err := applyRequest(thread, req); err != nil {
+		return badRequest(err.Error())
+	}
+	if err := s.events.Open(ctx, run.id); err != nil {
+		return internal(err)
+	}
+	runCtx, cancel := context.WithTimeout(context.WithoutCancel(s.baseCtx), runDeadline)
+	run.cancel = cancel
+	started = true
+	go s.runTurn(runCtx, key, run, thread, p)
+	err = stream.Serve(c.Response(), c.Request(), s.events, run.id, stream.ServeOptions{})
+	if err != nil && ctx.Err() == nil && !c.Response().Committed {
+		return internal(err)
+	}
+	return nil
+}
+
+// applyRequest adds the request's new user message to the thread, or —
+// for a regenerate — drops the last assistant message. The server's copy
+// of the thread is the truth: earlier messages in the request are not
+// read.
+func applyRequest(t *agent.Thread, req chatRequest) error {
+	if req.Trigger == "regenerate-message" {
+		for len(t.Msgs) > 0 && t.Msgs[len(t.Msgs)-1].Role == agent.RoleAssistant {
+			t.Msgs = t.Msgs[:len(t.Msgs)-1]
+		}
+		if len(t.Msgs) == 0 {
+			return errors.New("nothing to regenerate: the chat has no user message")
+		}
+		return nil
+	}
+	if len(req.Messages) == 0 {
+		return errors.New("messages must hold the new user message")
+	}
+	last := req.Messages[len(req.Messages)-1]
+	for _, m := range t.Msgs {
+		if m.ID != "" && m.ID == last.ID {
+			return fmt.Errorf("message %q is already in the chat", last.ID)
+		}
+	}
+	if err := agent.ValidateIncoming(last); err != nil {
+		return err
+	}
+	if last.ID == "" {
+		last.ID = "msg_" + randomHex(12)
+	}
+	t.Msgs = append(t.Msgs, last)
+	return nil
+}
+
+// runTurn runs a turn to its end and saves the thread.
+func (s *Server) runTurn(ctx context.Context, key string, run *activeRun, thread *agent.Thread, p principal) {
+	defer close(run.done)
+	defer s.runs.release(key)
+	defer run.cancel()
+	agentID := thread.AgentID
+	err := s.runner.Run(ctx, &agent.Turn{
+		Agent:  func() (agent.Definition, bool) { return s.agents.Get(agentID) },
+		Thread: thread, Org: s.cfg.Org, User: p.UserID, CacheScope: p.CacheScope, Credentials: p.Credentials,
+		Emit: func(ch stream.Chunk) error {
+			_, err := s.events.Append(context.WithoutCancel(ctx), run.id, ch)
+			return err
+		},
+	})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		s.log.Info("turn ended with an error", "thread", key, "err", err)
+	}
+	thread.Updated = time.Now().UTC()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := s.threads.PutThread(sctx, thread); err != nil {
+		s.log.Error("saving thread", "thread", key, "err", err)
+	}
+	if err := s.events.Close(sctx, run.id); err != nil {
+		s.log.Error("closing run log", "run", run.id, "err", err)
+	}
+}
+
+// resume streams the active run of a chat: 204 when none is active.
+func (s *Server) resume(c echo.Context) error {
+	key := agent.ThreadKey(principalOf(c).UserID, c.Param("id"), c.Param("chatId"))
+	run := s.runs.get(key)
+	if run == nil {
+		return c.NoContent(http.StatusNoContent)
+	}
+	err := stream.Serve(c.Response(), c.Request(), s.events, run.id, stream.ServeOptions{})
+	switch {
+	case errors.Is(err, stream.ErrRunNotFound):
+		return c.NoContent(http.StatusNoContent)
+	case errors.Is(err, stream.ErrUnknownEventID):
+		return badRequest("Last-Event-ID is not an event of this run")
+	}
+	return nil
+}
+
+// stop ends the active run of a chat.
+func (s *Server) stop(c echo.Context) error {
+	key := agent.ThreadKey(principalOf(c).UserID, c.Param("id"), c.Param("chatId"))
+	run := s.runs.get(key)
+	if run == nil {
+		return c.JSON(http.StatusOK, map[string]bool{"stopped": false})
+	}
+	run.cancel()
+	select {
+	case <-run.done:
+	case <-time.After(10 * time.Second):
+	}
+	return c.JSON(http.StatusOK, map[string]bool{"stopped": true})
+}
+
+// getChat returns a thread as AI SDK UIMessage[].
+func (s *Server) getChat(c echo.Context) error {
+	key := agent.ThreadKey(principalOf(c).UserID, c.Param("id"), c.Param("chatId"))
+	t, err := s.threads.GetThread(c.Request().Context(), key)
+	if errors.Is(err, agent.ErrNotFound) {
+		return notFound("no such chat")
+	}
+	if err != nil {
+		return internal(err)
+	}
+	msgs := t.Msgs
+	if msgs == nil {
+		msgs = []agent.UIMessage{}
+	}
+	return c.JSON(http.StatusOK, msgs)
+}

@@ -1,0 +1,484 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/tools"
+	"gopkg.in/yaml.v3"
+)
+
+// Config is a deployment's configuration: trawl.yaml, every key optional.
+// String values may hold ${ENV} (or ${ENV:-default}); relative paths are
+// relative to the file.
+type Config struct {
+	Org        string             `yaml:"org"`
+	Listen     string             `yaml:"listen"`
+	DataDir    string             `yaml:"data_dir"`
+	RedisURL   string             `yaml:"redis_url"`
+	AdminKey   string             `yaml:"admin_key"`
+	Cache      CacheConfig        `yaml:"cache"`
+	Model      ModelConfig        `yaml:"model"`
+	Limits     LimitsConfig       `yaml:"limits"`
+	Discovery  DiscoveryConfig    `yaml:"discovery"`
+	Providers  []ProviderConfig   `yaml:"providers"`
+	Toolkits   []string           `yaml:"toolkits"`
+	MCPServers []MCPServerConfig  `yaml:"mcp_servers"`
+	Agents     []agent.Definition `yaml:"agents"`
+
+	// File is the path the config was read from ("" for the built-in demo).
+	File string `yaml:"-"`
+	// lines maps a key path such as "agents[0].agentTools[1]" to its line.
+	lines map[string]int
+	// demo: start the built-in Acme upstream and use its spec and
+	// toolkits (see DemoConfig).
+	demo bool
+	// toolkitData are built-in toolkit manifests, beside Toolkits' files.
+	toolkitData [][]byte
+	// toolkitToken is an organization token for the built-in toolkits.
+	toolkitToken string
+}
+
+// CacheConfig is the dataset cache's deployment mode.
+type CacheConfig struct {
+	Mode string `yaml:"mode"` // on (default) | off | shadow
+}
+
+// ModelConfig selects the model behind every agent.
+type ModelConfig struct {
+	Provider string `yaml:"provider"` // openai (default when an API key or base URL is set) | replay
+	BaseURL  string `yaml:"base_url"`
+	APIKey   string `yaml:"api_key"`
+	Name     string `yaml:"name"`
+	// Transcript is the replay model's script (provider replay).
+	Transcript string `yaml:"transcript"`
+}
+
+// LimitsConfig holds the deployment's walk budgets and view budget; zero
+// fields keep trawl's defaults.
+type LimitsConfig struct {
+	agent.Limits `yaml:",inline"`
+	// ViewChars is the size guard's budget for one tool result in front
+	// of the model, in characters. Zero: 32,000.
+	ViewChars int `yaml:"view_chars"`
+}
+
+// DiscoveryConfig tunes tool discovery.
+type DiscoveryConfig struct {
+	// DirectBudget is how many connected-app tools go to the model
+	// directly. Zero: 15.
+	DirectBudget int `yaml:"direct_budget"`
+}
+
+// ProviderConfig is "your own API": tools imported from an OpenAPI document.
+type ProviderConfig struct {
+	ID          string         `yaml:"id"`
+	OpenAPI     string         `yaml:"openapi"`
+	BaseURL     string         `yaml:"base_url"`
+	Auth        tools.AuthSpec `yaml:"auth"`
+	RuntimeAuth tools.AuthSpec `yaml:"runtime_auth"`
+
+	specData []byte // a built-in spec, instead of the OpenAPI file
+}
+
+// MCPServerConfig is one MCP tool source: a stdio command or an HTTP URL.
+type MCPServerConfig struct {
+	ID      string   `yaml:"id"`
+	Command []string `yaml:"command"`
+	URL     string   `yaml:"url"`
+}
+
+// ConfigError is a problem in a config file, with where it is.
+type ConfigError struct {
+	File string
+	Line int // 0 when unknown
+	Key  string
+	Msg  string
+}
+
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	b.WriteString(": ")
+	if e.Key != "" {
+		b.WriteString(e.Key + ": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// LoadConfig reads, expands, checks and validates a config file.
+func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	cfg, err := ParseConfig(path, data, os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	cfg.resolvePaths(filepath.Dir(path))
+	return cfg, nil
+}
+
+// ParseConfig parses config text. name is used in error messages; lookup
+// resolves ${ENV} references.
+func ParseConfig(name string, data []byte, lookup func(string) (string, bool)) (*Config, error) {
+	// ${ENV} references are set aside before parsing, so that they may
+	// stand anywhere — even unquoted in a flow mapping, as in
+	// {token: ${ACME_TOKEN}}, where "{" and "}" would end the mapping —
+	// and are expanded in the parsed values (which keeps line numbers).
+	data, refs := hideEnvRefs(data)
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, yamlError(name, err)
+	}
+	cfg := &Config{File: name, lines: map[string]int{}}
+	if len(doc.Content) == 0 {
+		cfg.setDefaults()
+		return cfg, nil
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return nil, &ConfigError{File: name, Line: root.Line, Msg: "the top level must be a mapping of keys"}
+	}
+	if err := expandEnv(name, root, refs, lookup); err != nil {
+		return nil, err
+	}
+	if err := checkKeys(name, root, reflect.TypeOf(Config{}), "", cfg.lines); err != nil {
+		return nil, err
+	}
+	if err := root.Decode(cfg); err != nil {
+		return nil, yamlError(name, err)
+	}
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+): `)
+
+// yamlError rewrites yaml.v3's messages into file:line form.
+func yamlError(name string, err error) error {
+	var te *yaml.TypeError
+	if errors.As(err, &te) && len(te.Errors) > 0 {
+		msg := te.Errors[0]
+		line := 0
+		if m := yamlLine.FindStringSubmatch(msg); m != nil {
+			fmt.Sscan(m[1], &line)
+			msg = strings.Replace(msg, m[0], "", 1)
+		}
+		return &ConfigError{File: name, Line: line, Msg: msg}
+	}
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 0
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		fmt.Sscan(m[1], &line)
+		msg = strings.Replace(msg, m[0], "", 1)
+	}
+	return &ConfigError{File: name, Line: line, Msg: msg}
+}
+
+var (
+	envRef      = regexp.MustCompile(`\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
+	placeholder = regexp.MustCompile(`__trawl_env_([0-9]+)__`)
+)
+
+// hideEnvRefs replaces each ${…} reference (and "$$") by a placeholder that
+// YAML reads as plain text, and returns the references in order.
+func hideEnvRefs(data []byte) ([]byte, []string) {
+	var refs []string
+	out := envRef.ReplaceAllFunc(data, func(m []byte) []byte {
+		refs = append(refs, string(m))
+		return []byte(fmt.Sprintf("__trawl_env_%d__", len(refs)-1))
+	})
+	return out, refs
+}
+
+// expandEnv puts the references back into every scalar, expanded:
+// ${NAME} and ${NAME:-default}; "$$" is a literal "$". An unset variable
+// without a default expands to "".
+func expandEnv(name string, n *yaml.Node, refs []string, lookup func(string) (string, bool)) error {
+	if n.Kind == yaml.ScalarNode {
+		if strings.Contains(n.Value, "${") {
+			return &ConfigError{File: name, Line: n.Line, Msg: fmt.Sprintf("malformed ${…} reference in %q", n.Value)}
+		}
+		if placeholder.MatchString(n.Value) {
+			n.Value = placeholder.ReplaceAllStringFunc(n.Value, func(m string) string {
+				i, _ := strconv.Atoi(placeholder.FindStringSubmatch(m)[1])
+				if i >= len(refs) {
+					return m
+				}
+				ref := refs[i]
+				if ref == "$$" {
+					return "$"
+				}
+				sub := envRef.FindStringSubmatch(ref)
+				if v, ok := lookup(sub[1]); ok && v != "" {
+					return v
+				}
+				return sub[3]
+			})
+			// A plain scalar again, so "${PORT}" can become an int.
+			if n.Style == 0 {
+				n.Tag = ""
+			}
+		}
+	}
+	for _, c := range n.Content {
+		if err := expandEnv(name, c, refs, lookup); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkKeys rejects keys that t has no field for, naming the closest one,
+// and records every key path's line.
+func checkKeys(name string, n *yaml.Node, t reflect.Type, path string, lines map[string]int) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case n.Kind == yaml.MappingNode && t.Kind() == reflect.Struct:
+		fields := yamlFields(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			p := joinPath(path, k.Value)
+			lines[p] = k.Line
+			ft, ok := fields[k.Value]
+			if !ok {
+				known := make([]string, 0, len(fields))
+				for f := range fields {
+					known = append(known, f)
+				}
+				sort.Strings(known)
+				msg := fmt.Sprintf("unknown key %q", k.Value)
+				if s := closest(k.Value, known); s != "" {
+					msg += fmt.Sprintf(" (did you mean %q?)", s)
+				}
+				return &ConfigError{File: name, Line: k.Line, Key: p, Msg: msg}
+			}
+			if err := checkKeys(name, v, ft, p, lines); err != nil {
+				return err
+			}
+		}
+	case n.Kind == yaml.SequenceNode && t.Kind() == reflect.Slice:
+		for i, c := range n.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			lines[p] = c.Line
+			if err := checkKeys(name, c, t.Elem(), p, lines); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// yamlFields maps the yaml keys of struct t (inline fields flattened) to
+// their types.
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("yaml")
+		if tag == "-" || !f.IsExported() {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if strings.Contains(opts, "inline") {
+			for k, v := range yamlFields(f.Type) {
+				out[k] = v
+			}
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+// closest returns the known key within edit distance 2 of s, if any.
+func closest(s string, known []string) string {
+	best, bestD := "", 3
+	for _, k := range known {
+		if d := editDistance(strings.ToLower(s), strings.ToLower(k)); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := prev[j-1]
+			if a[i-1] != b[j-1] {
+				c++
+			}
+			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// Line returns the line of a key path ("agents[0].agentTools[1]"), or 0.
+func (c *Config) Line(path string) int { return c.lines[path] }
+
+func (c *Config) errAt(path, msg string) error {
+	return &ConfigError{File: c.File, Line: c.lines[path], Key: path, Msg: msg}
+}
+
+func (c *Config) setDefaults() {
+	if c.Org == "" {
+		c.Org = "default"
+	}
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:8080"
+	}
+	if c.DataDir == "" {
+		c.DataDir = "./trawl-data"
+	}
+	if c.Cache.Mode == "" {
+		c.Cache.Mode = "on"
+	}
+	if c.Model.Provider == "" && (c.Model.APIKey != "" || c.Model.BaseURL != "") {
+		c.Model.Provider = "openai"
+	}
+	if c.Model.Name == "" {
+		c.Model.Name = "gpt-4o-mini"
+	}
+}
+
+func (c *Config) validate() error {
+	if !validIdent(c.Org) {
+		return c.errAt("org", "must be letters, digits, '-' or '_'")
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return c.errAt("listen", fmt.Sprintf("must be host:port, not %q", c.Listen))
+	}
+	switch c.Cache.Mode {
+	case "on", "off", "shadow":
+	default:
+		return c.errAt("cache.mode", fmt.Sprintf("must be on, off or shadow, not %q", c.Cache.Mode))
+	}
+	switch c.Model.Provider {
+	case "", "openai", "replay":
+	default:
+		return c.errAt("model.provider", fmt.Sprintf("must be openai or replay, not %q", c.Model.Provider))
+	}
+	if c.Limits.ViewChars < 0 || c.Limits.Pages < 0 || c.Limits.Requests < 0 || c.Limits.Items < 0 ||
+		c.Limits.Bytes < 0 || c.Limits.Seconds < 0 || c.Limits.ForEachValues < 0 {
+		return c.errAt("limits", "limits must not be negative")
+	}
+	if c.Discovery.DirectBudget < 0 {
+		return c.errAt("discovery.direct_budget", "must not be negative")
+	}
+	seen := map[string]string{}
+	for i, p := range c.Providers {
+		at := fmt.Sprintf("providers[%d]", i)
+		switch {
+		case !validIdent(p.ID):
+			return c.errAt(at, fmt.Sprintf("id %q must be letters, digits, '-' or '_'", p.ID))
+		case seen[p.ID] != "":
+			return c.errAt(at, fmt.Sprintf("id %q is used twice (also by %s)", p.ID, seen[p.ID]))
+		case p.OpenAPI == "":
+			return c.errAt(at, "openapi (the spec's path) is required")
+		}
+		seen[p.ID] = at
+		if err := p.Auth.Validate(); err != nil {
+			return c.errAt(at+".auth", err.Error())
+		}
+		if err := p.RuntimeAuth.Validate(); err != nil {
+			return c.errAt(at+".runtime_auth", err.Error())
+		}
+	}
+	for i, m := range c.MCPServers {
+		at := fmt.Sprintf("mcp_servers[%d]", i)
+		switch {
+		case !validIdent(m.ID):
+			return c.errAt(at, fmt.Sprintf("id %q must be letters, digits, '-' or '_'", m.ID))
+		case seen[m.ID] != "":
+			return c.errAt(at, fmt.Sprintf("id %q is used twice (also by %s)", m.ID, seen[m.ID]))
+		case (len(m.Command) == 0) == (m.URL == ""):
+			return c.errAt(at, "needs exactly one of command or url")
+		}
+		seen[m.ID] = at
+	}
+	agents := map[string]bool{}
+	for i := range c.Agents {
+		at := fmt.Sprintf("agents[%d]", i)
+		if err := c.Agents[i].Validate(); err != nil {
+			var fe *agent.FieldError
+			if errors.As(err, &fe) {
+				return c.errAt(at+"."+fe.Field, fe.Msg)
+			}
+			return c.errAt(at, err.Error())
+		}
+		if agents[c.Agents[i].ID] {
+			return c.errAt(at, fmt.Sprintf("agent id %q is used twice", c.Agents[i].ID))
+		}
+		agents[c.Agents[i].ID] = true
+	}
+	return nil
+}
+
+func validIdent(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// resolvePaths makes file paths relative to the config file's folder.
+func (c *Config) resolvePaths(dir string) {
+	abs := func(p string) string {
+		if p == "" || filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(dir, p)
+	}
+	c.DataDir = abs(c.DataDir)
+	c.Model.Transcript = abs(c.Model.Transcript)
+	for i := range c.Providers {
+		c.Providers[i].OpenAPI = abs(c.Providers[i].OpenAPI)
+	}
+	for i := range c.Toolkits {
+		c.Toolkits[i] = abs(c.Toolkits[i])
+	}
+}

@@ -1,0 +1,122 @@
+package web
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func env(vars map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+}
+
+func TestParseConfigFull(t *testing.T) {
+	text := `
+org: acme-co
+listen: 127.0.0.1:${PORT:-9090}
+admin_key: ${TRAWL_ADMIN_KEY}
+cache: {mode: shadow}
+model: {provider: openai, base_url: "http://127.0.0.1:1/v1", api_key: "${OPENAI_API_KEY}", name: gpt-4o-mini}
+limits: {pages: 5, view_chars: 20000}
+providers:
+  - id: acme
+    openapi: ./acme.yaml
+    base_url: https://api.acme.example
+    auth: {type: bearer, token: ${ACME_TOKEN}}
+    runtime_auth: {type: bearer}
+toolkits: [./toolkits/mail.json]
+mcp_servers: [{id: files, command: [my-mcp-server, --stdio]}]
+agents:
+  - id: support
+    system: You help the support team.
+    max_steps: 12
+    agentTools:
+      - {tool_id: acme.list_orders, provider_id: acme, loop_responses: true, dataset_ttl_hours: 2}
+      - {toolkit: mail, discovery: auto}
+      - {toolkit: chat, discovery: false}
+`
+	cfg, err := ParseConfig("trawl.yaml", []byte(text), env(map[string]string{
+		"TRAWL_ADMIN_KEY": "k1", "ACME_TOKEN": "t1", "OPENAI_API_KEY": "sk-1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != "127.0.0.1:9090" || cfg.AdminKey != "k1" || cfg.Providers[0].Auth.Token != "t1" || cfg.Model.APIKey != "sk-1" {
+		t.Errorf("env expansion: listen=%q key=%q token=%q", cfg.Listen, cfg.AdminKey, cfg.Providers[0].Auth.Token)
+	}
+	if cfg.Cache.Mode != "shadow" || cfg.Limits.Pages != 5 || cfg.Limits.ViewChars != 20000 {
+		t.Errorf("cache/limits = %+v %+v", cfg.Cache, cfg.Limits)
+	}
+	a := cfg.Agents[0]
+	if a.AgentTools[0].DatasetTTLHours != 2 || !a.AgentTools[0].LoopResponses || a.AgentTools[2].Discovery != "false" {
+		t.Errorf("bindings = %+v", a.AgentTools)
+	}
+	if cfg.Line("agents[0].agentTools[1]") != 22 {
+		t.Errorf("line of agents[0].agentTools[1] = %d", cfg.Line("agents[0].agentTools[1]"))
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	tests := []struct {
+		name, text, want string
+	}{
+		{"unknown top-level key", "org: a\nlisten_addr: x\n", `trawl.yaml:2: listen_addr: unknown key "listen_addr"`},
+		{"suggestion", "lisen: x\n", `(did you mean "listen"?)`},
+		{"unknown nested key", "agents:\n  - id: a\n    agentTools:\n      - {tool_id: x, looping: true}\n", `trawl.yaml:4: agents[0].agentTools[0].looping: unknown key`},
+		{"type error", "agents:\n  - id: a\n    max_steps: many\n", "trawl.yaml:3: cannot unmarshal"},
+		{"bad cache mode", "cache: {mode: sometimes}\n", `trawl.yaml:1: cache.mode: must be on, off or shadow, not "sometimes"`},
+		{"bad listen", "listen: nowhere\n", "trawl.yaml:1: listen: must be host:port"},
+		{"duplicate provider", "providers:\n  - {id: a, openapi: x.yaml}\n  - {id: a, openapi: y.yaml}\n", `trawl.yaml:3: providers[1]: id "a" is used twice`},
+		{"provider without spec", "providers:\n  - {id: a}\n", "openapi (the spec's path) is required"},
+		{"bad auth", "providers:\n  - {id: a, openapi: x, auth: {type: oauth}}\n", "providers[0].auth"},
+		{"binding without tool", "agents:\n  - id: a\n    agentTools:\n      - {loop_responses: true}\n", "trawl.yaml:4: agents[0].agentTools[0]: needs tool_id or toolkit"},
+		{"bad discovery", "agents:\n  - id: a\n    agentTools:\n      - {toolkit: m, discovery: maybe}\n", "discovery must be auto, true or false"},
+		{"duplicate agent", "agents:\n  - {id: a}\n  - {id: a}\n", `agent id "a" is used twice`},
+		{"malformed env", "admin_key: ${OOPS\n", "malformed ${…} reference"},
+		{"not a mapping", "- a\n- b\n", "the top level must be a mapping"},
+		{"syntax", "org: [a\n", "trawl.yaml"},
+		{"mcp needs one", "mcp_servers:\n  - {id: f}\n", "needs exactly one of command or url"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseConfig("trawl.yaml", []byte(tt.text), env(nil))
+			if err == nil {
+				t.Fatalf("no error; want %q", tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error = %q; want it to contain %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error spans lines: %q", err)
+			}
+		})
+	}
+}
+
+func TestLoadConfigResolvesPaths(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "trawl.yaml")
+	os.WriteFile(path, []byte("data_dir: data\nproviders:\n  - {id: a, openapi: specs/a.yaml}\ntoolkits: [/abs/tk.json]\n"), 0o600)
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.DataDir != filepath.Join(dir, "data") || cfg.Providers[0].OpenAPI != filepath.Join(dir, "specs/a.yaml") || cfg.Toolkits[0] != "/abs/tk.json" {
+		t.Errorf("paths: %q %q %q", cfg.DataDir, cfg.Providers[0].OpenAPI, cfg.Toolkits[0])
+	}
+	_, err = LoadConfig(filepath.Join(dir, "missing.yaml"))
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+func TestEmptyConfigIsDefaults(t *testing.T) {
+	cfg, err := ParseConfig("trawl.yaml", nil, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Org != "default" || cfg.Listen != "127.0.0.1:8080" || cfg.Cache.Mode != "on" {
+		t.Errorf("defaults = %+v", cfg)
+	}
+}

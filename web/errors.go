@@ -1,0 +1,105 @@
+package web
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+)
+
+// APIError is an error meant for an API client: a status, a stable code,
+// a public message, and a private cause that is logged and never sent.
+type APIError struct {
+	Status  int
+	Code    string
+	Message string
+	Cause   error
+}
+
+func (e *APIError) Error() string {
+	if e.Cause != nil {
+		return e.Message + ": " + e.Cause.Error()
+	}
+	return e.Message
+}
+
+func (e *APIError) Unwrap() error { return e.Cause }
+
+func apiErr(status int, code, msg string) *APIError {
+	return &APIError{Status: status, Code: code, Message: msg}
+}
+
+func badRequest(msg string) *APIError { return apiErr(http.StatusBadRequest, "bad_request", msg) }
+func notFound(msg string) *APIError   { return apiErr(http.StatusNotFound, "not_found", msg) }
+func internal(cause error) *APIError {
+	return &APIError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error", Cause: cause}
+}
+
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// errorHandler is the one place errors become responses: {"error":{"code",
+// "message"}} with the right status; causes are logged, never sent.
+func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		if c.Response().Committed {
+			return
+		}
+		var ae *APIError
+		var he *echo.HTTPError
+		switch {
+		case errors.As(err, &ae):
+		case errors.As(err, &he):
+			ae = &APIError{Status: he.Code, Code: codeForStatus(he.Code), Message: http.StatusText(he.Code)}
+			if m, ok := he.Message.(string); ok && he.Code < 500 {
+				ae.Message = m
+			}
+			ae.Cause = he.Internal
+		default:
+			ae = internal(err)
+		}
+		if ae.Status >= 500 || ae.Cause != nil {
+			log.Error("request failed", "method", c.Request().Method, "path", c.Path(),
+				"status", ae.Status, "code", ae.Code, "cause", ae.Cause)
+		}
+		var body errorBody
+		body.Error.Code, body.Error.Message = ae.Code, ae.Message
+		if c.Request().Method == http.MethodHead {
+			_ = c.NoContent(ae.Status)
+			return
+		}
+		_ = c.JSON(ae.Status, body)
+	}
+}
+
+func codeForStatus(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "bad_request"
+	case http.StatusUnauthorized:
+		return "unauthorized"
+	case http.StatusForbidden:
+		return "forbidden"
+	case http.StatusNotFound:
+		return "not_found"
+	case http.StatusMethodNotAllowed:
+		return "method_not_allowed"
+	case http.StatusConflict:
+		return "conflict"
+	case http.StatusRequestEntityTooLarge:
+		return "too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limited"
+	case http.StatusServiceUnavailable:
+		return "unavailable"
+	}
+	if status >= 500 {
+		return "internal"
+	}
+	return "error"
+}

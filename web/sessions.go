@@ -1,0 +1,213 @@
+package web
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	bolt "go.etcd.io/bbolt"
+)
+
+// principal is who a request acts for: the admin, or a session's user.
+type principal struct {
+	Admin       bool
+	UserID      string            // "" for the admin
+	Credentials map[string]string // runtime credentials per provider id
+	CacheScope  string
+}
+
+const principalKey = "trawl.principal"
+
+func principalOf(c echo.Context) principal {
+	p, _ := c.Get(principalKey).(principal)
+	return p
+}
+
+// session is what the store keeps of a session: never the token (only its
+// hash is the key) and the runtime credentials sealed with a key derived
+// from the token, so the store alone cannot reveal them.
+type session struct {
+	UserID     string    `json:"user_id"`
+	CacheScope string    `json:"cache_scope,omitempty"`
+	Sealed     []byte    `json:"sealed,omitempty"` // AES-GCM(nonce‖ciphertext) of the credentials
+	Expires    time.Time `json:"expires_at"`
+}
+
+// SessionStore keeps sessions by token hash. Implementations are safe for
+// concurrent use.
+type SessionStore interface {
+	PutSession(ctx context.Context, hash string, s session) error
+	GetSession(ctx context.Context, hash string) (session, bool, error)
+}
+
+var bucketSessions = []byte("sessions")
+
+// boltSessions is the embedded SessionStore.
+type boltSessions struct{ db *bolt.DB }
+
+func newBoltSessions(db *bolt.DB) (*boltSessions, error) {
+	err := db.Update(func(tx *bolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(bucketSessions)
+		return err
+	})
+	return &boltSessions{db: db}, err
+}
+
+func (b *boltSessions) PutSession(_ context.Context, hash string, s session) error {
+	v, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	return b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketSessions).Put([]byte(hash), v) })
+}
+
+func (b *boltSessions) GetSession(_ context.Context, hash string) (session, bool, error) {
+	var s session
+	var found bool
+	err := b.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketSessions).Get([]byte(hash))
+		if v == nil {
+			return nil
+		}
+		found = true
+		return json.Unmarshal(v, &s)
+	})
+	return s, found, err
+}
+
+func tokenHash(token string) string {
+	sum := sha256.Sum256([]byte("trawl-session:" + token))
+	return hex.EncodeToString(sum[:])
+}
+
+func sealKey(token string) []byte {
+	sum := sha256.Sum256([]byte("trawl-session-credentials:" + token))
+	return sum[:]
+}
+
+func seal(token string, creds map[string]string) ([]byte, error) {
+	plain, err := json.Marshal(creds)
+	if err != nil {
+		return nil, err
+	}
+	block, err := aes.NewCipher(sealKey(token))
+	if err != nil {
+		return nil, err
+	}
+	gcm, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	nonce := make([]byte, gcm.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	return gcm.Seal(nonce, nonce, plain, nil), nil
+}
+
+func unseal(token string, sealed []byte) (map[string]string, error) {
+	if len(sealed) == 0 {
+		return nil, nil
+	}
+	block, err := aes.NewCipher(sealKey(token))
+	if err != nil {
+		return nil, err
+	}
+	gcm, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	if len(sealed) < gcm.NonceSize() {
+		return nil, errors.New("sealed credentials too short")
+	}
+	plain, err := gcm.Open(nil, sealed[:gcm.NonceSize()], sealed[gcm.NonceSize():], nil)
+	if err != nil {
+		return nil, err
+	}
+	var creds map[string]string
+	return creds, json.Unmarshal(plain, &creds)
+}
+
+type sessionRequest struct {
+	UserID             string            `json:"user_id"`
+	RuntimeCredentials map[string]string `json:"runtime_credentials"`
+	CacheScope         string            `json:"cache_scope"`
+	TTLSeconds         int               `json:"ttl_seconds"`
+}
+
+// createSession mints a user session (admin only).
+func (s *Server) createSession(c echo.Context) error {
+	var req sessionRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	switch {
+	case req.UserID == "" || len(req.UserID) > 200:
+		return badRequest("user_id is required (at most 200 characters)")
+	case req.TTLSeconds < 0 || req.TTLSeconds > 30*24*3600:
+		return badRequest("ttl_seconds must be between 1 and 2592000 (30 days)")
+	case len(req.CacheScope) > 200:
+		return badRequest("cache_scope is at most 200 characters")
+	}
+	for p := range req.RuntimeCredentials {
+		if len(s.catalog.Provider(p)) == 0 {
+			return badRequest(fmt.Sprintf("runtime_credentials: unknown provider %q", p))
+		}
+	}
+	ttl := time.Duration(req.TTLSeconds) * time.Second
+	if ttl == 0 {
+		ttl = 12 * time.Hour
+	}
+	token := "trawl_sess_" + randomHex(32)
+	sealed, err := seal(token, req.RuntimeCredentials)
+	if err != nil {
+		return internal(err)
+	}
+	expires := time.Now().Add(ttl).UTC().Truncate(time.Second)
+	if err := s.sessions.PutSession(c.Request().Context(), tokenHash(token), session{
+		UserID: req.UserID, CacheScope: req.CacheScope, Sealed: sealed, Expires: expires}); err != nil {
+		return internal(err)
+	}
+	return c.JSON(http.StatusCreated, map[string]any{"token": token, "expires_at": expires})
+}
+
+// requireUser admits the admin key or a live session token.
+func (s *Server) requireUser(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		tok, ok := bearer(c.Request())
+		if !ok {
+			return unauthorized()
+		}
+		if subtle.ConstantTimeCompare([]byte(tok), []byte(s.adminKey)) == 1 {
+			c.Set(principalKey, principal{Admin: true})
+			return next(c)
+		}
+		sess, found, err := s.sessions.GetSession(c.Request().Context(), tokenHash(tok))
+		if err != nil {
+			return internal(err)
+		}
+		if !found || time.Now().After(sess.Expires) {
+			return unauthorized()
+		}
+		creds, err := unseal(tok, sess.Sealed)
+		if err != nil {
+			return internal(fmt.Errorf("unsealing session credentials: %w", err))
+		}
+		c.Set(principalKey, principal{UserID: sess.UserID, Credentials: creds, CacheScope: sess.CacheScope})
+		return next(c)
+	}
+}
+
+func unauthorized() error {
+	return apiErr(http.StatusUnauthorized, "unauthorized", "a valid admin key or session token is required (Authorization: Bearer <token>)")
+}

@@ -1,0 +1,74 @@
+package web
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+	"github.com/trawl-dev/trawl/loop/paginate"
+	"github.com/trawl-dev/trawl/tools"
+)
+
+// toolView is a tool as the tools API shows it.
+type toolView struct {
+	ID          string         `json:"id"`
+	Name        string         `json:"name"`
+	Description string         `json:"description"`
+	Kind        tools.Kind     `json:"kind"`
+	Provider    string         `json:"provider"`
+	Toolkit     string         `json:"toolkit,omitempty"`
+	Method      string         `json:"method,omitempty"`
+	Path        string         `json:"path,omitempty"`
+	OperationID string         `json:"operationId,omitempty"`
+	InputSchema map[string]any `json:"inputSchema"`
+	Pagination  paginate.Plan  `json:"pagination"`
+}
+
+func (s *Server) view(t *tools.Tool) toolView {
+	return toolView{
+		ID: t.ID, Name: t.Name, Description: t.Description, Kind: t.Kind, Provider: t.Provider,
+		Toolkit: t.Toolkit, Method: t.Method, Path: t.Path, OperationID: t.OperationID,
+		InputSchema: s.engine.Schema(t, true),
+		Pagination:  s.engine.Plan(t),
+	}
+}
+
+func (s *Server) listTools(c echo.Context) error {
+	all := s.catalog.All()
+	out := make([]toolView, 0, len(all))
+	kind := c.QueryParam("kind")
+	for _, t := range all {
+		if kind != "" && string(t.Kind) != kind {
+			continue
+		}
+		out = append(out, s.view(t))
+	}
+	return c.JSON(http.StatusOK, map[string]any{"tools": out})
+}
+
+func (s *Server) getTool(c echo.Context) error {
+	t, ok := s.catalog.Get(c.Param("tool_id"))
+	if !ok {
+		return notFound("no tool " + strconv.Quote(c.Param("tool_id")))
+	}
+	return c.JSON(http.StatusOK, s.view(t))
+}
+
+func (s *Server) listActivity(c echo.Context) error {
+	limit := 100
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return badRequest("limit must be a whole number from 1 to 1000")
+		}
+		limit = n
+	}
+	acts, err := s.activity.List(c.Request().Context(), c.QueryParam("thread_id"), limit)
+	if err != nil {
+		return internal(err)
+	}
+	if acts == nil {
+		acts = []tools.Activity{}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"activity": acts})
+}

@@ -1,0 +1,51 @@
+package web
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/stream"
+)
+
+// newAgents builds the agent registry, thread and session stores, the
+// event log and the runner.
+func (s *Server) newAgents(ctx context.Context) error {
+	store, err := agent.NewBoltStore(s.db)
+	if err != nil {
+		return err
+	}
+	s.threads = store
+	check := func(b agent.Binding) error { return s.checkBinding(b.ToolID, b.ProviderID, b.Toolkit) }
+	if s.agents, err = agent.NewRegistry(ctx, s.cfg.Agents, store, check); err != nil {
+		return err
+	}
+	if s.sessions, err = newBoltSessions(s.db); err != nil {
+		return err
+	}
+	mem := stream.NewMemoryLog(stream.MemoryLogOptions{})
+	s.events = mem
+	model, err := s.newModel()
+	if err != nil {
+		return err
+	}
+	if model != nil {
+		s.runner = agent.NewRunner(agent.RunnerOptions{
+			Model: model, ModelName: s.cfg.Model.Name, Engine: s.engine, Retrieval: s.results,
+			Catalog: s.catalog, Logger: s.log,
+		})
+	}
+	return nil
+}
+
+// requireModel answers 503 when no model is configured.
+func (s *Server) requireModel(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.runner == nil {
+			return apiErr(http.StatusServiceUnavailable, "no_model",
+				"no model is configured: set model.api_key (or OPENAI_API_KEY) or model.provider: replay")
+		}
+		return next(c)
+	}
+}
