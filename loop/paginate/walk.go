@@ -213,10 +213,21 @@ func (e *PageError) Unwrap() error { return e.Err }
 // kept whole (never cut), so LastCursor is an exact resume point and at
 // most one page more than the budget is held.
 //
+// The first response refines the plan (Refine). With AllPages and a size
+// parameter the caller left unset, Walk asks for the schema's maximum
+// (else 100, never above the item budget). A server that serves fewer
+// than asked is walked by what it serves: the first page's count becomes
+// the page size when a total says more exists, or when the size was the
+// walker's own guess (no schema maximum) — then the next page decides,
+// at the price of one request on collections smaller than the guess.
+// Without AllPages the page budget is one: a first page that says more
+// ends as budget_pages with LikelyMore.
+//
 // Walk returns an error only when the first page fails (a *PageError), on
 // bad options, or when ctx is cancelled; any later failure ends the walk
-// as a partial Result. A Meter already spent before the first request
-// gives a Result with no page and the budget's reason.
+// as a partial Result. A deadline on ctx counts as the time budget. A
+// Meter already spent before the first request gives a Result with no
+// page and the budget's reason.
 func Walk(ctx context.Context, o WalkOptions) (*Result, error) {
 	if o.Caller == nil {
 		return nil, errors.New("paginate: WalkOptions.Caller is nil")
