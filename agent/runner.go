@@ -192,8 +192,19 @@ func (r *Runner) step(ctx context.Context, st *turnState, def Definition, bound 
 	textOpen, reasonOpen := false, false
 	calls := map[int]*ToolCall{}
 	var order []int
+	// keepPartial keeps what the model streamed before a failure or a
+	// stop, so the thread shows it.
+	keepPartial := func() {
+		if reasonOpen {
+			st.msg.Parts = append(st.msg.Parts, Part{Type: "reasoning", Text: reasoning.String(), State: "done"})
+		}
+		if textOpen {
+			st.msg.Parts = append(st.msg.Parts, Part{Type: "text", Text: text.String(), State: "done"})
+		}
+	}
 	for ev, err := range r.opt.Model.Stream(ctx, ModelRequest{Model: r.opt.ModelName, Messages: msgs, Tools: specs}) {
 		if err != nil {
+			keepPartial()
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}

@@ -150,10 +150,19 @@ func applyRequest(t *agent.Thread, req chatRequest) error {
 		return errors.New("messages must hold the new user message")
 	}
 	last := req.Messages[len(req.Messages)-1]
-	for _, m := range t.Msgs {
-		if m.ID != "" && m.ID == last.ID {
-			return fmt.Errorf("message %q is already in the chat", last.ID)
+	for i, m := range t.Msgs {
+		if m.ID == "" || m.ID != last.ID {
+			continue
 		}
+		// The same message again (a client retrying after a lost
+		// response): answer it anew if it is the latest user message.
+		for _, later := range t.Msgs[i+1:] {
+			if later.Role == agent.RoleUser {
+				return fmt.Errorf("message %q is already in the chat and is not its latest user message", last.ID)
+			}
+		}
+		t.Msgs = t.Msgs[:i+1]
+		return nil
 	}
 	if err := agent.ValidateIncoming(last); err != nil {
 		return err

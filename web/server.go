@@ -41,6 +41,9 @@ type Options struct {
 	Stdout io.Writer
 	// BodyLimit bounds request bodies. Zero: "4M".
 	BodyLimit string
+	// Model replaces the configured model (tests, embedding). Zero: the
+	// model the config names.
+	Model agent.Model
 }
 
 // Server is one trawl deployment.
@@ -117,7 +120,7 @@ func New(ctx context.Context, cfg *Config, opt Options) (*Server, error) {
 	if s.engine, err = s.newEngine(); err != nil {
 		return nil, err
 	}
-	if err := s.newAgents(ctx); err != nil {
+	if err := s.newAgents(ctx, opt.Model); err != nil {
 		return nil, err
 	}
 	s.echo = s.routes(opt)

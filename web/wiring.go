@@ -11,7 +11,7 @@ import (
 
 // newAgents builds the agent registry, thread and session stores, the
 // event log and the runner.
-func (s *Server) newAgents(ctx context.Context) error {
+func (s *Server) newAgents(ctx context.Context, model agent.Model) error {
 	store, err := agent.NewBoltStore(s.db)
 	if err != nil {
 		return err
@@ -26,9 +26,10 @@ func (s *Server) newAgents(ctx context.Context) error {
 	}
 	mem := stream.NewMemoryLog(stream.MemoryLogOptions{})
 	s.events = mem
-	model, err := s.newModel()
-	if err != nil {
-		return err
+	if model == nil {
+		if model, err = s.newModel(); err != nil {
+			return err
+		}
 	}
 	if model != nil {
 		s.runner = agent.NewRunner(agent.RunnerOptions{
