@@ -106,3 +106,16 @@ func uniqueName(n string) string {
 	}
 	return n
 }
+
+// ToolNames are the model-facing names of an agent's bound tools.
+func ToolNames(d Definition, cat *tools.Catalog) ([]string, error) {
+	bound, err := resolveBindings(d, cat)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(bound))
+	for i, b := range bound {
+		out[i] = b.name
+	}
+	return out, nil
+}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/stream"
 )
 
 // sseEvent is one event of a stream as a client reads it.
@@ -459,4 +460,31 @@ func TestConformanceRealServer(t *testing.T) {
 		t.Fatalf("check.mjs: %v\n%s", err, out)
 	}
 	t.Logf("%s", out)
+}
+
+func TestReplayDemoTranscript(t *testing.T) {
+	ts := startDemo(t, nil)
+	tr, err := agent.ParseTranscript(demoScript())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failures []string
+	thread, err := ts.Replay(context.Background(), tr, "", func(c stream.Chunk) {
+		switch c := c.(type) {
+		case stream.ToolOutputError:
+			failures = append(failures, c.ErrorText)
+		case stream.ToolInputError:
+			failures = append(failures, c.ErrorText)
+		}
+	})
+	if err != nil || len(failures) > 0 {
+		t.Fatalf("replay: %v %v", err, failures)
+	}
+	b, _ := json.Marshal(thread.Msgs)
+	// The recorded answers hold the numbers the live tools produce.
+	for _, want := range []string{`"matched":157`, `"_pagingComplete":true`, "278 open orders"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("replayed thread lacks %s", want)
+		}
+	}
 }

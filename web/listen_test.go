@@ -1,5 +1,11 @@
 package web
 
-import "net"
+import (
+	"net"
+
+	"github.com/trawl-dev/trawl/tools/demo"
+)
 
 func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+
+func demoScript() []byte { return demo.ReplayScript() }

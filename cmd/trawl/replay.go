@@ -2,11 +2,108 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/stream"
+	"github.com/trawl-dev/trawl/web"
 )
 
-// replay plays a recorded conversation against live tools (issue: the
-// agent runtime). Until the runtime lands it refuses clearly.
+// replay plays a recorded conversation against the live tools as an
+// experiment run: a readable account on stderr, the resulting thread
+// (UIMessage[]) as JSON on stdout. It fails (exit 1) when a tool call
+// failed.
 func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return usagef("replay: not available yet")
+	fs := flagSet("replay", stderr)
+	agentID := fs.String("agent", "", "the agent to replay against (default: the only agent, or demo)")
+	cfgPath := fs.String("config", "", "config file (default ./trawl.yaml, else the demo)")
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return usagef("replay: usage: trawl replay TRANSCRIPT [--agent ID] [--config F]")
+	}
+	path, rest := args[0], args[1:]
+	if err := parseFlags(fs, rest); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("replay: unexpected argument %q", fs.Arg(0))
+	}
+	tr, err := agent.LoadTranscript(path)
+	if err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	dataDir, err := os.MkdirTemp("", "trawl-replay-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dataDir)
+	cfg.DataDir = dataDir
+	quiet := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err := web.New(ctx, cfg, web.Options{Logger: quiet, Stdout: io.Discard})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	acct := &account{w: stderr}
+	thread, err := srv.Replay(ctx, tr, *agentID, acct.chunk)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(thread.Msgs); err != nil {
+		return err
+	}
+	if acct.failed > 0 {
+		return fmt.Errorf("replay: %d tool calls failed", acct.failed)
+	}
+	return nil
+}
+
+// account writes a readable account of a replayed run.
+type account struct {
+	w      io.Writer
+	text   strings.Builder
+	failed int
+}
+
+func (a *account) chunk(c stream.Chunk) {
+	switch c := c.(type) {
+	case stream.TextDelta:
+		a.text.WriteString(c.Delta)
+	case stream.TextEnd:
+		fmt.Fprintf(a.w, "assistant: %s\n", a.text.String())
+		a.text.Reset()
+	case stream.ToolInputAvailable:
+		in, _ := json.Marshal(c.Input)
+		fmt.Fprintf(a.w, "tool %s %s\n", c.ToolName, in)
+	case stream.ToolOutputAvailable:
+		var v struct {
+			Complete *bool  `json:"_pagingComplete"`
+			Stopped  string `json:"_stoppedBy"`
+			Note     string `json:"_note"`
+		}
+		if b, err := json.Marshal(c.Output); err == nil {
+			json.Unmarshal(b, &v)
+		}
+		if v.Complete != nil {
+			fmt.Fprintf(a.w, "  → %s\n", v.Note)
+		} else {
+			fmt.Fprintf(a.w, "  → ok\n")
+		}
+	case stream.ToolOutputError:
+		a.failed++
+		fmt.Fprintf(a.w, "  → error: %s\n", c.ErrorText)
+	case stream.ToolInputError:
+		a.failed++
+		fmt.Fprintf(a.w, "  → error: %s\n", c.ErrorText)
+	}
 }

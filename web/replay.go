@@ -1,0 +1,79 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/stream"
+)
+
+// Replay plays a recorded conversation against the live tools as an
+// experiment run (it never reads the dataset cache): each turn's user
+// message is sent to agentID ("" means the only agent, or "demo") and the
+// replay model plays the recorded steps while the tools run. emit receives
+// every chunk (may be nil). It returns the resulting thread.
+func (s *Server) Replay(ctx context.Context, t *agent.Transcript, agentID string, emit func(stream.Chunk)) (*agent.Thread, error) {
+	if agentID == "" {
+		switch defs := s.agents.List(); {
+		case len(defs) == 1:
+			agentID = defs[0].ID
+		default:
+			if _, ok := s.agents.Get("demo"); !ok {
+				return nil, fmt.Errorf("several agents: name one with --agent")
+			}
+			agentID = "demo"
+		}
+	}
+	def, ok := s.agents.Get(agentID)
+	if !ok {
+		return nil, fmt.Errorf("no agent %q", agentID)
+	}
+	names, err := s.toolNames(def)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.Validate(names); err != nil {
+		return nil, err
+	}
+	runner := agent.NewRunner(agent.RunnerOptions{
+		Model: agent.NewReplay(t, agent.ReplayOptions{}), Engine: s.engine, Retrieval: s.results,
+		Catalog: s.catalog, Logger: s.log,
+	})
+	now := time.Now().UTC()
+	chat := "replay-" + randomHex(6)
+	thread := &agent.Thread{Key: agent.ThreadKey("", agentID, chat), ChatID: chat, AgentID: agentID, Created: now}
+	for i, turn := range t.Turns {
+		thread.Msgs = append(thread.Msgs, agent.UIMessage{ID: fmt.Sprintf("user_%d", i), Role: agent.RoleUser,
+			Parts: []agent.Part{{Type: "text", Text: turn.User}}})
+		err := runner.Run(ctx, &agent.Turn{
+			Agent:  func() (agent.Definition, bool) { return s.agents.Get(agentID) },
+			Thread: thread, Org: s.cfg.Org, Experiment: true,
+			Emit: func(c stream.Chunk) error {
+				if emit != nil {
+					emit(c)
+				}
+				return nil
+			},
+		})
+		if err != nil {
+			return thread, fmt.Errorf("turn %d: %w", i, err)
+		}
+	}
+	thread.Updated = time.Now().UTC()
+	return thread, s.threads.PutThread(ctx, thread)
+}
+
+// toolNames are the function names the agent offers a model, meta-tools
+// included.
+func (s *Server) toolNames(def agent.Definition) ([]string, error) {
+	names, err := agent.ToolNames(def, s.catalog)
+	if err != nil {
+		return nil, err
+	}
+	for _, rt := range s.results.Tools() {
+		names = append(names, rt.Name)
+	}
+	return names, nil
+}
