@@ -1,0 +1,394 @@
+package discovery
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis"
+	"github.com/blevesearch/bleve/v2/analysis/analyzer/custom"
+	"github.com/blevesearch/bleve/v2/analysis/analyzer/keyword"
+	"github.com/blevesearch/bleve/v2/analysis/lang/en"
+	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
+	"github.com/blevesearch/bleve/v2/analysis/tokenizer/unicode"
+	"github.com/blevesearch/bleve/v2/index/scorch"
+	"github.com/blevesearch/bleve/v2/mapping"
+	"github.com/blevesearch/bleve/v2/search/query"
+	index "github.com/blevesearch/bleve_index_api"
+
+	"github.com/trawl-dev/trawl/tools"
+)
+
+// Index is a full-text index over pooled tools, ranked with BM25. It is
+// immutable once built and safe for concurrent use; when the pooled
+// toolkits change, build a new Index and Close the old one.
+type Index struct {
+	bleve    bleve.Index
+	stemmed  analysis.Analyzer // the English analyzer the text fields use
+	plain    analysis.Analyzer // lowercase words without stop words, unstemmed
+	tools    []*tools.Tool     // as given
+	byID     map[string]*tools.Tool
+	byName   map[string]*tools.Tool
+	toolkits map[string]string // lowercased toolkit id or name → toolkit id
+	kitIDs   []string          // sorted toolkit ids, for error messages
+	synonyms bool              // expand queries with the thesaurus (tests turn it off to compare)
+}
+
+// Hit is one search result.
+type Hit struct {
+	Tool  *tools.Tool
+	Score float64
+}
+
+// Default and maximum number of results of search_tools.
+const (
+	DefaultSearchLimit = 5
+	MaxSearchLimit     = 10
+)
+
+// ErrUnknownToolkit is returned by Search for a toolkit filter that names
+// no toolkit of the index.
+var ErrUnknownToolkit = errors.New("unknown toolkit")
+
+// Index fields and how much a match in each weighs. A tool's name says
+// what it does most densely, its description next; the toolkit text and
+// the parameters help tell close tools apart.
+const (
+	fieldName        = "name"
+	fieldDescription = "description"
+	fieldParams      = "params"
+	fieldToolkit     = "toolkit"
+	fieldKit         = "kit"   // keyword: lowercased toolkit id and name, for the filter
+	fieldExact       = "exact" // keyword: the name as exactKey spells it, with and without its toolkit prefix
+	// Unstemmed words, for the typo fallback only: a typo often changes
+	// the stem ("vacaton" stays "vacaton", two edits from "vacat", the
+	// stem of "vacation"), so edits are counted on whole words.
+	fieldNameWords = "name_words"
+	fieldWords     = "words" // description, parameter names, toolkit name
+
+	// exactBoost weighs a query that spells a whole tool name.
+	exactBoost = 5
+
+	analyzerPlain = "discovery_plain"
+)
+
+// fuzzyBoosts are the fields the typo fallback searches.
+var fuzzyBoosts = []struct {
+	field string
+	boost float64
+}{
+	{fieldNameWords, 3},
+	{fieldWords, 1},
+}
+
+var fieldBoosts = []struct {
+	field string
+	boost float64
+}{
+	{fieldName, 3},
+	{fieldDescription, 1},
+	{fieldParams, 0.3},
+	{fieldToolkit, 0.5},
+}
+
+// NewIndex indexes ts in memory: each tool's name (split into words, its
+// toolkit prefix dropped), description, toolkit id, name and description,
+// and its parameters' names and descriptions, with English stemming.
+// Tool ids and names must be unique.
+func NewIndex(ts []*tools.Tool) (*Index, error) {
+	im, err := newMapping()
+	if err != nil {
+		return nil, fmt.Errorf("discovery: index mapping: %w", err)
+	}
+	ix := &Index{
+		stemmed:  im.AnalyzerNamed(en.AnalyzerName),
+		plain:    im.AnalyzerNamed(analyzerPlain),
+		tools:    slices.Clone(ts),
+		byID:     make(map[string]*tools.Tool, len(ts)),
+		byName:   make(map[string]*tools.Tool, len(ts)),
+		toolkits: map[string]string{},
+		synonyms: true,
+	}
+	if ix.stemmed == nil || ix.plain == nil {
+		return nil, errors.New("discovery: analyzers not registered")
+	}
+	for i, t := range ts {
+		if t == nil {
+			return nil, fmt.Errorf("discovery: tool %d is nil", i)
+		}
+		if _, dup := ix.byID[t.ID]; dup {
+			return nil, fmt.Errorf("discovery: tool id %q is indexed twice", t.ID)
+		}
+		if other, dup := ix.byName[t.Name]; dup {
+			return nil, fmt.Errorf("discovery: tools %q and %q share the name %q", other.ID, t.ID, t.Name)
+		}
+		ix.byID[t.ID] = t
+		ix.byName[t.Name] = t
+		kit := toolkitOf(t)
+		if _, seen := ix.toolkits[strings.ToLower(kit)]; !seen {
+			ix.kitIDs = append(ix.kitIDs, kit)
+		}
+		ix.toolkits[strings.ToLower(kit)] = kit
+		if t.ToolkitName != "" {
+			ix.toolkits[strings.ToLower(t.ToolkitName)] = kit
+		}
+	}
+	slices.Sort(ix.kitIDs)
+
+	// An in-memory scorch index: NewMemOnly builds an upsidedown index,
+	// which cannot give BM25 its field statistics and silently scores
+	// with TF-IDF instead.
+	b, err := bleve.NewUsing("", im, scorch.Name, scorch.Name, nil)
+	if err != nil {
+		return nil, fmt.Errorf("discovery: creating index: %w", err)
+	}
+	batch := b.NewBatch()
+	for _, t := range ts {
+		if err := batch.Index(t.ID, document(t)); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("discovery: indexing %s: %w", t.ID, err)
+		}
+	}
+	if err := b.Batch(batch); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("discovery: indexing: %w", err)
+	}
+	ix.bleve = b
+	return ix, nil
+}
+
+func newMapping() (*mapping.IndexMappingImpl, error) {
+	im := bleve.NewIndexMapping()
+	im.ScoringModel = index.BM25Scoring
+	im.DefaultAnalyzer = en.AnalyzerName
+	im.IndexDynamic = false
+	im.StoreDynamic = false
+	im.DocValuesDynamic = false
+	err := im.AddCustomAnalyzer(analyzerPlain, map[string]any{
+		"type":          custom.Name,
+		"tokenizer":     unicode.Name,
+		"token_filters": []any{lowercase.Name, en.StopName},
+	})
+	if err != nil {
+		return nil, err
+	}
+	doc := bleve.NewDocumentStaticMapping()
+	text := func(analyzer string) *mapping.FieldMapping {
+		f := bleve.NewTextFieldMapping()
+		f.Analyzer = analyzer
+		f.Store = false
+		f.IncludeInAll = false
+		f.IncludeTermVectors = false
+		f.DocValues = false
+		return f
+	}
+	for _, fb := range fieldBoosts {
+		doc.AddFieldMappingsAt(fb.field, text(en.AnalyzerName))
+	}
+	doc.AddFieldMappingsAt(fieldKit, text(keyword.Name))
+	doc.AddFieldMappingsAt(fieldExact, text(keyword.Name))
+	doc.AddFieldMappingsAt(fieldNameWords, text(analyzerPlain))
+	doc.AddFieldMappingsAt(fieldWords, text(analyzerPlain))
+	im.DefaultMapping = doc
+	return im, nil
+}
+
+// toolkitOf is the toolkit a tool is searched under.
+func toolkitOf(t *tools.Tool) string { return cmp.Or(t.Toolkit, t.Provider) }
+
+// document is what the index holds of a tool.
+func document(t *tools.Tool) map[string]any {
+	var params, paramNames strings.Builder
+	for _, p := range t.Params {
+		paramNames.WriteString(splitIdentifiers(p.Name))
+		paramNames.WriteString("\n")
+		params.WriteString(splitIdentifiers(p.Name))
+		params.WriteString(". ")
+		params.WriteString(p.Description)
+		params.WriteString("\n")
+	}
+	kit := toolkitOf(t)
+	kits := []string{strings.ToLower(kit)}
+	if t.ToolkitName != "" {
+		kits = append(kits, strings.ToLower(t.ToolkitName))
+	}
+	short := nameWords(t.Name, kit, t.ToolkitName, t.Provider)
+	return map[string]any{
+		fieldExact:       uniqueStrings(exactKey(t.Name), exactKey(short)),
+		fieldName:        short,
+		fieldDescription: t.Description,
+		fieldParams:      params.String(),
+		fieldToolkit:     strings.Join([]string{splitIdentifiers(kit), t.ToolkitName, t.ToolkitDescription}, "\n"),
+		fieldKit:         kits,
+		fieldNameWords:   short,
+		fieldWords:       strings.Join([]string{t.Description, paramNames.String(), t.ToolkitName}, "\n"),
+	}
+}
+
+// Len is the number of tools indexed.
+func (ix *Index) Len() int { return len(ix.tools) }
+
+// Tools are the indexed tools, in the order given to NewIndex.
+func (ix *Index) Tools() []*tools.Tool { return slices.Clone(ix.tools) }
+
+// Tool returns the indexed tool with the given model-facing name.
+func (ix *Index) Tool(name string) (*tools.Tool, bool) {
+	t, ok := ix.byName[name]
+	return t, ok
+}
+
+// Close releases the index.
+func (ix *Index) Close() error { return ix.bleve.Close() }
+
+// Search returns the tools that best match query, best first (equal
+// scores by tool id). toolkit, when not empty, keeps only that toolkit's
+// tools (by id or display name, any case). limit <= 0 means
+// DefaultSearchLimit.
+//
+// The query is read as words: identifiers are split (so a tool name
+// works as a query), case is ignored and English words are stemmed;
+// words of the thesaurus also match their usual synonyms, at a lower
+// weight. When nothing matches, the words are tried again allowing one
+// edit each, to forgive a typo.
+func (ix *Index) Search(q, toolkit string, limit int) ([]Hit, error) {
+	if limit <= 0 {
+		limit = DefaultSearchLimit
+	}
+	var kit string
+	if toolkit = strings.TrimSpace(toolkit); toolkit != "" {
+		id, ok := ix.toolkits[strings.ToLower(toolkit)]
+		if !ok {
+			return nil, fmt.Errorf("%w %q: the searchable toolkits are %s", ErrUnknownToolkit, toolkit, strings.Join(ix.kitIDs, ", "))
+		}
+		kit = strings.ToLower(id)
+	}
+	terms := ix.queryTerms(q)
+	if len(terms) == 0 {
+		return nil, nil
+	}
+	hits, err := ix.run(ix.buildQuery(q, terms, false), kit, limit)
+	if err != nil || len(hits) > 0 {
+		return hits, err
+	}
+	return ix.run(ix.buildQuery(q, terms, true), kit, limit)
+}
+
+// queryTerm is one analysed word of a query with its weight: 1 for the
+// query's own words, less for words the thesaurus added.
+type queryTerm struct {
+	stem   string  // as the index holds it
+	plain  string  // lowercased, unstemmed: what a typo fallback compares
+	weight float64 // multiplies the field boosts
+}
+
+// queryTerms analyses a query: identifiers split, lowercased, stop words
+// dropped, stemmed, duplicates merged; then thesaurus expansions.
+func (ix *Index) queryTerms(q string) []queryTerm {
+	text := splitIdentifiers(q)
+	var out []queryTerm
+	seen := map[string]bool{}
+	add := func(plain string, weight float64) {
+		for _, tok := range ix.stemmed.Analyze([]byte(plain)) {
+			stem := string(tok.Term)
+			if seen[stem] {
+				continue
+			}
+			seen[stem] = true
+			out = append(out, queryTerm{stem: stem, plain: plain, weight: weight})
+		}
+	}
+	plain := ix.plain.Analyze([]byte(text))
+	for _, tok := range plain {
+		add(string(tok.Term), 1)
+	}
+	if ix.synonyms {
+		for _, exp := range expand(plain) {
+			add(exp, synonymWeight)
+		}
+	}
+	return out
+}
+
+// buildQuery is a disjunction of per-field queries, each a disjunction
+// of the query's terms in that field, boosted by the field's weight: a
+// word counts more in the name than in the description, and more there
+// than in the parameters. Within a field, a tool covering more of the
+// query's words ranks higher (bleve's coordination factor), and so does a
+// tool matching in more fields. One more clause matches the query as a
+// whole tool name ("MAIL_LIST_LABELS", "mail list labels", "list
+// labels"), so asking for a tool by name finds it first.
+//
+// The fuzzy form is the typo fallback: each unstemmed word matches any
+// word within one edit of it, in the name and in the rest of the text.
+func (ix *Index) buildQuery(q string, terms []queryTerm, fuzzy bool) query.Query {
+	if fuzzy {
+		clauses := make([]query.Query, 0, len(fuzzyBoosts))
+		for _, fb := range fuzzyBoosts {
+			perTerm := make([]query.Query, 0, len(terms))
+			for _, t := range terms {
+				fq := bleve.NewFuzzyQuery(t.plain)
+				fq.SetFuzziness(1)
+				fq.SetField(fb.field)
+				fq.SetBoost(fb.boost * t.weight)
+				perTerm = append(perTerm, fq)
+			}
+			clauses = append(clauses, bleve.NewDisjunctionQuery(perTerm...))
+		}
+		return bleve.NewDisjunctionQuery(clauses...)
+	}
+	clauses := make([]query.Query, 0, len(fieldBoosts)+1)
+	for _, fb := range fieldBoosts {
+		perTerm := make([]query.Query, 0, len(terms))
+		for _, t := range terms {
+			tq := bleve.NewTermQuery(t.stem)
+			tq.SetField(fb.field)
+			tq.SetBoost(fb.boost * t.weight)
+			perTerm = append(perTerm, tq)
+		}
+		clauses = append(clauses, bleve.NewDisjunctionQuery(perTerm...))
+	}
+	if key := exactKey(q); key != "" {
+		tq := bleve.NewTermQuery(key)
+		tq.SetField(fieldExact)
+		tq.SetBoost(exactBoost)
+		clauses = append(clauses, tq)
+	}
+	return bleve.NewDisjunctionQuery(clauses...)
+}
+
+// exactKey is how a tool name is compared whole: its words, lowercased,
+// joined with "_".
+func exactKey(s string) string { return strings.ToLower(strings.Join(splitWords(s), "_")) }
+
+func (ix *Index) run(q query.Query, kit string, limit int) ([]Hit, error) {
+	if kit != "" {
+		tq := bleve.NewTermQuery(kit)
+		tq.SetField(fieldKit)
+		tq.SetBoost(0) // filters; adds nothing to the score
+		q = bleve.NewConjunctionQuery(q, tq)
+	}
+	req := bleve.NewSearchRequestOptions(q, limit, 0, false)
+	req.SortBy([]string{"-_score", "_id"})
+	res, err := ix.bleve.Search(req)
+	if err != nil {
+		return nil, fmt.Errorf("discovery: search: %w", err)
+	}
+	hits := make([]Hit, 0, len(res.Hits))
+	for _, h := range res.Hits {
+		if t, ok := ix.byID[h.ID]; ok {
+			hits = append(hits, Hit{Tool: t, Score: h.Score})
+		}
+	}
+	return hits, nil
+}
+
+// uniqueStrings is a and b, or a alone when they are equal.
+func uniqueStrings(a, b string) []string {
+	if a == b {
+		return []string{a}
+	}
+	return []string{a, b}
+}
