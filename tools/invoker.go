@@ -488,3 +488,16 @@ func scalarString(v any) string {
 		return string(b)
 	}
 }
+
+// HasOrgCredential reports whether provider's requests carry an
+// organization credential (so its users need not connect their own).
+func (inv *Invoker) HasOrgCredential(provider string) bool {
+	a := inv.providerAuth(provider)
+	switch a.Org.Type {
+	case AuthBasic:
+		return a.Org.Username != "" || a.Org.Password != ""
+	case AuthBearer, AuthAPIKey:
+		return a.Org.Token != ""
+	}
+	return false
+}

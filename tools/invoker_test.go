@@ -214,7 +214,7 @@ func TestInvokerFormBody(t *testing.T) {
 	inv := NewInvoker(InvokerOptions{})
 	tool := &Tool{ID: "s.create", Provider: "s", Name: "create", Method: "POST", Path: "/v1/customers", Origin: srv.URL,
 		ContentType: "application/x-www-form-urlencoded",
-		Params: []Param{{Name: "email", In: InBody}, {Name: "metadata", In: InBody}, {Name: "expand", In: InBody}}}
+		Params:      []Param{{Name: "email", In: InBody}, {Name: "metadata", In: InBody}, {Name: "expand", In: InBody}}}
 	_, err := inv.Call(context.Background(), Request{Tool: tool, Args: map[string]any{
 		"email": "a@b.c", "metadata": map[string]any{"k": "v"}, "expand": []any{"x", "y"}}})
 	if err != nil {
