@@ -399,7 +399,11 @@ func (e *Engine) merge(q walkRequest, values []any, results []*paginate.Result, 
 	}
 	w.ItemsPath, w.HasItems = itemsPathOf(w.Plan, w.Envelope)
 	if w.HasItems && w.AllPages && w.Plan.Paginated() {
-		w.Envelope = stripContinuation(w.Envelope, w.Plan)
+		w.Envelope = stripPaths(w.Envelope, w.Plan.NextToken, w.Plan.NextURLField, w.Plan.MoreFlag)
+	}
+	if w.HasItems && q.values != nil {
+		// The first value's totals are not the merged set's.
+		w.Envelope = stripPaths(w.Envelope, w.Plan.Total, w.Plan.TotalPages)
 	}
 	return w, nil
 }
@@ -444,10 +448,11 @@ func firstByte(b []byte) byte {
 	return 0
 }
 
-// stripContinuation removes the paging signals from the first page's
-// envelope: after a walk they describe page one, not the merged set.
-func stripContinuation(env []byte, p paginate.Plan) []byte {
-	for _, path := range []string{p.NextToken, p.NextURLField, p.MoreFlag} {
+// stripPaths removes members from the first page's envelope — paging
+// signals and totals that describe page one (or one fan-out value), not
+// the merged set.
+func stripPaths(env []byte, paths ...string) []byte {
+	for _, path := range paths {
 		if path == "" {
 			continue
 		}

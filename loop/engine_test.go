@@ -415,3 +415,16 @@ func TestCacheThroughEngine(t *testing.T) {
 		t.Errorf("_refresh did not walk again")
 	}
 }
+
+func TestForEachDropsFirstValueTotals(t *testing.T) {
+	up := newUpstream(t, 0)
+	e := newTestEngine(t, Options{})
+	out, err := e.Call(context.Background(), Call{Tool: bookingsTool(up.URL), Scope: scope, Binding: Binding{LoopResponses: true},
+		Args: map[string]any{"_all_pages": true, "_for_each": map[string]any{"key": "property_id", "values": []any{"p_1", "p_2"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := decode(t, out.View); v["total"] != nil {
+		t.Errorf("merged fan-out keeps the first value's total %v", v["total"])
+	}
+}
