@@ -41,7 +41,10 @@ type RunnerOptions struct {
 	// ResultTTL is how long a stored result stays readable (to know when
 	// a thread still holds one). Zero: 15 minutes.
 	ResultTTL time.Duration
-	Logger    *slog.Logger
+	// DirectBudget is how many connected-app tools go to the model
+	// directly. Zero: discovery's default (15).
+	DirectBudget int
+	Logger       *slog.Logger
 }
 
 // Runner runs turns: the step loop of DESIGN.md §1. It is safe for
@@ -50,6 +53,9 @@ type RunnerOptions struct {
 type Runner struct {
 	opt RunnerOptions
 	log *slog.Logger
+
+	indexMu sync.Mutex
+	indexes sync.Map // pool fingerprint → *discovery.Index
 }
 
 // NewRunner returns a Runner.
@@ -86,6 +92,10 @@ type Turn struct {
 	Credentials map[string]string
 	// Experiment marks an evaluation run (never reads the cache).
 	Experiment bool
+	// Connections says which connected apps the user can call and mints
+	// connect links. Nil: every toolkit counts as connected through the
+	// organization.
+	Connections Connections
 	// Emit appends a chunk to the run's stream. It must be safe for
 	// concurrent use (parallel tool calls report progress at once).
 	Emit func(stream.Chunk) error
@@ -180,7 +190,10 @@ func (r *Runner) steps(ctx context.Context, st *turnState) error {
 // step runs one model call and the tool calls it made; it returns the
 // calls (none: the turn is over).
 func (r *Runner) step(ctx context.Context, st *turnState, def Definition, bound []boundTool, step int) ([]ToolCall, error) {
-	specs, byName := r.toolList(st, def, bound)
+	tl, err := r.assemble(st, def, bound)
+	if err != nil {
+		return nil, err
+	}
 	msgs := r.messages(st, def, bound)
 	if err := st.Emit(stream.StartStep{}); err != nil {
 		return nil, err
@@ -202,7 +215,7 @@ func (r *Runner) step(ctx context.Context, st *turnState, def Definition, bound 
 			st.msg.Parts = append(st.msg.Parts, Part{Type: "text", Text: text.String(), State: "done"})
 		}
 	}
-	for ev, err := range r.opt.Model.Stream(ctx, ModelRequest{Model: r.opt.ModelName, Messages: msgs, Tools: specs}) {
+	for ev, err := range r.opt.Model.Stream(ctx, ModelRequest{Model: r.opt.ModelName, Messages: msgs, Tools: tl.specs}) {
 		if err != nil {
 			keepPartial()
 			if ctx.Err() != nil {
@@ -270,42 +283,13 @@ func (r *Runner) step(ctx context.Context, st *turnState, def Definition, bound 
 	for _, i := range order {
 		list = append(list, *calls[i])
 	}
-	if err := r.runCalls(ctx, st, def, byName, list); err != nil {
+	if err := r.runCalls(ctx, st, def, tl, list); err != nil {
 		return nil, err
 	}
 	if err := st.Emit(stream.FinishStep{}); err != nil {
 		return nil, err
 	}
 	return list, nil
-}
-
-// toolList assembles the step's tools: the agent's, plus the retrieval
-// tools when any binding loops or the thread holds a live stored result —
-// or only the retrieval tools while a cut result waits to be queried.
-func (r *Runner) toolList(st *turnState, def Definition, bound []boundTool) ([]ToolSpec, map[string]boundTool) {
-	byName := map[string]boundTool{}
-	var specs []ToolSpec
-	looping := false
-	for _, bt := range bound {
-		looping = looping || bt.binding.LoopResponses
-	}
-	st.mu.Lock()
-	gated := len(st.pending) > 0
-	live := st.Thread.liveResults(r.opt.Now())
-	st.mu.Unlock()
-	if !gated {
-		for _, bt := range bound {
-			byName[bt.name] = bt
-			schema, _ := json.Marshal(r.opt.Engine.Schema(bt.tool, bt.binding.LoopResponses))
-			specs = append(specs, ToolSpec{Name: bt.name, Description: bt.tool.Description, Parameters: schema})
-		}
-	}
-	if r.opt.Retrieval != nil && (gated || looping || live) {
-		for _, rt := range r.opt.Retrieval.Tools() {
-			specs = append(specs, ToolSpec{Name: rt.Name, Description: rt.Description, Parameters: rt.InputSchema})
-		}
-	}
-	return specs, byName
 }
 
 // messages builds the step's messages: the agent's system prompt, the
@@ -335,7 +319,7 @@ func (r *Runner) messages(st *turnState, def Definition, bound []boundTool) []Me
 
 // runCalls runs one step's tool calls concurrently, within the bound,
 // streaming each input and output.
-func (r *Runner) runCalls(ctx context.Context, st *turnState, def Definition, byName map[string]boundTool, calls []ToolCall) error {
+func (r *Runner) runCalls(ctx context.Context, st *turnState, def Definition, tl *stepTools, calls []ToolCall) error {
 	if len(calls) == 0 {
 		return nil
 	}
@@ -344,7 +328,7 @@ func (r *Runner) runCalls(ctx context.Context, st *turnState, def Definition, by
 	g.SetLimit(r.opt.ToolConcurrency)
 	for i, c := range calls {
 		g.Go(func() error {
-			p, err := r.runCall(gctx, st, def, byName, c)
+			p, err := r.runCall(gctx, st, def, tl, c)
 			parts[i] = p
 			return err
 		})
@@ -366,7 +350,7 @@ func (r *Runner) runCalls(ctx context.Context, st *turnState, def Definition, by
 // runCall runs one tool call and returns its part. A tool failure is a
 // part in state output-error (the model reads it), never an error; an
 // error means the stream itself failed.
-func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, byName map[string]boundTool, c ToolCall) (Part, error) {
+func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl *stepTools, c ToolCall) (Part, error) {
 	part := Part{Type: "dynamic-tool", ToolCallID: c.ID, ToolName: c.Name, Input: json.RawMessage(c.Arguments)}
 	var args map[string]any
 	raw := strings.TrimSpace(c.Arguments)
@@ -382,9 +366,10 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, byN
 		return part, st.Emit(stream.ToolInputError{ToolCallID: c.ID, ToolName: c.Name, Input: c.Arguments, Dynamic: true, ErrorText: msg})
 	}
 	part.Input = json.RawMessage(raw)
-	bt, known := byName[c.Name]
+	bt, known := tl.byName[c.Name]
 	retrieval := r.opt.Retrieval != nil && (c.Name == loop.QueryToolResult || c.Name == loop.FetchToolResult)
-	if !known && !retrieval {
+	meta := tl.meta[c.Name]
+	if !known && !retrieval && !meta {
 		msg := fmt.Sprintf("there is no tool %q in this step; use one of the tools offered", c.Name)
 		part.State, part.ErrorText = "output-error", msg
 		return part, st.Emit(stream.ToolInputError{ToolCallID: c.ID, ToolName: c.Name, Input: args, Dynamic: true, ErrorText: msg})
@@ -395,7 +380,9 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, byN
 	scope := loop.Scope{Org: st.Org, Thread: st.Thread.Key, User: st.User, CacheScope: st.CacheScope}
 	var out []byte
 	var err error
-	if retrieval {
+	if meta {
+		out, err = r.runMeta(ctx, st, tl, c.Name, json.RawMessage(raw))
+	} else if retrieval {
 		out, err = r.opt.Retrieval.WithBudget(def.ViewChars).Call(ctx, scope, c.Name, json.RawMessage(raw))
 		if err == nil {
 			var q struct {
@@ -424,9 +411,13 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, byN
 // callTool runs a bound tool through the looping engine.
 func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, bt boundTool, callID string, args map[string]any, scope loop.Scope) ([]byte, error) {
 	start := r.opt.Now()
+	cred, err := appCredential(ctx, st, bt.tool)
+	if err != nil {
+		return nil, err
+	}
 	out, err := r.opt.Engine.Call(ctx, loop.Call{
 		Tool: bt.tool, Args: args, Binding: bt.loopBinding(), Scope: scope,
-		Credential: st.Credentials[bt.tool.Provider], ViewChars: def.ViewChars, Experiment: st.Experiment,
+		Credential: cred, ViewChars: def.ViewChars, Experiment: st.Experiment,
 		Progress: func(p loop.Progress) {
 			if !st.throttle.Allow(callID) {
 				return

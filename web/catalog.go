@@ -66,7 +66,7 @@ func (s *Server) addToolkit(cat *tools.Catalog, m *tools.Manifest) error {
 	// request; the credential itself arrives at run time. The demo
 	// toolkits also carry an organization token.
 	org := m.Auth
-	if s.cfg.toolkitToken != "" && org.Token == "" {
+	if s.cfg.toolkitToken != "" && org.Token == "" && !s.cfg.toolkitNoOrgToken {
 		org.Token = s.cfg.toolkitToken
 	}
 	s.invoker.SetAuth(m.Toolkit, tools.ProviderAuth{Org: org, Runtime: tools.AuthSpec{Type: m.Auth.Type, Header: m.Auth.Header, Query: m.Auth.Query}})

@@ -23,6 +23,7 @@ import (
 type Config struct {
 	Org        string             `yaml:"org"`
 	Listen     string             `yaml:"listen"`
+	PublicURL  string             `yaml:"public_url"` // where users reach trawl (connect links); zero: http://<listen>
 	DataDir    string             `yaml:"data_dir"`
 	RedisURL   string             `yaml:"redis_url"`
 	AdminKey   string             `yaml:"admin_key"`
@@ -46,6 +47,9 @@ type Config struct {
 	toolkitData [][]byte
 	// toolkitToken is an organization token for the built-in toolkits.
 	toolkitToken string
+	// toolkitNoOrgToken (tests) keeps the demo toolkits without an
+	// organization credential, so users must connect them.
+	toolkitNoOrgToken bool
 }
 
 // CacheConfig is the dataset cache's deployment mode.

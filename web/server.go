@@ -64,7 +64,9 @@ type Server struct {
 	threads  agent.ThreadStore
 	sessions SessionStore
 	events   stream.EventLog
-	runner   *agent.Runner // nil when no model is configured
+	model    agent.Model // nil when no model is configured
+	runner   *agent.Runner
+	conns    *connections
 	runs     runSet
 	echo     *echo.Echo
 	closers  []func() error
@@ -220,6 +222,10 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	admin.PUT("/agents/:id", s.putAgent)
 	admin.DELETE("/agents/:id", s.deleteAgent)
 	admin.PATCH("/agents/:id/tools/:tool_id", s.patchBinding)
+
+	admin.POST("/agents/:id/search_tools", s.searchTools)
+	e.GET("/connect/:toolkit", s.connectForm)
+	e.POST("/connect/:toolkit", s.connectSubmit)
 
 	user := e.Group("/v1/agents/:id", s.requireUser)
 	user.POST("/chat", s.chat, s.requireModel)

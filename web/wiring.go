@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/stream"
+	"github.com/trawl-dev/trawl/tools"
 )
 
 // newAgents builds the agent registry, thread and session stores, the
@@ -31,19 +32,25 @@ func (s *Server) newAgents(ctx context.Context, model agent.Model) error {
 			return err
 		}
 	}
-	if model != nil {
-		s.runner = agent.NewRunner(agent.RunnerOptions{
-			Model: model, ModelName: s.cfg.Model.Name, Engine: s.engine, Retrieval: s.results,
-			Catalog: s.catalog, Logger: s.log,
-		})
+	s.model = model
+	s.runner = agent.NewRunner(agent.RunnerOptions{
+		Model: model, ModelName: s.cfg.Model.Name, Engine: s.engine, Retrieval: s.results,
+		Catalog: s.catalog, Logger: s.log, DirectBudget: s.cfg.Discovery.DirectBudget,
+	})
+	orgToolkits := map[string]bool{}
+	for _, t := range s.catalog.All() {
+		if t.Kind == tools.KindApp && s.invoker.HasOrgCredential(t.Provider) {
+			orgToolkits[t.Provider] = true
+		}
 	}
-	return nil
+	s.conns, err = newConnections(s.db, s.cfg.DataDir, func(tk string) bool { return orgToolkits[tk] })
+	return err
 }
 
 // requireModel answers 503 when no model is configured.
 func (s *Server) requireModel(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if s.runner == nil {
+		if s.model == nil {
 			return apiErr(http.StatusServiceUnavailable, "no_model",
 				"no model is configured: set model.api_key (or OPENAI_API_KEY) or model.provider: replay")
 		}

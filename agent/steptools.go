@@ -1,0 +1,265 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/trawl-dev/trawl/discovery"
+	"github.com/trawl-dev/trawl/loop"
+	"github.com/trawl-dev/trawl/tools"
+)
+
+// Connections answers, for one user's turn, which connected apps have a
+// credential and how the user connects one. Implementations are safe for
+// concurrent use.
+type Connections interface {
+	// Connected reports whether calls of toolkit have a credential (the
+	// organization's or the user's).
+	Connected(ctx context.Context, toolkit string) (bool, error)
+	// Credential is the user's own credential for toolkit ("" when the
+	// organization's is used).
+	Credential(ctx context.Context, toolkit string) (string, error)
+	// ConnectLink is a link to the page where the user connects toolkit.
+	ConnectLink(ctx context.Context, toolkit string) (string, error)
+}
+
+// stepTools is one step's tool list: what the model is offered and how
+// each name is served.
+type stepTools struct {
+	specs  []ToolSpec
+	byName map[string]boundTool
+	meta   map[string]bool // discovery meta-tools offered
+	pool   []*tools.Tool
+	index  *discovery.Index // over pool; nil when the pool is empty
+	apps   []string         // bound toolkits, sorted
+}
+
+// assemble builds the step's tool list: own API and MCP tools, the
+// connected-app tools discovery keeps direct (plus those the thread
+// loaded), the meta-tools, and the retrieval tools when any binding loops
+// or the thread holds a live stored result — or only the retrieval tools
+// while a cut result waits to be queried.
+func (r *Runner) assemble(st *turnState, def Definition, bound []boundTool) (*stepTools, error) {
+	out := &stepTools{byName: map[string]boundTool{}, meta: map[string]bool{}}
+	st.mu.Lock()
+	gated := len(st.pending) > 0
+	live := st.Thread.liveResults(r.opt.Now())
+	loaded := slices.Clone(st.Thread.Loaded)
+	st.mu.Unlock()
+
+	byID := map[string]boundTool{}
+	looping := false
+	var entries []discovery.Entry
+	group := map[string]int{} // toolkit binding → entry index
+	apps := map[string]bool{}
+	for _, bt := range bound {
+		byID[bt.tool.ID] = bt
+		looping = looping || bt.binding.LoopResponses
+		if bt.tool.Kind == tools.KindApp {
+			apps[bt.tool.Provider] = true
+		}
+		mode := discovery.ModeAuto
+		switch bt.binding.Discovery {
+		case DiscoveryPooled:
+			mode = discovery.ModePooled
+		case DiscoveryDirect:
+			mode = discovery.ModeDirect
+		}
+		if tk := bt.binding.Toolkit; tk != "" {
+			key := tk + "\x00" + string(bt.binding.Discovery)
+			if i, ok := group[key]; ok {
+				entries[i].Tools = append(entries[i].Tools, bt.tool)
+				continue
+			}
+			group[key] = len(entries)
+			entries = append(entries, discovery.Entry{Tools: []*tools.Tool{bt.tool}, Toolkit: tk, Mode: mode})
+			continue
+		}
+		entries = append(entries, discovery.Entry{Tools: []*tools.Tool{bt.tool}, Mode: mode})
+	}
+	for a := range apps {
+		out.apps = append(out.apps, a)
+	}
+	sort.Strings(out.apps)
+	asm := discovery.Assemble(entries, loaded, discovery.AssembleOptions{DirectBudget: r.opt.DirectBudget})
+	out.pool = asm.Pool
+	if !gated {
+		for _, t := range asm.Direct {
+			bt, ok := byID[t.ID]
+			if !ok {
+				continue
+			}
+			out.byName[bt.name] = bt
+			schema, _ := json.Marshal(r.opt.Engine.Schema(bt.tool, bt.binding.LoopResponses))
+			out.specs = append(out.specs, ToolSpec{Name: bt.name, Description: bt.tool.Description, Parameters: schema})
+		}
+		for _, m := range asm.MetaTools() {
+			out.meta[m.Name] = true
+			out.specs = append(out.specs, ToolSpec{Name: m.Name, Description: m.Description, Parameters: json.RawMessage(m.InputSchema)})
+		}
+		if len(asm.Pool) > 0 {
+			ix, err := r.index(asm.Pool)
+			if err != nil {
+				return nil, err
+			}
+			out.index = ix
+		}
+	}
+	if r.opt.Retrieval != nil && (gated || looping || live) {
+		for _, rt := range r.opt.Retrieval.Tools() {
+			out.specs = append(out.specs, ToolSpec{Name: rt.Name, Description: rt.Description, Parameters: rt.InputSchema})
+		}
+	}
+	return out, nil
+}
+
+// index returns the search index of a pool, built once per distinct pool
+// (a toolkit change makes a new pool, hence a new index).
+func (r *Runner) index(pool []*tools.Tool) (*discovery.Index, error) {
+	h := sha256.New()
+	for _, t := range pool {
+		h.Write([]byte(t.ID))
+		h.Write([]byte{0})
+		fmt.Fprintf(h, "%p", t) // a reloaded tool is a new pointer
+	}
+	key := hex.EncodeToString(h.Sum(nil))
+	if ix, ok := r.indexes.Load(key); ok {
+		return ix.(*discovery.Index), nil
+	}
+	r.indexMu.Lock()
+	defer r.indexMu.Unlock()
+	if ix, ok := r.indexes.Load(key); ok {
+		return ix.(*discovery.Index), nil
+	}
+	ix, err := discovery.NewIndex(pool)
+	if err != nil {
+		return nil, fmt.Errorf("indexing the tool pool: %w", err)
+	}
+	r.indexes.Store(key, ix)
+	return ix, nil
+}
+
+// SearchIndex is the index the agent's search_tools would use ("" pool:
+// nil), for the search endpoint.
+func (r *Runner) SearchIndex(def Definition, loaded []string) (*discovery.Index, error) {
+	bound, err := resolveBindings(def, r.opt.Catalog)
+	if err != nil {
+		return nil, err
+	}
+	st := &turnState{Turn: &Turn{Thread: &Thread{Loaded: loaded}}, pending: map[string]bool{}}
+	tl, err := r.assemble(st, def, bound)
+	if err != nil {
+		return nil, err
+	}
+	return tl.index, nil
+}
+
+// runMeta serves a discovery meta-tool.
+func (r *Runner) runMeta(ctx context.Context, st *turnState, tl *stepTools, name string, raw json.RawMessage) ([]byte, error) {
+	switch name {
+	case discovery.MetaSearchTools:
+		if tl.index == nil {
+			return nil, &loop.ToolError{Code: loop.CodeInvalidArgument, Message: "there are no tools to search"}
+		}
+		st.mu.Lock()
+		loadedNames := map[string]bool{}
+		for _, id := range st.Thread.Loaded {
+			if t, ok := r.opt.Catalog.Get(id); ok {
+				loadedNames[t.Name] = true
+			}
+		}
+		st.mu.Unlock()
+		return tl.index.SearchTool(raw, func(n string) bool { return loadedNames[n] })
+	case discovery.MetaLoadTool:
+		toLoad, out, err := discovery.LoadTool(raw, tl.pool, tl.index)
+		if err != nil {
+			return nil, err
+		}
+		st.mu.Lock()
+		for _, t := range toLoad {
+			if !slices.Contains(st.Thread.Loaded, t.ID) {
+				st.Thread.Loaded = append(st.Thread.Loaded, t.ID)
+			}
+		}
+		st.mu.Unlock()
+		return out, nil
+	case discovery.MetaListConnections:
+		type conn struct {
+			Toolkit     string `json:"toolkit"`
+			Name        string `json:"name"`
+			Description string `json:"description,omitempty"`
+			Connected   bool   `json:"connected"`
+		}
+		list := []conn{}
+		for _, tk := range tl.apps {
+			c := conn{Toolkit: tk, Connected: true}
+			if ts := r.opt.Catalog.Provider(tk); len(ts) > 0 {
+				c.Name, c.Description = ts[0].ToolkitName, shorten(ts[0].ToolkitDescription, 200)
+			}
+			if st.Connections != nil {
+				ok, err := st.Connections.Connected(ctx, tk)
+				if err != nil {
+					return nil, err
+				}
+				c.Connected = ok
+			}
+			list = append(list, c)
+		}
+		return json.Marshal(map[string]any{"connections": list})
+	case discovery.MetaConnectToolkit:
+		var args struct {
+			Toolkit string `json:"toolkit"`
+		}
+		if err := json.Unmarshal(raw, &args); err != nil || args.Toolkit == "" {
+			return nil, &loop.ToolError{Code: loop.CodeInvalidArgument, Message: "connect_toolkit needs {\"toolkit\": \"<toolkit id>\"}"}
+		}
+		if !slices.Contains(tl.apps, args.Toolkit) {
+			return nil, &loop.ToolError{Code: loop.CodeInvalidArgument, Message: fmt.Sprintf("toolkit %q is not bound to this agent; bound toolkits: %v", args.Toolkit, tl.apps)}
+		}
+		if st.Connections == nil {
+			return json.Marshal(map[string]any{"toolkit": args.Toolkit, "connected": true, "message": "This toolkit is connected for the whole organization."})
+		}
+		if ok, err := st.Connections.Connected(ctx, args.Toolkit); err != nil {
+			return nil, err
+		} else if ok {
+			return json.Marshal(map[string]any{"toolkit": args.Toolkit, "connected": true, "message": "Already connected."})
+		}
+		link, err := st.Connections.ConnectLink(ctx, args.Toolkit)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(map[string]any{"toolkit": args.Toolkit, "connected": false, "url": link,
+			"message": "Give the user this link: they open it, store their access token, and come back; the link works for 15 minutes."})
+	}
+	return nil, fmt.Errorf("unknown meta-tool %q", name)
+}
+
+// appCredential checks that an app tool's toolkit is connected and returns
+// the user's own credential for it ("" for the organization's).
+func appCredential(ctx context.Context, st *turnState, t *tools.Tool) (string, error) {
+	if t.Kind != tools.KindApp || st.Connections == nil {
+		return st.Credentials[t.Provider], nil
+	}
+	ok, err := st.Connections.Connected(ctx, t.Provider)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", &loop.ToolError{Code: "not_connected", Message: fmt.Sprintf(
+			"%s is not connected for this user; call connect_toolkit with {\"toolkit\": %q} and give the user the link", t.ToolkitName, t.Provider)}
+	}
+	return st.Connections.Credential(ctx, t.Provider)
+}
+
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
