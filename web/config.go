@@ -486,3 +486,15 @@ func (c *Config) resolvePaths(dir string) {
 		c.Toolkits[i] = abs(c.Toolkits[i])
 	}
 }
+
+// ApplyEnv fills what the environment provides and the file left unset:
+// TRAWL_ADMIN_KEY as the admin key, and OPENAI_API_KEY as the model's key
+// (which selects the openai provider unless another is named).
+func (c *Config) ApplyEnv(lookup func(string) (string, bool)) {
+	if v, ok := lookup("TRAWL_ADMIN_KEY"); ok && v != "" && c.AdminKey == "" {
+		c.AdminKey = v
+	}
+	if v, ok := lookup("OPENAI_API_KEY"); ok && v != "" && c.Model.APIKey == "" && (c.Model.Provider == "" || c.Model.Provider == "openai") {
+		c.Model.APIKey, c.Model.Provider = v, "openai"
+	}
+}

@@ -120,3 +120,16 @@ func TestEmptyConfigIsDefaults(t *testing.T) {
 		t.Errorf("defaults = %+v", cfg)
 	}
 }
+
+func TestApplyEnv(t *testing.T) {
+	cfg := DemoConfig()
+	cfg.ApplyEnv(env(map[string]string{"OPENAI_API_KEY": "sk-x", "TRAWL_ADMIN_KEY": "adm"}))
+	if cfg.Model.Provider != "openai" || cfg.Model.APIKey != "sk-x" || cfg.AdminKey != "adm" {
+		t.Errorf("env: %+v %q", cfg.Model, cfg.AdminKey)
+	}
+	replay := &Config{Model: ModelConfig{Provider: "replay"}}
+	replay.ApplyEnv(env(map[string]string{"OPENAI_API_KEY": "sk-x"}))
+	if replay.Model.Provider != "replay" || replay.Model.APIKey != "" {
+		t.Errorf("a named provider must stay: %+v", replay.Model)
+	}
+}

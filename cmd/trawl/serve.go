@@ -31,10 +31,17 @@ func loadConfig(path string) (*web.Config, error) {
 			path = "trawl.yaml"
 		}
 	}
+	var cfg *web.Config
 	if path == "" {
-		return web.DemoConfig(), nil
+		cfg = web.DemoConfig()
+	} else {
+		var err error
+		if cfg, err = web.LoadConfig(path); err != nil {
+			return nil, err
+		}
 	}
-	return web.LoadConfig(path)
+	cfg.ApplyEnv(os.LookupEnv)
+	return cfg, nil
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
