@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/trawl-dev/trawl/loop/paginate"
 	"io"
 	"iter"
 	"math"
@@ -477,17 +478,7 @@ func (o *OpenAI) redact(s string) string {
 }
 
 func oaiSleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return paginate.SystemClock{}.Sleep(ctx, d)
 }
 
 // oaiExchange records what the HTTP client saw for one attempt, since

@@ -102,14 +102,10 @@ type Call struct {
 	Progress func(Progress)
 }
 
-// Progress is a progress report of one looping call.
+// Progress is a progress report of one looping call: the walk's, plus the
+// fan-out value being fetched.
 type Progress struct {
-	Page        int
-	PagesMax    int
-	Items       int
-	Requests    int
-	RequestsMax int
-	Elapsed     time.Duration
+	paginate.Progress
 	// ForEach says which fan-out value is being fetched; nil without one.
 	ForEach *ForEachProgress
 }
@@ -325,8 +321,7 @@ func (e *Engine) walk(ctx context.Context, q walkRequest) (*walked, error) {
 					}
 					progMu.Lock()
 					defer progMu.Unlock()
-					c.Progress(Progress{Page: p.Page, PagesMax: p.PagesMax, Items: p.Items, Requests: p.Requests,
-						RequestsMax: p.RequestsMax, Elapsed: p.Elapsed, ForEach: fe})
+					c.Progress(Progress{Progress: p, ForEach: fe})
 				},
 			})
 			results[i], errs[i] = res, err

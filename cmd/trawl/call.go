@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/trawl-dev/trawl/loop"
-	"github.com/trawl-dev/trawl/web"
 )
 
 // call walks one tool call completely and prints the envelope as JSON on
@@ -34,30 +32,14 @@ func call(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usagef("call: unexpected argument %q", fs.Arg(0))
 	}
 	var toolArgs map[string]any
-	dec := json.NewDecoder(strings.NewReader(*argsJSON))
-	dec.UseNumber()
-	if err := dec.Decode(&toolArgs); err != nil || toolArgs == nil {
+	if err := json.Unmarshal([]byte(*argsJSON), &toolArgs); err != nil || toolArgs == nil {
 		return usagef("call: --args must be a JSON object: %v", errOr(err, "null"))
 	}
-	toolArgs = plainNumbers(toolArgs).(map[string]any)
-	cfg, err := loadConfig(*cfgPath)
+	srv, done, err := openEphemeral(ctx, *cfgPath, stderr)
 	if err != nil {
 		return err
 	}
-	dataDir, err := os.MkdirTemp("", "trawl-call-*")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dataDir)
-	// A call keeps nothing: its own data folder also keeps it clear of
-	// the lock a running server holds on the deployment's store.
-	cfg.DataDir = dataDir
-	quiet := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err := web.New(ctx, cfg, web.Options{Logger: quiet, Stdout: io.Discard})
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
+	defer done()
 	bar := newProgressBar(stderr)
 	out, err := srv.CallTool(ctx, tool, toolArgs, bar.update)
 	bar.done()
@@ -84,26 +66,6 @@ func errOr(err error, s string) string {
 		return err.Error()
 	}
 	return s
-}
-
-// plainNumbers turns json.Numbers into float64 (the shape the engine and
-// the invoker expect from a JSON decode) after a UseNumber decode kept
-// them exact for the check.
-func plainNumbers(v any) any {
-	switch x := v.(type) {
-	case json.Number:
-		f, _ := x.Float64()
-		return f
-	case map[string]any:
-		for k, e := range x {
-			x[k] = plainNumbers(e)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = plainNumbers(e)
-		}
-	}
-	return v
 }
 
 // printBoundary writes the verdict and the boundary statement.

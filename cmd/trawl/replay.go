@@ -5,13 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
 	"strings"
 
 	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/stream"
-	"github.com/trawl-dev/trawl/web"
 )
 
 // replay plays a recorded conversation against the live tools as an
@@ -36,22 +33,11 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	cfg, err := loadConfig(*cfgPath)
+	srv, done, err := openEphemeral(ctx, *cfgPath, stderr)
 	if err != nil {
 		return err
 	}
-	dataDir, err := os.MkdirTemp("", "trawl-replay-*")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dataDir)
-	cfg.DataDir = dataDir
-	quiet := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err := web.New(ctx, cfg, web.Options{Logger: quiet, Stdout: io.Discard})
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
+	defer done()
 	acct := &account{w: stderr}
 	thread, err := srv.Replay(ctx, tr, *agentID, acct.chunk)
 	if err != nil {

@@ -73,3 +73,26 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer srv.Close()
 	return srv.Run(ctx)
 }
+
+// openEphemeral assembles a deployment for one command (call, replay) that
+// listens nowhere and keeps nothing: its own temporary data folder also
+// keeps it clear of the lock a running server holds on the deployment's
+// store. done releases it.
+func openEphemeral(ctx context.Context, cfgPath string, stderr io.Writer) (srv *web.Server, done func(), err error) {
+	cfg, err := loadConfig(cfgPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	dataDir, err := os.MkdirTemp("", "trawl-*")
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.DataDir = dataDir
+	quiet := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err = web.New(ctx, cfg, web.Options{Logger: quiet, Stdout: io.Discard})
+	if err != nil {
+		os.RemoveAll(dataDir)
+		return nil, nil, err
+	}
+	return srv, func() { srv.Close(); os.RemoveAll(dataDir) }, nil
+}
