@@ -132,12 +132,18 @@ func (a Assembly) MetaTools() []MetaTool {
 // direct) are ignored.
 func Assemble(entries []Entry, loaded []string, opt AssembleOptions) Assembly {
 	type placed struct {
-		tool *tools.Tool
-		mode Mode
-		kit  string
+		tool   *tools.Tool
+		mode   Mode
+		kit    string
+		pooled bool
+		added  bool // a loaded tool already appended to Direct
 	}
-	var order []*placed
-	byID := map[string]*placed{}
+	total := 0
+	for _, e := range entries {
+		total += len(e.Tools)
+	}
+	order := make([]placed, 0, total)
+	byID := make(map[string]int, total) // index in order
 	apps := false
 	for _, e := range entries {
 		if e.Toolkit != "" {
@@ -150,14 +156,12 @@ func Assemble(entries []Entry, loaded []string, opt AssembleOptions) Assembly {
 			if t.Kind == tools.KindApp {
 				apps = true
 			}
-			if p, ok := byID[t.ID]; ok {
-				p.mode = stronger(p.mode, e.Mode)
+			if i, ok := byID[t.ID]; ok {
+				order[i].mode = stronger(order[i].mode, e.Mode)
 				continue
 			}
-			kit := cmp.Or(e.Toolkit, t.Toolkit, t.Provider)
-			p := &placed{tool: t, mode: e.Mode, kit: kit}
-			byID[t.ID] = p
-			order = append(order, p)
+			byID[t.ID] = len(order)
+			order = append(order, placed{tool: t, mode: e.Mode, kit: cmp.Or(e.Toolkit, t.Toolkit, t.Provider)})
 		}
 	}
 
@@ -182,7 +186,7 @@ func Assemble(entries []Entry, loaded []string, opt AssembleOptions) Assembly {
 	slices.SortFunc(kits, func(a, b string) int {
 		return cmp.Or(cmp.Compare(size[a], size[b]), cmp.Compare(a, b))
 	})
-	directKit := map[string]bool{}
+	directKit := make(map[string]bool, len(kits))
 	for _, k := range kits {
 		if size[k] > remaining {
 			break // this toolkit and every later (larger or equal) one is pooled
@@ -192,21 +196,20 @@ func Assemble(entries []Entry, loaded []string, opt AssembleOptions) Assembly {
 	}
 
 	var a Assembly
-	inPool := map[string]bool{}
-	for _, p := range order {
-		direct := p.tool.Kind != tools.KindApp || p.mode == ModeDirect ||
-			(p.mode == ModeAuto && directKit[p.kit])
-		if direct {
-			a.Direct = append(a.Direct, p.tool)
-		} else {
+	for i := range order {
+		p := &order[i]
+		p.pooled = p.tool.Kind == tools.KindApp &&
+			(p.mode == ModePooled || p.mode == ModeAuto && !directKit[p.kit])
+		if p.pooled {
 			a.Pool = append(a.Pool, p.tool)
-			inPool[p.tool.ID] = true
+		} else {
+			a.Direct = append(a.Direct, p.tool)
 		}
 	}
 	for _, id := range loaded {
-		if inPool[id] {
-			a.Direct = append(a.Direct, byID[id].tool)
-			delete(inPool, id) // a repeated id is added once
+		if i, ok := byID[id]; ok && order[i].pooled && !order[i].added {
+			order[i].added = true // a repeated id is added once
+			a.Direct = append(a.Direct, order[i].tool)
 		}
 	}
 	if len(a.Pool) > 0 {

@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -59,6 +60,29 @@ func TestEmptyIndex(t *testing.T) {
 	hits, err := ix.Search("send an email", "", 5)
 	if err != nil || len(hits) != 0 {
 		t.Errorf("Search on an empty index = %v, %v; want nothing", hitNames(hits), err)
+	}
+	_, err = ix.Search("send an email", "mail", 5)
+	if !errors.Is(err, ErrUnknownToolkit) || !strings.Contains(err.Error(), "no tool is searchable") {
+		t.Errorf("toolkit filter on an empty index: %v", err)
+	}
+}
+
+// A long query is cut to its first maxQueryWords words (plus thesaurus
+// words), and still answers.
+func TestLongQuery(t *testing.T) {
+	ix := demoIndex(t)
+	var words []string
+	for i := range 5000 {
+		words = append(words, fmt.Sprintf("word%d", i))
+	}
+	long := "set an out-of-office reply " + strings.Join(words, " ")
+	terms := ix.queryTerms(long)
+	if len(terms) > 2*maxQueryWords {
+		t.Errorf("%d terms searched", len(terms))
+	}
+	hits, err := ix.Search(long, "", 1)
+	if err != nil || len(hits) != 1 || hits[0].Tool.Name != "MAIL_UPDATE_VACATION_SETTINGS" {
+		t.Errorf("Search(long) = %v, %v", hitNames(hits), err)
 	}
 }
 
