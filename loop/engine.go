@@ -357,11 +357,26 @@ func (e *Engine) merge(q walkRequest, values []any, results []*paginate.Result, 
 			}
 			continue
 		}
+		items := res.Items
+		if !res.Plan.ItemsFound && len(items) == 0 && res.FirstBody != nil {
+			// Detection found no primary array it could vouch for (no
+			// response schema, an unusual name): take the body's largest
+			// array, as the size guard would, rather than lose its rows.
+			if path, ok := itemsPathOf(res.Plan, res.FirstBody); ok {
+				arr := res.FirstBody
+				if path != "" {
+					arr, _ = query.Get(res.FirstBody, path)
+				}
+				if els, err := query.Elements(arr); err == nil {
+					items = els
+					res.Plan.Items, res.Plan.ItemsFound = path, true
+				}
+			}
+		}
 		if w.Envelope == nil && res.FirstBody != nil {
 			w.Envelope = res.FirstBody
 			w.Plan = res.Plan
 		}
-		items := res.Items
 		if q.values != nil {
 			items = tagRows(items, q.r.forEach.Key, values[i])
 		}

@@ -428,3 +428,23 @@ func TestForEachDropsFirstValueTotals(t *testing.T) {
 		t.Errorf("merged fan-out keeps the first value's total %v", v["total"])
 	}
 }
+
+// A tool with no response schema and an array under an unusual name keeps
+// its rows (detection cannot vouch for the array; the engine still finds it).
+func TestUndeclaredArrayKeepsRows(t *testing.T) {
+	body := `{"files":[{"path":"a","size":1},{"path":"b","size":2}],"count":2}`
+	caller := paginate.CallerFunc(func(ctx context.Context, req tools.Request) (*tools.Response, error) {
+		return &tools.Response{Status: 200, Body: []byte(body)}, nil
+	})
+	e := newTestEngine(t, Options{Caller: caller})
+	tool := &tools.Tool{ID: "f.list", Provider: "f", Name: "list", Kind: tools.KindMCP}
+	out, err := e.Call(context.Background(), Call{Tool: tool, Scope: scope, Binding: Binding{LoopResponses: true},
+		Args: map[string]any{"_fields": []any{"path"}, "_filter": []any{map[string]any{"field": "size", "op": "gt", "value": 1}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := decode(t, out.View)
+	if diff := cmp.Diff([]any{map[string]any{"path": "b"}}, v["files"]); diff != "" || v["count"] != 2.0 {
+		t.Errorf("files (-want +got):\n%s\nview %s", diff, out.View)
+	}
+}

@@ -51,7 +51,34 @@ func (s *Server) loadCatalog(ctx context.Context) (*tools.Catalog, error) {
 			return nil, fmt.Errorf("built-in toolkit %s: %w", m.Toolkit, err)
 		}
 	}
+	for i, mc := range cfg.MCPServers {
+		if err := s.connectMCP(ctx, cat, mc); err != nil {
+			return nil, cfg.errAt(fmt.Sprintf("mcp_servers[%d]", i), err.Error())
+		}
+	}
 	return cat, nil
+}
+
+// connectMCP connects an MCP server and adds its tools; when the server
+// announces a new tool list, the catalog follows it.
+func (s *Server) connectMCP(ctx context.Context, cat *tools.Catalog, mc tools.MCPConfig) error {
+	src, err := tools.ConnectMCP(ctx, mc, tools.MCPOptions{
+		Logger: s.log.With("mcp", mc.ID), Log: s.activity,
+		OnChange: func(ts []*tools.Tool) {
+			if err := cat.ReplaceProvider(mc.ID, ts); err != nil {
+				s.log.Error("mcp tool list changed but could not be applied", "mcp", mc.ID, "err", err)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	s.closers = append(s.closers, src.Close)
+	if err := cat.Add(src.Tools()...); err != nil {
+		return err
+	}
+	s.mcp[mc.ID] = src
+	return nil
 }
 
 func (s *Server) addToolkit(cat *tools.Catalog, m *tools.Manifest) error {

@@ -33,7 +33,7 @@ type Config struct {
 	Discovery  DiscoveryConfig    `yaml:"discovery"`
 	Providers  []ProviderConfig   `yaml:"providers"`
 	Toolkits   []string           `yaml:"toolkits"`
-	MCPServers []MCPServerConfig  `yaml:"mcp_servers"`
+	MCPServers []tools.MCPConfig  `yaml:"mcp_servers"`
 	Agents     []agent.Definition `yaml:"agents"`
 
 	// File is the path the config was read from ("" for the built-in demo).
@@ -92,13 +92,6 @@ type ProviderConfig struct {
 	RuntimeAuth tools.AuthSpec `yaml:"runtime_auth"`
 
 	specData []byte // a built-in spec, instead of the OpenAPI file
-}
-
-// MCPServerConfig is one MCP tool source: a stdio command or an HTTP URL.
-type MCPServerConfig struct {
-	ID      string   `yaml:"id"`
-	Command []string `yaml:"command"`
-	URL     string   `yaml:"url"`
 }
 
 // ConfigError is a problem in a config file, with where it is.
@@ -430,12 +423,11 @@ func (c *Config) validate() error {
 	for i, m := range c.MCPServers {
 		at := fmt.Sprintf("mcp_servers[%d]", i)
 		switch {
-		case !validIdent(m.ID):
-			return c.errAt(at, fmt.Sprintf("id %q must be letters, digits, '-' or '_'", m.ID))
 		case seen[m.ID] != "":
 			return c.errAt(at, fmt.Sprintf("id %q is used twice (also by %s)", m.ID, seen[m.ID]))
-		case (len(m.Command) == 0) == (m.URL == ""):
-			return c.errAt(at, "needs exactly one of command or url")
+		}
+		if err := m.Validate(); err != nil {
+			return c.errAt(at, err.Error())
 		}
 		seen[m.ID] = at
 	}

@@ -76,7 +76,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"malformed env", "admin_key: ${OOPS\n", "malformed ${…} reference"},
 		{"not a mapping", "- a\n- b\n", "the top level must be a mapping"},
 		{"syntax", "org: [a\n", "trawl.yaml"},
-		{"mcp needs one", "mcp_servers:\n  - {id: f}\n", "needs exactly one of command or url"},
+		{"mcp needs one", "mcp_servers:\n  - {id: f}\n", "command or url is required"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -26,7 +26,7 @@ func (s *Server) newEngine() (*loop.Engine, error) {
 	}
 	s.cache = cache
 	return loop.New(loop.Options{
-		Caller:    s.invoker,
+		Caller:    tools.Router{HTTP: s.invoker, MCP: s.mcp},
 		Budget:    budgetOf(s.cfg.Limits.Limits),
 		ViewChars: s.cfg.Limits.ViewChars,
 		Results:   s.results,

@@ -2,6 +2,8 @@ package web
 
 import (
 	"net"
+	"testing"
+	"time"
 
 	"github.com/trawl-dev/trawl/tools/demo"
 )
@@ -12,3 +14,15 @@ func demoScript() []byte { return demo.ReplayScript() }
 
 // toolkitTokenForTests is the credential the demo toolkits accept.
 func (c *Config) toolkitTokenForTests() string { return c.toolkitToken }
+
+// waitFor polls cond for up to five seconds.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for i := 0; i < 500; i++ {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("condition not met in time")
+}

@@ -56,6 +56,7 @@ type Server struct {
 	keyIsNew bool
 	catalog  *tools.Catalog
 	invoker  *tools.Invoker
+	mcp      map[string]*tools.MCPSource // by server id
 	activity *tools.ActivityLog
 	engine   *loop.Engine
 	results  *loop.Retrieval
@@ -80,7 +81,7 @@ type Server struct {
 // New assembles a deployment from cfg: it opens the store, imports every
 // tool source and checks every agent binding. Nothing listens yet.
 func New(ctx context.Context, cfg *Config, opt Options) (*Server, error) {
-	s := &Server{cfg: cfg, log: opt.Logger, out: opt.Stdout}
+	s := &Server{cfg: cfg, log: opt.Logger, out: opt.Stdout, mcp: map[string]*tools.MCPSource{}}
 	var err error
 	s.baseCtx, s.cancelBase = context.WithCancel(context.WithoutCancel(ctx))
 	if s.log == nil {
