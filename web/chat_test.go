@@ -138,7 +138,7 @@ func TestDemoChatTurn(t *testing.T) {
 		t.Errorf("resume after the run = %d", st)
 	}
 	// The upstream calls are in the activity log under the thread.
-	st, b = ts.do(t, "GET", "/v1/activity?thread_id="+agent.ThreadKey("", "demo", "c1"), "", nil)
+	st, b = ts.do(t, "GET", "/v1/activity?agent_id=demo&chat_id=c1", "", nil)
 	if st != 200 || !strings.Contains(string(b), "acme.list_orders") {
 		t.Errorf("activity: %d %.300s", st, b)
 	}
@@ -486,5 +486,42 @@ func TestReplayDemoTranscript(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("replayed thread lacks %s", want)
 		}
+	}
+}
+
+// TestGracefulShutdown: cancelling Run's context stops the running turns
+// (their streams end with abort, their threads are saved) and returns.
+func TestGracefulShutdown(t *testing.T) {
+	cfg := DemoConfig()
+	cfg.DataDir = t.TempDir()
+	srv, err := New(context.Background(), cfg, Options{Stdout: io.Discard, Model: gateModel{make(chan struct{})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ln, _ := netListen()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln) }()
+	ts := &testServer{Server: srv, URL: "http://" + ln.Addr().String()}
+	resp := ts.post(t, "/v1/agents/demo/chat", "", chatBody("g1", "u1", "hi"))
+	defer resp.Body.Close()
+	waitActive(t, ts, agent.ThreadKey("", "demo", "g1"))
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	case <-time.After(8 * time.Second):
+		t.Fatal("Serve did not return after its context ended")
+	}
+	types := chunkTypes(readSSE(t, resp.Body))
+	if types[len(types)-2] != "abort" {
+		t.Errorf("stream at shutdown ends %v", types)
+	}
+	th, err := srv.threads.GetThread(context.Background(), agent.ThreadKey("", "demo", "g1"))
+	if err != nil || len(th.Msgs) != 2 {
+		t.Errorf("thread saved at shutdown: %v %v", th, err)
 	}
 }

@@ -161,6 +161,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
+	// Stop the turns first: their streams then end (with an abort), so
+	// the handlers serving them can finish within the shutdown grace.
+	s.cancelBase()
+	s.runs.stopAll()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	err := hs.Shutdown(sctx)

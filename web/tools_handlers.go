@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/labstack/echo/v4"
+	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/tools"
 )
@@ -63,7 +64,15 @@ func (s *Server) listActivity(c echo.Context) error {
 		}
 		limit = n
 	}
-	acts, err := s.activity.List(c.Request().Context(), c.QueryParam("thread_id"), limit)
+	thread := c.QueryParam("thread_id")
+	if chat := c.QueryParam("chat_id"); chat != "" {
+		// A chat's calls are kept under its thread key.
+		if c.QueryParam("agent_id") == "" {
+			return badRequest("chat_id needs agent_id (and user_id for a user's chat)")
+		}
+		thread = agent.ThreadKey(c.QueryParam("user_id"), c.QueryParam("agent_id"), chat)
+	}
+	acts, err := s.activity.List(c.Request().Context(), thread, limit)
 	if err != nil {
 		return internal(err)
 	}
