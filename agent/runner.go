@@ -54,8 +54,9 @@ type Runner struct {
 	opt RunnerOptions
 	log *slog.Logger
 
-	indexMu sync.Mutex
-	indexes sync.Map // pool fingerprint → *discovery.Index
+	indexMu    sync.Mutex
+	indexes    sync.Map // pool fingerprint → *discovery.Index
+	indexCount int      // entries in indexes; guarded by indexMu
 }
 
 // NewRunner returns a Runner.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/trawl-dev/trawl/discovery"
 	"github.com/trawl-dev/trawl/loop"
@@ -118,6 +119,13 @@ func (r *Runner) assemble(st *turnState, def Definition, bound []boundTool) (*st
 	return out, nil
 }
 
+// maxIndexes bounds the distinct tool pools whose indexes are kept;
+// indexes dropped past it are closed after indexGrace.
+const (
+	maxIndexes = 64
+	indexGrace = 15 * time.Minute
+)
+
 // index returns the search index of a pool, built once per distinct pool
 // (a toolkit change makes a new pool, hence a new index).
 func (r *Runner) index(pool []*tools.Tool) (*discovery.Index, error) {
@@ -139,6 +147,23 @@ func (r *Runner) index(pool []*tools.Tool) (*discovery.Index, error) {
 	ix, err := discovery.NewIndex(pool)
 	if err != nil {
 		return nil, fmt.Errorf("indexing the tool pool: %w", err)
+	}
+	// Pools change only when bindings or toolkits do; past a bound, the
+	// old indexes go (a turn still holding one keeps using it).
+	if r.indexCount++; r.indexCount > maxIndexes {
+		var old []*discovery.Index
+		r.indexes.Range(func(k, v any) bool {
+			old = append(old, v.(*discovery.Index))
+			r.indexes.Delete(k)
+			return true
+		})
+		r.indexCount = 1
+		// Close them once no turn can still be using them.
+		time.AfterFunc(indexGrace, func() {
+			for _, ix := range old {
+				ix.Close()
+			}
+		})
 	}
 	r.indexes.Store(key, ix)
 	return ix, nil

@@ -256,3 +256,12 @@ func TestUnknownBindingRefused(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+func TestBodyLimit(t *testing.T) {
+	ts := startDemo(t, nil)
+	big := map[string]any{"args": map[string]any{"status": strings.Repeat("x", 5<<20)}}
+	st, b := ts.do(t, "POST", "/v1/tools/acme.list_orders/invoke", "", big)
+	if st != 413 || errorCode(t, b) != "too_large" {
+		t.Errorf("5 MB body: %d %s", st, b)
+	}
+}

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -37,6 +38,12 @@ func (s *Server) newAgents(ctx context.Context, model agent.Model) error {
 		Model: model, ModelName: s.cfg.Model.Name, Engine: s.engine, Retrieval: s.results,
 		Catalog: s.catalog, Logger: s.log, DirectBudget: s.cfg.Discovery.DirectBudget,
 	})
+	// Build each agent's search index now rather than on its first turn.
+	for _, def := range s.agents.List() {
+		if _, err := s.runner.SearchIndex(def, nil); err != nil {
+			return fmt.Errorf("agent %s: %w", def.ID, err)
+		}
+	}
 	orgToolkits := map[string]bool{}
 	for _, t := range s.catalog.All() {
 		if t.Kind == tools.KindApp && s.invoker.HasOrgCredential(t.Provider) {
