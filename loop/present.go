@@ -307,9 +307,11 @@ func scopeText(q walkRequest) string {
 	if q.values != nil {
 		fmt.Fprintf(&b, " for %d values of %s", len(q.values), q.r.forEach.Key)
 	}
-	if q.r.allPages {
+	switch {
+	case !q.plan.Paginated():
+	case q.r.allPages:
 		b.WriteString(", every page")
-	} else {
+	default:
 		b.WriteString(", first page only")
 	}
 	return b.String()

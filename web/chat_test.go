@@ -525,3 +525,21 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Errorf("thread saved at shutdown: %v %v", th, err)
 	}
 }
+
+func TestSessionExpires(t *testing.T) {
+	ts := startDemo(t, nil)
+	_, b := ts.do(t, "POST", "/v1/sessions", "", map[string]any{"user_id": "eve", "ttl_seconds": 60})
+	var sess struct{ Token string }
+	json.Unmarshal(b, &sess)
+	if st, _ := ts.do(t, "GET", "/v1/agents/demo/chats/none", sess.Token, nil); st != 404 {
+		t.Fatalf("live session: %d", st)
+	}
+	ts.now = func() time.Time { return time.Now().Add(2 * time.Minute) }
+	if st, _ := ts.do(t, "GET", "/v1/agents/demo/chats/none", sess.Token, nil); st != 401 {
+		t.Errorf("expired session: %d", st)
+	}
+	ts.now = time.Now
+	if st, _ := ts.do(t, "GET", "/v1/agents/demo/chats/none", sess.Token, nil); st != 401 {
+		t.Errorf("an expired session is gone for good: %d", st)
+	}
+}

@@ -69,6 +69,7 @@ type Server struct {
 	runner   *agent.Runner
 	conns    *connections
 	runs     runSet
+	now      func() time.Time // session expiry; tests move it
 	echo     *echo.Echo
 	closers  []func() error
 
@@ -81,7 +82,7 @@ type Server struct {
 // New assembles a deployment from cfg: it opens the store, imports every
 // tool source and checks every agent binding. Nothing listens yet.
 func New(ctx context.Context, cfg *Config, opt Options) (*Server, error) {
-	s := &Server{cfg: cfg, log: opt.Logger, out: opt.Stdout, mcp: map[string]*tools.MCPSource{}}
+	s := &Server{cfg: cfg, log: opt.Logger, out: opt.Stdout, mcp: map[string]*tools.MCPSource{}, now: time.Now}
 	var err error
 	s.baseCtx, s.cancelBase = context.WithCancel(context.WithoutCancel(ctx))
 	if s.log == nil {

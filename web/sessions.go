@@ -48,6 +48,7 @@ type session struct {
 type SessionStore interface {
 	PutSession(ctx context.Context, hash string, s session) error
 	GetSession(ctx context.Context, hash string) (session, bool, error)
+	DeleteSession(ctx context.Context, hash string) error
 }
 
 var bucketSessions = []byte("sessions")
@@ -69,6 +70,10 @@ func (b *boltSessions) PutSession(_ context.Context, hash string, s session) err
 		return err
 	}
 	return b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketSessions).Put([]byte(hash), v) })
+}
+
+func (b *boltSessions) DeleteSession(_ context.Context, hash string) error {
+	return b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketSessions).Delete([]byte(hash)) })
 }
 
 func (b *boltSessions) GetSession(_ context.Context, hash string) (session, bool, error) {
@@ -173,7 +178,7 @@ func (s *Server) createSession(c echo.Context) error {
 	if err != nil {
 		return internal(err)
 	}
-	expires := time.Now().Add(ttl).UTC().Truncate(time.Second)
+	expires := s.now().Add(ttl).UTC().Truncate(time.Second)
 	if err := s.sessions.PutSession(c.Request().Context(), tokenHash(token), session{
 		UserID: req.UserID, CacheScope: req.CacheScope, Sealed: sealed, Expires: expires}); err != nil {
 		return internal(err)
@@ -196,7 +201,11 @@ func (s *Server) requireUser(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			return internal(err)
 		}
-		if !found || time.Now().After(sess.Expires) {
+		if found && s.now().After(sess.Expires) {
+			_ = s.sessions.DeleteSession(context.WithoutCancel(c.Request().Context()), tokenHash(tok))
+			found = false
+		}
+		if !found {
 			return unauthorized()
 		}
 		creds, err := unseal(tok, sess.Sealed)
