@@ -1,0 +1,308 @@
+package paginate
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// decision is what one page says to do next: stop (stop != "") or
+// continue, with the cursor or URL to send when the strategy needs one.
+type decision struct {
+	stop string
+	why  string // for inconsistent stops: what was wrong
+	next string // cursor or URL to send next
+}
+
+func done(reason string) decision { return decision{stop: reason} }
+
+func inconsistent(why string) decision { return decision{stop: StopInconsistent, why: why} }
+
+// decide applies the stop rules to one page.
+func (w *walker) decide(s signals, received int, rerr error) decision {
+	if rerr != nil {
+		return inconsistent(strings.TrimPrefix(rerr.Error(), errInconsistent.Error()+": "))
+	}
+	p := w.plan
+
+	// Rules 1 and 2: what the server says explicitly.
+	explicit, next := w.explicit(s)
+	switch {
+	case s.flag == moreNo:
+		return done(StopCompleteHasMoreFalse)
+	case s.flag == moreUnknown && explicit == moreNo:
+		return done(StopCompleteNoNext)
+	}
+	says := s.flag
+	if says == moreUnknown {
+		says = explicit
+	}
+	if says == moreYes && !p.ItemsFound {
+		return inconsistent("the server says more pages exist, but the response's item array is unknown, so pages cannot be merged")
+	}
+	if says == moreYes {
+		switch {
+		case next != "":
+			return decision{next: next}
+		case p.Strategy == PageNumber:
+			return decision{}
+		case p.Strategy == Offset:
+			if received == 0 {
+				return inconsistent("the server says more items exist but sent none, so the offset cannot advance")
+			}
+			return decision{}
+		case p.Strategy == Cursor && p.CursorFromItem != "":
+			return w.fromLastItem(s.items)
+		case p.Strategy == None || p.Strategy == "":
+			return inconsistent("the server says more pages exist, but the operation's pagination is unknown")
+		default:
+			return inconsistent(fmt.Sprintf("the server says more pages exist but sent no %s to reach them", continuationName(p)))
+		}
+	}
+
+	// No explicit signal at all.
+	switch {
+	case p.Strategy == PageNumber || p.Strategy == Offset:
+	case p.Strategy == Cursor && p.CursorFromItem != "" && p.NextToken == "":
+	default:
+		// Not paginated, or a token/URL strategy whose response carried
+		// none of its fields: nothing says there is more.
+		return done(StopCompleteNoNext)
+	}
+	return w.numeric(s, received)
+}
+
+// explicit reads the strategy's own continuation field: moreYes with the
+// cursor or URL to send, moreNo when the field says done, moreUnknown
+// when the plan names no such field.
+func (w *walker) explicit(s signals) (more, string) {
+	p := w.plan
+	switch p.Strategy {
+	case Cursor:
+		if p.NextToken != "" {
+			if s.hasToken {
+				return moreYes, s.token
+			}
+			return moreNo, ""
+		}
+		if s.link.present { // a cursor API that also speaks Link
+			return linkMore(s.link)
+		}
+		return moreUnknown, ""
+	case NextURL:
+		if p.NextURLField != "" {
+			if s.hasURL {
+				return moreYes, s.nextURL
+			}
+			return moreNo, ""
+		}
+		if s.link.present {
+			return linkMore(s.link)
+		}
+		return moreUnknown, ""
+	case LinkHeader:
+		return linkMore(s.link)
+	default:
+		// Page, offset, or none: a Link header or a next field, when the
+		// response has one, is the server's word; the walk still
+		// advances by its own numbers.
+		switch {
+		case s.link.present:
+			m, _ := linkMore(s.link)
+			return m, ""
+		case p.NextURLField != "":
+			if s.hasURL {
+				return moreYes, ""
+			}
+			return moreNo, ""
+		case p.NextToken != "":
+			if s.hasToken {
+				return moreYes, ""
+			}
+			return moreNo, ""
+		}
+		return moreUnknown, ""
+	}
+}
+
+func linkMore(l linkSignal) (more, string) {
+	if l.next != "" {
+		return moreYes, l.next
+	}
+	return moreNo, ""
+}
+
+// fromLastItem continues a cursor walk from the last item's field
+// (Stripe's starting_after = last id).
+func (w *walker) fromLastItem(items [][]byte) decision {
+	if len(items) == 0 {
+		return inconsistent("the server says more items exist but sent none, so there is no last item to continue from")
+	}
+	c, ok := itemField(items[len(items)-1], w.plan.CursorFromItem)
+	if !ok {
+		return inconsistent(fmt.Sprintf("the last item has no %q to continue from", w.plan.CursorFromItem))
+	}
+	return decision{next: c}
+}
+
+// numeric applies rule 3: no signal from the server, so totals, empty
+// pages and short pages decide.
+func (w *walker) numeric(s signals, received int) decision {
+	p := w.plan
+	collected := len(w.res.Items)
+	pos, posOK := collected, w.posKnow
+	if p.Strategy == Offset {
+		pos, posOK = w.offset+received, true // offsets are absolute
+	}
+	if s.total >= 0 && posOK && pos >= s.total {
+		return done(StopCompleteTotalReached)
+	}
+	if p.Strategy == PageNumber && s.totalPages >= 0 && w.posKnow {
+		if n := w.page - pageBase(w.o.Tool, p.PageParam) + 1; n >= s.totalPages {
+			return done(StopCompleteTotalReached)
+		}
+	}
+	if received == 0 {
+		return done(StopCompleteEmptyPage)
+	}
+	next := decision{}
+	if p.Strategy == Cursor {
+		next = w.fromLastItem(s.items)
+		if next.stop != "" {
+			return next
+		}
+	}
+	firstPage := w.res.Pages == 1
+	totalSaysMore := s.total >= 0 && posOK || s.totalPages >= 0 && p.Strategy == PageNumber && w.posKnow
+	size := w.effSize
+	if size == 0 {
+		size = w.pageSize
+	}
+	switch {
+	case size == 0:
+		// Nothing was asked and nothing is known: the first page shows
+		// what the server serves.
+		w.effSize = received
+	case received > size:
+		// The server ignores the size asked and serves more.
+		w.effSize = received
+	case received < size && firstPage && (totalSaysMore || w.chosen):
+		// A cap below what was asked. The reported total says more
+		// exists, or the walker chose the size itself without a schema
+		// maximum and cannot tell a cap from the end: take the received
+		// count as the page size and let the next page decide.
+		w.effSize = received
+	case received < size && !totalSaysMore:
+		return done(StopCompleteShortPage)
+	}
+	return next
+}
+
+// guard checks the next cursor, URL or offset before it is followed.
+func (w *walker) guard(d decision) string {
+	var key string
+	switch {
+	case d.next != "" && w.followsURL():
+		if w.origin == "" || originOf(d.next) != w.origin {
+			return StopForeignNextURL
+		}
+		key = "u:" + d.next
+	case d.next != "":
+		key = "c:" + d.next
+	case w.plan.Strategy == Offset:
+		key = "o:" + strconv.Itoa(w.offset+w.received)
+	default:
+		return ""
+	}
+	if _, ok := w.seen[key]; ok {
+		return StopRepeatedCursor
+	}
+	return ""
+}
+
+// followsURL reports whether d.next is a URL to request rather than a
+// cursor to send in a parameter.
+func (w *walker) followsURL() bool {
+	switch w.plan.Strategy {
+	case NextURL, LinkHeader:
+		return true
+	case Cursor:
+		// A cursor plan whose response carried only a Link header.
+		return w.plan.NextToken == "" && w.plan.CursorFromItem == ""
+	}
+	return false
+}
+
+// sharedBudgetSpent reports a shared budget already spent by earlier
+// walks of the same tool call.
+func (w *walker) sharedBudgetSpent() string {
+	u := w.meter.Usage()
+	switch {
+	case u.Items >= w.budget.Items:
+		return StopBudgetItems
+	case u.Bytes >= w.budget.Bytes:
+		return StopBudgetBytes
+	case u.Requests >= w.budget.Requests:
+		return StopBudgetRequests
+	case !w.clock.Now().Before(w.deadline):
+		return StopBudgetTime
+	}
+	return ""
+}
+
+// budgetBeforePage checks the budgets before another page is requested
+// (requests and time are checked again before every attempt).
+func (w *walker) budgetBeforePage() string {
+	if w.res.Pages >= w.maxPages {
+		return StopBudgetPages
+	}
+	return w.sharedBudgetSpent()
+}
+
+// advance prepares the next page's request.
+func (w *walker) advance(d decision) {
+	p, t := w.plan, w.o.Tool
+	w.args = cloneArgs(w.args)
+	w.answered = false
+	switch {
+	case d.next != "" && w.followsURL():
+		w.cursor, w.viaURL = d.next, true
+		if u, err := url.Parse(d.next); err == nil {
+			w.base = u
+		}
+		w.seen["u:"+d.next] = struct{}{}
+	case d.next != "":
+		w.cursor = d.next
+		setArg(t, w.args, p.CursorParam, d.next)
+		w.seen["c:"+d.next] = struct{}{}
+	case p.Strategy == PageNumber:
+		w.page++
+		setArg(t, w.args, p.PageParam, w.page)
+	case p.Strategy == Offset:
+		w.offset += w.received
+		setArg(t, w.args, p.OffsetParam, w.offset)
+		w.seen["o:"+strconv.Itoa(w.offset)] = struct{}{}
+	}
+}
+
+// continuationName names what the plan follows to the next page, for
+// messages.
+func continuationName(p Plan) string {
+	switch {
+	case p.Strategy == Cursor && p.NextToken != "":
+		return lastKey(p.NextToken)
+	case p.Strategy == NextURL && p.NextURLField != "":
+		return lastKey(p.NextURLField)
+	case p.Strategy == LinkHeader:
+		return `rel="next" link`
+	}
+	return "continuation"
+}
+
+func lastKey(path string) string {
+	if i := strings.LastIndexByte(path, '.'); i >= 0 {
+		return path[i+1:]
+	}
+	return path
+}

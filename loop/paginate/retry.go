@@ -1,0 +1,223 @@
+package paginate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/trawl-dev/trawl/tools"
+)
+
+// Retry policy (DESIGN.md §6). Backoff doubles from transientBackoff; a
+// 5xx carrying Retry-After waits what it asks instead.
+const (
+	maxTransientRetries = 2                      // per page, transport errors and 5xx
+	maxRateLimitWaits   = 3                      // per page, 429s waited out
+	transientBackoff    = 500 * time.Millisecond // first retry; then 1s
+	defaultPageSize     = 100                    // asked when the schema declares no maximum
+)
+
+// failure is why a page could not be fetched.
+type failure struct {
+	reason  string
+	why     string // words for Result.Uninspected
+	status  int
+	snippet string
+	err     error
+	detail  string // words for PageError
+}
+
+func (f *failure) pageError(retries int) *PageError {
+	return &PageError{StoppedBy: f.reason, Status: f.status, Snippet: f.snippet, Retries: retries, Err: f.err, detail: f.detail}
+}
+
+// fetch sends one page's request, retrying the same page after transport
+// errors and 5xx (at most twice, when the request is safe to repeat) and
+// waiting out 429s that fit the time budget. Every attempt is counted on
+// the requests budget. err is non-nil only when ctx is cancelled.
+func (w *walker) fetch(ctx context.Context, req tools.Request) (*tools.Response, *failure, error) {
+	transient, waits := 0, 0
+	for attempt := 0; ; attempt++ {
+		now := w.clock.Now()
+		if !now.Before(w.deadline) {
+			return nil, w.budgetFailure(StopBudgetTime, "the time budget ran out"), nil
+		}
+		if !w.meter.takeRequest(w.budget.Requests) {
+			return nil, w.budgetFailure(StopBudgetRequests, "the request budget was spent"), nil
+		}
+		w.res.Requests++
+		if attempt > 0 {
+			w.res.Retries++
+		}
+		req.Retry, w.attempt = attempt, attempt
+		callCtx, cancel := context.WithTimeout(ctx, w.deadline.Sub(now))
+		resp, err := w.o.Caller.Call(callCtx, req)
+		timedOut := callCtx.Err() != nil
+		cancel()
+		if err == nil && resp == nil {
+			err = errors.New("the caller returned no response")
+		}
+		if err != nil {
+			switch {
+			case errors.Is(ctx.Err(), context.Canceled):
+				return nil, nil, ctx.Err()
+			case ctx.Err() != nil || timedOut:
+				return nil, w.budgetFailure(StopBudgetTime, "the time budget ran out while waiting for the upstream"), nil
+			}
+			if w.retryable && transient < maxTransientRetries {
+				transient++
+				if ok, cerr := w.wait(ctx, backoff(transient)); cerr != nil {
+					return nil, nil, cerr
+				} else if ok {
+					continue
+				}
+			}
+			return nil, &failure{
+				reason: StopHTTPError, err: err,
+				why: fmt.Sprintf("page %d could not be fetched (%s)", req.Page, safeCause(err)),
+			}, nil
+		}
+		w.meter.addBytes(int64(len(resp.Body)))
+		w.res.Bytes += int64(len(resp.Body))
+		w.res.Status = resp.Status
+		switch code := resp.Status; {
+		case code >= 200 && code < 300:
+			return resp, nil, nil
+		case code == http.StatusTooManyRequests:
+			d, ok := retryAfter(resp.Header, w.clock.Now())
+			if !ok {
+				d = backoff(waits + 1)
+			}
+			if waits < maxRateLimitWaits {
+				waits++
+				if ok, cerr := w.wait(ctx, d); cerr != nil {
+					return nil, nil, cerr
+				} else if ok {
+					continue
+				}
+			}
+			f := w.classify(resp)
+			f.reason = StopRateLimited
+			f.detail = fmt.Sprintf("the rate limit's wait (%s) does not fit the time budget", d.Round(time.Second))
+			if waits >= maxRateLimitWaits {
+				f.detail = fmt.Sprintf("still rate limited after %d waits", waits)
+			}
+			f.why = fmt.Sprintf("page %d was rate limited (%s)", req.Page, f.detail)
+			return nil, f, nil
+		case code >= 500 && w.retryable && transient < maxTransientRetries:
+			transient++
+			d, ok := retryAfter(resp.Header, w.clock.Now())
+			if !ok {
+				d = backoff(transient)
+			}
+			if ok, cerr := w.wait(ctx, d); cerr != nil {
+				return nil, nil, cerr
+			} else if ok {
+				continue
+			}
+			return nil, w.classify(resp), nil
+		default:
+			return nil, w.classify(resp), nil
+		}
+	}
+}
+
+// classify words an error response: a rejected cursor, or an HTTP error.
+func (w *walker) classify(resp *tools.Response) *failure {
+	f := &failure{reason: StopHTTPError, status: resp.Status, snippet: snippet(resp.Body, w.o.Credential)}
+	page := w.res.Pages + 1
+	sendingCursor := w.cursor != "" // a cursor parameter or a server-given URL
+	rejected := false
+	switch resp.Status {
+	case http.StatusBadRequest, http.StatusNotFound, http.StatusGone, http.StatusUnprocessableEntity:
+		rejected = sendingCursor && w.res.Pages > 0
+	}
+	if sendingCursor && !rejected {
+		rejected = resp.Status < 500 && cursorRejected(resp.Body)
+	}
+	if rejected {
+		f.reason = StopCursorExpired
+		f.detail = "the upstream rejected the continuation cursor"
+		f.why = fmt.Sprintf("the server rejected the cursor of page %d (status %d%s); no cursor was guessed", page, resp.Status, colon(f.snippet))
+		return f
+	}
+	switch resp.Status {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		f.why = fmt.Sprintf("page %d was refused (status %d%s); authorization errors are not retried", page, resp.Status, colon(f.snippet))
+	default:
+		f.why = fmt.Sprintf("page %d failed (status %d%s)", page, resp.Status, colon(f.snippet))
+		if w.attempt > 0 {
+			f.why += fmt.Sprintf(" after %d retries", w.attempt)
+		}
+	}
+	return f
+}
+
+func colon(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ": " + s
+}
+
+// budgetFailure is a budget that stops the walk before a request.
+func (w *walker) budgetFailure(reason, detail string) *failure {
+	return &failure{reason: reason, detail: detail, status: w.res.Status}
+}
+
+// wait sleeps d when it fits in what is left of the time budget (and of
+// ctx's deadline). ok is false when it does not fit; err is ctx's error.
+//
+// A retry the request budget cannot pay for is not waited for either:
+// ok is true without sleeping, and the next attempt stops the walk as
+// budget_requests.
+func (w *walker) wait(ctx context.Context, d time.Duration) (ok bool, err error) {
+	if d < 0 {
+		d = 0
+	}
+	if w.meter.Usage().Requests >= w.budget.Requests {
+		return true, nil
+	}
+	if !w.clock.Now().Add(d).Before(w.deadline) {
+		return false, nil
+	}
+	if dl, has := ctx.Deadline(); has && time.Until(dl) <= d {
+		return false, nil
+	}
+	if err := w.clock.Sleep(ctx, d); err != nil {
+		if errors.Is(err, context.Canceled) {
+			return false, err
+		}
+		return false, nil
+	}
+	return true, nil
+}
+
+// backoff is the wait before the n-th retry (n ≥ 1): 500ms, 1s, 2s…
+func backoff(n int) time.Duration {
+	return transientBackoff << (n - 1)
+}
+
+// retryable reports whether a page request may be sent again after an
+// uncertain failure: GET and HEAD, or a POST that reads (a paginated
+// operation, or one named for searching or listing).
+func retryable(t *tools.Tool, p Plan) bool {
+	switch strings.ToUpper(t.Method) {
+	case http.MethodGet, http.MethodHead:
+		return true
+	case http.MethodPost:
+		if p.Paginated() {
+			return true
+		}
+		words := strings.ToLower(t.Name + " " + t.OperationID + " " + t.Path)
+		for _, w := range []string{"search", "list", "query", "find", "lookup"} {
+			if strings.Contains(words, w) {
+				return true
+			}
+		}
+	}
+	return false
+}
