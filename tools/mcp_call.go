@@ -1,0 +1,286 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Call calls the tool req names on the server with req.Args and renders
+// the result as a Response: status 200 and a JSON body for a result, 502
+// with {"error": text} when the tool reported an error, 400 (invalid
+// arguments) or 502 when the server answered with a protocol error. An
+// error means no answer: a closed session (ErrMCPClosed), a timeout, a
+// broken connection.
+func (s *MCPSource) Call(ctx context.Context, req Request) (*Response, error) {
+	if req.Tool == nil {
+		return nil, errors.New("mcp call: no tool")
+	}
+	if req.URL != "" {
+		return nil, fmt.Errorf("mcp tool %q takes no continuation URL", req.Tool.ID)
+	}
+	s.mu.RLock()
+	name, known := s.remote[req.Tool.ID]
+	gone := s.gone
+	s.mu.RUnlock()
+	if gone != nil {
+		return nil, gone
+	}
+	if !known {
+		return nil, fmt.Errorf("mcp server %q no longer offers tool %q", s.id, req.Tool.ID)
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout)
+	defer cancel()
+	start := time.Now()
+	act := Activity{
+		Time: start.UTC(), ThreadID: req.ThreadID, Tool: req.Tool.ID, Method: mcpCallMethod,
+		Path: name, Page: req.Page, Retry: req.Retry, Cursor: Fingerprint(req.Cursor),
+	}
+	res, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: wireArgs(req.Tool, req.Args)})
+	var out *Response
+	var wire *jsonrpc.Error
+	switch {
+	case err == nil:
+		out = renderMCPResult(res, s.max)
+	case errors.As(err, &wire) && ctx.Err() == nil:
+		out = renderMCPProtocolError(wire)
+	default:
+		act.DurationMs = time.Since(start).Milliseconds()
+		var ferr error = s.fail("calling tool "+name, err)
+		if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			ferr = fmt.Errorf("mcp server %q: calling tool %s: the connection ended: %w", s.id, name, ErrMCPClosed)
+		}
+		act.Error = safeMCPCause(err)
+		s.record(ctx, act)
+		return nil, ferr
+	}
+	out.Duration = time.Since(start)
+	act.Status, act.Bytes, act.DurationMs = out.Status, int64(len(out.Body)), out.Duration.Milliseconds()
+	s.record(ctx, act)
+	return out, nil
+}
+
+func (s *MCPSource) record(ctx context.Context, a Activity) {
+	if s.activity != nil {
+		_ = s.activity.Record(ctx, a) // the call's outcome does not depend on the log
+	}
+}
+
+// wireArgs renames arguments whose model-facing name differs from the
+// server's property name. Arguments no parameter declares are passed on
+// as they are; the server judges them.
+func wireArgs(t *Tool, args map[string]any) map[string]any {
+	out := make(map[string]any, len(args))
+	for k, v := range args {
+		if p, ok := t.Param(k); ok {
+			k = p.WireName()
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// renderMCPResult turns a tools/call result into a Response body a loop
+// engine can read as JSON:
+//   - isError: status 502 and {"error": the result's text};
+//   - structuredContent: that value (the text copy the server usually
+//     sends beside it is preferred when it says the same, as it keeps
+//     number precision and key order);
+//   - exactly one text item holding JSON: that JSON;
+//   - otherwise {"content": [...]}: text items as strings, other items
+//     summarised ({"type", "mimeType", "uri", "bytes"…}) without binary data.
+func renderMCPResult(res *mcp.CallToolResult, limit int64) *Response {
+	out := &Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}}
+	var body []byte
+	switch {
+	case res == nil:
+		out.Status = http.StatusBadGateway
+		body = errorJSON("the MCP server returned no result")
+	case res.IsError:
+		out.Status = http.StatusBadGateway
+		msg := strings.TrimSpace(strings.Join(texts(res.Content), "\n"))
+		if msg == "" {
+			msg = "the MCP tool reported an error without a message"
+		}
+		body = errorJSON(msg)
+	case res.NeedsInput():
+		out.Status = http.StatusBadGateway
+		body = errorJSON("the MCP tool asked for user input, which trawl cannot give")
+	case res.StructuredContent != nil:
+		if text, ok := singleJSONText(res.Content); ok && sameJSON(text, res.StructuredContent) {
+			body = text
+		} else if b, err := json.Marshal(res.StructuredContent); err == nil {
+			body = b
+		} else {
+			out.Status = http.StatusBadGateway
+			body = errorJSON("the MCP tool's structured content is not JSON")
+		}
+	default:
+		if text, ok := singleJSONText(res.Content); ok {
+			body = text
+		} else {
+			body = contentJSON(res.Content)
+		}
+	}
+	if int64(len(body)) > limit {
+		body, out.Truncated = body[:limit], true
+	}
+	out.Body = body
+	return out
+}
+
+// renderMCPProtocolError is the Response for a JSON-RPC error the server
+// answered a call with: its message is for the model to read.
+func renderMCPProtocolError(e *jsonrpc.Error) *Response {
+	status := http.StatusBadGateway
+	if e.Code == jsonrpc.CodeInvalidParams {
+		status = http.StatusBadRequest
+	}
+	msg := strings.TrimSpace(e.Message)
+	if msg == "" {
+		msg = fmt.Sprintf("the MCP server answered with error code %d", e.Code)
+	}
+	return &Response{Status: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: errorJSON(msg)}
+}
+
+func errorJSON(msg string) []byte {
+	b, _ := json.Marshal(map[string]string{"error": msg})
+	return b
+}
+
+func texts(content []mcp.Content) []string {
+	var out []string
+	for _, c := range content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			out = append(out, t.Text)
+		}
+	}
+	return out
+}
+
+// singleJSONText returns the content's only item, compacted, when it is a
+// text holding valid JSON.
+func singleJSONText(content []mcp.Content) ([]byte, bool) {
+	if len(content) != 1 {
+		return nil, false
+	}
+	t, ok := content[0].(*mcp.TextContent)
+	if !ok {
+		return nil, false
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, []byte(t.Text)) != nil || buf.Len() == 0 {
+		return nil, false
+	}
+	return buf.Bytes(), true
+}
+
+// sameJSON reports whether text decodes to v.
+func sameJSON(text []byte, v any) bool {
+	var decoded any
+	if json.Unmarshal(text, &decoded) != nil {
+		return false
+	}
+	if reflect.DeepEqual(decoded, v) {
+		return true // v came off the wire: the same Go types
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return false
+	}
+	var other any
+	if json.Unmarshal(b, &other) != nil {
+		return false
+	}
+	return reflect.DeepEqual(decoded, other)
+}
+
+// contentJSON renders content items as {"content": [...]}.
+func contentJSON(content []mcp.Content) []byte {
+	items := make([]any, 0, len(content))
+	for _, c := range content {
+		items = append(items, contentItem(c))
+	}
+	b, _ := json.Marshal(map[string]any{"content": items})
+	return b
+}
+
+// mcpItem is the summary of a content item that is not text.
+type mcpItem struct {
+	Type        string `json:"type"`
+	MIMEType    string `json:"mimeType,omitempty"`
+	URI         string `json:"uri,omitempty"`
+	Name        string `json:"name,omitempty"`
+	Description string `json:"description,omitempty"`
+	Text        string `json:"text,omitempty"`  // an embedded text resource's text
+	Bytes       int    `json:"bytes,omitempty"` // size of binary data left out
+}
+
+func contentItem(c mcp.Content) any {
+	switch x := c.(type) {
+	case *mcp.TextContent:
+		return x.Text
+	case *mcp.ImageContent:
+		return mcpItem{Type: "image", MIMEType: x.MIMEType, Bytes: len(x.Data)}
+	case *mcp.AudioContent:
+		return mcpItem{Type: "audio", MIMEType: x.MIMEType, Bytes: len(x.Data)}
+	case *mcp.ResourceLink:
+		return mcpItem{Type: "resource_link", MIMEType: x.MIMEType, URI: x.URI, Name: x.Name, Description: x.Description}
+	case *mcp.EmbeddedResource:
+		item := mcpItem{Type: "resource"}
+		if r := x.Resource; r != nil {
+			item.MIMEType, item.URI, item.Text, item.Bytes = r.MIMEType, r.URI, r.Text, len(r.Blob)
+		}
+		return item
+	}
+	// Content the SDK knows but a tool result should not hold (tool_use…):
+	// its type alone.
+	var probe struct {
+		Type string `json:"type"`
+	}
+	if b, err := json.Marshal(c); err == nil {
+		_ = json.Unmarshal(b, &probe)
+	}
+	if probe.Type == "" {
+		probe.Type = "unknown"
+	}
+	return mcpItem{Type: probe.Type}
+}
+
+// Router is the Caller for tools of every kind: an MCP tool goes to the
+// source of its provider, any other tool to the HTTP invoker. The MCP map
+// must not be modified once calls start; Router is then safe for
+// concurrent use.
+type Router struct {
+	HTTP *Invoker
+	MCP  map[string]*MCPSource // by server id
+}
+
+// Call sends req to where its tool lives.
+func (r Router) Call(ctx context.Context, req Request) (*Response, error) {
+	if req.Tool == nil {
+		return nil, errors.New("call: no tool")
+	}
+	if req.Tool.Kind == KindMCP {
+		src := r.MCP[req.Tool.Provider]
+		if src == nil {
+			return nil, fmt.Errorf("tool %q: no MCP server %q is connected", req.Tool.ID, req.Tool.Provider)
+		}
+		return src.Call(ctx, req)
+	}
+	if r.HTTP == nil {
+		return nil, fmt.Errorf("tool %q: no HTTP invoker is configured", req.Tool.ID)
+	}
+	return r.HTTP.Call(ctx, req)
+}
