@@ -448,3 +448,21 @@ func TestUndeclaredArrayKeepsRows(t *testing.T) {
 		t.Errorf("files (-want +got):\n%s\nview %s", diff, out.View)
 	}
 }
+
+func TestScalarPayloadGetsAnEnvelope(t *testing.T) {
+	for _, body := range []string{`"queued"`, `42`, `not json at all`, ``} {
+		caller := paginate.CallerFunc(func(ctx context.Context, req tools.Request) (*tools.Response, error) {
+			return &tools.Response{Status: 200, Body: []byte(body)}, nil
+		})
+		e := newTestEngine(t, Options{Caller: caller})
+		tool := &tools.Tool{ID: "s.go", Provider: "s", Name: "go", Method: "POST", Path: "/go", Origin: "http://127.0.0.1:1"}
+		out, err := e.Call(context.Background(), Call{Tool: tool, Scope: scope, Binding: Binding{LoopResponses: true}})
+		if err != nil {
+			t.Errorf("%q: %v", body, err)
+			continue
+		}
+		if v := decode(t, out.View); v["_pagingComplete"] != true {
+			t.Errorf("%q: view %s", body, out.View)
+		}
+	}
+}

@@ -118,7 +118,11 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 		}
 	} else {
 		view = asJSON(w.Envelope)
-		if fields != nil && firstByte(view) == '{' {
+		if firstByte(view) != '{' {
+			// A bare scalar: the envelope keys need an object to sit in.
+			view = append(append([]byte(`{"result":`), view...), '}')
+		}
+		if fields != nil {
 			matched := make([]bool, len(fields.Paths()))
 			if view, err = fields.Project(view, nil, matched); err != nil {
 				return nil, fmt.Errorf("projecting: %w", err)
