@@ -219,10 +219,20 @@ func (r *Runner) runMeta(ctx context.Context, st *turnState, tl *stepTools, name
 			Name        string `json:"name"`
 			Description string `json:"description,omitempty"`
 			Connected   bool   `json:"connected"`
+			// Tools says where the toolkit's tools are: "in your tool
+			// list", or "find with search_tools".
+			Tools string `json:"tools"`
+		}
+		pooled := map[string]bool{}
+		for _, t := range tl.pool {
+			pooled[t.Provider] = true
 		}
 		list := []conn{}
 		for _, tk := range tl.apps {
-			c := conn{Toolkit: tk, Connected: true}
+			c := conn{Toolkit: tk, Connected: true, Tools: "in your tool list"}
+			if pooled[tk] {
+				c.Tools = "find with search_tools"
+			}
 			if ts := r.opt.Catalog.Provider(tk); len(ts) > 0 {
 				c.Name, c.Description = ts[0].ToolkitName, shorten(ts[0].ToolkitDescription, 200)
 			}

@@ -167,7 +167,8 @@ func TestConnectToolkit(t *testing.T) {
 	readSSE(t, resp.Body)
 	resp.Body.Close()
 	conns := lastToolOutput(m.reqs[1])
-	if !strings.Contains(conns, `"toolkit":"chat"`) || strings.Contains(conns, `"connected":true`) {
+	if !strings.Contains(conns, `"toolkit":"chat"`) || strings.Contains(conns, `"connected":true`) ||
+		!strings.Contains(conns, `"toolkit":"mail","name":"Mail"`) || !strings.Contains(conns, "find with search_tools") {
 		t.Errorf("list_connections: %s", conns)
 	}
 	if out := lastToolOutput(m.reqs[2]); !strings.Contains(out, "connect_toolkit") {
