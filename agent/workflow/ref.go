@@ -1,0 +1,223 @@
+package workflow
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/trawl-dev/trawl/loop/query"
+)
+
+// refPrefix starts every ref.
+const refPrefix = "$.steps."
+
+// ref is a parsed "$.steps.<id>.<path>".
+type ref struct {
+	text string
+	step string
+	keys []string // the path inside the step's output
+}
+
+// parseRef parses a ref. Keys after the step id are dot-separated, with
+// `\.` and `\\` escaping a dot or backslash inside a key, as in _fields.
+func parseRef(s string) (ref, error) {
+	if !strings.HasPrefix(s, refPrefix) {
+		return ref{}, fmt.Errorf("%q is not a ref: refs have the form \"$.steps.<step id>.<path>\"", s)
+	}
+	keys, err := query.SplitPath(s[len(refPrefix):])
+	if err != nil || len(keys) == 0 {
+		return ref{}, fmt.Errorf("%q is not a ref: refs have the form \"$.steps.<step id>.<path>\" with no empty segment", s)
+	}
+	return ref{text: s, step: keys[0], keys: keys[1:]}, nil
+}
+
+// isRefString reports whether an input string is a ref.
+func isRefString(s string) bool { return strings.HasPrefix(s, refPrefix) }
+
+// refObject reports whether v is a ref object — {"ref": "$.…"} and
+// nothing else — and returns its text.
+func refObject(v any) (string, bool) {
+	m, ok := v.(map[string]any)
+	if !ok || len(m) != 1 {
+		return "", false
+	}
+	s, ok := m["ref"].(string)
+	if !ok || !strings.HasPrefix(s, "$.") {
+		return "", false
+	}
+	return s, true
+}
+
+// eachRef calls fn with every ref in an input value and the dotted path
+// where it sits.
+func eachRef(v any, at string, fn func(ref string, at string)) {
+	if s, ok := refObject(v); ok {
+		fn(s, at)
+		return
+	}
+	switch x := v.(type) {
+	case string:
+		if isRefString(x) {
+			fn(x, at)
+		}
+	case map[string]any:
+		for _, k := range sortedKeys(x) {
+			eachRef(x[k], at+"."+k, fn)
+		}
+	case []any:
+		for i, e := range x {
+			eachRef(e, fmt.Sprintf("%s[%d]", at, i), fn)
+		}
+	}
+}
+
+// outputs are the outputs of the steps run so far, decoded on first use.
+type outputs struct {
+	raw     map[string]json.RawMessage
+	decoded map[string]any
+}
+
+func newOutputs() *outputs {
+	return &outputs{raw: map[string]json.RawMessage{}, decoded: map[string]any{}}
+}
+
+func (o *outputs) set(step string, out json.RawMessage) {
+	o.raw[step] = out
+	delete(o.decoded, step)
+}
+
+// resolve returns what ref resolves to: the value at its path in the
+// step's output, with arrays along the way mapped over; nil (JSON null)
+// when the step did not run or the path reaches nothing.
+func (o *outputs) resolve(r ref) (any, error) {
+	doc, ok := o.decoded[r.step]
+	if !ok {
+		raw, ran := o.raw[r.step]
+		if !ran {
+			return nil, nil
+		}
+		var err error
+		if doc, err = decodeNumbers(raw); err != nil {
+			return nil, fmt.Errorf("step %s's output is not JSON: %w", r.step, err)
+		}
+		o.decoded[r.step] = doc
+	}
+	v, _ := lookup(doc, r.keys)
+	return v, nil
+}
+
+func decodeNumbers(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	err := dec.Decode(&v)
+	return v, err
+}
+
+// lookup follows keys from v. An object member is followed by name. On
+// an array, a key that is a non-negative integer picks that element;
+// any other key maps over the elements and the result is the list of every
+// value reached (nested arrays met while mapping are mapped over too, so
+// the list is flat; elements that reach nothing add nothing). found is
+// false when the path reaches nothing.
+func lookup(v any, keys []string) (_ any, found bool) {
+	if len(keys) == 0 {
+		return v, true
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		c, ok := x[keys[0]]
+		if !ok {
+			return nil, false
+		}
+		return lookup(c, keys[1:])
+	case []any:
+		if i, ok := arrayIndex(keys[0]); ok {
+			if i >= len(x) {
+				return nil, false
+			}
+			return lookup(x[i], keys[1:])
+		}
+		return collect([]any{}, x, keys), true
+	}
+	return nil, false
+}
+
+// collect appends every value keys reach from v, mapping over arrays.
+func collect(dst []any, v any, keys []string) []any {
+	if len(keys) == 0 {
+		return append(dst, v)
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		if c, ok := x[keys[0]]; ok {
+			dst = collect(dst, c, keys[1:])
+		}
+	case []any:
+		if i, ok := arrayIndex(keys[0]); ok {
+			if i < len(x) {
+				dst = collect(dst, x[i], keys[1:])
+			}
+			return dst
+		}
+		for _, e := range x {
+			dst = collect(dst, e, keys)
+		}
+	}
+	return dst
+}
+
+func arrayIndex(s string) (int, bool) {
+	if s == "" || len(s) > 9 || (len(s) > 1 && s[0] == '0') {
+		return 0, false
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
+}
+
+// resolveInput returns v with every ref replaced by its value. Object
+// members whose ref resolves to null are dropped.
+func (o *outputs) resolveInput(v any) (any, error) {
+	text, isRef := refObject(v)
+	if s, ok := v.(string); ok && isRefString(s) {
+		text, isRef = s, true
+	}
+	if isRef {
+		r, err := parseRef(text)
+		if err != nil {
+			return nil, err
+		}
+		return o.resolve(r)
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			r, err := o.resolveInput(e)
+			if err != nil {
+				return nil, err
+			}
+			if r == nil && e != nil {
+				continue // a ref that resolved to null: not given
+			}
+			out[k] = r
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			r, err := o.resolveInput(e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = r
+		}
+		return out, nil
+	}
+	return v, nil
+}
