@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/trawl-dev/trawl/loop/paginate"
@@ -130,7 +131,7 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 			unmatched = unmatchedPaths(fields.Paths(), matched)
 		}
 	}
-	out.Note = e.note(q, w, hit)
+	out.Note = e.note(q, w, hit, out.Items, filter != nil && w.HasItems)
 	full := func() (*StoredResult, error) {
 		if w.HasItems {
 			return NewStoredResultFromItems(c.Tool.ID, w.Envelope, w.ItemsPath, w.Items)
@@ -334,7 +335,7 @@ func maskCursor(c string) map[string]any {
 }
 
 // note is the one sentence (or two) the model reads about the verdict.
-func (e *Engine) note(q walkRequest, w *walked, hit *CacheHit) string {
+func (e *Engine) note(q walkRequest, w *walked, hit *CacheHit, kept int, filtered bool) string {
 	n := len(w.Items)
 	var s string
 	switch {
@@ -347,6 +348,9 @@ func (e *Engine) note(q walkRequest, w *walked, hit *CacheHit) string {
 	default:
 		s = fmt.Sprintf("Partial: %d rows fetched, and more exist. %s", n, stopAdvice(w.StoppedBy, q.budget))
 	}
+	if filtered {
+		s += fmt.Sprintf(" %d of them match the filter.", kept)
+	}
 	if len(w.Errors) > 0 {
 		s += fmt.Sprintf(" %d of %d _for_each values failed (see _forEachErrors); their rows are missing.", len(w.Errors), w.Values)
 	}
@@ -356,7 +360,10 @@ func (e *Engine) note(q walkRequest, w *walked, hit *CacheHit) string {
 	if w.Mismatch && w.Total != nil {
 		s += fmt.Sprintf(" The server reported a total of %d, which differs from the rows received.", *w.Total)
 	}
-	if hit != nil {
+	switch {
+	case hit != nil && q.call.Workflow:
+		s += fmt.Sprintf(" Served from a complete walk cached at %s (the step's cache TTL).", hit.CachedAt.UTC().Format(time.RFC3339))
+	case hit != nil:
 		s += " " + hit.Note()
 	}
 	return s

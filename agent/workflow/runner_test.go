@@ -240,8 +240,8 @@ func TestRunAgainstDemo(t *testing.T) {
 		t.Errorf("bookings (-want +got):\n%s", diff)
 	}
 	wantVerdict = loopVerdict{Complete: true, Requests: pages, ItemCount: len(rows), StoppedBy: bookings.Loop.StoppedBy,
-		// The note counts the rows fetched; itemCount those kept by the filter.
-		Note: fmt.Sprintf("Complete: all %d rows, fetched in %d pages.", fetched, pages)}
+		// The note counts the rows fetched and those the filter kept.
+		Note: fmt.Sprintf("Complete: all %d rows, fetched in %d pages. %d of them match the filter.", fetched, pages, len(rows))}
 	if diff := cmp.Diff(wantVerdict, bookings.Loop); diff != "" {
 		t.Errorf("bookings _loop (-want +got):\n%s", diff)
 	}
