@@ -25,6 +25,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/agent/workflow"
 	"github.com/trawl-dev/trawl/loop"
 	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/tools"
@@ -48,30 +49,31 @@ type Options struct {
 
 // Server is one trawl deployment.
 type Server struct {
-	cfg      *Config
-	log      *slog.Logger
-	out      io.Writer
-	db       *bolt.DB
-	adminKey string
-	keyIsNew bool
-	catalog  *tools.Catalog
-	invoker  *tools.Invoker
-	mcp      map[string]*tools.MCPSource // by server id
-	activity *tools.ActivityLog
-	engine   *loop.Engine
-	results  *loop.Retrieval
-	cache    *loop.DatasetCache
-	agents   *agent.Registry
-	threads  agent.ThreadStore
-	sessions SessionStore
-	events   stream.EventLog
-	model    agent.Model // nil when no model is configured
-	runner   *agent.Runner
-	conns    *connections
-	runs     runSet
-	now      func() time.Time // session expiry; tests move it
-	echo     *echo.Echo
-	closers  []func() error
+	cfg       *Config
+	log       *slog.Logger
+	out       io.Writer
+	db        *bolt.DB
+	adminKey  string
+	keyIsNew  bool
+	catalog   *tools.Catalog
+	invoker   *tools.Invoker
+	mcp       map[string]*tools.MCPSource // by server id
+	activity  *tools.ActivityLog
+	engine    *loop.Engine
+	results   *loop.Retrieval
+	cache     *loop.DatasetCache
+	agents    *agent.Registry
+	threads   agent.ThreadStore
+	sessions  SessionStore
+	events    stream.EventLog
+	model     agent.Model // nil when no model is configured
+	runner    *agent.Runner
+	conns     *connections
+	workflows *workflow.Runner
+	runs      runSet
+	now       func() time.Time // session expiry; tests move it
+	echo      *echo.Echo
+	closers   []func() error
 
 	// baseCtx outlives requests: turns run on it, detached from the
 	// request that started them, until Close.
@@ -125,6 +127,9 @@ func New(ctx context.Context, cfg *Config, opt Options) (*Server, error) {
 		return nil, err
 	}
 	if err := s.newAgents(ctx, opt.Model); err != nil {
+		return nil, err
+	}
+	if err := s.initWorkflows(); err != nil {
 		return nil, err
 	}
 	s.echo = s.routes(opt)
@@ -230,6 +235,15 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	admin.PATCH("/agents/:id/tools/:tool_id", s.patchBinding)
 
 	admin.POST("/agents/:id/search_tools", s.searchTools)
+	admin.GET("/workflows", s.listWorkflows)
+	admin.PUT("/workflows/:id", s.putWorkflow)
+	admin.GET("/workflows/:id", s.getWorkflow)
+	admin.DELETE("/workflows/:id", s.deleteWorkflow)
+	admin.POST("/workflows/:id/runs", s.startWorkflowRun)
+	admin.GET("/workflows/:id/runs", s.listWorkflowRuns)
+	admin.GET("/workflows/:id/runs/:runId", s.getWorkflowRun)
+	admin.GET("/workflows/:id/runs/:runId/stream", s.resumeWorkflowRun)
+	admin.POST("/workflows/:id/runs/:runId/stop", s.stopWorkflowRun)
 	e.GET("/connect/:toolkit", s.connectForm)
 	e.POST("/connect/:toolkit", s.connectSubmit)
 
