@@ -381,6 +381,11 @@ func (c *Config) validate() error {
 	if !validIdent(c.Org) {
 		return c.errAt("org", "must be letters, digits, '-' or '_'")
 	}
+	if c.RedisURL != "" {
+		// Refused rather than ignored: a deployment that asks for shared
+		// state must not run on per-process state without knowing it.
+		return c.errAt("redis_url", "Redis backends are not available yet; remove redis_url to use the embedded store (one process)")
+	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return c.errAt("listen", fmt.Sprintf("must be host:port, not %q", c.Listen))
 	}
