@@ -1,0 +1,264 @@
+// Tools: a searchable table of every tool, and "Try it": run one tool
+// through the looping engine (POST /v1/tools/{id}/invoke, no model) and
+// read its verdict before its payload.
+
+import { call, refreshTools, seg, tools as loadTools } from './api.js';
+import { banner, bytes, errorText, frag, h, kindBadge, loading, paginationBadge } from './dom.js';
+import { jsonView } from './json.js';
+
+// The arguments typed per tool, kept while the page lives.
+const drafts = new Map();
+
+export function toolsView() {
+  const search = h('input', {
+    id: 'tool-search', class: 'input', type: 'search', autocomplete: 'off',
+    placeholder: 'id, name, path, strategy…', 'aria-controls': 'tool-table',
+  });
+  const kind = h('select', { id: 'tool-kind', class: 'input', 'aria-controls': 'tool-table' },
+    h('option', { value: '' }, 'all kinds'),
+    h('option', { value: 'api' }, 'own API'),
+    h('option', { value: 'app' }, 'connected app'),
+    h('option', { value: 'mcp' }, 'MCP'));
+  const count = h('p', { class: 'muted count', role: 'status' });
+  const tbody = h('tbody');
+  const table = h('div', { class: 'table-wrap' },
+    h('table', { class: 'table tools-table', id: 'tool-table' },
+      h('caption', { class: 'sr-only' }, 'Tools; follow a tool id to try it'),
+      h('thead', null, h('tr', null,
+        h('th', { scope: 'col' }, 'Tool'),
+        h('th', { scope: 'col' }, 'Kind'),
+        h('th', { scope: 'col' }, 'Method and path'),
+        h('th', { scope: 'col' }, 'Pagination'))),
+      tbody));
+  const panel = h('section', { class: 'try', id: 'try', 'aria-labelledby': 'try-title' });
+  const reload = h('button', {
+    type: 'button', class: 'button small ghost',
+    onclick: async () => {
+      catalog = null;
+      refreshTools();
+      await update(selected);
+    },
+  }, 'Reload');
+  const el = h('div', { class: 'layout-tools' },
+    h('section', { class: 'tools-list', 'aria-labelledby': 'tools-title' },
+      h('div', { class: 'view-head' }, h('h1', { id: 'tools-title' }, 'Tools'), reload),
+      h('div', { class: 'toolbar' },
+        h('div', { class: 'field grow' }, h('label', { class: 'field-label', for: 'tool-search' }, 'Search'), search),
+        h('div', { class: 'field' }, h('label', { class: 'field-label', for: 'tool-kind' }, 'Kind'), kind)),
+      count, table),
+    panel);
+
+  let catalog = null;
+  let rows = [];
+  let selected = '';
+  let seq = 0;
+
+  function filter() {
+    const words = search.value.toLowerCase().split(/\s+/).filter(Boolean);
+    let n = 0;
+    for (const r of rows) {
+      const hit = (!kind.value || r.tool.kind === kind.value) && words.every((w) => r.text.includes(w));
+      r.tr.hidden = !hit;
+      if (hit) n += 1;
+    }
+    count.textContent = `${n} of ${rows.length} tools`;
+  }
+  search.addEventListener('input', filter);
+  kind.addEventListener('change', filter);
+
+  function renderTable() {
+    rows = catalog.map((t) => {
+      const link = h('a', { href: `#/tools/${encodeURIComponent(t.id)}`, class: 'tool-link' }, t.id);
+      const tr = h('tr', { dataset: { toolId: t.id } },
+        h('th', { scope: 'row' }, link),
+        h('td', null, kindBadge(t.kind)),
+        h('td', { class: 'path' }, t.method ? [h('code', { class: 'method' }, t.method), ' ', h('code', null, t.path)] : h('span', { class: 'muted' }, '—')),
+        h('td', null, paginationBadge(t.pagination)));
+      const pg = (t.pagination && t.pagination.strategy) || 'none';
+      const text = [t.id, t.name, t.kind, t.toolkit, t.provider, t.method, t.path, pg, t.description].filter(Boolean).join(' ').toLowerCase();
+      return { tool: t, tr, link, text };
+    });
+    tbody.replaceChildren(...rows.map((r) => r.tr));
+    filter();
+  }
+
+  async function update(arg) {
+    const my = ++seq;
+    if (!catalog) {
+      tbody.replaceChildren(h('tr', null, h('td', { colspan: '4' }, loading('tools'))));
+      try {
+        catalog = await loadTools();
+      } catch (err) {
+        if (my !== seq) return;
+        tbody.replaceChildren();
+        panel.replaceChildren(banner('error', `Could not load the tools: ${errorText(err)}`));
+        return;
+      }
+      if (my !== seq) return;
+      renderTable();
+    }
+    selected = arg;
+    for (const r of rows) {
+      const on = r.tool.id === arg;
+      r.tr.classList.toggle('selected', on);
+      if (on) r.link.setAttribute('aria-current', 'true');
+      else r.link.removeAttribute('aria-current');
+    }
+    const t = catalog.find((x) => x.id === arg);
+    if (!arg) {
+      panel.replaceChildren(h('h2', { id: 'try-title' }, 'Try it'),
+        h('p', { class: 'muted' }, 'Pick a tool in the table to call it here, with the looping engine and no model.'));
+    } else if (!t) {
+      panel.replaceChildren(h('h2', { id: 'try-title' }, 'Try it'), banner('error', `No tool “${arg}” in the catalog.`));
+    } else {
+      panel.replaceChildren(frag(tryIt(t)));
+    }
+  }
+
+  return { el, update };
+}
+
+// params lists a tool's arguments from its input schema.
+function params(schema) {
+  const props = (schema && schema.properties) || {};
+  const required = new Set((schema && schema.required) || []);
+  const names = Object.keys(props);
+  if (!names.length) return h('p', { class: 'muted' }, 'No arguments.');
+  return h('ul', { class: 'params' }, names.map((n) => {
+    const p = props[n] || {};
+    const type = p.type ? (Array.isArray(p.type) ? p.type.join(' | ') : p.type) : (p.enum ? 'enum' : 'any');
+    return h('li', { class: n.startsWith('_') ? 'reserved' : null, title: p.description || null },
+      h('code', null, n), ' ', h('span', { class: 'muted' }, type), required.has(n) ? h('span', { class: 'req' }, ' required') : null,
+      p.enum ? h('span', { class: 'muted' }, ` · ${p.enum.join(', ')}`) : null);
+  }));
+}
+
+function tryIt(t) {
+  const args = h('textarea', {
+    id: 'try-args', class: 'input code-input', rows: '7', spellcheck: 'false', autocomplete: 'off',
+    autocapitalize: 'off', 'aria-describedby': 'try-args-hint try-args-error',
+    value: drafts.get(t.id) || '{}',
+  });
+  const argsError = h('p', { id: 'try-args-error', class: 'inline-error', role: 'alert', hidden: true });
+  const looping = h('input', { id: 'try-loop', type: 'checkbox', checked: true, 'aria-describedby': 'try-loop-hint' });
+  const run = h('button', { type: 'submit', id: 'try-run', class: 'button primary' }, 'Run');
+  const result = h('div', { id: 'try-result', class: 'try-result', 'aria-live': 'polite' });
+  args.addEventListener('input', () => drafts.set(t.id, args.value));
+  args.addEventListener('keydown', (ev) => {
+    if (ev.key === 'Enter' && (ev.ctrlKey || ev.metaKey)) {
+      ev.preventDefault();
+      form.requestSubmit();
+    }
+  });
+
+  const form = h('form', { class: 'try-form', novalidate: true },
+    h('label', { class: 'field-label', for: 'try-args' }, 'Arguments (JSON object)'),
+    args,
+    h('p', { class: 'hint', id: 'try-args-hint' }, 'Reserved arguments such as _all_pages, _fields, _for_each and _filter work when looping is on. Ctrl+Enter runs.'),
+    argsError,
+    h('div', { class: 'try-actions' },
+      h('div', { class: 'check' }, looping, h('label', { for: 'try-loop' }, 'loop responses')),
+      h('span', { class: 'hint', id: 'try-loop-hint' }, 'off: one plain call, reserved arguments ignored'),
+      run));
+
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    let value;
+    try {
+      value = JSON.parse(args.value.trim() || '{}');
+    } catch (err) {
+      argsError.textContent = `The arguments are not valid JSON: ${err.message}`;
+      argsError.hidden = false;
+      args.focus();
+      return;
+    }
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+      argsError.textContent = 'The arguments must be a JSON object, like {"status": "open"}.';
+      argsError.hidden = false;
+      args.focus();
+      return;
+    }
+    argsError.hidden = true;
+    run.disabled = true;
+    run.textContent = 'Running…';
+    result.setAttribute('aria-busy', 'true');
+    result.replaceChildren(loading(`${t.id}`));
+    try {
+      const r = await call('POST', `tools/${seg(t.id)}/invoke`, { args: value, loop_responses: looping.checked });
+      result.replaceChildren(verdict(r.data, r), jsonView('Response JSON', r.data));
+    } catch (err) {
+      result.replaceChildren(failure(err));
+    } finally {
+      run.disabled = false;
+      run.textContent = 'Run';
+      result.removeAttribute('aria-busy');
+    }
+  });
+
+  return [
+    h('header', { class: 'try-head' },
+      h('p', { class: 'eyebrow' }, 'Try it'),
+      h('h2', { id: 'try-title' }, t.name),
+      h('p', { class: 'card-id' }, h('code', null, t.id),
+        t.method ? [' · ', h('code', { class: 'method' }, t.method), ' ', h('code', null, t.path)] : null),
+      h('div', { class: 'card-badges' }, paginationBadge(t.pagination), kindBadge(t.kind))),
+    t.description ? h('details', { class: 'desc' }, h('summary', null, 'Description'), h('p', null, t.description)) : null,
+    h('details', { class: 'desc' }, h('summary', null, 'Arguments'), params(t.inputSchema)),
+    form,
+    result,
+  ];
+}
+
+function fmt(v) {
+  if (v === null || v === undefined) return '';
+  if (typeof v === 'object') return JSON.stringify(v);
+  return String(v);
+}
+
+// verdict states a result's completeness first: the envelope's
+// _pagingComplete, _stoppedBy, _note, _boundary, _truncated and _resultId.
+export function verdict(data, meta) {
+  const env = data && typeof data === 'object' && !Array.isArray(data) ? data : {};
+  let state = 'none';
+  let label = 'No paging verdict';
+  if (env._pagingComplete === true) {
+    state = 'complete';
+    label = 'Complete';
+  } else if (env._pagingComplete === false) {
+    state = 'partial';
+    label = 'Partial';
+  }
+  const facts = [];
+  const fact = (k, ...v) => facts.push(h('div', { class: 'fact' }, h('dt', null, k), h('dd', null, ...v)));
+  if ('_likelyMoreRows' in env) fact('Likely more rows', env._likelyMoreRows ? 'yes' : 'no');
+  if (env._truncated) fact('Truncated', `showing ${env._shownItems ?? '?'} of ${env._totalItems ?? '?'} items`);
+  if (env._resultId) fact('Result id', h('code', { class: 'result-id' }, env._resultId));
+  if (env._cache) fact('Cache', env._cache.hit ? 'hit' : 'miss', env._cache.cachedAt ? ` · cached ${env._cache.cachedAt}` : '', env._cache.expiresAt ? ` · expires ${env._cache.expiresAt}` : '');
+  if (env._unmatchedFields) fact('Unmatched _fields', h('code', null, fmt(env._unmatchedFields.paths)), ' · available: ', h('code', null, fmt(env._unmatchedFields.availableKeys)));
+  if (Array.isArray(env._forEachErrors) && env._forEachErrors.length) {
+    fact('_for_each errors', h('ul', null, env._forEachErrors.map((e) => h('li', null, h('code', null, fmt(e.value)), ` ${e.error}`))));
+  }
+  const boundary = env._boundary && typeof env._boundary === 'object'
+    ? h('table', { class: 'table kv boundary' },
+      h('caption', null, 'Boundary'),
+      h('tbody', null, Object.entries(env._boundary).map(([k, v]) => h('tr', null, h('th', { scope: 'row' }, k), h('td', null, fmt(v))))))
+    : null;
+  return h('section', { class: ['verdict', `verdict-${state}`], id: 'verdict', dataset: { complete: state }, 'aria-label': 'Verdict' },
+    h('div', { class: 'verdict-head' },
+      h('span', { class: ['pill', `pill-${state}`] }, label),
+      env._stoppedBy ? h('span', { class: 'stopped' }, 'stopped by ', h('code', null, env._stoppedBy)) : null,
+      h('span', { class: 'muted verdict-meta' }, `HTTP ${meta.status} · ${meta.ms} ms · ${bytes(meta.text.length)}`)),
+    env._note ? h('p', { class: 'note' }, env._note) : null,
+    state === 'none' ? h('p', { class: 'muted' }, 'The payload carries no looping keys: looping was off for this call, or the tool returned its payload as it came.') : null,
+    facts.length ? h('dl', { class: 'facts' }, facts) : null,
+    boundary);
+}
+
+function failure(err) {
+  return h('section', { class: ['verdict', 'verdict-failed'], id: 'verdict', dataset: { complete: 'failed' }, 'aria-label': 'Verdict' },
+    h('div', { class: 'verdict-head' },
+      h('span', { class: ['pill', 'pill-failed'] }, 'Failed'),
+      err.code ? h('span', { class: 'stopped' }, h('code', null, err.code)) : null,
+      err.status ? h('span', { class: 'muted verdict-meta' }, `HTTP ${err.status}`) : null),
+    h('p', { class: 'note' }, err.message || String(err)));
+}

@@ -1,0 +1,456 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/google/go-cmp/cmp"
+)
+
+// noRedirect is a client that reports redirects instead of following them.
+var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+func studioGet(t *testing.T, method, url string, header http.Header) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+func embedded(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := fs.ReadFile(studioFiles, "studio/"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestStudioServesAssets(t *testing.T) {
+	ts := startDemo(t, nil)
+	tests := []struct {
+		path, file, ctype string
+	}{
+		{"/studio/", "index.html", "text/html; charset=utf-8"},
+		{"/studio/index.html", "index.html", "text/html; charset=utf-8"},
+		{"/studio/studio.css", "studio.css", "text/css; charset=utf-8"},
+		{"/studio/js/app.js", "js/app.js", "text/javascript; charset=utf-8"},
+		{"/studio/js/agents.js", "js/agents.js", "text/javascript; charset=utf-8"},
+		{"/studio/favicon.svg", "favicon.svg", "image/svg+xml"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			resp, body := studioGet(t, "GET", ts.URL+tt.path, nil)
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+			want := map[string]string{
+				"Content-Type":            tt.ctype,
+				"Cache-Control":           "no-cache",
+				"Content-Security-Policy": studioCSP,
+				"X-Content-Type-Options":  "nosniff",
+			}
+			got := map[string]string{}
+			for k := range want {
+				got[k] = resp.Header.Get(k)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("headers (-want +got):\n%s", diff)
+			}
+			if !strings.HasPrefix(studioCSP, "default-src 'self'") {
+				t.Errorf("CSP %q does not start with default-src 'self'", studioCSP)
+			}
+			if string(body) != string(embedded(t, tt.file)) {
+				t.Errorf("body is not the embedded %s", tt.file)
+			}
+
+			// The ETag makes the no-cache revalidation cheap.
+			etag := resp.Header.Get("ETag")
+			if etag == "" {
+				t.Fatal("no ETag")
+			}
+			resp, body = studioGet(t, "GET", ts.URL+tt.path, http.Header{"If-None-Match": {etag}})
+			if resp.StatusCode != http.StatusNotModified || len(body) != 0 {
+				t.Errorf("revalidation: %d with %d bytes, want 304 and none", resp.StatusCode, len(body))
+			}
+			resp, body = studioGet(t, "HEAD", ts.URL+tt.path, nil)
+			if resp.StatusCode != 200 || len(body) != 0 || resp.Header.Get("Content-Type") != tt.ctype {
+				t.Errorf("HEAD: %d, %d bytes, %q", resp.StatusCode, len(body), resp.Header.Get("Content-Type"))
+			}
+		})
+	}
+}
+
+func TestStudioRedirect(t *testing.T) {
+	ts := startDemo(t, nil)
+	for _, tt := range []struct{ path, location string }{
+		{"/studio", "/studio/"},
+		{"/studio?tab=1", "/studio/?tab=1"},
+	} {
+		resp, _ := studioGet(t, "GET", ts.URL+tt.path, nil)
+		if resp.StatusCode != http.StatusMovedPermanently || resp.Header.Get("Location") != tt.location {
+			t.Errorf("GET %s = %d → %q, want 301 → %q", tt.path, resp.StatusCode, resp.Header.Get("Location"), tt.location)
+		}
+	}
+}
+
+func TestStudioUnknownAsset(t *testing.T) {
+	ts := startDemo(t, nil)
+	for _, p := range []string{
+		"/studio/nope.js",
+		"/studio/js/",
+		"/studio/js",
+		"/studio/js/../../server.go",
+		"/studio/%2e%2e/server.go",
+		"/studio//index.html",
+		"/studio/INDEX.HTML",
+	} {
+		resp, body := studioGet(t, "GET", ts.URL+p, nil)
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s = %d, want 404", p, resp.StatusCode)
+			continue
+		}
+		if code := errorCode(t, body); code != "not_found" {
+			t.Errorf("GET %s: code %q", p, code)
+		}
+	}
+	resp, _ := studioGet(t, "POST", ts.URL+"/studio/", nil)
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST /studio/ = %d, want 405", resp.StatusCode)
+	}
+}
+
+var (
+	htmlRef    = regexp.MustCompile(`\s(?:src|href)\s*=\s*"([^"]*)"`)
+	cssRef     = regexp.MustCompile(`url\(\s*['"]?([^'")\s]+)|@import\s+['"]([^'"]+)`)
+	jsRef      = regexp.MustCompile(`(?:\bfrom\s*|\bimport\s*\(?\s*)['"]([^'"]+)['"]`)
+	anyScheme  = regexp.MustCompile(`(?i)\b[a-z][a-z0-9+.-]*://[^\s"'<>)]*`)
+	inlineCode = regexp.MustCompile(`(?i)<script(?:\s[^>]*)?>\s*[^<\s]|<style[\s>]|\sstyle\s*=|\son[a-z]+\s*=|javascript:`)
+	// XML namespace names are identifiers, not references.
+	namespaces = []string{"http://www.w3.org/2000/svg"}
+)
+
+// TestStudioSelfContained checks every embedded asset: it has a declared
+// content type, references only other embedded assets (relative paths, no
+// other origin), and the HTML holds no inline script, style or handler —
+// which the Content-Security-Policy would refuse.
+func TestStudioSelfContained(t *testing.T) {
+	assets := studioAssets()
+	if len(assets) < 5 {
+		t.Fatalf("only %d assets embedded", len(assets))
+	}
+	var refs int
+	for name, a := range assets {
+		if _, ok := studioTypes[path.Ext(name)]; !ok {
+			t.Errorf("%s: extension %q has no entry in studioTypes", name, path.Ext(name))
+		}
+		text := string(a.body)
+		for _, u := range anyScheme.FindAllString(text, -1) {
+			if !slices.Contains(namespaces, u) {
+				t.Errorf("%s references another origin: %s", name, u)
+			}
+		}
+		var found [][]string
+		switch path.Ext(name) {
+		case ".html":
+			found = htmlRef.FindAllStringSubmatch(text, -1)
+			if m := inlineCode.FindString(text); m != "" {
+				t.Errorf("%s has inline code the CSP forbids: %q", name, m)
+			}
+		case ".css":
+			found = cssRef.FindAllStringSubmatch(text, -1)
+		case ".js":
+			found = jsRef.FindAllStringSubmatch(text, -1)
+		}
+		for _, m := range found {
+			ref := m[1]
+			if ref == "" && len(m) > 2 {
+				ref = m[2]
+			}
+			if strings.HasPrefix(ref, "#") {
+				continue // an in-page route
+			}
+			refs++
+			if strings.HasPrefix(ref, "/") || strings.Contains(ref, ":") {
+				t.Errorf("%s: reference %q is not relative", name, ref)
+				continue
+			}
+			target := path.Join(path.Dir(name), ref)
+			if _, ok := assets[target]; !ok {
+				t.Errorf("%s: reference %q resolves to %q, which is not embedded", name, ref, target)
+			}
+		}
+	}
+	if refs < 8 {
+		t.Errorf("found only %d references: the patterns no longer match the assets", refs)
+	}
+}
+
+// chromium finds a Chromium or Chrome binary, or skips the test.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no chromium binary on PATH (apt-get install chromium): skipping the Studio browser test")
+	return ""
+}
+
+// TestStudioInBrowser drives the console in headless Chromium against a
+// demo server: the admin-key prompt (a wrong key is refused and asked
+// again), the looping switch of a binding (checked through the server),
+// a refused change rolled back with the API's message, "Try it" with the
+// complete verdict, and the activity table. Set TRAWL_STUDIO_SCREENSHOTS
+// to a directory to get PNGs of each view.
+func TestStudioInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test skipped in -short mode")
+	}
+	bin := chromium(t)
+	ts := startDemo(t, nil)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// The machine may have no network: these flags keep Chromium from
+	// reaching out on its own (updates, sync, QUIC probes).
+	actx, acancel := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(bin),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(1440, 1000),
+	)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+
+	// Collect what the page says on its console: exceptions, console
+	// errors and browser-log errors such as a CSP refusal. Failed fetches
+	// are expected (the wrong key, the refused TTL) and are not problems.
+	var mu sync.Mutex
+	var problems []string
+	cctx, ccancel := context.WithCancel(bctx)
+	messages := chromedp.Console(cctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.IsException() || m.Type == chromedp.ConsoleError && m.Source != "network" {
+				mu.Lock()
+				problems = append(problems, m.String()+" @ "+m.URL)
+				mu.Unlock()
+			}
+		}
+	}()
+
+	shots := os.Getenv("TRAWL_STUDIO_SCREENSHOTS")
+	shot := func(name string) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			if shots == "" {
+				return nil
+			}
+			png, err := chromedp.FullScreenshot(100)(ctx, tg)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644)
+		})
+	}
+	run := func(step string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, scancel := context.WithTimeout(bctx, 15*time.Second)
+		defer scancel()
+		if err := chromedp.Do(sctx, actions...); err != nil {
+			if shots != "" {
+				sctx, scancel := context.WithTimeout(bctx, 5*time.Second)
+				_ = chromedp.Do(sctx, shot("failed"))
+				scancel()
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			t.Fatalf("%s: %v\nconsole problems: %q", step, err, problems)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return s
+	}
+	eval := func(expr string) bool {
+		t.Helper()
+		v, err := chromedp.Run(bctx, chromedp.Evaluate[bool](expr))
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		return v
+	}
+
+	// The admin key: a wrong one is refused and asked for again.
+	run("open the console",
+		chromedp.Navigate(ts.URL+"/studio"),
+		chromedp.WaitVisible(chromedp.ID("key-input")),
+		shot("key"),
+		chromedp.SendKeys(chromedp.ID("key-input"), "not-the-key"),
+		chromedp.Click(chromedp.ID("key-submit")),
+		chromedp.WaitVisible(chromedp.ID("key-error")))
+	if got := text("#key-error"); !strings.Contains(got, "refused") {
+		t.Errorf("after a wrong key the dialog says %q", got)
+	}
+	run("enter the admin key",
+		chromedp.SetValue(chromedp.ID("key-input"), ts.AdminKey()),
+		chromedp.Click(chromedp.ID("key-submit")),
+		chromedp.WaitNotVisible(chromedp.ID("key-dialog")),
+		chromedp.Click(chromedp.CSS(`a[data-agent-id="demo"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`a[data-agent-id="demo"][aria-current="page"]`)))
+	if !eval(`sessionStorage.getItem('trawl.studio.adminKey') === ` + strconv.Quote(ts.AdminKey())) {
+		t.Error("the admin key is not kept in sessionStorage")
+	}
+
+	// Flip the looping switch of acme.list_orders off.
+	card := `article[data-tool-id="acme.list_orders"]`
+	sw := card + ` input[role="switch"]`
+	run("see the tool card", chromedp.WaitVisible(chromedp.CSS(sw)), shot("agents"))
+	if !eval(`document.querySelector('` + sw + `').checked`) {
+		t.Fatal("acme.list_orders does not start with looping on")
+	}
+	if got := text(card + ` .switch-row label`); got != "Allow response looping for this tool" {
+		t.Errorf("switch label = %q", got)
+	}
+	run("flip the switch",
+		chromedp.Click(chromedp.CSS(sw)),
+		chromedp.WaitVisible(chromedp.CSS(card+`[data-state="saved"]`)))
+	if eval(`document.querySelector('` + sw + `').checked`) {
+		t.Error("the switch is back on after saving")
+	}
+	binding := func() (loop bool, ttl float64) {
+		d, ok := ts.agents.Get("demo")
+		if !ok {
+			t.Fatal("agent demo is gone")
+		}
+		for _, b := range d.AgentTools {
+			if b.ToolID == "acme.list_orders" {
+				return b.LoopResponses, b.DatasetTTLHours
+			}
+		}
+		t.Fatal("the binding of acme.list_orders is gone")
+		return false, 0
+	}
+	if loop, _ := binding(); loop {
+		t.Error("the server still has looping on for acme.list_orders")
+	}
+
+	// A change the API refuses is rolled back, with its message inline.
+	ttl := card + ` input[type="number"]`
+	run("enter a negative TTL",
+		chromedp.SendKeys(chromedp.CSS(ttl), "-1\t"),
+		chromedp.WaitVisible(chromedp.CSS(card+`[data-state="error"] .inline-error`)))
+	if got := text(card + ` .inline-error`); !strings.Contains(got, "must not be negative") {
+		t.Errorf("inline error = %q", got)
+	}
+	if v, err := chromedp.Run(bctx, chromedp.Value(chromedp.CSS(ttl))); err != nil || v != "" {
+		t.Errorf("TTL input after the refusal = %q (%v), want it rolled back to empty", v, err)
+	}
+	if _, ttlHours := binding(); ttlHours != 0 {
+		t.Errorf("server TTL = %v after a refused change", ttlHours)
+	}
+
+	// Try it: walk every open order.
+	link := `a.tool-link[href="#/tools/acme.list_orders"]`
+	run("find the tool",
+		chromedp.Click(chromedp.CSS(`a[data-nav="tools"]`)),
+		chromedp.WaitVisible(chromedp.ID("tool-search")),
+		chromedp.SendKeys(chromedp.ID("tool-search"), "list_orders"),
+		chromedp.Click(chromedp.CSS(link)),
+		chromedp.WaitVisible(chromedp.ID("try-args")))
+	if !eval(`document.getElementById('try-loop').checked`) {
+		t.Error(`"loop responses" is not checked by default`)
+	}
+	args := `{"status":"open","_all_pages":true,"_fields":["id"]}`
+	run("run it",
+		chromedp.SetValue(chromedp.ID("try-args"), args),
+		chromedp.Click(chromedp.ID("try-run")),
+		chromedp.WaitVisible(chromedp.CSS(`#verdict[data-complete="complete"]`)),
+		shot("tools"))
+	// The page must say what the server says.
+	st, b := ts.do(t, "POST", "/v1/tools/acme.list_orders/invoke", "", map[string]any{"args": json.RawMessage(args)})
+	var env struct {
+		Complete  bool           `json:"_pagingComplete"`
+		StoppedBy string         `json:"_stoppedBy"`
+		Boundary  map[string]any `json:"_boundary"`
+	}
+	if err := json.Unmarshal(b, &env); st != 200 || err != nil || !env.Complete {
+		t.Fatalf("direct invoke: %d %v %s", st, err, b)
+	}
+	verdict := text("#verdict")
+	for _, want := range []string{"Complete", "stopped by " + env.StoppedBy, "completion", "records"} {
+		if !strings.Contains(verdict, want) {
+			t.Errorf("verdict lacks %q:\n%s", want, verdict)
+		}
+	}
+	rows, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('#verdict table.boundary tbody tr').length`))
+	if err != nil || rows != len(env.Boundary) {
+		t.Errorf("boundary table has %d rows (%v), the envelope %d keys", rows, err, len(env.Boundary))
+	}
+	if got := text(".json-view summary"); !strings.Contains(got, "Response JSON") {
+		t.Errorf("JSON summary = %q", got)
+	}
+
+	// Activity shows the walk's upstream calls.
+	run("open the activity",
+		chromedp.Click(chromedp.CSS(`a[data-nav="activity"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#activity-table tbody td.time`)),
+		shot("activity"))
+	if got := text("#activity-table tbody"); !strings.Contains(got, "acme.list_orders") || !strings.Contains(got, "/orders?") {
+		t.Errorf("activity table:\n%s", got)
+	}
+
+	ccancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range problems {
+		t.Errorf("console: %s", p)
+	}
+}
