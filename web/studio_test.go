@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/google/go-cmp/cmp"
 )
@@ -283,16 +285,52 @@ func TestStudioInBrowser(t *testing.T) {
 	}()
 
 	shots := os.Getenv("TRAWL_STUDIO_SCREENSHOTS")
-	shot := func(name string) chromedp.Action[chromedp.Void] {
+	save := func(ctx context.Context, tg *chromedp.Target, name string) error {
+		if shots == "" {
+			return nil
+		}
+		png, err := chromedp.FullScreenshot(100)(ctx, tg)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644)
+	}
+	// view checks the view on a phone: at 390 CSS px nothing may make the
+	// page scroll sideways (wide tables scroll inside their own box). With
+	// TRAWL_STUDIO_SCREENSHOTS it also saves the view light, dark and on
+	// the phone.
+	view := func(name string) chromedp.Action[chromedp.Void] {
 		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			if shots == "" {
-				return nil
+			if err := save(ctx, tg, name); err != nil {
+				return err
 			}
-			png, err := chromedp.FullScreenshot(100)(ctx, tg)
+			if shots != "" {
+				dark := emulation.SetEmulatedMediaParams{Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}}
+				if _, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, dark); err != nil {
+					return err
+				}
+				if err := save(ctx, tg, name+"-dark"); err != nil {
+					return err
+				}
+				if _, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{}); err != nil {
+					return err
+				}
+			}
+			if _, err := chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile)(ctx, tg); err != nil {
+				return err
+			}
+			width, err := chromedp.Evaluate[int](`document.documentElement.scrollWidth`)(ctx, tg)
 			if err != nil {
 				return err
 			}
-			return os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644)
+			if width > 390 {
+				t.Errorf("%s: the page is %d px wide on a 390 px phone screen", name, width)
+			}
+			if err := save(ctx, tg, name+"-phone"); err != nil {
+				return err
+			}
+			_, err = cdp.Call(ctx, tg, emulation.ClearDeviceMetricsOverride, cdp.Empty{})
+			return err
 		})
 	}
 	run := func(step string, actions ...chromedp.Action[chromedp.Void]) {
@@ -302,7 +340,7 @@ func TestStudioInBrowser(t *testing.T) {
 		if err := chromedp.Do(sctx, actions...); err != nil {
 			if shots != "" {
 				sctx, scancel := context.WithTimeout(bctx, 5*time.Second)
-				_ = chromedp.Do(sctx, shot("failed"))
+				_ = chromedp.Do(sctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error { return save(ctx, tg, "failed") }))
 				scancel()
 			}
 			mu.Lock()
@@ -331,7 +369,7 @@ func TestStudioInBrowser(t *testing.T) {
 	run("open the console",
 		chromedp.Navigate(ts.URL+"/studio"),
 		chromedp.WaitVisible(chromedp.ID("key-input")),
-		shot("key"),
+		view("key"),
 		chromedp.SendKeys(chromedp.ID("key-input"), "not-the-key"),
 		chromedp.Click(chromedp.ID("key-submit")),
 		chromedp.WaitVisible(chromedp.ID("key-error")))
@@ -351,7 +389,7 @@ func TestStudioInBrowser(t *testing.T) {
 	// Flip the looping switch of acme.list_orders off.
 	card := `article[data-tool-id="acme.list_orders"]`
 	sw := card + ` input[role="switch"]`
-	run("see the tool card", chromedp.WaitVisible(chromedp.CSS(sw)), shot("agents"))
+	run("see the tool card", chromedp.WaitVisible(chromedp.CSS(sw)), view("agents"))
 	if !eval(`document.querySelector('` + sw + `').checked`) {
 		t.Fatal("acme.list_orders does not start with looping on")
 	}
@@ -412,7 +450,7 @@ func TestStudioInBrowser(t *testing.T) {
 		chromedp.SetValue(chromedp.ID("try-args"), args),
 		chromedp.Click(chromedp.ID("try-run")),
 		chromedp.WaitVisible(chromedp.CSS(`#verdict[data-complete="complete"]`)),
-		shot("tools"))
+		view("tools"))
 	// The page must say what the server says.
 	st, b := ts.do(t, "POST", "/v1/tools/acme.list_orders/invoke", "", map[string]any{"args": json.RawMessage(args)})
 	var env struct {
@@ -441,7 +479,7 @@ func TestStudioInBrowser(t *testing.T) {
 	run("open the activity",
 		chromedp.Click(chromedp.CSS(`a[data-nav="activity"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#activity-table tbody td.time`)),
-		shot("activity"))
+		view("activity"))
 	if got := text("#activity-table tbody"); !strings.Contains(got, "acme.list_orders") || !strings.Contains(got, "/orders?") {
 		t.Errorf("activity table:\n%s", got)
 	}

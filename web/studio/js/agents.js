@@ -4,7 +4,7 @@
 // change rolls the control back and says why.
 
 import { call, seg, tools as loadTools } from './api.js';
-import { banner, errorText, frag, h, id, kindBadge, loading, paginationBadge } from './dom.js';
+import { banner, errorText, frag, h, id, loading, paginationBadge } from './dom.js';
 
 const LOOP_LABEL = 'Allow response looping for this tool';
 // A group with more tools than this starts collapsed.
@@ -240,17 +240,17 @@ function toolCard(getDef, setDef, row) {
       h('h3', { class: 'card-name', id: `${base}-name` }, t ? t.name : tid),
       h('p', { class: 'card-id' }, h('code', null, tid),
         t && t.method ? [' · ', h('code', { class: 'method' }, t.method), ' ', h('code', null, t.path)] : null)),
-    h('div', { class: 'card-badges' }, t ? paginationBadge(t.pagination) : null, t ? kindBadge(t.kind) : null)),
+    h('div', { class: 'card-badges' }, t ? paginationBadge(t.pagination) : null)),
   t && t.description ? h('p', { class: 'card-desc', title: t.description }, t.description) : null,
   t ? null : h('p', { class: 'inline-error' }, 'This tool is not in the catalog.'),
   h('div', { class: 'switch-row' }, sw, h('label', { for: `${base}-loop` }, LOOP_LABEL)),
   h('div', { class: 'settings' },
     h('div', { class: 'setting' },
       h('label', { class: 'field-label', for: `${base}-ttl` }, 'Dataset TTL (hours)'), ttl,
-      h('span', { class: 'hint', id: `${base}-ttl-hint` }, 'empty: 24 h org, 1 h runtime')),
+      h('span', { class: 'hint', id: `${base}-ttl-hint` }, 'empty: 24 h (org) or 1 h (runtime)')),
     h('div', { class: 'setting' },
       h('label', { class: 'field-label', for: `${base}-disc` }, 'Discovery'), disc,
-      h('span', { class: 'hint', id: `${base}-disc-hint` }, app ? 'pooled behind search_tools or direct' : 'only connected-app tools are pooled'))),
+      h('span', { class: 'hint', id: `${base}-disc-hint` }, app ? 'true: behind search_tools' : 'own API tools stay direct'))),
   h('footer', { class: 'card-foot' }, source, status),
   error);
 
