@@ -227,11 +227,12 @@ func chromium(t *testing.T) string {
 }
 
 // TestStudioInBrowser drives the console in headless Chromium against a
-// demo server: the admin-key prompt (a wrong key is refused and asked
-// again), the looping switch of a binding (checked through the server),
-// a refused change rolled back with the API's message, "Try it" with the
-// complete verdict, and the activity table. Set TRAWL_STUDIO_SCREENSHOTS
-// to a directory to get PNGs of each view.
+// demo server: the admin-key prompt (a refused key is asked for again, at
+// the start and mid-session), the looping switch of a binding (checked
+// through the server), a refused change rolled back with the API's
+// message, "Try it" with the complete verdict, the activity table, each
+// view on a phone-sized screen, and no console error or CSP refusal. Set
+// TRAWL_STUDIO_SCREENSHOTS to a directory to get PNGs of each view.
 func TestStudioInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("browser test skipped in -short mode")
@@ -483,6 +484,21 @@ func TestStudioInBrowser(t *testing.T) {
 	if got := text("#activity-table tbody"); !strings.Contains(got, "acme.list_orders") || !strings.Contains(got, "/orders?") {
 		t.Errorf("activity table:\n%s", got)
 	}
+
+	// A key the server stops accepting mid-session is asked for again,
+	// and the view comes back with the new one.
+	run("use a stale key",
+		chromedp.Evaluate[chromedp.Void](`sessionStorage.setItem('trawl.studio.adminKey', 'stale')`),
+		chromedp.Click(chromedp.ID("activity-refresh")),
+		chromedp.WaitVisible(chromedp.ID("key-error")))
+	if got := text("#key-error"); !strings.Contains(got, "refused") {
+		t.Errorf("after a refused key the dialog says %q", got)
+	}
+	run("enter the key again",
+		chromedp.SetValue(chromedp.ID("key-input"), ts.AdminKey()),
+		chromedp.Click(chromedp.ID("key-submit")),
+		chromedp.WaitNotVisible(chromedp.ID("key-dialog")),
+		chromedp.WaitVisible(chromedp.CSS(`#activity-table tbody td.time`)))
 
 	ccancel()
 	<-done

@@ -45,7 +45,7 @@ export function onUnauthorized(fn) {
 export async function call(method, path, body) {
   const key = getKey();
   if (!key) {
-    const err = new APIError(401, 'unauthorized', 'an admin key is required');
+    const err = new APIError(401, 'no_key', 'an admin key is required');
     unauthorized(err);
     throw err;
   }

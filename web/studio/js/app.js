@@ -69,9 +69,7 @@ function askKey(message) {
 }
 
 onUnauthorized((err) => {
-  askKey(err.status === 401 && err.message !== 'an admin key is required'
-    ? 'The server refused the admin key (401 unauthorized). Paste it again.'
-    : '');
+  askKey(err.code === 'no_key' ? '' : 'The server refused the admin key (401 unauthorized). Paste it again.');
 });
 
 form.addEventListener('submit', async (ev) => {
