@@ -530,6 +530,20 @@ func TestHostile(t *testing.T) {
 				"GET /items?cursor=c2&limit=100", "GET /items?cursor=c3&limit=100"},
 		},
 		{
+			// The server ignores the page parameter and serves page one
+			// again with has_more: the walk stops at the first page that
+			// holds nothing new, not at the page budget.
+			name: "server_ignores_page_parameter",
+			plan: Plan{Strategy: PageNumber, SizeParam: "per_page", PageParam: "page", Items: "data", ItemsFound: true,
+				MoreFlag: "has_more", Provenance: "schema"},
+			sizeMax: 100,
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				reply(w, 200, page(seq("i", 1, 3), `"has_more":true`))
+			},
+			want:     verdict{StoppedBy: StopInconsistent, Items: 6, Pages: 2, Requests: 2, Duplicates: 3, LikelyMore: true},
+			wantReqs: []string{"GET /items?per_page=100", "GET /items?page=2&per_page=100"},
+		},
+		{
 			name: "has_more_true_without_token",
 			plan: moreCursorPlan, sizeMax: 100,
 			script: cursorPages("cursor", map[string]string{

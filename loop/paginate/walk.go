@@ -377,7 +377,7 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		}
 		w.received = len(sig.items)
 		w.answered = true
-		w.collect(sig.items)
+		dups, withID := w.collect(sig.items)
 		if sig.total >= 0 {
 			t := sig.total
 			res.Total = &t
@@ -387,6 +387,13 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		d := w.decide(sig, len(sig.items), rerr)
 		if d.stop != "" {
 			return w.finish(d.stop, d.why), nil
+		}
+		if !first && withID > 0 && withID == w.received && dups == withID {
+			// The server answered this page with rows already received,
+			// every one of them: it is ignoring the paging parameter, and
+			// following it would only repeat them until a budget ends.
+			return w.finish(StopInconsistent, fmt.Sprintf(
+				"page %d held only rows already received, so the server seems to ignore the paging parameter", res.Pages)), nil
 		}
 		if reason := w.guard(d); reason != "" {
 			w.res.LastCursor = d.next
@@ -400,8 +407,10 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 	}
 }
 
-// collect appends a page's items, counting duplicates and the meter.
-func (w *walker) collect(items [][]byte) {
+// collect appends a page's items, counting duplicates and the meter. It
+// returns how many of the page's items had an id, and how many of those
+// had been received before.
+func (w *walker) collect(items [][]byte) (dups, withID int) {
 	res := w.res
 	if res.Items == nil {
 		// Room for the whole walk at this page size, within the budget.
@@ -417,11 +426,14 @@ func (w *walker) collect(items [][]byte) {
 	}
 	for _, it := range items {
 		if raw, ok := itemID(it, idPath); ok && string(raw) != "null" {
+			withID++
 			if !w.ids.add(maphash.Bytes(w.seed, raw)) {
 				res.Duplicates++
+				dups++
 			}
 		}
 	}
+	return dups, withID
 }
 
 func (w *walker) report() {
