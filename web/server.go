@@ -190,6 +190,7 @@ func (s *Server) banner(addr string) {
 	} else if s.cfg.AdminKey == "" {
 		fmt.Fprintf(s.out, "admin key: saved in %s/admin_key\n", s.cfg.DataDir)
 	}
+	fmt.Fprintf(s.out, "studio: http://%s/studio/\n", addr)
 	fmt.Fprintf(s.out, "try: curl -H 'Authorization: Bearer <admin key>' http://%s/v1/tools\n", addr)
 }
 
