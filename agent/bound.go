@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trawl-dev/trawl/discovery"
 	"github.com/trawl-dev/trawl/loop"
 	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/tools"
@@ -87,10 +88,11 @@ func resolveBindings(d Definition, cat *tools.Catalog) ([]boundTool, error) {
 // reservedName reports names of trawl's own meta-tools.
 func reservedName(n string) bool {
 	switch n {
-	case loop.QueryToolResult, loop.FetchToolResult, "search_tools", "load_tool", "list_connections", "connect_toolkit":
+	case loop.QueryToolResult, loop.FetchToolResult:
 		return true
 	}
-	return false
+	_, meta := discovery.LookupMeta(n)
+	return meta
 }
 
 // uniqueName keeps a prefixed name within the 64-character limit.

@@ -2,7 +2,6 @@ package tools
 
 import (
 	"fmt"
-	"sort"
 	"sync"
 )
 
@@ -98,19 +97,5 @@ func (c *Catalog) Provider(id string) []*Tool {
 			out = append(out, t)
 		}
 	}
-	return out
-}
-
-// Providers lists the provider ids, sorted.
-func (c *Catalog) Providers() []string {
-	seen := map[string]bool{}
-	for _, t := range c.All() {
-		seen[t.Provider] = true
-	}
-	out := make([]string, 0, len(seen))
-	for p := range seen {
-		out = append(out, p)
-	}
-	sort.Strings(out)
 	return out
 }
