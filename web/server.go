@@ -18,8 +18,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -40,8 +42,8 @@ type Options struct {
 	// Stdout receives the start-up banner (where trawl listens, a newly
 	// generated admin key). Zero: os.Stdout.
 	Stdout io.Writer
-	// BodyLimit bounds request bodies. Zero: "4M".
-	BodyLimit string
+	// BodyLimit bounds request bodies, in bytes. Zero: 4 MiB.
+	BodyLimit int64
 	// Model replaces the configured model (tests, embedding). Zero: the
 	// model the config names.
 	Model agent.Model
@@ -71,9 +73,15 @@ type Server struct {
 	conns     *connections
 	workflows *workflow.Runner
 	runs      runSet
-	now       func() time.Time // session expiry; tests move it
+	now       func() time.Time // session expiry, rate limits; tests move it
 	echo      *echo.Echo
 	closers   []func() error
+	proxies   []netip.Prefix  // trusted reverse proxies
+	origins   map[string]bool // CORS allowed origins
+	authFails *failLimiter
+	// draining is set when shutdown begins: /readyz answers 503 and new
+	// turns and runs are refused.
+	draining atomic.Bool
 
 	// baseCtx outlives requests: turns run on it, detached from the
 	// request that started them, until Close.
@@ -108,6 +116,17 @@ func New(ctx context.Context, cfg *Config, opt Options) (*Server, error) {
 		return nil, err
 	}
 	s.closers = append(s.closers, s.db.Close)
+	if err := cfg.checkAdminKey(); err != nil {
+		return nil, err
+	}
+	if s.proxies, err = cfg.trustedProxies(); err != nil {
+		return nil, err
+	}
+	s.origins = map[string]bool{}
+	for _, o := range cfg.CORS.AllowedOrigins {
+		s.origins[strings.ToLower(o)] = true
+	}
+	s.authFails = newFailLimiter(func() time.Time { return s.now() })
 	if s.adminKey, s.keyIsNew, err = adminKey(cfg.AdminKey, cfg.DataDir); err != nil {
 		return nil, err
 	}
@@ -147,7 +166,7 @@ func (s *Server) AdminKey() string { return s.adminKey }
 func (s *Server) Catalog() *tools.Catalog { return s.catalog }
 
 // Run listens on the configured address and serves until ctx ends, then
-// shuts down gracefully (in-flight requests get up to 10 s).
+// shuts down as Serve does.
 func (s *Server) Run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
@@ -156,9 +175,35 @@ func (s *Server) Run(ctx context.Context) error {
 	return s.Serve(ctx, ln)
 }
 
-// Serve is Run on an existing listener.
+// Timeouts of the HTTP server. A request's headers must arrive within
+// headerTimeout and its body within the route's body timeout (see
+// readBody); a keep-alive connection idle for idleTimeout is closed.
+// Responses have no write deadline: a turn's stream lasts as long as the
+// turn.
+const (
+	headerTimeout = 10 * time.Second
+	idleTimeout   = 60 * time.Second
+	// streamsEndTimeout is how long, once the runs are cancelled, the
+	// handlers get to write their last chunks before the connections are
+	// closed.
+	streamsEndTimeout = 5 * time.Second
+	// DefaultShutdownGrace is how long running turns may go on after the
+	// shutdown began (config shutdown_grace).
+	DefaultShutdownGrace = 20 * time.Second
+	// retryAfterDraining is the Retry-After of a request refused because
+	// the server is shutting down.
+	retryAfterDraining = "5"
+)
+
+// Serve is Run on an existing listener. When ctx ends it shuts down:
+// /readyz answers 503 (for shutdown_delay, when set, before anything
+// else), the listener closes, new turns and workflow runs are refused
+// with 503 and Retry-After, running ones get shutdown_grace to finish and
+// are then cancelled (each ends with an abort chunk and is saved), and
+// the remaining connections get a few more seconds to end.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{Handler: s.echo, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: s.echo, ReadHeaderTimeout: headerTimeout, IdleTimeout: idleTimeout,
+		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
 	s.banner(ln.Addr().String())
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -167,13 +212,40 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
-	// Stop the turns first: their streams then end (with an abort), so
-	// the handlers serving them can finish within the shutdown grace.
+	s.draining.Store(true)
+	if d := s.cfg.ShutdownDelay; d > 0 {
+		s.log.Info("shutting down: /readyz answers 503", "delay", d)
+		select {
+		case <-time.After(d):
+		case err := <-errc:
+			return err
+		}
+	}
+	// Shutdown closes the listener and the idle connections at once, then
+	// waits for the active ones: the streams of the running turns.
+	sctx, cancelShutdown := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelShutdown()
+	shut := make(chan error, 1)
+	go func() { shut <- hs.Shutdown(sctx) }()
+	grace := s.cfg.ShutdownGrace
+	if grace == 0 {
+		grace = DefaultShutdownGrace
+	}
+	n := s.runs.count()
+	s.log.Info("shutting down: the listener is closed", "running", n, "grace", grace)
+	if !s.runs.waitIdle(grace) {
+		s.log.Info("shutdown grace is over: cancelling the running turns and runs", "running", s.runs.count())
+	}
 	s.cancelBase()
 	s.runs.stopAll()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	err := hs.Shutdown(sctx)
+	var err error
+	select {
+	case err = <-shut:
+	case <-time.After(streamsEndTimeout):
+		cancelShutdown()
+		<-shut
+		err = hs.Close()
+	}
 	if e := <-errc; !errors.Is(e, http.ErrServerClosed) && err == nil {
 		err = e
 	}
@@ -214,11 +286,12 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(s.log)
 	limit := opt.BodyLimit
-	if limit == "" {
-		limit = "4M"
+	if limit <= 0 {
+		limit = 4 << 20
 	}
+	e.Pre(s.cors)
 	e.Use(middleware.Recover())
-	e.Use(middleware.BodyLimit(limit))
+	e.Use(readBody(limit, apiBodyTimeout))
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
@@ -231,6 +304,7 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	admin.POST("/tools/:tool_id/invoke", s.invokeTool)
 	admin.GET("/activity", s.listActivity)
 	admin.POST("/sessions", s.createSession)
+	e.DELETE("/v1/sessions/:token", s.revokeSession, s.requireUser)
 	admin.GET("/agents", s.listAgents)
 	admin.GET("/agents/:id", s.getAgent)
 	admin.PUT("/agents/:id", s.putAgent)
@@ -242,16 +316,16 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	admin.PUT("/workflows/:id", s.putWorkflow)
 	admin.GET("/workflows/:id", s.getWorkflow)
 	admin.DELETE("/workflows/:id", s.deleteWorkflow)
-	admin.POST("/workflows/:id/runs", s.startWorkflowRun)
+	admin.POST("/workflows/:id/runs", s.startWorkflowRun, s.refuseWhenDraining)
 	admin.GET("/workflows/:id/runs", s.listWorkflowRuns)
 	admin.GET("/workflows/:id/runs/:runId", s.getWorkflowRun)
 	admin.GET("/workflows/:id/runs/:runId/stream", s.resumeWorkflowRun)
 	admin.POST("/workflows/:id/runs/:runId/stop", s.stopWorkflowRun)
 	e.GET("/connect/:toolkit", s.connectForm)
-	e.POST("/connect/:toolkit", s.connectSubmit)
+	e.POST("/connect/:toolkit", s.connectSubmit, readBody(connectBodyLimit, connectBodyTimeout))
 
 	user := e.Group("/v1/agents/:id", s.requireUser)
-	user.POST("/chat", s.chat, s.requireModel)
+	user.POST("/chat", s.chat, s.refuseWhenDraining, s.requireModel)
 	user.GET("/chat/:chatId/stream", s.resume)
 	user.POST("/chat/:chatId/stop", s.stop)
 	user.GET("/chats/:chatId", s.getChat)
@@ -259,6 +333,9 @@ func (s *Server) routes(opt Options) *echo.Echo {
 }
 
 func (s *Server) readyz(c echo.Context) error {
+	if s.draining.Load() {
+		return apiErr(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down")
+	}
 	err := s.db.View(func(*bolt.Tx) error { return nil })
 	if err != nil {
 		return &APIError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "store unavailable", Cause: err}
@@ -266,11 +343,32 @@ func (s *Server) readyz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }
 
+// refuseWhenDraining answers 503 with Retry-After once shutdown began,
+// so a client retries elsewhere or after the restart.
+func (s *Server) refuseWhenDraining(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.draining.Load() {
+			return errDraining(c)
+		}
+		return next(c)
+	}
+}
+
+func errDraining(c echo.Context) error {
+	c.Response().Header().Set("Retry-After", retryAfterDraining)
+	return apiErr(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; retry shortly")
+}
+
 // requireAdmin admits requests bearing the admin key.
 func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		client := s.clientAddr(c.Request())
+		if err := s.authAllowed(c, client); err != nil {
+			return err
+		}
 		tok, ok := bearer(c.Request())
 		if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(s.adminKey)) != 1 {
+			s.authFails.fail(client)
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="trawl"`)
 			return apiErr(http.StatusUnauthorized, "unauthorized", "a valid admin key is required (Authorization: Bearer <key>)")
 		}

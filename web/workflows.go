@@ -158,7 +158,7 @@ func (s *Server) startWorkflowRun(c echo.Context) error {
 		s.runs.release(key)
 		return internal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.baseCtx), runDeadline)
+	ctx, cancel := context.WithTimeout(s.baseCtx, runDeadline) // ends at the shutdown grace
 	run.cancel = cancel
 	go func() {
 		defer close(run.done)
