@@ -92,6 +92,15 @@ type ThreadsConfig struct {
 	MaxAgeDays int `yaml:"max_age_days"`
 }
 
+// retention is the thread store's Retention for this config.
+func (c *Config) retention() agent.Retention {
+	r := agent.Retention{MaxThreadsPerUser: c.Threads.MaxPerUser, MaxThreadBytes: c.Threads.MaxBytes}
+	if c.Threads.MaxAgeDays != 0 {
+		r.MaxAge = time.Duration(c.Threads.MaxAgeDays) * 24 * time.Hour
+	}
+	return r
+}
+
 // MinAdminKeyLength is the shortest admin key trawl accepts.
 const MinAdminKeyLength = 24
 

@@ -21,6 +21,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -82,6 +83,7 @@ type Server struct {
 	// draining is set when shutdown begins: /readyz answers 503 and new
 	// turns and runs are refused.
 	draining atomic.Bool
+	bg       sync.WaitGroup // background work that uses the store
 
 	// baseCtx outlives requests: turns run on it, detached from the
 	// request that started them, until Close.
@@ -150,6 +152,10 @@ func New(ctx context.Context, cfg *Config, opt Options) (*Server, error) {
 	}
 	if err := s.initWorkflows(); err != nil {
 		return nil, err
+	}
+	if p, ok := s.threads.(threadPruner); ok {
+		s.bg.Add(1)
+		go s.pruneThreads(p)
 	}
 	s.echo = s.routes(opt)
 	ready = true
@@ -252,6 +258,34 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
+// threadPruner is a thread store that deletes threads past their age.
+type threadPruner interface {
+	Prune(ctx context.Context) (int, error)
+}
+
+// pruneInterval is how often threads past their age are deleted.
+const pruneInterval = time.Hour
+
+// pruneThreads prunes the thread store now and then hourly, until the
+// server closes.
+func (s *Server) pruneThreads(p threadPruner) {
+	defer s.bg.Done()
+	t := time.NewTicker(pruneInterval)
+	defer t.Stop()
+	for {
+		if n, err := p.Prune(s.baseCtx); err != nil {
+			s.log.Error("pruning threads", "err", err)
+		} else if n > 0 {
+			s.log.Info("pruned threads past their age", "threads", n)
+		}
+		select {
+		case <-s.baseCtx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 func (s *Server) banner(addr string) {
 	fmt.Fprintf(s.out, "trawl listening on http://%s\n", addr)
 	if s.cfg.demo {
@@ -273,6 +307,7 @@ func (s *Server) Close() error {
 		s.cancelBase()
 	}
 	s.runs.stopAll()
+	s.bg.Wait()
 	var errs []error
 	for i := len(s.closers) - 1; i >= 0; i-- {
 		errs = append(errs, s.closers[i]())

@@ -14,7 +14,7 @@ import (
 // newAgents builds the agent registry, thread and session stores, the
 // event log and the runner.
 func (s *Server) newAgents(ctx context.Context, model agent.Model) error {
-	store, err := agent.NewBoltStore(s.db)
+	store, err := agent.NewBoltStore(s.db, s.cfg.retention())
 	if err != nil {
 		return err
 	}
