@@ -232,7 +232,7 @@ func (s *Server) runTurn(ctx context.Context, key string, run *activeRun, thread
 	err := s.runner.Run(ctx, &agent.Turn{
 		Agent:  func() (agent.Definition, bool) { return s.agents.Get(agentID) },
 		Thread: thread, Org: s.cfg.Org, User: p.UserID, CacheScope: p.CacheScope, Credentials: p.Credentials,
-		Connections: userConnections{s: s, user: p.UserID, session: p.Credentials},
+		Connections: userConnections{s: s, user: p.UserID, session: p.Credentials, sessionHash: p.Session},
 		Emit: func(ch stream.Chunk) error {
 			_, err := s.events.Append(context.WithoutCancel(ctx), run.id, ch)
 			return err

@@ -356,8 +356,8 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	admin.GET("/workflows/:id/runs/:runId", s.getWorkflowRun)
 	admin.GET("/workflows/:id/runs/:runId/stream", s.resumeWorkflowRun)
 	admin.POST("/workflows/:id/runs/:runId/stop", s.stopWorkflowRun)
-	e.GET("/connect/:toolkit", s.connectForm)
-	e.POST("/connect/:toolkit", s.connectSubmit, readBody(connectBodyLimit, connectBodyTimeout))
+	e.GET("/connect/:toolkit", s.connectForm, connectHeaders)
+	e.POST("/connect/:toolkit", s.connectSubmit, connectHeaders, readBody(connectBodyLimit, connectBodyTimeout))
 
 	user := e.Group("/v1/agents/:id", s.requireUser)
 	user.POST("/chat", s.chat, s.refuseWhenDraining, s.requireModel)
