@@ -17,10 +17,9 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// Body read timeouts, per route: how long a request's body may take to
-// arrive once its headers did.
 const (
-	apiBodyTimeout     = 30 * time.Second
+	// connectBodyTimeout bounds the connect form's arrival (Timeouts.Body
+	// bounds the API's).
 	connectBodyTimeout = 10 * time.Second
 	// connectBodyLimit bounds the connect form (a code, a CSRF token and
 	// one credential).

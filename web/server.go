@@ -45,9 +45,37 @@ type Options struct {
 	Stdout io.Writer
 	// BodyLimit bounds request bodies, in bytes. Zero: 4 MiB.
 	BodyLimit int64
+	// Timeouts bound how long the HTTP server waits on a client. Zero
+	// fields keep the defaults.
+	Timeouts Timeouts
 	// Model replaces the configured model (tests, embedding). Zero: the
 	// model the config names.
 	Model agent.Model
+}
+
+// Timeouts bound how long the HTTP server waits on a client. Responses
+// have no write deadline: a turn's stream lasts as long as the turn.
+type Timeouts struct {
+	// Header: a request's headers must arrive within it. Zero: 10 s.
+	Header time.Duration
+	// Body: a request's body must arrive within it once its headers did
+	// (the connect form's within at most 10 s). Zero: 30 s.
+	Body time.Duration
+	// Idle: a keep-alive connection idle this long is closed. Zero: 60 s.
+	Idle time.Duration
+}
+
+func (t Timeouts) withDefaults() Timeouts {
+	if t.Header <= 0 {
+		t.Header = 10 * time.Second
+	}
+	if t.Body <= 0 {
+		t.Body = 30 * time.Second
+	}
+	if t.Idle <= 0 {
+		t.Idle = 60 * time.Second
+	}
+	return t
 }
 
 // Server is one trawl deployment.
@@ -77,6 +105,7 @@ type Server struct {
 	now       func() time.Time // session expiry, rate limits; tests move it
 	echo      *echo.Echo
 	closers   []func() error
+	timeouts  Timeouts
 	proxies   []netip.Prefix  // trusted reverse proxies
 	origins   map[string]bool // CORS allowed origins
 	authFails *failLimiter
@@ -94,7 +123,8 @@ type Server struct {
 // New assembles a deployment from cfg: it opens the store, imports every
 // tool source and checks every agent binding. Nothing listens yet.
 func New(ctx context.Context, cfg *Config, opt Options) (*Server, error) {
-	s := &Server{cfg: cfg, log: opt.Logger, out: opt.Stdout, mcp: map[string]*tools.MCPSource{}, now: time.Now}
+	s := &Server{cfg: cfg, log: opt.Logger, out: opt.Stdout, mcp: map[string]*tools.MCPSource{}, now: time.Now,
+		timeouts: opt.Timeouts.withDefaults()}
 	var err error
 	s.baseCtx, s.cancelBase = context.WithCancel(context.WithoutCancel(ctx))
 	if s.log == nil {
@@ -181,14 +211,8 @@ func (s *Server) Run(ctx context.Context) error {
 	return s.Serve(ctx, ln)
 }
 
-// Timeouts of the HTTP server. A request's headers must arrive within
-// headerTimeout and its body within the route's body timeout (see
-// readBody); a keep-alive connection idle for idleTimeout is closed.
-// Responses have no write deadline: a turn's stream lasts as long as the
-// turn.
+// Shutdown timings.
 const (
-	headerTimeout = 10 * time.Second
-	idleTimeout   = 60 * time.Second
 	// streamsEndTimeout is how long, once the runs are cancelled, the
 	// handlers get to write their last chunks before the connections are
 	// closed.
@@ -208,7 +232,7 @@ const (
 // are then cancelled (each ends with an abort chunk and is saved), and
 // the remaining connections get a few more seconds to end.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{Handler: s.echo, ReadHeaderTimeout: headerTimeout, IdleTimeout: idleTimeout,
+	hs := &http.Server{Handler: s.echo, ReadHeaderTimeout: s.timeouts.Header, IdleTimeout: s.timeouts.Idle,
 		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
 	s.banner(ln.Addr().String())
 	errc := make(chan error, 1)
@@ -326,7 +350,7 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	}
 	e.Pre(s.cors)
 	e.Use(middleware.Recover())
-	e.Use(readBody(limit, apiBodyTimeout))
+	e.Use(readBody(limit, s.timeouts.Body))
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
@@ -357,7 +381,7 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	admin.GET("/workflows/:id/runs/:runId/stream", s.resumeWorkflowRun)
 	admin.POST("/workflows/:id/runs/:runId/stop", s.stopWorkflowRun)
 	e.GET("/connect/:toolkit", s.connectForm, connectHeaders)
-	e.POST("/connect/:toolkit", s.connectSubmit, connectHeaders, readBody(connectBodyLimit, connectBodyTimeout))
+	e.POST("/connect/:toolkit", s.connectSubmit, connectHeaders, readBody(connectBodyLimit, min(s.timeouts.Body, connectBodyTimeout)))
 
 	user := e.Group("/v1/agents/:id", s.requireUser)
 	user.POST("/chat", s.chat, s.refuseWhenDraining, s.requireModel)
