@@ -3,14 +3,20 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 var csrfField = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
@@ -224,6 +230,8 @@ func TestConnectRefusesForgedPosts(t *testing.T) {
 		{"cross-origin", "http://evil.example", csrf, nil},
 		{"same host, other port", "http://127.0.0.1:1", csrf, nil},
 		{"opaque origin", "null", csrf, nil},
+		{"opaque origin, cross-site", "null", csrf, []string{"Sec-Fetch-Site", "cross-site"}},
+		{"same-origin claimed by a foreign Origin", "http://evil.example", csrf, []string{"Sec-Fetch-Site", "same-origin"}},
 		{"no Origin", "", csrf, nil},
 		{"Sec-Fetch-Site cross-site", f.ts.URL, csrf, []string{"Sec-Fetch-Site", "cross-site"}},
 		{"Sec-Fetch-Site same-site", f.ts.URL, csrf, []string{"Sec-Fetch-Site", "same-site"}},
@@ -238,7 +246,8 @@ func TestConnectRefusesForgedPosts(t *testing.T) {
 			}
 		})
 	}
-	if st, _ := submitConnect(t, ann, f.page, f.ts.URL, csrf, "real", "Sec-Fetch-Site", "same-origin"); st != 200 {
+	// As a browser sends it under the page's Referrer-Policy: no-referrer.
+	if st, _ := submitConnect(t, ann, f.page, "null", csrf, "real", "Sec-Fetch-Site", "same-origin"); st != 200 {
 		t.Fatalf("the real form after the forgeries: %d", st)
 	}
 	if cred, _ := f.stored(t); cred != "real" {
@@ -280,5 +289,88 @@ func TestConnectInvalidPageHeaders(t *testing.T) {
 	}
 	if st, _ := get(t, newBrowser(t), f.ts.URL+"/connect/nosuch"); st != 404 {
 		t.Errorf("unknown toolkit: %d", st)
+	}
+}
+
+// TestConnectInBrowser drives the connect page in headless Chromium: the
+// link opens the form (its style admitted by the CSP, no console
+// error), a form posted from another site with the right CSRF token
+// stores nothing, and the real form connects the account.
+func TestConnectInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test skipped in -short mode")
+	}
+	bin := chromium(t)
+	f := newConnectFixture(t)
+	var csrf atomic.Value
+	csrf.Store("")
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, `<!doctype html><form id="f" method="post" action="%s">
+<input name="csrf" value="%s"><input name="credential" value="evil-token"></form>
+<script>document.getElementById('f').submit()</script>`, f.page, csrf.Load())
+	}))
+	defer evil.Close()
+	bctx := browserContext(t, bin)
+	var mu sync.Mutex
+	var problems []string
+	messages := chromedp.Console(bctx) // starts the browser
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.IsException() || m.Type == chromedp.ConsoleError && m.Source != "network" {
+				mu.Lock()
+				problems = append(problems, m.String())
+				mu.Unlock()
+			}
+		}
+	}()
+	do := func(step string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, actions...); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+	}
+	eval := func(expr string) string {
+		t.Helper()
+		v, err := chromedp.Run(bctx, chromedp.Evaluate[string](expr))
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		return v
+	}
+
+	do("open the link", chromedp.Navigate(f.link), chromedp.WaitVisible(chromedp.CSS(`input[name=credential]`)))
+	if u := eval(`location.href`); strings.Contains(u, "code=") {
+		t.Errorf("the code stays in the address bar: %s", u)
+	}
+	if w := eval(`getComputedStyle(document.body).maxWidth`); w != "544px" {
+		t.Errorf("the page's style is not applied (max-width %q): the CSP refused it?", w)
+	}
+	csrf.Store(eval(`document.querySelector('[name=csrf]').value`))
+
+	do("a cross-site post", chromedp.Navigate(evil.URL), chromedp.WaitVisible(chromedp.CSS(`p.err`)))
+	if got := eval(`document.body.innerText`); !strings.Contains(got, "not sent from trawl") && !strings.Contains(got, "expired") {
+		t.Errorf("the cross-site post answered %q", got)
+	}
+	if _, ok := f.stored(t); ok {
+		t.Fatal("a cross-site post stored a credential")
+	}
+
+	do("the real form", chromedp.Navigate(f.page), chromedp.WaitVisible(chromedp.CSS(`input[name=credential]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=credential]`), "browser-token"),
+		chromedp.Click(chromedp.CSS(`button[type=submit]`)), chromedp.WaitVisible(chromedp.CSS(`p.ok, p.err`)))
+	if got := eval(`document.body.innerText`); !strings.Contains(got, "is connected for account ann") {
+		t.Errorf("the real form answered %q", got)
+	}
+	if cred, _ := f.stored(t); cred != "browser-token" {
+		t.Errorf("stored %q", cred)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(problems) > 0 {
+		t.Errorf("console problems: %q", problems)
 	}
 }

@@ -413,17 +413,25 @@ func (s *Server) connectCookie(c echo.Context, toolkit, value string, maxAge int
 }
 
 // sameOrigin reports whether a form post comes from this deployment's own
-// page: Sec-Fetch-Site, when the browser sends it, must say same-origin,
-// and Origin must name this host (or public_url). A post with neither
-// header is refused: every browser that renders the page sends Origin.
+// page. Sec-Fetch-Site, which a page cannot forge, decides when the
+// browser sends it: same-origin only (Origin is then "null", because the
+// page's Referrer-Policy is no-referrer, or names this host). Without it,
+// Origin must name this host (or public_url); a post with neither is
+// refused.
 func (s *Server) sameOrigin(r *http.Request) bool {
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
-		return false
-	}
 	origin := r.Header.Get("Origin")
-	if origin == "" || origin == "null" {
-		return false
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "same-origin":
+		return origin == "" || origin == "null" || s.ownOrigin(r, origin)
+	case "":
+		return origin != "" && origin != "null" && s.ownOrigin(r, origin)
 	}
+	return false
+}
+
+// ownOrigin reports whether origin is this deployment's: the request's
+// host, or public_url's origin.
+func (s *Server) ownOrigin(r *http.Request, origin string) bool {
 	if pu, err := url.Parse(s.cfg.PublicURL); err == nil && s.cfg.PublicURL != "" &&
 		strings.EqualFold(origin, pu.Scheme+"://"+pu.Host) {
 		return true

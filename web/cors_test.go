@@ -142,6 +142,22 @@ async function run(api, token) {
 }
 </script></body></html>`
 
+// browserContext starts headless Chromium for one test, kept from
+// reaching out on its own (updates, sync, QUIC probes).
+func browserContext(t *testing.T, bin string) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	actx, acancel := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(bin), chromedp.UserDataDir(t.TempDir()), chromedp.Headless, chromedp.NoSandbox,
+		chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true))
+	bctx, bcancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { bcancel(); acancel(); cancel() })
+	return bctx
+}
+
 // TestCORSInBrowser runs a real cross-origin fetch in headless Chromium:
 // a page on one loopback origin streams a chat turn from trawl on
 // another; a page on an origin not listed cannot.
@@ -164,18 +180,7 @@ func TestCORSInBrowser(t *testing.T) {
 	var sess struct{ Token string }
 	json.Unmarshal(b, &sess)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	actx, acancel := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(bin), chromedp.UserDataDir(t.TempDir()), chromedp.Headless, chromedp.NoSandbox,
-		chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true))
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-
+	bctx := browserContext(t, bin)
 	type result struct {
 		Status       int    `json:"status"`
 		StreamHeader string `json:"streamHeader"`
