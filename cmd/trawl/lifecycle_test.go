@@ -60,7 +60,7 @@ paths:
 
 // lifecycleDir writes the config, spec and transcript of a deployment
 // whose agent "slow" makes lifecycleSteps tool calls per turn.
-func lifecycleDir(t *testing.T, upstream string) (cfgPath, addr string) {
+func lifecycleDir(t *testing.T, upstream string, grace time.Duration) (cfgPath, addr string) {
 	dir := t.TempDir()
 	var steps []map[string]any
 	for i := range lifecycleSteps {
@@ -88,7 +88,7 @@ agents:
   - id: slow
     max_steps: %d
     agentTools: [{tool_id: slow.wait, provider_id: slow}]
-`, addr, lifecycleKey, testGrace, upstream, lifecycleSteps+2)
+`, addr, lifecycleKey, grace, upstream, lifecycleSteps+2)
 	cfgPath = filepath.Join(dir, "trawl.yaml")
 	os.WriteFile(cfgPath, []byte(cfg), 0o600)
 	return cfgPath, addr
@@ -254,7 +254,7 @@ func completedCalls(th thread) int {
 // after a restart every one of them is in its thread.
 func TestSIGTERMUnderLoad(t *testing.T) {
 	bin := buildTrawl(t)
-	cfgPath, addr := lifecycleDir(t, slowUpstream(t).URL)
+	cfgPath, addr := lifecycleDir(t, slowUpstream(t).URL, testGrace)
 	p := startTrawl(t, bin, cfgPath, addr)
 
 	type turn struct {
@@ -369,7 +369,7 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 // completed step, and resuming the chat answers 204.
 func TestSIGKILLMidTurn(t *testing.T) {
 	bin := buildTrawl(t)
-	cfgPath, addr := lifecycleDir(t, slowUpstream(t).URL)
+	cfgPath, addr := lifecycleDir(t, slowUpstream(t).URL, testGrace)
 	p := startTrawl(t, bin, cfgPath, addr)
 	resp, err := p.request("POST", "/v1/agents/slow/chat", chatRequest("k1"))
 	if err != nil || resp.StatusCode != 200 {
@@ -430,5 +430,57 @@ func TestSIGKILLMidTurn(t *testing.T) {
 	}
 	if n := len(p.thread(t, "k1")); n < 3 {
 		t.Errorf("the recovered chat holds %d messages after another turn", n)
+	}
+}
+
+// TestSecondSignalExitsAtOnce: a second signal during the shutdown grace
+// ends the process without waiting out the grace; the turn keeps the
+// steps it completed.
+func TestSecondSignalExitsAtOnce(t *testing.T) {
+	bin := buildTrawl(t)
+	cfgPath, addr := lifecycleDir(t, slowUpstream(t).URL, time.Minute)
+	p := startTrawl(t, bin, cfgPath, addr)
+	resp, err := p.request("POST", "/v1/agents/slow/chat", chatRequest("s1"))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("chat: %v %v", err, resp)
+	}
+	defer resp.Body.Close()
+	started := make(chan struct{})
+	steps := 0
+	go readChunks(resp.Body, func(c chunk) {
+		if c.Type == "start-step" {
+			if steps++; steps == 3 {
+				close(started)
+			}
+		}
+	})
+	<-started
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err != nil {
+			break // the first signal is being handled
+		}
+		c.Close()
+		time.Sleep(20 * time.Millisecond)
+	}
+	sent := time.Now()
+	p.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		if err == nil {
+			t.Error("a forced exit reported success")
+		}
+		t.Logf("exited %v after the second signal", time.Since(sent).Round(time.Millisecond))
+	case <-time.After(10 * time.Second):
+		t.Fatal("a second signal did not end the process (the grace is a minute)")
+	}
+	if !strings.Contains(p.stderr.String(), "exiting without waiting") {
+		t.Errorf("stderr does not say why: %s", p.stderr.String())
+	}
+	p = startTrawl(t, bin, cfgPath, addr)
+	if n := completedCalls(p.thread(t, "s1")); n < 2 {
+		t.Errorf("the thread holds %d completed calls; want the 2 finished before the signals", n)
 	}
 }
