@@ -26,12 +26,12 @@ const (
 	connectBodyLimit = 16 << 10
 )
 
-// readBody reads a request's body whole before the handler runs: a body
+// readBody reads a request's body whole before the handler runs (after
+// authentication: routes add it behind their auth middleware): a body
 // over limit bytes answers 413 (declared or chunked alike), one that does
 // not arrive within timeout answers 408. The read deadline is then lifted,
 // so a response that streams for minutes is never cut by it; the handler
-// reads the buffered copy. A route may stack a tighter readBody on the
-// global one: the inner one then sees the already buffered body.
+// reads the buffered copy.
 func readBody(limit int64, timeout time.Duration) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -41,12 +41,6 @@ func readBody(limit int64, timeout time.Duration) echo.MiddlewareFunc {
 			}
 			if r.ContentLength > limit {
 				return tooLarge(limit)
-			}
-			if b, ok := r.Body.(*bufferedBody); ok {
-				if int64(b.Len()) > limit {
-					return tooLarge(limit)
-				}
-				return next(c)
 			}
 			rc := http.NewResponseController(c.Response().Writer)
 			_ = rc.SetReadDeadline(time.Now().Add(timeout)) // unsupported (a recorder): no deadline

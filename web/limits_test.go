@@ -56,11 +56,21 @@ func TestBodyOverLimitAnswers413(t *testing.T) {
 			})
 		}
 	}
+	// Without credentials the body is not read at all.
+	req, _ := http.NewRequest("POST", ts.URL+"/v1/tools/acme.list_orders/invoke", chunkedReader{strings.NewReader(big)})
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Errorf("an anonymous oversized body: %d; want 401", resp.StatusCode)
+	}
 	// Within the limit, chunked: read whole.
-	req, _ := http.NewRequest("POST", ts.URL+"/v1/tools/acme.list_orders/invoke",
+	req, _ = http.NewRequest("POST", ts.URL+"/v1/tools/acme.list_orders/invoke",
 		chunkedReader{strings.NewReader(`{"args": {"status": "open", "_fields": ["id"]}}`)})
 	req.Header.Set("Authorization", "Bearer "+ts.AdminKey())
-	resp, err := http.DefaultClient.Do(req)
+	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -350,14 +350,16 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	}
 	e.Pre(s.cors)
 	e.Use(middleware.Recover())
-	e.Use(readBody(limit, s.timeouts.Body))
+	// Bodies are read once the caller is authenticated, so an anonymous
+	// client cannot make the server buffer them.
+	body := readBody(limit, s.timeouts.Body)
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	e.GET("/studio", redirectStudio)
 	e.Match([]string{http.MethodGet, http.MethodHead}, "/studio/*", serveStudio)
 
-	admin := e.Group("/v1", s.requireAdmin)
+	admin := e.Group("/v1", s.requireAdmin, body)
 	admin.GET("/tools", s.listTools)
 	admin.GET("/tools/:tool_id", s.getTool)
 	admin.POST("/tools/:tool_id/invoke", s.invokeTool)
@@ -383,7 +385,7 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	e.GET("/connect/:toolkit", s.connectForm, connectHeaders)
 	e.POST("/connect/:toolkit", s.connectSubmit, connectHeaders, readBody(connectBodyLimit, min(s.timeouts.Body, connectBodyTimeout)))
 
-	user := e.Group("/v1/agents/:id", s.requireUser)
+	user := e.Group("/v1/agents/:id", s.requireUser, body)
 	user.POST("/chat", s.chat, s.refuseWhenDraining, s.requireModel)
 	user.GET("/chat/:chatId/stream", s.resume)
 	user.POST("/chat/:chatId/stop", s.stop)
