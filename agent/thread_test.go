@@ -14,7 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-func openDB(t *testing.T) *bolt.DB {
+func openDB(t testing.TB) *bolt.DB {
 	t.Helper()
 	db, err := bolt.Open(filepath.Join(t.TempDir(), "t.db"), 0o600, nil)
 	if err != nil {
@@ -165,4 +165,60 @@ func TestRetentionMaxAge(t *testing.T) {
 	if n, _ := s.Prune(ctx); n != 0 {
 		t.Errorf("a second Prune deleted %d", n)
 	}
+}
+
+// FuzzRetentionThreadBytes: whatever the thread, the stored copy is a
+// suffix of its messages that starts a turn, within the bound unless it
+// is the newest turn alone.
+func FuzzRetentionThreadBytes(f *testing.F) {
+	f.Add([]byte{1, 200, 3, 10, 1, 5, 2, 255, 1, 1})
+	f.Add([]byte{2, 2, 2, 255, 255, 255})
+	f.Add([]byte{1, 255, 1, 255, 1, 255, 1, 255, 1, 255, 1, 255})
+	const limit = 64 << 10
+	s, err := NewBoltStore(openDB(f), Retention{MaxThreadBytes: limit})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, shape []byte) {
+		th := &Thread{Key: ThreadKey("u", "a", "f"), UserID: "u"}
+		for i := 0; i+1 < len(shape) && i < 400; i += 2 {
+			role := RoleAssistant
+			if shape[i]%2 == 1 {
+				role = RoleUser
+			}
+			th.Msgs = append(th.Msgs, textMsg(fmt.Sprintf("m%d", i), role, strings.Repeat("x", int(shape[i+1])*40)))
+		}
+		if err := s.PutThread(context.Background(), th); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.GetThread(context.Background(), th.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, m := len(th.Msgs), len(got.Msgs)
+		if m > n || (m > 0 && got.Msgs[m-1].ID != th.Msgs[n-1].ID) {
+			t.Fatalf("stored %d of %d messages, not a suffix", m, n)
+		}
+		for i := range got.Msgs {
+			if got.Msgs[i].ID != th.Msgs[n-m+i].ID {
+				t.Fatalf("message %d differs", i)
+			}
+		}
+		if m < n && got.Msgs[0].Role != RoleUser {
+			t.Fatalf("a cut thread starts with a %s message", got.Msgs[0].Role)
+		}
+		b, _ := json.Marshal(got)
+		newest := 0
+		for i, msg := range th.Msgs {
+			if msg.Role == RoleUser {
+				newest = i
+			}
+		}
+		if len(b) > limit && m > n-newest {
+			t.Fatalf("stored %d bytes (limit %d) with %d messages, more than the newest turn's %d", len(b), limit, m, n-newest)
+		}
+		if m < n && m < n-newest {
+			t.Fatalf("the newest turn was cut: %d of its %d messages", m, n-newest)
+		}
+	})
 }

@@ -411,3 +411,44 @@ func TestShutdownDrains(t *testing.T) {
 		t.Error("the listener is still open after Serve returned")
 	}
 }
+
+// FuzzClientAddr: whatever X-Forwarded-For says, the client is the peer
+// unless the peer is a trusted proxy, and then an address from the header
+// that is not a proxy — or, failing one, the farthest proxy seen.
+func FuzzClientAddr(f *testing.F) {
+	f.Add("10.0.0.1:80", "203.0.113.1")
+	f.Add("192.0.2.7:80", "10.0.0.1, 203.0.113.1")
+	f.Add("10.0.0.1:80", "203.0.113.1,10.0.0.2, garbage ,10.0.0.3")
+	f.Add("[::1]:80", "::ffff:10.0.0.9, 2001:db8::1")
+	s := &Server{}
+	s.proxies, _ = (&Config{TrustedProxies: []string{"10.0.0.0/8", "::1"}}).trustedProxies()
+	f.Fuzz(func(t *testing.T, remote, xff string) {
+		r := &http.Request{RemoteAddr: remote, Header: http.Header{"X-Forwarded-For": {xff}}}
+		got := s.clientAddr(r)
+		peer, err := netip.ParseAddrPort(remote)
+		if err != nil {
+			if got != netip.IPv4Unspecified() {
+				t.Fatalf("unparsable peer %q gave %s", remote, got)
+			}
+			return
+		}
+		if !s.trusted(peer.Addr().Unmap()) {
+			if got != peer.Addr().Unmap() {
+				t.Fatalf("untrusted peer %s: client %s", peer, got)
+			}
+			return
+		}
+		if got == peer.Addr().Unmap() {
+			return
+		}
+		found := false
+		for _, h := range strings.Split(xff, ",") {
+			if a, err := netip.ParseAddr(strings.TrimSpace(h)); err == nil && a.Unmap() == got {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("client %s is neither the peer nor in %q", got, xff)
+		}
+	})
+}
