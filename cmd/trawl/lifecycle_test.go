@@ -298,7 +298,21 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(4 * time.Second) // some turns finish, every client is mid-turn
+	// Once every client has finished a turn, each is in the middle of its
+	// next one (a turn lasts several times the grace).
+	for waited := time.Duration(0); ; waited += 50 * time.Millisecond {
+		mu.Lock()
+		n := len(turns)
+		mu.Unlock()
+		if n >= clients {
+			break
+		}
+		if waited > time.Minute {
+			t.Fatalf("only %d turns finished in a minute", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(stepLatency)
 
 	sent := time.Now()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
