@@ -467,10 +467,12 @@ func (c *Config) validate() error {
 		}
 		c.CORS.AllowedOrigins[i] = strings.ToLower(o)
 	}
-	for k, v := range map[string]int{"threads.max_per_user": c.Threads.MaxPerUser,
-		"threads.max_bytes": c.Threads.MaxBytes, "threads.max_age_days": c.Threads.MaxAgeDays} {
-		if v < -1 {
-			return c.errAt(k, "must be positive (0 keeps the default, -1 lifts the bound)")
+	for _, b := range []struct {
+		key string
+		v   int
+	}{{"threads.max_per_user", c.Threads.MaxPerUser}, {"threads.max_bytes", c.Threads.MaxBytes}, {"threads.max_age_days", c.Threads.MaxAgeDays}} {
+		if b.v < -1 {
+			return c.errAt(b.key, "must be positive (0 keeps the default, -1 lifts the bound)")
 		}
 	}
 	if c.Threads.MaxBytes > 0 && c.Threads.MaxBytes < 64<<10 {

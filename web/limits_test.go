@@ -452,3 +452,33 @@ func FuzzClientAddr(f *testing.F) {
 		}
 	})
 }
+
+func TestLifecycleConfig(t *testing.T) {
+	cfg, err := ParseConfig("trawl.yaml", []byte(`shutdown_grace: 5s
+shutdown_delay: 2s
+threads: {max_per_user: 10, max_bytes: -1, max_age_days: 7}
+trusted_proxies: [10.0.0.0/8, "::1"]
+`), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ShutdownGrace != 5*time.Second || cfg.ShutdownDelay != 2*time.Second {
+		t.Errorf("durations: %v %v", cfg.ShutdownGrace, cfg.ShutdownDelay)
+	}
+	if r := cfg.retention(); r.MaxThreadsPerUser != 10 || r.MaxThreadBytes != -1 || r.MaxAge != 7*24*time.Hour {
+		t.Errorf("retention: %+v", r)
+	}
+	for _, tt := range []struct{ text, want string }{
+		{"shutdown_grace: 20\n", "trawl.yaml:1: cannot unmarshal !!int `20` into time.Duration"},
+		{"shutdown_grace: -1s\n", "trawl.yaml:1: shutdown_grace: must not be negative"},
+		{"shutdown_delay: soon\n", "trawl.yaml:1: cannot unmarshal"},
+		{"threads: {max_per_user: -2}\n", "trawl.yaml:1: threads.max_per_user: must be positive"},
+		{"threads:\n  max_bytes: 1000\n", "trawl.yaml:2: threads.max_bytes: must be at least 65536"},
+		{"trusted_proxies: [10.0.0.0/33]\n", `trawl.yaml:1: trusted_proxies[0]: "10.0.0.0/33" is not an address or CIDR`},
+		{"trusted_proxies: [proxy.internal]\n", "trusted_proxies[0]"},
+	} {
+		if _, err := ParseConfig("trawl.yaml", []byte(tt.text), env(nil)); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: %v; want %q", tt.text, err, tt.want)
+		}
+	}
+}
