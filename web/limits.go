@@ -49,7 +49,7 @@ func readBody(limit int64, timeout time.Duration) echo.MiddlewareFunc {
 			switch {
 			case errors.Is(err, os.ErrDeadlineExceeded):
 				c.Response().Header().Set("Connection", "close")
-				return apiErr(http.StatusRequestTimeout, "timeout", fmt.Sprintf("the request body did not arrive within %s", timeout))
+				return apiErr(http.StatusRequestTimeout, codeForStatus(http.StatusRequestTimeout), fmt.Sprintf("the request body did not arrive within %s", timeout))
 			case err != nil:
 				return badRequest("reading the request body: " + err.Error())
 			case int64(len(data)) > limit:
@@ -70,7 +70,7 @@ type bufferedBody struct{ *bytes.Reader }
 func (*bufferedBody) Close() error { return nil }
 
 func tooLarge(limit int64) error {
-	return apiErr(http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request body is over the limit of %d bytes", limit))
+	return apiErr(http.StatusRequestEntityTooLarge, codeForStatus(http.StatusRequestEntityTooLarge), fmt.Sprintf("the request body is over the limit of %d bytes", limit))
 }
 
 // Failed-authentication allowance of one client address: it may fail
