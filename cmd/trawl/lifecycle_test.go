@@ -261,7 +261,7 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 		chatID, messageID, last string
 		done                    bool
 	}
-	const clients = 8
+	const clients = 20
 	var mu sync.Mutex
 	var turns []turn
 	refusals := map[string]int{}
