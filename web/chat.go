@@ -18,7 +18,8 @@ import (
 // runDeadline bounds one turn, whoever is or is not listening.
 const runDeadline = 10 * time.Minute
 
-// activeRun is a turn in progress.
+// activeRun is a turn or workflow run in progress. cancel is set before
+// the run is claimed.
 type activeRun struct {
 	id     string
 	cancel context.CancelFunc
@@ -102,9 +103,7 @@ func (rs *runSet) waitIdle(d time.Duration) bool {
 func (rs *runSet) stopAll() {
 	rs.mu.Lock()
 	for _, r := range rs.m {
-		if r.cancel != nil {
-			r.cancel()
-		}
+		r.cancel()
 	}
 	rs.mu.Unlock()
 	rs.waitIdle(-1)
