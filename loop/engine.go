@@ -479,8 +479,7 @@ func tagRows(rows [][]byte, key string, value any) [][]byte {
 	if len(rows) == 0 {
 		return rows
 	}
-	member := append(appendJSONString(nil, key), ':')
-	member = appendJSONValue(member, value)
+	v := appendJSONValue(nil, value)
 	out := make([][]byte, len(rows))
 	for i, row := range rows {
 		if firstByte(row) != '{' {
@@ -491,7 +490,7 @@ func tagRows(rows [][]byte, key string, value any) [][]byte {
 			out[i] = row
 			continue
 		}
-		out[i] = insertFirstMember(row, member)
+		out[i] = query.InsertFirst(row, key, v)
 	}
 	return out
 }

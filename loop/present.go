@@ -138,11 +138,11 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 		}
 		return NewStoredResult(c.Tool.ID, asJSON(w.Envelope), "")
 	}
-	var members []member
+	var members []query.Member
 	if c.Workflow {
 		loop, _ := json.Marshal(map[string]any{"complete": w.Complete, "requests": w.Requests,
 			"itemCount": out.Items, "stoppedBy": w.StoppedBy, "note": out.Note})
-		members = append(members, member{"_loop", loop})
+		members = append(members, query.Member{Key: "_loop", Value: loop})
 	} else {
 		// A walk's full set is kept whenever it holds rows, so the model
 		// can come back for a field it projected away.
@@ -151,7 +151,7 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 		}
 		members = e.envelope(q, w, hit, out, unmatched)
 	}
-	if view, err = addMembers(view, members); err != nil {
+	if view, err = query.SetMembers(view, members); err != nil {
 		return nil, err
 	}
 	path := w.ItemsPath
@@ -198,12 +198,12 @@ func unmatchedPaths(paths []string, matched []bool) []string {
 }
 
 // envelope builds the keys of DESIGN.md §5 for a looping result.
-func (e *Engine) envelope(q walkRequest, w *walked, hit *CacheHit, out *Outcome, unmatched []string) []member {
-	var ms []member
+func (e *Engine) envelope(q walkRequest, w *walked, hit *CacheHit, out *Outcome, unmatched []string) []query.Member {
+	var ms []query.Member
 	add := func(k string, v any) {
 		b, err := json.Marshal(v)
 		if err == nil {
-			ms = append(ms, member{k, b})
+			ms = append(ms, query.Member{Key: k, Value: b})
 		}
 	}
 	add("_pagingComplete", w.Complete)
@@ -221,7 +221,7 @@ func (e *Engine) envelope(q walkRequest, w *walked, hit *CacheHit, out *Outcome,
 		add("_forEachErrors", w.Errors)
 	}
 	if hit != nil {
-		ms = append(ms, member{"_cache", hit.JSON()})
+		ms = append(ms, query.Member{Key: "_cache", Value: hit.JSON()})
 	}
 	return ms
 }
@@ -246,9 +246,9 @@ func unmatchedReport(paths []string, w *walked) map[string]any {
 				if len(v) > 200 {
 					v = []byte(`"…"`)
 				}
-				sample = appendMember(sample, k, v)
+				sample = query.AppendMember(sample, k, v)
 			}
-			sample = closeObject(sample)
+			sample = query.CloseObject(sample)
 		}
 		rep["sample"] = json.RawMessage(sample)
 		break
@@ -400,88 +400,10 @@ func stopAdvice(stoppedBy string, b paginate.Budget) string {
 	return narrow
 }
 
-// member is one "key": value pair to add to a JSON object.
-type member struct {
-	key   string
-	value []byte
-}
-
-// addMembers appends members to the JSON object doc (keys already there
-// are replaced).
-func addMembers(doc []byte, ms []member) ([]byte, error) {
-	if len(ms) == 0 {
-		return doc, nil
-	}
-	var err error
-	for _, m := range ms {
-		if _, ok := query.Get(doc, query.JoinPath(m.key)); ok {
-			if doc, err = query.Delete(doc, query.JoinPath(m.key)); err != nil {
-				return nil, err
-			}
-		}
-	}
-	t := bytes.TrimRight(doc, " \t\r\n")
-	if len(t) == 0 || t[len(t)-1] != '}' {
-		return nil, fmt.Errorf("envelope: payload is not an object")
-	}
-	out := make([]byte, 0, len(t)+64*len(ms))
-	out = append(out, t[:len(t)-1]...)
-	empty := bytes.TrimSpace(t[1:len(t)-1]) == nil || len(bytes.TrimSpace(t[1:len(t)-1])) == 0
-	for _, m := range ms {
-		if !empty {
-			out = append(out, ',')
-		}
-		empty = false
-		out = appendJSONString(out, m.key)
-		out = append(out, ':')
-		out = append(out, m.value...)
-	}
-	return append(out, '}'), nil
-}
-
-// appendMember appends "key":value to an object being built (without its
-// closing brace; a nil dst starts one).
-func appendMember(dst []byte, key string, value []byte) []byte {
-	if len(dst) == 0 {
-		dst = append(dst, '{')
-	} else {
-		dst = append(dst, ',')
-	}
-	dst = appendJSONString(dst, key)
-	dst = append(dst, ':')
-	return append(dst, value...)
-}
-
-func closeObject(dst []byte) []byte {
-	if len(dst) == 0 {
-		return []byte("{}")
-	}
-	return append(dst, '}')
-}
-
-// insertFirstMember returns obj with member ("key":value) as its first
-// member.
-func insertFirstMember(obj, member []byte) []byte {
-	i := bytes.IndexByte(obj, '{')
-	rest := bytes.TrimLeft(obj[i+1:], " \t\r\n")
-	out := make([]byte, 0, len(obj)+len(member)+1)
-	out = append(out, '{')
-	out = append(out, member...)
-	if len(rest) > 0 && rest[0] != '}' {
-		out = append(out, ',')
-	}
-	return append(out, rest...)
-}
-
-func appendJSONString(dst []byte, s string) []byte {
-	b, _ := json.Marshal(s)
-	return append(dst, b...)
-}
-
 func appendJSONValue(dst []byte, v any) []byte {
 	switch x := v.(type) {
 	case string:
-		return appendJSONString(dst, x)
+		return query.AppendString(dst, x)
 	case float64:
 		return strconv.AppendFloat(dst, x, 'f', -1, 64)
 	}

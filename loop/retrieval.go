@@ -344,10 +344,10 @@ func queryTail(matched, total, offset, next int, id, note string) []byte {
 		b = append(b, "null"...)
 	}
 	b = append(b, `,"_resultId":`...)
-	b = appendQuoted(b, []byte(id))
+	b = query.AppendString(b, id)
 	if note != "" {
 		b = append(b, `,"_note":`...)
-		b = appendQuoted(b, []byte(note))
+		b = query.AppendString(b, note)
 	}
 	return append(b, '}')
 }
@@ -396,7 +396,7 @@ func (r *Retrieval) fetch(ctx context.Context, scope Scope, raw json.RawMessage)
 	room := budget - tail - len(`{"text":`)
 	out := make([]byte, 0, min(4*budget, 8*length+128))
 	out = append(out, `{"text":`...)
-	out, n := appendQuotedPrefix(out, rec.text[start:end], room)
+	out, n := query.AppendStringPrefix(out, rec.text[start:end], room)
 	next := offset + utf8.RuneCount(rec.text[start:start+n])
 	return append(out, fetchTail(offset, next, total)...), nil
 }
