@@ -305,7 +305,7 @@ func (ru *run) fail(s Step, text string) {
 func (ru *run) errorText(s Step, err error) string {
 	var te *loop.ToolError
 	if errors.As(err, &te) {
-		return te.Message
+		return te.Error() // with its code
 	}
 	ru.log.Warn("workflow step failed", "workflow", ru.def.ID, "run", ru.in.RunID, "step", s.ID, "tool", s.Tool, "err", err)
 	return "the tool call failed"
