@@ -64,8 +64,10 @@ type Verdict struct {
 	// those given after it.
 	Records int
 	Rows    int
-	// Filtered: a _filter applied to the rows.
-	Filtered bool
+	// Filtered: a _filter applied to the rows; FilterIgnored: a _filter
+	// was given but the response has no rows to filter.
+	Filtered      bool
+	FilterIgnored bool
 
 	Pages    int
 	Requests int // upstream requests made for the call, retries included
@@ -398,6 +400,9 @@ func note(v *Verdict, b paginate.Budget, workflow bool) string {
 	}
 	if v.Filtered {
 		s += fmt.Sprintf(" %d of them match the filter.", v.Rows)
+	}
+	if v.FilterIgnored {
+		s += " _filter applies to lists of rows, so this response was not filtered."
 	}
 	if len(v.UnmatchedFilter) > 0 {
 		s += fmt.Sprintf(" The filter matched nothing on %s because no row has that field (see _unmatchedFilter for the fields rows do have).", strings.Join(v.UnmatchedFilter, ", "))
