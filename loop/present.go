@@ -224,7 +224,6 @@ func (e *Engine) verdict(q walkRequest, w *walked, hit *CacheHit) *Verdict {
 		v.Completion, v.StopReason = SingleResponse, StopSingleResponse
 	case !w.Complete:
 		v.Completion = Partial
-		v.FirstPageOnly = w.StoppedBy == paginate.StopFirstPage
 	case !paginated && w.Values == 0:
 		v.Completion, v.StopReason = SingleResponse, StopSingleResponse
 	case w.unstable():
@@ -232,11 +231,12 @@ func (e *Engine) verdict(q walkRequest, w *walked, hit *CacheHit) *Verdict {
 	default:
 		v.Completion = Complete
 	}
+	v.FirstPageOnly = v.Completion == Partial && w.StoppedBy == paginate.StopFirstPage
 	switch v.Completion {
 	case Partial:
 		v.LikelyMore = true
-		if v.FirstPageOnly {
-			v.LikelyMore = w.Likely
+		if v.FirstPageOnly && len(w.Errors)+len(w.Skipped) == 0 {
+			v.LikelyMore = w.Likely // the first page's own signals
 		}
 	case Unstable:
 		v.LikelyMore = true // rows that moved across a page boundary may be missing
