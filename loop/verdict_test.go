@@ -539,3 +539,27 @@ func TestBoundaryAlwaysComplete(t *testing.T) {
 		}
 	}
 }
+
+// Fanning out over a tool that answers one object per value (get_order
+// for several ids) gives one row per value, tagged, projected by _fields.
+func TestFanOutOverObjects(t *testing.T) {
+	e, cat := demoEngine(t)
+	_, lv := looping(t, e, mustTool(t, cat, "acme.list_orders"), map[string]any{"per_page": 2})
+	var orderIDs []any
+	for _, r := range lv["data"].([]any) {
+		orderIDs = append(orderIDs, r.(map[string]any)["id"])
+	}
+	out, v := looping(t, e, mustTool(t, cat, "acme.get_order"), map[string]any{
+		"_fields": []any{"id", "total"}, "_for_each": map[string]any{"key": "order_id", "values": orderIDs}})
+	b := checkBoundary(t, v)
+	items, _ := v["items"].([]any)
+	if len(items) != 2 || b["completion"] != "complete" || b["records"] != 2.0 || out.Verdict.Requests != 2 {
+		t.Fatalf("view %s", out.View)
+	}
+	for i, it := range items {
+		m := it.(map[string]any)
+		if m["id"] != orderIDs[i] || m["order_id"] != orderIDs[i] || m["total"] == nil || m["line_items"] != nil {
+			t.Errorf("row %d = %v; want the order projected to id and total, tagged", i, m)
+		}
+	}
+}
