@@ -83,31 +83,52 @@ func ValidateIncoming(m UIMessage) error {
 // per call with its output (or error).
 func ModelMessages(thread []UIMessage) []Message {
 	var out []Message
-	for _, m := range thread {
-		switch m.Role {
-		case RoleUser:
-			out = append(out, Message{Role: RoleUser, Content: m.Text()})
-		case RoleSystem:
-			out = append(out, Message{Role: RoleSystem, Content: m.Text()})
-		case RoleAssistant:
-			out = append(out, assistantMessages(m.Parts)...)
-		}
+	for i := range thread {
+		out, _ = appendModelMessages(out, nil, &thread[i], false)
 	}
 	return out
 }
 
-func assistantMessages(parts []Part) []Message {
-	var out []Message
+// appendModelMessages appends m's model messages to out. With deferred,
+// a tool message's Content is left empty and its part is recorded at the
+// same index in parts (nil for every other message), so that a caller
+// deciding what to send reads a large output only if it sends it whole;
+// parts is appended to only when deferred.
+func appendModelMessages(out []Message, parts []*Part, m *UIMessage, deferred bool) ([]Message, []*Part) {
+	add := func(msg Message, p *Part) {
+		out = append(out, msg)
+		if deferred {
+			parts = append(parts, p)
+		}
+	}
+	switch m.Role {
+	case RoleUser:
+		add(Message{Role: RoleUser, Content: m.Text()}, nil)
+		return out, parts
+	case RoleSystem:
+		add(Message{Role: RoleSystem, Content: m.Text()}, nil)
+		return out, parts
+	case RoleAssistant:
+	default:
+		return out, parts
+	}
 	var cur *Message
-	var results []Message
+	var results []*Part
 	flush := func() {
 		if cur != nil && (cur.Content != "" || len(cur.ToolCalls) > 0) {
-			out = append(out, *cur)
-			out = append(out, results...)
+			add(*cur, nil)
+			for _, p := range results {
+				msg := Message{Role: RoleTool, ToolCallID: p.ToolCallID}
+				if !deferred {
+					msg.Content = toolResultText(*p)
+				}
+				add(msg, p)
+			}
 		}
 		cur, results = nil, nil
 	}
-	for _, p := range parts {
+	for i := range m.Parts {
+		p := &m.Parts[i]
 		if p.Type == "step-start" {
 			flush()
 			continue
@@ -127,11 +148,19 @@ func assistantMessages(parts []Part) []Message {
 				args = "{}"
 			}
 			cur.ToolCalls = append(cur.ToolCalls, ToolCall{ID: p.ToolCallID, Name: p.Name(), Arguments: args})
-			results = append(results, Message{Role: RoleTool, ToolCallID: p.ToolCallID, Content: toolResultText(p)})
+			results = append(results, p)
 		}
 	}
 	flush()
-	return out
+	return out, parts
+}
+
+// toolResultLen is len(toolResultText(p)), without building the text.
+func toolResultLen(p *Part) int {
+	if p.State == "output-available" {
+		return len(p.Output)
+	}
+	return len(toolResultText(*p)) // an error: short
 }
 
 // toolResultText is what the model reads of a finished (or failed) call.
