@@ -242,9 +242,11 @@ func fit(in fitInput) (*fitted, error) {
 			return
 		}
 		v := in.verdict(in.threadKey, p)
-		var exp time.Time
+		var exp time.Time // zero: expired, or never known
 		if v.resultID != "" {
-			exp, _ = in.expiry(v.resultID)
+			if t, ok := in.expiry(v.resultID); ok {
+				exp = t
+			}
 		}
 		text := v.render(exp)
 		if len(text) >= len(p.Output) {
