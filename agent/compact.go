@@ -276,26 +276,27 @@ type verdictCache struct {
 	cur, old map[verdictKey]*verdict
 }
 
-// verdictKey names one tool part without reading all of it: its thread,
-// call id, size and hashes of its first and last bytes (a thread is only
-// appended to, so a call id with the same size, head and tail is the same
-// result).
+// verdictKey names one tool part without reading all of it: its call id,
+// a hash of its arguments, its size and hashes of its first and last
+// bytes (a stored result is never changed, so a call with the same
+// arguments, size, head and tail is the same result; the envelope's keys
+// are in its tail).
 type verdictKey struct {
-	thread, call string
-	size         int
-	head, tail   uint64
+	call             string
+	size             int
+	args, head, tail uint64
 }
 
-const verdictEdge = 256
+const verdictEdge = 64
 
 func newVerdictCache(max int) *verdictCache {
 	return &verdictCache{seed: maphash.MakeSeed(), max: max, cur: map[verdictKey]*verdict{}}
 }
 
-func (c *verdictCache) get(thread string, p *Part) *verdict {
+func (c *verdictCache) get(p *Part) *verdict {
 	out := p.Output
 	edge := min(verdictEdge, len(out))
-	k := verdictKey{thread: thread, call: p.ToolCallID, size: len(out),
+	k := verdictKey{call: p.ToolCallID, size: len(out), args: maphash.Bytes(c.seed, p.Input),
 		head: maphash.Bytes(c.seed, out[:edge]), tail: maphash.Bytes(c.seed, out[len(out)-edge:])}
 	c.mu.Lock()
 	v, ok := c.cur[k]

@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -125,12 +126,84 @@ type fitInput struct {
 	toolChars int         // the size of the tool definitions
 	thread    []UIMessage // the stored thread, the newest user message last but for this turn's
 	current   *UIMessage  // this turn's assistant message so far; nil when empty
-	threadKey string
 	budget    budget
 	// expiry is when a stored result id expires; false when it has
 	// expired or the thread does not know it.
 	expiry  func(id string) (time.Time, bool)
-	verdict func(threadKey string, p *Part) *verdict
+	verdict func(p *Part) *verdict
+	// memo keeps the older turns' conversion between the steps of one
+	// turn, whose older turns do not change. Nil: none.
+	memo *olderMemo
+}
+
+// olderMemo holds the conversion of a thread's older turns between the
+// steps of one turn; fit never changes it.
+type olderMemo struct {
+	first *UIMessage // the older turns it was built from: the first and their count
+	n     int
+	conv  *olderTurns
+}
+
+// olderTurns are a thread's older turns as model messages, tool results
+// deferred, with what fitting needs of each message.
+type olderTurns struct {
+	msgs     []Message
+	parts    []*Part    // a tool message's part; nil for other messages
+	turn     []int32    // the turn of each message, from 0
+	age      []int32    // a tool message's step age: 0 for the newest older step
+	size     []int      // each message's size, tool results whole
+	verdicts []*verdict // each compacted result's verdict, once read
+	turns    int
+}
+
+func convertOlder(older []UIMessage) *olderTurns {
+	n, calls := 0, 0 // messages and tool calls, at most
+	for i := range older {
+		n++
+		for j := range older[i].Parts {
+			switch p := &older[i].Parts[j]; {
+			case p.Type == "step-start":
+				n++
+			case p.IsTool():
+				n++
+				calls++
+			}
+		}
+	}
+	conv := converter{out: make([]Message, 0, n), deferred: true,
+		parts: make([]*Part, 0, n), calls: make([]ToolCall, 0, calls)}
+	o := &olderTurns{turn: make([]int32, 0, n)}
+	turn := int32(-1)
+	for i := range older {
+		m := &older[i]
+		if m.Role == RoleUser || turn < 0 {
+			turn++
+		}
+		conv.add(m)
+		for len(o.turn) < len(conv.out) {
+			o.turn = append(o.turn, turn)
+		}
+	}
+	o.msgs, o.parts, o.turns = conv.out, conv.parts, int(turn+1)
+	o.age, o.size = make([]int32, len(o.msgs)), make([]int, len(o.msgs))
+	o.verdicts = make([]*verdict, len(o.msgs))
+	steps := int32(0)
+	for i := range o.msgs {
+		o.size[i] = messageSize(&o.msgs[i])
+		if p := o.parts[i]; p != nil {
+			o.size[i] += toolResultLen(p)
+		} else if len(o.msgs[i].ToolCalls) > 0 {
+			steps++
+		}
+	}
+	age := steps
+	for i := range o.msgs {
+		if len(o.msgs[i].ToolCalls) > 0 {
+			age--
+		}
+		o.age[i] = age
+	}
+	return o
 }
 
 // fitted is what one step sends and what fitting did.
@@ -142,17 +215,6 @@ type fitted struct {
 	compactedCalls []string
 	shortened      int
 	dropped        int
-}
-
-// entry is one older message while fitting.
-type entry struct {
-	msg   Message
-	part  *Part // a tool message's part; its content is set once decided
-	turn  int
-	age   int // a tool message's step age: 0 for the newest older step
-	size  int
-	state entryState
-	text  string // a compacted result's or shortened text's content
 }
 
 type entryState uint8
@@ -182,66 +244,52 @@ func fit(in fitInput) (*fitted, error) {
 			break
 		}
 	}
-	fixed := in.toolChars
-	for i := range in.system {
-		fixed += messageSize(&in.system[i])
+	older := in.thread[:protect]
+	var o *olderTurns
+	if m := in.memo; m != nil && m.conv != nil && m.n == len(older) && (m.n == 0 || m.first == &older[0]) {
+		o = m.conv
+	} else {
+		o = convertOlder(older)
+		if m != nil {
+			m.conv, m.n, m.first = o, len(older), nil
+			if len(older) > 0 {
+				m.first = &older[0]
+			}
+		}
 	}
 	tail := ModelMessages(in.thread[protect:])
 	if in.current != nil {
 		tail = append(tail, ModelMessages([]UIMessage{*in.current})...)
 	}
+	fixed := in.toolChars
+	for i := range in.system {
+		fixed += messageSize(&in.system[i])
+	}
 	for i := range tail {
 		fixed += messageSize(&tail[i])
 	}
 
-	// The older turns, tool results deferred.
-	var msgs []Message
-	var parts []*Part
-	turnOf := make([]int, 0, protect)
-	turn := -1
-	for i := range in.thread[:protect] {
-		m := &in.thread[i]
-		if m.Role == RoleUser || turn < 0 {
-			turn++
-		}
-		before := len(msgs)
-		msgs, parts = appendModelMessages(msgs, parts, m, true)
-		for range len(msgs) - before {
-			turnOf = append(turnOf, turn)
-		}
-	}
-	turns := turn + 1
-	entries := make([]entry, len(msgs))
+	// What each older message becomes: its state, size and new text.
+	n := len(o.msgs)
+	state := make([]entryState, n)
+	size := slices.Clone(o.size)
+	texts := make([]string, n)
 	total := fixed
-	steps := 0
-	for i := range msgs {
-		e := &entries[i]
-		e.msg, e.part, e.turn = msgs[i], parts[i], turnOf[i]
-		e.size = messageSize(&e.msg)
-		if e.part != nil {
-			e.size += toolResultLen(e.part)
-		} else if len(e.msg.ToolCalls) > 0 {
-			steps++
-		}
-		total += e.size
+	for _, sz := range size {
+		total += sz
 	}
-	// Step ages, newest older step 0.
-	age := steps
-	for i := range entries {
-		if len(entries[i].msg.ToolCalls) > 0 {
-			age--
-		}
-		entries[i].age = age
-	}
-
 	out := &fitted{}
 	b := in.budget
-	compact := func(e *entry) {
-		p := e.part
-		if e.state != entryWhole || p == nil || p.State != "output-available" {
+	compact := func(i int) {
+		p := o.parts[i]
+		if state[i] != entryWhole || p == nil || p.State != "output-available" {
 			return
 		}
-		v := in.verdict(in.threadKey, p)
+		v := o.verdicts[i]
+		if v == nil {
+			v = in.verdict(p)
+			o.verdicts[i] = v
+		}
 		var exp time.Time // zero: expired, or never known
 		if v.resultID != "" {
 			if t, ok := in.expiry(v.resultID); ok {
@@ -252,58 +300,59 @@ func fit(in fitInput) (*fitted, error) {
 		if len(text) >= len(p.Output) {
 			return
 		}
-		size := messageSize(&e.msg) + len(text)
-		total += size - e.size
-		e.size, e.text, e.state = size, text, entryCompacted
+		sz := size[i] - len(p.Output) + len(text)
+		total += sz - size[i]
+		size[i], texts[i], state[i] = sz, text, entryCompacted
 		out.compacted++
 		out.compactedChars += len(p.Output)
 	}
 	// Results older than the window are always sent as verdicts.
-	for i := range entries {
-		if entries[i].part != nil && entries[i].age >= b.keepRecent {
-			compact(&entries[i])
+	keep := int32(min(b.keepRecent, math.MaxInt32))
+	for i := range n {
+		if o.parts[i] != nil && o.age[i] >= keep {
+			compact(i)
 		}
 	}
 	// Then the recent ones, oldest first, while the step does not fit.
-	for i := 0; i < len(entries) && total > b.limit; i++ {
-		if entries[i].part != nil {
-			compact(&entries[i])
+	for i := 0; i < n && total > b.limit; i++ {
+		if o.parts[i] != nil {
+			compact(i)
 		}
 	}
 	cut := false
-	if total > b.limit && len(entries) > 0 {
+	if total > b.limit && n > 0 {
 		total += noticeReserve
 		cut = true
 	}
 	// Older turns' texts, oldest turn first.
-	for i := 0; i < len(entries) && total > b.limit; {
-		t := entries[i].turn
-		for ; i < len(entries) && entries[i].turn == t; i++ {
-			e := &entries[i]
-			if e.part != nil || len(e.msg.Content) <= shortenTo+len(shortenedMark) {
+	for i := 0; i < n && total > b.limit; {
+		t := o.turn[i]
+		for ; i < n && o.turn[i] == t; i++ {
+			content := o.msgs[i].Content
+			if o.parts[i] != nil || len(content) <= shortenTo+len(shortenedMark) {
 				continue
 			}
-			text := cutText(e.msg.Content, shortenTo) + shortenedMark
-			size := e.size - len(e.msg.Content) + len(text)
-			total += size - e.size
-			e.size, e.text, e.state = size, text, entryShortened
+			text := cutText(content, shortenTo) + shortenedMark
+			sz := size[i] - len(content) + len(text)
+			total += sz - size[i]
+			size[i], texts[i], state[i] = sz, text, entryShortened
 			out.shortened++
 		}
 	}
 	// Then the oldest turns, whole.
-	for i := 0; i < len(entries) && total > b.limit; {
-		t := entries[i].turn
-		for ; i < len(entries) && entries[i].turn == t; i++ {
-			e := &entries[i]
-			total -= e.size
-			switch e.state {
+	dropped := 0
+	for dropped < n && total > b.limit {
+		t := o.turn[dropped]
+		for ; dropped < n && o.turn[dropped] == t; dropped++ {
+			total -= size[dropped]
+			switch state[dropped] {
 			case entryCompacted:
 				out.compacted--
-				out.compactedChars -= len(e.part.Output)
+				out.compactedChars -= len(o.parts[dropped].Output)
 			case entryShortened:
 				out.shortened--
 			}
-			e.state = entryDropped
+			state[dropped] = entryDropped
 		}
 		out.dropped++
 	}
@@ -319,39 +368,36 @@ func fit(in fitInput) (*fitted, error) {
 		return nil, err
 	}
 
-	// Assemble.
-	send := make([]Message, 0, len(in.system)+1+len(entries)+len(tail))
+	// Assemble: the system messages, the notice, the older messages
+	// kept, the tail.
+	send := make([]Message, 0, len(in.system)+1+n-dropped+len(tail))
 	send = append(send, in.system...)
 	if cut {
-		send = append(send, Message{Role: RoleSystem, Content: notice(out.dropped, turns, out.shortened)})
+		send = append(send, Message{Role: RoleSystem, Content: notice(out.dropped, o.turns, out.shortened)})
 	}
-	for i := range entries {
-		e := &entries[i]
-		switch e.state {
-		case entryDropped:
-			continue
-		case entryCompacted, entryShortened:
-			e.msg.Content = e.text
-		case entryWhole:
-			if e.part != nil {
-				e.msg.Content = toolResultText(*e.part)
-			}
+	for i := dropped; i < n; i++ {
+		m := o.msgs[i]
+		switch {
+		case texts[i] != "":
+			m.Content = texts[i]
+		case o.parts[i] != nil:
+			m.Content = toolResultText(*o.parts[i])
 		}
-		if e.state == entryCompacted && e.part.ToolCallID != "" {
-			out.compactedCalls = append(out.compactedCalls, e.part.ToolCallID)
-		}
-		send = append(send, e.msg)
+		send = append(send, m)
 	}
 	send = append(send, tail...)
-	if n := len(out.compactedCalls); n > maxReportedCalls {
-		out.compactedCalls = out.compactedCalls[n-maxReportedCalls:]
+	// The report lists the newest compacted calls.
+	for i := n - 1; i >= dropped && len(out.compactedCalls) < maxReportedCalls; i-- {
+		if state[i] == entryCompacted && o.parts[i].ToolCallID != "" {
+			out.compactedCalls = append(out.compactedCalls, o.parts[i].ToolCallID)
+		}
 	}
+	slices.Reverse(out.compactedCalls)
 	out.msgs = send
-	out.chars = 0
+	out.chars = in.toolChars
 	for i := range send {
 		out.chars += messageSize(&send[i])
 	}
-	out.chars += in.toolChars
 	return out, nil
 }
 
@@ -431,12 +477,13 @@ func (r *Runner) fitStep(st *turnState, def Definition, bound []boundTool, specs
 	b := resolveBudget(def, model, cpt)
 	f, err := fit(fitInput{
 		system: systemMessages(def, bound), toolChars: toolChars,
-		thread: thread, current: current, threadKey: st.Thread.Key, budget: b,
+		thread: thread, current: current, budget: b,
 		expiry: func(id string) (time.Time, bool) {
 			t, ok := live[id]
 			return t, ok
 		},
 		verdict: r.verdicts.get,
+		memo:    &st.older,
 	})
 	return f, b, err
 }

@@ -126,7 +126,7 @@ func TestFitProperties(t *testing.T) {
 		b := budget{model: "m", keepRecent: keep, cpt: DefaultCharsPerToken, limit: rng.IntN(size*3/2 + 2000)}
 		live := map[string]bool{}
 		cache := newVerdictCache(64)
-		in := fitInput{system: system, toolChars: rng.IntN(3000), thread: thread, current: current, threadKey: "k", budget: b,
+		in := fitInput{system: system, toolChars: rng.IntN(3000), thread: thread, current: current, budget: b,
 			expiry: func(id string) (time.Time, bool) {
 				if _, ok := live[id]; !ok {
 					live[id] = rng.IntN(2) == 0

@@ -120,6 +120,7 @@ type turnState struct {
 	// previous step (0: none yet); reported is that step's prompt tokens.
 	cpt      float64
 	reported int
+	older    olderMemo  // the older turns' model messages, built once per turn
 	mu       sync.Mutex // guards msg.Parts, pending and Thread.Results during tool calls
 }
 

@@ -50,6 +50,19 @@ func (p Part) Name() string {
 
 // Text joins the text parts of m.
 func (m UIMessage) Text() string {
+	var one *Part
+	for i := range m.Parts {
+		if m.Parts[i].Type == "text" {
+			if one != nil {
+				one = nil
+				break
+			}
+			one = &m.Parts[i]
+		}
+	}
+	if one != nil {
+		return one.Text // the common case, without a copy
+	}
 	var b strings.Builder
 	for _, p := range m.Parts {
 		if p.Type == "text" {
@@ -82,50 +95,65 @@ func ValidateIncoming(m UIMessage) error {
 // assistant message with its text and tool calls, then one tool message
 // per call with its output (or error).
 func ModelMessages(thread []UIMessage) []Message {
-	var out []Message
+	var c converter
 	for i := range thread {
-		out, _ = appendModelMessages(out, nil, &thread[i], false)
+		c.add(&thread[i])
 	}
-	return out
+	return c.out
 }
 
-// appendModelMessages appends m's model messages to out. With deferred,
-// a tool message's Content is left empty and its part is recorded at the
-// same index in parts (nil for every other message), so that a caller
-// deciding what to send reads a large output only if it sends it whole;
-// parts is appended to only when deferred.
-func appendModelMessages(out []Message, parts []*Part, m *UIMessage, deferred bool) ([]Message, []*Part) {
-	add := func(msg Message, p *Part) {
-		out = append(out, msg)
-		if deferred {
-			parts = append(parts, p)
-		}
+// converter builds model messages from UI messages (see ModelMessages),
+// appending to out.
+type converter struct {
+	out []Message
+	// deferred leaves a tool message's Content empty and records its
+	// part at the same index in parts (nil for every other message), so
+	// that a caller deciding what to send reads a large output only if it
+	// sends it whole.
+	deferred bool
+	parts    []*Part
+	calls    []ToolCall // the tool calls of every message, carved per message
+	results  []*Part    // scratch: the current step's tool parts
+}
+
+func (c *converter) push(msg Message, p *Part) {
+	c.out = append(c.out, msg)
+	if c.deferred {
+		c.parts = append(c.parts, p)
 	}
+}
+
+// add appends m's model messages.
+func (c *converter) add(m *UIMessage) {
 	switch m.Role {
 	case RoleUser:
-		add(Message{Role: RoleUser, Content: m.Text()}, nil)
-		return out, parts
+		c.push(Message{Role: RoleUser, Content: m.Text()}, nil)
+		return
 	case RoleSystem:
-		add(Message{Role: RoleSystem, Content: m.Text()}, nil)
-		return out, parts
+		c.push(Message{Role: RoleSystem, Content: m.Text()}, nil)
+		return
 	case RoleAssistant:
 	default:
-		return out, parts
+		return
 	}
-	var cur *Message
-	var results []*Part
+	var cur Message
+	open := false
+	first := len(c.calls) // cur's calls are c.calls[first:]
 	flush := func() {
-		if cur != nil && (cur.Content != "" || len(cur.ToolCalls) > 0) {
-			add(*cur, nil)
-			for _, p := range results {
+		if n := len(c.calls); n > first {
+			cur.ToolCalls = c.calls[first:n:n]
+		}
+		if open && (cur.Content != "" || len(cur.ToolCalls) > 0) {
+			c.push(cur, nil)
+			for _, p := range c.results {
 				msg := Message{Role: RoleTool, ToolCallID: p.ToolCallID}
-				if !deferred {
+				if !c.deferred {
 					msg.Content = toolResultText(*p)
 				}
-				add(msg, p)
+				c.push(msg, p)
 			}
 		}
-		cur, results = nil, nil
+		cur, open, c.results, first = Message{}, false, c.results[:0], len(c.calls)
 	}
 	for i := range m.Parts {
 		p := &m.Parts[i]
@@ -133,8 +161,8 @@ func appendModelMessages(out []Message, parts []*Part, m *UIMessage, deferred bo
 			flush()
 			continue
 		}
-		if cur == nil {
-			cur = &Message{Role: RoleAssistant}
+		if !open {
+			cur, open = Message{Role: RoleAssistant}, true
 		}
 		switch {
 		case p.Type == "text":
@@ -147,12 +175,11 @@ func appendModelMessages(out []Message, parts []*Part, m *UIMessage, deferred bo
 			if args == "" {
 				args = "{}"
 			}
-			cur.ToolCalls = append(cur.ToolCalls, ToolCall{ID: p.ToolCallID, Name: p.Name(), Arguments: args})
-			results = append(results, p)
+			c.calls = append(c.calls, ToolCall{ID: p.ToolCallID, Name: p.Name(), Arguments: args})
+			c.results = append(c.results, p)
 		}
 	}
 	flush()
-	return out, parts
 }
 
 // toolResultLen is len(toolResultText(p)), without building the text.
