@@ -137,31 +137,71 @@ type fitInput struct {
 }
 
 // olderMemo holds the conversion of a thread's older turns between the
-// steps of one turn; fit never changes it.
+// steps of one turn; a step converts only the turns it may send (newest
+// first), and fit never changes a converted turn.
 type olderMemo struct {
-	first *UIMessage // the older turns it was built from: the first and their count
+	first *UIMessage // the older messages it was built from: the first and their count
 	n     int
 	conv  *olderTurns
 }
 
-// olderTurns are a thread's older turns as model messages, tool results
-// deferred, with what fitting needs of each message.
+// olderTurns are a thread's older turns as model messages, converted
+// lazily from the newest, tool results deferred.
 type olderTurns struct {
-	msgs     []Message
-	parts    []*Part    // a tool message's part; nil for other messages
-	turn     []int32    // the turn of each message, from 0
-	age      []int32    // a tool message's step age: 0 for the newest older step
-	size     []int      // each message's size, tool results whole
-	verdicts []*verdict // each compacted result's verdict, once read
-	turns    int
+	src    []UIMessage
+	starts []int        // the first message of each turn, in src
+	turns  []*olderTurn // by turn; nil until converted
+	left   int          // turns not converted yet: turns[:left]
+	steps  int          // tool-calling steps of the converted turns
 }
 
-func convertOlder(older []UIMessage) *olderTurns {
-	n, calls := 0, 0 // messages and tool calls, at most
+// olderTurn is one converted turn with what fitting needs of each
+// message.
+type olderTurn struct {
+	msgs     []Message
+	parts    []*Part    // a tool message's part; nil for other messages
+	size     []int      // each message's size, tool results whole
+	age      []int32    // a tool message's step age: 0 for the newest older step
+	verdicts []*verdict // each tool result's verdict, once read
+}
+
+func newOlderTurns(older []UIMessage) *olderTurns {
+	o := &olderTurns{src: older}
 	for i := range older {
+		if i == 0 || older[i].Role == RoleUser {
+			o.starts = append(o.starts, i)
+		}
+	}
+	o.turns = make([]*olderTurn, len(o.starts))
+	o.left = len(o.turns)
+	return o
+}
+
+// turnChunk is how many turns are converted at once, sharing their
+// allocations.
+const turnChunk = 32
+
+// turn returns turn t, converting it and every newer one if needed, in
+// chunks of turns. The turns not yet converted are always the oldest.
+func (o *olderTurns) turn(t int) *olderTurn {
+	for o.left > t {
+		o.convert(max(0, o.left-turnChunk), o.left-1)
+		o.left = max(0, o.left-turnChunk)
+	}
+	return o.turns[t]
+}
+
+// convert converts turns lo..hi, all newer ones being converted already.
+func (o *olderTurns) convert(lo, hi int) {
+	from, to := o.starts[lo], len(o.src)
+	if hi+1 < len(o.starts) {
+		to = o.starts[hi+1]
+	}
+	n, calls := 0, 0 // messages and tool calls, at most
+	for i := from; i < to; i++ {
 		n++
-		for j := range older[i].Parts {
-			switch p := &older[i].Parts[j]; {
+		for j := range o.src[i].Parts {
+			switch p := &o.src[i].Parts[j]; {
 			case p.Type == "step-start":
 				n++
 			case p.IsTool():
@@ -172,38 +212,37 @@ func convertOlder(older []UIMessage) *olderTurns {
 	}
 	conv := converter{out: make([]Message, 0, n), deferred: true,
 		parts: make([]*Part, 0, n), calls: make([]ToolCall, 0, calls)}
-	o := &olderTurns{turn: make([]int32, 0, n)}
-	turn := int32(-1)
-	for i := range older {
-		m := &older[i]
-		if m.Role == RoleUser || turn < 0 {
-			turn++
+	bounds := make([]int, 0, hi-lo+2)
+	for k := lo; k <= hi; k++ {
+		bounds = append(bounds, len(conv.out))
+		end := to
+		if k+1 <= hi {
+			end = o.starts[k+1]
 		}
-		conv.add(m)
-		for len(o.turn) < len(conv.out) {
-			o.turn = append(o.turn, turn)
-		}
-	}
-	o.msgs, o.parts, o.turns = conv.out, conv.parts, int(turn+1)
-	o.age, o.size = make([]int32, len(o.msgs)), make([]int, len(o.msgs))
-	o.verdicts = make([]*verdict, len(o.msgs))
-	steps := int32(0)
-	for i := range o.msgs {
-		o.size[i] = messageSize(&o.msgs[i])
-		if p := o.parts[i]; p != nil {
-			o.size[i] += toolResultLen(p)
-		} else if len(o.msgs[i].ToolCalls) > 0 {
-			steps++
+		for i := o.starts[k]; i < end; i++ {
+			conv.add(&o.src[i])
 		}
 	}
-	age := steps
-	for i := range o.msgs {
-		if len(o.msgs[i].ToolCalls) > 0 {
-			age--
+	bounds = append(bounds, len(conv.out))
+	m := len(conv.out)
+	size, age, verdicts := make([]int, m), make([]int32, m), make([]*verdict, m)
+	chunk := make([]olderTurn, hi-lo+1)
+	for k := hi; k >= lo; k-- {
+		a, b := bounds[k-lo], bounds[k-lo+1]
+		ot := &chunk[k-lo]
+		*ot = olderTurn{msgs: conv.out[a:b:b], parts: conv.parts[a:b:b], size: size[a:b:b], age: age[a:b:b], verdicts: verdicts[a:b:b]}
+		for i := len(ot.msgs) - 1; i >= 0; i-- {
+			ot.size[i] = messageSize(&ot.msgs[i])
+			if p := ot.parts[i]; p != nil {
+				ot.size[i] += toolResultLen(p)
+			}
+			ot.age[i] = int32(o.steps)
+			if len(ot.msgs[i].ToolCalls) > 0 {
+				o.steps++ // its results, after it, have its age
+			}
 		}
-		o.age[i] = age
+		o.turns[k] = ot
 	}
-	return o
 }
 
 // fitted is what one step sends and what fitting did.
@@ -223,7 +262,6 @@ const (
 	entryWhole entryState = iota
 	entryCompacted
 	entryShortened
-	entryDropped
 )
 
 func messageSize(m *Message) int {
@@ -249,7 +287,7 @@ func fit(in fitInput) (*fitted, error) {
 	if m := in.memo; m != nil && m.conv != nil && m.n == len(older) && (m.n == 0 || m.first == &older[0]) {
 		o = m.conv
 	} else {
-		o = convertOlder(older)
+		o = newOlderTurns(older)
 		if m != nil {
 			m.conv, m.n, m.first = o, len(older), nil
 			if len(older) > 0 {
@@ -268,27 +306,20 @@ func fit(in fitInput) (*fitted, error) {
 	for i := range tail {
 		fixed += messageSize(&tail[i])
 	}
-
-	// What each older message becomes: its state, size and new text.
-	n := len(o.msgs)
-	state := make([]entryState, n)
-	size := slices.Clone(o.size)
-	texts := make([]string, n)
-	total := fixed
-	for _, sz := range size {
-		total += sz
-	}
-	out := &fitted{}
 	b := in.budget
-	compact := func(i int) {
-		p := o.parts[i]
-		if state[i] != entryWhole || p == nil || p.State != "output-available" {
-			return
+	keep := int32(min(b.keepRecent, math.MaxInt32))
+
+	// compacted is what a tool result is sent as when compacted ("" when
+	// it stays whole: not a finished result, or no shorter).
+	compacted := func(ot *olderTurn, i int) string {
+		p := ot.parts[i]
+		if p == nil || p.State != "output-available" {
+			return ""
 		}
-		v := o.verdicts[i]
+		v := ot.verdicts[i]
 		if v == nil {
 			v = in.verdict(p)
-			o.verdicts[i] = v
+			ot.verdicts[i] = v
 		}
 		var exp time.Time // zero: expired, or never known
 		if v.resultID != "" {
@@ -296,65 +327,131 @@ func fit(in fitInput) (*fitted, error) {
 				exp = t
 			}
 		}
-		text := v.render(exp)
-		if len(text) >= len(p.Output) {
+		if text := v.render(exp); len(text) < len(p.Output) {
+			return text
+		}
+		return ""
+	}
+	shortened := func(ot *olderTurn, i int) string {
+		if c := ot.msgs[i].Content; ot.parts[i] == nil && len(c) > shortenTo+len(shortenedMark) {
+			return cutText(c, shortenTo) + shortenedMark
+		}
+		return ""
+	}
+
+	// Newest turn first: each turn's size with every result compacted
+	// (texts whole), and its least size (texts shortened too). Once the
+	// least sizes alone overflow with the notice, and the compacted sizes
+	// overflow without it, the older turns are certain to be left out —
+	// the passes below would shorten everything and drop them — so they
+	// are never converted.
+	T := len(o.turns)
+	first := 0 // the oldest turn that may be sent
+	minimal := false
+	compSum, minSum, cand := 0, 0, -1
+	for t := T - 1; t >= 0; t-- {
+		ot := o.turn(t)
+		for i := range ot.msgs {
+			sz := ot.size[i]
+			if text := compacted(ot, i); text != "" {
+				sz += len(text) - toolResultLen(ot.parts[i])
+			}
+			compSum += sz
+			if text := shortened(ot, i); text != "" {
+				sz += len(text) - len(ot.msgs[i].Content)
+			}
+			minSum += sz
+		}
+		if cand < 0 && fixed+noticeReserve+minSum > b.limit {
+			cand = t + 1
+		}
+		if cand >= 0 && fixed+compSum > b.limit {
+			first, minimal = cand, true
+			break
+		}
+	}
+
+	// Per message of the turns that may be sent: its state, size, text.
+	off := make([]int, T-first+1)
+	for t := first; t < T; t++ {
+		off[t-first+1] = off[t-first] + len(o.turns[t].msgs)
+	}
+	n := off[T-first]
+	state := make([]entryState, n)
+	size := make([]int, n)
+	texts := make([]string, n)
+	total := fixed
+	for t := first; t < T; t++ {
+		ot := o.turns[t]
+		copy(size[off[t-first]:], ot.size)
+	}
+	for _, sz := range size {
+		total += sz
+	}
+	out := &fitted{dropped: first}
+	set := func(ot *olderTurn, i, j int, text string, st entryState) {
+		if text == "" || state[j] != entryWhole {
 			return
 		}
-		sz := size[i] - len(p.Output) + len(text)
-		total += sz - size[i]
-		size[i], texts[i], state[i] = sz, text, entryCompacted
-		out.compacted++
-		out.compactedChars += len(p.Output)
-	}
-	// Results older than the window are always sent as verdicts.
-	keep := int32(min(b.keepRecent, math.MaxInt32))
-	for i := range n {
-		if o.parts[i] != nil && o.age[i] >= keep {
-			compact(i)
-		}
-	}
-	// Then the recent ones, oldest first, while the step does not fit.
-	for i := 0; i < n && total > b.limit; i++ {
-		if o.parts[i] != nil {
-			compact(i)
-		}
-	}
-	cut := false
-	if total > b.limit && n > 0 {
-		total += noticeReserve
-		cut = true
-	}
-	// Older turns' texts, oldest turn first.
-	for i := 0; i < n && total > b.limit; {
-		t := o.turn[i]
-		for ; i < n && o.turn[i] == t; i++ {
-			content := o.msgs[i].Content
-			if o.parts[i] != nil || len(content) <= shortenTo+len(shortenedMark) {
-				continue
-			}
-			text := cutText(content, shortenTo) + shortenedMark
-			sz := size[i] - len(content) + len(text)
-			total += sz - size[i]
-			size[i], texts[i], state[i] = sz, text, entryShortened
+		old := len(ot.msgs[i].Content)
+		if st == entryCompacted {
+			old = toolResultLen(ot.parts[i])
+			out.compacted++
+			out.compactedChars += len(ot.parts[i].Output)
+		} else {
 			out.shortened++
 		}
+		total += len(text) - old
+		size[j] += len(text) - old
+		texts[j], state[j] = text, st
 	}
-	// Then the oldest turns, whole.
-	dropped := 0
-	for dropped < n && total > b.limit {
-		t := o.turn[dropped]
-		for ; dropped < n && o.turn[dropped] == t; dropped++ {
-			total -= size[dropped]
-			switch state[dropped] {
-			case entryCompacted:
-				out.compacted--
-				out.compactedChars -= len(o.parts[dropped].Output)
-			case entryShortened:
-				out.shortened--
+	each := func(f func(ot *olderTurn, i, j int) bool) {
+		for t := first; t < T; t++ {
+			ot := o.turns[t]
+			for i := range ot.msgs {
+				if !f(ot, i, off[t-first]+i) {
+					return
+				}
 			}
-			state[dropped] = entryDropped
 		}
-		out.dropped++
+	}
+	cut := minimal
+	if minimal {
+		// Every turn sent is at its least.
+		each(func(ot *olderTurn, i, j int) bool {
+			set(ot, i, j, compacted(ot, i), entryCompacted)
+			set(ot, i, j, shortened(ot, i), entryShortened)
+			return true
+		})
+		total += noticeReserve
+	} else {
+		// Results older than the window are always sent as verdicts;
+		// then the recent ones, oldest first, while the step does not fit.
+		each(func(ot *olderTurn, i, j int) bool {
+			if ot.age[i] >= keep {
+				set(ot, i, j, compacted(ot, i), entryCompacted)
+			}
+			return true
+		})
+		each(func(ot *olderTurn, i, j int) bool {
+			if total <= b.limit {
+				return false
+			}
+			set(ot, i, j, compacted(ot, i), entryCompacted)
+			return true
+		})
+		if total > b.limit && n > 0 {
+			total += noticeReserve
+			cut = true
+			// Older turns' texts, oldest turn first (a turn is shortened
+			// whole once begun).
+			for t := first; t < T && total > b.limit; t++ {
+				ot := o.turns[t]
+				for i := range ot.msgs {
+					set(ot, i, off[t-first]+i, shortened(ot, i), entryShortened)
+				}
+			}
+		}
 	}
 	if total > b.limit {
 		need := fixed
@@ -370,26 +467,30 @@ func fit(in fitInput) (*fitted, error) {
 
 	// Assemble: the system messages, the notice, the older messages
 	// kept, the tail.
-	send := make([]Message, 0, len(in.system)+1+n-dropped+len(tail))
+	send := make([]Message, 0, len(in.system)+1+n+len(tail))
 	send = append(send, in.system...)
 	if cut {
-		send = append(send, Message{Role: RoleSystem, Content: notice(out.dropped, o.turns, out.shortened)})
+		send = append(send, Message{Role: RoleSystem, Content: notice(out.dropped, T, out.shortened)})
 	}
-	for i := dropped; i < n; i++ {
-		m := o.msgs[i]
+	each(func(ot *olderTurn, i, j int) bool {
+		m := ot.msgs[i]
 		switch {
-		case texts[i] != "":
-			m.Content = texts[i]
-		case o.parts[i] != nil:
-			m.Content = toolResultText(*o.parts[i])
+		case texts[j] != "":
+			m.Content = texts[j]
+		case ot.parts[i] != nil:
+			m.Content = toolResultText(*ot.parts[i])
 		}
 		send = append(send, m)
-	}
+		return true
+	})
 	send = append(send, tail...)
 	// The report lists the newest compacted calls.
-	for i := n - 1; i >= dropped && len(out.compactedCalls) < maxReportedCalls; i-- {
-		if state[i] == entryCompacted && o.parts[i].ToolCallID != "" {
-			out.compactedCalls = append(out.compactedCalls, o.parts[i].ToolCallID)
+	for t := T - 1; t >= first && len(out.compactedCalls) < maxReportedCalls; t-- {
+		ot := o.turns[t]
+		for i := len(ot.msgs) - 1; i >= 0 && len(out.compactedCalls) < maxReportedCalls; i-- {
+			if state[off[t-first]+i] == entryCompacted && ot.parts[i].ToolCallID != "" {
+				out.compactedCalls = append(out.compactedCalls, ot.parts[i].ToolCallID)
+			}
 		}
 	}
 	slices.Reverse(out.compactedCalls)

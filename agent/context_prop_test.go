@@ -136,6 +136,22 @@ func TestFitProperties(t *testing.T) {
 			verdict: cache.get}
 		name := fmt.Sprintf("seed %d (limit %d, thread %d chars, keep %d)", seed, b.limit, size, keep)
 		f, err := fit(in)
+		// The same as the plain implementation, and again through the
+		// memo a turn's later steps use.
+		ref, refErr := refFit(in)
+		in.memo = &olderMemo{}
+		for range 2 {
+			got, gotErr := fit(in)
+			if (gotErr == nil) != (refErr == nil) || gotErr != nil && gotErr.Error() != refErr.Error() {
+				t.Fatalf("%s: fit: %v; the plain implementation: %v", name, gotErr, refErr)
+			}
+			if gotErr == nil {
+				if diff := cmp.Diff(ref, got, cmp.AllowUnexported(fitted{}), cmpopts.EquateEmpty()); diff != "" {
+					t.Fatalf("%s: fit differs from the plain implementation (-plain +fit):\n%s", name, diff)
+				}
+			}
+		}
+		in.memo = nil
 
 		protect := 0
 		for i := len(thread) - 1; i >= 0; i-- {

@@ -156,18 +156,22 @@ func BenchmarkRunnerStepLongThread(b *testing.B) {
 	}
 	b.Logf("long thread, last step: %d characters in %d messages, %d results compacted, %d turns left out",
 		lastReport.Chars, lastReport.Messages, lastReport.Compacted, lastReport.DroppedTurns)
-	var tShort, tLong time.Duration
+	var tShort, tLong, cShort, cLong time.Duration
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		start := time.Now()
+		start, cStart := time.Now(), processCPU()
 		run(fresh(short))
-		mid := time.Now()
+		mid, cMid := time.Now(), processCPU()
 		run(fresh(long))
 		tShort, tLong = tShort+mid.Sub(start), tLong+time.Since(mid)
+		cShort, cLong = cShort+cMid-cStart, cLong+processCPU()-cMid
 	}
 	steps := float64(2 * b.N) // each turn: the call, then the answer
 	b.ReportMetric(float64(tShort.Microseconds())/steps, "µs/step-10msgs")
 	b.ReportMetric(float64(tLong.Microseconds())/steps, "µs/step-1000msgs")
 	b.ReportMetric(float64(tLong)/float64(tShort), "ratio")
+	b.ReportMetric(float64(cShort.Microseconds())/steps, "cpu-µs/step-10msgs")
+	b.ReportMetric(float64(cLong.Microseconds())/steps, "cpu-µs/step-1000msgs")
+	b.ReportMetric(float64(cLong)/float64(cShort), "cpu-ratio")
 }
