@@ -153,6 +153,7 @@ type olderTurns struct {
 	turns  []*olderTurn // by turn; nil until converted
 	left   int          // turns not converted yet: turns[:left]
 	steps  int          // tool-calling steps of the converted turns
+	gen    uint32       // counts fit calls, for olderTurn.compGen
 }
 
 // olderTurn is one converted turn with what fitting needs of each
@@ -163,6 +164,12 @@ type olderTurn struct {
 	size     []int      // each message's size, tool results whole
 	age      []int32    // a tool message's step age: 0 for the newest older step
 	verdicts []*verdict // each tool result's verdict, once read
+	// What each tool result compacts to ("" when it stays whole), for the
+	// expiry of its stored result it was rendered with, and the fit call
+	// that last checked that expiry.
+	comp    []string
+	compExp []int64 // unix nanoseconds; 0: expired, or never known
+	compGen []uint32
 }
 
 func newOlderTurns(older []UIMessage) *olderTurns {
@@ -179,7 +186,7 @@ func newOlderTurns(older []UIMessage) *olderTurns {
 
 // turnChunk is how many turns are converted at once, sharing their
 // allocations.
-const turnChunk = 32
+const turnChunk = 16
 
 // turn returns turn t, converting it and every newer one if needed, in
 // chunks of turns. The turns not yet converted are always the oldest.
@@ -226,11 +233,13 @@ func (o *olderTurns) convert(lo, hi int) {
 	bounds = append(bounds, len(conv.out))
 	m := len(conv.out)
 	size, age, verdicts := make([]int, m), make([]int32, m), make([]*verdict, m)
+	comp, compExp, compGen := make([]string, m), make([]int64, m), make([]uint32, m)
 	chunk := make([]olderTurn, hi-lo+1)
 	for k := hi; k >= lo; k-- {
 		a, b := bounds[k-lo], bounds[k-lo+1]
 		ot := &chunk[k-lo]
-		*ot = olderTurn{msgs: conv.out[a:b:b], parts: conv.parts[a:b:b], size: size[a:b:b], age: age[a:b:b], verdicts: verdicts[a:b:b]}
+		*ot = olderTurn{msgs: conv.out[a:b:b], parts: conv.parts[a:b:b], size: size[a:b:b], age: age[a:b:b], verdicts: verdicts[a:b:b],
+			comp: comp[a:b:b], compExp: compExp[a:b:b], compGen: compGen[a:b:b]}
 		for i := len(ot.msgs) - 1; i >= 0; i-- {
 			ot.size[i] = messageSize(&ot.msgs[i])
 			if p := ot.parts[i]; p != nil {
@@ -311,9 +320,15 @@ func fit(in fitInput) (*fitted, error) {
 
 	// compacted is what a tool result is sent as when compacted ("" when
 	// it stays whole: not a finished result, or no shorter).
+	o.gen++
+	gen := o.gen
 	compacted := func(ot *olderTurn, i int) string {
+		if ot.compGen[i] == gen {
+			return ot.comp[i]
+		}
 		p := ot.parts[i]
 		if p == nil || p.State != "output-available" {
+			ot.compGen[i] = gen
 			return ""
 		}
 		v := ot.verdicts[i]
@@ -327,10 +342,18 @@ func fit(in fitInput) (*fitted, error) {
 				exp = t
 			}
 		}
-		if text := v.render(exp); len(text) < len(p.Output) {
-			return text
+		var nanos int64
+		if !exp.IsZero() {
+			nanos = exp.UnixNano()
 		}
-		return ""
+		if ot.compGen[i] == 0 || ot.compExp[i] != nanos {
+			ot.comp[i], ot.compExp[i] = "", nanos
+			if text := v.render(exp); len(text) < len(p.Output) {
+				ot.comp[i] = text
+			}
+		}
+		ot.compGen[i] = gen
+		return ot.comp[i]
 	}
 	shortened := func(ot *olderTurn, i int) string {
 		if c := ot.msgs[i].Content; ot.parts[i] == nil && len(c) > shortenTo+len(shortenedMark) {
@@ -379,7 +402,6 @@ func fit(in fitInput) (*fitted, error) {
 	n := off[T-first]
 	state := make([]entryState, n)
 	size := make([]int, n)
-	texts := make([]string, n)
 	total := fixed
 	for t := first; t < T; t++ {
 		ot := o.turns[t]
@@ -403,7 +425,7 @@ func fit(in fitInput) (*fitted, error) {
 		}
 		total += len(text) - old
 		size[j] += len(text) - old
-		texts[j], state[j] = text, st
+		state[j] = st
 	}
 	each := func(f func(ot *olderTurn, i, j int) bool) {
 		for t := first; t < T; t++ {
@@ -472,17 +494,22 @@ func fit(in fitInput) (*fitted, error) {
 	if cut {
 		send = append(send, Message{Role: RoleSystem, Content: notice(out.dropped, T, out.shortened)})
 	}
-	each(func(ot *olderTurn, i, j int) bool {
-		m := ot.msgs[i]
-		switch {
-		case texts[j] != "":
-			m.Content = texts[j]
-		case ot.parts[i] != nil:
-			m.Content = toolResultText(*ot.parts[i])
+	for t := first; t < T; t++ {
+		ot := o.turns[t]
+		for i, m := range ot.msgs {
+			switch state[off[t-first]+i] {
+			case entryCompacted:
+				m.Content = compacted(ot, i)
+			case entryShortened:
+				m.Content = shortened(ot, i)
+			default:
+				if ot.parts[i] != nil {
+					m.Content = toolResultText(*ot.parts[i])
+				}
+			}
+			send = append(send, m)
 		}
-		send = append(send, m)
-		return true
-	})
+	}
 	send = append(send, tail...)
 	// The report lists the newest compacted calls.
 	for t := T - 1; t >= first && len(out.compactedCalls) < maxReportedCalls; t-- {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -147,8 +148,11 @@ func BenchmarkRunnerStepLongThread(b *testing.B) {
 		return th
 	}
 	short, long := thread("short", 10), thread("long", 1000)
+	// Each turn starts from the same thread; like a thread decoded from
+	// the store, its slice has room for the turn's answer.
+	short.Msgs, long.Msgs = slices.Grow(short.Msgs, 1), slices.Grow(long.Msgs, 1)
 	fresh := func(th *Thread) *Thread {
-		return &Thread{Key: th.Key, Msgs: th.Msgs[:len(th.Msgs):len(th.Msgs)]}
+		return &Thread{Key: th.Key, Msgs: th.Msgs[: len(th.Msgs) : len(th.Msgs)+1]}
 	}
 	run(fresh(long)) // the verdicts are read once, as a server's first turn on the thread does
 	if lastReport.Compacted == 0 {
