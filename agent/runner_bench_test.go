@@ -80,8 +80,8 @@ func (echoModel) Stream(ctx context.Context, req ModelRequest) iter.Seq2[ModelEv
 
 // BenchmarkRunnerStepLongThread measures the runner's cost per step on a
 // thread of 10 messages and on one of 1,000 (500 earlier turns, each a
-// looping walk's result and an answer), interleaved in one run so that
-// their ratio is steady. The earlier results are sent as verdicts, and
+// looping walk's result and an answer) or 10,000, interleaved in one run
+// so that their ratio is steady. The earlier results are sent as verdicts, and
 // fitting the 1,000 messages to the budget must not make a step cost
 // more than twice the short thread's. Model and upstream are instant, as
 // in BenchmarkRunnerStep.
@@ -147,35 +147,43 @@ func BenchmarkRunnerStepLongThread(b *testing.B) {
 		th.Msgs = append(th.Msgs, user(n))
 		return th
 	}
-	short, long := thread("short", 10), thread("long", 1000)
 	// Each turn starts from the same thread; like a thread decoded from
 	// the store, its slice has room for the turn's answer.
-	short.Msgs, long.Msgs = slices.Grow(short.Msgs, 1), slices.Grow(long.Msgs, 1)
 	fresh := func(th *Thread) *Thread {
 		return &Thread{Key: th.Key, Msgs: th.Msgs[: len(th.Msgs) : len(th.Msgs)+1]}
 	}
-	run(fresh(long)) // the verdicts are read once, as a server's first turn on the thread does
-	if lastReport.Compacted == 0 {
-		b.Fatalf("the long thread's results are not compacted: %+v", lastReport)
+	short := thread("short", 10)
+	short.Msgs = slices.Grow(short.Msgs, 1)
+	// 10,000 messages too: past the budget, a step costs what it sends,
+	// not what the thread holds.
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) {
+			long := thread(fmt.Sprint("long", n), n)
+			long.Msgs = slices.Grow(long.Msgs, 1)
+			run(fresh(long)) // the verdicts are read once, as a server's first turn on the thread does
+			if lastReport.Compacted == 0 {
+				b.Fatalf("the long thread's results are not compacted: %+v", lastReport)
+			}
+			b.Logf("%d messages, last step: %d characters in %d messages, %d results compacted, %d turns left out",
+				n, lastReport.Chars, lastReport.Messages, lastReport.Compacted, lastReport.DroppedTurns)
+			var tShort, tLong, cShort, cLong time.Duration
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				start, cStart := time.Now(), processCPU()
+				run(fresh(short))
+				mid, cMid := time.Now(), processCPU()
+				run(fresh(long))
+				tShort, tLong = tShort+mid.Sub(start), tLong+time.Since(mid)
+				cShort, cLong = cShort+cMid-cStart, cLong+processCPU()-cMid
+			}
+			steps := float64(2 * b.N) // each turn: the call, then the answer
+			b.ReportMetric(float64(tShort.Microseconds())/steps, "µs/step-10msgs")
+			b.ReportMetric(float64(tLong.Microseconds())/steps, "µs/step-long")
+			b.ReportMetric(float64(tLong)/float64(tShort), "ratio")
+			b.ReportMetric(float64(cShort.Microseconds())/steps, "cpu-µs/step-10msgs")
+			b.ReportMetric(float64(cLong.Microseconds())/steps, "cpu-µs/step-long")
+			b.ReportMetric(float64(cLong)/float64(cShort), "cpu-ratio")
+		})
 	}
-	b.Logf("long thread, last step: %d characters in %d messages, %d results compacted, %d turns left out",
-		lastReport.Chars, lastReport.Messages, lastReport.Compacted, lastReport.DroppedTurns)
-	var tShort, tLong, cShort, cLong time.Duration
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		start, cStart := time.Now(), processCPU()
-		run(fresh(short))
-		mid, cMid := time.Now(), processCPU()
-		run(fresh(long))
-		tShort, tLong = tShort+mid.Sub(start), tLong+time.Since(mid)
-		cShort, cLong = cShort+cMid-cStart, cLong+processCPU()-cMid
-	}
-	steps := float64(2 * b.N) // each turn: the call, then the answer
-	b.ReportMetric(float64(tShort.Microseconds())/steps, "µs/step-10msgs")
-	b.ReportMetric(float64(tLong.Microseconds())/steps, "µs/step-1000msgs")
-	b.ReportMetric(float64(tLong)/float64(tShort), "ratio")
-	b.ReportMetric(float64(cShort.Microseconds())/steps, "cpu-µs/step-10msgs")
-	b.ReportMetric(float64(cLong.Microseconds())/steps, "cpu-µs/step-1000msgs")
-	b.ReportMetric(float64(cLong)/float64(cShort), "cpu-ratio")
 }
