@@ -356,8 +356,10 @@ func fit(in fitInput) (*fitted, error) {
 		return ot.comp[i]
 	}
 	shortened := func(ot *olderTurn, i int) string {
-		if c := ot.msgs[i].Content; ot.parts[i] == nil && len(c) > shortenTo+len(shortenedMark) {
-			return cutText(c, shortenTo) + shortenedMark
+		if c := ot.msgs[i].Content; ot.parts[i] == nil {
+			if _, ok := shortenedLen(c); ok {
+				return cutText(c, shortenTo) + shortenedMark
+			}
 		}
 		return ""
 	}
@@ -376,12 +378,16 @@ func fit(in fitInput) (*fitted, error) {
 		ot := o.turn(t)
 		for i := range ot.msgs {
 			sz := ot.size[i]
-			if text := compacted(ot, i); text != "" {
-				sz += len(text) - toolResultLen(ot.parts[i])
-			}
-			compSum += sz
-			if text := shortened(ot, i); text != "" {
-				sz += len(text) - len(ot.msgs[i].Content)
+			if ot.parts[i] != nil {
+				if text := compacted(ot, i); text != "" {
+					sz += len(text) - toolResultLen(ot.parts[i])
+				}
+				compSum += sz
+			} else {
+				compSum += sz
+				if n, ok := shortenedLen(ot.msgs[i].Content); ok {
+					sz += n - len(ot.msgs[i].Content)
+				}
 			}
 			minSum += sz
 		}
@@ -539,6 +545,15 @@ func notice(dropped, turns, shortened int) string {
 		s += fmt.Sprintf(" %d older messages are cut short (marked %q);", shortened, shortenedMark)
 	}
 	return s + " older tool results appear as their verdicts. Ask the user, or call the tools again, for anything you no longer see."
+}
+
+// shortenedLen is the length of an older text once shortened, and
+// whether it is shortened at all.
+func shortenedLen(c string) (int, bool) {
+	if len(c) <= shortenTo+len(shortenedMark) {
+		return 0, false
+	}
+	return len(cutText(c, shortenTo)) + len(shortenedMark), true
 }
 
 // cutText is the first n bytes of s, cut at a character boundary.
