@@ -348,12 +348,21 @@ func fit(in fitInput) (*fitted, error) {
 		}
 		if ot.compGen[i] == 0 || ot.compExp[i] != nanos {
 			ot.comp[i], ot.compExp[i] = "", nanos
-			if text := v.render(exp); len(text) < len(p.Output) {
+			// A verdict replaces the result when it is shorter, and
+			// always once the result's stored id has expired.
+			if text := v.render(exp); len(text) < len(p.Output) || v.resultID != "" && exp.IsZero() {
 				ot.comp[i] = text
 			}
 		}
 		ot.compGen[i] = gen
 		return ot.comp[i]
+	}
+	// expiredID reports a result whose stored result id has expired: it
+	// is compacted whatever its age, so the id is never offered as live.
+	expiredID := func(ot *olderTurn, i int) bool {
+		compacted(ot, i)
+		v := ot.verdicts[i]
+		return v != nil && v.resultID != "" && ot.compExp[i] == 0
 	}
 	shortened := func(ot *olderTurn, i int) string {
 		if c := ot.msgs[i].Content; ot.parts[i] == nil {
@@ -453,10 +462,11 @@ func fit(in fitInput) (*fitted, error) {
 		})
 		total += noticeReserve
 	} else {
-		// Results older than the window are always sent as verdicts;
+		// Results older than the window, or whose stored result has expired,
+		// are always sent as verdicts;
 		// then the recent ones, oldest first, while the step does not fit.
 		each(func(ot *olderTurn, i, j int) bool {
-			if ot.age[i] >= keep {
+			if ot.age[i] >= keep || expiredID(ot, i) {
 				set(ot, i, j, compacted(ot, i), entryCompacted)
 			}
 			return true

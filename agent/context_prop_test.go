@@ -216,6 +216,14 @@ func TestFitProperties(t *testing.T) {
 				t.Fatalf("%s: message %d is not the thread's: %+v, want %+v", name, i, m, o)
 			}
 			if m.Content == o.Content {
+				if m.Role == RoleTool {
+					var v struct {
+						ID string `json:"_resultId"`
+					}
+					if json.Unmarshal([]byte(m.Content), &v) == nil && v.ID != "" && !live[v.ID] {
+						t.Fatalf("%s: a whole older result offers the expired id %s", name, v.ID)
+					}
+				}
 				continue
 			}
 			switch {

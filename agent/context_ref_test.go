@@ -124,7 +124,7 @@ func refFit(in fitInput) (*fitted, error) {
 			}
 		}
 		text := v.render(exp)
-		if len(text) >= len(p.Output) {
+		if len(text) >= len(p.Output) && !(v.resultID != "" && exp.IsZero()) {
 			return
 		}
 		sz := size[i] - len(p.Output) + len(text)
@@ -136,7 +136,7 @@ func refFit(in fitInput) (*fitted, error) {
 	// Results older than the window are always sent as verdicts.
 	keep := int32(min(b.keepRecent, math.MaxInt32))
 	for i := range n {
-		if o.parts[i] != nil && o.age[i] >= keep {
+		if o.parts[i] != nil && (o.age[i] >= keep || refExpiredID(in, o.parts[i])) {
 			compact(i)
 		}
 	}
@@ -226,4 +226,18 @@ func refFit(in fitInput) (*fitted, error) {
 		out.chars += messageSize(&send[i])
 	}
 	return out, nil
+}
+
+// refExpiredID reports a finished result whose stored result id has
+// expired.
+func refExpiredID(in fitInput, p *Part) bool {
+	if p.State != "output-available" {
+		return false
+	}
+	v := in.verdict(p)
+	if v.resultID == "" {
+		return false
+	}
+	_, ok := in.expiry(v.resultID)
+	return !ok
 }
