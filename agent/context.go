@@ -14,19 +14,20 @@ import (
 //
 // The system prompt, the guidance, the tool definitions, the newest user
 // message and the current turn's steps are always sent whole. Of the
-// older turns, tool results older than the keep-recent window are sent
-// as their verdicts (see compact.go); then, while the step does not fit:
-// the recent results are compacted too, oldest first; the older turns'
-// long texts are shortened, oldest turn first; the oldest turns are left
-// out whole (a turn's tool calls and results go together, so the OpenAI
-// pairing of calls and results stays valid). When any text was shortened
-// or left out, a system message says so. If even the whole minimum does
-// not fit, the step fails before any request.
+// older turns, tool results older than the keep-recent window (or whose
+// stored result has expired) are sent as their verdicts (see compact.go);
+// then, while the step does not fit: the recent results are compacted
+// too, oldest first; the older turns' long texts are shortened, oldest
+// turn first; the oldest turns are left out whole (a turn's tool calls
+// and results go together, so the OpenAI pairing of calls and results
+// stays valid). When any text was shortened or left out, a system
+// message says so. If even the whole minimum does not fit, the step
+// fails before any request.
 //
-// Every decision is one pass over the thread, and what a result
-// compacts to is read once per result and kept (verdictCache), so a step
-// costs the same with a thousand older messages as with ten, give or take
-// the pass itself.
+// A step's cost follows what it sends, not what the thread holds: the
+// older turns are converted newest first and only while they may still
+// be sent (olderTurns), once per turn; a result's verdict is read once
+// and kept (verdictCache); each decision is one pass.
 
 // Token estimates.
 const (
