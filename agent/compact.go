@@ -55,8 +55,10 @@ const (
 var envelopeKeys = []string{"_pagingComplete", "_likelyMoreRows", "_stoppedBy", "_boundary", "_cache",
 	"_truncated", "_shownItems", "_totalItems", "_shownChars", "_totalChars", "_forEachErrors", "_forEachSkipped"}
 
-// boundaryKeys are what a verdict keeps of a _boundary too large to keep.
-var boundaryKeys = []string{"scope", "completion", "records", "pages", "requests", "stopReason", "uninspected"}
+// boundaryKeys are what a verdict keeps of a _boundary: what was walked,
+// how complete, the counts and why it stopped (not the page size, the
+// masked cursor or the action statement).
+var boundaryKeys = []string{"scope", "completion", "records", "reportedTotal", "duplicates", "pages", "requests", "stopReason", "uninspected"}
 
 // newVerdict reads the verdict of a finished tool part.
 func newVerdict(p *Part) *verdict {
@@ -101,7 +103,7 @@ func newVerdict(p *Part) *verdict {
 		if !ok {
 			continue
 		}
-		if k == "_boundary" && len(raw) > maxVerdictValue {
+		if k == "_boundary" && firstNonSpace(raw) == '{' {
 			raw = subset(raw, boundaryKeys)
 		}
 		if len(raw) <= maxVerdictValue {
@@ -172,24 +174,24 @@ func (v *verdict) render(expires time.Time) string {
 	if v.memoText != "" && v.memoFor.Equal(expires) {
 		return v.memoText
 	}
-	var how strings.Builder
-	how.WriteString("An older result, shown as its verdict only: its rows (")
-	how.WriteString(strconv.Itoa(v.chars))
-	how.WriteString(" characters) were left out to fit the context budget. To read them again, call ")
-	how.WriteString(v.tool)
-	how.WriteString(" with the same arguments")
-	if v.complete {
-		how.WriteString(": a complete walk is served from the cache")
-	}
-	how.WriteString(".")
 	live := v.resultID != "" && !expires.IsZero()
+	var how strings.Builder
+	how.WriteString("An older result, sent as its verdict: its rows (")
+	how.WriteString(strconv.Itoa(v.chars))
+	how.WriteString(" characters) are left out to fit the context budget. To read them, call ")
+	how.WriteString(v.tool)
+	how.WriteString(" again with the same arguments")
+	if v.complete {
+		how.WriteString(" (a complete walk is served from the cache)")
+	}
 	switch {
 	case live:
-		how.WriteString(" Or call " + loop.QueryToolResult + " with resultId " + strconv.Quote(v.resultID) +
-			" while it lives (until " + expires.UTC().Format(time.RFC3339) + ").")
+		how.WriteString(", or " + loop.QueryToolResult + " with its _resultId before _resultExpires.")
 	case v.resultID != "":
-		how.WriteString(" Its stored result " + strconv.Quote(v.resultID) + " has expired: do not call " +
+		how.WriteString(". Its stored result has expired (_resultExpired): do not call " +
 			loop.QueryToolResult + " or " + loop.FetchToolResult + " with it.")
+	default:
+		how.WriteString(".")
 	}
 	b := []byte{'{'}
 	add := func(k string, raw []byte) {
