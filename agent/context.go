@@ -65,10 +65,12 @@ type ContextBudgetError struct {
 	// (zero when the budget is in characters only).
 	Need, Limit           int
 	NeedTokens, MaxTokens int
+	// ByChars: the agent's context.max_chars is the bound that binds.
+	ByChars bool
 }
 
 func (e *ContextBudgetError) Error() string {
-	if e.MaxTokens > 0 {
+	if !e.ByChars {
 		return fmt.Sprintf("the conversation does not fit the model's context: the system prompt, the tools, the newest message and this turn's tool results alone need about %d tokens (%d characters), and the budget for %s is %d tokens; start a new chat, ask for less at once, or raise the agent's context.max_tokens",
 			e.NeedTokens, e.Need, e.Model, e.MaxTokens)
 	}
@@ -79,7 +81,7 @@ func (e *ContextBudgetError) Error() string {
 // budget is one step's budget, resolved.
 type budget struct {
 	model      string
-	maxTokens  int // 0: none
+	maxTokens  int // always set: the agent's, or the model's window
 	maxChars   int // 0: none
 	keepRecent int
 	cpt        float64 // characters per token
@@ -100,7 +102,8 @@ func resolveBudget(def Definition, model string, cpt float64) budget {
 			b.keepRecent = *c.KeepRecentSteps
 		}
 	}
-	if b.maxTokens == 0 && b.maxChars == 0 {
+	if b.maxTokens == 0 {
+		// The model's window bounds a step even under a character budget.
 		w, _ := ContextWindow(model)
 		b.maxTokens = w.Prompt()
 	}
@@ -497,11 +500,8 @@ func fit(in fitInput) (*fitted, error) {
 		if cut {
 			need += noticeReserve
 		}
-		err := &ContextBudgetError{Model: b.model, Need: need, Limit: b.limit}
-		if b.maxTokens > 0 {
-			err.NeedTokens, err.MaxTokens = b.tokens(need), b.maxTokens
-		}
-		return nil, err
+		return nil, &ContextBudgetError{Model: b.model, Need: need, Limit: b.limit,
+			NeedTokens: b.tokens(need), MaxTokens: b.maxTokens, ByChars: b.maxChars > 0 && b.limit == b.maxChars}
 	}
 
 	// Assemble: the system messages, the notice, the older messages

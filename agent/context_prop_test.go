@@ -356,6 +356,7 @@ func TestResolveBudget(t *testing.T) {
 		{"tokens set", &ContextConfig{MaxTokens: 1000}, "gpt-4o-mini", 0, 3000, DefaultKeepRecentSteps},
 		{"characters only", &ContextConfig{MaxChars: 5000, KeepRecentSteps: intp(0)}, "gpt-4o-mini", 0, 5000, 0},
 		{"both: the smaller", &ContextConfig{MaxChars: 5000, MaxTokens: 1000}, "x", 0, 3000, DefaultKeepRecentSteps},
+		{"characters over the window: the window", &ContextConfig{MaxChars: 10_000_000}, "gpt-4o-mini", 0, 111_616 * 3, DefaultKeepRecentSteps},
 		{"unknown model", &ContextConfig{KeepRecentSteps: intp(5)}, "x", 0, UnknownWindow.Prompt() * 3, 5},
 	}
 	for _, tt := range tests {

@@ -188,11 +188,8 @@ func refFit(in fitInput) (*fitted, error) {
 		if cut {
 			need += noticeReserve
 		}
-		err := &ContextBudgetError{Model: b.model, Need: need, Limit: b.limit}
-		if b.maxTokens > 0 {
-			err.NeedTokens, err.MaxTokens = b.tokens(need), b.maxTokens
-		}
-		return nil, err
+		return nil, &ContextBudgetError{Model: b.model, Need: need, Limit: b.limit,
+			NeedTokens: b.tokens(need), MaxTokens: b.maxTokens, ByChars: b.maxChars > 0 && b.limit == b.maxChars}
 	}
 
 	// Assemble: the system messages, the notice, the older messages

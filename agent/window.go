@@ -8,11 +8,10 @@ import (
 // what one step may send the model. Every field is optional.
 type ContextConfig struct {
 	// MaxTokens bounds a step's prompt in tokens. Zero: the model's
-	// context window less room for the completion (see ContextWindow),
-	// unless MaxChars is set.
+	// context window less room for the completion (see ContextWindow).
 	MaxTokens int `json:"max_tokens,omitempty" yaml:"max_tokens"`
-	// MaxChars bounds a step's prompt in characters (UTF-8 bytes). Zero:
-	// no character bound of its own. With both set, both apply.
+	// MaxChars bounds a step's prompt in characters (UTF-8 bytes), as
+	// well as the token bound. Zero: no character bound of its own.
 	MaxChars int `json:"max_chars,omitempty" yaml:"max_chars"`
 	// KeepRecentSteps is how many of the newest steps before the current
 	// turn keep their tool results whole while they fit; older results
