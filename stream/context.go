@@ -25,9 +25,10 @@ type ContextReport struct {
 	// usage of an earlier step when Calibrated, a fixed default otherwise.
 	CharsPerToken float64 `json:"charsPerToken"`
 	Calibrated    bool    `json:"calibrated"`
-	// BudgetTokens is the prompt budget in tokens (0 when the agent set
-	// only a character budget); BudgetChars is the limit in characters
-	// the step was fitted to.
+	// BudgetTokens is the prompt budget in tokens (the agent's, or the
+	// model's window less room for the answer); BudgetChars is the limit
+	// in characters the step was fitted to: BudgetTokens by the estimate,
+	// or the agent's character budget when that is smaller.
 	BudgetTokens int `json:"budgetTokens,omitempty"`
 	BudgetChars  int `json:"budgetChars"`
 	// Messages counts the messages sent.
