@@ -157,6 +157,23 @@ func WriteTable(w io.Writer, ins []Inspection) error {
 	return err
 }
 
+// WriteImportWarnings lists what a lenient import repaired or skipped,
+// one line each, after a blank line; nothing when there is nothing.
+func WriteImportWarnings(w io.Writer, ws []tools.ImportWarning) error {
+	if len(ws) == 0 {
+		return nil
+	}
+	if _, err := fmt.Fprintf(w, "\nimport: %d warning%s\n", len(ws), plural(len(ws))); err != nil {
+		return err
+	}
+	for _, x := range ws {
+		if _, err := fmt.Fprintln(w, "  "+cell(x.String())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func deref(s *string) string {
 	if s == nil {
 		return ""
