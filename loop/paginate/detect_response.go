@@ -320,7 +320,7 @@ var signalNames = []signalName{
 	{"totalrecords", sigTotal}, {"totalsize", sigTotal}, {"totalelements", sigTotal}, {"count", sigTotal},
 	{"paging.total", sigTotal}, {"pagination.total", sigTotal}, {"pagination.totalcount", sigTotal},
 	{"pagination.totalitems", sigTotal}, {"pagination.totalrecords", sigTotal}, {"meta.total", sigTotal},
-	{"meta.totalcount", sigTotal}, {"meta.pagination.total", sigTotal},
+	{"meta.totalcount", sigTotal}, {"meta.pagination.total", sigTotal}, {"meta.page.totalcount", sigTotal},
 }
 
 // Members of a next-page object that carry the token or the URL

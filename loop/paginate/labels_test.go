@@ -327,3 +327,55 @@ func BenchmarkInspect(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(ts)), "ns/op-detected")
 }
+
+// TestVendorExtensionAgreement: every Datadog operation its vendor marks
+// with x-pagination is detected from that extension, with the parameters
+// it names (as wire names) and its results path.
+func TestVendorExtensionAgreement(t *testing.T) {
+	if testing.Short() {
+		t.Skip("imports a 4 MB vendor spec")
+	}
+	shared := mustShared(t)
+	ts, err := tools.ImportOpenAPI(context.Background(), filepath.Join(shared, "specs", "datadog-v2.yaml"),
+		tools.ImportOptions{ProviderID: "datadog", BaseURL: "https://api.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	marked := 0
+	for _, tool := range ts {
+		ext, ok := tool.Extensions["x-pagination"].(map[string]any)
+		if !ok {
+			continue
+		}
+		marked++
+		p := Detect(tool)
+		if p.Provenance != "extension:x-pagination" || !p.Paginated() || p.Confidence != High {
+			t.Errorf("%s %s: plan %+v does not come from x-pagination", tool.Method, tool.Path, p)
+			continue
+		}
+		wire := func(name string) string {
+			if w := wireOf(tool, &name); w != nil {
+				return *w
+			}
+			return ""
+		}
+		want := func(key string) string {
+			s, _ := ext[key].(string)
+			return strings.TrimPrefix(s, "body.")
+		}
+		for _, c := range []struct{ key, got string }{
+			{"limitParam", p.SizeParam}, {"cursorParam", p.CursorParam},
+			{"pageOffsetParam", p.OffsetParam}, {"pageParam", p.PageParam},
+		} {
+			if w := want(c.key); w != "" && wire(c.got) != w {
+				t.Errorf("%s %s: %s is %q, the extension says %q", tool.Method, tool.Path, c.key, wire(c.got), w)
+			}
+		}
+		if r := want("resultsPath"); showPath(p.Items) != r {
+			t.Errorf("%s %s: items %q, the extension says %q", tool.Method, tool.Path, showPath(p.Items), r)
+		}
+	}
+	if marked != 45 {
+		t.Errorf("%d operations carry x-pagination, want the 45 SOURCES.md counts", marked)
+	}
+}
