@@ -306,3 +306,18 @@ func TestImportEveryVendorSpec(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkImportOpenAPISquare imports Square's document, which the
+// strict loader refuses (one dangling $ref): the lenient path's cost is
+// the strict attempt, a plain decode of the tree, the repair walk and a
+// second load.
+func BenchmarkImportOpenAPISquare(b *testing.B) {
+	path := filepath.Join(sharedSpecs(b), "square.json")
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := ImportOpenAPIReport(context.Background(), path, ImportOptions{ProviderID: "square"})
+		if err != nil || r.Count(Repaired) != 1 {
+			b.Fatal(err, r)
+		}
+	}
+}
