@@ -24,7 +24,8 @@ type ImportWarning struct {
 	// using the part are imported) or "skipped" (the operation is not
 	// imported).
 	Action string `json:"action"`
-	// Where is the operation ("GET /v2/catalog/list") or a JSON pointer
+	// Where is the operation ("GET /v2/catalog/list"; "* /path" for every
+	// operation of a path) or a JSON pointer
 	// into the document ("/components/requestBodies/Order").
 	Where string `json:"where"`
 	// Detail says what was wrong and what was done.
@@ -332,6 +333,15 @@ func (lt *lenientTree) repairOnce() (removed bool) {
 		item, ok := paths[path].(map[string]any)
 		if !ok {
 			continue
+		}
+		if ref, ok := item["$ref"].(string); ok && strings.HasPrefix(ref, "#/") {
+			if _, found := lt.resolve(ref); !found {
+				// A path item that is only a dangling ref holds no usable
+				// operation.
+				delete(paths, path)
+				lt.log.skipped("* "+path, "the path item's $ref "+ref+" does not resolve")
+				continue
+			}
 		}
 		at := "/paths/" + escapePointer(path)
 		lt.walkPathItem(item, path, at)

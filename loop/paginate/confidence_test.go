@@ -125,3 +125,29 @@ func TestUnsureWalkNeedsTheServersEndSignal(t *testing.T) {
 		t.Errorf("pages %d, items %d; want the 2 pages and 4 items fetched kept", res.Pages, len(res.Items))
 	}
 }
+
+// Walk parameters deeper than one level in a body (Datadog's
+// data.attributes.page.cursor) are set in copies, never through the
+// caller's maps, and read back.
+func TestDeepBodyArgs(t *testing.T) {
+	tool := &tools.Tool{Params: []tools.Param{{Name: "data", In: tools.InBody, Schema: obj(map[string]*tools.Schema{
+		"attributes": obj(map[string]*tools.Schema{"page": obj(map[string]*tools.Schema{"cursor": strSchema(), "limit": {Type: "integer"}})})})}}}
+	orig := map[string]any{"data": map[string]any{"attributes": map[string]any{"query": "x", "page": map[string]any{"limit": 5}}}}
+	args := cloneArgs(orig)
+	setArg(tool, args, "data.attributes.page.cursor", "c2")
+	if v, ok := argString(args, "data.attributes.page.cursor"); !ok || v != "c2" {
+		t.Errorf("cursor = %q, %v", v, ok)
+	}
+	if n, ok := argInt(args, "data.attributes.page.limit"); !ok || n != 5 {
+		t.Errorf("limit = %d, %v; the sibling must survive", n, ok)
+	}
+	if q := args["data"].(map[string]any)["attributes"].(map[string]any)["query"]; q != "x" {
+		t.Errorf("query = %v", q)
+	}
+	if _, ok := orig["data"].(map[string]any)["attributes"].(map[string]any)["page"].(map[string]any)["cursor"]; ok {
+		t.Error("setArg wrote through the caller's arguments")
+	}
+	if s := paramSchema(tool, "data.attributes.page.limit"); s == nil || s.Type != "integer" {
+		t.Errorf("paramSchema = %+v", s)
+	}
+}

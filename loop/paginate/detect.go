@@ -254,6 +254,8 @@ func grade(p *Plan, req paramOffer, res bodyOffer) {
 			p.because(High, fmt.Sprintf("%s is sent back from %s", p.CursorParam, showPath(p.NextToken)))
 		case p.CursorFromItem != "":
 			p.because(Medium, fmt.Sprintf("%s takes the last item's %s; %s says whether to go on", p.CursorParam, p.CursorFromItem, orWord(showPath(p.MoreFlag), "nothing")))
+		default:
+			p.because(Low, fmt.Sprintf("%s says whether there is more, but neither a next cursor nor an item id is declared: the first response must show what to send as %s", showPath(p.MoreFlag), p.CursorParam))
 		}
 	case LinkHeader:
 		p.because(High, "the response declares a Link header")

@@ -107,6 +107,20 @@ type specImport struct {
 	err   error
 }
 
+var (
+	sharedCacheOnce sync.Once
+	sharedCache     *specCache
+)
+
+// vendorCache is the one specCache of the test binary, so each vendor
+// spec is imported once however many tests read it.
+func vendorCache(shared string) *specCache {
+	sharedCacheOnce.Do(func() {
+		sharedCache = &specCache{dir: filepath.Join(shared, "specs"), m: map[string]*specImport{}}
+	})
+	return sharedCache
+}
+
 func (c *specCache) get(name string) ([]*tools.Tool, error) {
 	c.mu.Lock()
 	si, ok := c.m[name]
@@ -208,7 +222,7 @@ func TestLabels(t *testing.T) {
 	}
 	shared := mustShared(t)
 	sets := labelFiles(t, shared)
-	cache := &specCache{dir: filepath.Join(shared, "specs"), m: map[string]*specImport{}}
+	cache := vendorCache(shared)
 
 	var total agreement
 	per := map[string]*agreement{}
@@ -336,8 +350,7 @@ func TestVendorExtensionAgreement(t *testing.T) {
 		t.Skip("imports a 4 MB vendor spec")
 	}
 	shared := mustShared(t)
-	ts, err := tools.ImportOpenAPI(context.Background(), filepath.Join(shared, "specs", "datadog-v2.yaml"),
-		tools.ImportOptions{ProviderID: "datadog", BaseURL: "https://api.example.com"})
+	ts, err := vendorCache(shared).get("datadog-v2.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,4 +391,71 @@ func TestVendorExtensionAgreement(t *testing.T) {
 	if marked != 45 {
 		t.Errorf("%d operations carry x-pagination, want the 45 SOURCES.md counts", marked)
 	}
+}
+
+// TestEveryVendorOperationIsGraded runs detection over every operation of
+// every vendor document: each plan carries a confidence and evidence, and
+// each parameter a paginated plan names is one the tool has (a body
+// property one level down included), so a walk can always send it.
+func TestEveryVendorOperationIsGraded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("imports every vendor spec")
+	}
+	shared := mustShared(t)
+	entries, err := os.ReadDir(filepath.Join(shared, "specs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := vendorCache(shared)
+	counts := map[Confidence]int{}
+	for _, e := range entries {
+		if ext := filepath.Ext(e.Name()); ext != ".json" && ext != ".yaml" && ext != ".yml" {
+			continue
+		}
+		ts, err := cache.get(e.Name())
+		if err != nil {
+			t.Errorf("%s: %v", e.Name(), err)
+			continue
+		}
+		for _, tool := range ts {
+			p := Detect(tool)
+			counts[p.Confidence]++
+			if p.Confidence == "" || len(p.Evidence) == 0 {
+				t.Errorf("%s %s %s: no confidence or evidence: %+v", e.Name(), tool.Method, tool.Path, p)
+			}
+			if !p.Paginated() {
+				continue
+			}
+			for _, name := range []string{p.SizeParam, p.PageParam, p.OffsetParam, p.CursorParam} {
+				if name != "" && !hasParam(tool, name) {
+					t.Errorf("%s %s %s: plan names %q, which the tool does not have", e.Name(), tool.Method, tool.Path, name)
+				}
+			}
+			if p.Strategy == Cursor && p.NextToken == "" && p.CursorFromItem == "" && p.Confidence != Low && p.Provenance == "schema" {
+				t.Errorf("%s %s %s: a cursor plan with nothing to continue from is not marked low: %+v", e.Name(), tool.Method, tool.Path, p)
+			}
+		}
+	}
+	t.Logf("plans by confidence: high %d, medium %d, low %d", counts[High], counts[Medium], counts[Low])
+}
+
+func hasParam(t *tools.Tool, name string) bool {
+	head, rest, nested := strings.Cut(name, ".")
+	for _, p := range t.Params {
+		if p.Name != head {
+			continue
+		}
+		s := p.Schema
+		if !nested {
+			return true
+		}
+		for _, k := range strings.Split(rest, ".") {
+			if s == nil {
+				return false
+			}
+			s = s.Properties[k]
+		}
+		return s != nil
+	}
+	return false
 }
