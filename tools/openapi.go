@@ -43,7 +43,8 @@ const maxToolDescription = 1000
 // ImportOpenAPI reads the OpenAPI 3.0/3.1 or Swagger 2.0 document (JSON or
 // YAML) at path and returns one tool per operation, sorted by path and
 // method. Relative $refs to other files resolve against path; only local
-// files are read, never URLs. Errors name the file and what failed.
+// files are read, never URLs (a $ref to a URL or to a missing file is
+// handled as a dangling one, below). Errors name the file and what failed.
 //
 // Each tool carries the operation's path, query and header parameters
 // (path-level ones merged in; cookies and credentials left out, since the
@@ -98,7 +99,8 @@ func ImportOpenAPIReport(ctx context.Context, path string, opt ImportOptions) (*
 }
 
 // ImportOpenAPIData is ImportOpenAPI for one self-contained document held
-// in memory: a $ref to another file is an error.
+// in memory: a $ref to another file cannot be followed and is handled as
+// a dangling one (repaired or its operation skipped, and reported).
 func ImportOpenAPIData(data []byte, opt ImportOptions) ([]*Tool, error) {
 	r, err := ImportOpenAPIDataReport(data, opt)
 	if err != nil {

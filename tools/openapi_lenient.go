@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -126,7 +128,7 @@ func loadLenient(ctx context.Context, data []byte, location *url.URL, strictErr 
 	if !ok {
 		return nil, strictErr
 	}
-	lt := &lenientTree{root: doc, intKeys: ints, log: log, skip: map[opKey]string{}}
+	lt := &lenientTree{root: doc, intKeys: ints, log: log, skip: map[opKey]string{}, location: location}
 	total := len(lt.operations())
 	lt.repair()
 	const maxRounds = 64
@@ -219,6 +221,9 @@ type lenientTree struct {
 	log     *repairLog
 	skip    map[opKey]string // operations to drop, with the reason
 	cur     *opKey           // the operation being walked, if any
+	// location is the document's file (nil for one held in memory): refs
+	// to other files resolve against it.
+	location *url.URL
 }
 
 var httpMethods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
@@ -527,7 +532,14 @@ func (lt *lenientTree) walkSchema(node map[string]any, at string) {
 // loader.
 func (lt *lenientTree) checkRef(ref string, want nodeKind, at string) (map[string]any, bool) {
 	if !strings.HasPrefix(ref, "#/") {
-		return nil, true
+		if lt.fileRefOK(ref) {
+			return nil, true // the loader follows it
+		}
+		if want == kindSchema {
+			lt.log.repaired(at, fmt.Sprintf("$ref %s names a file that cannot be read; it was replaced by a schema accepting any value", ref))
+			return map[string]any{}, true
+		}
+		return nil, false
 	}
 	target, found := lt.resolve(ref)
 	if !found {
@@ -604,6 +616,25 @@ func refKind(ref string) nodeKind {
 		return componentKinds[parts[1]]
 	}
 	return kindOther
+}
+
+// fileRefOK reports that a ref to another document names a local file
+// that exists (what the loader's part is after that is its own check).
+func (lt *lenientTree) fileRefOK(ref string) bool {
+	file, _, _ := strings.Cut(ref, "#")
+	u, err := url.Parse(file)
+	if err != nil || u.Host != "" || (u.Scheme != "" && u.Scheme != "file") {
+		return false // only local files are followed
+	}
+	if lt.location == nil {
+		return false // a document held in memory has no files beside it
+	}
+	p := u.Path
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(filepath.Dir(filepath.FromSlash(lt.location.Path)), filepath.FromSlash(p))
+	}
+	info, err := os.Stat(p)
+	return err == nil && !info.IsDir()
 }
 
 // resolve follows a local JSON pointer ref through the tree.
@@ -748,6 +779,7 @@ func (lt *lenientTree) bisect(ctx context.Context, location *url.URL) bool {
 		return false
 	}
 	found := false
+	budget := maxBisectLoads
 	var search func(part []opKey)
 	search = func(part []opKey) {
 		if len(part) == 0 || ctx.Err() != nil {
@@ -755,6 +787,16 @@ func (lt *lenientTree) bisect(ctx context.Context, location *url.URL) bool {
 		}
 		err := loads(part)
 		if err == nil {
+			return
+		}
+		budget--
+		if budget < 0 && len(part) > 1 {
+			// Each load reads the whole document: past the budget, a
+			// failing part is skipped whole rather than narrowed down.
+			for _, k := range part {
+				lt.skip[k] = "the loader rejected a group of operations it belongs to (" + shortError(err) + "), and the import stopped narrowing it down"
+			}
+			found = true
 			return
 		}
 		if len(part) == 1 {
@@ -769,6 +811,10 @@ func (lt *lenientTree) bisect(ctx context.Context, location *url.URL) bool {
 	search(ops)
 	return found
 }
+
+// maxBisectLoads bounds the loads one bisection makes (a load costs a
+// whole document's parse and resolution).
+const maxBisectLoads = 40
 
 // errNothingUsable marks a document none of whose operations import.
 var errNothingUsable = errors.New("no operation of the document is usable")

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -205,7 +206,7 @@ func TestImportLenientRefusesWhenNothingIsUsable(t *testing.T) {
 	}
 }
 
-func TestImportLenientMissingFileRefSkipsTheOperation(t *testing.T) {
+func TestImportLenientMissingFileRefIsRepaired(t *testing.T) {
 	dir := t.TempDir()
 	doc := lenientDoc(okOp+`,"/ext":{"get":{"operationId":"ext","responses":{"200":{"description":"ok","content":{"application/json":{"schema":{"$ref":"missing.yaml#/X"}}}}}}}`, "")
 	path := filepath.Join(dir, "api.json")
@@ -216,11 +217,11 @@ func TestImportLenientMissingFileRefSkipsTheOperation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := names(r.Tools); !slices.Equal(got, []string{"ok"}) {
-		t.Errorf("tools %v, want [ok]", got)
+	if got := names(r.Tools); !slices.Equal(got, []string{"ext", "ok"}) {
+		t.Errorf("tools %v, want [ext ok]", got)
 	}
-	if r.Count(Skipped) != 1 || !strings.Contains(r.Warnings[0].Detail, "missing.yaml") {
-		t.Errorf("warnings %v, want GET /ext skipped naming missing.yaml", r.Warnings)
+	if r.Count(Repaired) != 1 || !strings.Contains(r.Warnings[0].Detail, "missing.yaml") {
+		t.Errorf("warnings %v, want one repair naming missing.yaml", r.Warnings)
 	}
 }
 
@@ -242,4 +243,42 @@ func FuzzImportLenient(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A schema in a file that is missing, or behind a URL (never fetched), is
+// repaired like a dangling $ref, and said so.
+func TestImportLenientUnreadableRefs(t *testing.T) {
+	for file, mention := range map[string]string{"broken-ref.yaml": "./missing.yaml#/Thing", "remote-ref.yaml": "https://schemas.invalid/thing.yaml#/Thing"} {
+		r, err := ImportOpenAPIReport(context.Background(), filepath.Join("testdata", "openapi", file), ImportOptions{ProviderID: "p"})
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if len(r.Tools) != 1 || r.Count(Repaired) != 1 || !strings.Contains(r.Warnings[0].Detail, mention) {
+			t.Errorf("%s: %d tools, warnings %v; want the operation with one repair naming %s", file, len(r.Tools), r.Warnings, mention)
+		}
+	}
+}
+
+// Many operations whose parameters name files that do not exist: each is
+// skipped (a parameter has no repair), without a load per operation.
+func TestImportLenientManyMissingFiles(t *testing.T) {
+	dir := t.TempDir()
+	paths := okOp
+	for i := range 60 {
+		paths += fmt.Sprintf(`,"/ext%02d":{"get":{"operationId":"ext%02d","parameters":[{"$ref":"missing%d.yaml#/P"}],"responses":{"200":{"description":"ok"}}}}`, i, i, i)
+	}
+	path := filepath.Join(dir, "api.json")
+	if err := os.WriteFile(path, []byte(lenientDoc(paths, "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ImportOpenAPIReport(context.Background(), path, ImportOptions{ProviderID: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(r.Tools); !slices.Equal(got, []string{"ok"}) {
+		t.Errorf("tools %v, want [ok]", got)
+	}
+	if r.Count(Skipped) != 60 {
+		t.Errorf("%d skipped, want 60: %v", r.Count(Skipped), r.Warnings)
+	}
 }

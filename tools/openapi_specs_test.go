@@ -253,8 +253,8 @@ func BenchmarkImportOpenAPIStripe(b *testing.B) {
 // listed here (Square's document has one dangling $ref, used in five
 // places). A document not listed fails the test until it is.
 func TestImportEveryVendorSpec(t *testing.T) {
-	if testing.Short() {
-		t.Skip("imports every vendor spec (tens of megabytes)")
+	if testing.Short() || raceEnabled {
+		t.Skip("imports every vendor spec (tens of megabytes); skipped with -short and -race")
 	}
 	dir := sharedSpecs(t)
 	want := map[string]struct{ tools, repaired, skipped int }{

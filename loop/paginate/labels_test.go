@@ -217,8 +217,8 @@ type agreement struct {
 // had). Strategy and continuation agreement is reported too, per document;
 // every miss is logged with the label's notes.
 func TestLabels(t *testing.T) {
-	if testing.Short() {
-		t.Skip("imports several megabytes of vendor specs")
+	if testing.Short() || raceEnabled {
+		t.Skip("imports 16 vendor specs (tens of megabytes); skipped with -short and -race, run it without")
 	}
 	shared := mustShared(t)
 	sets := labelFiles(t, shared)
@@ -346,8 +346,8 @@ func BenchmarkInspect(b *testing.B) {
 // with x-pagination is detected from that extension, with the parameters
 // it names (as wire names) and its results path.
 func TestVendorExtensionAgreement(t *testing.T) {
-	if testing.Short() {
-		t.Skip("imports a 4 MB vendor spec")
+	if testing.Short() || raceEnabled {
+		t.Skip("imports a 4 MB vendor spec; skipped with -short and -race")
 	}
 	shared := mustShared(t)
 	ts, err := vendorCache(shared).get("datadog-v2.yaml")
@@ -398,8 +398,8 @@ func TestVendorExtensionAgreement(t *testing.T) {
 // each parameter a paginated plan names is one the tool has (a body
 // property one level down included), so a walk can always send it.
 func TestEveryVendorOperationIsGraded(t *testing.T) {
-	if testing.Short() {
-		t.Skip("imports every vendor spec")
+	if testing.Short() || raceEnabled {
+		t.Skip("imports every vendor spec; skipped with -short and -race")
 	}
 	shared := mustShared(t)
 	entries, err := os.ReadDir(filepath.Join(shared, "specs"))
