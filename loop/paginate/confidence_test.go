@@ -151,3 +151,38 @@ func TestDeepBodyArgs(t *testing.T) {
 		t.Errorf("paramSchema = %+v", s)
 	}
 }
+
+// An event stream hands a position back on every page: the walk goes on
+// until its budget, and a page without a position is not taken as the
+// end of a stream that never ends.
+func TestStreamWalkNeedsAnExplicitStop(t *testing.T) {
+	tool := &tools.Tool{ID: "p.events", Provider: "p", Name: "events", Kind: tools.KindAPI, Method: "GET", Path: "/events",
+		Origin: "https://api.example", Params: []tools.Param{qparam("stream_position", strSchema(), ""), qparam("limit", &tools.Schema{Type: "integer"}, "")},
+		Response: obj(map[string]*tools.Schema{"entries": arrOf(idItem), "next_stream_position": strSchema()})}
+	plan := Detect(tool)
+	if !plan.Stream || plan.Strategy != Cursor || plan.CursorParam != "stream_position" {
+		t.Fatalf("plan %+v: want a stream walked by stream_position", plan)
+	}
+	walk := func(last int) *Result {
+		calls := 0
+		caller := fakeCaller{call: func(ctx context.Context, req tools.Request) (*tools.Response, error) {
+			calls++
+			if calls == last {
+				return jsonResponse(fmt.Sprintf(`{"entries":[{"id":"e%d"}]}`, calls)), nil
+			}
+			return jsonResponse(fmt.Sprintf(`{"entries":[{"id":"e%d"}],"next_stream_position":"p%d"}`, calls, calls)), nil
+		}}
+		res, err := Walk(context.Background(), WalkOptions{Caller: caller, Clock: NewFakeClock(epoch), Tool: tool, Plan: plan,
+			AllPages: true, Budget: Budget{Pages: 5}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := walk(-1); res.StoppedBy != StopBudgetPages || res.Complete {
+		t.Errorf("endless stream: %s, complete=%v; want budget_pages, not complete", res.StoppedBy, res.Complete)
+	}
+	if res := walk(3); res.Complete || res.Pages != 3 {
+		t.Errorf("a page without a position: %s after %d pages, complete=%v; want 3 pages, not complete", res.StoppedBy, res.Pages, res.Complete)
+	}
+}
