@@ -52,13 +52,13 @@ func Detect(t *tools.Tool) Plan {
 		// timestamp).
 		req.cursor, dated = req.dated, true
 	}
-	var p Plan
-	switch {
-	case isWrite(t, res):
+	p := decidePlan(req, res, declaresLink(t, req, res))
+	if why := writes(t, res); why != "" && (p.Paginated() || req.any()) {
+		// Paging-like fields on an operation that changes data are not
+		// pages.
 		p = Plan{Strategy: None, Items: res.items, ItemsFound: res.itemsFound, ItemID: res.itemID}
-		p.because(High, t.Method+" that writes: its body carries the response's items, so its paging fields are an echo of the list envelope")
-	default:
-		p = decidePlan(req, res, declaresLink(t, req, res))
+		p.because(High, why)
+	} else {
 		if p.Strategy == None || p.Strategy == Offset {
 			if k, ok := keysetOffset(t, req, res); ok {
 				p = k
@@ -90,34 +90,35 @@ func Detect(t *tools.Tool) Plan {
 // /transactions/get).
 var readWords = regexp.MustCompile(`(?i)(^|[^a-z])(search|list|query|get|sync|find|filter|retrieve|fetch|export|scroll|lookup|browse|read)([^a-z]|$)|^(get|list|search|query|find|fetch)[A-Z_]`)
 
-// isWrite reports an operation that changes data and only reuses a list
-// envelope: a PUT, PATCH or DELETE, or a POST whose body carries the
+// writes says why an operation changes data rather than reads pages (""
+// when it reads): a PUT, PATCH or DELETE, or a POST whose body carries the
 // response's item array (Xero's create bodies hold Invoices, pagination,
-// Warnings), unless its path or operationId says it reads.
-func isWrite(t *tools.Tool, res bodyOffer) bool {
+// Warnings: the list envelope reused), unless its path or operationId
+// says it reads (POST …/search, Plaid's /transactions/get).
+func writes(t *tools.Tool, res bodyOffer) string {
 	m := strings.ToUpper(t.Method)
 	if m == "GET" || m == "" || readWords.MatchString(t.Path) || readWords.MatchString(t.OperationID) {
-		return false
+		return ""
 	}
 	switch m {
 	case "PUT", "PATCH", "DELETE":
-		return true
+		return "a " + m + " changes data and does not read pages: its paging-like fields are not a walk"
 	case "POST":
 		if !res.itemsFound || res.items == "" {
-			return false
+			return ""
 		}
 		keys, err := query.SplitPath(res.items)
 		if err != nil || len(keys) == 0 {
-			return false
+			return ""
 		}
 		items := foldName(keys[len(keys)-1])
 		for _, p := range t.Params {
 			if p.In == tools.InBody && foldName(p.WireName()) == items {
-				return true
+				return "a POST that writes: its body carries the response's " + keys[len(keys)-1] + ", so its paging fields echo the list envelope"
 			}
 		}
 	}
-	return false
+	return ""
 }
 
 // greaterThan finds the item field an offset is compared with when the
