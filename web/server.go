@@ -87,6 +87,7 @@ type Server struct {
 	adminKey  string
 	keyIsNew  bool
 	catalog   *tools.Catalog
+	imported  map[string][]tools.ImportWarning // by provider: repairs and skips of its OpenAPI import
 	invoker   *tools.Invoker
 	mcp       map[string]*tools.MCPSource // by server id
 	activity  *tools.ActivityLog

@@ -47,8 +47,11 @@ type signals struct {
 	hasToken bool   // the NextToken field is present and non-empty
 	token    string // its value (a number is kept as its literal)
 	hasURL   bool   // the NextURLField is present and non-empty
-	nextURL  string // resolved against the request URL
-	link     linkSignal
+	// tokenSeen and urlSeen: the field is in the body, even null or
+	// empty — an explicit "no more", unlike an absent field.
+	tokenSeen, urlSeen bool
+	nextURL            string // resolved against the request URL
+	link               linkSignal
 
 	total      int // server-reported item count; -1 when absent
 	totalPages int // server-reported page count; -1 when absent
@@ -145,6 +148,7 @@ func (s *signals) readBodySignals(p Plan, env []byte, base *url.URL) error {
 	}
 	if p.NextToken != "" {
 		raw, ok := query.Get(env, p.NextToken)
+		s.tokenSeen = ok
 		if !ok {
 			if err := absent(); err != nil {
 				return err
@@ -159,6 +163,7 @@ func (s *signals) readBodySignals(p Plan, env []byte, base *url.URL) error {
 	}
 	if p.NextURLField != "" {
 		raw, ok := query.Get(env, p.NextURLField)
+		s.urlSeen = ok
 		if !ok {
 			if err := absent(); err != nil {
 				return err

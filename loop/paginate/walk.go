@@ -414,6 +414,9 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		w.report()
 
 		d := w.decide(sig, len(sig.items), rerr)
+		if IsComplete(d.stop) && !w.plan.EndConfirmed(sig) {
+			d = inconsistent(unconfirmedEnd(w.plan))
+		}
 		if d.stop != "" {
 			return w.finish(d.stop, d.why), nil
 		}
