@@ -35,6 +35,10 @@ type Config struct {
 	Toolkits   []string           `yaml:"toolkits"`
 	MCPServers []tools.MCPConfig  `yaml:"mcp_servers"`
 	Agents     []agent.Definition `yaml:"agents"`
+	// Demo, when present, serves the built-in demo (as running without a
+	// config does) with these settings; providers, toolkits, MCP servers
+	// and agents must then be left out.
+	Demo *DemoSettings `yaml:"demo"`
 
 	// File is the path the config was read from ("" for the built-in demo).
 	File string `yaml:"-"`
@@ -50,6 +54,13 @@ type Config struct {
 	// toolkitNoOrgToken (tests) keeps the demo toolkits without an
 	// organization credential, so users must connect them.
 	toolkitNoOrgToken bool
+}
+
+// DemoSettings tune the built-in demo upstream.
+type DemoSettings struct {
+	// LatencyMs delays every answer of the demo upstream by that many
+	// milliseconds, so that a walk's progress is visible. Zero: none.
+	LatencyMs int `yaml:"latency_ms"`
 }
 
 // CacheConfig is the dataset cache's deployment mode.
@@ -405,6 +416,15 @@ func (c *Config) validate() error {
 	}
 	if c.Discovery.DirectBudget < 0 {
 		return c.errAt("discovery.direct_budget", "must not be negative")
+	}
+	if c.Demo != nil {
+		switch {
+		case c.Demo.LatencyMs < 0 || c.Demo.LatencyMs > 10000:
+			return c.errAt("demo.latency_ms", "must be 0 to 10000 (milliseconds)")
+		case len(c.Providers) > 0 || len(c.Toolkits) > 0 || len(c.MCPServers) > 0 || len(c.Agents) > 0:
+			return c.errAt("demo", "the built-in demo brings its own providers, toolkits and agent; leave those keys out")
+		}
+		c.demo = true
 	}
 	seen := map[string]string{}
 	for i, p := range c.Providers {
