@@ -86,13 +86,18 @@ func studioType(name string) string {
 }
 
 // redirectStudio sends /studio to /studio/, where the console's relative
-// asset and API paths resolve.
+// asset and API paths resolve, and / to the console too (a 302: the root
+// may serve something else one day).
 func redirectStudio(c echo.Context) error {
 	to := "/studio/"
 	if q := c.Request().URL.RawQuery; q != "" {
 		to += "?" + q
 	}
-	return c.Redirect(http.StatusMovedPermanently, to)
+	status := http.StatusMovedPermanently
+	if c.Request().URL.Path == "/" {
+		status = http.StatusFound
+	}
+	return c.Redirect(status, to)
 }
 
 // serveStudio serves the console's assets under /studio/ (index.html for
