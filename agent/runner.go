@@ -412,6 +412,7 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl 
 // callTool runs a bound tool through the looping engine.
 func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, bt boundTool, callID string, args map[string]any, scope loop.Scope) ([]byte, error) {
 	start := r.opt.Now()
+	ctx = tools.WithCallID(ctx, callID) // the activity log groups the call's requests
 	cred, err := appCredential(ctx, st, bt.tool)
 	if err != nil {
 		return nil, err

@@ -90,3 +90,30 @@ func TestDemoLatency(t *testing.T) {
 		t.Error("SetDemoLatency on a config without the demo accepted")
 	}
 }
+
+// TestActivityCarriesTheToolCall: every upstream request of a chat's tool
+// call, a workflow step or an invoke is recorded with the call's id, so
+// the Studio can group them as a trace.
+func TestActivityCarriesTheToolCall(t *testing.T) {
+	ts := startDemo(t, nil)
+	resp := ts.post(t, "/v1/agents/demo/chat", "", chatBody("trace", "u1", "How many open orders worth more than 100?"))
+	readSSE(t, resp.Body)
+	resp.Body.Close()
+	st, b := ts.do(t, "GET", "/v1/activity?agent_id=demo&chat_id=trace", "", nil)
+	var got struct {
+		Activity []struct{ CallID, Tool string } `json:"activity"`
+	}
+	if err := json.Unmarshal(b, &got); st != 200 || err != nil || len(got.Activity) < 2 {
+		t.Fatalf("activity: %d %v %.300s", st, err, b)
+	}
+	for _, a := range got.Activity {
+		if a.CallID != "call_0_0_0" || a.Tool != "acme.list_orders" {
+			t.Errorf("record %+v: want call_0_0_0 of acme.list_orders", a)
+		}
+	}
+	ts.do(t, "POST", "/v1/tools/acme.get_stats/invoke", "", map[string]any{"args": map[string]any{}, "thread_id": "try-1"})
+	_, b = ts.do(t, "GET", "/v1/activity?thread_id=try-1", "", nil)
+	if !strings.Contains(string(b), `"callId":"invoke_`) {
+		t.Errorf("invoke activity: %s", b)
+	}
+}

@@ -88,7 +88,7 @@ func (s *Server) invokeTool(c echo.Context) error {
 	if wantsEventStream(c.Request()) {
 		return s.invokeStream(c, call)
 	}
-	out, err := s.engine.Call(ctx, call)
+	out, err := s.engine.Call(tools.WithCallID(ctx, "invoke_"+randomHex(8)), call)
 	if err != nil {
 		return toolError(err)
 	}

@@ -111,7 +111,7 @@ func (s *Server) invokeStream(c echo.Context, call loop.Call) error {
 		}
 		_ = emit(sp.Chunk())
 	}
-	ctx := c.Request().Context()
+	ctx := tools.WithCallID(c.Request().Context(), callID)
 	out, err := s.engine.Call(ctx, call)
 	if ctx.Err() != nil {
 		_ = emit(stream.Abort{})

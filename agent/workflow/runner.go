@@ -276,7 +276,7 @@ func (ru *run) tool(ctx context.Context, s Step) (failed bool, err error) {
 	if s.Loop != nil && s.Loop.Cache != nil {
 		call.CacheTTL = time.Duration(s.Loop.Cache.TTLMinutes * float64(time.Minute))
 	}
-	out, err := ru.opt.Engine.Call(ctx, call)
+	out, err := ru.opt.Engine.Call(tools.WithCallID(ctx, callID), call)
 	ru.throttle.Forget(callID)
 	if err != nil {
 		if ctx.Err() != nil {
