@@ -440,6 +440,9 @@ func replayArgs(raw json.RawMessage) json.RawMessage {
 	return b.Bytes()
 }
 
+// Name is the transcript's name ("" when it has none).
+func (r *Replay) Name() string { return r.name }
+
 // ErrReplayNoUserMessage: a Replay cannot place a request without any
 // user message in the transcript.
 var ErrReplayNoUserMessage = errors.New("replay: the request has no user message")

@@ -231,6 +231,7 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	admin.GET("/tools/:tool_id", s.getTool)
 	admin.POST("/tools/:tool_id/invoke", s.invokeTool)
 	admin.GET("/activity", s.listActivity)
+	admin.GET("/info", s.info)
 	admin.POST("/sessions", s.createSession)
 	admin.GET("/agents", s.listAgents)
 	admin.GET("/agents/:id", s.getAgent)
@@ -255,6 +256,7 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	user.POST("/chat", s.chat, s.requireModel)
 	user.GET("/chat/:chatId/stream", s.resume)
 	user.POST("/chat/:chatId/stop", s.stop)
+	user.GET("/chats", s.listChats)
 	user.GET("/chats/:chatId", s.getChat)
 	return e
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/trawl-dev/trawl/agent"
 )
 
 // studioFiles is the Studio console: plain HTML, CSS and ES modules,
@@ -123,4 +124,33 @@ func serveStudio(c echo.Context) error {
 	h.Set("ETag", a.etag)
 	http.ServeContent(c.Response(), c.Request(), name, time.Time{}, bytes.NewReader(a.body))
 	return nil
+}
+
+// deploymentInfo is GET /v1/info: what a console says about the
+// deployment — above all whether the model is a replay, whose answers
+// are recorded while the tool calls run live.
+type deploymentInfo struct {
+	Demo  bool      `json:"demo"`
+	Model modelInfo `json:"model"`
+}
+
+type modelInfo struct {
+	// Provider is openai, replay, or "" when no model is configured (chat
+	// answers 503).
+	Provider string `json:"provider"`
+	Name     string `json:"name,omitempty"`
+	// Transcript names a replay model's recording.
+	Transcript string `json:"transcript,omitempty"`
+}
+
+func (s *Server) info(c echo.Context) error {
+	in := deploymentInfo{Demo: s.cfg.demo}
+	switch m := s.model.(type) {
+	case nil:
+	case *agent.Replay:
+		in.Model = modelInfo{Provider: "replay", Transcript: m.Name()}
+	default:
+		in.Model = modelInfo{Provider: "openai", Name: s.cfg.Model.Name}
+	}
+	return c.JSON(http.StatusOK, in)
 }

@@ -226,22 +226,29 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// TestStudioInBrowser drives the console in headless Chromium against a
-// demo server: the admin-key prompt (a refused key is asked for again, at
-// the start and mid-session), the looping switch of a binding (checked
-// through the server), a refused change rolled back with the API's
-// message, "Try it" with the complete verdict, the activity table, each
-// view on a phone-sized screen, and no console error or CSP refusal. Set
-// TRAWL_STUDIO_SCREENSHOTS to a directory to get PNGs of each view.
-func TestStudioInBrowser(t *testing.T) {
+// browser is headless Chromium driving the Studio of one test server,
+// collecting what the page reports on its console (exceptions, console
+// errors, CSP refusals; failed fetches are expected and not problems).
+type browser struct {
+	t     *testing.T
+	ctx   context.Context
+	shots string // where screenshots go
+
+	mu       sync.Mutex
+	problems []string
+	stop     func()
+}
+
+// newBrowser starts Chromium (or skips the test). Screenshots go to
+// $TRAWL_STUDIO_SCREENSHOTS when set, else to the test's temporary folder
+// (its path is logged).
+func newBrowser(t *testing.T, timeout time.Duration) *browser {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("browser test skipped in -short mode")
 	}
 	bin := chromium(t)
-	ts := startDemo(t, nil)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	// The machine may have no network: these flags keep Chromium from
 	// reaching out on its own (updates, sync, QUIC probes).
 	actx, acancel := chromedp.NewExecAllocator(ctx,
@@ -259,15 +266,12 @@ func TestStudioInBrowser(t *testing.T) {
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.WindowSize(1440, 1000),
 	)
-	defer acancel()
 	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-
-	// Collect what the page says on its console: exceptions, console
-	// errors and browser-log errors such as a CSP refusal. Failed fetches
-	// are expected (the wrong key, the refused TTL) and are not problems.
-	var mu sync.Mutex
-	var problems []string
+	b := &browser{t: t, ctx: bctx, shots: os.Getenv("TRAWL_STUDIO_SCREENSHOTS")}
+	if b.shots == "" {
+		b.shots = t.TempDir()
+	}
+	t.Logf("screenshots in %s", b.shots)
 	cctx, ccancel := context.WithCancel(bctx)
 	messages := chromedp.Console(cctx)
 	done := make(chan struct{})
@@ -278,93 +282,141 @@ func TestStudioInBrowser(t *testing.T) {
 				return
 			}
 			if m.IsException() || m.Type == chromedp.ConsoleError && m.Source != "network" {
-				mu.Lock()
-				problems = append(problems, m.String()+" @ "+m.URL)
-				mu.Unlock()
+				b.mu.Lock()
+				b.problems = append(b.problems, m.String()+" @ "+m.URL)
+				b.mu.Unlock()
 			}
 		}
 	}()
+	b.stop = func() {
+		ccancel()
+		<-done
+		bcancel()
+		acancel()
+		cancel()
+	}
+	return b
+}
 
-	shots := os.Getenv("TRAWL_STUDIO_SCREENSHOTS")
-	save := func(ctx context.Context, tg *chromedp.Target, name string) error {
-		if shots == "" {
-			return nil
+// finish stops the browser and fails the test for every console problem.
+func (b *browser) finish() {
+	b.stop()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range b.problems {
+		b.t.Errorf("console: %s", p)
+	}
+}
+
+func (b *browser) save(ctx context.Context, tg *chromedp.Target, name string) error {
+	png, err := chromedp.FullScreenshot(100)(ctx, tg)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(b.shots, name+".png"), png, 0o644)
+}
+
+// view saves the view light and dark at desktop width, then checks it on
+// a phone: at 390 CSS px nothing may make the page scroll sideways (wide
+// tables scroll inside their own box), and saves it there too.
+func (b *browser) view(name string) chromedp.Action[chromedp.Void] {
+	t := b.t
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		if err := b.save(ctx, tg, name); err != nil {
+			return err
 		}
-		png, err := chromedp.FullScreenshot(100)(ctx, tg)
+		dark := emulation.SetEmulatedMediaParams{Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}}
+		if _, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, dark); err != nil {
+			return err
+		}
+		if err := b.save(ctx, tg, name+"-dark"); err != nil {
+			return err
+		}
+		if _, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{}); err != nil {
+			return err
+		}
+		if _, err := chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile)(ctx, tg); err != nil {
+			return err
+		}
+		width, err := chromedp.Evaluate[int](`document.documentElement.scrollWidth`)(ctx, tg)
 		if err != nil {
 			return err
 		}
-		return os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644)
-	}
-	// view checks the view on a phone: at 390 CSS px nothing may make the
-	// page scroll sideways (wide tables scroll inside their own box). With
-	// TRAWL_STUDIO_SCREENSHOTS it also saves the view light, dark and on
-	// the phone.
-	view := func(name string) chromedp.Action[chromedp.Void] {
-		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			if err := save(ctx, tg, name); err != nil {
-				return err
-			}
-			if shots != "" {
-				dark := emulation.SetEmulatedMediaParams{Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}}
-				if _, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, dark); err != nil {
-					return err
-				}
-				if err := save(ctx, tg, name+"-dark"); err != nil {
-					return err
-				}
-				if _, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{}); err != nil {
-					return err
-				}
-			}
-			if _, err := chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile)(ctx, tg); err != nil {
-				return err
-			}
-			width, err := chromedp.Evaluate[int](`document.documentElement.scrollWidth`)(ctx, tg)
-			if err != nil {
-				return err
-			}
-			if width > 390 {
-				t.Errorf("%s: the page is %d px wide on a 390 px phone screen", name, width)
-			}
-			if err := save(ctx, tg, name+"-phone"); err != nil {
-				return err
-			}
-			_, err = cdp.Call(ctx, tg, emulation.ClearDeviceMetricsOverride, cdp.Empty{})
+		if width > 390 {
+			t.Errorf("%s: the page is %d px wide on a 390 px phone screen", name, width)
+		}
+		if err := b.save(ctx, tg, name+"-phone"); err != nil {
 			return err
-		})
-	}
-	run := func(step string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		sctx, scancel := context.WithTimeout(bctx, 15*time.Second)
-		defer scancel()
-		if err := chromedp.Do(sctx, actions...); err != nil {
-			if shots != "" {
-				sctx, scancel := context.WithTimeout(bctx, 5*time.Second)
-				_ = chromedp.Do(sctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error { return save(ctx, tg, "failed") }))
-				scancel()
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			t.Fatalf("%s: %v\nconsole problems: %q", step, err, problems)
 		}
+		_, err = cdp.Call(ctx, tg, emulation.ClearDeviceMetricsOverride, cdp.Empty{})
+		return err
+	})
+}
+
+// run runs one step's actions within 20 s, failing the test (with a
+// screenshot, "failed.png") when they do not complete.
+func (b *browser) run(step string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	sctx, scancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer scancel()
+	if err := chromedp.Do(sctx, actions...); err != nil {
+		fctx, fcancel := context.WithTimeout(b.ctx, 5*time.Second)
+		_ = chromedp.Do(fctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error { return b.save(ctx, tg, "failed") }))
+		fcancel()
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.t.Fatalf("%s: %v\nconsole problems: %q", step, err, b.problems)
 	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return s
+}
+
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		b.t.Fatalf("text of %s: %v", sel, err)
 	}
-	eval := func(expr string) bool {
-		t.Helper()
-		v, err := chromedp.Run(bctx, chromedp.Evaluate[bool](expr))
-		if err != nil {
-			t.Fatalf("%s: %v", expr, err)
-		}
-		return v
+	return s
+}
+
+func (b *browser) eval(expr string) bool {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](expr))
+	if err != nil {
+		b.t.Fatalf("%s: %v", expr, err)
 	}
+	return v
+}
+
+func (b *browser) count(sel string) int {
+	b.t.Helper()
+	n, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`document.querySelectorAll(`+strconv.Quote(sel)+`).length`))
+	if err != nil {
+		b.t.Fatalf("count %s: %v", sel, err)
+	}
+	return n
+}
+
+// login opens the console at path and enters the admin key.
+func (b *browser) login(ts *testServer, path string) {
+	b.run("log in",
+		chromedp.Navigate(ts.URL+path),
+		chromedp.WaitVisible(chromedp.ID("key-input")),
+		chromedp.SetValue(chromedp.ID("key-input"), ts.AdminKey()),
+		chromedp.Click(chromedp.ID("key-submit")),
+		chromedp.WaitNotVisible(chromedp.ID("key-dialog")))
+}
+
+// TestStudioInBrowser drives the console in headless Chromium against a
+// demo server: the admin-key prompt (a refused key is asked for again, at
+// the start and mid-session), the looping switch of a binding (checked
+// through the server), a refused change rolled back with the API's
+// message, "Try it" with the complete verdict, the activity table, each
+// view on a phone-sized screen, and no console error or CSP refusal.
+func TestStudioInBrowser(t *testing.T) {
+	br := newBrowser(t, 90*time.Second)
+	defer br.finish()
+	ts := startDemo(t, nil)
+	bctx, run, text, eval, view := br.ctx, br.run, br.text, br.eval, br.view
 
 	// The admin key: a wrong one is refused and asked for again.
 	run("open the console",
@@ -479,9 +531,9 @@ func TestStudioInBrowser(t *testing.T) {
 	// Activity shows the walk's upstream calls.
 	run("open the activity",
 		chromedp.Click(chromedp.CSS(`a[data-nav="activity"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#activity-table tbody td.time`)),
+		chromedp.WaitVisible(chromedp.CSS(`#activity-trace td.time`)),
 		view("activity"))
-	if got := text("#activity-table tbody"); !strings.Contains(got, "acme.list_orders") || !strings.Contains(got, "/orders?") {
+	if got := text("#activity-trace"); !strings.Contains(got, "acme.list_orders") || !strings.Contains(got, "/orders?") {
 		t.Errorf("activity table:\n%s", got)
 	}
 
@@ -498,13 +550,6 @@ func TestStudioInBrowser(t *testing.T) {
 		chromedp.SetValue(chromedp.ID("key-input"), ts.AdminKey()),
 		chromedp.Click(chromedp.ID("key-submit")),
 		chromedp.WaitNotVisible(chromedp.ID("key-dialog")),
-		chromedp.WaitVisible(chromedp.CSS(`#activity-table tbody td.time`)))
+		chromedp.WaitVisible(chromedp.CSS(`#activity-trace td.time`)))
 
-	ccancel()
-	<-done
-	mu.Lock()
-	defer mu.Unlock()
-	for _, p := range problems {
-		t.Errorf("console: %s", p)
-	}
 }
