@@ -146,10 +146,11 @@ function groupSwitch(g, cards) {
   };
   sw.addEventListener('click', (ev) => ev.stopPropagation());
   sw.addEventListener('change', () => {
+    const want = sw.checked; // each card's change re-syncs sw as it goes
     for (const c of targets) {
       const s = c.querySelector('input[role="switch"]');
-      if (s && s.checked !== sw.checked) {
-        s.checked = sw.checked;
+      if (s && s.checked !== want) {
+        s.checked = want;
         s.dispatchEvent(new Event('change', { bubbles: true }));
       }
     }
