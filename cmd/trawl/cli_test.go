@@ -77,6 +77,9 @@ func TestVersion(t *testing.T) {
 // partial result.
 func TestExitCodes(t *testing.T) {
 	t.Chdir(t.TempDir()) // no ./trawl.yaml: the demo
+	if err := os.WriteFile("plain.yaml", []byte("org: plain\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		args []string
@@ -97,7 +100,9 @@ func TestExitCodes(t *testing.T) {
 		{"two tools", []string{"call", "a", "b"}, 2, `unexpected argument "b"`},
 		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{"help for nothing", []string{"help", "frobnicate"}, 2, `help: unknown command "frobnicate"`},
-		{"demo latency on a config", []string{"serve", "--config", "missing.yaml", "--demo-latency", "5"}, 1, "missing.yaml"},
+		{"demo latency on a missing config", []string{"serve", "--config", "missing.yaml", "--demo-latency", "5"}, 1, "missing.yaml"},
+		{"demo latency without the demo", []string{"serve", "--config", "plain.yaml", "--demo-latency", "5"}, 2, "--demo-latency applies only to the built-in demo"},
+		{"demo latency out of range", []string{"serve", "--demo-latency", "20000"}, 2, "must be 0 to 10000"},
 		{"chat without agent", []string{"chat"}, 2, "chat: name the agent"},
 		{"chat url and config", []string{"chat", "demo", "--url", "http://127.0.0.1:1", "--config", "x.yaml"}, 2, "give one of them"},
 		{"chat bad url", []string{"chat", "demo", "--url", "ftp://x", "--key", "k"}, 2, "--url must be an http(s) URL"},
