@@ -425,7 +425,7 @@ func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, bt
 				return
 			}
 			sp := stream.Progress{ToolCallID: callID, ToolName: bt.name, Page: p.Page, PagesMax: p.PagesMax,
-				Items: p.Items, Requests: p.Requests, RequestsMax: p.RequestsMax,
+				Items: p.Items, Requests: p.Requests, RequestsMax: p.RequestsMax, Total: p.Total,
 				ElapsedMs: r.opt.Now().Sub(start).Milliseconds()}
 			if p.ForEach != nil {
 				sp.ForEach = &stream.ForEachProgress{Key: p.ForEach.Key, Value: p.ForEach.Value, Index: p.ForEach.Index, Total: p.ForEach.Total}

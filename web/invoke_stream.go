@@ -105,7 +105,7 @@ func (s *Server) invokeStream(c echo.Context, call loop.Call) error {
 			return
 		}
 		sp := stream.Progress{ToolCallID: callID, ToolName: name, Page: p.Page, PagesMax: p.PagesMax,
-			Items: p.Items, Requests: p.Requests, RequestsMax: p.RequestsMax, ElapsedMs: time.Since(start).Milliseconds()}
+			Items: p.Items, Requests: p.Requests, RequestsMax: p.RequestsMax, Total: p.Total, ElapsedMs: time.Since(start).Milliseconds()}
 		if p.ForEach != nil {
 			sp.ForEach = &stream.ForEachProgress{Key: p.ForEach.Key, Value: p.ForEach.Value, Index: p.ForEach.Index, Total: p.ForEach.Total}
 		}

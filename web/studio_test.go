@@ -571,7 +571,7 @@ func TestStudioChatInBrowser(t *testing.T) {
 	// No dataset cache: every turn walks anew, as Stop needs.
 	ts := startDemo(t, func(c *Config) { c.Demo, c.Cache.Mode = &DemoSettings{LatencyMs: 300}, "off" })
 	br.login(ts, "/studio/#/chat/demo/browser-1")
-	br.run("the chat pane", chromedp.WaitVisible(chromedp.ID("chat-input")))
+	br.run("the chat pane", chromedp.WaitVisible(chromedp.ID("chat-input")), chromedp.WaitVisible(chromedp.CSS("#chat-model .banner")))
 	if got := br.text("#chat-model"); !strings.Contains(got, "Replay model") {
 		t.Errorf("the pane does not say the model is a replay: %q", got)
 	}

@@ -454,7 +454,7 @@ func (r *chatRenderer) showProgress(d stream.Data) {
 	}
 	lp := loop.Progress{Progress: paginate.Progress{
 		Page: p.Page, PagesMax: p.PagesMax, Items: p.Items, Requests: p.Requests, RequestsMax: p.RequestsMax,
-		Elapsed: time.Duration(p.ElapsedMs) * time.Millisecond,
+		Elapsed: time.Duration(p.ElapsedMs) * time.Millisecond, Total: p.Total,
 	}}
 	if fe := p.ForEach; fe != nil {
 		lp.ForEach = &loop.ForEachProgress{Key: fe.Key, Value: fe.Value, Index: fe.Index, Total: fe.Total}

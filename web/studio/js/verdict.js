@@ -53,15 +53,17 @@ function plural(n, one, many) {
 
 // progressText is a data-tool-loop-progress chunk's data in words.
 export function progressText(p) {
-  const bits = [`page ${p.page}`, plural(p.items, 'item', 'items'), plural(p.requests, 'request', 'requests')];
+  const items = p.total > 0 && !p.forEach ? `${p.items} of ${p.total} items` : plural(p.items, 'item', 'items');
+  const bits = [`page ${p.page}`, items, plural(p.requests, 'request', 'requests')];
   if (p.forEach) bits.push(`${p.forEach.key} ${p.forEach.index + 1}/${p.forEach.total} (${fmt(p.forEach.value)})`);
   bits.push(`${((p.elapsedMs || 0) / 1000).toFixed(1)} s`);
   return bits.join(' · ');
 }
 
 // progressView is the live progress line: a bar that fills by the
-// fan-out values done (the only end the chunk knows; without one it
-// shows activity, not a level) and the words.
+// fan-out values done, else by the items of the total the server
+// reported (without either it shows activity, not a level — the budget
+// is a ceiling, not progress) and the words.
 export function progressView() {
   const bar = h('progress', { class: 'tc-bar', max: '1' });
   const text = h('span', { class: 'tc-progress-text' });
@@ -72,6 +74,7 @@ export function progressView() {
       el.hidden = false;
       text.textContent = progressText(p);
       if (p.forEach && p.forEach.total > 0) bar.value = p.forEach.index / p.forEach.total;
+      else if (p.total > 0) bar.value = Math.min(1, p.items / p.total);
       else bar.removeAttribute('value');
     },
     done() {
