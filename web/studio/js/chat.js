@@ -390,7 +390,7 @@ export function chatView({ navigate }) {
         result.replaceChildren(
           env._note ? h('p', { class: 'note' }, env._note) : null,
           env._boundary ? h('details', { class: 'tc-boundary' }, h('summary', null, 'Boundary statement'), boundaryTable(env._boundary)) : null,
-          rowsView(env, { scope, fields }));
+          rowsView(env, { scope, fields, callFilter: input._filter }));
       },
       error(text) {
         el.dataset.state = 'error';

@@ -281,7 +281,7 @@ function tryIt(t) {
         verdict(output, { status: 200, ms, text }),
         prog.el,
         h('div', { class: 'try-out' },
-          rowsView(output, { scope: { thread_id: TRY_THREAD }, fields }),
+          rowsView(output, { scope: { thread_id: TRY_THREAD }, fields, callFilter: req.args._filter }),
           jsonView('Response JSON', output)));
     }
   });

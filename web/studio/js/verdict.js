@@ -148,9 +148,10 @@ const OPS = ['contains', 'eq', 'neq', 'gt', 'gte', 'lt', 'lte', 'exists'];
 // rowsView shows a result's rows as a table with a filter and pages.
 // With a _resultId it reads the stored result through queryToolResult
 // (scope: {thread_id} or {agent_id, chat_id}, the scope it was stored
-// under; fields: the call's _fields); otherwise it pages the rows the
-// result holds.
-export function rowsView(env, { scope, fields } = {}) {
+// under; fields: the call's _fields; callFilter: the call's _filter,
+// applied again because the stored result holds every row the walk
+// fetched); otherwise it pages the rows the result holds.
+export function rowsView(env, { scope, fields, callFilter } = {}) {
   const local = primaryRows(env);
   const resultId = env && typeof env === 'object' ? env._resultId : '';
   if (!resultId && !(local && local.length)) return null;
@@ -167,10 +168,16 @@ export function rowsView(env, { scope, fields } = {}) {
   const thead = h('thead');
   const tbody = h('tbody');
   const form = h('form', { class: 'rows-filter', novalidate: true }, fieldSel, opSel, valueIn, apply, clear);
+  const baseFilter = resultId && Array.isArray(callFilter) && callFilter.length ? callFilter : null;
+  const baseNote = baseFilter
+    ? h('p', { class: 'muted rows-base' }, 'The call’s _filter applies: ',
+      baseFilter.map((c, i) => [i ? ' and ' : '', h('code', null, `${c.field} ${c.op}${c.value !== undefined ? ` ${fmt(c.value)}` : ''}`)]))
+    : null;
   const el = h('section', { class: 'rows', 'aria-label': 'Rows', dataset: { source: resultId ? 'stored' : 'inline' } },
     h('div', { class: 'rows-head' },
       h('h4', { class: 'rows-title' }, resultId ? 'Rows (stored result)' : 'Rows'),
       resultId ? h('code', { class: 'result-id muted', title: 'queryToolResult reads it' }, resultId) : null),
+    baseNote,
     form,
     error,
     h('div', { class: 'table-wrap' }, h('table', { class: 'table rows-table' }, thead, tbody)),
@@ -214,7 +221,9 @@ export function rowsView(env, { scope, fields } = {}) {
     el.setAttribute('aria-busy', 'true');
     const args = { resultId, offset, limit: PAGE };
     if (fields && fields.length) args.fields = fields;
-    if (filter) args.filter = [filter.op === 'exists' ? { field: filter.field, op: 'exists' } : filter];
+    const clauses = [...(baseFilter || [])];
+    if (filter) clauses.push(filter.op === 'exists' ? { field: filter.field, op: 'exists' } : filter);
+    if (clauses.length) args.filter = clauses;
     try {
       const r = await call('POST', `tools/${seg('queryToolResult')}/invoke`, { args, ...(scope || {}) });
       if (my !== seq) return;
