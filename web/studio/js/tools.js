@@ -188,7 +188,7 @@ function tryIt(t) {
       h('div', { class: 'as-agent' }, h('label', { class: 'field-label', for: 'try-agent' }, 'as agent'), asAgent),
       h('span', { class: 'sr-only', id: 'try-agent-hint' }, 'Run the tool with that agent’s binding'),
       loopCheck, loopHint,
-      curlBtn, curlCopied, stop, run));
+      h('div', { class: 'try-buttons' }, curlCopied, curlBtn, stop, run)));
 
   // body is the request the form describes, or null (the error shown).
   const body = () => {
