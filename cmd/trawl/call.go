@@ -228,12 +228,19 @@ func progressSegments(p loop.Progress) []progressSegment {
 		segs = append(segs, progressSegment{fmt.Sprintf("%s %d/%d", fe.Key, fe.Index+1, fe.Total), 4})
 		segs = append(segs, progressSegment{fmt.Sprintf("(%v)", fe.Value), 1})
 	}
-	segs = append(segs, progressSegment{fmt.Sprintf("%d requests", p.Requests), 3})
+	segs = append(segs, progressSegment{plural(p.Requests, "request", "requests"), 3})
 	segs = append(segs, progressSegment{fmt.Sprintf("%.1fs", p.Elapsed.Seconds()), 2})
 	if p.PagesMax > 0 || p.RequestsMax > 0 {
 		segs = append(segs, progressSegment{fmt.Sprintf("limits %d pages, %d requests", p.PagesMax, p.RequestsMax), 0})
 	}
 	return segs
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // progressText is the progress as words: the segments whose keep is at
