@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -100,6 +101,12 @@ type Turn struct {
 	// Emit appends a chunk to the run's stream. It must be safe for
 	// concurrent use (parallel tool calls report progress at once).
 	Emit func(stream.Chunk) error
+	// Checkpoint, when set, is called after every step that made tool
+	// calls with a copy of the thread holding the assistant message so
+	// far, for the caller to save: a crash then loses at most the step in
+	// flight. Its error is logged and the turn goes on. Nil: the thread
+	// is only what Run leaves in Thread.
+	Checkpoint func(ctx context.Context, t *Thread) error
 }
 
 // ErrNoAgent is returned when the turn's agent no longer exists.
@@ -185,6 +192,25 @@ func (r *Runner) steps(ctx context.Context, st *turnState) error {
 		if err != nil || len(calls) == 0 {
 			return err
 		}
+		r.checkpoint(ctx, st)
+	}
+}
+
+// checkpoint hands Turn.Checkpoint a copy of the thread with the assistant
+// message so far. It runs between steps, when no tool call is running.
+func (r *Runner) checkpoint(ctx context.Context, st *turnState) {
+	if st.Checkpoint == nil {
+		return
+	}
+	st.mu.Lock()
+	t := *st.Thread
+	msg := st.msg
+	msg.Parts = slices.Clone(st.msg.Parts)
+	t.Msgs = append(slices.Clone(st.Thread.Msgs), msg)
+	t.Loaded, t.Results = slices.Clone(t.Loaded), slices.Clone(t.Results)
+	st.mu.Unlock()
+	if err := st.Checkpoint(ctx, &t); err != nil {
+		r.log.Warn("saving the thread after a step", "thread", t.Key, "err", err)
 	}
 }
 

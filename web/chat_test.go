@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"iter"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -489,11 +490,13 @@ func TestReplayDemoTranscript(t *testing.T) {
 	}
 }
 
-// TestGracefulShutdown: cancelling Run's context stops the running turns
-// (their streams end with abort, their threads are saved) and returns.
+// TestGracefulShutdown: cancelling Run's context closes the listener at
+// once and, after the shutdown grace, stops the running turns (their
+// streams end with abort, their threads are saved) and returns.
 func TestGracefulShutdown(t *testing.T) {
 	cfg := DemoConfig()
 	cfg.DataDir = t.TempDir()
+	cfg.ShutdownGrace = 300 * time.Millisecond
 	srv, err := New(context.Background(), cfg, Options{Stdout: io.Discard, Model: gateModel{make(chan struct{})}})
 	if err != nil {
 		t.Fatal(err)
@@ -508,6 +511,18 @@ func TestGracefulShutdown(t *testing.T) {
 	defer resp.Body.Close()
 	waitActive(t, ts, agent.ThreadKey("", "demo", "g1"))
 	cancel()
+	refused := time.Now().Add(time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", ln.Addr().String(), 100*time.Millisecond)
+		if err != nil {
+			break
+		}
+		c.Close()
+		if time.Now().After(refused) {
+			t.Fatal("the listener still accepts connections 1 s after the shutdown began")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	select {
 	case err := <-served:
 		if err != nil {

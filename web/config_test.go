@@ -38,11 +38,11 @@ agents:
       - {toolkit: chat, discovery: false}
 `
 	cfg, err := ParseConfig("trawl.yaml", []byte(text), env(map[string]string{
-		"TRAWL_ADMIN_KEY": "k1", "ACME_TOKEN": "t1", "OPENAI_API_KEY": "sk-1"}))
+		"TRAWL_ADMIN_KEY": "k1-0123456789abcdef012345", "ACME_TOKEN": "t1", "OPENAI_API_KEY": "sk-1"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Listen != "127.0.0.1:9090" || cfg.AdminKey != "k1" || cfg.Providers[0].Auth.Token != "t1" || cfg.Model.APIKey != "sk-1" {
+	if cfg.Listen != "127.0.0.1:9090" || cfg.AdminKey != "k1-0123456789abcdef012345" || cfg.Providers[0].Auth.Token != "t1" || cfg.Model.APIKey != "sk-1" {
 		t.Errorf("env expansion: listen=%q key=%q token=%q", cfg.Listen, cfg.AdminKey, cfg.Providers[0].Auth.Token)
 	}
 	if cfg.Cache.Mode != "shadow" || cfg.Limits.Pages != 5 || cfg.Limits.ViewChars != 20000 {

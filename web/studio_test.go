@@ -240,34 +240,21 @@ type browser struct {
 	stop     func()
 }
 
-// newBrowser starts Chromium (or skips the test). Screenshots go to
+// startBrowser starts Chromium (browserContext; or skips the test) on a
+// 1440×1000 screen, the steps bounded by timeout. Screenshots go to
 // $TRAWL_STUDIO_SCREENSHOTS when set, else to the test's temporary folder
 // (its path is logged).
-func newBrowser(t *testing.T, timeout time.Duration) *browser {
+func startBrowser(t *testing.T, timeout time.Duration) *browser {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("browser test skipped in -short mode")
 	}
-	bin := chromium(t)
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	// The machine may have no network: these flags keep Chromium from
-	// reaching out on its own (updates, sync, QUIC probes).
-	actx, acancel := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(bin),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(1440, 1000),
-	)
-	bctx, bcancel := chromedp.NewContext(actx)
+	bctx := browserContext(t, chromium(t))
+	bctx, cancel := context.WithTimeout(bctx, timeout)
+	if _, err := chromedp.Run(bctx, desktop); err != nil {
+		cancel()
+		t.Fatalf("starting Chromium: %v", err)
+	}
 	b := &browser{t: t, ctx: bctx, shots: os.Getenv("TRAWL_STUDIO_SCREENSHOTS")}
 	if b.shots == "" {
 		b.shots = t.TempDir()
@@ -292,8 +279,6 @@ func newBrowser(t *testing.T, timeout time.Duration) *browser {
 	b.stop = func() {
 		ccancel()
 		<-done
-		bcancel()
-		acancel()
 		cancel()
 	}
 	return b
@@ -349,10 +334,13 @@ func (b *browser) view(name string) chromedp.Action[chromedp.Void] {
 		if err := b.save(ctx, tg, name+"-phone"); err != nil {
 			return err
 		}
-		_, err = cdp.Call(ctx, tg, emulation.ClearDeviceMetricsOverride, cdp.Empty{})
+		_, err = desktop(ctx, tg)
 		return err
 	})
 }
+
+// desktop is the screen the Studio is driven on between phone checks.
+var desktop = chromedp.EmulateViewport(1440, 1000)
 
 // run runs one step's actions within 20 s, failing the test (with a
 // screenshot, "failed.png") when they do not complete.
@@ -414,7 +402,7 @@ func (b *browser) login(ts *testServer, path string) {
 // message, "Try it" with the complete verdict, the activity table, each
 // view on a phone-sized screen, and no console error or CSP refusal.
 func TestStudioInBrowser(t *testing.T) {
-	br := newBrowser(t, 90*time.Second)
+	br := startBrowser(t, 90*time.Second)
 	defer br.finish()
 	ts := startDemo(t, nil)
 	bctx, run, text, eval, view := br.ctx, br.run, br.text, br.eval, br.view
@@ -566,7 +554,7 @@ func jsTrue(expr string) chromedp.Action[chromedp.Void] {
 // queryToolResult); a reload mid-turn reattaches to the running turn;
 // Stop ends a turn on the server.
 func TestStudioChatInBrowser(t *testing.T) {
-	br := newBrowser(t, 120*time.Second)
+	br := startBrowser(t, 120*time.Second)
 	defer br.finish()
 	// No dataset cache: every turn walks anew, as Stop needs.
 	ts := startDemo(t, func(c *Config) { c.Demo, c.Cache.Mode = &DemoSettings{LatencyMs: 300}, "off" })
@@ -690,7 +678,7 @@ func TestStudioChatInBrowser(t *testing.T) {
 // and Stop ends it (the server makes no further upstream requests); "as
 // agent" applies that agent's binding; the result's rows are a table.
 func TestStudioTryItStreams(t *testing.T) {
-	br := newBrowser(t, 90*time.Second)
+	br := startBrowser(t, 90*time.Second)
 	defer br.finish()
 	ts := startDemo(t, func(c *Config) { c.Demo = &DemoSettings{LatencyMs: 250} })
 	br.login(ts, "/studio/#/tools/acme.list_orders")
@@ -740,7 +728,7 @@ func TestStudioTryItStreams(t *testing.T) {
 // server, and the page shows the same after a reload; a tool with
 // nothing to loop has no switch.
 func TestStudioGroupSwitch(t *testing.T) {
-	br := newBrowser(t, 90*time.Second)
+	br := startBrowser(t, 90*time.Second)
 	defer br.finish()
 	ts := startDemo(t, nil)
 	br.login(ts, "/studio/#/agents/demo")

@@ -141,13 +141,21 @@ export function chatView({ navigate }) {
       if (err.status !== 404) log.append(h('li', null, banner('error', `Could not load the thread: ${errorText(err)}`)));
     }
     if (my !== seq) return;
-    for (const m of msgs) log.append(m.role === 'user' ? userMessage(m.parts.filter((p) => p.type === 'text').map((p) => p.text).join('')) : assistantFromParts(m));
+    const shown = msgs.map((m) => ({ role: m.role, text: textOf(m), el: m.role === 'user' ? userMessage(textOf(m)) : assistantFromParts(m) }));
+    for (const s of shown) log.append(s.el);
     if (!msgs.length) log.append(h('li', { class: 'chat-empty muted' }, 'Ask the agent something. Tool calls show their progress, verdict and rows here.'));
-    resume(my);
+    resume(my, shown);
   }
 
-  // resume reattaches to a turn running on the server, if any.
-  async function resume(my) {
+  function textOf(m) {
+    return (m.parts || []).filter((p) => p.type === 'text').map((p) => p.text).join('');
+  }
+
+  // resume reattaches to a turn running on the server, if any. The
+  // stream replays the running turn from its start, so what the saved
+  // thread already holds of it (the server saves the user message and
+  // each step as the turn goes) is taken off the page first.
+  async function resume(my, shown) {
     const controller = new AbortController();
     let res;
     try {
@@ -166,7 +174,15 @@ export function chatView({ navigate }) {
     }
     const pending = sessionStorage.getItem(pendingKey(agent, chat));
     log.querySelector('.chat-empty')?.remove();
-    if (pending) log.append(userMessage(pending));
+    let lastUser = -1;
+    shown.forEach((s, i) => {
+      if (s.role === 'user') lastUser = i;
+    });
+    if (pending && (lastUser < 0 || shown[lastUser].text !== pending)) {
+      log.append(userMessage(pending)); // a store that saves at the turn's end
+    } else {
+      for (const s of shown.slice(lastUser + 1)) s.el.remove();
+    }
     follow(res, controller, 'Resumed a running turn…');
   }
 
