@@ -457,6 +457,7 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl 
 // callTool runs a bound tool through the looping engine.
 func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, bt boundTool, callID string, args map[string]any, scope loop.Scope) ([]byte, error) {
 	start := r.opt.Now()
+	ctx = tools.WithCallID(ctx, callID) // the activity log groups the call's requests
 	cred, err := appCredential(ctx, st, bt.tool)
 	if err != nil {
 		return nil, err
@@ -469,7 +470,7 @@ func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, bt
 				return
 			}
 			sp := stream.Progress{ToolCallID: callID, ToolName: bt.name, Page: p.Page, PagesMax: p.PagesMax,
-				Items: p.Items, Requests: p.Requests, RequestsMax: p.RequestsMax,
+				Items: p.Items, Requests: p.Requests, RequestsMax: p.RequestsMax, Total: p.Total,
 				ElapsedMs: r.opt.Now().Sub(start).Milliseconds()}
 			if p.ForEach != nil {
 				sp.ForEach = &stream.ForEachProgress{Key: p.ForEach.Key, Value: p.ForEach.Value, Index: p.ForEach.Index, Total: p.ForEach.Total}

@@ -382,3 +382,33 @@ func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// ThreadLister is a ThreadStore that can list the threads one owner has
+// with one agent (a console's thread list). BoltStore implements it.
+type ThreadLister interface {
+	// ListThreads returns the threads of userID ("" for admin-key
+	// callers) with agentID, most recently updated first, at most limit.
+	ListThreads(ctx context.Context, userID, agentID string, limit int) ([]*Thread, error)
+}
+
+// ListThreads implements ThreadLister: a prefix scan of the thread keys.
+func (s *BoltStore) ListThreads(_ context.Context, userID, agentID string, limit int) ([]*Thread, error) {
+	prefix := []byte(ThreadKey(userID, agentID, ""))
+	var out []*Thread
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketThreads).Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			t := new(Thread)
+			if err := json.Unmarshal(v, t); err != nil {
+				return fmt.Errorf("thread %q: %w", k, err)
+			}
+			out = append(out, t)
+		}
+		return nil
+	})
+	slices.SortStableFunc(out, func(a, b *Thread) int { return b.Updated.Compare(a.Updated) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, err
+}

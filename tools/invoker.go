@@ -154,7 +154,7 @@ func (inv *Invoker) Call(ctx context.Context, req Request) (*Response, error) {
 
 	start := time.Now()
 	act := Activity{
-		Time: start.UTC(), ThreadID: req.ThreadID, Tool: req.Tool.ID, Method: hreq.Method,
+		Time: start.UTC(), ThreadID: req.ThreadID, CallID: CallIDFrom(ctx), Tool: req.Tool.ID, Method: hreq.Method,
 		// A cursor is kept only as its fingerprint, never in the path.
 		Path: RedactURL(hreq.URL, inv.queryAuthNames(req.Tool.Provider), append(secrets, req.Cursor)...),
 		Page: req.Page, Cursor: Fingerprint(req.Cursor), Retry: req.Retry,

@@ -44,7 +44,7 @@ func (s *MCPSource) Call(ctx context.Context, req Request) (*Response, error) {
 	defer cancel()
 	start := time.Now()
 	act := Activity{
-		Time: start.UTC(), ThreadID: req.ThreadID, Tool: req.Tool.ID, Method: mcpCallMethod,
+		Time: start.UTC(), ThreadID: req.ThreadID, CallID: CallIDFrom(ctx), Tool: req.Tool.ID, Method: mcpCallMethod,
 		Path: name, Page: req.Page, Retry: req.Retry, Cursor: Fingerprint(req.Cursor),
 	}
 	res, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: wireArgs(req.Tool, req.Args)})

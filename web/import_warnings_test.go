@@ -35,7 +35,7 @@ func TestImportWarningsReported(t *testing.T) {
 		t.Fatalf("tools: %d %s", st, b)
 	}
 	var body struct {
-		Tools          []toolView                       `json:"tools"`
+		Tools          []ToolView                       `json:"tools"`
 		ImportWarnings map[string][]tools.ImportWarning `json:"importWarnings"`
 	}
 	if err := json.Unmarshal(b, &body); err != nil {

@@ -49,6 +49,11 @@ type invokeRequest struct {
 	ThreadID      string         `json:"thread_id"`
 	LoopResponses *bool          `json:"loop_responses"`
 	Experiment    bool           `json:"experiment"`
+	// AgentID applies that agent's binding of the tool (loop_responses
+	// then must be absent); with ChatID the call, and a
+	// queryToolResult, is scoped to that chat's thread.
+	AgentID string `json:"agent_id"`
+	ChatID  string `json:"chat_id"`
 }
 
 // invokeTool runs one tool call through the engine, no model involved.
@@ -59,7 +64,10 @@ func (s *Server) invokeTool(c echo.Context) error {
 		return err
 	}
 	id := c.Param("tool_id")
-	scope := loop.Scope{Org: s.cfg.Org, Thread: req.ThreadID}
+	scope, err := s.invokeScope(req)
+	if err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
 	if id == loop.QueryToolResult || id == loop.FetchToolResult {
 		args, _ := json.Marshal(req.Args)
@@ -73,11 +81,15 @@ func (s *Server) invokeTool(c echo.Context) error {
 	if !ok {
 		return notFound("no tool " + strconv.Quote(id))
 	}
-	looping := req.LoopResponses == nil || *req.LoopResponses
-	out, err := s.engine.Call(ctx, loop.Call{
-		Tool: t, Args: req.Args, Scope: scope, Experiment: req.Experiment,
-		Binding: loop.Binding{LoopResponses: looping},
-	})
+	binding, err := s.invokeBinding(req, t)
+	if err != nil {
+		return err
+	}
+	call := loop.Call{Tool: t, Args: req.Args, Scope: scope, Experiment: req.Experiment, Binding: binding}
+	if wantsEventStream(c.Request()) {
+		return s.invokeStream(c, call)
+	}
+	out, err := s.engine.Call(tools.WithCallID(ctx, "invoke_"+randomHex(8)), call)
 	if err != nil {
 		return toolError(err)
 	}

@@ -68,6 +68,9 @@ type Progress struct {
 	Requests    int
 	RequestsMax int
 	Elapsed     time.Duration
+	// Total is the item count the server reported on its latest page
+	// (of this collection); 0 when it reported none.
+	Total int
 }
 
 // WalkOptions says what to walk and under which bounds. Caller and Tool
@@ -483,9 +486,14 @@ func (w *walker) report() {
 		return
 	}
 	u := w.meter.Usage()
+	total := 0
+	if w.res.Total != nil {
+		total = *w.res.Total
+	}
 	w.o.Progress(Progress{
 		Page: w.res.Pages, PagesMax: w.maxPages, Items: u.Items,
 		Requests: u.Requests, RequestsMax: w.budget.Requests, Elapsed: w.clock.Now().Sub(u.Start),
+		Total: total,
 	})
 }
 
