@@ -67,7 +67,7 @@ func (w *walker) fetch(ctx context.Context, req tools.Request) (*tools.Response,
 			case ctx.Err() != nil || timedOut:
 				return nil, w.budgetFailure(StopBudgetTime, "the time budget ran out while waiting for the upstream"), nil
 			}
-			if w.retryable && transient < maxTransientRetries {
+			if w.retryable && transient < maxTransientRetries && !errors.Is(err, tools.ErrRefused) {
 				transient++
 				if ok, cerr := w.wait(ctx, backoff(transient)); cerr != nil {
 					return nil, nil, cerr
