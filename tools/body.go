@@ -10,9 +10,11 @@ import (
 	"golang.org/x/sync/semaphore"
 )
 
-// Reading upstream bodies. A body is read into fixed-size chunks taken
-// from a bounded free list, then assembled into one slice of its exact
-// size (scrubbed on the way), and the chunks go back at once: no body
+// Reading upstream bodies. A body of announced length within the cap is
+// read straight into a slice of that size. Any other is read into
+// fixed-size chunks taken from a bounded free list, then assembled into
+// one slice of its exact size (scrubbed on the way), and the chunks go
+// back at once: no body
 // leaves garbage from repeated growth, and the free list never holds more
 // than maxFreeChunks × chunkSize bytes. While it is being read, a body
 // holds a reservation on the deployment's in-flight cap: its
@@ -41,8 +43,8 @@ type bodyReader struct {
 }
 
 func newBodyReader(max, total int64) *bodyReader {
-	if total < max {
-		total = max
+	if total <= max {
+		total = max + 1 // room for at least one body of unknown length
 	}
 	return &bodyReader{max: max, cap: total, inUse: semaphore.NewWeighted(total)}
 }
@@ -60,6 +62,15 @@ func (r *bodyReader) read(ctx context.Context, body io.Reader, length int64, scr
 			return nil, false, fmt.Errorf("waiting for room to read the response (%w): %w", ErrBodyBudget, err)
 		}
 		defer r.inUse.Release(reserve)
+	}
+	if length >= 0 && length <= r.max {
+		// The size is known: read straight into a slice of it.
+		buf := make([]byte, length)
+		k, err := io.ReadFull(body, buf)
+		if err != nil {
+			return nil, false, err
+		}
+		return scrub.Bytes(buf[:k]), false, nil
 	}
 	var chunks [][]byte
 	defer func() { r.put(chunks) }()
