@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
@@ -159,9 +160,7 @@ func (s *Scrubber) scan(b []byte, base int64, states []int32, spans *[]span) {
 			// byte whose pair with the next byte begins no form leads back
 			// to the idle state on that next byte (every form is at least
 			// two bytes long).
-			for i+1 < n && !pairs.has(b[i], b[i+1]) {
-				i++
-			}
+			i = pairs.skip(b, i)
 		}
 		c := b[i]
 		idle = true
@@ -183,13 +182,46 @@ func (s *Scrubber) scan(b []byte, base int64, states []int32, spans *[]span) {
 type pairFilter [1 << 16 / 64]uint64
 
 func (p *pairFilter) set(a, b byte) {
-	x := uint(a)<<8 | uint(b)
+	x := uint(a) | uint(b)<<8
 	p[x>>6] |= 1 << (x & 63)
 }
 
-func (p *pairFilter) has(a, b byte) bool {
-	x := uint(a)<<8 | uint(b)
-	return p[x>>6]&(1<<(x&63)) != 0
+func (p *pairFilter) has(x uint) bool { return p[x>>6]&(1<<(x&63)) != 0 }
+
+// skip returns the first position from i whose pair with the next byte
+// is in the filter, or the last position of b. It reads eight bytes at a
+// time (a pair is the 16-bit little-endian value at its position).
+func (p *pairFilter) skip(b []byte, i int) int {
+	for ; i+8 < len(b); i += 7 {
+		v := binary.LittleEndian.Uint64(b[i:])
+		if p.has(uint(v)&0xffff) {
+			return i
+		}
+		if p.has(uint(v>>8)&0xffff) {
+			return i + 1
+		}
+		if p.has(uint(v>>16)&0xffff) {
+			return i + 2
+		}
+		if p.has(uint(v>>24)&0xffff) {
+			return i + 3
+		}
+		if p.has(uint(v>>32)&0xffff) {
+			return i + 4
+		}
+		if p.has(uint(v>>40)&0xffff) {
+			return i + 5
+		}
+		if p.has(uint(v>>48)&0xffff) {
+			return i + 6
+		}
+	}
+	for ; i+1 < len(b); i++ {
+		if p.has(uint(b[i]) | uint(b[i+1])<<8) {
+			return i
+		}
+	}
+	return i
 }
 
 // matcher is an Aho–Corasick automaton as a full transition table over
