@@ -194,25 +194,25 @@ func (p *pairFilter) has(x uint) bool { return p[x>>6]&(1<<(x&63)) != 0 }
 func (p *pairFilter) skip(b []byte, i int) int {
 	for ; i+8 < len(b); i += 7 {
 		v := binary.LittleEndian.Uint64(b[i:])
-		if p.has(uint(v)&0xffff) {
+		if p.has(uint(v) & 0xffff) {
 			return i
 		}
-		if p.has(uint(v>>8)&0xffff) {
+		if p.has(uint(v>>8) & 0xffff) {
 			return i + 1
 		}
-		if p.has(uint(v>>16)&0xffff) {
+		if p.has(uint(v>>16) & 0xffff) {
 			return i + 2
 		}
-		if p.has(uint(v>>24)&0xffff) {
+		if p.has(uint(v>>24) & 0xffff) {
 			return i + 3
 		}
-		if p.has(uint(v>>32)&0xffff) {
+		if p.has(uint(v>>32) & 0xffff) {
 			return i + 4
 		}
-		if p.has(uint(v>>40)&0xffff) {
+		if p.has(uint(v>>40) & 0xffff) {
 			return i + 5
 		}
-		if p.has(uint(v>>48)&0xffff) {
+		if p.has(uint(v>>48) & 0xffff) {
 			return i + 6
 		}
 	}
