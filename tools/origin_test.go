@@ -426,3 +426,20 @@ func TestMCPRedirectsStayOnTheirOrigin(t *testing.T) {
 		t.Error("an MCP URL with user information was accepted")
 	}
 }
+
+// TestRouterScrubsMCPResults: MCP results pass the same scrubber.
+func TestRouterScrubsMCPResults(t *testing.T) {
+	endpoint := serveMCP(t, newTestMCPServer(mcpTestServerOptions{}))
+	src := connectTest(t, MCPConfig{ID: "files", URL: endpoint}, MCPOptions{})
+	inv := NewInvoker(InvokerOptions{Secrets: []string{"MODEL-KEY-echoed-1"}})
+	r := Router{HTTP: inv, MCP: map[string]*MCPSource{"files": src}}
+	tool := toolByName(t, src.Tools(), "search_orders")
+	resp, err := r.Call(t.Context(), Request{Tool: tool, Credential: "RUNTIME-echoed-2",
+		Args: map[string]any{"query": "MODEL-KEY-echoed-1 and RUNTIME-echoed-2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(resp.Body); strings.Contains(got, "echoed") || strings.Count(got, Mask) != 2 {
+		t.Errorf("MCP result = %s", got)
+	}
+}
