@@ -31,9 +31,8 @@ const MinSecretLen = 6
 // become one Mask, so no part of any secret survives.
 //
 // Matching is one pass over the input for all secrets at once, linear in
-// its length whatever it holds (an Aho–Corasick automaton over a compact
-// byte alphabet; runs of bytes that cannot start a secret are skipped
-// with a two-byte filter). A Scrubber is immutable and safe for
+// its length whatever it holds (an Aho–Corasick automaton; runs of bytes
+// that cannot start a secret are skipped with a two-byte filter). A Scrubber is immutable and safe for
 // concurrent use; With derives one that also masks more secrets.
 type Scrubber struct {
 	ms     []*matcher
@@ -165,7 +164,7 @@ func (s *Scrubber) scan(b []byte, base int64, states []int32, spans *[]span) {
 		c := b[i]
 		idle = true
 		for k, m := range s.ms {
-			st := m.delta[int(states[k])*m.classes+int(m.class[c])]
+			st := m.step(states[k], c)
 			states[k] = st
 			if st != 0 {
 				idle = false
@@ -224,15 +223,46 @@ func (p *pairFilter) skip(b []byte, i int) int {
 	return i
 }
 
-// matcher is an Aho–Corasick automaton as a full transition table over
-// the byte classes of its patterns (class 0: every byte no pattern has).
+// matcher is an Aho–Corasick automaton: the trie of its patterns with
+// failure links, a full transition row for the root (the state most bytes
+// are read in) and children as sibling lists elsewhere. Its size is
+// linear in the patterns' total length, whatever their alphabet (a
+// kilobyte-long JWT costs kilobytes, not a table of states × bytes), and
+// matching stays linear in the input: each byte descends at most one
+// edge, and failure links only ever climb back what was descended.
 type matcher struct {
-	class   [256]uint8
-	classes int
-	delta   []int32 // state*classes + class → state
-	out     []int32 // longest pattern ending in each state; 0 none
+	root    [256]int32 // the root's child for each byte; 0 none
+	first   []int32    // a state's first child; 0 none
+	sibling []int32    // the next child of the same parent; 0 none
+	label   []byte     // the byte of the edge into a state
+	fail    []int32    // the longest proper suffix that is a trie state
+	out     []int32    // longest pattern ending in each state; 0 none
 	pairs   pairFilter
 	maxLen  int
+}
+
+// child is s's child on byte c, or 0.
+func (m *matcher) child(s int32, c byte) int32 {
+	if s == 0 {
+		return m.root[c]
+	}
+	for t := m.first[s]; t != 0; t = m.sibling[t] {
+		if m.label[t] == c {
+			return t
+		}
+	}
+	return 0
+}
+
+// step is the automaton's transition from s on byte c.
+func (m *matcher) step(s int32, c byte) int32 {
+	for s != 0 {
+		if t := m.child(s, c); t != 0 {
+			return t
+		}
+		s = m.fail[s]
+	}
+	return m.root[c]
 }
 
 // newMatcher builds the automaton for patterns; nil when there are none.
@@ -240,85 +270,47 @@ func newMatcher(patterns []string) *matcher {
 	if len(patterns) == 0 {
 		return nil
 	}
-	m := &matcher{}
-	var used [256]bool
+	m := &matcher{first: []int32{0}, sibling: []int32{0}, label: []byte{0}, out: []int32{0}}
 	for _, p := range patterns {
-		for i := 0; i < len(p); i++ {
-			used[p[i]] = true
-		}
 		m.pairs.set(p[0], p[1])
 		m.maxLen = max(m.maxLen, len(p))
-	}
-	count := 0
-	for _, u := range used {
-		if u {
-			count++
-		}
-	}
-	if count == 256 {
-		// Every byte value occurs: no room for an "other" class.
-		for c := range m.class {
-			m.class[c] = uint8(c)
-		}
-		m.classes = 256
-	} else {
-		m.classes = 1
-		for c, u := range used {
-			if u {
-				m.class[c] = uint8(m.classes)
-				m.classes++
-			}
-		}
-	}
-	// The trie, with -1 for a missing edge.
-	nc := m.classes
-	delta := make([]int32, nc, nc*16)
-	for i := range delta {
-		delta[i] = -1
-	}
-	out := []int32{0}
-	for _, p := range patterns {
 		st := int32(0)
 		for i := 0; i < len(p); i++ {
-			e := int(st)*nc + int(m.class[p[i]])
-			if delta[e] < 0 {
-				next := int32(len(out))
-				delta[e] = next
-				out = append(out, 0)
-				for range nc {
-					delta = append(delta, -1)
+			t := m.child(st, p[i])
+			if t == 0 {
+				t = int32(len(m.out))
+				m.first = append(m.first, 0)
+				m.label = append(m.label, p[i])
+				m.out = append(m.out, 0)
+				if st == 0 {
+					m.sibling = append(m.sibling, 0)
+					m.root[p[i]] = t
+				} else {
+					m.sibling = append(m.sibling, m.first[st])
+					m.first[st] = t
 				}
 			}
-			st = delta[e]
+			st = t
 		}
-		out[st] = max(out[st], int32(len(p)))
+		m.out[st] = max(m.out[st], int32(len(p)))
 	}
-	// Breadth first: fail links, then the full transition function.
-	fail := make([]int32, len(out))
-	queue := make([]int32, 0, len(out))
-	for c := range nc {
-		if t := delta[c]; t > 0 {
-			fail[t] = 0
-			queue = append(queue, t)
-		} else {
-			delta[c] = 0
+	// Breadth first: a state's failure link is found from its parent's.
+	m.fail = make([]int32, len(m.out))
+	queue := make([]int32, 0, len(m.out))
+	for c := range m.root {
+		if t := m.root[c]; t != 0 {
+			queue = append(queue, t) // fail 0
 		}
 	}
 	for len(queue) > 0 {
 		st := queue[0]
 		queue = queue[1:]
-		out[st] = max(out[st], out[fail[st]])
-		for c := range nc {
-			e := int(st)*nc + c
-			if t := delta[e]; t >= 0 {
-				fail[t] = delta[int(fail[st])*nc+c]
-				queue = append(queue, t)
-			} else {
-				delta[e] = delta[int(fail[st])*nc+c]
-			}
+		m.out[st] = max(m.out[st], m.out[m.fail[st]])
+		for t := m.first[st]; t != 0; t = m.sibling[t] {
+			m.fail[t] = m.step(m.fail[st], m.label[t])
+			queue = append(queue, t)
 		}
 	}
-	m.delta, m.out = delta, out
 	return m
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -206,4 +207,20 @@ func FuzzScrubber(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A long secret (a kilobyte-long JWT as a runtime credential) costs
+// memory linear in its length, not a table of states × bytes.
+func TestScrubberSizeIsLinear(t *testing.T) {
+	jwt := strings.Repeat("eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.", 60) // 2.2 KB
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	s := NewScrubber(jwt)
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 2<<20 {
+		t.Errorf("a 2.2 KB secret's scrubber allocated %d bytes", grew)
+	}
+	if got := s.String("x " + jwt + " y"); got != "x "+Mask+" y" {
+		t.Errorf("long secret: %.80q", got)
+	}
 }
