@@ -60,6 +60,20 @@ func (c MCPConfig) Validate() error {
 	return nil
 }
 
+// Secrets are the values of the URL's query (hosted MCP servers often
+// take their key there): the deployment's scrubber masks them.
+func (c MCPConfig) Secrets() []string {
+	u, err := url.Parse(c.URL)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, vs := range u.Query() {
+		out = append(out, vs...)
+	}
+	return out
+}
+
 // MCPOptions configures an MCPSource. The zero value is usable.
 type MCPOptions struct {
 	// OnChange is called with the server's new tool list after the server

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -441,5 +442,13 @@ func TestRouterScrubsMCPResults(t *testing.T) {
 	}
 	if got := string(resp.Body); strings.Contains(got, "echoed") || strings.Count(got, Mask) != 2 {
 		t.Errorf("MCP result = %s", got)
+	}
+}
+
+func TestMCPConfigSecrets(t *testing.T) {
+	got := MCPConfig{ID: "m", URL: "https://mcp.example/sse?api_key=MCPKEY-123456&x=1"}.Secrets()
+	sort.Strings(got)
+	if strings.Join(got, ",") != "1,MCPKEY-123456" {
+		t.Errorf("Secrets = %v", got)
 	}
 }
