@@ -20,8 +20,11 @@ type Definition struct {
 	MaxSteps int `json:"max_steps,omitempty" yaml:"max_steps"`
 	// ViewChars overrides the deployment's size-guard budget for what one
 	// tool result may put in front of the model. Zero: the deployment's.
-	ViewChars  int       `json:"view_chars,omitempty" yaml:"view_chars"`
-	AgentTools []Binding `json:"agentTools" yaml:"agentTools"`
+	ViewChars int `json:"view_chars,omitempty" yaml:"view_chars"`
+	// Context is the budget of what one step sends the model. Nil: the
+	// model's known context window (see ContextWindow).
+	Context    *ContextConfig `json:"context,omitempty" yaml:"context"`
+	AgentTools []Binding      `json:"agentTools" yaml:"agentTools"`
 	// Deleted marks a stored tombstone: an agent from the config file
 	// deleted through the API stays deleted.
 	Deleted bool `json:"deleted,omitempty" yaml:"-"`
@@ -123,6 +126,9 @@ func (d *Definition) Validate() error {
 	}
 	if d.ViewChars < 0 {
 		return &FieldError{Field: "view_chars", Msg: "must not be negative"}
+	}
+	if err := d.Context.validate(); err != nil {
+		return err
 	}
 	for i, b := range d.AgentTools {
 		f := fmt.Sprintf("agentTools[%d]", i)

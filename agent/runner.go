@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -54,6 +55,9 @@ type Runner struct {
 	opt RunnerOptions
 	log *slog.Logger
 
+	verdicts *verdictCache // compacted older tool results
+	calib    sync.Map      // model name → calibrated characters per token (float64)
+
 	indexMu    sync.Mutex
 	indexes    sync.Map // pool fingerprint → *discovery.Index
 	indexCount int      // entries in indexes; guarded by indexMu
@@ -70,7 +74,7 @@ func NewRunner(opt RunnerOptions) *Runner {
 	if opt.ResultTTL <= 0 {
 		opt.ResultTTL = loop.DefaultResultTTL
 	}
-	r := &Runner{opt: opt, log: opt.Logger}
+	r := &Runner{opt: opt, log: opt.Logger, verdicts: newVerdictCache(verdictCacheSize)}
 	if r.log == nil {
 		r.log = slog.Default()
 	}
@@ -100,6 +104,12 @@ type Turn struct {
 	// Emit appends a chunk to the run's stream. It must be safe for
 	// concurrent use (parallel tool calls report progress at once).
 	Emit func(stream.Chunk) error
+	// Checkpoint, when set, is called after every step that made tool
+	// calls with a copy of the thread holding the assistant message so
+	// far, for the caller to save: a crash then loses at most the step in
+	// flight. Its error is logged and the turn goes on. Nil: the thread
+	// is only what Run leaves in Thread.
+	Checkpoint func(ctx context.Context, t *Thread) error
 }
 
 // ErrNoAgent is returned when the turn's agent no longer exists.
@@ -113,7 +123,12 @@ type turnState struct {
 	// pending are stored results that were cut and not yet queried: the
 	// next step offers only the retrieval tools.
 	pending map[string]bool
-	mu      sync.Mutex // guards msg.Parts, pending and Thread.Results during tool calls
+	// cpt is the characters-per-token estimate calibrated on this turn's
+	// previous step (0: none yet); reported is that step's prompt tokens.
+	cpt      float64
+	reported int
+	older    olderMemo  // the older turns' model messages, built once per turn
+	mu       sync.Mutex // guards msg.Parts, pending and Thread.Results during tool calls
 }
 
 // Run runs one turn to its end, emitting the UI message stream: start,
@@ -156,6 +171,10 @@ func publicError(err error) string {
 	if errors.Is(err, ErrNoAgent) {
 		return "the agent no longer exists"
 	}
+	var be *ContextBudgetError
+	if errors.As(err, &be) {
+		return be.Error()
+	}
 	return "the turn failed; see the server log"
 }
 
@@ -185,6 +204,25 @@ func (r *Runner) steps(ctx context.Context, st *turnState) error {
 		if err != nil || len(calls) == 0 {
 			return err
 		}
+		r.checkpoint(ctx, st)
+	}
+}
+
+// checkpoint hands Turn.Checkpoint a copy of the thread with the assistant
+// message so far. It runs between steps, when no tool call is running.
+func (r *Runner) checkpoint(ctx context.Context, st *turnState) {
+	if st.Checkpoint == nil {
+		return
+	}
+	st.mu.Lock()
+	t := *st.Thread
+	msg := st.msg
+	msg.Parts = slices.Clone(st.msg.Parts)
+	t.Msgs = append(slices.Clone(st.Thread.Msgs), msg)
+	t.Loaded, t.Results = slices.Clone(t.Loaded), slices.Clone(t.Results)
+	st.mu.Unlock()
+	if err := st.Checkpoint(ctx, &t); err != nil {
+		r.log.Warn("saving the thread after a step", "thread", t.Key, "err", err)
 	}
 }
 
@@ -195,11 +233,23 @@ func (r *Runner) step(ctx context.Context, st *turnState, def Definition, bound 
 	if err != nil {
 		return nil, err
 	}
-	msgs := r.messages(st, def, bound)
+	model := def.Model
+	if model == "" {
+		model = r.opt.ModelName
+	}
+	fitted, bud, err := r.fitStep(st, def, bound, tl.specs, model)
+	if err != nil {
+		return nil, err
+	}
+	msgs := fitted.msgs
 	if err := st.Emit(stream.StartStep{}); err != nil {
 		return nil, err
 	}
 	st.msg.Parts = append(st.msg.Parts, Part{Type: "step-start"})
+	if err := st.Emit(fitted.report(step, bud, st.reported).Chunk()); err != nil {
+		return nil, err
+	}
+	var usage Usage
 
 	textID, reasonID := fmt.Sprintf("txt_%d", step), fmt.Sprintf("rsn_%d", step)
 	var text, reasoning strings.Builder
@@ -216,7 +266,7 @@ func (r *Runner) step(ctx context.Context, st *turnState, def Definition, bound 
 			st.msg.Parts = append(st.msg.Parts, Part{Type: "text", Text: text.String(), State: "done"})
 		}
 	}
-	for ev, err := range r.opt.Model.Stream(ctx, ModelRequest{Model: r.opt.ModelName, Messages: msgs, Tools: tl.specs}) {
+	for ev, err := range r.opt.Model.Stream(ctx, ModelRequest{Model: model, Messages: msgs, Tools: tl.specs}) {
 		if err != nil {
 			keepPartial()
 			if ctx.Err() != nil {
@@ -266,8 +316,11 @@ func (r *Runner) step(ctx context.Context, st *turnState, def Definition, bound 
 			if err := st.Emit(stream.ToolInputDelta{ToolCallID: c.ID, InputTextDelta: ev.ArgsDelta}); err != nil {
 				return nil, err
 			}
+		case EventFinish:
+			usage = ev.Usage
 		}
 	}
+	r.calibrate(st, bud, fitted.chars, usage)
 	if reasonOpen {
 		st.msg.Parts = append(st.msg.Parts, Part{Type: "reasoning", Text: reasoning.String(), State: "done"})
 		if err := st.Emit(stream.ReasoningEnd{ID: reasonID}); err != nil {
@@ -293,10 +346,10 @@ func (r *Runner) step(ctx context.Context, st *turnState, def Definition, bound 
 	return list, nil
 }
 
-// messages builds the step's messages: the agent's system prompt, the
-// looping guidance as a separate system message when the agent holds a
-// looping tool, then the thread.
-func (r *Runner) messages(st *turnState, def Definition, bound []boundTool) []Message {
+// systemMessages are the step's system messages: the agent's system
+// prompt, then the looping guidance as a separate system message when
+// the agent holds a looping tool. The thread follows them (see fitStep).
+func systemMessages(def Definition, bound []boundTool) []Message {
 	var msgs []Message
 	if def.System != "" {
 		msgs = append(msgs, Message{Role: RoleSystem, Content: def.System})
@@ -307,15 +360,7 @@ func (r *Runner) messages(st *turnState, def Definition, bound []boundTool) []Me
 			break
 		}
 	}
-	thread := st.Thread.Msgs
-	st.mu.Lock()
-	current := st.msg
-	current.Parts = append([]Part(nil), st.msg.Parts...)
-	st.mu.Unlock()
-	if len(current.Parts) > 0 {
-		thread = append(append([]UIMessage(nil), thread...), current)
-	}
-	return append(msgs, ModelMessages(thread)...)
+	return msgs
 }
 
 // runCalls runs one step's tool calls concurrently, within the bound,
@@ -453,7 +498,7 @@ func toolErrorText(err error) string {
 	var ae *loop.RetrievalArgError
 	switch {
 	case errors.As(err, &te):
-		return te.Message
+		return te.Error() // with its code
 	case errors.As(err, &ae):
 		return ae.Error()
 	case errors.Is(err, loop.ErrResultNotFound), errors.Is(err, loop.ErrResultExpired):

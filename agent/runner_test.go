@@ -188,7 +188,7 @@ func TestRunnerLoopingTurn(t *testing.T) {
 		t.Errorf("tool message: %+v", last)
 	}
 	types := strings.Join(rec.types(), " ")
-	want := "start start-step tool-input-start tool-input-delta tool-input-available data-tool-loop-progress"
+	want := "start start-step data-context tool-input-start tool-input-delta tool-input-available data-tool-loop-progress"
 	if !strings.HasPrefix(types, want) || !strings.HasSuffix(types, "finish-step finish") {
 		t.Errorf("chunks: %s", types)
 	}
@@ -339,5 +339,54 @@ func TestModelMessagesRoundTrip(t *testing.T) {
 	}
 	if got[3].Content != `{"error":"boom"}` {
 		t.Errorf("error result = %s", got[3].Content)
+	}
+}
+
+// TestRunnerCheckpointsEveryStep: after each step with tool calls the
+// runner hands out a copy of the thread holding the turn so far — what a
+// crash in the next step would leave — without touching the live thread.
+func TestRunnerCheckpointsEveryStep(t *testing.T) {
+	m := &scriptModel{steps: []func(ModelRequest) []ModelEvent{
+		func(ModelRequest) []ModelEvent { return call("c1", "list_items", `{"page":1}`) },
+		func(ModelRequest) []ModelEvent { return call("c2", "list_items", `{"page":2}`) },
+	}}
+	r, _ := newTestRunner(t, m, nil)
+	def := Definition{ID: "a", AgentTools: []Binding{{ToolID: "p.list_items"}}}
+	rec := &recorder{}
+	tr := turn(def, rec)
+	var saved []*Thread
+	tr.Checkpoint = func(_ context.Context, th *Thread) error {
+		if len(tr.Thread.Msgs) != 1 {
+			t.Errorf("the live thread holds %d messages mid-turn; want only the user's", len(tr.Thread.Msgs))
+		}
+		b, _ := json.Marshal(th) // a deep copy, as a store would keep it
+		var c Thread
+		json.Unmarshal(b, &c)
+		saved = append(saved, &c)
+		return fmt.Errorf("the store is down") // logged; the turn goes on
+	}
+	if err := r.Run(context.Background(), tr); err != nil {
+		t.Fatal(err)
+	}
+	if len(saved) != 2 {
+		t.Fatalf("%d checkpoints; want one per step with tool calls (2)", len(saved))
+	}
+	for i, th := range saved {
+		if len(th.Msgs) != 2 || th.Msgs[0].ID != "u1" || th.Msgs[1].Role != RoleAssistant {
+			t.Fatalf("checkpoint %d: %+v", i, th.Msgs)
+		}
+		var done []string
+		for _, p := range th.Msgs[1].Parts {
+			if p.Type == "dynamic-tool" && p.State == "output-available" {
+				done = append(done, p.ToolCallID)
+			}
+		}
+		if len(done) != i+1 || done[i] != fmt.Sprintf("c%d", i+1) {
+			t.Errorf("checkpoint %d holds finished calls %v", i, done)
+		}
+	}
+	final := tr.Thread.Msgs[len(tr.Thread.Msgs)-1]
+	if final.ID != saved[1].Msgs[1].ID || len(final.Parts) <= len(saved[1].Msgs[1].Parts) {
+		t.Errorf("the final message should extend the checkpointed one: %d vs %d parts", len(final.Parts), len(saved[1].Msgs[1].Parts))
 	}
 }

@@ -1,11 +1,15 @@
 package agent
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -39,8 +43,12 @@ type KeptResult struct {
 
 // ThreadKey builds a thread's storage key.
 func ThreadKey(userID, agentID, chatID string) string {
-	return "u=" + url.PathEscape(userID) + ";a=" + url.PathEscape(agentID) + ";c=" + url.PathEscape(chatID)
+	return userKeyPrefix(userID) + "a=" + url.PathEscape(agentID) + ";c=" + url.PathEscape(chatID)
 }
+
+// userKeyPrefix starts the keys of every thread of userID (PathEscape
+// escapes ';', so no user's prefix is another's).
+func userKeyPrefix(userID string) string { return "u=" + url.PathEscape(userID) + ";" }
 
 // liveResults reports whether the thread holds a stored result that has
 // not expired at now.
@@ -84,26 +92,102 @@ type DefinitionStore interface {
 var (
 	bucketThreads = []byte("threads")
 	bucketAgents  = []byte("agents")
+	// bucketThreadAge maps a thread key to its last update (8 bytes, Unix
+	// nanoseconds, big-endian): what retention reads without decoding
+	// threads.
+	bucketThreadAge = []byte("thread_age")
 )
 
+// Retention bounds what a BoltStore keeps; the oldest go first. Zero
+// fields mean the defaults; a negative one lifts its bound.
+type Retention struct {
+	// MaxThreadsPerUser: when a user's new thread puts them over it, their
+	// least recently updated threads are deleted. Zero: 1000.
+	MaxThreadsPerUser int
+	// MaxThreadBytes bounds one stored thread (its JSON): the oldest turns
+	// (a user message and the answers to it) are dropped from the stored
+	// copy until it fits; the newest turn is always kept whole. Zero: 4 MiB.
+	MaxThreadBytes int
+	// MaxAge: Prune deletes threads not updated for this long. Zero: 90
+	// days.
+	MaxAge time.Duration
+	// Now is Prune's clock. Nil: time.Now.
+	Now func() time.Time
+}
+
+// Retention defaults.
+const (
+	DefaultMaxThreadsPerUser = 1000
+	DefaultMaxThreadBytes    = 4 << 20
+	DefaultThreadMaxAge      = 90 * 24 * time.Hour
+)
+
+func (r Retention) withDefaults() Retention {
+	if r.MaxThreadsPerUser == 0 {
+		r.MaxThreadsPerUser = DefaultMaxThreadsPerUser
+	}
+	if r.MaxThreadBytes == 0 {
+		r.MaxThreadBytes = DefaultMaxThreadBytes
+	}
+	if r.MaxAge == 0 {
+		r.MaxAge = DefaultThreadMaxAge
+	}
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	return r
+}
+
 // BoltStore keeps threads and agent definitions in the embedded bbolt
-// file. Threads survive a restart.
-type BoltStore struct{ db *bolt.DB }
+// file. Threads survive a restart, within the store's Retention.
+type BoltStore struct {
+	db  *bolt.DB
+	ret Retention
+}
 
 // NewBoltStore returns a store on db, creating its buckets.
-func NewBoltStore(db *bolt.DB) (*BoltStore, error) {
+func NewBoltStore(db *bolt.DB, ret Retention) (*BoltStore, error) {
 	err := db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketThreads, bucketAgents} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
 		}
-		return nil
+		if tx.Bucket(bucketThreadAge) != nil {
+			return nil
+		}
+		// A store from before retention: index the threads it holds.
+		ages, err := tx.CreateBucket(bucketThreadAge)
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bucketThreads).ForEach(func(k, v []byte) error {
+			var t struct {
+				Updated time.Time `json:"updated"`
+			}
+			_ = json.Unmarshal(v, &t) // undecodable: indexed as oldest
+			return ages.Put(k, ageValue(t.Updated))
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent store: %w", err)
 	}
-	return &BoltStore{db: db}, nil
+	return &BoltStore{db: db, ret: ret.withDefaults()}, nil
+}
+
+func ageValue(t time.Time) []byte {
+	var b [8]byte
+	if !t.IsZero() {
+		binary.BigEndian.PutUint64(b[:], uint64(t.UnixNano()))
+	}
+	return b[:]
+}
+
+func ageOf(v []byte) int64 {
+	if len(v) != 8 {
+		return 0
+	}
+	return int64(binary.BigEndian.Uint64(v))
 }
 
 // GetThread implements ThreadStore.
@@ -120,13 +204,145 @@ func (s *BoltStore) GetThread(_ context.Context, key string) (*Thread, error) {
 	return t, err
 }
 
-// PutThread implements ThreadStore.
+// PutThread implements ThreadStore. The stored copy keeps within
+// MaxThreadBytes; a user's new thread may push out their oldest ones.
+// t itself is not changed.
 func (s *BoltStore) PutThread(_ context.Context, t *Thread) error {
-	v, err := json.Marshal(t)
+	v, err := s.encode(t)
 	if err != nil {
 		return err
 	}
-	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketThreads).Put([]byte(t.Key), v) })
+	key := []byte(t.Key)
+	return s.db.Update(func(tx *bolt.Tx) error {
+		ages := tx.Bucket(bucketThreadAge)
+		isNew := tx.Bucket(bucketThreads).Get(key) == nil
+		if err := tx.Bucket(bucketThreads).Put(key, v); err != nil {
+			return err
+		}
+		if err := ages.Put(key, ageValue(t.Updated)); err != nil {
+			return err
+		}
+		if isNew && s.ret.MaxThreadsPerUser > 0 {
+			return s.pruneUser(tx, t.UserID, key)
+		}
+		return nil
+	})
+}
+
+// encode marshals t, dropping its oldest turns while it is over
+// MaxThreadBytes.
+func (s *BoltStore) encode(t *Thread) ([]byte, error) {
+	v, err := json.Marshal(t)
+	if err != nil || s.ret.MaxThreadBytes <= 0 || len(v) <= s.ret.MaxThreadBytes {
+		return v, err
+	}
+	// Sizes of the messages, to find the first turn to keep in one pass.
+	sizes := make([]int, len(t.Msgs))
+	total := 0
+	for i, m := range t.Msgs {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		sizes[i] = len(b) + 1 // and its comma
+		total += sizes[i]
+	}
+	last := 0 // where the newest turn starts
+	for i, m := range t.Msgs {
+		if m.Role == RoleUser {
+			last = i
+		}
+	}
+	over := len(v) - s.ret.MaxThreadBytes
+	cut, dropped := 0, 0
+	for i := range last {
+		if dropped >= over && t.Msgs[i].Role == RoleUser {
+			break
+		}
+		dropped += sizes[i]
+		cut = i + 1
+	}
+	// Cut only at a turn's start, so no answer is kept without its
+	// question.
+	for cut < last && t.Msgs[cut].Role != RoleUser {
+		cut++
+	}
+	if cut == 0 {
+		return v, nil
+	}
+	trimmed := *t
+	trimmed.Msgs = t.Msgs[cut:]
+	return json.Marshal(&trimmed)
+}
+
+// pruneUser deletes user's least recently updated threads beyond
+// MaxThreadsPerUser, never keep.
+func (s *BoltStore) pruneUser(tx *bolt.Tx, user string, keep []byte) error {
+	prefix := []byte(userKeyPrefix(user))
+	type aged struct {
+		key []byte
+		at  int64
+	}
+	var mine []aged
+	c := tx.Bucket(bucketThreadAge).Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		mine = append(mine, aged{bytes.Clone(k), ageOf(v)})
+	}
+	excess := len(mine) - s.ret.MaxThreadsPerUser
+	if excess <= 0 {
+		return nil
+	}
+	slices.SortFunc(mine, func(a, b aged) int { return cmp.Compare(a.at, b.at) })
+	for _, a := range mine {
+		if excess == 0 {
+			break
+		}
+		if bytes.Equal(a.key, keep) {
+			continue
+		}
+		if err := s.deleteThread(tx, a.key); err != nil {
+			return err
+		}
+		excess--
+	}
+	return nil
+}
+
+func (s *BoltStore) deleteThread(tx *bolt.Tx, key []byte) error {
+	if err := tx.Bucket(bucketThreads).Delete(key); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketThreadAge).Delete(key)
+}
+
+// Prune deletes the threads not updated within MaxAge and reports how
+// many. The server runs it at start and then hourly.
+func (s *BoltStore) Prune(_ context.Context) (int, error) {
+	if s.ret.MaxAge <= 0 {
+		return 0, nil
+	}
+	cutoff := s.ret.Now().Add(-s.ret.MaxAge).UnixNano()
+	n := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		var old [][]byte
+		err := tx.Bucket(bucketThreadAge).ForEach(func(k, v []byte) error {
+			if ageOf(v) < cutoff {
+				old = append(old, bytes.Clone(k))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range old {
+			if err := s.deleteThread(tx, k); err != nil {
+				return err
+			}
+		}
+		n = len(old)
+		return nil
+	})
+	return n, err
 }
 
 // ListDefinitions implements DefinitionStore.

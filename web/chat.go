@@ -18,18 +18,21 @@ import (
 // runDeadline bounds one turn, whoever is or is not listening.
 const runDeadline = 10 * time.Minute
 
-// activeRun is a turn in progress.
+// activeRun is a turn or workflow run in progress. cancel is set before
+// the run is claimed.
 type activeRun struct {
 	id     string
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// runSet tracks the turn in progress per thread: one at a time.
+// runSet tracks the turn in progress per thread (one at a time) and the
+// running workflow runs.
 type runSet struct {
 	mu sync.Mutex
 	m  map[string]*activeRun
-	wg sync.WaitGroup
+	// idle is closed (and replaced) whenever a run ends, to wake waitIdle.
+	idle chan struct{}
 }
 
 func (rs *runSet) get(key string) *activeRun {
@@ -49,15 +52,51 @@ func (rs *runSet) claim(key string, r *activeRun) bool {
 		return false
 	}
 	rs.m[key] = r
-	rs.wg.Add(1)
 	return true
 }
 
 func (rs *runSet) release(key string) {
 	rs.mu.Lock()
+	defer rs.mu.Unlock()
 	delete(rs.m, key)
-	rs.mu.Unlock()
-	rs.wg.Done()
+	if rs.idle != nil {
+		close(rs.idle)
+		rs.idle = nil
+	}
+}
+
+func (rs *runSet) count() int {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return len(rs.m)
+}
+
+// waitIdle waits until no run is active or d has passed (d < 0: no
+// limit); it reports whether none is.
+func (rs *runSet) waitIdle(d time.Duration) bool {
+	var timeout <-chan time.Time
+	if d >= 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		rs.mu.Lock()
+		if len(rs.m) == 0 {
+			rs.mu.Unlock()
+			return true
+		}
+		if rs.idle == nil {
+			rs.idle = make(chan struct{})
+		}
+		wake := rs.idle
+		rs.mu.Unlock()
+		select {
+		case <-wake:
+		case <-timeout:
+			return false
+		}
+	}
 }
 
 // stopAll cancels every run and waits for them to save their threads.
@@ -67,7 +106,7 @@ func (rs *runSet) stopAll() {
 		r.cancel()
 	}
 	rs.mu.Unlock()
-	rs.wg.Wait()
+	rs.waitIdle(-1)
 }
 
 // chatRequest is the AI SDK's request body (DefaultChatTransport). Fields
@@ -97,13 +136,18 @@ func (s *Server) chat(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	key := agent.ThreadKey(p.UserID, agentID, req.ID)
-	run := &activeRun{id: "run_" + randomHex(16), done: make(chan struct{})}
+	// The run ends with its deadline, a stop, or the end of the shutdown
+	// grace (baseCtx), never with the request.
+	runCtx, cancel := context.WithTimeout(s.baseCtx, runDeadline)
+	run := &activeRun{id: "run_" + randomHex(16), done: make(chan struct{}), cancel: cancel}
 	if !s.runs.claim(key, run) {
+		cancel()
 		return apiErr(http.StatusConflict, "conflict", "a turn is already running on this chat; resume its stream or stop it first")
 	}
 	started := false
 	defer func() {
 		if !started {
+			cancel()
 			s.runs.release(key)
 		}
 	}()
@@ -118,11 +162,15 @@ func (s *Server) chat(c echo.Context) error {
 	if err := applyRequest(thread, req); err != nil {
 		return badRequest(err.Error())
 	}
+	// The user's message is saved before the turn starts, and the thread
+	// again after every step, so a crash loses at most the step in flight.
+	thread.Updated = time.Now().UTC()
+	if err := s.threads.PutThread(ctx, thread); err != nil {
+		return internal(err)
+	}
 	if err := s.events.Open(ctx, run.id); err != nil {
 		return internal(err)
 	}
-	runCtx, cancel := context.WithTimeout(context.WithoutCancel(s.baseCtx), runDeadline)
-	run.cancel = cancel
 	started = true
 	go s.runTurn(runCtx, key, run, thread, p)
 	err = stream.Serve(c.Response(), c.Request(), s.events, run.id, stream.ServeOptions{})
@@ -183,24 +231,33 @@ func (s *Server) runTurn(ctx context.Context, key string, run *activeRun, thread
 	err := s.runner.Run(ctx, &agent.Turn{
 		Agent:  func() (agent.Definition, bool) { return s.agents.Get(agentID) },
 		Thread: thread, Org: s.cfg.Org, User: p.UserID, CacheScope: p.CacheScope, Credentials: p.Credentials,
-		Connections: userConnections{s: s, user: p.UserID, session: p.Credentials},
+		Connections: userConnections{s: s, user: p.UserID, session: p.Credentials, sessionHash: p.Session},
 		Emit: func(ch stream.Chunk) error {
 			_, err := s.events.Append(context.WithoutCancel(ctx), run.id, ch)
 			return err
 		},
+		Checkpoint: s.saveThread,
 	})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		s.log.Info("turn ended with an error", "thread", key, "err", err)
 	}
-	thread.Updated = time.Now().UTC()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := s.threads.PutThread(sctx, thread); err != nil {
+	if err := s.saveThread(ctx, thread); err != nil {
 		s.log.Error("saving thread", "thread", key, "err", err)
 	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	if err := s.events.Close(sctx, run.id); err != nil {
 		s.log.Error("closing run log", "run", run.id, "err", err)
 	}
+}
+
+// saveThread stores t stamped with the time, on a context of its own: a
+// cancelled turn is still saved.
+func (s *Server) saveThread(ctx context.Context, t *agent.Thread) error {
+	t.Updated = time.Now().UTC()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return s.threads.PutThread(sctx, t)
 }
 
 // resume streams the active run of a chat: 204 when none is active.

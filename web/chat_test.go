@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"iter"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -415,11 +416,17 @@ func TestAgentsAPI(t *testing.T) {
 		{"PATCH", "/v1/agents/nope/tools/acme.list_orders", map[string]any{"loop_responses": true}, 404, "not_found"},
 		{"PUT", "/v1/agents/a2", map[string]any{"agentTools": []any{map[string]any{"tool_id": "acme.nope"}}}, 400, "agentTools[0]"},
 		{"PUT", "/v1/agents/a2", map[string]any{"max_steps": 1000}, 400, "max_steps"},
+		{"PUT", "/v1/agents/a2", map[string]any{"context": map[string]any{"keep_recent_steps": -1}}, 400, "context.keep_recent_steps"},
+		{"PUT", "/v1/agents/a2", map[string]any{"context": map[string]any{"max_token": 5}}, 400, "unknown field"},
 	} {
 		st, b := ts.do(t, tt.method, tt.path, "", tt.body)
 		if st != tt.status || !strings.Contains(string(b), tt.want) {
 			t.Errorf("%s %s: %d %s", tt.method, tt.path, st, b)
 		}
+	}
+	if st, b := ts.do(t, "PUT", "/v1/agents/a3", "", map[string]any{"context": map[string]any{"max_tokens": 50000, "keep_recent_steps": 0}}); st != 200 ||
+		!strings.Contains(string(b), `"context":{"max_tokens":50000,"keep_recent_steps":0}`) {
+		t.Errorf("put a3 with a context budget: %d %s", st, b)
 	}
 	if st, _ := ts.do(t, "PUT", "/v1/agents/a2", "", map[string]any{"system": "s", "agentTools": []any{map[string]any{"toolkit": "chat"}}}); st != 200 {
 		t.Errorf("put a2: %d", st)
@@ -489,11 +496,13 @@ func TestReplayDemoTranscript(t *testing.T) {
 	}
 }
 
-// TestGracefulShutdown: cancelling Run's context stops the running turns
-// (their streams end with abort, their threads are saved) and returns.
+// TestGracefulShutdown: cancelling Run's context closes the listener at
+// once and, after the shutdown grace, stops the running turns (their
+// streams end with abort, their threads are saved) and returns.
 func TestGracefulShutdown(t *testing.T) {
 	cfg := DemoConfig()
 	cfg.DataDir = t.TempDir()
+	cfg.ShutdownGrace = 300 * time.Millisecond
 	srv, err := New(context.Background(), cfg, Options{Stdout: io.Discard, Model: gateModel{make(chan struct{})}})
 	if err != nil {
 		t.Fatal(err)
@@ -508,6 +517,18 @@ func TestGracefulShutdown(t *testing.T) {
 	defer resp.Body.Close()
 	waitActive(t, ts, agent.ThreadKey("", "demo", "g1"))
 	cancel()
+	refused := time.Now().Add(time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", ln.Addr().String(), 100*time.Millisecond)
+		if err != nil {
+			break
+		}
+		c.Close()
+		if time.Now().After(refused) {
+			t.Fatal("the listener still accepts connections 1 s after the shutdown began")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	select {
 	case err := <-served:
 		if err != nil {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/tools"
@@ -36,6 +39,23 @@ type Config struct {
 	MCPServers []tools.MCPConfig  `yaml:"mcp_servers"`
 	Agents     []agent.Definition `yaml:"agents"`
 
+	// ShutdownGrace is how long running turns and workflow runs may go on
+	// after SIGTERM before they are cancelled (each then ends with an
+	// abort and is saved). Zero: 20 s.
+	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+	// ShutdownDelay is how long /readyz answers 503 before the listener
+	// closes, for a load balancer that watches it. Zero: the listener
+	// closes at once.
+	ShutdownDelay time.Duration `yaml:"shutdown_delay"`
+	// CORS lets browser front ends on other origins call the API.
+	CORS CORSConfig `yaml:"cors"`
+	// Threads bounds the stored threads.
+	Threads ThreadsConfig `yaml:"threads"`
+	// TrustedProxies are the addresses (CIDR or single IP) of reverse
+	// proxies whose X-Forwarded-For names the client. Zero: none, so the
+	// client is the connection's peer.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+
 	// File is the path the config was read from ("" for the built-in demo).
 	File string `yaml:"-"`
 	// lines maps a key path such as "agents[0].agentTools[1]" to its line.
@@ -50,7 +70,39 @@ type Config struct {
 	// toolkitNoOrgToken (tests) keeps the demo toolkits without an
 	// organization credential, so users must connect them.
 	toolkitNoOrgToken bool
+	// adminKeyFromEnv: AdminKey came from TRAWL_ADMIN_KEY, not the file.
+	adminKeyFromEnv bool
 }
+
+// CORSConfig lists the origins whose browser pages may call the API.
+type CORSConfig struct {
+	// AllowedOrigins are exact origins (scheme://host[:port]). Zero: none.
+	AllowedOrigins []string `yaml:"allowed_origins"`
+}
+
+// ThreadsConfig is the retention of stored threads: the oldest go first.
+// Zero fields keep the defaults; -1 lifts a bound.
+type ThreadsConfig struct {
+	// MaxPerUser is how many threads one user keeps. Zero: 1000.
+	MaxPerUser int `yaml:"max_per_user"`
+	// MaxBytes bounds one stored thread; its oldest turns are dropped
+	// (the newest is always kept). Zero: 4 MiB.
+	MaxBytes int `yaml:"max_bytes"`
+	// MaxAgeDays deletes threads not updated for that many days. Zero: 90.
+	MaxAgeDays int `yaml:"max_age_days"`
+}
+
+// retention is the thread store's Retention for this config.
+func (c *Config) retention() agent.Retention {
+	r := agent.Retention{MaxThreadsPerUser: c.Threads.MaxPerUser, MaxThreadBytes: c.Threads.MaxBytes}
+	if c.Threads.MaxAgeDays != 0 {
+		r.MaxAge = time.Duration(c.Threads.MaxAgeDays) * 24 * time.Hour
+	}
+	return r
+}
+
+// MinAdminKeyLength is the shortest admin key trawl accepts.
+const MinAdminKeyLength = 24
 
 // CacheConfig is the dataset cache's deployment mode.
 type CacheConfig struct {
@@ -403,6 +455,35 @@ func (c *Config) validate() error {
 		c.Limits.Bytes < 0 || c.Limits.Seconds < 0 || c.Limits.ForEachValues < 0 {
 		return c.errAt("limits", "limits must not be negative")
 	}
+	if c.ShutdownGrace < 0 {
+		return c.errAt("shutdown_grace", "must not be negative")
+	}
+	if c.ShutdownDelay < 0 {
+		return c.errAt("shutdown_delay", "must not be negative")
+	}
+	for i, o := range c.CORS.AllowedOrigins {
+		if err := checkOrigin(o); err != nil {
+			return c.errAt(fmt.Sprintf("cors.allowed_origins[%d]", i), err.Error())
+		}
+		c.CORS.AllowedOrigins[i] = strings.ToLower(o)
+	}
+	for _, b := range []struct {
+		key string
+		v   int
+	}{{"threads.max_per_user", c.Threads.MaxPerUser}, {"threads.max_bytes", c.Threads.MaxBytes}, {"threads.max_age_days", c.Threads.MaxAgeDays}} {
+		if b.v < -1 {
+			return c.errAt(b.key, "must be positive (0 keeps the default, -1 lifts the bound)")
+		}
+	}
+	if c.Threads.MaxBytes > 0 && c.Threads.MaxBytes < 64<<10 {
+		return c.errAt("threads.max_bytes", "must be at least 65536 (64 KiB)")
+	}
+	if _, err := c.trustedProxies(); err != nil {
+		return err
+	}
+	if err := c.checkAdminKey(); err != nil {
+		return err
+	}
 	if c.Discovery.DirectBudget < 0 {
 		return c.errAt("discovery.direct_budget", "must not be negative")
 	}
@@ -454,6 +535,63 @@ func (c *Config) validate() error {
 	return nil
 }
 
+// checkOrigin accepts an exact web origin: scheme://host[:port], nothing
+// more.
+func checkOrigin(o string) error {
+	if o == "*" {
+		return errors.New(`"*" is not accepted: list each origin (scheme://host[:port])`)
+	}
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		u.Path != "" || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(o, "/") {
+		return fmt.Errorf("%q is not an origin: want scheme://host[:port], without a path", o)
+	}
+	return nil
+}
+
+// trustedProxies parses TrustedProxies.
+func (c *Config) trustedProxies() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for i, p := range c.TrustedProxies {
+		pfx, err := parsePrefix(p)
+		if err != nil {
+			return nil, c.errAt(fmt.Sprintf("trusted_proxies[%d]", i), err.Error())
+		}
+		out = append(out, pfx)
+	}
+	return out, nil
+}
+
+// parsePrefix reads a CIDR or a single address.
+func parsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not an address or CIDR", s)
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not an address or CIDR", s)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// checkAdminKey refuses a configured admin key that is too short to be
+// safe, naming where it came from.
+func (c *Config) checkAdminKey() error {
+	if c.AdminKey == "" || len(c.AdminKey) >= MinAdminKeyLength {
+		return nil
+	}
+	msg := fmt.Sprintf("is %d characters; an admin key must be at least %d (or leave it unset to have one generated)", len(c.AdminKey), MinAdminKeyLength)
+	if c.adminKeyFromEnv {
+		return &ConfigError{File: "environment", Key: "TRAWL_ADMIN_KEY", Msg: msg}
+	}
+	return c.errAt("admin_key", msg)
+}
+
 func validIdent(s string) bool {
 	if s == "" || len(s) > 64 {
 		return false
@@ -489,7 +627,7 @@ func (c *Config) resolvePaths(dir string) {
 // (which selects the openai provider unless another is named).
 func (c *Config) ApplyEnv(lookup func(string) (string, bool)) {
 	if v, ok := lookup("TRAWL_ADMIN_KEY"); ok && v != "" && c.AdminKey == "" {
-		c.AdminKey = v
+		c.AdminKey, c.adminKeyFromEnv = v, true
 	}
 	if v, ok := lookup("OPENAI_API_KEY"); ok && v != "" && c.Model.APIKey == "" && (c.Model.Provider == "" || c.Model.Provider == "openai") {
 		c.Model.APIKey, c.Model.Provider = v, "openai"

@@ -38,11 +38,11 @@ agents:
       - {toolkit: chat, discovery: false}
 `
 	cfg, err := ParseConfig("trawl.yaml", []byte(text), env(map[string]string{
-		"TRAWL_ADMIN_KEY": "k1", "ACME_TOKEN": "t1", "OPENAI_API_KEY": "sk-1"}))
+		"TRAWL_ADMIN_KEY": "k1-0123456789abcdef012345", "ACME_TOKEN": "t1", "OPENAI_API_KEY": "sk-1"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Listen != "127.0.0.1:9090" || cfg.AdminKey != "k1" || cfg.Providers[0].Auth.Token != "t1" || cfg.Model.APIKey != "sk-1" {
+	if cfg.Listen != "127.0.0.1:9090" || cfg.AdminKey != "k1-0123456789abcdef012345" || cfg.Providers[0].Auth.Token != "t1" || cfg.Model.APIKey != "sk-1" {
 		t.Errorf("env expansion: listen=%q key=%q token=%q", cfg.Listen, cfg.AdminKey, cfg.Providers[0].Auth.Token)
 	}
 	if cfg.Cache.Mode != "shadow" || cfg.Limits.Pages != 5 || cfg.Limits.ViewChars != 20000 {
@@ -73,6 +73,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"binding without tool", "agents:\n  - id: a\n    agentTools:\n      - {loop_responses: true}\n", "trawl.yaml:4: agents[0].agentTools[0]: needs tool_id or toolkit"},
 		{"bad discovery", "agents:\n  - id: a\n    agentTools:\n      - {toolkit: m, discovery: maybe}\n", "discovery must be auto, true or false"},
 		{"duplicate agent", "agents:\n  - {id: a}\n  - {id: a}\n", `agent id "a" is used twice`},
+		{"bad context budget", "agents:\n  - id: a\n    context: {max_tokens: -5}\n", "trawl.yaml:3: agents[0].context.max_tokens: must not be negative"},
+		{"unknown context key", "agents:\n  - id: a\n    context: {max_token: 5}\n", `agents[0].context.max_token: unknown key "max_token" (did you mean "max_tokens"?)`},
 		{"malformed env", "admin_key: ${OOPS\n", "malformed ${…} reference"},
 		{"not a mapping", "- a\n- b\n", "the top level must be a mapping"},
 		{"syntax", "org: [a\n", "trawl.yaml"},

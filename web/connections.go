@@ -5,6 +5,9 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -25,27 +28,51 @@ import (
 
 // connections keeps the connected-app credentials users store on the
 // connect page, sealed with the deployment's own key (saved in data_dir),
-// and the short-lived codes that open that page.
+// and the short-lived codes and attempts that guard that page.
+//
+// A connect link carries a code bound to the user and the session that
+// asked for it. Opening the link spends the code: it becomes an attempt
+// bound to that browser by a cookie, with a CSRF token in the form; only
+// the cookie and the token together, same-origin, within the attempt's
+// TTL and while the session lives, store a credential — once. So a link
+// someone else opens first or a form posted from another site stores
+// nothing, and the page names the account it connects.
 type connections struct {
 	db     *bolt.DB
 	aead   cipher.AEAD
 	orgTKs func(toolkit string) bool // toolkits with an organization credential
+	now    func() time.Time
 
-	mu    sync.Mutex
-	codes map[string]connectCode // by code hash
+	mu       sync.Mutex
+	codes    map[string]connectGrant // by code hash
+	attempts map[string]connectGrant // by cookie hash
 }
 
-type connectCode struct {
+// connectGrant is what a code or an attempt lets its holder do: store a
+// credential for User's Toolkit while Session lives.
+type connectGrant struct {
 	User, Toolkit string
+	Session       string // hash of the session token; "" for the admin key
+	CSRF          string // attempts only
 	Expires       time.Time
 }
 
 var bucketConnections = []byte("connections")
 
-// connectCodeTTL is how long a connect link works.
-const connectCodeTTL = 15 * time.Minute
+// connectCodeTTL is how long a connect link works; connectAttemptTTL is
+// how long the page, once opened, accepts the form; connectPending
+// bounds the codes and attempts held at once.
+const (
+	connectCodeTTL    = 10 * time.Minute
+	connectAttemptTTL = 10 * time.Minute
+	connectPending    = 10000
+)
 
-func newConnections(db *bolt.DB, dataDir string, orgTKs func(string) bool) (*connections, error) {
+// connectCookie holds an attempt's binding to the browser that opened
+// the link.
+const connectCookie = "trawl_connect"
+
+func newConnections(db *bolt.DB, dataDir string, orgTKs func(string) bool, now func() time.Time) (*connections, error) {
 	key, err := deploymentKey(dataDir)
 	if err != nil {
 		return nil, err
@@ -64,7 +91,8 @@ func newConnections(db *bolt.DB, dataDir string, orgTKs func(string) bool) (*con
 	}); err != nil {
 		return nil, err
 	}
-	return &connections{db: db, aead: aead, orgTKs: orgTKs, codes: map[string]connectCode{}}, nil
+	return &connections{db: db, aead: aead, orgTKs: orgTKs, now: now,
+		codes: map[string]connectGrant{}, attempts: map[string]connectGrant{}}, nil
 }
 
 // deploymentKey is a 256-bit key generated on first start and kept in
@@ -133,54 +161,118 @@ func (c *connections) Connected(ctx context.Context, user string, session map[st
 	return ok, err
 }
 
-// code mints a connect code for user and toolkit.
-func (c *connections) code(user, toolkit string) string {
-	code := randomHex(20)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := time.Now()
-	for k, v := range c.codes {
+// errTooManyPending refuses a connect link while too many are pending.
+var errTooManyPending = errors.New("too many connect links are pending; try again in a few minutes")
+
+// put stores g under a new random secret in m and returns the secret;
+// c.mu is held.
+func (c *connections) put(m map[string]connectGrant, g connectGrant) (string, error) {
+	now := c.now()
+	for k, v := range m {
 		if now.After(v.Expires) {
-			delete(c.codes, k)
+			delete(m, k)
 		}
 	}
-	c.codes[tokenHash(code)] = connectCode{User: user, Toolkit: toolkit, Expires: now.Add(connectCodeTTL)}
-	return code
+	if len(m) >= connectPending {
+		return "", errTooManyPending
+	}
+	secret := randomHex(20)
+	m[tokenHash(secret)] = g
+	return secret, nil
 }
 
-// redeem checks a code; use consumes it.
-func (c *connections) redeem(code, toolkit string, use bool) (string, bool) {
+// take returns the unexpired grant for toolkit stored under secret in m;
+// spend removes it.
+func (c *connections) take(m map[string]connectGrant, secret, toolkit string, spend bool) (connectGrant, bool) {
+	if secret == "" {
+		return connectGrant{}, false
+	}
+	h := tokenHash(secret)
+	g, ok := m[h]
+	if !ok || g.Toolkit != toolkit || c.now().After(g.Expires) {
+		return connectGrant{}, false
+	}
+	if spend {
+		delete(m, h)
+	}
+	return g, true
+}
+
+// code mints a connect code for the user of a session and toolkit.
+func (c *connections) code(user, session, toolkit string) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h := tokenHash(code)
-	v, ok := c.codes[h]
-	if !ok || v.Toolkit != toolkit || time.Now().After(v.Expires) {
-		return "", false
-	}
-	if use {
-		delete(c.codes, h)
-	}
-	return v.User, true
+	return c.put(c.codes, connectGrant{User: user, Toolkit: toolkit, Session: session, Expires: c.now().Add(connectCodeTTL)})
 }
 
-var connectPage = template.Must(template.New("connect").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Connect {{.Name}} — trawl</title>
-<style>body{font:16px system-ui,sans-serif;max-width:34rem;margin:4rem auto;padding:0 1rem;color:#1d2330}
+// open spends a code and starts an attempt: it returns the attempt's
+// cookie value.
+func (c *connections) open(code, toolkit string) (string, connectGrant, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, ok := c.take(c.codes, code, toolkit, true)
+	if !ok {
+		return "", g, false, nil
+	}
+	g.CSRF, g.Expires = randomHex(32), c.now().Add(connectAttemptTTL)
+	cookie, err := c.put(c.attempts, g)
+	return cookie, g, err == nil, err
+}
+
+// attempt returns the attempt a cookie binds; spend ends it.
+func (c *connections) attempt(cookie, toolkit string, spend bool) (connectGrant, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.take(c.attempts, cookie, toolkit, spend)
+}
+
+// connectStyle is the page's only style; the CSP admits it by hash.
+const connectStyle = `body{font:16px system-ui,sans-serif;max-width:34rem;margin:4rem auto;padding:0 1rem;color:#1d2330}
 input{width:100%;padding:.6rem;font:inherit;margin:.5rem 0 1rem;box-sizing:border-box}
-button{padding:.6rem 1.2rem;font:inherit}.ok{color:#17703a}.err{color:#a3261b}</style></head>
+button{padding:.6rem 1.2rem;font:inherit}.ok{color:#17703a}.err{color:#a3261b}code{font-size:.95em}`
+
+// connectCSP admits nothing but the page's own style and a form posted to
+// itself; no frame may hold the page.
+var connectCSP = func() string {
+	sum := sha256.Sum256([]byte(connectStyle))
+	return "default-src 'none'; style-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) +
+		"'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+}()
+
+var connectPage = template.Must(template.New("connect").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<title>Connect {{.Name}} — trawl</title>
+<style>` + connectStyle + `</style></head>
 <body><h1>Connect {{.Name}}</h1>
-{{if .Done}}<p class="ok">{{.Name}} is connected. You can close this page and go back to the chat.</p>
-{{else if .Invalid}}<p class="err">This link has expired or was already used. Ask the assistant for a new one.</p>
+{{if .Done}}<p class="ok">{{.Name}} is connected for account <code>{{.Account}}</code>. You can close this page and go back to the chat.</p>
+{{else if .Invalid}}<p class="err">{{.Invalid}}</p>
 {{else}}<p>{{.Description}}</p>
-<form method="post"><input type="hidden" name="code" value="{{.Code}}">
+<p>This connects <strong>{{.Name}}</strong> (<code>{{.Toolkit}}</code>) for account <code>{{.Account}}</code>.
+If that is not your account, close this page.</p>
+<form method="post"><input type="hidden" name="csrf" value="{{.CSRF}}">
 <label>Access token for {{.Name}}<input name="credential" type="password" autocomplete="off" required></label>
 <button type="submit">Connect</button></form>
-<p>The token is stored encrypted and used only for your own requests to {{.Name}}.</p>{{end}}
+<p>The token is stored encrypted and used only for this account's requests to {{.Name}}.</p>{{end}}
 </body></html>`))
 
 type connectView struct {
-	Name, Description, Code string
-	Done, Invalid           bool
+	Name, Description, Toolkit, Account, CSRF string
+	Invalid                                   string // why the page cannot be used
+	Done                                      bool
+}
+
+// Why a connect page cannot be used.
+const (
+	connectExpired = "This link has expired, was already opened, or was opened in another browser. Ask the assistant for a new one and open it here."
+	connectForeign = "This form was not sent from trawl's own connect page, so nothing was stored."
+	connectEnded   = "The chat session that asked for this link has ended. Ask the assistant for a new one."
+)
+
+func accountName(user string) string {
+	if user == "" {
+		return "(the admin key)"
+	}
+	return user
 }
 
 func (s *Server) toolkitInfo(toolkit string) (name, desc string, ok bool) {
@@ -192,45 +284,168 @@ func (s *Server) toolkitInfo(toolkit string) (name, desc string, ok bool) {
 	return "", "", false
 }
 
-// connectForm shows the page where a user stores a toolkit credential.
-func (s *Server) connectForm(c echo.Context) error {
-	name, desc, ok := s.toolkitInfo(c.Param("toolkit"))
-	if !ok {
-		return notFound("no toolkit " + c.Param("toolkit"))
+// connectHeaders keeps the connect page out of frames, caches, referrers
+// and content sniffing, and runs nothing but its own style.
+func connectHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set("Content-Security-Policy", connectCSP)
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cache-Control", "no-store")
+		return next(c)
 	}
-	code := c.QueryParam("code")
-	_, valid := s.conns.redeem(code, c.Param("toolkit"), false)
-	c.Response().Header().Set("Cache-Control", "no-store")
-	c.Response().Header().Set("Content-Type", "text/html; charset=utf-8")
-	return connectPage.Execute(c.Response(), connectView{Name: name, Description: desc, Code: code, Invalid: !valid})
 }
 
-// connectSubmit stores the credential a user entered.
+func (s *Server) renderConnect(c echo.Context, status int, v connectView) error {
+	c.Response().Header().Set("Content-Type", "text/html; charset=utf-8")
+	c.Response().WriteHeader(status)
+	return connectPage.Execute(c.Response(), v)
+}
+
+// sessionLive reports whether the session a grant is bound to still
+// lives (the admin key always does).
+func (s *Server) sessionLive(ctx context.Context, g connectGrant) (bool, error) {
+	if g.Session == "" {
+		return true, nil
+	}
+	sess, ok, err := s.liveSession(ctx, g.Session)
+	return ok && sess.UserID == g.User, err
+}
+
+// connectForm serves the connect page. With ?code= (the link the
+// assistant gave) it spends the code, binds the attempt to this browser
+// with a cookie and redirects to the bare page, so the code stays out of
+// the history; without it, the cookie's attempt shows the form.
+func (s *Server) connectForm(c echo.Context) error {
+	tk := c.Param("toolkit")
+	name, desc, ok := s.toolkitInfo(tk)
+	if !ok {
+		return notFound("no toolkit " + tk)
+	}
+	ctx := c.Request().Context()
+	if code := c.QueryParam("code"); code != "" {
+		cookie, g, ok, err := s.conns.open(code, tk)
+		if err != nil {
+			return apiErr(http.StatusServiceUnavailable, "unavailable", err.Error())
+		}
+		if !ok {
+			return s.renderConnect(c, http.StatusBadRequest, connectView{Name: name, Invalid: connectExpired})
+		}
+		if live, err := s.sessionLive(ctx, g); err != nil {
+			return err
+		} else if !live {
+			return s.renderConnect(c, http.StatusBadRequest, connectView{Name: name, Invalid: connectEnded})
+		}
+		c.SetCookie(s.connectCookie(c, tk, cookie, int(connectAttemptTTL/time.Second)))
+		return c.Redirect(http.StatusSeeOther, connectPath(tk))
+	}
+	g, ok := s.conns.attempt(cookieValue(c), tk, false)
+	if !ok {
+		return s.renderConnect(c, http.StatusBadRequest, connectView{Name: name, Invalid: connectExpired})
+	}
+	return s.renderConnect(c, http.StatusOK, connectView{Name: name, Description: desc, Toolkit: tk,
+		Account: accountName(g.User), CSRF: g.CSRF})
+}
+
+// connectSubmit stores the credential a user entered: only a same-origin
+// post, with the attempt's cookie and its CSRF token, while the session
+// that asked lives; the attempt is then spent.
 func (s *Server) connectSubmit(c echo.Context) error {
 	tk := c.Param("toolkit")
 	name, _, ok := s.toolkitInfo(tk)
 	if !ok {
 		return notFound("no toolkit " + tk)
 	}
-	cred := strings.TrimSpace(c.FormValue("credential"))
-	user, valid := s.conns.redeem(c.FormValue("code"), tk, cred != "")
-	c.Response().Header().Set("Cache-Control", "no-store")
-	c.Response().Header().Set("Content-Type", "text/html; charset=utf-8")
-	if !valid || cred == "" {
-		c.Response().WriteHeader(http.StatusBadRequest)
-		return connectPage.Execute(c.Response(), connectView{Name: name, Invalid: true})
+	if !s.sameOrigin(c.Request()) {
+		return s.renderConnect(c, http.StatusForbidden, connectView{Name: name, Invalid: connectForeign})
 	}
-	if err := s.conns.store(user, tk, cred); err != nil {
+	client := s.clientAddr(c.Request())
+	if err := s.authAllowed(c, client); err != nil {
+		return err
+	}
+	cookie := cookieValue(c)
+	g, ok := s.conns.attempt(cookie, tk, false)
+	if !ok || subtle.ConstantTimeCompare([]byte(c.FormValue("csrf")), []byte(g.CSRF)) != 1 {
+		s.authFails.fail(client)
+		return s.renderConnect(c, http.StatusForbidden, connectView{Name: name, Invalid: connectExpired})
+	}
+	cred := strings.TrimSpace(c.FormValue("credential"))
+	if cred == "" {
+		return s.renderConnect(c, http.StatusBadRequest, connectView{Name: name, Toolkit: tk,
+			Account: accountName(g.User), CSRF: g.CSRF, Description: "Enter the access token."})
+	}
+	if live, err := s.sessionLive(c.Request().Context(), g); err != nil {
+		return err
+	} else if !live {
+		s.conns.attempt(cookie, tk, true)
+		return s.renderConnect(c, http.StatusBadRequest, connectView{Name: name, Invalid: connectEnded})
+	}
+	if _, ok := s.conns.attempt(cookie, tk, true); !ok {
+		// Spent by a concurrent post with the same cookie.
+		return s.renderConnect(c, http.StatusForbidden, connectView{Name: name, Invalid: connectExpired})
+	}
+	if err := s.conns.store(g.User, tk, cred); err != nil {
 		return internal(err)
 	}
-	return connectPage.Execute(c.Response(), connectView{Name: name, Done: true})
+	c.SetCookie(s.connectCookie(c, tk, "", -1))
+	return s.renderConnect(c, http.StatusOK, connectView{Name: name, Account: accountName(g.User), Done: true})
+}
+
+func connectPath(toolkit string) string { return "/connect/" + url.PathEscape(toolkit) }
+
+func cookieValue(c echo.Context) string {
+	ck, err := c.Cookie(connectCookie)
+	if err != nil {
+		return ""
+	}
+	return ck.Value
+}
+
+// connectCookie binds an attempt to the browser: HttpOnly, sent only to
+// this toolkit's page, and SameSite=Lax so another site's form post does
+// not carry it (the page itself is reached by a top-level link).
+func (s *Server) connectCookie(c echo.Context, toolkit, value string, maxAge int) *http.Cookie {
+	secure := c.Request().TLS != nil || strings.HasPrefix(s.cfg.PublicURL, "https://")
+	return &http.Cookie{Name: connectCookie, Value: value, Path: connectPath(toolkit), MaxAge: maxAge,
+		HttpOnly: true, Secure: secure, SameSite: http.SameSiteLaxMode}
+}
+
+// sameOrigin reports whether a form post comes from this deployment's own
+// page. Sec-Fetch-Site, which a page cannot forge, decides when the
+// browser sends it: same-origin only (Origin is then "null", because the
+// page's Referrer-Policy is no-referrer, or names this host). Without it,
+// Origin must name this host (or public_url); a post with neither is
+// refused.
+func (s *Server) sameOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "same-origin":
+		return origin == "" || origin == "null" || s.ownOrigin(r, origin)
+	case "":
+		return origin != "" && origin != "null" && s.ownOrigin(r, origin)
+	}
+	return false
+}
+
+// ownOrigin reports whether origin is this deployment's: the request's
+// host, or public_url's origin.
+func (s *Server) ownOrigin(r *http.Request, origin string) bool {
+	if pu, err := url.Parse(s.cfg.PublicURL); err == nil && s.cfg.PublicURL != "" &&
+		strings.EqualFold(origin, pu.Scheme+"://"+pu.Host) {
+		return true
+	}
+	u, err := url.Parse(origin)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && strings.EqualFold(u.Host, r.Host)
 }
 
 // connectionsFor adapts the store to the runner for one user's turn.
 type userConnections struct {
-	s       *Server
-	user    string
-	session map[string]string
+	s           *Server
+	user        string
+	session     map[string]string // the session's runtime credentials
+	sessionHash string            // binds the connect links it mints
 }
 
 func (u userConnections) Connected(ctx context.Context, toolkit string) (bool, error) {
@@ -246,8 +461,11 @@ func (u userConnections) Credential(ctx context.Context, toolkit string) (string
 }
 
 func (u userConnections) ConnectLink(_ context.Context, toolkit string) (string, error) {
-	code := u.s.conns.code(u.user, toolkit)
-	return strings.TrimRight(u.s.publicURL(), "/") + "/connect/" + url.PathEscape(toolkit) + "?code=" + code, nil
+	code, err := u.s.conns.code(u.user, u.sessionHash, toolkit)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimRight(u.s.publicURL(), "/") + connectPath(toolkit) + "?code=" + code, nil
 }
 
 // publicURL is where users reach this deployment.

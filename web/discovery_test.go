@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"iter"
-	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
@@ -179,30 +178,17 @@ func TestConnectToolkit(t *testing.T) {
 		t.Fatalf("connect_toolkit gave no link: %s", lastToolOutput(m.reqs[3]))
 	}
 	u, _ := url.Parse(link)
-	page := ts.URL + u.Path + "?" + u.RawQuery
-	r, err := http.Get(page)
-	if err != nil {
-		t.Fatal(err)
+	browser, csrf, body := openConnect(t, ts.URL+u.Path+"?"+u.RawQuery)
+	if !strings.Contains(body, "<form") || !strings.Contains(body, "for account <code>ann</code>") {
+		t.Fatalf("connect page: %s", body)
 	}
-	body, _ := io.ReadAll(r.Body)
-	r.Body.Close()
-	if r.StatusCode != 200 || !strings.Contains(string(body), "<form") {
-		t.Fatalf("connect page: %d %s", r.StatusCode, body)
+	st, body := submitConnect(t, browser, ts.URL+u.Path, ts.URL, csrf, ts.cfg.toolkitTokenForTests())
+	if st != 200 || !strings.Contains(body, "is connected") {
+		t.Fatalf("connect submit: %d %s", st, body)
 	}
-	r, err = http.PostForm(ts.URL+u.Path, url.Values{"code": {u.Query().Get("code")}, "credential": {ts.cfg.toolkitTokenForTests()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ = io.ReadAll(r.Body)
-	r.Body.Close()
-	if r.StatusCode != 200 || !strings.Contains(string(body), "is connected") {
-		t.Fatalf("connect submit: %d %s", r.StatusCode, body)
-	}
-	// A used code does not work twice.
-	r, _ = http.PostForm(ts.URL+u.Path, url.Values{"code": {u.Query().Get("code")}, "credential": {"x"}})
-	r.Body.Close()
-	if r.StatusCode != 400 {
-		t.Errorf("reused code: %d", r.StatusCode)
+	// A spent attempt does not work twice.
+	if st, _ := submitConnect(t, browser, ts.URL+u.Path, ts.URL, csrf, "x"); st != 403 {
+		t.Errorf("reused attempt: %d", st)
 	}
 	// Now the user's calls carry the stored credential.
 	m2 := &scripted{steps: []func(agent.ModelRequest) []agent.ModelEvent{

@@ -18,8 +18,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -40,11 +43,39 @@ type Options struct {
 	// Stdout receives the start-up banner (where trawl listens, a newly
 	// generated admin key). Zero: os.Stdout.
 	Stdout io.Writer
-	// BodyLimit bounds request bodies. Zero: "4M".
-	BodyLimit string
+	// BodyLimit bounds request bodies, in bytes. Zero: 4 MiB.
+	BodyLimit int64
+	// Timeouts bound how long the HTTP server waits on a client. Zero
+	// fields keep the defaults.
+	Timeouts Timeouts
 	// Model replaces the configured model (tests, embedding). Zero: the
 	// model the config names.
 	Model agent.Model
+}
+
+// Timeouts bound how long the HTTP server waits on a client. Responses
+// have no write deadline: a turn's stream lasts as long as the turn.
+type Timeouts struct {
+	// Header: a request's headers must arrive within it. Zero: 10 s.
+	Header time.Duration
+	// Body: a request's body must arrive within it once its headers did
+	// (the connect form's within at most 10 s). Zero: 30 s.
+	Body time.Duration
+	// Idle: a keep-alive connection idle this long is closed. Zero: 60 s.
+	Idle time.Duration
+}
+
+func (t Timeouts) withDefaults() Timeouts {
+	if t.Header <= 0 {
+		t.Header = 10 * time.Second
+	}
+	if t.Body <= 0 {
+		t.Body = 30 * time.Second
+	}
+	if t.Idle <= 0 {
+		t.Idle = 60 * time.Second
+	}
+	return t
 }
 
 // Server is one trawl deployment.
@@ -56,6 +87,7 @@ type Server struct {
 	adminKey  string
 	keyIsNew  bool
 	catalog   *tools.Catalog
+	imported  map[string][]tools.ImportWarning // by provider: repairs and skips of its OpenAPI import
 	invoker   *tools.Invoker
 	mcp       map[string]*tools.MCPSource // by server id
 	activity  *tools.ActivityLog
@@ -71,9 +103,17 @@ type Server struct {
 	conns     *connections
 	workflows *workflow.Runner
 	runs      runSet
-	now       func() time.Time // session expiry; tests move it
+	now       func() time.Time // session expiry, rate limits; tests move it
 	echo      *echo.Echo
 	closers   []func() error
+	timeouts  Timeouts
+	proxies   []netip.Prefix  // trusted reverse proxies
+	origins   map[string]bool // CORS allowed origins
+	authFails *failLimiter
+	// draining is set when shutdown begins: /readyz answers 503 and new
+	// turns and runs are refused.
+	draining atomic.Bool
+	bg       sync.WaitGroup // background work that uses the store
 
 	// baseCtx outlives requests: turns run on it, detached from the
 	// request that started them, until Close.
@@ -84,7 +124,8 @@ type Server struct {
 // New assembles a deployment from cfg: it opens the store, imports every
 // tool source and checks every agent binding. Nothing listens yet.
 func New(ctx context.Context, cfg *Config, opt Options) (*Server, error) {
-	s := &Server{cfg: cfg, log: opt.Logger, out: opt.Stdout, mcp: map[string]*tools.MCPSource{}, now: time.Now}
+	s := &Server{cfg: cfg, log: opt.Logger, out: opt.Stdout, mcp: map[string]*tools.MCPSource{}, now: time.Now,
+		timeouts: opt.Timeouts.withDefaults()}
 	var err error
 	s.baseCtx, s.cancelBase = context.WithCancel(context.WithoutCancel(ctx))
 	if s.log == nil {
@@ -108,6 +149,17 @@ func New(ctx context.Context, cfg *Config, opt Options) (*Server, error) {
 		return nil, err
 	}
 	s.closers = append(s.closers, s.db.Close)
+	if err := cfg.checkAdminKey(); err != nil {
+		return nil, err
+	}
+	if s.proxies, err = cfg.trustedProxies(); err != nil {
+		return nil, err
+	}
+	s.origins = map[string]bool{}
+	for _, o := range cfg.CORS.AllowedOrigins {
+		s.origins[strings.ToLower(o)] = true
+	}
+	s.authFails = newFailLimiter(func() time.Time { return s.now() })
 	if s.adminKey, s.keyIsNew, err = adminKey(cfg.AdminKey, cfg.DataDir); err != nil {
 		return nil, err
 	}
@@ -132,6 +184,10 @@ func New(ctx context.Context, cfg *Config, opt Options) (*Server, error) {
 	if err := s.initWorkflows(); err != nil {
 		return nil, err
 	}
+	if p, ok := s.threads.(threadPruner); ok {
+		s.bg.Add(1)
+		go s.pruneThreads(p)
+	}
 	s.echo = s.routes(opt)
 	ready = true
 	return s, nil
@@ -147,7 +203,7 @@ func (s *Server) AdminKey() string { return s.adminKey }
 func (s *Server) Catalog() *tools.Catalog { return s.catalog }
 
 // Run listens on the configured address and serves until ctx ends, then
-// shuts down gracefully (in-flight requests get up to 10 s).
+// shuts down as Serve does.
 func (s *Server) Run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
@@ -156,9 +212,29 @@ func (s *Server) Run(ctx context.Context) error {
 	return s.Serve(ctx, ln)
 }
 
-// Serve is Run on an existing listener.
+// Shutdown timings.
+const (
+	// streamsEndTimeout is how long, once the runs are cancelled, the
+	// handlers get to write their last chunks before the connections are
+	// closed.
+	streamsEndTimeout = 5 * time.Second
+	// DefaultShutdownGrace is how long running turns may go on after the
+	// shutdown began (config shutdown_grace).
+	DefaultShutdownGrace = 20 * time.Second
+	// retryAfterDraining is the Retry-After of a request refused because
+	// the server is shutting down.
+	retryAfterDraining = "5"
+)
+
+// Serve is Run on an existing listener. When ctx ends it shuts down:
+// /readyz answers 503 (for shutdown_delay, when set, before anything
+// else), the listener closes, new turns and workflow runs are refused
+// with 503 and Retry-After, running ones get shutdown_grace to finish and
+// are then cancelled (each ends with an abort chunk and is saved), and
+// the remaining connections get a few more seconds to end.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{Handler: s.echo, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: s.echo, ReadHeaderTimeout: s.timeouts.Header, IdleTimeout: s.timeouts.Idle,
+		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
 	s.banner(ln.Addr().String())
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -167,17 +243,72 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
-	// Stop the turns first: their streams then end (with an abort), so
-	// the handlers serving them can finish within the shutdown grace.
+	s.draining.Store(true)
+	if d := s.cfg.ShutdownDelay; d > 0 {
+		s.log.Info("shutting down: /readyz answers 503", "delay", d)
+		select {
+		case <-time.After(d):
+		case err := <-errc:
+			return err
+		}
+	}
+	// Shutdown closes the listener and the idle connections at once, then
+	// waits for the active ones: the streams of the running turns.
+	sctx, cancelShutdown := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelShutdown()
+	shut := make(chan error, 1)
+	go func() { shut <- hs.Shutdown(sctx) }()
+	grace := s.cfg.ShutdownGrace
+	if grace == 0 {
+		grace = DefaultShutdownGrace
+	}
+	n := s.runs.count()
+	s.log.Info("shutting down: the listener is closed", "running", n, "grace", grace)
+	if !s.runs.waitIdle(grace) {
+		s.log.Info("shutdown grace is over: cancelling the running turns and runs", "running", s.runs.count())
+	}
 	s.cancelBase()
 	s.runs.stopAll()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	err := hs.Shutdown(sctx)
+	var err error
+	select {
+	case err = <-shut:
+	case <-time.After(streamsEndTimeout):
+		cancelShutdown()
+		<-shut
+		err = hs.Close()
+	}
 	if e := <-errc; !errors.Is(e, http.ErrServerClosed) && err == nil {
 		err = e
 	}
 	return err
+}
+
+// threadPruner is a thread store that deletes threads past their age.
+type threadPruner interface {
+	Prune(ctx context.Context) (int, error)
+}
+
+// pruneInterval is how often threads past their age are deleted.
+const pruneInterval = time.Hour
+
+// pruneThreads prunes the thread store now and then hourly, until the
+// server closes.
+func (s *Server) pruneThreads(p threadPruner) {
+	defer s.bg.Done()
+	t := time.NewTicker(pruneInterval)
+	defer t.Stop()
+	for {
+		if n, err := p.Prune(s.baseCtx); err != nil {
+			s.log.Error("pruning threads", "err", err)
+		} else if n > 0 {
+			s.log.Info("pruned threads past their age", "threads", n)
+		}
+		select {
+		case <-s.baseCtx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 func (s *Server) banner(addr string) {
@@ -201,6 +332,7 @@ func (s *Server) Close() error {
 		s.cancelBase()
 	}
 	s.runs.stopAll()
+	s.bg.Wait()
 	var errs []error
 	for i := len(s.closers) - 1; i >= 0; i-- {
 		errs = append(errs, s.closers[i]())
@@ -214,23 +346,27 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(s.log)
 	limit := opt.BodyLimit
-	if limit == "" {
-		limit = "4M"
+	if limit <= 0 {
+		limit = 4 << 20
 	}
+	e.Pre(s.cors)
 	e.Use(middleware.Recover())
-	e.Use(middleware.BodyLimit(limit))
+	// Bodies are read once the caller is authenticated, so an anonymous
+	// client cannot make the server buffer them.
+	body := readBody(limit, s.timeouts.Body)
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	e.GET("/studio", redirectStudio)
 	e.Match([]string{http.MethodGet, http.MethodHead}, "/studio/*", serveStudio)
 
-	admin := e.Group("/v1", s.requireAdmin)
+	admin := e.Group("/v1", s.requireAdmin, body)
 	admin.GET("/tools", s.listTools)
 	admin.GET("/tools/:tool_id", s.getTool)
 	admin.POST("/tools/:tool_id/invoke", s.invokeTool)
 	admin.GET("/activity", s.listActivity)
 	admin.POST("/sessions", s.createSession)
+	e.DELETE("/v1/sessions/:token", s.revokeSession, s.requireUser)
 	admin.GET("/agents", s.listAgents)
 	admin.GET("/agents/:id", s.getAgent)
 	admin.PUT("/agents/:id", s.putAgent)
@@ -242,16 +378,16 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	admin.PUT("/workflows/:id", s.putWorkflow)
 	admin.GET("/workflows/:id", s.getWorkflow)
 	admin.DELETE("/workflows/:id", s.deleteWorkflow)
-	admin.POST("/workflows/:id/runs", s.startWorkflowRun)
+	admin.POST("/workflows/:id/runs", s.startWorkflowRun, s.refuseWhenDraining)
 	admin.GET("/workflows/:id/runs", s.listWorkflowRuns)
 	admin.GET("/workflows/:id/runs/:runId", s.getWorkflowRun)
 	admin.GET("/workflows/:id/runs/:runId/stream", s.resumeWorkflowRun)
 	admin.POST("/workflows/:id/runs/:runId/stop", s.stopWorkflowRun)
-	e.GET("/connect/:toolkit", s.connectForm)
-	e.POST("/connect/:toolkit", s.connectSubmit)
+	e.GET("/connect/:toolkit", s.connectForm, connectHeaders)
+	e.POST("/connect/:toolkit", s.connectSubmit, connectHeaders, readBody(connectBodyLimit, min(s.timeouts.Body, connectBodyTimeout)))
 
-	user := e.Group("/v1/agents/:id", s.requireUser)
-	user.POST("/chat", s.chat, s.requireModel)
+	user := e.Group("/v1/agents/:id", s.requireUser, body)
+	user.POST("/chat", s.chat, s.refuseWhenDraining, s.requireModel)
 	user.GET("/chat/:chatId/stream", s.resume)
 	user.POST("/chat/:chatId/stop", s.stop)
 	user.GET("/chats/:chatId", s.getChat)
@@ -259,6 +395,9 @@ func (s *Server) routes(opt Options) *echo.Echo {
 }
 
 func (s *Server) readyz(c echo.Context) error {
+	if s.draining.Load() {
+		return apiErr(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down")
+	}
 	err := s.db.View(func(*bolt.Tx) error { return nil })
 	if err != nil {
 		return &APIError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "store unavailable", Cause: err}
@@ -266,11 +405,32 @@ func (s *Server) readyz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }
 
+// refuseWhenDraining answers 503 with Retry-After once shutdown began,
+// so a client retries elsewhere or after the restart.
+func (s *Server) refuseWhenDraining(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.draining.Load() {
+			return errDraining(c)
+		}
+		return next(c)
+	}
+}
+
+func errDraining(c echo.Context) error {
+	c.Response().Header().Set("Retry-After", retryAfterDraining)
+	return apiErr(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; retry shortly")
+}
+
 // requireAdmin admits requests bearing the admin key.
 func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		client := s.clientAddr(c.Request())
+		if err := s.authAllowed(c, client); err != nil {
+			return err
+		}
 		tok, ok := bearer(c.Request())
 		if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(s.adminKey)) != 1 {
+			s.authFails.fail(client)
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="trawl"`)
 			return apiErr(http.StatusUnauthorized, "unauthorized", "a valid admin key is required (Authorization: Bearer <key>)")
 		}

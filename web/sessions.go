@@ -24,6 +24,9 @@ type principal struct {
 	UserID      string            // "" for the admin
 	Credentials map[string]string // runtime credentials per provider id
 	CacheScope  string
+	// Session is the hash of the session token ("" for the admin): what
+	// binds a connect code to the session that asked for it.
+	Session string
 }
 
 const principalKey = "trawl.principal"
@@ -189,32 +192,76 @@ func (s *Server) createSession(c echo.Context) error {
 // requireUser admits the admin key or a live session token.
 func (s *Server) requireUser(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		tok, ok := bearer(c.Request())
+		client := s.clientAddr(c.Request())
+		if err := s.authAllowed(c, client); err != nil {
+			return err
+		}
+		p, ok, err := s.authenticate(c.Request().Context(), c.Request())
+		if err != nil {
+			return err
+		}
 		if !ok {
+			s.authFails.fail(client)
 			return unauthorized()
 		}
-		if subtle.ConstantTimeCompare([]byte(tok), []byte(s.adminKey)) == 1 {
-			c.Set(principalKey, principal{Admin: true})
-			return next(c)
-		}
-		sess, found, err := s.sessions.GetSession(c.Request().Context(), tokenHash(tok))
-		if err != nil {
-			return internal(err)
-		}
-		if found && s.now().After(sess.Expires) {
-			_ = s.sessions.DeleteSession(context.WithoutCancel(c.Request().Context()), tokenHash(tok))
-			found = false
-		}
-		if !found {
-			return unauthorized()
-		}
-		creds, err := unseal(tok, sess.Sealed)
-		if err != nil {
-			return internal(fmt.Errorf("unsealing session credentials: %w", err))
-		}
-		c.Set(principalKey, principal{UserID: sess.UserID, Credentials: creds, CacheScope: sess.CacheScope})
+		c.Set(principalKey, p)
 		return next(c)
 	}
+}
+
+// authenticate finds who a request's bearer token acts for.
+func (s *Server) authenticate(ctx context.Context, r *http.Request) (principal, bool, error) {
+	tok, ok := bearer(r)
+	if !ok {
+		return principal{}, false, nil
+	}
+	if subtle.ConstantTimeCompare([]byte(tok), []byte(s.adminKey)) == 1 {
+		return principal{Admin: true}, true, nil
+	}
+	sess, found, err := s.liveSession(ctx, tokenHash(tok))
+	if err != nil || !found {
+		return principal{}, false, err
+	}
+	creds, err := unseal(tok, sess.Sealed)
+	if err != nil {
+		return principal{}, false, internal(fmt.Errorf("unsealing session credentials: %w", err))
+	}
+	return principal{UserID: sess.UserID, Credentials: creds, CacheScope: sess.CacheScope, Session: tokenHash(tok)}, true, nil
+}
+
+// liveSession returns the session stored under hash unless it expired
+// (an expired one is deleted).
+func (s *Server) liveSession(ctx context.Context, hash string) (session, bool, error) {
+	sess, found, err := s.sessions.GetSession(ctx, hash)
+	if err != nil {
+		return session{}, false, internal(err)
+	}
+	if found && s.now().After(sess.Expires) {
+		_ = s.sessions.DeleteSession(context.WithoutCancel(ctx), hash)
+		found = false
+	}
+	return sess, found, nil
+}
+
+// revokeSession ends a session: DELETE /v1/sessions/{token}, with the
+// admin key or the session's own token. Another session's token answers
+// 404 alike, whether it exists or not.
+func (s *Server) revokeSession(c echo.Context) error {
+	p := principalOf(c)
+	hash := tokenHash(c.Param("token"))
+	if !p.Admin && subtle.ConstantTimeCompare([]byte(hash), []byte(p.Session)) != 1 {
+		return notFound("no such session")
+	}
+	ctx := c.Request().Context()
+	if _, found, err := s.liveSession(ctx, hash); err != nil {
+		return err
+	} else if !found {
+		return notFound("no such session")
+	}
+	if err := s.sessions.DeleteSession(ctx, hash); err != nil {
+		return internal(err)
+	}
+	return c.NoContent(http.StatusNoContent)
 }
 
 func unauthorized() error {

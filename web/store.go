@@ -46,6 +46,9 @@ func adminKey(configured, dataDir string) (key string, generated bool, err error
 	path := filepath.Join(dataDir, "admin_key")
 	if b, err := os.ReadFile(path); err == nil {
 		if k := strings.TrimSpace(string(b)); k != "" {
+			if len(k) < MinAdminKeyLength {
+				return "", false, fmt.Errorf("%s holds a key of %d characters; an admin key must be at least %d (delete the file to have one generated)", path, len(k), MinAdminKeyLength)
+			}
 			return k, false, nil
 		}
 	}

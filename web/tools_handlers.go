@@ -44,7 +44,12 @@ func (s *Server) listTools(c echo.Context) error {
 		}
 		out = append(out, s.view(t))
 	}
-	return c.JSON(http.StatusOK, map[string]any{"tools": out})
+	body := map[string]any{"tools": out}
+	if len(s.imported) > 0 {
+		// What each provider's lenient OpenAPI import repaired or skipped.
+		body["importWarnings"] = s.imported
+	}
+	return c.JSON(http.StatusOK, body)
 }
 
 func (s *Server) getTool(c echo.Context) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/trawl-dev/trawl/agent"
@@ -14,7 +15,7 @@ import (
 // newAgents builds the agent registry, thread and session stores, the
 // event log and the runner.
 func (s *Server) newAgents(ctx context.Context, model agent.Model) error {
-	store, err := agent.NewBoltStore(s.db)
+	store, err := agent.NewBoltStore(s.db, s.cfg.retention())
 	if err != nil {
 		return err
 	}
@@ -52,7 +53,7 @@ func (s *Server) newAgents(ctx context.Context, model agent.Model) error {
 			orgToolkits[t.Provider] = true
 		}
 	}
-	s.conns, err = newConnections(s.db, s.cfg.DataDir, func(tk string) bool { return orgToolkits[tk] })
+	s.conns, err = newConnections(s.db, s.cfg.DataDir, func(tk string) bool { return orgToolkits[tk] }, func() time.Time { return s.now() })
 	return err
 }
 

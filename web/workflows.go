@@ -144,22 +144,24 @@ func (s *Server) startWorkflowRun(c echo.Context) error {
 		return apiErr(http.StatusConflict, "invalid_workflow", err.Error())
 	}
 	runID := "wfr_" + randomHex(12)
-	run := &activeRun{id: runID, done: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(s.baseCtx, runDeadline) // ends at the shutdown grace
+	run := &activeRun{id: runID, done: make(chan struct{}), cancel: cancel}
 	key := "workflow-run:" + runID
 	if !s.runs.claim(key, run) {
+		cancel()
 		return internal(errors.New("run id collision"))
 	}
 	rec := workflowRun{ID: runID, Workflow: def.ID, Status: "running", Started: time.Now().UTC()}
 	if err := s.saveWorkflowRun(c.Request().Context(), rec); err != nil {
+		cancel()
 		s.runs.release(key)
 		return internal(err)
 	}
 	if err := s.events.Open(c.Request().Context(), runID); err != nil {
+		cancel()
 		s.runs.release(key)
 		return internal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.baseCtx), runDeadline)
-	run.cancel = cancel
 	go func() {
 		defer close(run.done)
 		defer s.runs.release(key)

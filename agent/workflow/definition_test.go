@@ -116,10 +116,12 @@ func TestParseErrors(t *testing.T) {
 			`steps[0] (fetch): loop has an unknown field "all_page" (known: all_pages, cache, fields, filter, for_each)`},
 		{"all_pages type", step(`{"id": "a", "loop": {"all_pages": "yes"}}`),
 			`steps[0] (a): loop.all_pages must be true or false, not a string`},
-		{"fields type", step(`{"id": "a", "loop": {"fields": "id"}}`),
-			`steps[0] (a): loop.fields must be an array of strings, not a string`},
+		// loop.fields and loop.filter are read by the parsers of _fields
+		// and _filter: the same shapes, the same messages.
+		{"fields type", step(`{"id": "a", "loop": {"fields": 3}}`),
+			`steps[0] (a): loop.fields must be an array of dot-paths such as ["id", "customer.name"] or a comma-separated string, not a number`},
 		{"fields element", step(`{"id": "a", "loop": {"fields": ["id", 3]}}`),
-			`steps[0] (a): loop.fields[1] must be a string, not a number`},
+			`steps[0] (a): loop.fields must be an array of dot-paths such as ["id", "customer.name"] or a comma-separated string; element 1 is a number`},
 		{"for_each unknown", step(`{"id": "a", "loop": {"for_each": {"key": "k", "value": [1]}}}`),
 			`steps[0] (a): loop.for_each has an unknown field "value" (known: key, values)`},
 		{"values number", step(`{"id": "a", "loop": {"for_each": {"key": "k", "values": 3}}}`),
@@ -131,9 +133,9 @@ func TestParseErrors(t *testing.T) {
 		{"values ref missing", step(`{"id": "a", "loop": {"for_each": {"key": "k", "values": {}}}}`),
 			`steps[0] (a): loop.for_each.values.ref is missing`},
 		{"filter type", step(`{"id": "a", "loop": {"filter": "total > 3"}}`),
-			`steps[0] (a): loop.filter must be an array of {field, op, value} clauses, not a string`},
+			`steps[0] (a): loop.filter must be a clause {"field","op","value"} or an array of them, not a string`},
 		{"filter clause unknown", step(`{"id": "a", "loop": {"filter": [{"field": "total", "op": "gt", "vaule": 3}]}}`),
-			`steps[0] (a): loop.filter[0] has an unknown field "vaule" (known: field, op, value)`},
+			`steps[0] (a): loop.filter[0] unknown key "vaule"; a clause has only field, op, value`},
 		{"cache type", step(`{"id": "a", "loop": {"cache": {"ttl_minutes": "60"}}}`),
 			`steps[0] (a): loop.cache.ttl_minutes must be a number of minutes, not a string`},
 		{"input type", step(`{"id": "a", "input": ["x"]}`),
@@ -260,8 +262,8 @@ func TestValidate(t *testing.T) {
 				`steps[2] (c): if.ref is required; ` +
 				`steps[3] (d): if.value is required with op "eq" (to test for null, use op "exists"); ` +
 				`steps[4] (e): if.value must be absent with op "truthy"; ` +
-				`steps[5] (f): if.value must be a number or a string with op "gt", not a boolean; ` +
-				`steps[6] (g): if.value must be true or false with op "exists" (or absent, meaning true), not a string; ` +
+				`steps[5] (f): if.value gt compares numbers or strings; ` +
+				`steps[6] (g): if.value exists takes true or false; ` +
 				`steps[7] (h): if.op "matches" is not an operator; operators: eq, neq, gt, gte, lt, lte, exists, truthy (the default)`},
 		{"branch targets", `{"id": "w", "steps": [{"id": "a", "type": "tool", "tool": "acme.get_stats"},
 			{"id": "b", "type": "branch", "if": {"ref": "$.steps.a"}, "then": "a", "else": "b"},

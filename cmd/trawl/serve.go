@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/trawl-dev/trawl/web"
 )
@@ -71,7 +74,35 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer srv.Close()
+	stop := exitOnSecondSignal(ctx, stderr)
+	defer stop()
 	return srv.Run(ctx)
+}
+
+// exitOnSecondSignal ends the process at once on a SIGINT or SIGTERM that
+// arrives after ctx ended (the first signal), for an operator who does not
+// want to wait out the shutdown grace. The store is crash-safe and the
+// threads were saved after every step, so at most the steps in flight
+// are lost. stop withdraws it.
+func exitOnSecondSignal(ctx context.Context, stderr io.Writer) (stop func()) {
+	sig := make(chan os.Signal, 1)
+	done := make(chan struct{})
+	unregister := context.AfterFunc(ctx, func() {
+		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+		go func() {
+			select {
+			case s := <-sig:
+				fmt.Fprintf(stderr, "trawl: %v again: exiting without waiting for the running turns\n", s)
+				os.Exit(1)
+			case <-done:
+			}
+		}()
+	})
+	return func() {
+		unregister()
+		signal.Stop(sig)
+		close(done)
+	}
 }
 
 // openEphemeral assembles a deployment for one command (call, replay) that

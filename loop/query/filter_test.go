@@ -3,6 +3,7 @@ package query
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -207,5 +208,64 @@ func TestMatchDoesNotAllocate(t *testing.T) {
 	})
 	if n != 0 {
 		t.Errorf("Match allocated %v times per call, want 0", n)
+	}
+}
+
+// ClausesFromJSON's fast path accepts and rejects exactly what ClausesOf
+// does on the decoded value, with the same clauses and errors.
+func TestClausesFromJSONAgreesWithClausesOf(t *testing.T) {
+	for _, raw := range []string{
+		`[{"field":"status","op":"eq","value":"paid"},{"field":"total","op":"gte","value":20000}]`,
+		`[{"field":"a","op":"in","value":[1,"x",null]}]`,
+		`[{"field":"a","op":"exists"}]`,
+		`[{"field":"a\u0062","op":"eq","value":"\n"}]`,
+		`[{"FIELD":"a","op":"eq","value":1}]`,
+		`[{"field":"a","op":"eq","valu":1}]`,
+		`[{"field":3,"op":"eq","value":1}]`,
+		"[{\"field\":\"\xe9\"}]", // invalid UTF-8 is repaired, as decoding does (found by FuzzClausesFromJSON)
+		`[{"field":"a","op":"eq","value":1},"x"]`,
+		`{"field":"a","op":"lt","value":-2.5e3}`,
+		`[]`,
+		`"a > 1"`,
+	} {
+		got, gotErr := ClausesFromJSON([]byte(raw))
+		v, err := decodeArg([]byte(raw))
+		if err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		want, wantErr := ClausesOf(v)
+		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || fmt.Sprintf("%#v", got) != fmt.Sprintf("%#v", want) {
+			t.Errorf("%s:\n got %#v, %v\nwant %#v, %v", raw, got, gotErr, want, wantErr)
+		}
+	}
+}
+
+func TestTestIsOneClause(t *testing.T) {
+	for _, tc := range []struct {
+		v     string
+		op    string
+		value any
+		want  bool
+	}{
+		{`5`, "gt", 3, true},
+		{`"2024-05-01"`, "lt", "2024-06-01", true},
+		{`[1,7]`, "gte", 7, true},
+		{``, "neq", "x", true},
+		{``, "exists", nil, false},
+		{`null`, "eq", nil, true},
+		{`"Paid"`, "contains", "pai", true},
+	} {
+		var raw []byte
+		if tc.v != "" {
+			raw = []byte(tc.v)
+		}
+		got, err := Test(raw, tc.op, tc.value)
+		if err != nil || got != tc.want {
+			t.Errorf("Test(%s %s %v) = %v, %v; want %v", tc.v, tc.op, tc.value, got, err, tc.want)
+		}
+	}
+	var ce *ClauseError
+	if _, err := Test([]byte(`1`), "like", 1); !errors.As(err, &ce) {
+		t.Errorf("bad op: %v", err)
 	}
 }
