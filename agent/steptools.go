@@ -285,8 +285,8 @@ func appCredential(ctx context.Context, st *turnState, t *tools.Tool) (string, e
 		return "", err
 	}
 	if !ok {
-		return "", &loop.ToolError{Code: "not_connected", Message: fmt.Sprintf(
-			"%s is not connected for this user; call connect_toolkit with {\"toolkit\": %q} and give the user the link", t.ToolkitName, t.Provider)}
+		refused := tools.NeedsCredential(t)
+		return "", &loop.ToolError{Code: refused.Code, Message: refused.Msg}
 	}
 	return st.Connections.Credential(ctx, t.Provider)
 }

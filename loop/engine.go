@@ -281,7 +281,7 @@ func (e *Engine) fetch(ctx context.Context, q walkRequest) (*walked, *CacheHit, 
 	if c.Workflow {
 		ttl = c.CacheTTL
 	}
-	req := CacheRequest{ToolID: c.Tool.ID, Args: c.Args, Scope: c.Scope, Runtime: c.Credential != "",
+	req := CacheRequest{ToolID: c.Tool.ID, Args: c.Args, Scope: c.Scope.WithCredential(c.Credential), Runtime: c.Credential != "",
 		TTL: ttl, Refresh: q.r.Refresh, Experiment: c.Experiment}
 	if q.values != nil {
 		req.ForEachKey, req.ForEachValues = q.r.ForEach.Key, q.values

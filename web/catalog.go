@@ -85,6 +85,7 @@ func (s *Server) logImport(provider string, r *tools.ImportReport) {
 // connectMCP connects an MCP server and adds its tools; when the server
 // announces a new tool list, the catalog follows it.
 func (s *Server) connectMCP(ctx context.Context, cat *tools.Catalog, mc tools.MCPConfig) error {
+	s.invoker.AddSecrets(mc.Secrets()...)
 	src, err := tools.ConnectMCP(ctx, mc, tools.MCPOptions{
 		Logger: s.log.With("mcp", mc.ID), Log: s.activity,
 		OnChange: func(ts []*tools.Tool) {

@@ -35,6 +35,8 @@ func (s *Server) newAgents(ctx context.Context, model agent.Model) error {
 		}
 	}
 	s.model = model
+	// Secrets no upstream byte may carry back (the invoker's scrubber).
+	s.invoker.AddSecrets(s.cfg.Model.APIKey, s.adminKey)
 	s.runner = agent.NewRunner(agent.RunnerOptions{
 		Model: model, ModelName: s.cfg.Model.Name, Engine: s.engine, Retrieval: s.results,
 		Catalog: s.catalog, Logger: s.log, DirectBudget: s.cfg.Discovery.DirectBudget,

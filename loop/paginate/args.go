@@ -210,22 +210,6 @@ func requestURL(t *tools.Tool, args map[string]any) *url.URL {
 	return u
 }
 
-// originOf is the scheme://host:port of a URL, lower-cased, with the
-// scheme's default port made explicit; "" when it has no host.
-func originOf(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return ""
-	}
-	scheme := strings.ToLower(u.Scheme)
-	port := u.Port()
-	if port == "" {
-		switch scheme {
-		case "https":
-			port = "443"
-		case "http":
-			port = "80"
-		}
-	}
-	return scheme + "://" + strings.ToLower(u.Hostname()) + ":" + port
-}
+// originOf is the scheme://host:port of a URL (tools.OriginOf: one
+// origin comparison for redirects, continuation URLs and next links).
+func originOf(raw string) string { return tools.OriginOf(raw) }

@@ -80,7 +80,7 @@ func (w *walker) fetch(ctx context.Context, req tools.Request) (*tools.Response,
 			case ctx.Err() != nil || timedOut:
 				return nil, w.budgetFailure(StopBudgetTime, "the time budget ran out while waiting for the upstream"), nil
 			}
-			if w.retryable && transient < maxTransientRetries {
+			if w.retryable && transient < maxTransientRetries && !errors.Is(err, tools.ErrRefused) {
 				transient++
 				if ok, cerr := w.wait(ctx, backoff(transient)); cerr != nil {
 					return nil, nil, cerr
@@ -97,6 +97,13 @@ func (w *walker) fetch(ctx context.Context, req tools.Request) (*tools.Response,
 		w.res.Bytes += int64(len(resp.Body))
 		w.res.Status = resp.Status
 		switch code := resp.Status; {
+		case code >= 200 && code < 300 && resp.Truncated:
+			// A body cut at the invoker's cap cannot be read as a page (a
+			// JSON document cut short is not one); handing it on as text
+			// would only copy megabytes of it around.
+			detail := fmt.Sprintf("the response was larger than the per-response cap (%d bytes were read) and was cut, so it could not be read", len(resp.Body))
+			return nil, &failure{reason: StopBudgetBytes, status: code, detail: detail,
+				why: fmt.Sprintf("page %d: %s", req.Page, detail)}, nil
 		case code >= 200 && code < 300:
 			return resp, nil, nil
 		case code == http.StatusTooManyRequests:

@@ -15,6 +15,7 @@ import (
 	"unicode"
 
 	"github.com/trawl-dev/trawl/loop/query"
+	"github.com/trawl-dev/trawl/tools"
 )
 
 // errInconsistent marks a response whose pagination data cannot be
@@ -427,6 +428,10 @@ func snippet(body []byte, credential string) string {
 // safeCause words a transport error without the URL a *url.Error quotes
 // (it may carry credentials in its query).
 func safeCause(err error) string {
+	var refused *tools.RefusedError
+	if errors.As(err, &refused) {
+		return refused.Msg // names at most an origin
+	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		if ue.Timeout() {
