@@ -81,5 +81,5 @@ func ExampleLoadTool_unknownName() {
 	_, _, err = discovery.LoadTool(json.RawMessage(`{"toolName":"CRM_GET_DEALS"}`), a.Pool, ix)
 	fmt.Println(err)
 	// Output:
-	// no tool named "CRM_GET_DEALS" to load; the closest names are CRM_GET_DEAL, CRM_LIST_DEALS, CRM_UPDATE_DEAL, CRM_CREATE_DEAL, CRM_CREATE_NOTE; nothing was loaded
+	// no tool named "CRM_GET_DEALS" to load; the closest names are CRM_GET_DEAL, CRM_LIST_DEALS, CRM_UPDATE_DEAL, CRM_CREATE_DEAL, CRM_CREATE_CONTACT; nothing was loaded
 }

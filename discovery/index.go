@@ -31,6 +31,7 @@ type Index struct {
 	plain    analysis.Analyzer // lowercase words without stop words, unstemmed
 	tools    []*tools.Tool     // as given
 	byID     map[string]*tools.Tool
+	facts    map[string]toolFacts // by tool id
 	byName   map[string]*tools.Tool
 	toolkits map[string]string // lowercased toolkit id or name → toolkit id
 	kitIDs   []string          // sorted toolkit ids, for error messages
@@ -58,9 +59,11 @@ const (
 	fieldName        = "name"
 	fieldDescription = "description"
 	fieldParams      = "params"
-	fieldToolkit     = "toolkit"
-	fieldKit         = "kit"   // keyword: lowercased toolkit id and name, for the filter
-	fieldExact       = "exact" // keyword: the name as exactKey spells it, with and without its toolkit prefix
+	fieldToolkit     = "toolkit"  // the toolkit's description
+	fieldKitName     = "kit_name" // the toolkit's id and display name
+	fieldPath        = "path"     // the HTTP path's literal segments
+	fieldKit         = "kit"      // keyword: lowercased toolkit id and name, for the filter
+	fieldExact       = "exact"    // keyword: the name as exactKey spells it, with and without its toolkit prefix
 	// Unstemmed words, for the typo fallback only: a typo often changes
 	// the stem ("vacaton" stays "vacaton", two edits from "vacat", the
 	// stem of "vacation"), so edits are counted on whole words.
@@ -77,6 +80,14 @@ const (
 	// Thesaurus words come on top, at most as many again.
 	maxQueryWords = 32
 )
+
+// actionBoost is how much more a tool scores whose action is the one
+// the query asks for (times the action's weight, see queryActions).
+var actionBoost = 0.5
+
+// rerankDepth is how many of BM25's best hits are ranked again with the
+// action and the tie-break.
+const rerankDepth = 40
 
 // fuzzyBoosts are the fields the typo fallback searches.
 var fuzzyBoosts = []struct {
@@ -100,7 +111,9 @@ var fieldBoosts = []struct {
 	{fieldName, 3},
 	{fieldDescription, 1},
 	{fieldParams, 0.3},
-	{fieldToolkit, 0.5},
+	{fieldToolkit, 0.3},
+	{fieldKitName, 1},
+	{fieldPath, 0.5},
 }
 
 // NewIndex indexes ts in memory: each tool's name (split into words, its
@@ -117,6 +130,7 @@ func NewIndex(ts []*tools.Tool) (*Index, error) {
 		plain:    im.AnalyzerNamed(analyzerPlain),
 		tools:    slices.Clone(ts),
 		byID:     make(map[string]*tools.Tool, len(ts)),
+		facts:    make(map[string]toolFacts, len(ts)),
 		byName:   make(map[string]*tools.Tool, len(ts)),
 		toolkits: map[string]string{},
 		synonyms: true,
@@ -135,6 +149,7 @@ func NewIndex(ts []*tools.Tool) (*Index, error) {
 			return nil, fmt.Errorf("discovery: tools %q and %q share the name %q", other.ID, t.ID, t.Name)
 		}
 		ix.byID[t.ID] = t
+		ix.facts[t.ID] = factsOf(t)
 		ix.byName[t.Name] = t
 		kit := toolkitOf(t)
 		if _, seen := ix.toolkits[strings.ToLower(kit)]; !seen {
@@ -228,12 +243,19 @@ func document(t *tools.Tool) map[string]any {
 		kits = append(kits, strings.ToLower(t.ToolkitName))
 	}
 	short := nameWords(t.Name, kit, t.ToolkitName, t.Provider)
+	actions, _ := actionOf(t, short)
+	name := short
+	if len(actions) > 1 { // the name's verb is not the canonical one: index both
+		name = actions[0] + " " + short
+	}
 	return map[string]any{
 		fieldExact:       uniqueStrings(exactKey(t.Name), exactKey(short)),
-		fieldName:        short,
+		fieldName:        name,
 		fieldDescription: t.Description,
 		fieldParams:      params.String(),
-		fieldToolkit:     strings.Join([]string{splitIdentifiers(kit), t.ToolkitName, t.ToolkitDescription}, "\n"),
+		fieldToolkit:     t.ToolkitDescription,
+		fieldKitName:     splitIdentifiers(kit) + "\n" + t.ToolkitName,
+		fieldPath:        pathWords(t.Path),
 		fieldKit:         kits,
 		fieldNameWords:   short,
 		fieldWords:       strings.Join([]string{t.Description, paramNames.String(), t.ToolkitName}, "\n"),
@@ -284,11 +306,12 @@ func (ix *Index) Search(q, toolkit string, limit int) ([]Hit, error) {
 	if len(terms) == 0 {
 		return nil, nil
 	}
-	hits, err := ix.run(ix.buildQuery(q, terms, false), kit, limit)
+	acts := queryActions(splitWords(q))
+	hits, err := ix.run(ix.buildQuery(q, terms, false), kit, limit, acts)
 	if err != nil || len(hits) > 0 {
 		return hits, err
 	}
-	return ix.run(ix.buildQuery(q, terms, true), kit, limit)
+	return ix.run(ix.buildQuery(q, terms, true), kit, limit, acts)
 }
 
 // queryTerm is one analysed word of a query with its weight: 1 for the
@@ -341,6 +364,11 @@ func (ix *Index) queryTerms(q string) []queryTerm {
 // The fuzzy form is the typo fallback: each unstemmed word matches any
 // word within one edit of it, in the name and in the rest of the text.
 func (ix *Index) buildQuery(q string, terms []queryTerm, fuzzy bool) query.Query {
+	return ix.wordsQuery(q, terms, fuzzy)
+}
+
+// wordsQuery is buildQuery's body.
+func (ix *Index) wordsQuery(q string, terms []queryTerm, fuzzy bool) query.Query {
 	if fuzzy {
 		clauses := make([]query.Query, 0, len(fuzzyBoosts))
 		for _, fb := range fuzzyBoosts {
@@ -376,18 +404,33 @@ func (ix *Index) buildQuery(q string, terms []queryTerm, fuzzy bool) query.Query
 	return bleve.NewDisjunctionQuery(clauses...)
 }
 
+// pathWords are the literal segments of an HTTP path, identifiers split:
+// "/guilds/{guild_id}/scheduled-events" is "guilds scheduled events".
+// Parameters are left out; their names are indexed with the parameters.
+func pathWords(path string) string {
+	var b strings.Builder
+	for _, seg := range strings.Split(path, "/") {
+		if seg == "" || strings.HasPrefix(seg, "{") {
+			continue
+		}
+		b.WriteString(splitIdentifiers(seg))
+		b.WriteString(" ")
+	}
+	return strings.TrimSpace(b.String())
+}
+
 // exactKey is how a tool name is compared whole: its words, lowercased,
 // joined with "_".
 func exactKey(s string) string { return strings.ToLower(strings.Join(splitWords(s), "_")) }
 
-func (ix *Index) run(q query.Query, kit string, limit int) ([]Hit, error) {
+func (ix *Index) run(q query.Query, kit string, limit int, acts []queryAction) ([]Hit, error) {
 	if kit != "" {
 		tq := bleve.NewTermQuery(kit)
 		tq.SetField(fieldKit)
 		tq.SetBoost(0) // filters; adds nothing to the score
 		q = bleve.NewConjunctionQuery(q, tq)
 	}
-	req := bleve.NewSearchRequestOptions(q, limit, 0, false)
+	req := bleve.NewSearchRequestOptions(q, max(limit, rerankDepth), 0, false)
 	req.SortBy([]string{"-_score", "_id"})
 	res, err := ix.bleve.Search(req)
 	if err != nil {
@@ -396,10 +439,13 @@ func (ix *Index) run(q query.Query, kit string, limit int) ([]Hit, error) {
 	hits := make([]Hit, 0, len(res.Hits))
 	for _, h := range res.Hits {
 		if t, ok := ix.byID[h.ID]; ok {
-			hits = append(hits, Hit{Tool: t, Score: h.Score})
+			f := ix.facts[t.ID]
+			score := h.Score * (1 + actionBoost*f.actionMatch(acts)) / (1 + generality*float64(f.specificity))
+			hits = append(hits, Hit{Tool: t, Score: score})
 		}
 	}
-	return hits, nil
+	ix.rank(hits)
+	return hits[:min(limit, len(hits))], nil
 }
 
 // uniqueStrings is a and b, or a alone when they are equal.
@@ -408,4 +454,16 @@ func uniqueStrings(a, b string) []string {
 		return []string{a}
 	}
 	return []string{a, b}
+}
+
+// generality is how much a tool's score shrinks per unit of its
+// specificity (see toolFacts): little enough to decide only between
+// tools that match the query about equally well, where the general tool
+// (listUsers) is the better first answer than a specialised variant
+// (listGroupUsers, listApplicationUsers).
+const generality = 0.01
+
+// rank sorts hits best first, equal scores by tool id.
+func (ix *Index) rank(hits []Hit) {
+	slices.SortStableFunc(hits, func(a, b Hit) int { return cmp.Or(cmp.Compare(b.Score, a.Score), cmp.Compare(a.Tool.ID, b.Tool.ID)) })
 }

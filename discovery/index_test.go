@@ -127,8 +127,9 @@ func TestSearch(t *testing.T) {
 		{name: "typos: fuzzy fallback", query: "vacaton setings", wantFirst: "MAIL_GET_VACATION_SETTINGS"},
 		{name: "a typo the stemmer would hide", query: "calender", limit: 10, wantLen: 8, wantKit: "calendar"},
 		// The typo fallback runs only when nothing matches: here "send"
-		// does, and the misspelt tool still comes second.
-		{name: "a typo in a tool name", query: "MAIL_SEND_EMIAL", limit: 2, wantLen: 2, wantLast: "MAIL_SEND_EMAIL"},
+		// does, and the misspelt tool, the one tool whose action is send,
+		// still comes first.
+		{name: "a typo in a tool name", query: "MAIL_SEND_EMIAL", limit: 2, wantLen: 2, wantFirst: "MAIL_SEND_EMAIL"},
 		{name: "only stop words", query: "the and of", wantLen: 0},
 		{name: "nothing close", query: "xylophone quantum", wantLen: 0},
 		{name: "punctuation only", query: "?!…", wantLen: 0},

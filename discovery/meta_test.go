@@ -251,7 +251,7 @@ func TestLoadToolUnknown(t *testing.T) {
 	}{
 		{"a typo", `{"toolName":"MAIL_SEND_EMIAL"}`, ix, []string{"MAIL_SEND_EMIAL"}, []string{"MAIL_SEND_EMAIL"}, nil},
 		{"a guessed name: search finds the tools", `{"toolName":"MAIL_SET_OUT_OF_OFFICE"}`, ix, []string{"MAIL_SET_OUT_OF_OFFICE"},
-			[]string{"MAIL_GET_VACATION_SETTINGS"}, [][]string{{"MAIL_UPDATE_VACATION_SETTINGS"}}},
+			[]string{"MAIL_UPDATE_VACATION_SETTINGS"}, [][]string{{"MAIL_GET_VACATION_SETTINGS"}}}, // "set" asks for the update
 		{"a missing prefix", `{"toolName":"SEND_MESSAGE"}`, ix, []string{"SEND_MESSAGE"}, []string{"CHAT_SEND_MESSAGE"}, [][]string{{"MAIL_SEND_EMAIL"}}},
 		{"without an index, edit distance only", `{"toolName":"CRM_GET_DEALS"}`, nil, []string{"CRM_GET_DEALS"},
 			[]string{"CRM_GET_DEAL"}, [][]string{{"CRM_LIST_DEALS"}}},
