@@ -40,10 +40,6 @@ var toolVerbs = map[string]string{
 	"send": "send", "email": "send",
 }
 
-// toolVerbWords are words that stand before a tool name's verb without
-// being one ("bulk_delete_messages", "deprecated_list_pins").
-var toolVerbWords = map[string]bool{"bulk": true, "batch": true, "deprecated": true}
-
 // userVerbs maps the words people use for an action to the canonical
 // actions they may mean, best first. A user's verb outside this table
 // is matched as it is. Keys are lowercase and unstemmed; a key's -s, -ed
@@ -89,17 +85,18 @@ var questionWords = map[string]bool{"who": true, "what": true, "which": true, "w
 // verb takes its action from the HTTP method and is all object; one
 // without either has no action.
 func toolActions(words []string, method, path string) (actions, object []string) {
+	if len(words) > 1 && isActionWord(strings.ToLower(words[0])) {
+		if _, common := toolVerbs[strings.ToLower(words[0])]; !common {
+			return []string{strings.ToLower(words[0])}, words[1:] // a verb of its own: ban, merge, archive…
+		}
+	}
+	// The verb is usually first, but may follow a qualifier or the
+	// object ("bulk_delete_messages", "guild_search").
 	for i, w := range words {
 		lw := strings.ToLower(w)
-		if toolVerbWords[lw] {
-			continue
-		}
 		canon, ok := toolVerbs[lw]
 		if !ok {
-			if i == 0 && len(words) > 1 && isActionWord(lw) {
-				return []string{lw}, words[1:] // a verb of its own: ban, merge, archive…
-			}
-			break
+			continue
 		}
 		object = append(slices.Clone(words[:i]), words[i+1:]...)
 		if len(object) == 0 {

@@ -339,7 +339,12 @@ func (ix *Index) queryTerms(q string) []queryTerm {
 			out = append(out, queryTerm{stem: stem, plain: plain, weight: weight})
 		}
 	}
-	plain := ix.plain.Analyze([]byte(text))
+	var plain analysis.TokenStream
+	for _, tok := range ix.plain.Analyze([]byte(text)) {
+		if !queryStopWords[string(tok.Term)] {
+			plain = append(plain, tok)
+		}
+	}
 	for _, tok := range plain {
 		add(string(tok.Term), 1, maxQueryWords)
 	}

@@ -65,18 +65,33 @@ var thesaurus = map[string]string{
 	"people":        "contact",
 	"opportunity":   "deal",
 	"opportunities": "deal",
-	"organisation":  "company",
-	"organization":  "company",
+	"organisation":  "company organization",
+	"organization":  "company organisation",
+	"org":           "organization organisation",
 	"firm":          "company",
 	"account":       "company",
 	"comment":       "note",
 	"employee":      "headcount",
 	"staff":         "headcount",
 	"headcount":     "employee",
+	// accounting
+	"bill":    "invoice",
+	"owe":     "invoice outstanding",
+	"overdue": "outstanding due",
+	"pay":     "payment",
+	"paid":    "payment",
+	// support, developer and admin apps
+	"app":        "application",
+	"repository": "repo",
+	"someone":    "user member",
+	"somebody":   "user member",
+	"member":     "user",
 	// chat
-	"text": "chat message",
-	"sms":  "chat message",
-	"dm":   "chat message",
+	"server": "guild",
+	"react":  "reaction",
+	"text":   "chat message",
+	"sms":    "chat message",
+	"dm":     "chat message",
 	// verbs
 	"cancel":  "delete",
 	"remove":  "delete",
@@ -93,6 +108,18 @@ var thesaurus = map[string]string{
 	"view":    "list get",
 	"find":    "search",
 	"look":    "search",
+	"bring":   "restore unarchive",
+}
+
+// queryStopWords are words of requests that say nothing about the tool
+// wanted, beyond the English stop words the analyzers drop: politeness
+// and wishes ("can you please…", "I'd like to…"), and the pieces
+// contractions split into ("don't" → "don", "t").
+var queryStopWords = map[string]bool{
+	"please": true, "can": true, "want": true, "need": true, "like": true, "help": true,
+	"let": true, "lets": true, "just": true, "hey": true, "thanks": true, "ok": true,
+	"okay": true, "don": true, "doesn": true, "didn": true, "isn": true, "won": true,
+	"ve": true, "ll": true, "re": true, "d": true, "s": true, "t": true, "m": true,
 }
 
 // expand returns the thesaurus words for a query's plain tokens, without
