@@ -199,7 +199,7 @@ func (r *Runner) runMeta(ctx context.Context, st *turnState, tl *stepTools, name
 			}
 		}
 		st.mu.Unlock()
-		return tl.index.SearchTool(raw, func(n string) bool { return loadedNames[n] })
+		return tl.index.SearchTool(ctx, raw, func(n string) bool { return loadedNames[n] })
 	case discovery.MetaLoadTool:
 		toLoad, out, err := discovery.LoadTool(raw, tl.pool, tl.index)
 		if err != nil {

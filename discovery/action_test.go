@@ -67,7 +67,7 @@ func TestSearchPrefersTheAction(t *testing.T) {
 		"delete a label":               "MAIL_DELETE_LABEL",
 		"can you move my 3 pm meeting": "CALENDAR_UPDATE_EVENT",
 	} {
-		hits, err := ix.Search(q, "", 3)
+		hits, err := ix.Search(t.Context(), q, "", 3)
 		if err != nil {
 			t.Fatal(err)
 		}

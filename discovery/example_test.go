@@ -1,6 +1,7 @@
 package discovery_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
@@ -42,7 +43,7 @@ func Example() {
 	defer ix.Close()
 
 	// The model searches the pool…
-	out, err := ix.SearchTool(json.RawMessage(`{"query":"set an out-of-office reply","limit":2}`), nil)
+	out, err := ix.SearchTool(context.Background(), json.RawMessage(`{"query":"set an out-of-office reply","limit":2}`), nil)
 	if err != nil {
 		panic(err)
 	}

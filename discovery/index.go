@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -36,12 +37,17 @@ type Index struct {
 	toolkits map[string]string // lowercased toolkit id or name → toolkit id
 	kitIDs   []string          // sorted toolkit ids, for error messages
 	synonyms bool              // expand queries with the thesaurus (tests turn it off to compare)
+	sem      *semanticIndex    // nil: BM25 alone
 }
 
 // Hit is one search result.
 type Hit struct {
 	Tool  *tools.Tool
 	Score float64
+	// Why says in one short line why the tool matched: the query's words
+	// found in its name, description, parameters…, the action it shares
+	// with the query, "close in meaning" from semantic ranking.
+	Why string
 }
 
 // Default and maximum number of results of search_tools.
@@ -121,6 +127,14 @@ var fieldBoosts = []struct {
 // and its parameters' names and descriptions, with English stemming.
 // Tool ids and names must be unique.
 func NewIndex(ts []*tools.Tool) (*Index, error) {
+	return NewIndexContext(context.Background(), ts, IndexOptions{})
+}
+
+// NewIndexContext is NewIndex with options. With semantic ranking, it
+// embeds the tools' texts the cache does not hold, within ctx; when that
+// fails, the failure is logged and the index searches with BM25 alone
+// until a later search's retry succeeds.
+func NewIndexContext(ctx context.Context, ts []*tools.Tool, opt IndexOptions) (*Index, error) {
 	im, err := newMapping()
 	if err != nil {
 		return nil, fmt.Errorf("discovery: index mapping: %w", err)
@@ -181,6 +195,19 @@ func NewIndex(ts []*tools.Tool) (*Index, error) {
 		return nil, fmt.Errorf("discovery: indexing: %w", err)
 	}
 	ix.bleve = b
+	if sc := opt.Semantic; sc != nil {
+		if sc.Embedder == nil {
+			b.Close()
+			return nil, errors.New("discovery: semantic ranking needs an Embedder")
+		}
+		ix.sem = newSemanticIndex(*sc, ix.tools)
+		if err := ix.sem.fill(ctx); err != nil {
+			ix.sem.mu.Lock()
+			ix.sem.failedAt = ix.sem.now()
+			ix.sem.mu.Unlock()
+			ix.sem.log.Warn("discovery: embedding the tools failed; searching with BM25 alone until it works", "tools", len(ts), "err", err)
+		}
+	}
 	return ix, nil
 }
 
@@ -274,20 +301,34 @@ func (ix *Index) Tool(name string) (*tools.Tool, bool) {
 	return t, ok
 }
 
-// Close releases the index.
-func (ix *Index) Close() error { return ix.bleve.Close() }
+// Close releases the index and stops a background embedding.
+func (ix *Index) Close() error {
+	if ix.sem != nil {
+		ix.sem.close()
+	}
+	return ix.bleve.Close()
+}
 
 // Search returns the tools that best match query, best first (equal
-// scores by tool id). toolkit, when not empty, keeps only that toolkit's
-// tools (by id or display name, any case). limit <= 0 means
-// DefaultSearchLimit.
+// scores by tool id), each with a line saying why it matched. toolkit,
+// when not empty, keeps only that toolkit's tools (by id or display
+// name, any case). limit <= 0 means DefaultSearchLimit.
 //
 // The query is read as words: identifiers are split (so a tool name
 // works as a query), case is ignored and English words are stemmed;
 // words of the thesaurus also match their usual synonyms, at a lower
 // weight. When nothing matches, the words are tried again allowing one
-// edit each, to forgive a typo.
-func (ix *Index) Search(q, toolkit string, limit int) ([]Hit, error) {
+// edit each, to forgive a typo. The action the query asks for (send,
+// move, cancel…) favours the tools that do it (see action.go).
+//
+// With semantic ranking configured (IndexOptions.Semantic), the query is
+// embedded too and the two rankings fused; when that fails, the answer
+// is BM25's and the failure is logged. ctx bounds the query's embedding.
+func (ix *Index) Search(ctx context.Context, q, toolkit string, limit int) ([]Hit, error) {
+	return ix.search(ctx, q, toolkit, limit, true)
+}
+
+func (ix *Index) search(ctx context.Context, q, toolkit string, limit int, semantic bool) ([]Hit, error) {
 	if limit <= 0 {
 		limit = DefaultSearchLimit
 	}
@@ -307,11 +348,32 @@ func (ix *Index) Search(q, toolkit string, limit int) ([]Hit, error) {
 		return nil, nil
 	}
 	acts := queryActions(splitWords(q))
-	hits, err := ix.run(ix.buildQuery(q, terms, false), kit, limit, acts)
-	if err != nil || len(hits) > 0 {
-		return hits, err
+	hits, err := ix.run(ix.buildQuery(q, terms, false), kit, acts)
+	if err == nil && len(hits) == 0 {
+		hits, err = ix.run(ix.buildQuery(q, terms, true), kit, acts)
 	}
-	return ix.run(ix.buildQuery(q, terms, true), kit, limit, acts)
+	if err != nil {
+		return nil, err
+	}
+	var close map[string]bool // the tools semantic ranking puts near the top
+	if semantic && ix.sem != nil {
+		var keep func(int) bool
+		if kit != "" {
+			keep = func(i int) bool { return strings.ToLower(toolkitOf(ix.tools[i])) == kit }
+		}
+		if ranked := ix.sem.rank(ctx, q, rerankDepth, keep); ranked != nil {
+			hits, _ = fuse(hits, ranked, ix.tools)
+			close = map[string]bool{}
+			for _, i := range ranked[:min(MaxSearchLimit, len(ranked))] {
+				close[ix.tools[i].ID] = true
+			}
+		}
+	}
+	hits = hits[:min(limit, len(hits))]
+	for i := range hits {
+		hits[i].Why = ix.why(hits[i].Tool, terms, acts, close[hits[i].Tool.ID])
+	}
+	return hits, nil
 }
 
 // queryTerm is one analysed word of a query with its weight: 1 for the
@@ -319,6 +381,7 @@ func (ix *Index) Search(q, toolkit string, limit int) ([]Hit, error) {
 type queryTerm struct {
 	stem   string  // as the index holds it
 	plain  string  // lowercased, unstemmed: what a typo fallback compares
+	from   string  // for a thesaurus word, the query's word it stands for
 	weight float64 // multiplies the field boosts
 }
 
@@ -329,14 +392,14 @@ func (ix *Index) queryTerms(q string) []queryTerm {
 	text := splitIdentifiers(q)
 	var out []queryTerm
 	seen := map[string]bool{}
-	add := func(plain string, weight float64, limit int) {
+	add := func(plain, from string, weight float64, limit int) {
 		for _, tok := range ix.stemmed.Analyze([]byte(plain)) {
 			stem := string(tok.Term)
 			if seen[stem] || len(out) >= limit {
 				continue
 			}
 			seen[stem] = true
-			out = append(out, queryTerm{stem: stem, plain: plain, weight: weight})
+			out = append(out, queryTerm{stem: stem, plain: plain, from: from, weight: weight})
 		}
 	}
 	var plain analysis.TokenStream
@@ -346,12 +409,12 @@ func (ix *Index) queryTerms(q string) []queryTerm {
 		}
 	}
 	for _, tok := range plain {
-		add(string(tok.Term), 1, maxQueryWords)
+		add(string(tok.Term), "", 1, maxQueryWords)
 	}
 	if ix.synonyms {
 		asked := len(out)
-		for _, exp := range expand(plain) {
-			add(exp, synonymWeight, 2*asked)
+		for _, syn := range expansions(plain) {
+			add(syn.word, syn.from, synonymWeight, 2*asked)
 		}
 	}
 	return out
@@ -428,14 +491,16 @@ func pathWords(path string) string {
 // joined with "_".
 func exactKey(s string) string { return strings.ToLower(strings.Join(splitWords(s), "_")) }
 
-func (ix *Index) run(q query.Query, kit string, limit int, acts []queryAction) ([]Hit, error) {
+// run runs q and ranks its best hits again (see rank), at most
+// rerankDepth of them.
+func (ix *Index) run(q query.Query, kit string, acts []queryAction) ([]Hit, error) {
 	if kit != "" {
 		tq := bleve.NewTermQuery(kit)
 		tq.SetField(fieldKit)
 		tq.SetBoost(0) // filters; adds nothing to the score
 		q = bleve.NewConjunctionQuery(q, tq)
 	}
-	req := bleve.NewSearchRequestOptions(q, max(limit, rerankDepth), 0, false)
+	req := bleve.NewSearchRequestOptions(q, rerankDepth, 0, false)
 	req.SortBy([]string{"-_score", "_id"})
 	res, err := ix.bleve.Search(req)
 	if err != nil {
@@ -450,7 +515,7 @@ func (ix *Index) run(q query.Query, kit string, limit int, acts []queryAction) (
 		}
 	}
 	ix.rank(hits)
-	return hits[:min(limit, len(hits))], nil
+	return hits, nil
 }
 
 // uniqueStrings is a and b, or a alone when they are equal.

@@ -49,7 +49,7 @@ func evaluate(t *testing.T, ix *Index, qs []labelledQuery) rankingMetrics {
 	t.Helper()
 	m := rankingMetrics{Queries: len(qs)}
 	for _, q := range qs {
-		hits, err := ix.Search(q.Query, "", MaxSearchLimit)
+		hits, err := ix.Search(t.Context(), q.Query, "", MaxSearchLimit)
 		if err != nil {
 			t.Fatalf("Search(%q): %v", q.Query, err)
 		}

@@ -125,11 +125,23 @@ var queryStopWords = map[string]bool{
 // expand returns the thesaurus words for a query's plain tokens, without
 // the words the query already holds.
 func expand(tokens analysis.TokenStream) []string {
+	var out []string
+	for _, s := range expansions(tokens) {
+		out = append(out, s.word)
+	}
+	return out
+}
+
+// synonym is a word the thesaurus adds and the query's word it is for.
+type synonym struct{ word, from string }
+
+// expansions is expand with each word's source.
+func expansions(tokens analysis.TokenStream) []synonym {
 	have := map[string]bool{}
 	for _, t := range tokens {
 		have[string(t.Term)] = true
 	}
-	var out []string
+	var out []synonym
 	for _, t := range tokens {
 		w := string(t.Term)
 		syn, ok := thesaurus[w]
@@ -142,7 +154,7 @@ func expand(tokens analysis.TokenStream) []string {
 		for _, s := range strings.Fields(syn) {
 			if !have[s] {
 				have[s] = true
-				out = append(out, s)
+				out = append(out, synonym{s, w})
 			}
 		}
 	}
