@@ -116,11 +116,14 @@ func TestSearchToolEmbeddingsDown(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	sem := &discovery.Semantic{Embedder: e, Model: "embed-test", Logger: slog.New(slog.NewTextHandler(&logs, nil))}
-	ix, err := discovery.NewIndexContext(t.Context(), pool, discovery.IndexOptions{Semantic: sem})
+	ix, err := discovery.NewIndexWith(pool, discovery.IndexOptions{Semantic: sem})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ix.Close()
+	if err := ix.SemanticReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	if requests.Load() == 0 {
 		t.Fatal("the tools were not embedded")
 	}

@@ -144,7 +144,7 @@ func (r *Runner) index(pool []*tools.Tool) (*discovery.Index, error) {
 	if ix, ok := r.indexes.Load(key); ok {
 		return ix.(*discovery.Index), nil
 	}
-	ix, err := discovery.NewIndex(pool)
+	ix, err := discovery.NewIndexWith(pool, r.opt.Search)
 	if err != nil {
 		return nil, fmt.Errorf("indexing the tool pool: %w", err)
 	}

@@ -126,15 +126,14 @@ var fieldBoosts = []struct {
 // toolkit prefix dropped), description, toolkit id, name and description,
 // and its parameters' names and descriptions, with English stemming.
 // Tool ids and names must be unique.
-func NewIndex(ts []*tools.Tool) (*Index, error) {
-	return NewIndexContext(context.Background(), ts, IndexOptions{})
-}
+func NewIndex(ts []*tools.Tool) (*Index, error) { return NewIndexWith(ts, IndexOptions{}) }
 
-// NewIndexContext is NewIndex with options. With semantic ranking, it
-// embeds the tools' texts the cache does not hold, within ctx; when that
-// fails, the failure is logged and the index searches with BM25 alone
-// until a later search's retry succeeds.
-func NewIndexContext(ctx context.Context, ts []*tools.Tool, opt IndexOptions) (*Index, error) {
+// NewIndexWith is NewIndex with options. With semantic ranking, the
+// tools' texts the cache does not hold are embedded in the background:
+// until that is done, and after it failed (which is logged), the index
+// searches with BM25 alone; a search after Semantic.RetryAfter tries
+// again. SemanticReady waits for it.
+func NewIndexWith(ts []*tools.Tool, opt IndexOptions) (*Index, error) {
 	im, err := newMapping()
 	if err != nil {
 		return nil, fmt.Errorf("discovery: index mapping: %w", err)
@@ -201,14 +200,21 @@ func NewIndexContext(ctx context.Context, ts []*tools.Tool, opt IndexOptions) (*
 			return nil, errors.New("discovery: semantic ranking needs an Embedder")
 		}
 		ix.sem = newSemanticIndex(*sc, ix.tools)
-		if err := ix.sem.fill(ctx); err != nil {
-			ix.sem.mu.Lock()
-			ix.sem.failedAt = ix.sem.now()
-			ix.sem.mu.Unlock()
-			ix.sem.log.Warn("discovery: embedding the tools failed; searching with BM25 alone until it works", "tools", len(ts), "err", err)
-		}
+		ix.sem.mu.Lock()
+		ix.sem.startLocked()
+		ix.sem.mu.Unlock()
 	}
 	return ix, nil
+}
+
+// SemanticReady waits for the embedding of the tools under way, if any,
+// or until ctx ends, and returns the last embedding's error (nil too for
+// an index without semantic ranking).
+func (ix *Index) SemanticReady(ctx context.Context) error {
+	if ix.sem == nil {
+		return nil
+	}
+	return ix.sem.wait(ctx)
 }
 
 func newMapping() (*mapping.IndexMappingImpl, error) {

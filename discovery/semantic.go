@@ -57,7 +57,7 @@ type Semantic struct {
 	Now func() time.Time
 }
 
-// IndexOptions configure NewIndexContext. The zero value is a BM25 index.
+// IndexOptions configure NewIndexWith. The zero value is a BM25 index.
 type IndexOptions struct {
 	// Semantic, when not nil, adds semantic ranking.
 	Semantic *Semantic
@@ -88,9 +88,10 @@ type semanticIndex struct {
 	closed  chan struct{} // closed by Close: stops a background fill
 
 	mu       sync.Mutex
-	vectors  [][]float32 // unit length, per tool; nil until embedded
-	failedAt time.Time   // the last failed fill
-	filling  bool
+	vectors  [][]float32   // unit length, per tool; nil until embedded
+	done     chan struct{} // closed when the fill under way ends; nil when none is
+	lastErr  error         // of the last fill
+	failedAt time.Time     // of the last failed fill
 }
 
 func newSemanticIndex(cfg Semantic, ts []*tools.Tool) *semanticIndex {
@@ -216,37 +217,61 @@ func (s *semanticIndex) embed(ctx context.Context, texts []string, timeout time.
 }
 
 // ready returns the tool vectors, or nil when they are not there yet; a
-// failure older than the retry interval starts another fill in the
-// background.
+// failure older than the retry interval starts another fill.
 func (s *semanticIndex) ready() [][]float32 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.vectors != nil || s.filling || s.now().Sub(s.failedAt) < s.retry {
-		return s.vectors
+	if s.vectors == nil && s.done == nil && s.now().Sub(s.failedAt) >= s.retry {
+		s.startLocked()
 	}
-	s.filling = true
+	return s.vectors
+}
+
+// startLocked starts filling in the background; s.mu is held. The fill
+// ends with Close at the latest.
+func (s *semanticIndex) startLocked() {
+	done := make(chan struct{})
+	s.done = done
 	go func() {
+		defer close(done)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		go func() {
 			select {
 			case <-s.closed:
 				cancel()
-			case <-ctx.Done():
+			case <-done:
 			}
 		}()
 		err := s.fill(ctx)
 		s.mu.Lock()
-		s.filling = false
+		s.done, s.lastErr = nil, err
 		if err != nil {
 			s.failedAt = s.now()
 		}
 		s.mu.Unlock()
 		if err != nil {
-			s.log.Warn("discovery: embedding the tools failed again; searching with BM25 alone", "tools", len(s.texts), "err", err)
+			s.log.Warn("discovery: embedding the tools failed; searching with BM25 alone until a retry succeeds",
+				"tools", len(s.texts), "retry_after", s.retry, "err", err)
 		}
 	}()
-	return nil
+}
+
+// wait waits for a fill under way to end and returns its error.
+func (s *semanticIndex) wait(ctx context.Context) error {
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
+	if done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastErr
 }
 
 // rank ranks the tools by cosine similarity to the query, best first, at

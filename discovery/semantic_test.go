@@ -93,11 +93,12 @@ func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(
 
 func newSemanticTestIndex(t *testing.T, sem *Semantic) *Index {
 	t.Helper()
-	ix, err := NewIndexContext(t.Context(), allDemoTools(t), IndexOptions{Semantic: sem})
+	ix, err := NewIndexWith(allDemoTools(t), IndexOptions{Semantic: sem})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ix.Close() })
+	ix.SemanticReady(t.Context()) // its error is the log's; tests look there
 	return ix
 }
 
@@ -170,12 +171,8 @@ func TestSemanticDegradesAndRecovers(t *testing.T) {
 	now = now.Add(2 * time.Minute)
 	mu.Unlock()
 	ix.Search(t.Context(), "reimburse", "", 5) // starts the background fill
-	deadline := time.Now().Add(10 * time.Second)
-	for ix.sem.ready() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the background fill did not finish")
-		}
-		time.Sleep(time.Millisecond)
+	if err := ix.SemanticReady(t.Context()); err != nil {
+		t.Fatalf("the retry failed: %v", err)
 	}
 	got, err := ix.Search(t.Context(), "reimburse", "", 5)
 	if err != nil || len(got) == 0 {
@@ -277,8 +274,8 @@ func TestBoltVectorsBound(t *testing.T) {
 
 // A semantic index needs an embedder.
 func TestSemanticNeedsEmbedder(t *testing.T) {
-	if _, err := NewIndexContext(t.Context(), allDemoTools(t), IndexOptions{Semantic: &Semantic{Model: "m"}}); err == nil {
-		t.Error("NewIndexContext without an Embedder: no error")
+	if _, err := NewIndexWith(allDemoTools(t), IndexOptions{Semantic: &Semantic{Model: "m"}}); err == nil {
+		t.Error("NewIndexWith without an Embedder: no error")
 	}
 }
 

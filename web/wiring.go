@@ -1,12 +1,14 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
 	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/discovery"
 	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/tools"
 )
@@ -34,9 +36,13 @@ func (s *Server) newAgents(ctx context.Context, model agent.Model) error {
 		}
 	}
 	s.model = model
+	search, err := s.searchOptions()
+	if err != nil {
+		return err
+	}
 	s.runner = agent.NewRunner(agent.RunnerOptions{
 		Model: model, ModelName: s.cfg.Model.Name, Engine: s.engine, Retrieval: s.results,
-		Catalog: s.catalog, Logger: s.log, DirectBudget: s.cfg.Discovery.DirectBudget,
+		Catalog: s.catalog, Logger: s.log, DirectBudget: s.cfg.Discovery.DirectBudget, Search: search,
 	})
 	// Build each agent's search index now rather than on its first turn.
 	for _, def := range s.agents.List() {
@@ -52,6 +58,30 @@ func (s *Server) newAgents(ctx context.Context, model agent.Model) error {
 	}
 	s.conns, err = newConnections(s.db, s.cfg.DataDir, func(tk string) bool { return orgToolkits[tk] })
 	return err
+}
+
+// searchOptions are search_tools' index options: semantic ranking when
+// discovery.embeddings names a model, its tool vectors cached in the
+// store. The endpoint defaults to the model's, and so does the key when
+// the endpoint is the model's.
+func (s *Server) searchOptions() (discovery.IndexOptions, error) {
+	e := s.cfg.Discovery.Embeddings
+	if e.Model == "" {
+		return discovery.IndexOptions{}, nil
+	}
+	base, key := cmp.Or(e.BaseURL, s.cfg.Model.BaseURL), e.APIKey
+	if key == "" && base == s.cfg.Model.BaseURL {
+		key = s.cfg.Model.APIKey
+	}
+	emb, err := agent.NewOpenAIEmbedder(agent.OpenAIEmbedderOptions{Model: e.Model, BaseURL: base, APIKey: key})
+	if err != nil {
+		return discovery.IndexOptions{}, s.cfg.errAt("discovery.embeddings", err.Error())
+	}
+	cache, err := discovery.NewBoltVectors(s.db, 0)
+	if err != nil {
+		return discovery.IndexOptions{}, err
+	}
+	return discovery.IndexOptions{Semantic: &discovery.Semantic{Embedder: emb, Model: e.Model, Cache: cache, Logger: s.log}}, nil
 }
 
 // requireModel answers 503 when no model is configured.
