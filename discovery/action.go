@@ -177,6 +177,7 @@ const (
 	verbWeight      = 1
 	otherMeanWeight = 0.5
 	questionWeight  = 0.4
+	whVerbScale     = 0.5 // a wh-question's verbs
 )
 
 // ambiguousVerbs are words of userVerbs that are as often nouns ("the
@@ -214,13 +215,20 @@ func queryActions(words []string) []queryAction {
 			out = append(out, queryAction{a, w})
 		}
 	}
-	question, start := false, true
+	question, whQuestion, start, first := false, false, true, true
+	scale := 1.0
 	for _, w := range words {
 		w = strings.ToLower(w)
 		switch {
 		case questionWords[w]:
 			question = true
-			start = false
+			if first && w != "how" {
+				// "which addresses can I send as", "who changed the
+				// settings": a wh-question asks about things; its verbs
+				// say which, not what to do.
+				whQuestion, scale = true, whVerbScale
+			}
+			start, first = false, false
 			continue
 		case leadIns[w]:
 			continue
@@ -229,22 +237,22 @@ func queryActions(words []string) []queryAction {
 			continue
 		}
 		atStart := start
-		start = false
+		start, first = false, false
 		if key, acts, ok := lookupVerb(w); ok && (atStart || !ambiguousVerbs[key]) {
 			for i, a := range acts {
 				weight := otherMeanWeight
 				if i == 0 {
 					weight = verbWeight
 				}
-				add(a, weight)
+				add(a, scale*weight)
 			}
 			continue
 		}
 		if atStart && isActionWord(w) { // most are nouns too: a reply, a pin, a report
-			add(w, verbWeight)
+			add(w, scale*verbWeight)
 		}
 	}
-	if len(out) == 0 && question {
+	if question && (len(out) == 0 || whQuestion) {
 		add("list", questionWeight)
 		add("get", questionWeight)
 	}

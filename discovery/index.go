@@ -38,6 +38,7 @@ type Index struct {
 	kitIDs   []string          // sorted toolkit ids, for error messages
 	synonyms bool              // expand queries with the thesaurus (tests turn it off to compare)
 	sem      *semanticIndex    // nil: BM25 alone
+	kits     *kitStats
 }
 
 // Hit is one search result.
@@ -174,6 +175,7 @@ func NewIndexWith(ts []*tools.Tool, opt IndexOptions) (*Index, error) {
 		}
 	}
 	slices.Sort(ix.kitIDs)
+	ix.kits = newKitStats(ts, ix.stemmed)
 
 	// An in-memory scorch index: NewMemOnly builds an upsidedown index,
 	// which cannot give BM25 its field statistics and silently scores
@@ -354,9 +356,10 @@ func (ix *Index) search(ctx context.Context, q, toolkit string, limit int, seman
 		return nil, nil
 	}
 	acts := queryActions(splitWords(q))
-	hits, err := ix.run(ix.buildQuery(q, terms, false), kit, acts)
+	kitWeights := ix.kits.weights(terms)
+	hits, err := ix.run(ix.buildQuery(q, terms, false), kit, acts, kitWeights)
 	if err == nil && len(hits) == 0 {
-		hits, err = ix.run(ix.buildQuery(q, terms, true), kit, acts)
+		hits, err = ix.run(ix.buildQuery(q, terms, true), kit, acts, kitWeights)
 	}
 	if err != nil {
 		return nil, err
@@ -499,7 +502,7 @@ func exactKey(s string) string { return strings.ToLower(strings.Join(splitWords(
 
 // run runs q and ranks its best hits again (see rank), at most
 // rerankDepth of them.
-func (ix *Index) run(q query.Query, kit string, acts []queryAction) ([]Hit, error) {
+func (ix *Index) run(q query.Query, kit string, acts []queryAction, kitWeights map[string]float64) ([]Hit, error) {
 	if kit != "" {
 		tq := bleve.NewTermQuery(kit)
 		tq.SetField(fieldKit)
@@ -517,6 +520,9 @@ func (ix *Index) run(q query.Query, kit string, acts []queryAction) ([]Hit, erro
 		if t, ok := ix.byID[h.ID]; ok {
 			f := ix.facts[t.ID]
 			score := h.Score * (1 + actionBoost*f.actionMatch(acts)) / (1 + generality*float64(f.specificity))
+			if w, ok := kitWeights[toolkitOf(t)]; ok {
+				score *= w
+			}
 			hits = append(hits, Hit{Tool: t, Score: score})
 		}
 	}

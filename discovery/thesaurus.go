@@ -9,7 +9,7 @@ import (
 // synonymWeight is how much a word the thesaurus adds counts, relative to
 // the query's own words: enough to find a tool described in other words,
 // not enough to outrank one that uses the user's.
-const synonymWeight = 0.5
+var synonymWeight = 0.5
 
 // thesaurus maps words people use when asking for something to the words
 // tool names and descriptions of business apps tend to use instead. It is

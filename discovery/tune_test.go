@@ -41,11 +41,13 @@ func TestTune(t *testing.T) {
 		}
 		fieldBoosts[i].boost = orig
 	}
-	orig := actionBoost
-	for _, f := range []float64{0, 0.5, 2} {
-		actionBoost = orig * f
-		s, line := score()
-		t.Logf("action=%.2f: %.3f %s", actionBoost, s, line)
+	for _, v := range []*float64{&actionBoost, &kitBoost, &synonymWeight} {
+		orig := *v
+		for _, f := range []float64{0, 0.5, 2} {
+			*v = orig * f
+			s, line := score()
+			t.Logf("%p=%.2f: %.3f %s", v, *v, s, line)
+		}
+		*v = orig
 	}
-	actionBoost = orig
 }
