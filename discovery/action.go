@@ -296,17 +296,28 @@ type toolFacts struct {
 	// and of required parameters. The general tool (listUsers) has fewer
 	// than its specialised variants (listGroupUsers, listApplicationUsers).
 	specificity int
+	// Lowercased words of the name (without its toolkit prefix), of the
+	// toolkit's id and name, and of the parameters' names: what why
+	// reads, kept to spare every search splitting them again.
+	nameText, kitText, paramText string
+	kitDescText                  string // lowercased toolkit description, shared by the toolkit's tools
 }
 
 func factsOf(t *tools.Tool) toolFacts {
 	short := nameWords(t.Name, toolkitOf(t), t.ToolkitName, t.Provider)
 	acts, obj := toolActions(strings.Fields(short), t.Method, t.Path)
 	f := toolFacts{actions: acts, specificity: len(obj)}
+	var params []string
 	for _, p := range t.Params {
 		if p.Required {
 			f.specificity++
 		}
+		params = append(params, splitIdentifiers(p.Name))
 	}
+	f.nameText = strings.ToLower(short)
+	f.kitText = strings.ToLower(splitIdentifiers(toolkitOf(t)) + " " + t.ToolkitName)
+	f.paramText = strings.ToLower(strings.Join(params, " "))
+	f.kitDescText = strings.ToLower(t.ToolkitDescription)
 	return f
 }
 

@@ -68,7 +68,6 @@ const (
 	fieldParams      = "params"
 	fieldToolkit     = "toolkit"  // the toolkit's description
 	fieldKitName     = "kit_name" // the toolkit's id and display name
-	fieldPath        = "path"     // the HTTP path's literal segments
 	fieldKit         = "kit"      // keyword: lowercased toolkit id and name, for the filter
 	fieldExact       = "exact"    // keyword: the name as exactKey spells it, with and without its toolkit prefix
 	// Unstemmed words, for the typo fallback only: a typo often changes
@@ -94,7 +93,7 @@ var actionBoost = 0.5
 
 // rerankDepth is how many of BM25's best hits are ranked again with the
 // action and the tie-break.
-const rerankDepth = 40
+const rerankDepth = 20
 
 // fuzzyBoosts are the fields the typo fallback searches.
 var fuzzyBoosts = []struct {
@@ -120,7 +119,6 @@ var fieldBoosts = []struct {
 	{fieldParams, 0.3},
 	{fieldToolkit, 0.3},
 	{fieldKitName, 1},
-	{fieldPath, 0.5},
 }
 
 // NewIndex indexes ts in memory: each tool's name (split into words, its
@@ -152,6 +150,7 @@ func NewIndexWith(ts []*tools.Tool, opt IndexOptions) (*Index, error) {
 	if ix.stemmed == nil || ix.plain == nil {
 		return nil, errors.New("discovery: analyzers not registered")
 	}
+	kitDesc := map[string]string{}
 	for i, t := range ts {
 		if t == nil {
 			return nil, fmt.Errorf("discovery: tool %d is nil", i)
@@ -163,7 +162,13 @@ func NewIndexWith(ts []*tools.Tool, opt IndexOptions) (*Index, error) {
 			return nil, fmt.Errorf("discovery: tools %q and %q share the name %q", other.ID, t.ID, t.Name)
 		}
 		ix.byID[t.ID] = t
-		ix.facts[t.ID] = factsOf(t)
+		f := factsOf(t)
+		if prev, ok := kitDesc[f.kitDescText]; ok {
+			f.kitDescText = prev // one copy per toolkit
+		} else {
+			kitDesc[f.kitDescText] = f.kitDescText
+		}
+		ix.facts[t.ID] = f
 		ix.byName[t.Name] = t
 		kit := toolkitOf(t)
 		if _, seen := ix.toolkits[strings.ToLower(kit)]; !seen {
@@ -290,7 +295,6 @@ func document(t *tools.Tool) map[string]any {
 		fieldParams:      params.String(),
 		fieldToolkit:     t.ToolkitDescription,
 		fieldKitName:     splitIdentifiers(kit) + "\n" + t.ToolkitName,
-		fieldPath:        pathWords(t.Path),
 		fieldKit:         kits,
 		fieldNameWords:   short,
 		fieldWords:       strings.Join([]string{t.Description, paramNames.String(), t.ToolkitName}, "\n"),
@@ -481,21 +485,6 @@ func (ix *Index) wordsQuery(q string, terms []queryTerm, fuzzy bool) query.Query
 	return bleve.NewDisjunctionQuery(clauses...)
 }
 
-// pathWords are the literal segments of an HTTP path, identifiers split:
-// "/guilds/{guild_id}/scheduled-events" is "guilds scheduled events".
-// Parameters are left out; their names are indexed with the parameters.
-func pathWords(path string) string {
-	var b strings.Builder
-	for _, seg := range strings.Split(path, "/") {
-		if seg == "" || strings.HasPrefix(seg, "{") {
-			continue
-		}
-		b.WriteString(splitIdentifiers(seg))
-		b.WriteString(" ")
-	}
-	return strings.TrimSpace(b.String())
-}
-
 // exactKey is how a tool name is compared whole: its words, lowercased,
 // joined with "_".
 func exactKey(s string) string { return strings.ToLower(strings.Join(splitWords(s), "_")) }
@@ -510,7 +499,9 @@ func (ix *Index) run(q query.Query, kit string, acts []queryAction, kitWeights m
 		q = bleve.NewConjunctionQuery(q, tq)
 	}
 	req := bleve.NewSearchRequestOptions(q, rerankDepth, 0, false)
-	req.SortBy([]string{"-_score", "_id"})
+	// Score order alone: rank breaks ties by id, and sorting by _id
+	// in bleve would load every candidate's id.
+	req.SortBy([]string{"-_score"})
 	res, err := ix.bleve.Search(req)
 	if err != nil {
 		return nil, fmt.Errorf("discovery: search: %w", err)

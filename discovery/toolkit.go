@@ -17,19 +17,33 @@ import (
 // toolkit's share of tools whose name or description holds a word is
 // kept, and a query's toolkit scores weigh its tools (see kitBoost).
 type kitStats struct {
-	tools map[string]int            // toolkit → its number of tools
-	df    map[string]map[string]int // stem → toolkit → tools whose name or description holds it
+	kits  []string          // toolkit ids
+	tools []int             // per toolkit, its number of tools
+	df    map[string][]kitN // stem → the toolkits whose tools' names or descriptions hold it
 }
+
+// kitN is how many tools of toolkit kit (an index into kitStats.kits)
+// hold a stem. Slices of them take a fraction of the memory of maps.
+type kitN struct{ kit, n int32 }
 
 // kitBoost is how much more the tools of the toolkit the query is most
 // about score than those of a toolkit it is not about at all.
 var kitBoost = 1.0
 
 func newKitStats(ts []*tools.Tool, stemmed analysis.Analyzer) *kitStats {
-	k := &kitStats{tools: map[string]int{}, df: map[string]map[string]int{}}
+	k := &kitStats{df: map[string][]kitN{}}
+	index := map[string]int32{}
+	counts := map[string]map[int32]int32{}
 	for _, t := range ts {
 		kit := toolkitOf(t)
-		k.tools[kit]++
+		i, ok := index[kit]
+		if !ok {
+			i = int32(len(k.kits))
+			index[kit] = i
+			k.kits = append(k.kits, kit)
+			k.tools = append(k.tools, 0)
+		}
+		k.tools[i]++
 		seen := map[string]bool{}
 		text := splitIdentifiers(nameWords(t.Name, kit, t.ToolkitName, t.Provider)) + "\n" + t.Description
 		for _, tok := range stemmed.Analyze([]byte(text)) {
@@ -38,13 +52,20 @@ func newKitStats(ts []*tools.Tool, stemmed analysis.Analyzer) *kitStats {
 				continue
 			}
 			seen[s] = true
-			m := k.df[s]
+			m := counts[s]
 			if m == nil {
-				m = map[string]int{}
-				k.df[s] = m
+				m = map[int32]int32{}
+				counts[s] = m
 			}
-			m[kit]++
+			m[i]++
 		}
+	}
+	for s, m := range counts {
+		list := make([]kitN, 0, len(m))
+		for kit, n := range m {
+			list = append(list, kitN{kit, n})
+		}
+		k.df[s] = list
 	}
 	return k
 }
@@ -55,7 +76,7 @@ func newKitStats(ts []*tools.Tool, stemmed analysis.Analyzer) *kitStats {
 // share of the toolkit's tools that hold it times how few toolkits do
 // (an idf over toolkits). Nil when there is one toolkit or none scores.
 func (k *kitStats) weights(terms []queryTerm) map[string]float64 {
-	if len(k.tools) < 2 {
+	if len(k.kits) < 2 {
 		return nil
 	}
 	score := map[string]float64{}
@@ -65,9 +86,10 @@ func (k *kitStats) weights(terms []queryTerm) map[string]float64 {
 		if len(kits) == 0 {
 			continue
 		}
-		idf := math.Log(1 + float64(len(k.tools))/float64(len(kits)))
-		for kit, n := range kits {
-			score[kit] += qt.weight * idf * float64(n) / float64(k.tools[kit])
+		idf := math.Log(1 + float64(len(k.kits))/float64(len(kits)))
+		for _, kn := range kits {
+			kit := k.kits[kn.kit]
+			score[kit] += qt.weight * idf * float64(kn.n) / float64(k.tools[kn.kit])
 			best = max(best, score[kit])
 		}
 	}

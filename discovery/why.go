@@ -4,11 +4,16 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/blevesearch/bleve/v2/analysis"
+	"github.com/blevesearch/bleve/v2/analysis/token/porter"
+
 	"github.com/trawl-dev/trawl/tools"
 )
 
 // maxWhyWords is how many matched words a why line lists per field.
 const maxWhyWords = 6
+
+var porterStemmer = porter.NewPorterStemmer() // stateless; safe for concurrent use
 
 // why says in one short line why t matched: the query's words found in
 // each of its fields (a thesaurus word as "event (for meeting)"), the
@@ -16,24 +21,47 @@ const maxWhyWords = 6
 // found it close in meaning. Two near-duplicates (listUsers,
 // listGroupUsers) read apart by it: one matched "group", one did not.
 func (ix *Index) why(t *tools.Tool, terms []queryTerm, acts []queryAction, semantic bool) string {
-	short := nameWords(t.Name, toolkitOf(t), t.ToolkitName, t.Provider)
-	var params strings.Builder
-	for _, p := range t.Params {
-		params.WriteString(splitIdentifiers(p.Name) + " " + p.Description + "\n")
-	}
+	f := ix.facts[t.ID]
 	fields := []struct{ label, text string }{
-		{"name", splitIdentifiers(short)},
-		{"toolkit", splitIdentifiers(toolkitOf(t)) + " " + t.ToolkitName},
-		{"description", t.Description},
-		{"parameters", params.String()},
-		{"path", pathWords(t.Path)},
-		{"toolkit description", t.ToolkitDescription},
+		{"name", f.nameText},
+		{"toolkit", f.kitText},
+		{"description", strings.ToLower(t.Description)},
+		{"parameters", f.paramText},
+		{"toolkit description", f.kitDescText},
+	}
+	// A word can stem to a query stem only if it begins with the stem
+	// less its last letter (Porter turns a final y into i, drops an e):
+	// only those words are stemmed, which keeps this cheap next to the
+	// search itself.
+	prefixes := make([]string, len(terms))
+	for i, qt := range terms {
+		prefixes[i] = qt.stem[:max(1, len(qt.stem)-1)]
 	}
 	done := map[string]bool{}
 	var parts []string
-	for _, f := range fields {
+	for _, field := range fields {
+		lower := field.text
+		if !slices.ContainsFunc(prefixes, func(p string) bool { return strings.Contains(lower, p) }) {
+			continue
+		}
+		var cand []string
+		for _, lw := range strings.FieldsFunc(lower, func(r rune) bool { return !isWordRune(r) }) {
+			for _, p := range prefixes {
+				if strings.HasPrefix(lw, p) {
+					cand = append(cand, lw)
+					break
+				}
+			}
+		}
+		if len(cand) == 0 {
+			continue
+		}
+		toks := make(analysis.TokenStream, len(cand))
+		for i, w := range cand {
+			toks[i] = &analysis.Token{Term: []byte(w)}
+		}
 		stems := map[string]bool{}
-		for _, tok := range ix.stemmed.Analyze([]byte(f.text)) {
+		for _, tok := range porterStemmer.Filter(toks) { // the stemmed analyzer's last step; the words are lowercased already
 			stems[string(tok.Term)] = true
 		}
 		var words []string
@@ -52,10 +80,9 @@ func (ix *Index) why(t *tools.Tool, terms []queryTerm, acts []queryAction, seman
 			words = append(words, w)
 		}
 		if len(words) > 0 {
-			parts = append(parts, f.label+": "+strings.Join(words, ", "))
+			parts = append(parts, field.label+": "+strings.Join(words, ", "))
 		}
 	}
-	f := ix.facts[t.ID]
 	for _, a := range acts {
 		if slices.Contains(f.actions, a.action) {
 			parts = append(parts, "action: "+a.action)
