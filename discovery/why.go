@@ -3,6 +3,7 @@ package discovery
 import (
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/blevesearch/bleve/v2/analysis"
 	"github.com/blevesearch/bleve/v2/analysis/token/porter"
@@ -37,22 +38,13 @@ func (ix *Index) why(t *tools.Tool, terms []queryTerm, acts []queryAction, seman
 	for i, qt := range terms {
 		prefixes[i] = qt.stem[:max(1, len(qt.stem)-1)]
 	}
+	// Each term is listed once, in the first field that holds it; a
+	// thesaurus word only when the query's own word matched nowhere.
+	matched := make([][]queryTerm, len(fields))
+	direct := map[string]bool{} // the query's own words that matched
 	done := map[string]bool{}
-	var parts []string
-	for _, field := range fields {
-		lower := field.text
-		if !slices.ContainsFunc(prefixes, func(p string) bool { return strings.Contains(lower, p) }) {
-			continue
-		}
-		var cand []string
-		for _, lw := range strings.FieldsFunc(lower, func(r rune) bool { return !isWordRune(r) }) {
-			for _, p := range prefixes {
-				if strings.HasPrefix(lw, p) {
-					cand = append(cand, lw)
-					break
-				}
-			}
-		}
+	for fi, field := range fields {
+		cand := candidates(field.text, prefixes)
 		if len(cand) == 0 {
 			continue
 		}
@@ -64,23 +56,30 @@ func (ix *Index) why(t *tools.Tool, terms []queryTerm, acts []queryAction, seman
 		for _, tok := range porterStemmer.Filter(toks) { // the stemmed analyzer's last step; the words are lowercased already
 			stems[string(tok.Term)] = true
 		}
-		var words []string
 		for _, qt := range terms {
-			if done[qt.stem] || !stems[qt.stem] {
-				continue
+			if !done[qt.stem] && stems[qt.stem] {
+				done[qt.stem] = true
+				matched[fi] = append(matched[fi], qt)
+				if qt.from == "" {
+					direct[qt.plain] = true
+				}
 			}
-			done[qt.stem] = true
-			if len(words) == maxWhyWords {
-				continue
+		}
+	}
+	var parts []string
+	for fi, qts := range matched {
+		var words []string
+		for _, qt := range qts {
+			switch {
+			case len(words) == maxWhyWords:
+			case qt.from == "":
+				words = append(words, qt.plain)
+			case !direct[qt.from]:
+				words = append(words, qt.plain+" (for "+qt.from+")")
 			}
-			w := qt.plain
-			if qt.from != "" {
-				w += " (for " + qt.from + ")"
-			}
-			words = append(words, w)
 		}
 		if len(words) > 0 {
-			parts = append(parts, field.label+": "+strings.Join(words, ", "))
+			parts = append(parts, fields[fi].label+": "+strings.Join(words, ", "))
 		}
 	}
 	for _, a := range acts {
@@ -98,4 +97,38 @@ func (ix *Index) why(t *tools.Tool, terms []queryTerm, acts []queryAction, seman
 		parts = append(parts, "close in meaning")
 	}
 	return "matched " + strings.Join(parts, "; ")
+}
+
+// candidates are the words of lower (lowercase text) that begin with one
+// of prefixes, found without splitting the whole text.
+func candidates(lower string, prefixes []string) []string {
+	var out []string
+	for _, p := range prefixes {
+		for from := 0; from < len(lower); {
+			i := strings.Index(lower[from:], p)
+			if i < 0 {
+				break
+			}
+			start := from + i
+			end := start + len(p)
+			from = end
+			if start > 0 {
+				if r, _ := utf8.DecodeLastRuneInString(lower[:start]); isWordRune(r) {
+					continue // inside a word
+				}
+			}
+			for end < len(lower) {
+				r, size := utf8.DecodeRuneInString(lower[end:])
+				if !isWordRune(r) {
+					break
+				}
+				end += size
+			}
+			from = end
+			if w := lower[start:end]; !slices.Contains(out, w) {
+				out = append(out, w)
+			}
+		}
+	}
+	return out
 }

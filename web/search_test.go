@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -110,7 +111,18 @@ func TestSearchToolsEmbeddings(t *testing.T) {
 }
 
 func TestEmbeddingsConfig(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(string(readme), "```yaml\ndiscovery:\n  embeddings:")
+	if i < 0 {
+		t.Fatal("README has no discovery.embeddings example")
+	}
+	example := string(readme[i+len("```yaml\n"):])
+	example = example[:strings.Index(example, "```")]
 	for _, tc := range []struct{ yaml, wantErr string }{
+		{example, ""},
 		{"discovery:\n  embeddings:\n    base_url: http://127.0.0.1:11434/v1\n", "discovery.embeddings: model is required"},
 		{"discovery:\n  embeddings: {model: nomic-embed-text, base_url: http://127.0.0.1:11434/v1}\n", ""},
 	} {
