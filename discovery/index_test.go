@@ -358,10 +358,10 @@ func FuzzSplitWords(f *testing.F) {
 }
 
 // FuzzSearch feeds arbitrary queries and toolkit filters to Search: it
-// never fails except for an unknown toolkit, and never returns more than
-// asked.
+// never fails except for an unknown toolkit, never returns more than
+// asked, and returns hits best first, each with a one-line why.
 func FuzzSearch(f *testing.F) {
-	for _, s := range []string{"send an email", "MAIL_SEND_EMAIL", "calender", "", "~*?", "a:b +c -d \"e\"", "\x00"} {
+	for _, s := range []string{"send an email", "MAIL_SEND_EMAIL", "calender", "", "~*?", "a:b +c -d \"e\"", "\x00", "can you move my 3 pm with Dana to Thursday", "who's in?"} {
 		f.Add(s, "", 5)
 	}
 	f.Add("archive", "mail", 3)
@@ -382,6 +382,14 @@ func FuzzSearch(f *testing.F) {
 		}
 		if want := max(limit, 0); want == 0 && len(hits) > DefaultSearchLimit || want > 0 && len(hits) > want {
 			t.Fatalf("Search(%q, %q, %d) returned %d hits", q, toolkit, limit, len(hits))
+		}
+		for i, h := range hits {
+			if h.Why == "" || strings.Contains(h.Why, "\n") {
+				t.Errorf("hit %s: why %q is not one line", h.Tool.Name, h.Why)
+			}
+			if i > 0 && h.Score > hits[i-1].Score {
+				t.Errorf("Search(%q): hits not best first", q)
+			}
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,4 +42,19 @@ func TestWhy(t *testing.T) {
 	if len(hits) == 0 || hits[0].Why != "matched a word within one edit" {
 		t.Errorf("Search(vacaton) = %v", hits)
 	}
+}
+
+// candidates are words of the text that begin with one of the prefixes.
+func FuzzCandidates(f *testing.F) {
+	f.Add("lists the user's emails; re-send", "email send")
+	f.Add("ünïcode wörds, ß", "wö ß")
+	f.Fuzz(func(t *testing.T, text, prefixes string) {
+		lower := strings.ToLower(text)
+		ps := strings.Fields(strings.ToLower(prefixes))
+		for _, w := range candidates(lower, ps) {
+			if !strings.Contains(lower, w) || !slices.ContainsFunc(ps, func(p string) bool { return strings.HasPrefix(w, p) }) {
+				t.Errorf("candidate %q: not a word of %q beginning with one of %q", w, lower, ps)
+			}
+		}
+	})
 }
