@@ -368,23 +368,23 @@ func (ix *Index) search(ctx context.Context, q, toolkit string, limit int, seman
 	if err != nil {
 		return nil, err
 	}
-	var close map[string]bool // the tools semantic ranking puts near the top
+	var near map[string]bool // the tools semantic ranking puts near the top
 	if semantic && ix.sem != nil {
 		var keep func(int) bool
 		if kit != "" {
 			keep = func(i int) bool { return strings.ToLower(toolkitOf(ix.tools[i])) == kit }
 		}
 		if ranked := ix.sem.rank(ctx, q, rerankDepth, keep); ranked != nil {
-			hits, _ = fuse(hits, ranked, ix.tools)
-			close = map[string]bool{}
+			hits = fuse(hits, ranked, ix.tools)
+			near = map[string]bool{}
 			for _, i := range ranked[:min(MaxSearchLimit, len(ranked))] {
-				close[ix.tools[i].ID] = true
+				near[ix.tools[i].ID] = true
 			}
 		}
 	}
 	hits = hits[:min(limit, len(hits))]
 	for i := range hits {
-		hits[i].Why = ix.why(hits[i].Tool, terms, acts, close[hits[i].Tool.ID])
+		hits[i].Why = ix.why(hits[i].Tool, terms, acts, near[hits[i].Tool.ID])
 	}
 	return hits, nil
 }
@@ -445,11 +445,6 @@ func (ix *Index) queryTerms(q string) []queryTerm {
 // The fuzzy form is the typo fallback: each unstemmed word matches any
 // word within one edit of it, in the name and in the rest of the text.
 func (ix *Index) buildQuery(q string, terms []queryTerm, fuzzy bool) query.Query {
-	return ix.wordsQuery(q, terms, fuzzy)
-}
-
-// wordsQuery is buildQuery's body.
-func (ix *Index) wordsQuery(q string, terms []queryTerm, fuzzy bool) query.Query {
 	if fuzzy {
 		clauses := make([]query.Query, 0, len(fuzzyBoosts))
 		for _, fb := range fuzzyBoosts {

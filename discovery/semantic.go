@@ -280,7 +280,7 @@ func (s *semanticIndex) wait(ctx context.Context) error {
 // embedded.
 func (s *semanticIndex) rank(ctx context.Context, q string, depth int, keep func(i int) bool) []int {
 	vecs := s.ready()
-	if vecs == nil {
+	if len(vecs) == 0 {
 		return nil
 	}
 	got, err := s.embed(ctx, []string{q}, s.timeout/4)
@@ -338,23 +338,22 @@ func unit(v []float32) []float32 {
 // fuse merges the lexical and the semantic ranking by reciprocal rank
 // fusion; a tool in only one ranking scores from that one alone.
 // semantic holds indexes into tools.
-func fuse(lexical []Hit, semantic []int, ts []*tools.Tool) (out []Hit, inSemantic map[string]bool) {
+func fuse(lexical []Hit, semantic []int, ts []*tools.Tool) []Hit {
 	score := map[string]float64{}
 	byID := map[string]*tools.Tool{}
 	for r, h := range lexical {
 		score[h.Tool.ID] += 1 / float64(rrfK+r+1)
 		byID[h.Tool.ID] = h.Tool
 	}
-	inSemantic = make(map[string]bool, len(semantic))
 	for r, i := range semantic {
 		t := ts[i]
 		score[t.ID] += 1 / float64(rrfK+r+1)
 		byID[t.ID] = t
-		inSemantic[t.ID] = true
 	}
+	out := make([]Hit, 0, len(score))
 	for id, sc := range score {
 		out = append(out, Hit{Tool: byID[id], Score: sc})
 	}
 	slices.SortFunc(out, func(a, b Hit) int { return cmp.Or(cmp.Compare(b.Score, a.Score), cmp.Compare(a.Tool.ID, b.Tool.ID)) })
-	return out, inSemantic
+	return out
 }

@@ -283,8 +283,25 @@ func TestSemanticNeedsEmbedder(t *testing.T) {
 func TestFuse(t *testing.T) {
 	ts := allDemoTools(t)[:4]
 	lexical := []Hit{{Tool: ts[0]}, {Tool: ts[1]}, {Tool: ts[2]}}
-	got, _ := fuse(lexical, []int{3, 1, 0}, ts)
+	got := fuse(lexical, []int{3, 1, 0}, ts)
 	if diff := cmp.Diff([]string{ts[0].Name, ts[1].Name, ts[3].Name, ts[2].Name}, hitNames(got)); diff != "" {
 		t.Errorf("fused (-want +got):\n%s", diff)
+	}
+}
+
+// An index of no tools with semantic ranking answers nothing, without
+// calling the embedder for the query.
+func TestSemanticEmpty(t *testing.T) {
+	emb := &fakeEmbedder{}
+	ix, err := NewIndexWith(nil, IndexOptions{Semantic: &Semantic{Embedder: emb, Model: "fake"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	if err := ix.SemanticReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if hits, err := ix.Search(t.Context(), "anything", "", 5); err != nil || len(hits) != 0 {
+		t.Errorf("Search over no tools = %v, %v", hits, err)
 	}
 }
