@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/trawl-dev/trawl/discovery"
 	"github.com/trawl-dev/trawl/loop"
 	"github.com/trawl-dev/trawl/prompts"
 	"github.com/trawl-dev/trawl/stream"
@@ -45,7 +46,10 @@ type RunnerOptions struct {
 	// DirectBudget is how many connected-app tools go to the model
 	// directly. Zero: discovery's default (15).
 	DirectBudget int
-	Logger       *slog.Logger
+	// Search configures the search_tools index: semantic ranking. Zero:
+	// BM25 alone.
+	Search discovery.IndexOptions
+	Logger *slog.Logger
 }
 
 // Runner runs turns: the step loop of DESIGN.md §1. It is safe for

@@ -144,7 +144,7 @@ func (r *Runner) index(pool []*tools.Tool) (*discovery.Index, error) {
 	if ix, ok := r.indexes.Load(key); ok {
 		return ix.(*discovery.Index), nil
 	}
-	ix, err := discovery.NewIndex(pool)
+	ix, err := discovery.NewIndexWith(pool, r.opt.Search)
 	if err != nil {
 		return nil, fmt.Errorf("indexing the tool pool: %w", err)
 	}
@@ -199,7 +199,7 @@ func (r *Runner) runMeta(ctx context.Context, st *turnState, tl *stepTools, name
 			}
 		}
 		st.mu.Unlock()
-		return tl.index.SearchTool(raw, func(n string) bool { return loadedNames[n] })
+		return tl.index.SearchTool(ctx, raw, func(n string) bool { return loadedNames[n] })
 	case discovery.MetaLoadTool:
 		toLoad, out, err := discovery.LoadTool(raw, tl.pool, tl.index)
 		if err != nil {

@@ -144,6 +144,18 @@ type DiscoveryConfig struct {
 	// DirectBudget is how many connected-app tools go to the model
 	// directly. Zero: 15.
 	DirectBudget int `yaml:"direct_budget"`
+	// Embeddings turns on semantic ranking in search_tools. Zero: BM25
+	// alone.
+	Embeddings EmbeddingsConfig `yaml:"embeddings"`
+}
+
+// EmbeddingsConfig is an OpenAI-compatible embeddings endpoint for
+// semantic tool search. BaseURL zero: the model's base_url; APIKey zero:
+// the model's api_key when BaseURL is zero or the model's too.
+type EmbeddingsConfig struct {
+	Model   string `yaml:"model"`
+	BaseURL string `yaml:"base_url"`
+	APIKey  string `yaml:"api_key"`
 }
 
 // ProviderConfig is "your own API": tools imported from an OpenAPI document.
@@ -506,6 +518,9 @@ func (c *Config) validate() error {
 			return c.errAt("demo", "the built-in demo brings its own providers, toolkits and agent; leave those keys out")
 		}
 		c.demo = true
+	}
+	if e := c.Discovery.Embeddings; e != (EmbeddingsConfig{}) && strings.TrimSpace(e.Model) == "" {
+		return c.errAt("discovery.embeddings", "model is required (the embeddings model, e.g. text-embedding-3-small)")
 	}
 	seen := map[string]string{}
 	for i, p := range c.Providers {
