@@ -166,6 +166,21 @@ func (e *Engine) Call(ctx context.Context, c Call) (*Outcome, error) {
 	if c.Tool == nil {
 		return nil, errors.New("loop: Call.Tool is nil")
 	}
+	if c.Progress != nil {
+		// A walk shared with other callers (the cache's collapsed walks)
+		// goes on after this call returns; its reports must not reach a
+		// caller that has gone (a finished HTTP response, an ended run).
+		// The lock makes the return wait for a report under way.
+		report, gone := c.Progress, &goneFlag{}
+		defer gone.set()
+		c.Progress = func(p Progress) {
+			gone.mu.RLock()
+			defer gone.mu.RUnlock()
+			if !gone.v {
+				report(p)
+			}
+		}
+	}
 	own, r, err := ParseRequest(c.Args)
 	if err != nil {
 		return nil, err
@@ -591,4 +606,16 @@ func tagRows(rows [][]byte, key string, value any) [][]byte {
 		out[i] = query.InsertFirst(row, key, v)
 	}
 	return out
+}
+
+// goneFlag marks a call that has returned.
+type goneFlag struct {
+	mu sync.RWMutex
+	v  bool
+}
+
+func (g *goneFlag) set() {
+	g.mu.Lock()
+	g.v = true
+	g.mu.Unlock()
 }
