@@ -1,0 +1,616 @@
+package loop
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/trawl-dev/trawl/loop/paginate"
+	"github.com/trawl-dev/trawl/tools"
+)
+
+// TestHostileUpstreams is the property test of issue 9 §3: the engine,
+// through the real tools.Invoker and a real HTTP server on 127.0.0.1,
+// walks thousands of generated hostile upstreams (hostile_upstream_test.go:
+// every pagination style, silent page caps, rows inserted and deleted
+// between pages, duplicate ids, empty pages that still say more, 429 with
+// Retry-After, 5xx, 404 and 401 on random pages, failing fan-out values,
+// objects with nested arrays, text bodies), and whatever the upstream did
+// the envelope (Outcome.View, DESIGN.md §5/§6) must keep the rules below.
+// The rule names are what a failure is grouped under.
+//
+// The sweep is seeded: case i of a run has seed -hostile.seed*1e6+i, and
+// -hostile.only=SEED replays one case with its request transcript. A
+// failing case is shrunk (fewer events, rows, values, options) to a small
+// scenario printed as a Go literal: add it to hostileRegressions under a
+// name. The clock is fake, so Retry-After and backoff never sleep; -short
+// runs fewer cases.
+var (
+	hostileCases = flag.Int("hostile.cases", 2000, "generated upstreams per run of TestHostileUpstreams (-short: a sixth)")
+	hostileSeed  = flag.Uint64("hostile.seed", 1, "base seed of TestHostileUpstreams; case i has seed base*1e6+i")
+	hostileOnly  = flag.Uint64("hostile.only", 0, "replay this one seed of TestHostileUpstreams, with its transcript")
+)
+
+// The rules. The first group is checked by the server on the wire.
+const (
+	ruleAfterDone      = "no-request-after-done"   // the server said the collection was done
+	ruleAfterRefusal   = "no-retry-after-refusal"  // 401/403/404: a retry cannot help
+	ruleGuessedCursor  = "never-a-guessed-cursor"  // a cursor the server never issued
+	rulePosition       = "walk-position"           // a page, offset or cursor other than the one the last page pointed at
+	ruleUnknownRequest = "no-unknown-request"      // a path or value the call does not have
+	ruleDetection      = "detection"               // the harness's tool is not detected as its style (a harness or detector bug)
+	ruleFailed         = "error-only-without-rows" // the call failed although pages were delivered
+	ruleEnvelope       = "envelope"                // the view is not an object with a _boundary
+	ruleBoundaryKeys   = "boundary-has-every-key"
+	ruleCompletion     = "completion-vocabulary"
+	rulePagingComplete = "paging-complete-iff-complete"
+	ruleStopReason     = "stop-reason-agrees"
+	ruleLastCursor     = "last-cursor-null-without-cursor"
+	ruleAction         = "action-read-only"
+	ruleRequests       = "requests-equal-upstream"
+	ruleSingle         = "single-response"
+	ruleObject         = "object-is-projected-as-object"
+	ruleRows           = "rows-are-delivered-rows"
+	ruleTag            = "fan-out-rows-tagged"
+	ruleFanOutOnce     = "fan-out-value-accounted-once"
+	ruleFanOutError    = "fan-out-error-well-formed"
+	ruleFanOutPartial  = "fan-out-failure-is-partial"
+	ruleExact          = "complete-means-exact"
+	ruleChanged        = "changed-is-not-complete"
+	ruleLikelyMore     = "no-more-rows-means-none-missing"
+	ruleDedup          = "rows-deduplicated"
+	ruleNote           = "note-agrees-with-verdict"
+	rulePlural         = "note-plurals"
+	ruleFirstPage      = "first-page-only-is-not-a-budget"
+	ruleHarness        = "harness"
+)
+
+// callEngine is the one place the test calls the engine: adjust it, and
+// only it, when the entry point changes.
+func callEngine(ctx context.Context, caller paginate.Caller, clock paginate.Clock, sc scenario, t *tools.Tool) ([]byte, error) {
+	e := New(Options{Caller: caller, Clock: clock, Budget: sc.Budget, FanOut: sc.FanOut, ViewChars: 1 << 22})
+	out, err := e.Call(ctx, Call{Tool: t, Args: sc.args(), Binding: Binding{LoopResponses: true},
+		Scope: Scope{Org: "o1", Thread: "t1"}})
+	if err != nil {
+		return nil, err
+	}
+	return out.View, nil
+}
+
+// hostileRig is the server every case of a run shares (one path prefix
+// per case) and the invoker that reaches it.
+type hostileRig struct {
+	srv     *httptest.Server
+	invoker *tools.Invoker
+	cases   sync.Map // prefix → *hostile
+	next    int64
+	mu      sync.Mutex
+}
+
+func newHostileRig(t *testing.T) *hostileRig {
+	rig := &hostileRig{invoker: tools.NewInvoker(tools.InvokerOptions{Timeout: 10 * time.Second})}
+	rig.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		prefix, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+		h, ok := rig.cases.Load("/" + prefix)
+		if !ok {
+			http.Error(w, "no such case", http.StatusNotFound)
+			return
+		}
+		h.(*hostile).ServeHTTP(w, r)
+	}))
+	t.Cleanup(rig.srv.Close)
+	return rig
+}
+
+// caseResult is one case run: the model, the view and the rules broken.
+type caseResult struct {
+	sc         scenario
+	h          *hostile
+	view       []byte
+	err        error
+	violations []violation
+}
+
+type violation struct{ rule, detail string }
+
+// run runs sc against a fresh model and checks every rule.
+func (rig *hostileRig) run(sc scenario) caseResult {
+	rig.mu.Lock()
+	rig.next++
+	prefix := "/c" + strconv.FormatInt(rig.next, 10)
+	rig.mu.Unlock()
+	h := newHostile(sc, rig.srv.URL, prefix)
+	rig.cases.Store(prefix, h)
+	defer rig.cases.Delete(prefix)
+	tool := sc.tool(h.origin)
+	res := caseResult{sc: sc, h: h}
+	if got, want := paginate.Detect(tool).Strategy, sc.Style.strategy(); got != want {
+		res.violations = append(res.violations, violation{ruleDetection, fmt.Sprintf("the %s tool is detected as %q, not %q", sc.Style, got, want)})
+	}
+	clock := paginate.NewFakeClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res.view, res.err = callEngine(ctx, rig.invoker, clock, sc, tool)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	res.violations = append(res.violations, checkCase(sc, h, res.view, res.err)...)
+	return res
+}
+
+var (
+	reCompleteWord = regexp.MustCompile(`\bComplete\b`)
+	reAllRows      = regexp.MustCompile(`(?i)\ball \d+ rows?\b`)
+	reRowCount     = regexp.MustCompile(`\b\d+ rows?\b`)
+	reNoMore       = regexp.MustCompile(`(?i)reported no more`)
+	rePartial      = regexp.MustCompile(`(?i)\bpartial\b|more exist`)
+	reOne          = regexp.MustCompile(`\b1 (rows|requests|pages|values|items)\b`)
+	reUnstableNote = regexp.MustCompile(`(?i)gap|repeat|duplicat|changed|exhaustive`)
+)
+
+var boundaryKeys = []string{"scope", "pageSize", "pages", "requests", "records", "completion", "stopReason", "lastCursor", "uninspected", "action"}
+
+// checkCase checks the rules of one case; h is locked.
+func checkCase(sc scenario, h *hostile, raw []byte, callErr error) []violation {
+	var vs []violation
+	add := func(rule, format string, args ...any) {
+		vs = append(vs, violation{rule, fmt.Sprintf(format, args...)})
+	}
+	for _, w := range h.violations {
+		add(w.rule, "%s", w.detail)
+	}
+	cols := make([]*hcol, 0, len(sc.Cols))
+	for _, c := range sc.Cols {
+		cols = append(cols, h.cols[c.Value])
+	}
+	if callErr != nil {
+		var te *ToolError
+		if !errors.As(callErr, &te) {
+			add(ruleFailed, "the call failed with an engine error, not a tool error: %v", callErr)
+		}
+		for _, c := range cols {
+			if c.pages > 0 {
+				add(ruleFailed, "the call failed (%v) although %s delivered %d pages", callErr, c.spec.Value, c.pages)
+			}
+		}
+		return vs
+	}
+
+	var v map[string]any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		add(ruleEnvelope, "the view is not a JSON object: %v", err)
+		return vs
+	}
+	b, _ := v["_boundary"].(map[string]any)
+	if b == nil {
+		add(ruleEnvelope, "the view has no _boundary object")
+		return vs
+	}
+	for _, k := range boundaryKeys {
+		if _, ok := b[k]; !ok {
+			add(ruleBoundaryKeys, "_boundary has no %q", k)
+		}
+	}
+	completion, _ := b["completion"].(string)
+	switch completion {
+	case "complete", "partial", "unstable", "single_response":
+	default:
+		add(ruleCompletion, "_boundary.completion is %v", b["completion"])
+	}
+	complete := completion == "complete"
+	if pc, _ := v["_pagingComplete"].(bool); pc != complete {
+		add(rulePagingComplete, "_pagingComplete is %v with completion %q", v["_pagingComplete"], completion)
+	}
+	stoppedBy, _ := v["_stoppedBy"].(string)
+	if b["stopReason"] != v["_stoppedBy"] {
+		add(ruleStopReason, "_boundary.stopReason %v, _stoppedBy %v", b["stopReason"], v["_stoppedBy"])
+	}
+	if complete && !paginate.IsComplete(stoppedBy) {
+		add(ruleStopReason, "completion complete with _stoppedBy %q", stoppedBy)
+	}
+	if complete && b["uninspected"] != "none" {
+		add(ruleBoundaryKeys, "completion complete with uninspected %v (want \"none\")", b["uninspected"])
+	}
+	likely, hasLikely := v["_likelyMoreRows"].(bool)
+	if complete && likely {
+		add(rulePagingComplete, "completion complete with _likelyMoreRows true")
+	}
+	if lc, ok := b["lastCursor"]; ok && lc != nil && (sc.Style.numeric() || !sc.Style.paged()) {
+		add(ruleLastCursor, "a %s walk sent no cursor, yet lastCursor is %v", sc.Style, lc)
+	}
+	if a, ok := b["action"]; ok && a != "none (read-only)" {
+		add(ruleAction, "a GET says action %v", a)
+	}
+	if n, _ := b["requests"].(float64); int(n) != h.requests {
+		add(ruleRequests, "_boundary.requests is %v; the upstream received %d", b["requests"], h.requests)
+	}
+	if v["_truncated"] == true {
+		add(ruleHarness, "the view was cut by the size guard; the harness sets a budget that should fit")
+	}
+	delivered := 0
+	for _, c := range cols {
+		delivered += c.pages
+	}
+	if !sc.Style.paged() && completion != "single_response" {
+		add(ruleSingle, "a %s response has completion %q, not single_response", sc.Style, completion)
+	}
+	if sc.Style.paged() && completion == "single_response" && delivered > 0 {
+		add(ruleSingle, "a paginated collection that delivered %d pages has completion single_response", delivered)
+	}
+	if sc.Style == styleObject {
+		c := sc.Cols[0]
+		total, _ := strconv.ParseFloat(orderTotal(c), 64)
+		if v["id"] != orderID(c.Value) || v["status"] != "paid" || v["total"] != total {
+			add(ruleObject, "the order's own fields are not in the view: id %v, status %v, total %v (want %s, paid, %v)",
+				v["id"], v["status"], v["total"], orderID(c.Value), total)
+		}
+		if sc.Fields && v["_unmatchedFields"] != nil {
+			add(ruleObject, "_fields id,total,status reported unmatched on an order that has them: %v", v["_unmatchedFields"])
+		}
+	}
+
+	// The rows, by value.
+	got := map[string][]string{} // value → ids in the view
+	if sc.Style.rows() {
+		arr, ok := v[sc.itemsKey()].([]any)
+		if !ok && delivered > 0 {
+			add(ruleRows, "the view has no %q array of rows", sc.itemsKey())
+		}
+		for i, el := range arr {
+			row, _ := el.(map[string]any)
+			id, _ := row["id"].(string)
+			value, _, _ := strings.Cut(id, "-")
+			c := h.cols[value]
+			if c == nil || c.delivered[id] == 0 {
+				add(ruleRows, "row %d (%v) was never sent by the upstream", i, el)
+				continue
+			}
+			got[value] = append(got[value], id)
+			if sc.ForEach && row["list_id"] != value {
+				add(ruleTag, "row %s is tagged list_id=%v, want %q", id, row["list_id"], value)
+			}
+		}
+	}
+
+	// Fan-out accounting.
+	failed := map[string]bool{}
+	if sc.ForEach {
+		errs := fanOutEntries(v["_forEachErrors"])
+		skipped := fanOutEntries(v["_forEachSkipped"])
+		for _, e := range errs {
+			if e.value == "" || h.cols[e.value] == nil {
+				add(ruleFanOutOnce, "_forEachErrors names %v, not a value of the call", e.raw)
+				continue
+			}
+			failed[e.value] = true
+			obj, _ := e.raw.(map[string]any)
+			r, ok := obj["retryable"].(bool)
+			if !ok {
+				add(ruleFanOutError, "_forEachErrors entry %v has no boolean retryable", e.raw)
+				continue
+			}
+			if st, ok := obj["status"].(float64); ok {
+				switch s := int(st); {
+				case s >= 500 && !r:
+					add(ruleFanOutError, "%s failed with %d and says no retry can help", e.value, s)
+				case s >= 400 && s < 500 && s != 429 && r:
+					add(ruleFanOutError, "%s failed with %d and says a retry could help", e.value, s)
+				}
+				if c := h.cols[e.value]; c != nil && int(st) != c.lastStatus {
+					add(ruleFanOutError, "%s: _forEachErrors says status %d; the upstream last answered %d", e.value, int(st), c.lastStatus)
+				}
+			}
+		}
+		for _, e := range skipped {
+			if e.value == "" || h.cols[e.value] == nil {
+				add(ruleFanOutOnce, "_forEachSkipped names %v, not a value of the call", e.raw)
+				continue
+			}
+			failed[e.value] = true
+		}
+		for _, c := range cols {
+			val := c.spec.Value
+			nE, nS, nRows := countValue(errs, val), countValue(skipped, val), len(got[val])
+			switch {
+			case nE+nS > 1:
+				add(ruleFanOutOnce, "%s is named %d times in _forEachErrors and %d in _forEachSkipped", val, nE, nS)
+			case nE+nS == 1 && nRows > 0:
+				add(ruleFanOutOnce, "%s has %d rows and is also in _forEach%s", val, nRows, map[bool]string{true: "Errors", false: "Skipped"}[nE == 1])
+			case nS == 1 && c.reqs > 0:
+				add(ruleFanOutOnce, "%s is in _forEachSkipped (never requested) but was requested %d times", val, c.reqs)
+			case nE == 1 && c.reqs == 0:
+				add(ruleFanOutOnce, "%s is in _forEachErrors but was never requested", val)
+			case nE+nS == 0 && c.reqs == 0:
+				add(ruleFanOutOnce, "%s was never requested and is named nowhere (not in _forEachSkipped)", val)
+			case nE+nS == 0 && c.pages == 0:
+				add(ruleFanOutOnce, "%s failed (%d requests, last status %d, no page) and is not in _forEachErrors", val, c.reqs, c.lastStatus)
+			}
+			if nE+nS > 0 && completion != "partial" {
+				add(ruleFanOutPartial, "%s failed or was skipped, yet completion is %q", val, completion)
+			}
+		}
+	}
+
+	// The truth.
+	if sc.Style.rows() {
+		var want, have []string
+		for _, c := range cols {
+			want = append(want, c.finalIDs(sc.Filter)...)
+			have = append(have, got[c.spec.Value]...)
+		}
+		if complete {
+			if missing, extra, repeated := diffIDs(want, have); len(missing)+len(extra)+len(repeated) > 0 {
+				add(ruleExact, "completion complete, but the rows differ from the upstream's at the end of the walk: missing %v, gone or extra %v, repeated %v", missing, extra, repeated)
+			}
+			for _, c := range cols {
+				if why := c.changed(); why != "" && sc.Style.paged() {
+					add(ruleChanged, "completion complete although %s", why)
+				}
+			}
+		}
+		if completion == "complete" || completion == "unstable" {
+			if _, _, repeated := diffIDs(nil, have); len(repeated) > 0 {
+				add(ruleDedup, "completion %s with rows repeated in the view: %v", completion, repeated)
+			}
+		}
+		if hasLikely && !likely {
+			for _, c := range cols {
+				if failed[c.spec.Value] && c.reqs > 0 {
+					continue // its rows are not known (an error); a skipped value is checked
+				}
+				missing, _, _ := diffIDs(c.finalIDs(sc.Filter), got[c.spec.Value])
+				if len(missing) > 0 {
+					add(ruleLikelyMore, "_likelyMoreRows is false, yet %s's rows %v are missing", c.spec.Value, missing)
+				}
+			}
+		}
+	}
+
+	// The note.
+	note, _ := v["_note"].(string)
+	if !complete && reCompleteWord.MatchString(note) {
+		add(ruleNote, "completion %q, note says Complete: %q", completion, note)
+	}
+	if !complete && reAllRows.MatchString(note) {
+		add(ruleNote, "completion %q, note claims all rows: %q", completion, note)
+	}
+	if complete && rePartial.MatchString(note) {
+		add(ruleNote, "completion complete, note says partial: %q", note)
+	}
+	if completion == "single_response" && (reRowCount.MatchString(note) || reNoMore.MatchString(note)) {
+		add(ruleNote, "a single response, note claims a row count or the end of a collection: %q", note)
+	}
+	if completion == "unstable" && !reUnstableNote.MatchString(note) {
+		add(ruleNote, "completion unstable, note does not say the set may have gaps or repeats: %q", note)
+	}
+	if m := reOne.FindString(note); m != "" {
+		add(rulePlural, "note says %q: %q", m, note)
+	}
+	if sc.Style.paged() && !sc.AllPages && stoppedBy == paginate.StopBudgetPages {
+		add(ruleFirstPage, "a call without _all_pages stopped by budget_pages")
+	}
+	return vs
+}
+
+// fanOutEntry is one element of _forEachErrors or _forEachSkipped: an
+// object with "value", or the value itself.
+type fanOutEntry struct {
+	value string
+	raw   any
+}
+
+func fanOutEntries(x any) []fanOutEntry {
+	arr, _ := x.([]any)
+	out := make([]fanOutEntry, 0, len(arr))
+	for _, el := range arr {
+		e := fanOutEntry{raw: el}
+		switch y := el.(type) {
+		case string:
+			e.value = y
+		case map[string]any:
+			e.value, _ = y["value"].(string)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func countValue(es []fanOutEntry, v string) int {
+	n := 0
+	for _, e := range es {
+		if e.value == v {
+			n++
+		}
+	}
+	return n
+}
+
+// diffIDs compares id multisets: want's ids missing from have, have's ids
+// not in want, and have's ids present more than once.
+func diffIDs(want, have []string) (missing, extra, repeated []string) {
+	w := map[string]int{}
+	for _, id := range want {
+		w[id]++
+	}
+	h := map[string]int{}
+	for _, id := range have {
+		h[id]++
+		if h[id] == 2 {
+			repeated = append(repeated, id)
+		}
+	}
+	for id := range w {
+		if h[id] == 0 {
+			missing = append(missing, id)
+		}
+	}
+	for id := range h {
+		if w[id] == 0 && want != nil {
+			extra = append(extra, id)
+		}
+	}
+	sort.Strings(missing)
+	sort.Strings(extra)
+	sort.Strings(repeated)
+	return missing, extra, repeated
+}
+
+// hostileRegressions are cases the sweep once found, shrunk, under a
+// name. They run first, each as its own subtest.
+var hostileRegressions = []struct {
+	name string
+	sc   scenario
+}{}
+
+func TestHostileUpstreams(t *testing.T) {
+	rig := newHostileRig(t)
+	if *hostileOnly != 0 {
+		res := rig.run(generate(*hostileOnly))
+		t.Logf("scenario: %s", res.sc.goString())
+		t.Logf("transcript:\n  %s", strings.Join(res.h.transcript, "\n  "))
+		t.Logf("view: %s (err %v)", res.view, res.err)
+		for _, v := range res.violations {
+			t.Errorf("%s: %s", v.rule, v.detail)
+		}
+		return
+	}
+	t.Run("regressions", func(t *testing.T) {
+		for _, rc := range hostileRegressions {
+			t.Run(rc.name, func(t *testing.T) {
+				res := rig.run(rc.sc)
+				for _, v := range res.violations {
+					t.Errorf("%s: %s\n  view: %s\n  transcript: %s", v.rule, v.detail, res.view, strings.Join(res.h.transcript, " | "))
+				}
+			})
+		}
+	})
+	t.Run("sweep", func(t *testing.T) {
+		n := *hostileCases
+		if testing.Short() {
+			n = max(n/6, 1)
+		}
+		type group struct {
+			count int
+			first caseResult
+			seeds []uint64
+		}
+		groups := map[string]*group{}
+		styles := map[style]int{}
+		for i := range n {
+			seed := *hostileSeed*1_000_000 + uint64(i)
+			res := rig.run(generate(seed))
+			styles[res.sc.Style]++
+			seen := map[string]bool{}
+			for _, v := range res.violations {
+				if seen[v.rule] {
+					continue
+				}
+				seen[v.rule] = true
+				g := groups[v.rule]
+				if g == nil {
+					g = &group{first: res}
+					groups[v.rule] = g
+				}
+				g.count++
+				if len(g.seeds) < 5 {
+					g.seeds = append(g.seeds, seed)
+				}
+			}
+		}
+		t.Logf("%d upstreams: %v", n, styles)
+		rules := make([]string, 0, len(groups))
+		for r := range groups {
+			rules = append(rules, r)
+		}
+		sort.Strings(rules)
+		for _, rule := range rules {
+			g := groups[rule]
+			small := rig.shrink(g.first, rule)
+			detail := ""
+			for _, v := range small.violations {
+				if v.rule == rule {
+					detail = v.detail
+					break
+				}
+			}
+			t.Errorf("%s: %d of %d upstreams, seeds %v (replay: -hostile.only=SEED)\n  shrunk: %s\n  %s\n  view: %s\n  transcript: %s",
+				rule, g.count, n, g.seeds, small.sc.goString(), detail, small.view, strings.Join(small.h.transcript, " | "))
+		}
+	})
+}
+
+// shrink makes res's scenario smaller while it still breaks rule.
+func (rig *hostileRig) shrink(res caseResult, rule string) caseResult {
+	breaks := func(r caseResult) bool {
+		return slices.ContainsFunc(r.violations, func(v violation) bool { return v.rule == rule })
+	}
+	best := res
+	runs := 0
+	for improved := true; improved && runs < 400; {
+		improved = false
+		for _, cand := range smaller(best.sc) {
+			runs++
+			if r := rig.run(cand); breaks(r) {
+				best, improved = r, true
+				break
+			}
+			if runs >= 400 {
+				break
+			}
+		}
+	}
+	return best
+}
+
+// smaller lists one-step simplifications of sc.
+func smaller(sc scenario) []scenario {
+	var out []scenario
+	try := func(f func(*scenario) bool) {
+		c := sc
+		c.Cols = slices.Clone(sc.Cols)
+		for i := range c.Cols {
+			c.Cols[i].Events = slices.Clone(sc.Cols[i].Events)
+		}
+		if f(&c) {
+			out = append(out, c)
+		}
+	}
+	if len(sc.Cols) > 1 {
+		for i := range sc.Cols {
+			try(func(c *scenario) bool { c.Cols = slices.Delete(c.Cols, i, i+1); return true })
+		}
+	}
+	for i, col := range sc.Cols {
+		for j := range col.Events {
+			try(func(c *scenario) bool { c.Cols[i].Events = slices.Delete(c.Cols[i].Events, j, j+1); return true })
+		}
+		try(func(c *scenario) bool { c.Cols[i].FailFrom, c.Cols[i].FailStatus = 0, 0; return col.FailFrom != 0 })
+		try(func(c *scenario) bool { c.Cols[i].Rows /= 2; return col.Rows > 0 })
+		try(func(c *scenario) bool { c.Cols[i].Rows--; return col.Rows > 0 })
+	}
+	try(func(c *scenario) bool { c.DupValue = false; return sc.DupValue })
+	try(func(c *scenario) bool { c.ForEach = false; return sc.ForEach && len(sc.Cols) == 1 && !sc.DupValue })
+	try(func(c *scenario) bool { c.Fields = false; return sc.Fields })
+	try(func(c *scenario) bool { c.Filter = false; return sc.Filter })
+	try(func(c *scenario) bool { c.ModelSize = 0; return sc.ModelSize != 0 })
+	try(func(c *scenario) bool { c.Budget = paginate.Budget{}; return sc.Budget != paginate.Budget{} })
+	try(func(c *scenario) bool { c.FanOut = 1; return sc.FanOut > 1 })
+	try(func(c *scenario) bool { c.Relative = false; return sc.Relative })
+	try(func(c *scenario) bool { c.Total, c.Over = totalNone, 0; return sc.Total != totalNone })
+	try(func(c *scenario) bool { c.MoreFlag = false; return sc.MoreFlag && sc.Style != styleLastID })
+	try(func(c *scenario) bool { c.End = endAbsent; return sc.End != endAbsent })
+	try(func(c *scenario) bool { c.SizeMax = 0; return sc.SizeMax != 0 })
+	try(func(c *scenario) bool { c.Schema = false; return sc.Schema })
+	return out
+}
