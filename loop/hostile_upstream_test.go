@@ -213,7 +213,13 @@ func generate(seed uint64) scenario {
 	for i := range values {
 		c := collection{Value: "L" + strconv.Itoa(i), Rows: r.IntN(r.IntN(40) + 1)}
 		for range r.IntN(5) {
-			c.Events = append(c.Events, randomEvent(r, sc))
+			ev := randomEvent(r, sc)
+			c.Events = append(c.Events, ev)
+			if ev.Kind == evEmptyMore && r.IntN(3) == 0 {
+				for k := range 1 + r.IntN(5) { // a run of empty pages that say more
+					c.Events = append(c.Events, event{At: ev.At + k + 1, Kind: evEmptyMore})
+				}
+			}
 		}
 		switch {
 		case sc.ForEach && r.IntN(5) == 0:
@@ -438,6 +444,9 @@ type hcol struct {
 	gapDir     int    // +1 inserts, -1 deletes in the current gap
 	mutations  int
 	emptyPages int
+	emptyRun   int // consecutive empty pages that said more
+	dups       int // pages that repeated a row
+	faults     int // error statuses and garbage bodies answered
 }
 
 // hostile is the model of one scenario's upstream.
@@ -512,6 +521,9 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if c.done != "" {
 		h.violate(ruleAfterDone, "%s: request %d after the server said the collection was done (%s)", c.spec.Value, n, c.done)
 	}
+	if c.emptyRun >= 3 {
+		h.violate(ruleEmptyPages, "%s: request %d after %d consecutive empty pages that said more", c.spec.Value, n, c.emptyRun)
+	}
 	if c.refused != 0 {
 		h.violate(ruleAfterRefusal, "%s: request %d after the server answered %d, which no retry can change", c.spec.Value, n, c.refused)
 	}
@@ -544,6 +556,7 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusBadRequest
 	}
 	if status != 0 {
+		c.faults++
 		c.lastStatus = status
 		switch status {
 		case 401, 403, 404:
@@ -558,6 +571,7 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if garbage {
+		c.faults++
 		c.lastStatus = 200
 		w.Header().Set("Content-Type", "text/html")
 		fmt.Fprint(w, "<html><body>Service temporarily unavailable</body></html>")
@@ -750,9 +764,11 @@ func (h *hostile) page(w http.ResponseWriter, c *hcol, pos position, size int, d
 		case start > 0: // the page overlaps the last one
 			items = append([]hrow{c.rows[start-1]}, items[:len(items)-1]...)
 			consumed--
+			c.dups++
 		case len(items) >= 2:
 			items[len(items)-1] = items[0]
 			consumed--
+			c.dups++
 		}
 	}
 	if emptyMore {
@@ -774,6 +790,11 @@ func (h *hostile) page(w http.ResponseWriter, c *hcol, pos position, size int, d
 	}
 	if len(items) == 0 {
 		c.emptyPages++
+	}
+	if len(items) == 0 && more {
+		c.emptyRun++
+	} else {
+		c.emptyRun = 0
 	}
 	switch sc.Style {
 	case stylePage:

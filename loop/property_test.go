@@ -50,6 +50,7 @@ const (
 	ruleGuessedCursor  = "never-a-guessed-cursor"  // a cursor the server never issued
 	rulePosition       = "walk-position"           // a page, offset or cursor other than the one the last page pointed at
 	ruleUnknownRequest = "no-unknown-request"      // a path or value the call does not have
+	ruleEmptyPages     = "at-most-3-empty-pages"   // empty pages that still say more: at most 3 in a row
 	ruleDetection      = "detection"               // the harness's tool is not detected as its style (a harness or detector bug)
 	ruleFailed         = "error-only-without-rows" // the call failed although pages were delivered
 	ruleEnvelope       = "envelope"                // the view is not an object with a _boundary
@@ -175,6 +176,7 @@ func checkCase(sc scenario, h *hostile, raw []byte, callErr error) []violation {
 		cols = append(cols, h.cols[c.Value])
 	}
 	if callErr != nil {
+		// A call that fails outright is fair only when nothing came back.
 		var te *ToolError
 		if !errors.As(callErr, &te) {
 			add(ruleFailed, "the call failed with an engine error, not a tool error: %v", callErr)
@@ -400,7 +402,25 @@ func checkCase(sc scenario, h *hostile, raw []byte, callErr error) []violation {
 	if sc.Style.paged() && !sc.AllPages && stoppedBy == paginate.StopBudgetPages {
 		add(ruleFirstPage, "a call without _all_pages stopped by budget_pages")
 	}
-	return vs
+	return collapse(vs)
+}
+
+// collapse keeps the first violation of each rule, saying how many more
+// there were.
+func collapse(vs []violation) []violation {
+	var out []violation
+	count := map[string]int{}
+	for _, v := range vs {
+		if count[v.rule]++; count[v.rule] == 1 {
+			out = append(out, v)
+		}
+	}
+	for i, v := range out {
+		if n := count[v.rule]; n > 1 {
+			out[i].detail += fmt.Sprintf(" (and %d more)", n-1)
+		}
+	}
+	return out
 }
 
 // fanOutEntry is one element of _forEachErrors or _forEachSkipped: an
@@ -507,10 +527,21 @@ func TestHostileUpstreams(t *testing.T) {
 		}
 		groups := map[string]*group{}
 		styles := map[style]int{}
+		var adversary struct{ mutations, dups, faults, empty, failed, requests int }
 		for i := range n {
 			seed := *hostileSeed*1_000_000 + uint64(i)
 			res := rig.run(generate(seed))
 			styles[res.sc.Style]++
+			for _, c := range res.h.cols {
+				adversary.mutations += c.mutations
+				adversary.dups += c.dups
+				adversary.faults += c.faults
+				adversary.empty += c.emptyPages
+			}
+			adversary.requests += res.h.requests
+			if res.err != nil {
+				adversary.failed++
+			}
 			seen := map[string]bool{}
 			for _, v := range res.violations {
 				if seen[v.rule] {
@@ -528,7 +559,8 @@ func TestHostileUpstreams(t *testing.T) {
 				}
 			}
 		}
-		t.Logf("%d upstreams: %v", n, styles)
+		t.Logf("%d upstreams %v: %d requests; %d rows changed mid-walk, %d pages repeating a row, %d empty pages, %d error or garbage answers; %d calls failed outright",
+			n, styles, adversary.requests, adversary.mutations, adversary.dups, adversary.empty, adversary.faults, adversary.failed)
 		rules := make([]string, 0, len(groups))
 		for r := range groups {
 			rules = append(rules, r)
@@ -613,4 +645,93 @@ func smaller(sc scenario) []scenario {
 	try(func(c *scenario) bool { c.SizeMax = 0; return sc.SizeMax != 0 })
 	try(func(c *scenario) bool { c.Schema = false; return sc.Schema })
 	return out
+}
+
+// TestHostileModelCatchesBadWalker tests the test: a walker that guesses
+// a cursor, skips a page, asks again after the end or retries a 404 is
+// caught by the model on the wire.
+func TestHostileModelCatchesBadWalker(t *testing.T) {
+	rig := newHostileRig(t)
+	get := func(h *hostile, query string) {
+		t.Helper()
+		resp, err := http.Get(h.origin + "/lists/L0/items?" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	model := func(sc scenario) *hostile {
+		rig.mu.Lock()
+		rig.next++
+		prefix := "/m" + strconv.FormatInt(rig.next, 10)
+		rig.mu.Unlock()
+		h := newHostile(sc, rig.srv.URL, prefix)
+		rig.cases.Store(prefix, h)
+		t.Cleanup(func() { rig.cases.Delete(prefix) })
+		return h
+	}
+	rules := func(h *hostile) []string {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		var out []string
+		for _, v := range h.violations {
+			out = append(out, v.rule)
+		}
+		return out
+	}
+	base := scenario{Seed: 7, AllPages: true, Cap: 2, Default: 2, FanOut: 1, Cols: []collection{{Value: "L0", Rows: 3}}}
+
+	cursor := base
+	cursor.Style = styleCursor
+	h := model(cursor)
+	get(h, "limit=2")
+	get(h, "limit=2&cursor=made-up")
+	if got := rules(h); !slices.Equal(got, []string{ruleGuessedCursor}) {
+		t.Errorf("guessed cursor: rules %v", got)
+	}
+
+	page := base
+	page.Style = stylePage
+	h = model(page)
+	get(h, "per_page=2")
+	get(h, "per_page=2&page=3") // skips page 2
+	get(h, "per_page=2&page=4") // after the short page 3… and skips again
+	if got := rules(h); !slices.Contains(got, rulePosition) {
+		t.Errorf("skipped page: rules %v", got)
+	}
+
+	done := base
+	done.Style, done.MoreFlag = styleOffset, true
+	h = model(done)
+	get(h, "limit=2")
+	get(h, "limit=2&offset=2") // has_more: false
+	get(h, "limit=2&offset=3")
+	if got := rules(h); !slices.Contains(got, ruleAfterDone) {
+		t.Errorf("request after has_more false: rules %v", got)
+	}
+
+	refused := base
+	refused.Style = styleLastID
+	refused.Cols = []collection{{Value: "L0", Rows: 3, FailFrom: 1, FailStatus: 404}}
+	h = model(refused)
+	get(h, "limit=2")
+	get(h, "limit=2")
+	if got := rules(h); !slices.Equal(got, []string{ruleAfterRefusal}) {
+		t.Errorf("404 retried: rules %v", got)
+	}
+
+	empty := base
+	empty.Style = styleNextURL
+	empty.Cols = []collection{{Value: "L0", Rows: 3, Events: []event{{At: 1, Kind: evEmptyMore}, {At: 2, Kind: evEmptyMore}, {At: 3, Kind: evEmptyMore}}}}
+	h = model(empty)
+	get(h, "limit=2")
+	for range 3 {
+		h.mu.Lock()
+		tok := h.cols["L0"].lastToken
+		h.mu.Unlock()
+		get(h, "limit=2&after="+tok)
+	}
+	if got := rules(h); !slices.Equal(got, []string{ruleEmptyPages}) {
+		t.Errorf("a fourth empty page: rules %v", got)
+	}
 }
