@@ -99,9 +99,11 @@ var eventNames = map[int]string{evMutate: "evMutate", evStatus: "evStatus", evGa
 type event struct {
 	At         int
 	Kind       int
-	Status     int // evStatus
-	RetryAfter int // evStatus 429: seconds
-	Ops        int // evMutate: how many inserts or deletes
+	Status     int  // evStatus
+	RetryAfter int  // evStatus 429: seconds
+	Ops        int  // evMutate: how many inserts or deletes
+	Dir        int  // evMutate: +1 inserts only, -1 deletes only; 0 either
+	Behind     bool // evMutate: change rows the walk has passed, where that leaves a trace
 }
 
 // collection is one _for_each value's collection (the only one without a
@@ -530,7 +532,7 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	pos, size, ok := h.position(c, r.URL.Query(), n)
 	for _, ev := range c.events[n] {
 		if ev.Kind == evMutate && h.sc.AllPages {
-			h.mutate(c, ev.Ops)
+			h.mutate(c, ev)
 		}
 	}
 	status, retryAfter := 0, 0
@@ -696,37 +698,50 @@ func (c *hcol) startIndex(pos position) int {
 	return min(pos.offset, len(c.rows))
 }
 
-// mutate makes ops changes the walk can notice, or that do it no harm.
-func (h *hostile) mutate(c *hcol, ops int) {
+// mutate makes ev.Ops changes the walk can notice, or that do it no harm.
+func (h *hostile) mutate(c *hcol, ev event) {
 	exact := h.sc.Total == totalExact
 	keyset := h.sc.Keyset && !h.sc.Style.numeric()
-	for range ops {
-		dir := c.gapDir
-		if dir == 0 || !exact {
+	for range ev.Ops {
+		dir := ev.Dir
+		if dir == 0 {
 			dir = []int{1, -1}[c.rng.IntN(2)]
+		}
+		if exact && c.gapDir != 0 {
+			dir = c.gapDir // one direction per gap, so the total moves
 		}
 		b := c.boundary
 		if c.pages == 0 {
 			b = 0
 		}
-		lo := 0 // the first index a change may touch
+		lo, hi := 0, len(c.rows) // the indexes a change may touch
 		if !exact {
 			lo = b
 			if dir > 0 && !keyset {
 				lo = 0 // an insert behind an offset walk repeats a row
 			}
 		}
+		if ev.Behind && lo < b {
+			hi = b
+		}
 		if dir < 0 {
-			if lo >= len(c.rows) {
+			hi = min(hi, len(c.rows)-1)
+			if lo > hi || len(c.rows) == 0 {
 				continue
 			}
-			i := lo + c.rng.IntN(len(c.rows)-lo)
+			i := lo + c.rng.IntN(hi-lo+1)
+			if i >= len(c.rows) {
+				continue
+			}
 			c.rows = slices.Delete(c.rows, i, i+1)
 			if i < c.boundary {
 				c.boundary--
 			}
 		} else {
-			i := lo + c.rng.IntN(len(c.rows)-lo+1)
+			if ev.Behind && lo < b {
+				hi = b - 1
+			}
+			i := lo + c.rng.IntN(hi-lo+1)
 			lowKey, highKey := 0, (len(c.rows)+2)*1000
 			if i > 0 {
 				lowKey = c.rows[i-1].key
@@ -1017,6 +1032,12 @@ func (sc scenario) goString() string {
 				}
 				if ev.Ops != 0 {
 					fmt.Fprintf(&b, ", Ops: %d", ev.Ops)
+				}
+				if ev.Dir != 0 {
+					fmt.Fprintf(&b, ", Dir: %d", ev.Dir)
+				}
+				if ev.Behind {
+					b.WriteString(", Behind: true")
 				}
 				b.WriteString("}")
 			}

@@ -155,7 +155,7 @@ var (
 	reAllRows      = regexp.MustCompile(`(?i)\ball \d+ rows?\b`)
 	reRowCount     = regexp.MustCompile(`\b\d+ rows?\b`)
 	reNoMore       = regexp.MustCompile(`(?i)reported no more`)
-	rePartial      = regexp.MustCompile(`(?i)\bpartial\b|more exist`)
+	rePartial      = regexp.MustCompile(`(?i)^partial\b|\band more (rows )?exist`)
 	reOne          = regexp.MustCompile(`\b1 (rows|requests|pages|values|items)\b`)
 	reUnstableNote = regexp.MustCompile(`(?i)gap|repeat|duplicat|changed|exhaustive`)
 )
@@ -486,12 +486,82 @@ func diffIDs(want, have []string) (missing, extra, repeated []string) {
 	return missing, extra, repeated
 }
 
-// hostileRegressions are cases the sweep once found, shrunk, under a
-// name. They run first, each as its own subtest.
+// hostileRegressions are named cases: the shapes issue 9 lists, and
+// cases the sweep found, shrunk. They run first, each as its own subtest,
+// under every rule.
 var hostileRegressions = []struct {
 	name string
 	sc   scenario
-}{}
+}{
+	// Issue 9: per_page 20 asked by the model, 7 served, no total, no
+	// continuation — "Complete: all 7 rows" of 95.
+	{"model-page-size-silently-capped", scenario{Seed: 1, Style: stylePage, AllPages: true, ModelSize: 20, Cap: 7, Default: 7, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 95}}}},
+	// Sweep seed 1000004: trawl asked for the declared maximum (100), the
+	// server served 1; no page was ever full, so a short one is no end.
+	{"trawl-size-capped-below-declared-maximum", scenario{Seed: 1000004, Style: stylePage, AllPages: true, SizeMax: 100, Cap: 1, Default: 8, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 2}}}},
+	// Issue 9: rows inserted and deleted between the pages of an offset
+	// walk with a total.
+	{"offset-walk-rows-inserted-and-deleted", scenario{Seed: 3, Style: styleOffset, AllPages: true, SizeMax: 10, Cap: 10, Default: 10, Total: totalExact, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 45, Events: []event{{At: 2, Kind: evMutate, Ops: 2, Dir: 1, Behind: true}, {At: 3, Kind: evMutate, Ops: 2, Dir: -1, Behind: true}, {At: 4, Kind: evMutate, Ops: 1}}}}}},
+	// A keyset cursor with a total: rows inserted behind the cursor are
+	// missed, and only the total shows it.
+	{"keyset-cursor-rows-inserted-behind", scenario{Seed: 4, Style: styleCursor, Keyset: true, AllPages: true, Cap: 4, Default: 4, Total: totalExact, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 12, Events: []event{{At: 3, Kind: evMutate, Ops: 2, Dir: 1, Behind: true}}}}}},
+	// Sweep seed 1000050: page 2 repeats page 1's last row.
+	{"page-overlaps-the-last-one", scenario{Seed: 1000050, Style: stylePage, AllPages: true, Cap: 10, Default: 4, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 11, Events: []event{{At: 2, Kind: evDup}}}}}},
+	// Sweep seed 1000007: an approximate total (2) over an empty
+	// collection, first page only.
+	{"approximate-total-over-an-empty-collection", scenario{Seed: 1000007, Style: stylePage, Cap: 5, Default: 3, Total: totalOver, Over: 2, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 0}}}},
+	// Issue 9: acme.get_order — _fields id,total,status projects the
+	// order, not its line items, and its money total is no row count.
+	{"order-with-line-items", scenario{Seed: 5, Style: styleObject, Schema: true, Fields: true, FanOut: 1, Cols: []collection{{Value: "L0", Rows: 3}}}},
+	{"order-without-a-response-schema", scenario{Seed: 6, Style: styleObject, FanOut: 1, Cols: []collection{{Value: "L0", Rows: 3}}}},
+	// Issue 9: an MCP server's directory listing of 30 lines.
+	{"text-directory-listing", scenario{Seed: 7, Style: styleText, FanOut: 1, Cols: []collection{{Value: "L0", Rows: 27}}}},
+	{"list-without-pagination", scenario{Seed: 8, Style: styleList, Schema: true, FanOut: 1, Cols: []collection{{Value: "L0", Rows: 5}}}},
+	// Issue 9: one value answering 404 — no retry can help, and the
+	// boundary counts every request.
+	{"fan-out-one-value-404", scenario{Seed: 9, Style: stylePage, AllPages: true, SizeMax: 10, Cap: 10, Default: 10, ForEach: true, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 3}, {Value: "L1", Rows: 30, FailFrom: 1, FailStatus: 404}, {Value: "L2", Rows: 0}}}},
+	// Issue 9: values the request budget never reached are named in
+	// _forEachSkipped.
+	{"fan-out-budget-skips-values", scenario{Seed: 10, Style: styleCursor, AllPages: true, Cap: 2, Default: 2, ForEach: true, FanOut: 1, Budget: paginate.Budget{Requests: 4},
+		Cols: []collection{{Value: "L0", Rows: 3}, {Value: "L1", Rows: 3}, {Value: "L2", Rows: 3}, {Value: "L3", Rows: 3}}}},
+	// Issue 9: the _for_each tag survives a _fields that does not list it.
+	{"fan-out-tag-survives-fields", scenario{Seed: 11, Style: styleOffset, AllPages: true, Cap: 5, Default: 5, Fields: true, ForEach: true, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 4}, {Value: "L1", Rows: 2}}}},
+	// Sweep seed 1000090: a fan-out value whose first page is HTML.
+	{"fan-out-value-answers-html", scenario{Seed: 1000090, Style: stylePage, AllPages: true, Cap: 8, Default: 5, ForEach: true, FanOut: 1,
+		Cols: []collection{{Value: "L3", Rows: 0, Events: []event{{At: 1, Kind: evGarbage}}}}}},
+	// Issue 9: has_more true with empty pages forever.
+	{"has-more-with-empty-pages-forever", scenario{Seed: 12, Style: styleCursor, AllPages: true, Cap: 2, Default: 2, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 3, Events: emptyPagesFrom(2, 30)}}}},
+	// Issue 9: a plain call of a paginated tool is the first page only,
+	// not a page budget.
+	{"first-page-only", scenario{Seed: 1000009, Style: styleCursor, ModelSize: 2, Cap: 12, Default: 3, FanOut: 1, Cols: []collection{{Value: "L0", Rows: 3}}}},
+	{"retry-after-then-rows", scenario{Seed: 13, Style: styleCursor, AllPages: true, Cap: 2, Default: 2, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 5, Events: []event{{At: 2, Kind: evStatus, Status: 429, RetryAfter: 2}}}}}},
+	{"retry-after-beyond-the-time-budget", scenario{Seed: 14, Style: styleNextURL, AllPages: true, Cap: 2, Default: 2, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 5, Events: []event{{At: 2, Kind: evStatus, Status: 429, RetryAfter: 3600}}}}}},
+	{"unauthorized-mid-walk", scenario{Seed: 15, Style: styleLink, AllPages: true, Cap: 3, Default: 3, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 10, Events: []event{{At: 3, Kind: evStatus, Status: 401}}}}}},
+	{"server-errors-then-rows", scenario{Seed: 16, Style: styleOffset, AllPages: true, Cap: 4, Default: 4, Total: totalExact, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 9, Events: []event{{At: 2, Kind: evStatus, Status: 503}, {At: 3, Kind: evStatus, Status: 500}}}}}},
+}
+
+// emptyPagesFrom is a run of empty pages that say more, from request
+// from to request to.
+func emptyPagesFrom(from, to int) []event {
+	var evs []event
+	for at := from; at <= to; at++ {
+		evs = append(evs, event{At: at, Kind: evEmptyMore})
+	}
+	return evs
+}
 
 func TestHostileUpstreams(t *testing.T) {
 	rig := newHostileRig(t)
@@ -510,7 +580,7 @@ func TestHostileUpstreams(t *testing.T) {
 			t.Run(rc.name, func(t *testing.T) {
 				res := rig.run(rc.sc)
 				for _, v := range res.violations {
-					t.Errorf("%s: %s\n  view: %s\n  transcript: %s", v.rule, v.detail, res.view, strings.Join(res.h.transcript, " | "))
+					t.Errorf("%s: %s\n  view: %s\n  transcript: %s", v.rule, v.detail, clip(string(res.view), 1500), clip(strings.Join(res.h.transcript, " | "), 1500))
 				}
 			})
 		}
@@ -577,9 +647,16 @@ func TestHostileUpstreams(t *testing.T) {
 				}
 			}
 			t.Errorf("%s: %d of %d upstreams, seeds %v (replay: -hostile.only=SEED)\n  shrunk: %s\n  %s\n  view: %s\n  transcript: %s",
-				rule, g.count, n, g.seeds, small.sc.goString(), detail, small.view, strings.Join(small.h.transcript, " | "))
+				rule, g.count, n, g.seeds, small.sc.goString(), detail, clip(string(small.view), 1500), clip(strings.Join(small.h.transcript, " | "), 1500))
 		}
 	})
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + fmt.Sprintf("… (%d bytes more)", len(s)-n)
 }
 
 // shrink makes res's scenario smaller while it still breaks rule.
@@ -589,7 +666,7 @@ func (rig *hostileRig) shrink(res caseResult, rule string) caseResult {
 	}
 	best := res
 	runs := 0
-	for improved := true; improved && runs < 400; {
+	for improved := true; improved && runs < 150; {
 		improved = false
 		for _, cand := range smaller(best.sc) {
 			runs++
@@ -597,7 +674,7 @@ func (rig *hostileRig) shrink(res caseResult, rule string) caseResult {
 				best, improved = r, true
 				break
 			}
-			if runs >= 400 {
+			if runs >= 150 {
 				break
 			}
 		}
