@@ -1,4 +1,4 @@
-package loop
+package loop_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawl-dev/trawl/loop"
 	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/tools"
 )
@@ -32,7 +33,10 @@ import (
 // The rule names are what a failure is grouped under.
 //
 // The sweep is seeded: case i of a run has seed -hostile.seed*1e6+i, and
-// -hostile.only=SEED replays one case with its request transcript. A
+// -hostile.only=SEED replays one case with its request transcript. A case
+// is deterministic except in the fan-out cases generated with FanOut 4,
+// where which value reaches a shared budget first is up to the scheduler
+// (the rules must hold whichever does). A
 // failing case is shrunk (fewer events, rows, values, options) to a small
 // scenario printed as a Go literal: add it to hostileRegressions under a
 // name. The clock is fake, so Retry-After and backoff never sleep; -short
@@ -81,9 +85,9 @@ const (
 // callEngine is the one place the test calls the engine: adjust it, and
 // only it, when the entry point changes.
 func callEngine(ctx context.Context, caller paginate.Caller, clock paginate.Clock, sc scenario, t *tools.Tool) ([]byte, error) {
-	e := New(Options{Caller: caller, Clock: clock, Budget: sc.Budget, FanOut: sc.FanOut, ViewChars: 1 << 22})
-	out, err := e.Call(ctx, Call{Tool: t, Args: sc.args(), Binding: Binding{LoopResponses: true},
-		Scope: Scope{Org: "o1", Thread: "t1"}})
+	e := loop.New(loop.Options{Caller: caller, Clock: clock, Budget: sc.Budget, FanOut: sc.FanOut, ViewChars: 1 << 22})
+	out, err := e.Call(ctx, loop.Call{Tool: t, Args: sc.args(), Binding: loop.Binding{LoopResponses: true},
+		Scope: loop.Scope{Org: "o1", Thread: "t1"}})
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +181,7 @@ func checkCase(sc scenario, h *hostile, raw []byte, callErr error) []violation {
 	}
 	if callErr != nil {
 		// A call that fails outright is fair only when nothing came back.
-		var te *ToolError
+		var te *loop.ToolError
 		if !errors.As(callErr, &te) {
 			add(ruleFailed, "the call failed with an engine error, not a tool error: %v", callErr)
 		}
@@ -324,6 +328,9 @@ func checkCase(sc scenario, h *hostile, raw []byte, callErr error) []violation {
 		for _, c := range cols {
 			val := c.spec.Value
 			nE, nS, nRows := countValue(errs, val), countValue(skipped, val), len(got[val])
+			if sc.DupValue && val == sc.Cols[0].Value && nS > 0 && (nRows > 0 || nE > 0 || c.reqs > 0) {
+				nS-- // the repeat of a value may be recorded as skipped
+			}
 			switch {
 			case nE+nS > 1:
 				add(ruleFanOutOnce, "%s is named %d times in _forEachErrors and %d in _forEachSkipped", val, nE, nS)
