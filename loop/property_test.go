@@ -65,6 +65,7 @@ const (
 	ruleLastCursor     = "last-cursor-null-without-cursor"
 	ruleAction         = "action-read-only"
 	ruleRequests       = "requests-equal-upstream"
+	ruleActivity       = "activity-log-agrees"
 	ruleSingle         = "single-response"
 	ruleObject         = "object-is-projected-as-object"
 	ruleRows           = "rows-are-delivered-rows"
@@ -84,10 +85,10 @@ const (
 
 // callEngine is the one place the test calls the engine: adjust it, and
 // only it, when the entry point changes.
-func callEngine(ctx context.Context, caller paginate.Caller, clock paginate.Clock, sc scenario, t *tools.Tool) ([]byte, error) {
+func callEngine(ctx context.Context, caller paginate.Caller, clock paginate.Clock, sc scenario, t *tools.Tool, thread string) ([]byte, error) {
 	e := loop.New(loop.Options{Caller: caller, Clock: clock, Budget: sc.Budget, FanOut: sc.FanOut, ViewChars: 1 << 22})
 	out, err := e.Call(ctx, loop.Call{Tool: t, Args: sc.args(), Binding: loop.Binding{LoopResponses: true},
-		Scope: loop.Scope{Org: "o1", Thread: "t1"}})
+		Scope: loop.Scope{Org: "o1", Thread: thread}})
 	if err != nil {
 		return nil, err
 	}
@@ -97,15 +98,17 @@ func callEngine(ctx context.Context, caller paginate.Caller, clock paginate.Cloc
 // hostileRig is the server every case of a run shares (one path prefix
 // per case) and the invoker that reaches it.
 type hostileRig struct {
-	srv     *httptest.Server
-	invoker *tools.Invoker
-	cases   sync.Map // prefix → *hostile
-	next    int64
-	mu      sync.Mutex
+	srv      *httptest.Server
+	invoker  *tools.Invoker
+	activity *threadActivity
+	cases    sync.Map // prefix → *hostile
+	next     int64
+	mu       sync.Mutex
 }
 
 func newHostileRig(t *testing.T) *hostileRig {
-	rig := &hostileRig{invoker: tools.NewInvoker(tools.InvokerOptions{Timeout: 10 * time.Second})}
+	rig := &hostileRig{activity: &threadActivity{byThread: map[string]int{}}}
+	rig.invoker = tools.NewInvoker(tools.InvokerOptions{Timeout: 10 * time.Second, Log: tools.NewActivityLog(rig.activity, 1)})
 	rig.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		prefix, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
 		h, ok := rig.cases.Load("/" + prefix)
@@ -147,11 +150,42 @@ func (rig *hostileRig) run(sc scenario) caseResult {
 	clock := paginate.NewFakeClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res.view, res.err = callEngine(ctx, rig.invoker, clock, sc, tool)
+	thread := "thread" + prefix
+	res.view, res.err = callEngine(ctx, rig.invoker, clock, sc, tool, thread)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	res.violations = append(res.violations, checkCase(sc, h, res.view, res.err)...)
+	if n := rig.activity.take(thread); n != h.requests {
+		res.violations = append(res.violations, violation{ruleActivity, fmt.Sprintf("the activity log has %d requests of the call's thread; the upstream received %d", n, h.requests)})
+	}
 	return res
+}
+
+// threadActivity is an activity store that counts the records of each
+// thread.
+type threadActivity struct {
+	mu       sync.Mutex
+	byThread map[string]int
+}
+
+func (s *threadActivity) AppendActivity(_ context.Context, a tools.Activity) error {
+	s.mu.Lock()
+	s.byThread[a.ThreadID]++
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *threadActivity) ListActivity(context.Context, string, int) ([]tools.Activity, error) {
+	return nil, nil
+}
+
+// take returns the count of thread's records and forgets them.
+func (s *threadActivity) take(thread string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.byThread[thread]
+	delete(s.byThread, thread)
+	return n
 }
 
 var (
