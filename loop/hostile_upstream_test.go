@@ -90,9 +90,12 @@ const (
 	evGarbage              // answer 200 with an HTML body
 	evDup                  // repeat an already delivered row in the page
 	evEmptyMore            // an empty page that still says more (token styles)
+	evForeign              // the next page's URL is on another origin (next_url, link)
+	evCycle                // the next cursor is one already issued (token styles)
 )
 
-var eventNames = map[int]string{evMutate: "evMutate", evStatus: "evStatus", evGarbage: "evGarbage", evDup: "evDup", evEmptyMore: "evEmptyMore"}
+var eventNames = map[int]string{evMutate: "evMutate", evStatus: "evStatus", evGarbage: "evGarbage", evDup: "evDup",
+	evEmptyMore: "evEmptyMore", evForeign: "evForeign", evCycle: "evCycle"}
 
 // event happens when a collection receives its At-th request (1-based,
 // retries counted).
@@ -236,7 +239,7 @@ func generate(seed uint64) scenario {
 }
 
 func randomEvent(r *rand.Rand, sc scenario) event {
-	ev := event{At: 1 + r.IntN(8)}
+	ev := event{At: 1 + r.IntN(r.IntN(8)+1)} // early requests more often: walks are short
 	n := r.IntN(100)
 	switch {
 	case n < 30 && sc.Style.paged() && sc.AllPages:
@@ -245,7 +248,11 @@ func randomEvent(r *rand.Rand, sc scenario) event {
 		ev.Kind = evDup
 	case n < 50 && sc.Style.tokens() || n < 50 && sc.Style == styleLastID:
 		ev.Kind = evEmptyMore
-	case n < 58:
+	case n < 57 && (sc.Style == styleNextURL || sc.Style == styleLink):
+		ev.Kind = evForeign
+	case n < 64 && sc.Style.tokens():
+		ev.Kind, ev.At = evCycle, ev.At+1 // a cycle needs a cursor issued before
+	case n < 68:
 		ev.Kind = evGarbage
 	default:
 		ev.Kind = evStatus
@@ -433,29 +440,33 @@ type hcol struct {
 	refused    int    // a 401/403/404 answered; 0 none
 	lastStatus int
 
-	pages      int            // pages (or whole answers) delivered
-	delivered  map[string]int // id → times delivered
-	totals     []int          // totals sent, in order
-	boundary   int            // rows[:boundary] were all delivered (server positions)
-	lastKey    int            // keyset: the last key delivered; -1 none
-	lastID     string         // the last id of the most recent non-empty page
-	lastPage   int            // page style: the page number last delivered
-	nextOffset int            // offset style: where the next page starts
-	issued     map[string]position
-	lastToken  string // the token of the most recent delivered page
-	gapDir     int    // +1 inserts, -1 deletes in the current gap
-	mutations  int
-	emptyPages int
-	emptyRun   int // consecutive empty pages that said more
-	dups       int // pages that repeated a row
-	faults     int // error statuses and garbage bodies answered
+	pages       int            // pages (or whole answers) delivered
+	delivered   map[string]int // id → times delivered
+	totals      []int          // totals sent, in order
+	boundary    int            // rows[:boundary] were all delivered (server positions)
+	lastKey     int            // keyset: the last key delivered; -1 none
+	lastID      string         // the last id of the most recent non-empty page
+	lastPage    int            // page style: the page number last delivered
+	nextOffset  int            // offset style: where the next page starts
+	issued      map[string]position
+	lastToken   string // the token of the most recent delivered page
+	gapDir      int    // +1 inserts, -1 deletes in the current gap
+	mutations   int
+	emptyPages  int
+	emptyRun    int    // consecutive empty pages that said more
+	firstToken  string // the first token issued (a cycle hands it back)
+	cycled      bool   // a token was handed back
+	foreignSent bool   // a next URL on another origin was sent
+	dups        int    // pages that repeated a row
+	faults      int    // error statuses and garbage bodies answered
 }
 
 // hostile is the model of one scenario's upstream.
 type hostile struct {
-	sc     scenario
-	prefix string // the path prefix routing its requests ("/c17")
-	origin string // scheme://host:port + prefix
+	sc      scenario
+	prefix  string // the path prefix routing its requests ("/c17")
+	origin  string // scheme://host:port + prefix
+	foreign string // another origin + prefix: a request there is a breach
 
 	mu         sync.Mutex
 	cols       map[string]*hcol
@@ -464,8 +475,8 @@ type hostile struct {
 	transcript []string
 }
 
-func newHostile(sc scenario, origin, prefix string) *hostile {
-	h := &hostile{sc: sc, prefix: prefix, origin: origin + prefix, cols: map[string]*hcol{}}
+func newHostile(sc scenario, origin, foreign, prefix string) *hostile {
+	h := &hostile{sc: sc, prefix: prefix, origin: origin + prefix, foreign: foreign + prefix, cols: map[string]*hcol{}}
 	for i, spec := range sc.Cols {
 		c := &hcol{spec: spec, rng: rand.New(rand.NewPCG(sc.Seed, uint64(i)+1)), used: map[int]bool{},
 			keys: map[string]int{}, events: map[int][]event{}, delivered: map[string]int{},
@@ -539,7 +550,7 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if c.spec.FailFrom > 0 && n >= c.spec.FailFrom {
 		status = c.spec.FailStatus
 	}
-	garbage, dup, emptyMore := false, false, false
+	garbage, dup, emptyMore, foreign, cycle := false, false, false, false, false
 	for _, ev := range c.events[n] {
 		switch ev.Kind {
 		case evStatus:
@@ -552,6 +563,10 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			dup = true
 		case evEmptyMore:
 			emptyMore = h.sc.Style.tokens() || h.sc.Style == styleLastID
+		case evForeign:
+			foreign = h.foreign != ""
+		case evCycle:
+			cycle = true
 		}
 	}
 	if !ok && status == 0 {
@@ -601,7 +616,20 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"data":%s,"count":%d}`, rowsJSON(c.rows), len(c.rows))
 		return
 	}
-	h.page(w, c, pos, size, dup, emptyMore)
+	h.page(w, c, pos, size, pageQuirks{dup: dup, emptyMore: emptyMore, foreign: foreign, cycle: cycle})
+}
+
+// pageQuirks are the ways one page lies or misleads.
+type pageQuirks struct{ dup, emptyMore, foreign, cycle bool }
+
+// ServeForeign answers a request that reached the other origin: the walk
+// followed a next URL it must not follow.
+func (h *hostile) ServeForeign(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	h.requests++
+	h.violate(ruleForeign, "a request went to another origin: %s", strings.TrimPrefix(r.URL.RequestURI(), h.prefix))
+	h.mu.Unlock()
+	http.NotFound(w, r)
 }
 
 // position reads where the request points, checking that it is a place
@@ -768,7 +796,8 @@ func (h *hostile) mutate(c *hcol, ev event) {
 }
 
 // page delivers one page of a paged style.
-func (h *hostile) page(w http.ResponseWriter, c *hcol, pos position, size int, dup, emptyMore bool) {
+func (h *hostile) page(w http.ResponseWriter, c *hcol, pos position, size int, qk pageQuirks) {
+	dup, emptyMore := qk.dup, qk.emptyMore
 	sc := h.sc
 	start := c.startIndex(pos)
 	end := min(start+size, len(c.rows))
@@ -822,9 +851,16 @@ func (h *hostile) page(w http.ResponseWriter, c *hcol, pos position, size int, d
 	}
 
 	var tok string
-	if more && (sc.Style.tokens()) {
+	switch {
+	case more && sc.Style.tokens() && qk.cycle && c.firstToken != "":
+		tok = c.firstToken // a cursor already given: a cycle
+		c.cycled = true
+	case more && sc.Style.tokens():
 		tok = fmt.Sprintf("t%s.%d.%d", c.spec.Value, c.pages, c.rng.IntN(1<<30))
 		c.issued[tok] = next
+		if c.firstToken == "" {
+			c.firstToken = tok
+		}
 	}
 	c.lastToken = tok
 
@@ -857,7 +893,10 @@ func (h *hostile) page(w http.ResponseWriter, c *hcol, pos position, size int, d
 			q.Set("after", tok)
 		}
 		nextURL = h.origin + "/lists/" + c.spec.Value + "/items?" + q.Encode()
-		if sc.Relative {
+		if qk.foreign {
+			nextURL = h.foreign + "/lists/" + c.spec.Value + "/items?" + q.Encode()
+			c.foreignSent = true
+		} else if sc.Relative {
 			u, _ := url.Parse(nextURL)
 			nextURL = u.RequestURI()
 		}

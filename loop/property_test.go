@@ -55,6 +55,7 @@ const (
 	rulePosition       = "walk-position"           // a page, offset or cursor other than the one the last page pointed at
 	ruleUnknownRequest = "no-unknown-request"      // a path or value the call does not have
 	ruleEmptyPages     = "at-most-3-empty-pages"   // empty pages that still say more: at most 3 in a row
+	ruleForeign        = "no-foreign-next-url"     // a next URL on another origin is not followed
 	ruleDetection      = "detection"               // the harness's tool is not detected as its style (a harness or detector bug)
 	ruleFailed         = "error-only-without-rows" // the call failed although pages were delivered
 	ruleEnvelope       = "envelope"                // the view is not an object with a _boundary
@@ -99,6 +100,7 @@ func callEngine(ctx context.Context, caller paginate.Caller, clock paginate.Cloc
 // per case) and the invoker that reaches it.
 type hostileRig struct {
 	srv      *httptest.Server
+	foreign  *httptest.Server // another origin: a walk must never go there
 	invoker  *tools.Invoker
 	activity *threadActivity
 	cases    sync.Map // prefix → *hostile
@@ -119,6 +121,15 @@ func newHostileRig(t *testing.T) *hostileRig {
 		h.(*hostile).ServeHTTP(w, r)
 	}))
 	t.Cleanup(rig.srv.Close)
+	rig.foreign = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		prefix, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+		if h, ok := rig.cases.Load("/" + prefix); ok {
+			h.(*hostile).ServeForeign(w, r)
+			return
+		}
+		http.Error(w, "no such case", http.StatusNotFound)
+	}))
+	t.Cleanup(rig.foreign.Close)
 	return rig
 }
 
@@ -139,7 +150,7 @@ func (rig *hostileRig) run(sc scenario) caseResult {
 	rig.next++
 	prefix := "/c" + strconv.FormatInt(rig.next, 10)
 	rig.mu.Unlock()
-	h := newHostile(sc, rig.srv.URL, prefix)
+	h := newHostile(sc, rig.srv.URL, rig.foreign.URL, prefix)
 	rig.cases.Store(prefix, h)
 	defer rig.cases.Delete(prefix)
 	tool := sc.tool(h.origin)
@@ -538,7 +549,7 @@ var hostileRegressions = []struct {
 	// continuation — "Complete: all 7 rows" of 95.
 	{"model-page-size-silently-capped", scenario{Seed: 1, Style: stylePage, AllPages: true, ModelSize: 20, Cap: 7, Default: 7, FanOut: 1,
 		Cols: []collection{{Value: "L0", Rows: 95}}}},
-	// Sweep seed 1000004: trawl asked for the declared maximum (100), the
+	// Found by the sweep, shrunk: trawl asked for the declared maximum (100), the
 	// server served 1; no page was ever full, so a short one is no end.
 	{"trawl-size-capped-below-declared-maximum", scenario{Seed: 1000004, Style: stylePage, AllPages: true, SizeMax: 100, Cap: 1, Default: 8, FanOut: 1,
 		Cols: []collection{{Value: "L0", Rows: 2}}}},
@@ -550,10 +561,10 @@ var hostileRegressions = []struct {
 	// missed, and only the total shows it.
 	{"keyset-cursor-rows-inserted-behind", scenario{Seed: 4, Style: styleCursor, Keyset: true, AllPages: true, Cap: 4, Default: 4, Total: totalExact, FanOut: 1,
 		Cols: []collection{{Value: "L0", Rows: 12, Events: []event{{At: 3, Kind: evMutate, Ops: 2, Dir: 1, Behind: true}}}}}},
-	// Sweep seed 1000050: page 2 repeats page 1's last row.
+	// Found by the sweep, shrunk: page 2 repeats page 1's last row.
 	{"page-overlaps-the-last-one", scenario{Seed: 1000050, Style: stylePage, AllPages: true, Cap: 10, Default: 4, FanOut: 1,
 		Cols: []collection{{Value: "L0", Rows: 11, Events: []event{{At: 2, Kind: evDup}}}}}},
-	// Sweep seed 1000007: an approximate total (2) over an empty
+	// Found by the sweep, shrunk: an approximate total (2) over an empty
 	// collection, first page only.
 	{"approximate-total-over-an-empty-collection", scenario{Seed: 1000007, Style: stylePage, Cap: 5, Default: 3, Total: totalOver, Over: 2, FanOut: 1,
 		Cols: []collection{{Value: "L0", Rows: 0}}}},
@@ -575,7 +586,7 @@ var hostileRegressions = []struct {
 	// Issue 9: the _for_each tag survives a _fields that does not list it.
 	{"fan-out-tag-survives-fields", scenario{Seed: 11, Style: styleOffset, AllPages: true, Cap: 5, Default: 5, Fields: true, ForEach: true, FanOut: 1,
 		Cols: []collection{{Value: "L0", Rows: 4}, {Value: "L1", Rows: 2}}}},
-	// Sweep seed 1000090: a fan-out value whose first page is HTML.
+	// Found by the sweep, shrunk: a fan-out value whose first page is HTML.
 	{"fan-out-value-answers-html", scenario{Seed: 1000090, Style: stylePage, AllPages: true, Cap: 8, Default: 5, ForEach: true, FanOut: 1,
 		Cols: []collection{{Value: "L3", Rows: 0, Events: []event{{At: 1, Kind: evGarbage}}}}}},
 	// Issue 9: has_more true with empty pages forever.
@@ -638,7 +649,7 @@ func TestHostileUpstreams(t *testing.T) {
 		}
 		groups := map[string]*group{}
 		styles := map[style]int{}
-		var adversary struct{ mutations, dups, faults, empty, failed, requests int }
+		var adversary struct{ mutations, dups, faults, empty, foreign, cycles, failed, requests int }
 		for i := range n {
 			seed := *hostileSeed*1_000_000 + uint64(i)
 			res := rig.run(generate(seed))
@@ -648,6 +659,8 @@ func TestHostileUpstreams(t *testing.T) {
 				adversary.dups += c.dups
 				adversary.faults += c.faults
 				adversary.empty += c.emptyPages
+				adversary.foreign += b2i(c.foreignSent)
+				adversary.cycles += b2i(c.cycled)
 			}
 			adversary.requests += res.h.requests
 			if res.err != nil {
@@ -670,8 +683,8 @@ func TestHostileUpstreams(t *testing.T) {
 				}
 			}
 		}
-		t.Logf("%d upstreams %v: %d requests; %d rows changed mid-walk, %d pages repeating a row, %d empty pages, %d error or garbage answers; %d calls failed outright",
-			n, styles, adversary.requests, adversary.mutations, adversary.dups, adversary.empty, adversary.faults, adversary.failed)
+		t.Logf("%d upstreams %v: %d requests; %d rows changed mid-walk, %d pages repeating a row, %d empty pages, %d error or garbage answers, %d next URLs to another origin, %d cursor cycles; %d calls failed outright",
+			n, styles, adversary.requests, adversary.mutations, adversary.dups, adversary.empty, adversary.faults, adversary.foreign, adversary.cycles, adversary.failed)
 		rules := make([]string, 0, len(groups))
 		for r := range groups {
 			rules = append(rules, r)
@@ -691,6 +704,13 @@ func TestHostileUpstreams(t *testing.T) {
 				rule, g.count, n, g.seeds, small.sc.goString(), detail, clip(string(small.view), 1500), clip(strings.Join(small.h.transcript, " | "), 1500))
 		}
 	})
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func clip(s string, n int) string {
@@ -783,7 +803,7 @@ func TestHostileModelCatchesBadWalker(t *testing.T) {
 		rig.next++
 		prefix := "/m" + strconv.FormatInt(rig.next, 10)
 		rig.mu.Unlock()
-		h := newHostile(sc, rig.srv.URL, prefix)
+		h := newHostile(sc, rig.srv.URL, rig.foreign.URL, prefix)
 		rig.cases.Store(prefix, h)
 		t.Cleanup(func() { rig.cases.Delete(prefix) })
 		return h
@@ -851,5 +871,25 @@ func TestHostileModelCatchesBadWalker(t *testing.T) {
 	}
 	if got := rules(h); !slices.Equal(got, []string{ruleEmptyPages}) {
 		t.Errorf("a fourth empty page: rules %v", got)
+	}
+
+	foreign := base
+	foreign.Style = styleLink
+	foreign.Cols = []collection{{Value: "L0", Rows: 3, Events: []event{{At: 1, Kind: evForeign}}}}
+	h = model(foreign)
+	resp, err := http.Get(h.origin + "/lists/L0/items?per_page=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	next, _, _ := strings.Cut(strings.TrimPrefix(resp.Header.Get("Link"), "<"), ">")
+	if !strings.HasPrefix(next, rig.foreign.URL) {
+		t.Fatalf("Link %q does not point at the other origin", resp.Header.Get("Link"))
+	}
+	if resp, err = http.Get(next); err == nil {
+		resp.Body.Close()
+	}
+	if got := rules(h); !slices.Equal(got, []string{ruleForeign}) {
+		t.Errorf("followed a foreign next URL: rules %v", got)
 	}
 }
