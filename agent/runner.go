@@ -453,7 +453,7 @@ func toolErrorText(err error) string {
 	var ae *loop.RetrievalArgError
 	switch {
 	case errors.As(err, &te):
-		return te.Message
+		return te.Error() // with its code
 	case errors.As(err, &ae):
 		return ae.Error()
 	case errors.Is(err, loop.ErrResultNotFound), errors.Is(err, loop.ErrResultExpired):

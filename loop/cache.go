@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/trawl-dev/trawl/loop/query"
 )
 
 // CacheMode is the deployment's dataset cache mode.
@@ -418,14 +420,14 @@ func DatasetKey(req CacheRequest) (string, error) {
 		args[k] = v
 	}
 	var material []byte
-	material = appendQuoted(material, []byte(req.ToolID))
+	material = query.AppendString(material, req.ToolID)
 	material = append(material, '\n')
 	if material, err = appendCanonical(material, args, 0); err != nil {
 		return "", fmt.Errorf("cache key: %w", err)
 	}
 	material = append(material, '\n')
 	if req.ForEachKey != "" || len(req.ForEachValues) > 0 {
-		material = appendQuoted(material, []byte(req.ForEachKey))
+		material = query.AppendString(material, req.ForEachKey)
 		vals := make([]string, 0, len(req.ForEachValues))
 		seen := map[string]bool{}
 		for _, v := range req.ForEachValues {
@@ -464,7 +466,7 @@ func appendCanonical(dst []byte, v any, depth int) ([]byte, error) {
 	case bool:
 		return strconv.AppendBool(dst, t), nil
 	case string:
-		return appendQuoted(dst, []byte(t)), nil
+		return query.AppendString(dst, t), nil
 	case json.Number:
 		if i, err := strconv.ParseInt(string(t), 10, 64); err == nil {
 			return strconv.AppendInt(dst, i, 10), nil
@@ -504,7 +506,7 @@ func appendCanonical(dst []byte, v any, depth int) ([]byte, error) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendQuoted(dst, []byte(k))
+			dst = query.AppendString(dst, k)
 			dst = append(dst, ':')
 			if dst, err = appendCanonical(dst, t[k], depth+1); err != nil {
 				return nil, err

@@ -1,12 +1,14 @@
 package loop
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -81,8 +83,13 @@ type Binding struct {
 type Call struct {
 	Tool *tools.Tool
 	// Args are the arguments as the model sent them, reserved ones
-	// included. They are not modified.
-	Args    map[string]any
+	// included; ParseRequest reads the reserved ones. They are not
+	// modified.
+	Args map[string]any
+	// Request, when set, is the loop request already parsed (a workflow's
+	// loop block): reserved arguments in Args are then stripped and
+	// ignored.
+	Request *Request
 	Binding Binding
 	Scope   Scope
 	// Credential is the user's runtime credential for the tool's
@@ -118,25 +125,20 @@ type ForEachProgress struct {
 	Total int
 }
 
-// Outcome is what a call produced: the view the model receives and the
-// verdict a workflow or a runner branches on.
+// Outcome is what a call produced: the view the model receives and, for
+// a looping call, the typed verdict it was rendered from.
 type Outcome struct {
 	// View is the JSON the model receives: the tool's payload shape with
-	// the envelope keys of DESIGN.md §5.
+	// the envelope keys of DESIGN.md §5 (a workflow step: the _loop
+	// block).
 	View []byte
 	// Truncated reports that the size guard cut the view; the runner then
 	// restricts the next step to the retrieval tools.
 	Truncated bool
 	ResultID  string
-	// Looped reports that the reserved arguments applied (the binding
-	// loops); the verdict fields below are meaningful then.
-	Looped    bool
-	Complete  bool
-	StoppedBy string
-	Requests  int
-	Items     int // rows in the view before the size guard, after _filter
-	Note      string
-	CacheHit  bool
+	// Verdict is the looping call's verdict; nil when the binding does
+	// not loop (a plain call claims nothing).
+	Verdict *Verdict
 }
 
 // Plan returns the pagination detected for t (computed once per tool).
@@ -154,68 +156,76 @@ func (e *Engine) Schema(t *tools.Tool, looping bool) map[string]any {
 	return Schema(t, e.Plan(t), looping)
 }
 
-// Call runs one tool call. A failure the model can act on (a bad
-// argument, an upstream error on the first page) is a *ToolError; other
-// errors are the engine's own.
+// Call runs one tool call: the model-facing entry. The reserved
+// arguments in c.Args are parsed by ParseRequest (or c.Request is used),
+// the tool's own arguments are checked against its schema before any
+// request, and the call is walked, merged, projected and filtered. A
+// failure the model can act on (a bad argument, an upstream error on the
+// first page) is a *ToolError; other errors are the engine's own.
 func (e *Engine) Call(ctx context.Context, c Call) (*Outcome, error) {
 	if c.Tool == nil {
 		return nil, errors.New("loop: Call.Tool is nil")
 	}
-	own, r, err := splitArgs(c.Args)
+	own, r, err := ParseRequest(c.Args)
 	if err != nil {
 		return nil, err
+	}
+	if c.Request != nil {
+		r = *c.Request
 	}
 	if !c.Binding.LoopResponses {
 		// Reserved arguments are stripped but ignored: one plain call,
 		// size-guarded.
+		if err := checkArgs(c.Tool, own, ""); err != nil {
+			return nil, err
+		}
 		return e.plainCall(ctx, c, own)
 	}
 	budget := e.opt.Budget.Merge(c.Binding.Budget).Resolved()
 	var values []any
-	if r.forEach != nil {
-		if values, err = forEachValues(c.Tool, r.forEach, budget.ForEachValues); err != nil {
+	key := ""
+	if r.ForEach != nil {
+		if values, err = forEachValues(c.Tool, r.ForEach, budget.ForEachValues); err != nil {
 			return nil, err
 		}
+		key = r.ForEach.Key
 	}
-	var fields *query.Fields
-	if len(r.fields) > 0 {
-		fields, _ = query.CompileFields(r.fields) // checked by splitArgs
-	}
-	var filter *query.Filter
-	if len(r.filter) > 0 {
-		filter, _ = query.CompileFilter(r.filter)
+	if err := checkArgs(c.Tool, own, key); err != nil {
+		return nil, err
 	}
 	req := walkRequest{call: c, own: own, r: r, values: values, budget: budget, plan: e.Plan(c.Tool)}
 	data, hit, err := e.fetch(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	return e.present(ctx, req, data, hit, fields, filter)
+	return e.present(ctx, req, data, hit)
 }
 
 // walkRequest is one looping call, parsed.
 type walkRequest struct {
 	call   Call
 	own    map[string]any
-	r      reserved
+	r      Request
 	values []any // _for_each values, coerced and de-duplicated; nil without
 	budget paginate.Budget
 	plan   paginate.Plan
 }
 
 // walked is what one looping call collected: the merged, unprojected,
-// unfiltered rows and the verdict. The cache keeps it as a Dataset.
+// unfiltered rows and the walk's counters. The cache keeps it as a
+// Dataset.
 type walked struct {
 	Envelope  []byte   // the first page's body (continuation fields removed after a walk)
 	ItemsPath string   // path of the primary array in Envelope; "" bare array
-	HasItems  bool     // the payload has a primary array
-	Items     [][]byte // merged rows
+	HasItems  bool     // the payload is a list of rows (Items); false: an object, scalar or text
+	Items     [][]byte // merged distinct rows
 	walkStats
 }
 
-// walkStats is the verdict and the counters of a walk.
+// walkStats are the counters and stop facts of a walk, from which the
+// verdict is made.
 type walkStats struct {
-	Complete  bool           `json:"complete"`
+	Complete  bool           `json:"complete"` // every value's walk reached a complete_ end
 	StoppedBy string         `json:"stoppedBy"`
 	Requests  int            `json:"requests"`
 	Pages     int            `json:"pages"`
@@ -225,10 +235,14 @@ type walkStats struct {
 	Bytes     int64          `json:"bytes"`
 	Total     *int           `json:"total,omitempty"`
 	Mismatch  bool           `json:"totalMismatch,omitempty"`
+	Moved     bool           `json:"totalMoved,omitempty"`
 	LastCur   string         `json:"lastCursor,omitempty"`
 	Uninsp    string         `json:"uninspected,omitempty"`
 	Errors    []ForEachError `json:"forEachErrors,omitempty"`
-	Values    int            `json:"values,omitempty"` // fan-out values asked (0 without _for_each)
+	Skipped   []ForEachSkip  `json:"forEachSkipped,omitempty"`
+	Values    int            `json:"values,omitempty"`     // fan-out values asked (0 without _for_each)
+	Text      bool           `json:"text,omitempty"`       // the response was text, not JSON
+	Likely    bool           `json:"likelyMore,omitempty"` // a walk that stopped short says more rows exist
 	AllPages  bool           `json:"allPages"`
 	Plan      paginate.Plan  `json:"plan"`
 }
@@ -253,7 +267,7 @@ func walkedFrom(d *Dataset) (*walked, error) {
 // own TTL).
 func (e *Engine) fetch(ctx context.Context, q walkRequest) (*walked, *CacheHit, error) {
 	c := q.call
-	cacheable := e.opt.Cache != nil && (q.r.allPages || q.values != nil) && (!c.Workflow || c.CacheTTL > 0)
+	cacheable := e.opt.Cache != nil && (q.r.AllPages || q.values != nil) && (!c.Workflow || c.CacheTTL > 0)
 	if !cacheable {
 		w, err := e.walk(ctx, q)
 		return w, nil, err
@@ -263,9 +277,9 @@ func (e *Engine) fetch(ctx context.Context, q walkRequest) (*walked, *CacheHit, 
 		ttl = c.CacheTTL
 	}
 	req := CacheRequest{ToolID: c.Tool.ID, Args: c.Args, Scope: c.Scope, Runtime: c.Credential != "",
-		TTL: ttl, Refresh: q.r.refresh, Experiment: c.Experiment}
+		TTL: ttl, Refresh: q.r.Refresh, Experiment: c.Experiment}
 	if q.values != nil {
-		req.ForEachKey, req.ForEachValues = q.r.forEach.Key, q.values
+		req.ForEachKey, req.ForEachValues = q.r.ForEach.Key, q.values
 	}
 	d, hit, err := e.opt.Cache.Walk(ctx, req, func(ctx context.Context) (*Dataset, error) {
 		w, err := e.walk(ctx, q)
@@ -279,12 +293,6 @@ func (e *Engine) fetch(ctx context.Context, q walkRequest) (*walked, *CacheHit, 
 	}
 	w, err := walkedFrom(d)
 	return w, hit, err
-}
-
-// ForEachError is one failed fan-out value.
-type ForEachError struct {
-	Value any    `json:"value"`
-	Error string `json:"error"`
 }
 
 // walk fetches every value's pages under one shared meter.
@@ -304,16 +312,16 @@ func (e *Engine) walk(ctx context.Context, q walkRequest) (*walked, error) {
 		args := q.own
 		if q.values != nil {
 			args = maps.Clone(q.own)
-			args[q.r.forEach.Key] = v
+			args[q.r.ForEach.Key] = v
 		}
 		var fe *ForEachProgress
 		if q.values != nil {
-			fe = &ForEachProgress{Key: q.r.forEach.Key, Value: v, Index: i, Total: len(values)}
+			fe = &ForEachProgress{Key: q.r.ForEach.Key, Value: v, Index: i, Total: len(values)}
 		}
 		g.Go(func() error {
 			res, err := paginate.Walk(gctx, paginate.WalkOptions{
 				Caller: e.opt.Caller, Clock: e.clock, Tool: c.Tool, Args: args, Plan: q.plan,
-				AllPages: q.r.allPages, Meter: meter, Budget: q.budget,
+				AllPages: q.r.AllPages, Meter: meter, Budget: q.budget,
 				Credential: c.Credential, ThreadID: c.Scope.Thread,
 				Progress: func(p paginate.Progress) {
 					if c.Progress == nil {
@@ -337,85 +345,164 @@ func (e *Engine) walk(ctx context.Context, q walkRequest) (*walked, error) {
 	return e.merge(q, values, results, errs)
 }
 
-// merge combines the walks of every value into one walked set.
+// merge combines the walks of every value into one walked set. Every
+// fan-out value ends in exactly one of: its rows, Errors, Skipped. The
+// first value (in order) that did not complete gives the stop reason.
 func (e *Engine) merge(q walkRequest, values []any, results []*paginate.Result, errs []error) (*walked, error) {
-	w := &walked{walkStats: walkStats{Complete: true, AllPages: q.r.allPages, Plan: q.plan}}
-	if q.values != nil {
+	w := &walked{walkStats: walkStats{Complete: true, AllPages: q.r.AllPages, Plan: q.plan}}
+	fanOut := q.values != nil
+	if fanOut {
 		w.Values = len(q.values)
 	}
-	failed := 0
+	cause := func(stop, last, uninsp string) {
+		if w.Complete {
+			w.StoppedBy, w.LastCur, w.Uninsp = stop, last, uninsp
+		}
+		w.Complete = false
+	}
+	shaped := false // the first value that answered set the payload's shape
+	objectRows := false
 	for i, res := range results {
 		if err := errs[i]; err != nil {
-			failed++
-			if q.values == nil {
-				return nil, upstreamError(q.call.Tool, err)
+			te := upstreamError(q.call.Tool, err)
+			var pe *paginate.PageError
+			if errors.As(err, &pe) {
+				w.Requests += pe.Requests
+				w.Retries += pe.Retries
 			}
-			w.Errors = append(w.Errors, ForEachError{Value: values[i], Error: upstreamError(q.call.Tool, err).Message})
-			w.Complete = false
-			if w.StoppedBy == "" || paginate.IsComplete(w.StoppedBy) {
-				w.StoppedBy = stoppedByOf(err)
+			if !fanOut {
+				return nil, te
 			}
+			w.Errors = append(w.Errors, ForEachError{Value: values[i], Error: te.Message, Status: te.Status, Retryable: retryableFailure(err)})
+			cause(stoppedByOf(err), "", "")
 			continue
 		}
-		items := res.Items
-		if !res.Plan.ItemsFound && len(items) == 0 && res.FirstBody != nil {
-			// Detection found no primary array it could vouch for (no
-			// response schema, an unusual name): take the body's largest
-			// array, as the size guard would, rather than lose its rows.
-			if path, ok := itemsPathOf(res.Plan, res.FirstBody); ok {
-				arr := res.FirstBody
-				if path != "" {
-					arr, _ = query.Get(res.FirstBody, path)
-				}
-				if els, err := query.Elements(arr); err == nil {
-					items = els
-					res.Plan.Items, res.Plan.ItemsFound = path, true
-				}
-			}
+		if fanOut && res.Pages == 0 && res.Requests == 0 {
+			// The shared budget was spent before this value's turn.
+			why := strings.TrimPrefix(res.Uninspected, "the whole collection: ")
+			w.Skipped = append(w.Skipped, ForEachSkip{Value: values[i], Reason: why})
+			cause(res.StoppedBy, "", "")
+			continue
 		}
-		if w.Envelope == nil && res.FirstBody != nil {
-			w.Envelope = res.FirstBody
-			w.Plan = res.Plan
-		}
-		if q.values != nil {
-			items = tagRows(items, q.r.forEach.Key, values[i])
-		}
-		w.Items = append(w.Items, items...)
 		w.Requests += res.Requests
 		w.Pages += res.Pages
 		w.Retries += res.Retries
 		w.Dups += res.Duplicates
 		w.Bytes += res.Bytes
 		w.Mismatch = w.Mismatch || res.TotalMismatch
-		if res.PageSize > w.PageSize {
-			w.PageSize = res.PageSize
+		w.Moved = w.Moved || res.TotalMoved
+		w.PageSize = max(w.PageSize, res.PageSize)
+		path, isRows := collectionOf(res.Plan, res.FirstBody)
+		items := res.Items
+		if isRows && len(items) == 0 && !res.Plan.ItemsFound && res.FirstBody != nil {
+			// Detection found no primary array it could vouch for (no
+			// response schema, an unusual name): take the body's array
+			// rather than lose its rows.
+			arr := res.FirstBody
+			if path != "" {
+				arr, _ = query.Get(res.FirstBody, path)
+			}
+			if els, err := query.Elements(arr); err == nil {
+				items = els
+				res.Plan.Items, res.Plan.ItemsFound = path, true
+			}
 		}
-		if res.Total != nil && q.values == nil {
+		if !shaped {
+			shaped = true
+			w.Plan = res.Plan
+			w.Text = isText(res.FirstBody)
+			objectRows = fanOut && !isRows
+			if !objectRows {
+				w.Envelope, w.HasItems, w.ItemsPath = res.FirstBody, isRows || fanOut, path
+			}
+		}
+		if fanOut && !isRows {
+			// One object per value: the value's answer is its row.
+			items = [][]byte{objectRow(res.FirstBody)}
+		}
+		if fanOut {
+			items = tagRows(items, q.r.ForEach.Key, values[i])
+		}
+		w.Items = append(w.Items, items...)
+		if res.Total != nil && !fanOut {
 			w.Total = res.Total
 		}
 		if !res.Complete {
-			if w.Complete || w.StoppedBy == "" {
-				w.StoppedBy = res.StoppedBy
-				w.LastCur = res.LastCursor
-				w.Uninsp = res.Uninspected
-			}
-			w.Complete = false
+			w.Likely = w.Likely || res.LikelyMore
+			cause(res.StoppedBy, res.LastCursor, res.Uninspected)
 		} else if w.StoppedBy == "" {
 			w.StoppedBy = res.StoppedBy
 		}
 	}
-	if failed == len(results) {
-		return nil, &ToolError{Code: CodeUpstream, Message: fmt.Sprintf("every _for_each value failed; first error: %s", w.Errors[0].Error)}
+	if fanOut && len(w.Errors) > 0 && len(w.Errors)+len(w.Skipped) == len(results) {
+		return nil, &ToolError{Code: CodeUpstream, Status: w.Errors[0].Status,
+			Message: fmt.Sprintf("every _for_each value failed; first error: %s", w.Errors[0].Error)}
 	}
-	w.ItemsPath, w.HasItems = itemsPathOf(w.Plan, w.Envelope)
-	if w.HasItems && w.AllPages && w.Plan.Paginated() {
+	if objectRows {
+		w.Envelope, w.ItemsPath, w.HasItems = nil, "", true
+	}
+	if w.HasItems && w.AllPages && w.Plan.Paginated() && w.Envelope != nil {
 		w.Envelope = stripPaths(w.Envelope, w.Plan.NextToken, w.Plan.NextURLField, w.Plan.MoreFlag)
 	}
-	if w.HasItems && q.values != nil {
+	if w.HasItems && fanOut && w.Envelope != nil {
 		// The first value's totals are not the merged set's.
 		w.Envelope = stripPaths(w.Envelope, w.Plan.Total, w.Plan.TotalPages)
 	}
 	return w, nil
+}
+
+// collectionOf reports whether body is a list of rows, and where its
+// primary array is: a bare array; the primary array of a paginated
+// tool's response; or, for a tool without pagination, an object's
+// primary array only when the object is not itself a record — an object
+// with its own "id" (an order with its line items) is one object, and
+// its arrays are part of it.
+func collectionOf(p paginate.Plan, body []byte) (string, bool) {
+	path, ok := itemsPathOf(p, body)
+	if !ok || path == "" || p.Paginated() {
+		return path, ok
+	}
+	if _, own := query.Get(body, "id"); own {
+		return "", false
+	}
+	return path, true
+}
+
+// objectRow is a fan-out value's answer as one row: an object as it is,
+// text as {"text": …}, any other value as {"result": …}.
+func objectRow(body []byte) []byte {
+	v := asJSON(body)
+	if firstByte(v) != '{' {
+		return append(append([]byte(`{"result":`), v...), '}')
+	}
+	return v
+}
+
+// isText reports whether body is not JSON (a text result).
+func isText(body []byte) bool {
+	t := bytes.TrimSpace(body)
+	return len(t) > 0 && !query.Valid(t)
+}
+
+// retryableFailure says whether calling again could help a failed
+// fan-out value: a 5xx, a 429, a timeout or a transport failure; never a
+// 4xx or a refused argument.
+func retryableFailure(err error) bool {
+	var ae *tools.ArgError
+	if errors.As(err, &ae) {
+		return false
+	}
+	var pe *paginate.PageError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch {
+	case pe.Status == 0:
+		return pe.StoppedBy != paginate.StopCursorExpired
+	case pe.Status == 429 || pe.Status >= 500:
+		return true
+	}
+	return false
 }
 
 func stoppedByOf(err error) string {
@@ -479,8 +566,7 @@ func tagRows(rows [][]byte, key string, value any) [][]byte {
 	if len(rows) == 0 {
 		return rows
 	}
-	member := append(appendJSONString(nil, key), ':')
-	member = appendJSONValue(member, value)
+	v := appendJSONValue(nil, value)
 	out := make([][]byte, len(rows))
 	for i, row := range rows {
 		if firstByte(row) != '{' {
@@ -491,7 +577,7 @@ func tagRows(rows [][]byte, key string, value any) [][]byte {
 			out[i] = row
 			continue
 		}
-		out[i] = insertFirstMember(row, member)
+		out[i] = query.InsertFirst(row, key, v)
 	}
 	return out
 }

@@ -155,8 +155,8 @@ func TestAllPagesComplete(t *testing.T) {
 	if v["_pagingComplete"] != true || v["_likelyMoreRows"] != false || v["_stoppedBy"] != "complete_total_reached" && v["_stoppedBy"] != "complete_short_page" {
 		t.Errorf("verdict: %v %v %v", v["_pagingComplete"], v["_likelyMoreRows"], v["_stoppedBy"])
 	}
-	if !out.Complete || out.Requests != 19 || out.Items != 633 || out.Truncated {
-		t.Errorf("outcome: complete=%v requests=%d items=%d truncated=%v; want true 19 633 false", out.Complete, out.Requests, out.Items, out.Truncated)
+	if vd := out.Verdict; vd.Completion != Complete || vd.Requests != 19 || vd.Rows != 633 || out.Truncated {
+		t.Errorf("outcome: completion=%v requests=%d rows=%d truncated=%v; want complete 19 633 false", vd.Completion, vd.Requests, vd.Rows, out.Truncated)
 	}
 	if len(reports) != 19 || reports[18].Items != 1900 || reports[18].Page != 19 {
 		t.Errorf("progress: %d reports, last %+v", len(reports), reports[len(reports)-1])
@@ -261,7 +261,7 @@ func TestForEachErrors(t *testing.T) {
 	}
 	_, err = e.Call(context.Background(), Call{Tool: ordersTool(up.URL), Scope: scope, Binding: Binding{LoopResponses: true},
 		Args: map[string]any{"_for_each": map[string]any{"key": "page", "values": []any{"one"}}}})
-	if !errors.As(err, &te) || te.Code != CodeInvalidArgument || !strings.Contains(te.Message, "integer") {
+	if !errors.As(err, &te) || te.Code != CodeInvalidForEach || !strings.Contains(te.Message, "integer") {
 		t.Errorf("uncoercible value: err = %v", err)
 	}
 }
@@ -358,14 +358,14 @@ func TestNotPaginatedAndPlainBinding(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := decode(t, out.View)
-	if v["orders"] != 2400.0 || v["customers"] != nil || v["nested"].(map[string]any)["a"] != 1.0 || v["_pagingComplete"] != true {
+	if v["orders"] != 2400.0 || v["customers"] != nil || v["nested"].(map[string]any)["a"] != 1.0 || v["_pagingComplete"] != false || v["_boundary"].(map[string]any)["completion"] != "single_response" {
 		t.Errorf("projected object = %s", out.View)
 	}
 	plain, err := e.Call(context.Background(), Call{Tool: statsTool(up.URL), Scope: scope, Args: map[string]any{"_fields": []any{"orders"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(plain.View) != `{"orders":2400,"customers":1337,"region":"eu","nested":{"a":1}}` || plain.Looped {
+	if string(plain.View) != `{"orders":2400,"customers":1337,"region":"eu","nested":{"a":1}}` || plain.Verdict != nil {
 		t.Errorf("plain binding view = %s", plain.View)
 	}
 }
@@ -461,7 +461,10 @@ func TestScalarPayloadGetsAnEnvelope(t *testing.T) {
 			t.Errorf("%q: %v", body, err)
 			continue
 		}
-		if v := decode(t, out.View); v["_pagingComplete"] != true {
+		v := decode(t, out.View)
+		b, _ := v["_boundary"].(map[string]any)
+		if v["_pagingComplete"] != false || b["completion"] != "single_response" || b["records"] != nil ||
+			strings.Contains(v["_note"].(string), "0 rows") || strings.Contains(v["_note"].(string), "reported no more") {
 			t.Errorf("%q: view %s", body, out.View)
 		}
 	}

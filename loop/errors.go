@@ -10,13 +10,20 @@ import (
 
 // Codes of ToolError.
 const (
-	CodeInvalidArgument   = "invalid_argument"
-	CodeInvalidForEachKey = "invalid_for_each_key"
+	CodeInvalidArgument   = "invalid_argument"     // a tool argument (or _all_pages, _refresh) is wrong
+	CodeInvalidFields     = "invalid_fields"       // _fields (or a fields argument) does not parse
+	CodeInvalidFilter     = "invalid_filter"       // a _filter clause: unknown key, unknown op, wrong type
+	CodeInvalidForEach    = "invalid_for_each"     // _for_each's shape or values
+	CodeInvalidForEachKey = "invalid_for_each_key" // _for_each's key is missing or not a parameter
 	CodeUpstream          = "upstream_error"
 )
 
 // ToolError is a failed tool call the model (or the API caller) can act
 // on. Its message is safe to show: it never holds a credential or URL.
+// Error gives the code first ("invalid_filter: _filter clause 0 …"), so
+// every place that shows the error — the tool error the model reads, the
+// CLI's line — shows its code; an HTTP error carries Code and Message
+// apart.
 type ToolError struct {
 	Code    string
 	Message string
@@ -24,10 +31,16 @@ type ToolError struct {
 	Status int
 }
 
-func (e *ToolError) Error() string { return e.Message }
+func (e *ToolError) Error() string {
+	if e.Code == "" {
+		return e.Message
+	}
+	return e.Code + ": " + e.Message
+}
 
-func invalidArg(name, msg string) *ToolError {
-	return &ToolError{Code: CodeInvalidArgument, Message: fmt.Sprintf("%s %s", name, msg)}
+// argError is a bad argument: code, and a message naming the argument.
+func argError(code, name, msg string) *ToolError {
+	return &ToolError{Code: code, Message: fmt.Sprintf("%s %s", name, msg)}
 }
 
 // upstreamError words a failed first page (or a bad argument the invoker

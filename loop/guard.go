@@ -123,7 +123,7 @@ func (g Guard) Cut(view []byte, itemsPath, resultID string) (Cut, error) {
 // over budget.
 func itemCut(view []byte, path string, elems [][]byte, budget int, resultID string) (cut Cut, ok, firstTooLarge bool, err error) {
 	total := len(elems)
-	keys := func(shown int) []objMember {
+	keys := func(shown int) []query.Member {
 		return truncation("_shownItems", "_totalItems", shown, total, resultID, itemNote(shown, total, resultID))
 	}
 	skeleton, err := query.Replace(view, path, []byte("[]"))
@@ -132,7 +132,7 @@ func itemCut(view []byte, path string, elems [][]byte, budget int, resultID stri
 	}
 	// The note and counts with total's digits in place of shown's are at
 	// least as long as the final ones, so the sum below is an upper bound.
-	skeleton, err = setMembers(skeleton, keys(total))
+	skeleton, err = setEnvelope(skeleton, keys(total))
 	if err != nil {
 		return Cut{}, false, false, err
 	}
@@ -156,7 +156,7 @@ func itemCut(view []byte, path string, elems [][]byte, budget int, resultID stri
 	if err != nil {
 		return Cut{}, false, false, fmt.Errorf("size guard: %w", err)
 	}
-	if out, err = setMembers(out, keys(k)); err != nil {
+	if out, err = setEnvelope(out, keys(k)); err != nil {
 		return Cut{}, false, false, err
 	}
 	return Cut{View: out, Truncated: true, ByItems: true, Shown: k, Total: total}, true, false, nil
@@ -167,11 +167,11 @@ func itemCut(view []byte, path string, elems [][]byte, budget int, resultID stri
 // view's "_" members) and the truncation keys are set on it. hadItems
 // says the view had a primary array whose first item alone did not fit,
 // so the note also points at queryToolResult.
-func charCut(env []objMember, cutData func(room int) ([]byte, error), total, budget int, resultID string, hadItems bool) (Cut, error) {
-	keys := func(shown int) []objMember {
+func charCut(env []query.Member, cutData func(room int) ([]byte, error), total, budget int, resultID string, hadItems bool) (Cut, error) {
+	keys := func(shown int) []query.Member {
 		return truncation("_shownChars", "_totalChars", shown, total, resultID, charNote(shown, total, resultID, hadItems))
 	}
-	tail, err := setMembers([]byte("{}"), append(env, keys(total)...))
+	tail, err := setEnvelope([]byte("{}"), append(env, keys(total)...))
 	if err != nil {
 		return Cut{}, err
 	}
@@ -181,7 +181,7 @@ func charCut(env []objMember, cutData func(room int) ([]byte, error), total, bud
 		return Cut{}, err
 	}
 	shown := utf8.RuneCount(cut)
-	out, err := setMembers(cut, append(env, keys(shown)...))
+	out, err := setEnvelope(cut, append(env, keys(shown)...))
 	if err != nil {
 		return Cut{}, err
 	}
@@ -197,7 +197,7 @@ func objectCut(doc []byte, total, budget int, resultID string, hadItems bool) (C
 		return Cut{}, err
 	}
 	if len(env) > 0 {
-		if b, err := setMembers([]byte("{}"), env); err != nil || utf8.RuneCount(b) > budget/2 {
+		if b, err := setEnvelope([]byte("{}"), env); err != nil || utf8.RuneCount(b) > budget/2 {
 			env, rest = nil, doc
 		}
 	}
@@ -209,22 +209,22 @@ func objectCut(doc []byte, total, budget int, resultID string, hadItems bool) (C
 func textCut(text []byte, total, budget int, resultID string) (Cut, error) {
 	return charCut(nil, func(room int) ([]byte, error) {
 		const open = `{"text":`
-		b, _ := appendQuotedPrefix([]byte(open), text, room-len(open)-1)
+		b, _ := query.AppendStringPrefix([]byte(open), text, room-len(open)-1)
 		return append(b, '}'), nil
 	}, total, budget, resultID, false)
 }
 
 // truncation is the members a cut view gains.
-func truncation(shownKey, totalKey string, shown, total int, resultID, note string) []objMember {
-	ms := []objMember{
-		{"_truncated", []byte("true")},
-		{shownKey, strconv.AppendInt(nil, int64(shown), 10)},
-		{totalKey, strconv.AppendInt(nil, int64(total), 10)},
+func truncation(shownKey, totalKey string, shown, total int, resultID, note string) []query.Member {
+	ms := []query.Member{
+		{Key: "_truncated", Value: []byte("true")},
+		{Key: shownKey, Value: strconv.AppendInt(nil, int64(shown), 10)},
+		{Key: totalKey, Value: strconv.AppendInt(nil, int64(total), 10)},
 	}
 	if resultID != "" {
-		ms = append(ms, objMember{"_resultId", appendQuoted(nil, []byte(resultID))})
+		ms = append(ms, query.Member{Key: "_resultId", Value: query.AppendString(nil, resultID)})
 	}
-	return append(ms, objMember{"_note", appendQuoted(nil, []byte(note))})
+	return append(ms, query.Member{Key: "_note", Value: query.AppendString(nil, note)})
 }
 
 func itemNote(shown, total int, resultID string) string {
@@ -249,101 +249,14 @@ func charNote(shown, total int, resultID string, hadItems bool) string {
 	return head + fmt.Sprintf(" The full result is kept under _resultId %q: call fetchToolResult with that resultId (offset, length) to read the raw text in slices.", resultID)
 }
 
-// objMember is one object member: its name and its raw JSON value.
-type objMember struct {
-	name  string
-	value []byte
-}
-
-// setMembers sets each member on the JSON object obj: replaced in place
-// when present, appended otherwise. A _note already present is extended
-// with the new text rather than replaced.
-func setMembers(obj []byte, ms []objMember) ([]byte, error) {
-	var err error
-	for _, m := range ms {
-		v := m.value
-		if m.name == "_note" {
-			if old, ok := query.Get(obj, "_note"); ok {
-				var a, b string
-				if json.Unmarshal(old, &a) == nil && json.Unmarshal(v, &b) == nil && a != "" && a != b {
-					v = appendQuoted(nil, []byte(a+" "+b))
-				}
-			}
-		}
-		if obj, err = query.Replace(obj, query.JoinPath(m.name), v); err != nil {
-			return nil, fmt.Errorf("size guard: setting %s: %w", m.name, err)
-		}
-	}
-	return obj, nil
-}
-
-// eachMember calls fn with every member of the JSON object obj, in order:
-// its key as written (quoted, escapes kept), the key decoded, and its raw
-// value. It reads obj once, so detection stays linear in its size.
-func eachMember(obj []byte, fn func(key []byte, name string, value []byte)) error {
-	bad := func(i int) error { return fmt.Errorf("size guard: malformed object at byte %d", i) }
-	// next returns the JSON value at obj[i:] and the index after it.
-	next := func(i int) ([]byte, int, bool) {
-		v, ok := query.Get(obj[i:], "")
-		if !ok {
-			return nil, 0, false
-		}
-		off, _ := offsetIn(obj[i:], v)
-		return v, i + off + len(v), true
-	}
-	i := skipWS(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return bad(i)
-	}
-	i = skipWS(obj, i+1)
-	if i < len(obj) && obj[i] == '}' {
-		return nil
-	}
-	for {
-		key, j, ok := next(i)
-		if !ok || key[0] != '"' {
-			return bad(i)
-		}
-		var name string
-		if json.Unmarshal(key, &name) != nil {
-			return bad(i)
-		}
-		j = skipWS(obj, j)
-		if j >= len(obj) || obj[j] != ':' {
-			return bad(j)
-		}
-		value, k, ok := next(j + 1)
-		if !ok {
-			return bad(j + 1)
-		}
-		fn(key, name, value)
-		k = skipWS(obj, k)
-		switch {
-		case k < len(obj) && obj[k] == ',':
-			i = k + 1
-		case k < len(obj) && obj[k] == '}':
-			return nil
-		default:
-			return bad(k)
-		}
-	}
-}
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
-		i++
-	}
-	return i
-}
-
 // splitEnvelope takes the members whose names begin with "_" out of the
 // JSON object doc.
-func splitEnvelope(doc []byte) (env []objMember, rest []byte, err error) {
+func splitEnvelope(doc []byte) (env []query.Member, rest []byte, err error) {
 	rest = make([]byte, 0, len(doc))
 	rest = append(rest, '{')
-	err = eachMember(doc, func(key []byte, name string, value []byte) {
+	err = query.EachMember(doc, func(key []byte, name string, value []byte) {
 		if strings.HasPrefix(name, "_") {
-			env = append(env, objMember{name, value})
+			env = append(env, query.Member{Key: name, Value: value})
 			return
 		}
 		if len(rest) > 1 {
@@ -376,7 +289,7 @@ func primaryArray(doc []byte, hint string) (path string, arr []byte, ok bool) {
 	}
 	var objects []object // object members, for the look one level down
 	seen := map[string]bool{}
-	err := eachMember(doc, func(_ []byte, name string, v []byte) {
+	err := query.EachMember(doc, func(_ []byte, name string, v []byte) {
 		if seen[name] {
 			return // a path reaches only the first member of a name
 		}
@@ -393,7 +306,7 @@ func primaryArray(doc []byte, hint string) (path string, arr []byte, ok bool) {
 	}
 	for _, o := range objects {
 		inner := map[string]bool{}
-		eachMember(o.raw, func(_ []byte, name string, v []byte) {
+		query.EachMember(o.raw, func(_ []byte, name string, v []byte) {
 			if !inner[name] && isNonEmptyArray(v) && len(v) > len(arr) {
 				path, arr, ok = o.path+"."+query.JoinPath(name), v, true
 			}
@@ -448,7 +361,7 @@ func cutJSON(doc []byte, max int) ([]byte, error) {
 		}
 		inObj := len(stack) > 0 && stack[len(stack)-1].obj
 		if s, isStr := tok.(string); isStr && inObj && key == nil {
-			key = append(appendQuoted(nil, []byte(s)), ':')
+			key = append(query.AppendString(nil, s), ':')
 			continue
 		}
 		room := max - runes - len(stack) // closers of what is open stay reserved
@@ -470,14 +383,14 @@ func cutJSON(doc []byte, max int) ([]byte, error) {
 			}
 		case string:
 			b := lead()
-			full := appendQuoted(append([]byte(nil), b...), []byte(t))
+			full := query.AppendString(append([]byte(nil), b...), t)
 			if utf8.RuneCount(full) <= room {
 				emit(full)
 				wrote()
 				continue
 			}
 			if n := room - utf8.RuneCount(b); n >= 2 {
-				part, _ := appendQuotedPrefix(b, []byte(t), n)
+				part, _ := query.AppendStringPrefix(b, []byte(t), n)
 				emit(part)
 				wrote()
 			}
@@ -521,63 +434,23 @@ func closeAll(out []byte, stack []jsonFrame) []byte {
 	return out
 }
 
-// appendQuoted appends s as a JSON string: encoding/json's escaping without
-// its HTML escaping (HTML stays readable and short); invalid UTF-8 becomes
-// U+FFFD.
-func appendQuoted(dst, s []byte) []byte {
-	out, _ := appendQuotedPrefix(dst, s, -1)
-	return out
-}
-
-// appendQuotedPrefix appends, as one JSON string, the longest prefix of s
-// whose quoted form takes at most max characters (both quotes included;
-// max < 0: no limit). It never splits a rune or an escape, and reports how
-// many bytes of s the prefix holds.
-func appendQuotedPrefix(dst, s []byte, max int) (out []byte, consumed int) {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	used := 2
-	i := 0
-	for i < len(s) {
-		c := s[i]
-		var buf [6]byte
-		esc := buf[:0]
-		size := 1
-		switch {
-		case c >= utf8.RuneSelf:
-			r, n := utf8.DecodeRune(s[i:])
-			size = n
-			switch {
-			case r == utf8.RuneError && n == 1:
-				esc = append(esc, `\ufffd`...)
-			case r == '\u2028' || r == '\u2029':
-				esc = append(esc, '\\', 'u', '2', '0', '2', "89"[r-'\u2028'])
+// setEnvelope sets envelope members on the JSON object obj, in order
+// (query.SetMembers); a _note already present is extended with the new
+// text rather than replaced.
+func setEnvelope(obj []byte, ms []query.Member) ([]byte, error) {
+	var err error
+	for _, m := range ms {
+		if m.Key == "_note" {
+			if old, ok := query.Get(obj, "_note"); ok {
+				var a, b string
+				if json.Unmarshal(old, &a) == nil && json.Unmarshal(m.Value, &b) == nil && a != "" && a != b {
+					m.Value = query.AppendString(nil, a+" "+b)
+				}
 			}
-		case c == '"' || c == '\\':
-			esc = append(esc, '\\', c)
-		case c == '\n':
-			esc = append(esc, '\\', 'n')
-		case c == '\r':
-			esc = append(esc, '\\', 'r')
-		case c == '\t':
-			esc = append(esc, '\\', 't')
-		case c < 0x20:
-			esc = append(esc, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 		}
-		w := 1
-		if len(esc) > 0 {
-			w = len(esc)
+		if obj, err = query.SetMembers(obj, []query.Member{m}); err != nil {
+			return nil, fmt.Errorf("size guard: %w", err)
 		}
-		if max >= 0 && used+w > max {
-			break
-		}
-		used += w
-		if len(esc) > 0 {
-			dst = append(dst, esc...)
-		} else {
-			dst = append(dst, s[i:i+size]...)
-		}
-		i += size
 	}
-	return append(dst, '"'), i
+	return obj, nil
 }

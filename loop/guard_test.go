@@ -265,24 +265,6 @@ func TestCutJSONKeepsValidity(t *testing.T) {
 	}
 }
 
-func TestAppendQuotedPrefixMatchesEncodingJSON(t *testing.T) {
-	s := "plain \"q\" \\ \n\r\t \x01 é 日本 😀 \u2028 <tag> &amp;"
-	got := appendQuoted(nil, []byte(s))
-	var back string
-	if err := json.Unmarshal(got, &back); err != nil || back != s {
-		t.Fatalf("round trip: %q, %v", back, err)
-	}
-	for max := 2; max < utf8.RuneCount(got)+2; max++ {
-		part, n := appendQuotedPrefix(nil, []byte(s), max)
-		if utf8.RuneCount(part) > max {
-			t.Fatalf("max %d: %d characters", max, utf8.RuneCount(part))
-		}
-		if err := json.Unmarshal(part, &back); err != nil || back != s[:n] {
-			t.Fatalf("max %d: %q is not the prefix %q (%v)", max, back, s[:n], err)
-		}
-	}
-}
-
 func FuzzGuardCut(f *testing.F) {
 	f.Add([]byte(`{"data":[{"id":1},{"id":2}],"x":"yyyy"}`), 1000)
 	f.Add([]byte(`[1,2,3,"four"]`), 1000)

@@ -3,14 +3,11 @@ package loop
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/trawl-dev/trawl/loop/paginate"
@@ -30,7 +27,7 @@ func (e *Engine) plainCall(ctx context.Context, c Call, own map[string]any) (*Ou
 	}
 	body := asJSON(res.FirstBody)
 	path, hasItems := itemsPathOf(res.Plan, body)
-	out := &Outcome{View: body, Requests: res.Requests}
+	out := &Outcome{View: body}
 	if !hasItems {
 		path = ""
 	}
@@ -100,20 +97,23 @@ func (e *Engine) keep(ctx context.Context, c Call, full func() (*StoredResult, e
 	return id
 }
 
-// present turns what a looping call collected into the model's view.
-func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *CacheHit, fields *query.Fields, filter *query.Filter) (*Outcome, error) {
+// present turns what a looping call collected into its verdict and the
+// model's view, rendered from that verdict.
+func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *CacheHit) (*Outcome, error) {
 	c := q.call
-	out := &Outcome{Looped: true, Complete: w.Complete, StoppedBy: w.StoppedBy, Requests: w.Requests, CacheHit: hit != nil}
+	fields, filter := q.r.Fields, q.r.Filter
+	v := e.verdict(q, w, hit)
+	out := &Outcome{Verdict: v}
 	var view []byte
-	var unmatched []string
 	var err error
 	if w.HasItems {
 		rows, st, err := query.Run(w.Items, fields, filter)
 		if err != nil {
 			return nil, fmt.Errorf("projecting rows: %w", err)
 		}
-		unmatched = st.Unmatched
-		out.Items = len(rows)
+		v.Rows, v.Filtered = len(rows), filter != nil
+		v.UnmatchedFields = st.Unmatched
+		v.UnmatchedFilter = filter.Unmatched(w.Items)
 		if view, err = withItems(w.Envelope, w.ItemsPath, rows); err != nil {
 			return nil, err
 		}
@@ -128,37 +128,139 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 			if view, err = fields.Project(view, nil, matched); err != nil {
 				return nil, fmt.Errorf("projecting: %w", err)
 			}
-			unmatched = unmatchedPaths(fields.Paths(), matched)
+			v.UnmatchedFields = unmatchedPaths(fields.Paths(), matched)
+		}
+		if filter != nil {
+			v.UnmatchedFilter = filter.Unmatched([][]byte{asJSON(w.Envelope)})
 		}
 	}
-	out.Note = e.note(q, w, hit, out.Items, filter != nil && w.HasItems)
+	if len(v.UnmatchedFields) > 0 || len(v.UnmatchedFilter) > 0 {
+		rows := w.Items
+		if !w.HasItems {
+			rows = [][]byte{view}
+		}
+		v.AvailableKeys, v.Sample = availableKeys(rows, len(v.UnmatchedFields) > 0)
+	}
+	v.Note = note(v, q.budget, c.Workflow)
 	full := func() (*StoredResult, error) {
 		if w.HasItems {
 			return NewStoredResultFromItems(c.Tool.ID, w.Envelope, w.ItemsPath, w.Items)
 		}
 		return NewStoredResult(c.Tool.ID, asJSON(w.Envelope), "")
 	}
-	var members []member
+	var members []query.Member
 	if c.Workflow {
-		loop, _ := json.Marshal(map[string]any{"complete": w.Complete, "requests": w.Requests,
-			"itemCount": out.Items, "stoppedBy": w.StoppedBy, "note": out.Note})
-		members = append(members, member{"_loop", loop})
+		loop, _ := json.Marshal(v.LoopBlock())
+		members = []query.Member{{Key: "_loop", Value: loop}}
 	} else {
 		// A walk's full set is kept whenever it holds rows, so the model
 		// can come back for a field it projected away.
 		if w.HasItems && len(w.Items) > 0 {
 			out.ResultID = e.keep(ctx, c, full)
+			v.ResultID = out.ResultID
 		}
-		members = e.envelope(q, w, hit, out, unmatched)
+		members = v.members()
 	}
-	if view, err = addMembers(view, members); err != nil {
-		return nil, err
+	if view, err = query.SetMembers(view, members); err != nil {
+		return nil, fmt.Errorf("envelope: %w", err)
 	}
 	path := w.ItemsPath
 	if w.HasItems && path == "" {
 		path = "items"
 	}
-	return e.guard(ctx, c, out, view, path, full)
+	out, err = e.guard(ctx, c, out, view, path, full)
+	if err != nil {
+		return nil, err
+	}
+	if v.ResultID == "" && out.ResultID != "" {
+		v.ResultID = out.ResultID
+	}
+	if v.ResultID != "" && e.opt.Results != nil {
+		v.ResultExpires = e.clock.Now().Add(e.opt.Results.TTL())
+	}
+	return out, nil
+}
+
+// verdict makes the typed verdict of a walked call (the counts that need
+// the projected rows are filled by present).
+func (e *Engine) verdict(q walkRequest, w *walked, hit *CacheHit) *Verdict {
+	v := &Verdict{
+		StopReason: w.StoppedBy, Collection: w.HasItems, Text: w.Text && !w.HasItems,
+		Scalar:  !w.HasItems && !w.Text && len(bytes.TrimSpace(w.Envelope)) > 0 && firstByte(w.Envelope) != '{',
+		Records: len(w.Items), Pages: w.Pages, Requests: w.Requests, Retries: w.Retries,
+		PageSize: w.PageSize, Duplicates: w.Dups, TotalMoved: w.Moved,
+		LastCursor: w.LastCur, Uninspected: w.Uninsp, Scope: scopeText(q),
+		Action: actionOf(q.call.Tool, w.Plan, w.Requests), Values: w.Values,
+		ForEachErrors: w.Errors, ForEachSkipped: w.Skipped, Cache: hit,
+	}
+	if q.r.ForEach != nil {
+		v.ForEachKey = q.r.ForEach.Key
+	}
+	paginated := w.Plan.Paginated()
+	if w.HasItems && paginated {
+		v.ReportedTotal = w.Total
+	}
+	unstable := w.Dups > 0 || w.Moved || w.Mismatch
+	switch {
+	case len(w.Errors) > 0 || len(w.Skipped) > 0:
+		v.Completion = Partial
+	case !w.HasItems:
+		v.Completion, v.StopReason = SingleResponse, StopSingleResponse
+	case !w.Complete:
+		v.Completion = Partial
+		v.FirstPageOnly = w.StoppedBy == paginate.StopFirstPage
+	case !paginated && w.Values == 0:
+		v.Completion, v.StopReason = SingleResponse, StopSingleResponse
+	case unstable:
+		v.Completion = Unstable
+	default:
+		v.Completion = Complete
+	}
+	switch v.Completion {
+	case Partial:
+		v.LikelyMore = true
+		if v.FirstPageOnly {
+			v.LikelyMore = w.Likely
+		}
+	case Unstable:
+		v.LikelyMore = true // rows that moved across a page boundary may be missing
+	}
+	if v.Completion != Partial && v.Completion != Unstable {
+		v.LastCursor, v.Uninspected = "", ""
+	}
+	return v
+}
+
+// availableKeys shows what the rows do hold: the keys of the first
+// object row and, when sample is set, that row (long values shortened).
+func availableKeys(rows [][]byte, sample bool) ([]string, json.RawMessage) {
+	for _, it := range rows {
+		if firstByte(it) != '{' {
+			continue
+		}
+		keys, err := query.Keys(it)
+		if err != nil {
+			continue
+		}
+		sort.Strings(keys)
+		if !sample {
+			return keys, nil
+		}
+		s := it
+		if len(s) > 2000 { // a sample, not a second copy of a huge row
+			s = nil
+			for _, k := range keys {
+				val, _ := query.Get(it, query.JoinPath(k))
+				if len(val) > 200 {
+					val = []byte(`"…"`)
+				}
+				s = query.AppendMember(s, k, val)
+			}
+			s = query.CloseObject(s)
+		}
+		return keys, json.RawMessage(s)
+	}
+	return []string{}, nil
 }
 
 // withItems puts rows in place of the primary array; a bare array
@@ -197,99 +299,6 @@ func unmatchedPaths(paths []string, matched []bool) []string {
 	return out
 }
 
-// envelope builds the keys of DESIGN.md §5 for a looping result.
-func (e *Engine) envelope(q walkRequest, w *walked, hit *CacheHit, out *Outcome, unmatched []string) []member {
-	var ms []member
-	add := func(k string, v any) {
-		b, err := json.Marshal(v)
-		if err == nil {
-			ms = append(ms, member{k, b})
-		}
-	}
-	add("_pagingComplete", w.Complete)
-	add("_likelyMoreRows", !w.Complete)
-	add("_stoppedBy", w.StoppedBy)
-	add("_note", out.Note)
-	add("_boundary", e.boundary(q, w))
-	if out.ResultID != "" {
-		add("_resultId", out.ResultID)
-	}
-	if len(unmatched) > 0 {
-		add("_unmatchedFields", unmatchedReport(unmatched, w))
-	}
-	if len(w.Errors) > 0 {
-		add("_forEachErrors", w.Errors)
-	}
-	if hit != nil {
-		ms = append(ms, member{"_cache", hit.JSON()})
-	}
-	return ms
-}
-
-// unmatchedReport shows the model what the items really hold.
-func unmatchedReport(paths []string, w *walked) map[string]any {
-	rep := map[string]any{"paths": paths, "availableKeys": []string{}}
-	for _, it := range w.Items {
-		if firstByte(it) != '{' {
-			continue
-		}
-		keys, err := query.Keys(it)
-		if err == nil {
-			sort.Strings(keys)
-			rep["availableKeys"] = keys
-		}
-		sample := it
-		if len(sample) > 2000 { // a sample, not a second copy of a huge row
-			sample = nil
-			for _, k := range keys {
-				v, _ := query.Get(it, query.JoinPath(k))
-				if len(v) > 200 {
-					v = []byte(`"…"`)
-				}
-				sample = appendMember(sample, k, v)
-			}
-			sample = closeObject(sample)
-		}
-		rep["sample"] = json.RawMessage(sample)
-		break
-	}
-	return rep
-}
-
-// boundary is the boundary statement: what was walked, how far, and
-// what was not inspected.
-func (e *Engine) boundary(q walkRequest, w *walked) map[string]any {
-	b := map[string]any{
-		"scope":      scopeText(q),
-		"pages":      w.Pages,
-		"requests":   w.Requests,
-		"records":    len(w.Items),
-		"completion": map[bool]string{true: "complete", false: "partial"}[w.Complete],
-		"stopReason": w.StoppedBy,
-	}
-	if w.PageSize > 0 {
-		b["pageSize"] = w.PageSize
-	}
-	if w.LastCur != "" {
-		b["lastCursor"] = maskCursor(w.LastCur)
-	}
-	if w.Uninsp != "" {
-		b["uninspected"] = w.Uninsp
-	} else if !w.Complete {
-		b["uninspected"] = "rows after the last page fetched"
-	}
-	if w.Dups > 0 {
-		b["duplicates"] = w.Dups
-	}
-	if w.Total != nil {
-		b["reportedTotal"] = *w.Total
-	}
-	if w.Retries > 0 {
-		b["retries"] = w.Retries
-	}
-	return b
-}
-
 // scopeText says in one line what the call walked.
 func scopeText(q walkRequest) string {
 	t := q.call.Tool
@@ -310,11 +319,11 @@ func scopeText(q walkRequest) string {
 		fmt.Fprintf(&b, "%s=%s", k, v)
 	}
 	if q.values != nil {
-		fmt.Fprintf(&b, " for %d values of %s", len(q.values), q.r.forEach.Key)
+		fmt.Fprintf(&b, " for %s of %s", plural(len(q.values), "value"), q.r.ForEach.Key)
 	}
 	switch {
 	case !q.plan.Paginated():
-	case q.r.allPages:
+	case q.r.AllPages:
 		b.WriteString(", every page")
 	default:
 		b.WriteString(", first page only")
@@ -322,166 +331,10 @@ func scopeText(q walkRequest) string {
 	return b.String()
 }
 
-// maskCursor shows a cursor without revealing it: its first and last four
-// characters (only when it is long enough that this hides most of it),
-// its length and a hash prefix.
-func maskCursor(c string) map[string]any {
-	sum := sha256.Sum256([]byte(c))
-	m := map[string]any{"length": utf8.RuneCountInString(c), "sha256": hex.EncodeToString(sum[:4])}
-	if r := []rune(c); len(r) >= 16 {
-		m["masked"] = string(r[:4]) + "…" + string(r[len(r)-4:])
-	}
-	return m
-}
-
-// note is the one sentence (or two) the model reads about the verdict.
-func (e *Engine) note(q walkRequest, w *walked, hit *CacheHit, kept int, filtered bool) string {
-	n := len(w.Items)
-	var s string
-	switch {
-	case !q.r.allPages && w.Plan.Paginated() && !w.Complete:
-		s = fmt.Sprintf("This is only the first page (%d rows); more rows exist. Call again with _all_pages: true to fetch every page before counting or summarising.", n)
-	case w.Complete && q.r.allPages:
-		s = fmt.Sprintf("Complete: all %d rows, fetched in %d pages.", n, w.Pages)
-	case w.Complete:
-		s = fmt.Sprintf("Complete: %d rows; the server reported no more.", n)
-	default:
-		s = fmt.Sprintf("Partial: %d rows fetched, and more exist. %s", n, stopAdvice(w.StoppedBy, q.budget))
-	}
-	if filtered {
-		s += fmt.Sprintf(" %d of them match the filter.", kept)
-	}
-	if len(w.Errors) > 0 {
-		s += fmt.Sprintf(" %d of %d _for_each values failed (see _forEachErrors); their rows are missing.", len(w.Errors), w.Values)
-	}
-	if w.Dups > 0 {
-		s += fmt.Sprintf(" %d rows appeared twice (the data changed during the walk); count distinct ids.", w.Dups)
-	}
-	if w.Mismatch && w.Total != nil {
-		s += fmt.Sprintf(" The server reported a total of %d, which differs from the rows received.", *w.Total)
-	}
-	switch {
-	case hit != nil && q.call.Workflow:
-		s += fmt.Sprintf(" Served from a complete walk cached at %s (the step's cache TTL).", hit.CachedAt.UTC().Format(time.RFC3339))
-	case hit != nil:
-		s += " " + hit.Note()
-	}
-	return s
-}
-
-// stopAdvice says which bound or fault ended a partial walk and how to
-// get the rest.
-func stopAdvice(stoppedBy string, b paginate.Budget) string {
-	narrow := "Narrow the request with the API's own filters (or fewer _for_each values) to get the rest."
-	switch stoppedBy {
-	case paginate.StopBudgetPages:
-		return fmt.Sprintf("The walk stopped at the limit of %d pages per collection. %s", b.Pages, narrow)
-	case paginate.StopBudgetRequests:
-		return fmt.Sprintf("The walk stopped at the limit of %d requests per call. %s", b.Requests, narrow)
-	case paginate.StopBudgetItems:
-		return fmt.Sprintf("The walk stopped at the limit of %d rows per call. %s", b.Items, narrow)
-	case paginate.StopBudgetBytes:
-		return fmt.Sprintf("The walk stopped at the limit of %d MB of upstream data. %s", b.Bytes>>20, narrow)
-	case paginate.StopBudgetTime:
-		return fmt.Sprintf("The walk stopped at the time limit of %s. %s", b.Time, narrow)
-	case paginate.StopRepeatedCursor:
-		return "The server handed back a page it had already given, so the walk stopped instead of looping."
-	case paginate.StopCursorExpired:
-		return "The server rejected the continuation cursor mid-walk; call again to start over."
-	case paginate.StopRateLimited:
-		return "The server rate-limited the walk for longer than the time left; try again later."
-	case paginate.StopHTTPError:
-		return "A later page failed upstream after retries; call again to retry."
-	case paginate.StopInconsistent:
-		return "The server's paging data could not be trusted, so the walk stopped."
-	case paginate.StopForeignNextURL:
-		return "The server pointed the next page at another host, which is not followed."
-	}
-	return narrow
-}
-
-// member is one "key": value pair to add to a JSON object.
-type member struct {
-	key   string
-	value []byte
-}
-
-// addMembers appends members to the JSON object doc (keys already there
-// are replaced).
-func addMembers(doc []byte, ms []member) ([]byte, error) {
-	if len(ms) == 0 {
-		return doc, nil
-	}
-	var err error
-	for _, m := range ms {
-		if _, ok := query.Get(doc, query.JoinPath(m.key)); ok {
-			if doc, err = query.Delete(doc, query.JoinPath(m.key)); err != nil {
-				return nil, err
-			}
-		}
-	}
-	t := bytes.TrimRight(doc, " \t\r\n")
-	if len(t) == 0 || t[len(t)-1] != '}' {
-		return nil, fmt.Errorf("envelope: payload is not an object")
-	}
-	out := make([]byte, 0, len(t)+64*len(ms))
-	out = append(out, t[:len(t)-1]...)
-	empty := bytes.TrimSpace(t[1:len(t)-1]) == nil || len(bytes.TrimSpace(t[1:len(t)-1])) == 0
-	for _, m := range ms {
-		if !empty {
-			out = append(out, ',')
-		}
-		empty = false
-		out = appendJSONString(out, m.key)
-		out = append(out, ':')
-		out = append(out, m.value...)
-	}
-	return append(out, '}'), nil
-}
-
-// appendMember appends "key":value to an object being built (without its
-// closing brace; a nil dst starts one).
-func appendMember(dst []byte, key string, value []byte) []byte {
-	if len(dst) == 0 {
-		dst = append(dst, '{')
-	} else {
-		dst = append(dst, ',')
-	}
-	dst = appendJSONString(dst, key)
-	dst = append(dst, ':')
-	return append(dst, value...)
-}
-
-func closeObject(dst []byte) []byte {
-	if len(dst) == 0 {
-		return []byte("{}")
-	}
-	return append(dst, '}')
-}
-
-// insertFirstMember returns obj with member ("key":value) as its first
-// member.
-func insertFirstMember(obj, member []byte) []byte {
-	i := bytes.IndexByte(obj, '{')
-	rest := bytes.TrimLeft(obj[i+1:], " \t\r\n")
-	out := make([]byte, 0, len(obj)+len(member)+1)
-	out = append(out, '{')
-	out = append(out, member...)
-	if len(rest) > 0 && rest[0] != '}' {
-		out = append(out, ',')
-	}
-	return append(out, rest...)
-}
-
-func appendJSONString(dst []byte, s string) []byte {
-	b, _ := json.Marshal(s)
-	return append(dst, b...)
-}
-
 func appendJSONValue(dst []byte, v any) []byte {
 	switch x := v.(type) {
 	case string:
-		return appendJSONString(dst, x)
+		return query.AppendString(dst, x)
 	case float64:
 		return strconv.AppendFloat(dst, x, 'f', -1, 64)
 	}

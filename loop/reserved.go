@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/trawl-dev/trawl/loop/paginate"
-	"github.com/trawl-dev/trawl/loop/query"
 	"github.com/trawl-dev/trawl/tools"
 )
 
@@ -41,126 +40,6 @@ type ForEach struct {
 	Values []any  `json:"values"`
 }
 
-// reserved holds the parsed reserved arguments of one call.
-type reserved struct {
-	fields   []string
-	allPages bool
-	forEach  *ForEach
-	filter   []query.Clause
-	refresh  bool
-}
-
-// splitArgs separates the tool's own arguments from the reserved ones and
-// parses the latter. The input map is not modified.
-func splitArgs(args map[string]any) (own map[string]any, r reserved, err error) {
-	own = make(map[string]any, len(args))
-	for k, v := range args {
-		if !IsReserved(k) {
-			own[k] = v
-			continue
-		}
-		if v == nil {
-			continue
-		}
-		switch k {
-		case ArgFields:
-			r.fields, err = parseFields(v)
-		case ArgAllPages:
-			r.allPages, err = parseBool(k, v)
-		case ArgRefresh:
-			r.refresh, err = parseBool(k, v)
-		case ArgForEach:
-			r.forEach, err = parseForEach(v)
-		case ArgFilter:
-			r.filter, err = parseFilter(v)
-		}
-		if err != nil {
-			return nil, reserved{}, err
-		}
-	}
-	return own, r, nil
-}
-
-func parseFields(v any) ([]string, error) {
-	var out []string
-	switch x := v.(type) {
-	case string: // models sometimes send "a,b.c"
-		for _, p := range strings.Split(x, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				out = append(out, p)
-			}
-		}
-	case []any:
-		for _, e := range x {
-			s, ok := e.(string)
-			if !ok || strings.TrimSpace(s) == "" {
-				return nil, invalidArg(ArgFields, "must be an array of dot-paths such as [\"id\", \"customer.name\"]")
-			}
-			out = append(out, strings.TrimSpace(s))
-		}
-	case []string:
-		out = x
-	default:
-		return nil, invalidArg(ArgFields, "must be an array of dot-paths such as [\"id\", \"customer.name\"]")
-	}
-	if _, err := query.CompileFields(out); err != nil {
-		return nil, invalidArg(ArgFields, err.Error())
-	}
-	return out, nil
-}
-
-func parseBool(name string, v any) (bool, error) {
-	switch x := v.(type) {
-	case bool:
-		return x, nil
-	case string:
-		if b, err := strconv.ParseBool(x); err == nil {
-			return b, nil
-		}
-	}
-	return false, invalidArg(name, "must be true or false")
-}
-
-func parseForEach(v any) (*ForEach, error) {
-	const shape = `must be {"key": "<parameter>", "values": [...]}`
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, invalidArg(ArgForEach, shape)
-	}
-	key, _ := m["key"].(string)
-	vals, ok := m["values"].([]any)
-	if key == "" || !ok {
-		return nil, invalidArg(ArgForEach, shape)
-	}
-	for k := range m {
-		if k != "key" && k != "values" {
-			return nil, invalidArg(ArgForEach, fmt.Sprintf("has an unknown member %q; %s", k, shape))
-		}
-	}
-	if len(vals) == 0 {
-		return nil, invalidArg(ArgForEach, "values must not be empty")
-	}
-	return &ForEach{Key: key, Values: vals}, nil
-}
-
-func parseFilter(v any) ([]query.Clause, error) {
-	if m, ok := v.(map[string]any); ok { // one clause without the array
-		v = []any{m}
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, invalidArg(ArgFilter, "must be an array of {field, op, value} clauses")
-	}
-	var clauses []query.Clause
-	if err := json.Unmarshal(b, &clauses); err != nil {
-		return nil, invalidArg(ArgFilter, "must be an array of {field, op, value} clauses")
-	}
-	if _, err := query.CompileFilter(clauses); err != nil {
-		return nil, invalidArg(ArgFilter, err.Error())
-	}
-	return clauses, nil
-}
-
 // forEachValues checks the key against the tool's parameters, coerces the
 // values to the parameter's declared type and removes duplicates.
 func forEachValues(t *tools.Tool, fe *ForEach, max int) ([]any, error) {
@@ -172,15 +51,15 @@ func forEachValues(t *tools.Tool, fe *ForEach, max int) ([]any, error) {
 		}
 		sort.Strings(names)
 		return nil, &ToolError{Code: CodeInvalidForEachKey, Message: fmt.Sprintf(
-			"_for_each key %q is not a parameter of %s; its parameters are: %s",
-			fe.Key, t.Name, strings.Join(names, ", "))}
+			"%s key %q is not a parameter of %s; its parameters are: %s",
+			ArgForEach, fe.Key, t.Name, strings.Join(names, ", "))}
 	}
 	seen := map[string]bool{}
 	var out []any
 	for i, v := range fe.Values {
 		c, err := coerce(v, p.Type())
 		if err != nil {
-			return nil, invalidArg(ArgForEach, fmt.Sprintf("values[%d]: %v", i, err))
+			return nil, argError(CodeInvalidForEach, ArgForEach, fmt.Sprintf("values[%d]: %v", i, err))
 		}
 		k := fmt.Sprintf("%T:%v", c, c)
 		if seen[k] {
@@ -190,7 +69,7 @@ func forEachValues(t *tools.Tool, fe *ForEach, max int) ([]any, error) {
 		out = append(out, c)
 	}
 	if len(out) > max {
-		return nil, invalidArg(ArgForEach, fmt.Sprintf(
+		return nil, argError(CodeInvalidForEach, ArgForEach, fmt.Sprintf(
 			"has %d distinct values; at most %d are fetched in one call — split them over several calls", len(out), max))
 	}
 	return out, nil
@@ -198,6 +77,14 @@ func forEachValues(t *tools.Tool, fe *ForEach, max int) ([]any, error) {
 
 // coerce converts v to the JSON type typ ("" keeps v).
 func coerce(v any, typ string) (any, error) {
+	switch x := v.(type) { // values written in Go
+	case int:
+		v = float64(x)
+	case int64:
+		v = float64(x)
+	case int32:
+		v = float64(x)
+	}
 	switch typ {
 	case "integer", "number":
 		switch x := v.(type) {

@@ -43,10 +43,34 @@ type RetrievalArgError struct {
 	Tool string
 	Arg  string
 	Msg  string
+	// Code is the error's code: invalid_filter and invalid_fields as for
+	// _filter and _fields (the same parser reads both), else
+	// invalid_argument.
+	Code string
 }
 
 func (e *RetrievalArgError) Error() string {
-	return fmt.Sprintf("%s: argument %s: %s", e.Tool, e.Arg, e.Msg)
+	return fmt.Sprintf("%s: %s: argument %s: %s", e.code(), e.Tool, e.Arg, e.Msg)
+}
+
+func (e *RetrievalArgError) code() string {
+	if e.Code == "" {
+		return CodeInvalidArgument
+	}
+	return e.Code
+}
+
+// ErrorCode is the error's code, for an API error body.
+func (e *RetrievalArgError) ErrorCode() string { return e.code() }
+
+// retrievalArg turns an error of the reserved-argument parser into a
+// RetrievalArgError of the same code and wording.
+func retrievalArg(tool, arg string, err error) error {
+	var te *ToolError
+	if errors.As(err, &te) {
+		return &RetrievalArgError{Tool: tool, Arg: arg, Msg: strings.TrimPrefix(te.Message, arg+" "), Code: te.Code}
+	}
+	return err
 }
 
 // RetrievalOptions configure a Retrieval. The zero value is ready to use.
@@ -108,6 +132,9 @@ func (r *Retrieval) WithBudget(chars int) *Retrieval {
 	c.guard = Guard{Budget: chars}
 	return &c
 }
+
+// TTL is how long a kept payload can be read back.
+func (r *Retrieval) TTL() time.Duration { return r.ttl }
 
 // Keep stores rec for the result scope of scope and returns its new
 // result id: "r_" and 32 hex digits, 128 bits from crypto/rand. rec is
@@ -214,26 +241,26 @@ func (r *Retrieval) query(ctx context.Context, scope Scope, raw json.RawMessage)
 	if err != nil {
 		return nil, err
 	}
+	// fields and filter are read by the parser of _fields and _filter:
+	// the same shapes are accepted, the same mistakes rejected alike.
 	var fields *query.Fields
 	if v := args["fields"]; !isNull(v) {
-		var paths []string
-		if err := json.Unmarshal(v, &paths); err != nil {
-			var one string
-			if json.Unmarshal(v, &one) != nil {
-				return nil, &RetrievalArgError{tool, "fields", "must be a list of dot-paths such as [\"id\", \"customer.name\"]"}
-			}
-			paths = []string{one}
+		dv, err := decodeValue(v)
+		if err == nil {
+			fields, err = FieldsArg("fields", dv)
 		}
-		if len(paths) > 0 {
-			if fields, err = query.CompileFields(paths); err != nil {
-				return nil, &RetrievalArgError{tool, "fields", strings.TrimPrefix(err.Error(), "query: ")}
-			}
+		if err != nil {
+			return nil, retrievalArg(tool, "fields", err)
 		}
 	}
 	var filter *query.Filter
 	if v := args["filter"]; !isNull(v) {
-		if filter, err = query.ParseFilter(v); err != nil {
-			return nil, &RetrievalArgError{tool, "filter", strings.TrimPrefix(err.Error(), "query: ")}
+		dv, err := decodeValue(v)
+		if err == nil {
+			filter, err = FilterArg("filter", dv)
+		}
+		if err != nil {
+			return nil, retrievalArg(tool, "filter", err)
 		}
 	}
 	offset, err := argInt(tool, "offset", args["offset"], 0, 0)
@@ -254,7 +281,7 @@ func (r *Retrieval) query(ctx context.Context, scope Scope, raw json.RawMessage)
 		return nil, fmt.Errorf("%s: %w", tool, err)
 	}
 	if !rec.HasItems() {
-		return nil, &RetrievalArgError{tool, "resultId", "this result has no list of items to query; read it with fetchToolResult"}
+		return nil, &RetrievalArgError{Tool: tool, Arg: "resultId", Msg: "this result has no list of items to query; read it with fetchToolResult"}
 	}
 
 	// The filter runs on every stored item; only the page is projected.
@@ -344,10 +371,10 @@ func queryTail(matched, total, offset, next int, id, note string) []byte {
 		b = append(b, "null"...)
 	}
 	b = append(b, `,"_resultId":`...)
-	b = appendQuoted(b, []byte(id))
+	b = query.AppendString(b, id)
 	if note != "" {
 		b = append(b, `,"_note":`...)
-		b = appendQuoted(b, []byte(note))
+		b = query.AppendString(b, note)
 	}
 	return append(b, '}')
 }
@@ -386,7 +413,7 @@ func (r *Retrieval) fetch(ctx context.Context, scope Scope, raw json.RawMessage)
 	}
 	total := rec.Len()
 	if offset > total {
-		return nil, &RetrievalArgError{tool, "offset", fmt.Sprintf("%d is past the end of the text (totalLength %d)", offset, total)}
+		return nil, &RetrievalArgError{Tool: tool, Arg: "offset", Msg: fmt.Sprintf("%d is past the end of the text (totalLength %d)", offset, total)}
 	}
 	start := rec.byteAt(offset)
 	end := rec.byteAt(min(offset+length, total))
@@ -396,7 +423,7 @@ func (r *Retrieval) fetch(ctx context.Context, scope Scope, raw json.RawMessage)
 	room := budget - tail - len(`{"text":`)
 	out := make([]byte, 0, min(4*budget, 8*length+128))
 	out = append(out, `{"text":`...)
-	out, n := appendQuotedPrefix(out, rec.text[start:end], room)
+	out, n := query.AppendStringPrefix(out, rec.text[start:end], room)
 	next := offset + utf8.RuneCount(rec.text[start:start+n])
 	return append(out, fetchTail(offset, next, total)...), nil
 }
@@ -434,7 +461,7 @@ func decodeArgs(tool string, raw json.RawMessage, allowed ...string) (map[string
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
-		return nil, &RetrievalArgError{tool, unknown[0], "unknown argument (valid: " + strings.Join(allowed, ", ") + ")"}
+		return nil, &RetrievalArgError{Tool: tool, Arg: unknown[0], Msg: "unknown argument (valid: " + strings.Join(allowed, ", ") + ")"}
 	}
 	return args, nil
 }
@@ -448,6 +475,17 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+// decodeValue decodes one argument's JSON, numbers as json.Number.
+func decodeValue(v json.RawMessage) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(v))
+	d.UseNumber()
+	var out any
+	if err := d.Decode(&out); err != nil {
+		return nil, &ToolError{Code: CodeInvalidArgument, Message: "is not valid JSON"}
+	}
+	return out, nil
+}
+
 func isNull(v json.RawMessage) bool {
 	v = bytes.TrimSpace(v)
 	return len(v) == 0 || string(v) == "null"
@@ -455,11 +493,11 @@ func isNull(v json.RawMessage) bool {
 
 func argString(tool, name string, v json.RawMessage) (string, error) {
 	if isNull(v) {
-		return "", &RetrievalArgError{tool, name, "is required"}
+		return "", &RetrievalArgError{Tool: tool, Arg: name, Msg: "is required"}
 	}
 	var s string
 	if err := json.Unmarshal(v, &s); err != nil || s == "" {
-		return "", &RetrievalArgError{tool, name, "must be a non-empty string"}
+		return "", &RetrievalArgError{Tool: tool, Arg: name, Msg: "must be a non-empty string"}
 	}
 	return strings.TrimSpace(s), nil
 }
@@ -477,10 +515,10 @@ func argInt(tool, name string, v json.RawMessage, def, lowest int) (int, error) 
 	}
 	f, err := strconv.ParseFloat(text, 64)
 	if err != nil || f != math.Trunc(f) || math.IsInf(f, 0) {
-		return 0, &RetrievalArgError{tool, name, fmt.Sprintf("must be an integer, not %s", v)}
+		return 0, &RetrievalArgError{Tool: tool, Arg: name, Msg: fmt.Sprintf("must be an integer, not %s", v)}
 	}
 	if f < float64(lowest) {
-		return 0, &RetrievalArgError{tool, name, fmt.Sprintf("must be at least %d, not %s", lowest, text)}
+		return 0, &RetrievalArgError{Tool: tool, Arg: name, Msg: fmt.Sprintf("must be at least %d, not %s", lowest, text)}
 	}
 	if f > math.MaxInt32 {
 		f = math.MaxInt32

@@ -119,7 +119,7 @@ func NewStoredResultFromItems(tool string, envelope []byte, itemsPath string, it
 			return nil, fmt.Errorf("stored result: %w", err)
 		}
 		arr, _ := query.Get(doc, itemsPath)
-		off, ok := offsetIn(doc, arr)
+		off, ok := query.OffsetIn(doc, arr)
 		if !ok {
 			return nil, fmt.Errorf("stored result: cannot place the items at %q", itemsPath)
 		}
@@ -155,23 +155,11 @@ func NewStoredResultFromItems(tool string, envelope []byte, itemsPath string, it
 	return r, nil
 }
 
-// offsetIn reports where sub, a sub-slice of doc, begins in doc.
-func offsetIn(doc, sub []byte) (int, bool) {
-	if len(sub) == 0 {
-		return 0, false
-	}
-	off := cap(doc) - cap(sub)
-	if off < 0 || off+len(sub) > len(doc) || &doc[off] != &sub[0] {
-		return 0, false
-	}
-	return off, true
-}
-
 // spansOf locates elems — the elements of arr as query.Elements returns
 // them: sub-slices, in order — in doc, of which arr is a sub-slice.
 func spansOf(doc, arr []byte, elems [][]byte) ([]span, error) {
 	spans := make([]span, len(elems))
-	pos, ok := offsetIn(doc, arr)
+	pos, ok := query.OffsetIn(doc, arr)
 	if !ok {
 		return nil, errors.New("stored result: the items are not part of the text")
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -83,8 +84,9 @@ func (s *Server) invokeTool(c echo.Context) error {
 	return c.JSONBlob(http.StatusOK, out.View)
 }
 
-// toolError renders an engine error: what the caller can fix is a 400,
-// an upstream failure a 502, anything else internal.
+// toolError renders an engine error with its code (invalid_filter,
+// invalid_for_each_key, upstream_error …): what the caller can fix is a
+// 400, an upstream failure a 502, anything else internal.
 func toolError(err error) error {
 	var te *loop.ToolError
 	if !errors.As(err, &te) {
@@ -101,7 +103,7 @@ func retrievalError(err error) error {
 	var ae *loop.RetrievalArgError
 	switch {
 	case errors.As(err, &ae):
-		return badRequest(err.Error())
+		return apiErr(http.StatusBadRequest, ae.ErrorCode(), strings.TrimPrefix(ae.Error(), ae.ErrorCode()+": "))
 	case errors.Is(err, loop.ErrResultNotFound), errors.Is(err, loop.ErrResultExpired):
 		return apiErr(http.StatusNotFound, "not_found", err.Error())
 	}

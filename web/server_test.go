@@ -171,7 +171,7 @@ func TestInvokeErrors(t *testing.T) {
 	}{
 		{"bad json field", "/v1/tools/acme.list_orders/invoke", map[string]any{"arguments": map[string]any{}}, 400, "bad_request"},
 		{"bad for_each key", "/v1/tools/acme.list_orders/invoke", map[string]any{"args": map[string]any{"_for_each": map[string]any{"key": "nope", "values": []any{1}}}}, 400, "invalid_for_each_key"},
-		{"bad filter op", "/v1/tools/acme.list_orders/invoke", map[string]any{"args": map[string]any{"_filter": []any{map[string]any{"field": "a", "op": "like", "value": 1}}}}, 400, "invalid_argument"},
+		{"bad filter op", "/v1/tools/acme.list_orders/invoke", map[string]any{"args": map[string]any{"_filter": []any{map[string]any{"field": "a", "op": "like", "value": 1}}}}, 400, "invalid_filter"},
 		{"missing path arg", "/v1/tools/acme.get_order/invoke", map[string]any{"args": map[string]any{}}, 400, "invalid_argument"},
 		{"upstream 404", "/v1/tools/acme.get_order/invoke", map[string]any{"args": map[string]any{"order_id": "ord_9999999"}}, 502, "upstream_error"},
 		{"unknown result", "/v1/tools/queryToolResult/invoke", map[string]any{"args": map[string]any{"resultId": "r_00000000000000000000000000000000"}}, 404, "not_found"},

@@ -318,7 +318,13 @@ func (d *decoder) loop(v any, at field) *Loop {
 		l.AllPages = b
 	}
 	if x, ok := m["fields"]; ok && x != nil {
-		l.Fields = d.strings(x, at.child("fields"))
+		// The parser of _fields: an array of dot-paths or one
+		// comma-separated string.
+		paths, err := query.PathsOf(x)
+		if err != nil {
+			d.fail(at.child("fields"), "%s", err.Error())
+		}
+		l.Fields = append([]string{}, paths...) // [] stays given, for validate to reject
 	}
 	if x, ok := m["for_each"]; ok && x != nil {
 		l.ForEach = d.forEach(x, at.child("for_each"))
@@ -397,26 +403,22 @@ func (d *decoder) values(v any, at field) Values {
 	return Values{}
 }
 
+// filter reads a loop's filter with the parser of _filter
+// (query.ClausesOf), so a workflow accepts and rejects exactly what a
+// tool call does; operators and values are checked by validate.
 func (d *decoder) filter(v any, at field) []query.Clause {
-	if m, ok := v.(map[string]any); ok { // one clause without the array
-		v = []any{m}
-	}
-	list, ok := v.([]any)
-	if !ok {
-		d.fail(at, "must be an array of {field, op, value} clauses, not %s", kindOf(v))
+	clauses, err := query.ClausesOf(v)
+	if err != nil {
+		var ce *query.ClauseError
+		switch {
+		case errors.As(err, &ce):
+			d.fail(at.index(ce.Index), "%s", ce.Reason)
+		default:
+			d.fail(at, "%s", strings.TrimPrefix(err.Error(), "query: filter "))
+		}
 		return nil
 	}
-	out := make([]query.Clause, 0, len(list))
-	for i, e := range list {
-		cat := at.index(i)
-		m, ok := d.object(e, cat, "field", "op", "value")
-		if !ok {
-			continue
-		}
-		c := query.Clause{Field: d.str(m, "field", cat), Op: d.str(m, "op", cat), Value: m["value"]}
-		out = append(out, c)
-	}
-	return out
+	return clauses
 }
 
 func (d *decoder) condition(v any, at field) *Condition {

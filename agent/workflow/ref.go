@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/trawl-dev/trawl/loop/query"
@@ -73,39 +72,36 @@ func eachRef(v any, at string, fn func(ref string, at string)) {
 	}
 }
 
-// outputs are the outputs of the steps run so far, decoded on first use.
+// outputs are the outputs of the steps run so far, as JSON.
 type outputs struct {
-	raw     map[string]json.RawMessage
-	decoded map[string]any
+	raw map[string]json.RawMessage
 }
 
 func newOutputs() *outputs {
-	return &outputs{raw: map[string]json.RawMessage{}, decoded: map[string]any{}}
+	return &outputs{raw: map[string]json.RawMessage{}}
 }
 
 func (o *outputs) set(step string, out json.RawMessage) {
 	o.raw[step] = out
-	delete(o.decoded, step)
 }
 
 // resolve returns what ref resolves to: the value at its path in the
-// step's output, with arrays along the way mapped over; nil (JSON null)
+// step's output, read by loop/query (query.Collect: arrays along the way
+// are mapped over, an all-digit key picks an element); nil (JSON null)
 // when the step did not run or the path reaches nothing.
 func (o *outputs) resolve(r ref) (any, error) {
-	doc, ok := o.decoded[r.step]
-	if !ok {
-		raw, ran := o.raw[r.step]
-		if !ran {
-			return nil, nil
-		}
-		var err error
-		if doc, err = decodeNumbers(raw); err != nil {
-			return nil, fmt.Errorf("step %s's output is not JSON: %w", r.step, err)
-		}
-		o.decoded[r.step] = doc
+	raw, ran := o.raw[r.step]
+	if !ran {
+		return nil, nil
 	}
-	v, _ := lookup(doc, r.keys)
-	return v, nil
+	if !query.Valid(raw) {
+		return nil, fmt.Errorf("step %s's output is not JSON", r.step)
+	}
+	v, found := query.Collect(raw, query.JoinPath(r.keys...))
+	if !found {
+		return nil, nil
+	}
+	return decodeNumbers(v)
 }
 
 func decodeNumbers(b []byte) (any, error) {
@@ -114,70 +110,6 @@ func decodeNumbers(b []byte) (any, error) {
 	var v any
 	err := dec.Decode(&v)
 	return v, err
-}
-
-// lookup follows keys from v. An object member is followed by name. On
-// an array, a key that is a non-negative integer picks that element;
-// any other key maps over the elements and the result is the list of every
-// value reached (nested arrays met while mapping are mapped over too, so
-// the list is flat; elements that reach nothing add nothing). found is
-// false when the path reaches nothing.
-func lookup(v any, keys []string) (_ any, found bool) {
-	if len(keys) == 0 {
-		return v, true
-	}
-	switch x := v.(type) {
-	case map[string]any:
-		c, ok := x[keys[0]]
-		if !ok {
-			return nil, false
-		}
-		return lookup(c, keys[1:])
-	case []any:
-		if i, ok := arrayIndex(keys[0]); ok {
-			if i >= len(x) {
-				return nil, false
-			}
-			return lookup(x[i], keys[1:])
-		}
-		return collect([]any{}, x, keys), true
-	}
-	return nil, false
-}
-
-// collect appends every value keys reach from v, mapping over arrays.
-func collect(dst []any, v any, keys []string) []any {
-	if len(keys) == 0 {
-		return append(dst, v)
-	}
-	switch x := v.(type) {
-	case map[string]any:
-		if c, ok := x[keys[0]]; ok {
-			dst = collect(dst, c, keys[1:])
-		}
-	case []any:
-		if i, ok := arrayIndex(keys[0]); ok {
-			if i < len(x) {
-				dst = collect(dst, x[i], keys[1:])
-			}
-			return dst
-		}
-		for _, e := range x {
-			dst = collect(dst, e, keys)
-		}
-	}
-	return dst
-}
-
-func arrayIndex(s string) (int, bool) {
-	if s == "" || len(s) > 9 || (len(s) > 1 && s[0] == '0') {
-		return 0, false
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 {
-		return 0, false
-	}
-	return n, true
 }
 
 // resolveInput returns v with every ref replaced by its value. Object

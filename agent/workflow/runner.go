@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"time"
 
 	"github.com/trawl-dev/trawl/loop"
@@ -236,7 +237,7 @@ func (ru *run) tool(ctx context.Context, s Step) (failed bool, err error) {
 		return false, err
 	}
 	t, ok := ru.opt.Catalog.Get(s.Tool)
-	args, argErr := ru.args(s)
+	args, request, argErr := ru.args(s)
 	if !ok {
 		argErr = fmt.Errorf("tool %q no longer exists", s.Tool)
 	}
@@ -251,12 +252,12 @@ func (ru *run) tool(ctx context.Context, s Step) (failed bool, err error) {
 		}
 		return true, ru.emit(stream.FinishStep{})
 	}
-	if err := ru.emit(stream.ToolInputAvailable{ToolCallID: callID, ToolName: s.Tool, Input: args, Dynamic: true}); err != nil {
+	if err := ru.emit(stream.ToolInputAvailable{ToolCallID: callID, ToolName: s.Tool, Input: shownInput(args, s.Loop, request), Dynamic: true}); err != nil {
 		return false, err
 	}
 	start := ru.opt.Now()
 	call := loop.Call{
-		Tool: t, Args: args, Binding: loop.Binding{LoopResponses: true},
+		Tool: t, Args: args, Request: request, Binding: loop.Binding{LoopResponses: true},
 		Scope:      loop.Scope{Org: ru.in.Org, Thread: "workflow:" + ru.in.RunID, User: ru.in.User, CacheScope: ru.in.CacheScope},
 		Credential: ru.in.Credentials[t.Provider],
 		Workflow:   true,
@@ -305,18 +306,19 @@ func (ru *run) fail(s Step, text string) {
 func (ru *run) errorText(s Step, err error) string {
 	var te *loop.ToolError
 	if errors.As(err, &te) {
-		return te.Message
+		return te.Error() // with its code
 	}
 	ru.log.Warn("workflow step failed", "workflow", ru.def.ID, "run", ru.in.RunID, "step", s.ID, "tool", s.Tool, "err", err)
 	return "the tool call failed"
 }
 
 // args builds the engine's arguments of a tool step: its input with refs
-// resolved, and its loop block as the reserved arguments.
-func (ru *run) args(s Step) (map[string]any, error) {
+// resolved, and its loop block as the typed loop request (parsed by the
+// engine's own parsers; nil without a loop block).
+func (ru *run) args(s Step) (map[string]any, *loop.Request, error) {
 	in, err := ru.outs.resolveInput(jsonValue(s.Input))
 	if err != nil {
-		return nil, fmt.Errorf("input: %w", err)
+		return nil, nil, fmt.Errorf("input: %w", err)
 	}
 	args, _ := in.(map[string]any)
 	if args == nil {
@@ -324,25 +326,50 @@ func (ru *run) args(s Step) (map[string]any, error) {
 	}
 	l := s.Loop
 	if l == nil {
-		return args, nil
+		return args, &loop.Request{}, nil
 	}
-	if l.AllPages {
-		args[loop.ArgAllPages] = true
-	}
+	req := &loop.Request{AllPages: l.AllPages}
 	if len(l.Fields) > 0 {
-		args[loop.ArgFields] = l.Fields
+		if req.Fields, err = loop.FieldsArg("loop.fields", l.Fields); err != nil {
+			return nil, nil, err
+		}
 	}
 	if len(l.Filter) > 0 {
-		args[loop.ArgFilter] = l.Filter
+		if req.Filter, err = loop.FilterArg("loop.filter", l.Filter); err != nil {
+			return nil, nil, err
+		}
 	}
 	if fe := l.ForEach; fe != nil {
 		values, err := ru.values(fe.Values)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		args[loop.ArgForEach] = map[string]any{"key": fe.Key, "values": values}
+		req.ForEach = &loop.ForEach{Key: fe.Key, Values: values}
 	}
-	return args, nil
+	return args, req, nil
+}
+
+// shownInput is the step's input as the stream shows it: the tool's
+// arguments with the loop block written as the reserved arguments a model
+// would send (the engine itself gets the typed request).
+func shownInput(args map[string]any, l *Loop, r *loop.Request) map[string]any {
+	if l == nil {
+		return args
+	}
+	out := maps.Clone(args)
+	if l.AllPages {
+		out[loop.ArgAllPages] = true
+	}
+	if len(l.Fields) > 0 {
+		out[loop.ArgFields] = l.Fields
+	}
+	if len(l.Filter) > 0 {
+		out[loop.ArgFilter] = l.Filter
+	}
+	if r != nil && r.ForEach != nil {
+		out[loop.ArgForEach] = map[string]any{"key": r.ForEach.Key, "values": r.ForEach.Values}
+	}
+	return out
 }
 
 // values resolves a fan-out's values to a non-empty list.

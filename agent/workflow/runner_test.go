@@ -108,11 +108,12 @@ func fixedClock() time.Time { return time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC
 
 // loopVerdict is a step output's _loop.
 type loopVerdict struct {
-	Complete  bool   `json:"complete"`
-	Requests  int    `json:"requests"`
-	ItemCount int    `json:"itemCount"`
-	StoppedBy string `json:"stoppedBy"`
-	Note      string `json:"note"`
+	Complete   bool   `json:"complete"`
+	Completion string `json:"completion"`
+	Requests   int    `json:"requests"`
+	ItemCount  int    `json:"itemCount"`
+	StoppedBy  string `json:"stoppedBy"`
+	Note       string `json:"note"`
 }
 
 type bookingRow struct {
@@ -222,8 +223,9 @@ func TestRunAgainstDemo(t *testing.T) {
 	if diff := cmp.Diff(ids, gotIDs); diff != "" {
 		t.Errorf("property ids (-want +got):\n%s", diff)
 	}
-	wantVerdict := loopVerdict{Complete: true, Requests: 1, ItemCount: len(ids), StoppedBy: "complete_no_next",
-		Note: fmt.Sprintf("Complete: %d rows; the server reported no more.", len(ids))}
+	// list_properties does not paginate: one response, no paging claim.
+	wantVerdict := loopVerdict{Completion: "single_response", Requests: 1, ItemCount: len(ids), StoppedBy: "single_response",
+		Note: "Single response: this tool does not paginate, so this is what one call returns; it makes no claim about pages."}
 	if diff := cmp.Diff(wantVerdict, props.Loop); diff != "" {
 		t.Errorf("properties _loop (-want +got):\n%s", diff)
 	}
@@ -239,9 +241,9 @@ func TestRunAgainstDemo(t *testing.T) {
 	if diff := cmp.Diff(rows, bookings.Data); diff != "" {
 		t.Errorf("bookings (-want +got):\n%s", diff)
 	}
-	wantVerdict = loopVerdict{Complete: true, Requests: pages, ItemCount: len(rows), StoppedBy: bookings.Loop.StoppedBy,
+	wantVerdict = loopVerdict{Complete: true, Completion: "complete", Requests: pages, ItemCount: len(rows), StoppedBy: bookings.Loop.StoppedBy,
 		// The note counts the rows fetched and those the filter kept.
-		Note: fmt.Sprintf("Complete: all %d rows, fetched in %d pages. %d of them match the filter.", fetched, pages, len(rows))}
+		Note: fmt.Sprintf("Complete: all %d rows of %d _for_each values, fetched in %d pages. %d of them match the filter.", fetched, len(ids), pages, len(rows))}
 	if diff := cmp.Diff(wantVerdict, bookings.Loop); diff != "" {
 		t.Errorf("bookings _loop (-want +got):\n%s", diff)
 	}
@@ -350,7 +352,7 @@ func TestRunBudgetCappedTakesTheOtherBranch(t *testing.T) {
 	var stats struct {
 		Loop loopVerdict `json:"_loop"`
 	}
-	if err := json.Unmarshal(res.Steps["stats"], &stats); err != nil || !stats.Loop.Complete || stats.Loop.Requests != 1 {
+	if err := json.Unmarshal(res.Steps["stats"], &stats); err != nil || stats.Loop.Complete || stats.Loop.Completion != "single_response" || stats.Loop.Requests != 1 {
 		t.Errorf("stats = %s (%v)", res.Steps["stats"], err)
 	}
 	want := []string{
@@ -455,7 +457,7 @@ func TestRunStepFailures(t *testing.T) {
 				{"id": "two", "type": "tool", "tool": "acme.get_stats"}]}`,
 			wantOrder:  []string{"one"},
 			wantFailed: "one",
-			wantError:  `list_property_bookings: upstream answered 404 Not Found: No property with id "p_999".`,
+			wantError:  `upstream_error: list_property_bookings: upstream answered 404 Not Found: No property with id "p_999".`,
 			wantShape: []string{"start", "start-step", "tool-input-available:step_one:acme.list_property_bookings",
 				"tool-output-error:step_one", "finish-step", "data-workflow-result", "finish"},
 		},
@@ -490,7 +492,7 @@ func TestRunStepFailures(t *testing.T) {
 			name: "for_each ref to a skipped step",
 			def: `{"id": "w", "steps": [
 				{"id": "stats", "type": "tool", "tool": "acme.get_stats"},
-				{"id": "skip", "type": "branch", "if": {"ref": "$.steps.stats._loop.complete"}, "then": "fetch", "else": "end"},
+				{"id": "skip", "type": "branch", "if": {"ref": "$.steps.stats._loop.completion", "op": "eq", "value": "single_response"}, "then": "fetch", "else": "end"},
 				{"id": "props", "type": "tool", "tool": "acme.list_properties"},
 				{"id": "fetch", "type": "tool", "tool": "acme.list_property_bookings",
 				 "loop": {"for_each": {"key": "property_id", "values": {"ref": "$.steps.props.properties.id"}}}}]}`,
@@ -511,7 +513,7 @@ func TestRunStepFailures(t *testing.T) {
 				   "p_41", "p_42", "p_43", "p_44", "p_45", "p_46", "p_47", "p_48", "p_49", "p_50", "p_51"]}}}]}`,
 			wantOrder:  []string{"one"},
 			wantFailed: "one",
-			wantError:  "_for_each has 51 distinct values; at most 50 are fetched in one call — split them over several calls",
+			wantError:  "invalid_for_each: _for_each has 51 distinct values; at most 50 are fetched in one call — split them over several calls",
 			wantShape: []string{"start", "start-step", "tool-input-available:step_one:acme.list_property_bookings",
 				"tool-output-error:step_one", "finish-step", "data-workflow-result", "finish"},
 		},

@@ -57,7 +57,7 @@ func call(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	} else {
 		fmt.Fprintf(stdout, "%s\n", out.View)
 	}
-	printBoundary(stderr, out)
+	printVerdict(stderr, out)
 	return nil
 }
 
@@ -68,24 +68,26 @@ func errOr(err error, s string) string {
 	return s
 }
 
-// printBoundary writes the verdict and the boundary statement.
-func printBoundary(w io.Writer, out *loop.Outcome) {
-	if !out.Looped {
+// printVerdict writes the verdict, the boundary statement and the note,
+// all rendered from the engine's typed verdict (never re-read from the
+// JSON view). A plain call (no verdict) prints nothing.
+func printVerdict(w io.Writer, out *loop.Outcome) {
+	v := out.Verdict
+	if v == nil {
 		return
 	}
-	verdict := "partial"
-	if out.Complete {
-		verdict = "complete"
+	fmt.Fprintln(w, v.Summary())
+	if b, err := json.Marshal(v.Boundary()); err == nil {
+		fmt.Fprintf(w, "boundary: %s\n", b)
 	}
-	fmt.Fprintf(w, "%s: %d rows, %d requests, stopped by %s\n", verdict, out.Items, out.Requests, out.StoppedBy)
-	var env struct {
-		Boundary json.RawMessage `json:"_boundary"`
+	for _, e := range v.ForEachErrors {
+		fmt.Fprintf(w, "for_each error: %s=%v: %s (retryable: %v)\n", v.ForEachKey, e.Value, e.Error, e.Retryable)
 	}
-	if json.Unmarshal(out.View, &env) == nil && env.Boundary != nil {
-		fmt.Fprintf(w, "boundary: %s\n", env.Boundary)
+	for _, s := range v.ForEachSkipped {
+		fmt.Fprintf(w, "for_each skipped: %s=%v: %s\n", v.ForEachKey, s.Value, s.Reason)
 	}
-	if out.Note != "" {
-		fmt.Fprintf(w, "note: %s\n", out.Note)
+	if v.Note != "" {
+		fmt.Fprintf(w, "note: %s\n", v.Note)
 	}
 }
 

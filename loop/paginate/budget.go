@@ -138,6 +138,14 @@ func (m *Meter) takeRequest(max int) bool {
 	return true
 }
 
+// returnRequest gives back a request counted by takeRequest that was
+// never sent (the caller refused it before any I/O).
+func (m *Meter) returnRequest() {
+	m.mu.Lock()
+	m.requests--
+	m.mu.Unlock()
+}
+
 func (m *Meter) addBytes(n int64) {
 	m.mu.Lock()
 	m.bytes += n

@@ -38,6 +38,7 @@ func (w *walker) decide(s signals, received int, rerr error) decision {
 	if says == moreUnknown {
 		says = explicit
 	}
+	w.hint = says == moreYes
 	if says == moreYes && !p.ItemsFound {
 		return inconsistent("the server says more pages exist, but the response's item array is unknown, so pages cannot be merged")
 	}
@@ -173,29 +174,19 @@ func (w *walker) numeric(s signals, received int) decision {
 			return next
 		}
 	}
-	firstPage := w.res.Pages == 1
 	totalSaysMore := s.total >= 0 && posOK || s.totalPages >= 0 && p.Strategy == PageNumber && w.posKnow
-	size := w.effSize
-	if size == 0 {
-		size = w.pageSize
-	}
-	switch {
-	case size == 0:
-		// Nothing was asked and nothing is known: the first page shows
-		// what the server serves.
-		w.effSize = received
-	case received > size:
-		// The server ignores the size asked and serves more.
-		w.effSize = received
-	case received < size && firstPage && (totalSaysMore || w.chosen):
-		// A cap below what was asked. The reported total says more
-		// exists, or the walker chose the size itself without a schema
-		// maximum and cannot tell a cap from the end: take the received
-		// count as the page size and let the next page decide.
-		w.effSize = received
-	case received < size && !totalSaysMore:
+	short := w.pageSize > 0 && received < w.pageSize
+	if short && !totalSaysMore && w.ownSize && w.fullSeen {
+		// A short page whose size trawl vouches for: it chose the size
+		// and an earlier page came back full at it.
 		return done(StopCompleteShortPage)
 	}
+	// Any other short page (a size the caller chose, a silent cap, no
+	// full page yet) is a reason to fetch one more page, not the end.
+	if w.pageSize > 0 && received >= w.pageSize {
+		w.fullSeen = true
+	}
+	w.hint = totalSaysMore || !short
 	return next
 }
 
@@ -255,6 +246,9 @@ func (w *walker) sharedBudgetSpent() string {
 // (requests and time are checked again before every attempt).
 func (w *walker) budgetBeforePage() string {
 	if w.res.Pages >= w.maxPages {
+		if !w.o.AllPages {
+			return StopFirstPage
+		}
 		return StopBudgetPages
 	}
 	return w.sharedBudgetSpent()

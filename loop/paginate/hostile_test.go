@@ -358,7 +358,7 @@ func TestHostile(t *testing.T) {
 				"":   page([]string{"i1", "i2", "i3"}, `"next_cursor":"c1"`),
 				"c1": page([]string{"i3", "i4"}, `"next_cursor":""`),
 			}),
-			want:     verdict{Complete: true, StoppedBy: StopCompleteNoNext, Items: 5, Pages: 2, Requests: 2, Duplicates: 1, LastCursor: "c1"},
+			want:     verdict{Complete: true, StoppedBy: StopCompleteNoNext, Items: 4, Pages: 2, Requests: 2, Duplicates: 1, LastCursor: "c1"},
 			wantReqs: []string{"GET /items?limit=100", "GET /items?cursor=c1&limit=100"},
 		},
 		{
@@ -521,11 +521,27 @@ func TestHostile(t *testing.T) {
 		},
 		{
 			name: "has_more_empty_pages_forever",
-			plan: moreCursorPlan, sizeMax: 100, budget: Budget{Pages: 4},
+			// At most three consecutive empty pages that still say more,
+			// well within the page budget.
+			plan: moreCursorPlan, sizeMax: 100, budget: Budget{Pages: 20},
 			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
 				reply(w, 200, page(nil, fmt.Sprintf(`"has_more":true,"next_cursor":"c%d"`, n)))
 			},
-			want: verdict{StoppedBy: StopBudgetPages, Pages: 4, Requests: 4, LikelyMore: true, LastCursor: "c4"},
+			want: verdict{StoppedBy: StopInconsistent, Pages: 3, Requests: 3, LikelyMore: true, LastCursor: "c2"},
+			wantReqs: []string{"GET /items?limit=100", "GET /items?cursor=c1&limit=100",
+				"GET /items?cursor=c2&limit=100"},
+		},
+		{
+			name: "has_more_rows_then_empty_pages",
+			plan: moreCursorPlan, sizeMax: 100,
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				var ids []string
+				if n == 1 {
+					ids = seq("i", 1, 2)
+				}
+				reply(w, 200, page(ids, fmt.Sprintf(`"has_more":true,"next_cursor":"c%d"`, n)))
+			},
+			want: verdict{StoppedBy: StopInconsistent, Items: 2, Pages: 4, Requests: 4, LikelyMore: true, LastCursor: "c3"},
 			wantReqs: []string{"GET /items?limit=100", "GET /items?cursor=c1&limit=100",
 				"GET /items?cursor=c2&limit=100", "GET /items?cursor=c3&limit=100"},
 		},
@@ -540,7 +556,7 @@ func TestHostile(t *testing.T) {
 			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
 				reply(w, 200, page(seq("i", 1, 3), `"has_more":true`))
 			},
-			want:     verdict{StoppedBy: StopInconsistent, Items: 6, Pages: 2, Requests: 2, Duplicates: 3, LikelyMore: true},
+			want:     verdict{StoppedBy: StopInconsistent, Items: 3, Pages: 2, Requests: 2, Duplicates: 3, LikelyMore: true},
 			wantReqs: []string{"GET /items?per_page=100", "GET /items?page=2&per_page=100"},
 		},
 		{
@@ -566,7 +582,7 @@ func TestHostile(t *testing.T) {
 					reply(w, 200, page(list[off:end], fmt.Sprintf(`"total":%d`, len(list))))
 				}
 			}(),
-			want: verdict{Complete: true, StoppedBy: StopCompleteTotalReached, Items: 9, Pages: 3, Requests: 3,
+			want: verdict{Complete: true, StoppedBy: StopCompleteTotalReached, Items: 7, Pages: 3, Requests: 3,
 				Duplicates: 2, TotalMismatch: true},
 			wantReqs: []string{"GET /items?limit=3", "GET /items?limit=3&offset=3", "GET /items?limit=3&offset=6"},
 		},
@@ -622,12 +638,42 @@ func TestHostile(t *testing.T) {
 			},
 		},
 		{
-			name:   "server_caps_page_size",
-			plan:   pagePlan, // no schema maximum: the walker asks 100, the server serves 10
+			name: "server_caps_page_size",
+			// No schema maximum: the walker asks 100, the server serves
+			// 10. No page was ever full at the size asked, so the short
+			// third page proves nothing; the empty fourth does.
+			plan:   pagePlan,
+			script: numbered(25, 10, false),
+			want:   verdict{Complete: true, StoppedBy: StopCompleteEmptyPage, Items: 25, Pages: 4, Requests: 4},
+			wantReqs: []string{"GET /items?per_page=100", "GET /items?page=2&per_page=100",
+				"GET /items?page=3&per_page=100", "GET /items?page=4&per_page=100"},
+		},
+		{
+			// The model chose per_page 20; the server silently serves 7,
+			// with no total and no continuation: a short page of a size
+			// trawl did not choose is never the end.
+			name: "callers_page_size_silently_capped",
+			plan: pagePlan, sizeMax: 100,
+			args:   map[string]any{"per_page": float64(20)},
+			script: numbered(95, 7, false),
+			want:   verdict{Complete: true, StoppedBy: StopCompleteEmptyPage, Items: 95, Pages: 15, Requests: 15},
+			wantReqs: func() []string {
+				reqs := []string{"GET /items?per_page=20"}
+				for p := 2; p <= 15; p++ {
+					reqs = append(reqs, fmt.Sprintf("GET /items?page=%d&per_page=20", p))
+				}
+				return reqs
+			}(),
+		},
+		{
+			// trawl chose the schema's maximum, a page came back full at
+			// it, then a short page: that one ends the walk.
+			name: "own_page_size_confirmed_then_short",
+			plan: pagePlan, sizeMax: 10,
 			script: numbered(25, 10, false),
 			want:   verdict{Complete: true, StoppedBy: StopCompleteShortPage, Items: 25, Pages: 3, Requests: 3},
-			wantReqs: []string{"GET /items?per_page=100", "GET /items?page=2&per_page=100",
-				"GET /items?page=3&per_page=100"},
+			wantReqs: []string{"GET /items?per_page=10", "GET /items?page=2&per_page=10",
+				"GET /items?page=3&per_page=10"},
 		},
 		{
 			name: "server_caps_page_size_with_total",
@@ -876,7 +922,7 @@ func TestWalkStrategies(t *testing.T) {
 			name: "single_page_likely_more",
 			plan: cursorPlan, sizeMax: 100, single: true,
 			script:   endless(2),
-			want:     verdict{StoppedBy: StopBudgetPages, Items: 2, Pages: 1, Requests: 1, LikelyMore: true, LastCursor: "c1"},
+			want:     verdict{StoppedBy: StopFirstPage, Items: 2, Pages: 1, Requests: 1, LikelyMore: true, LastCursor: "c1"},
 			wantReqs: []string{"GET /items"},
 		},
 		{
@@ -891,9 +937,11 @@ func TestWalkStrategies(t *testing.T) {
 		{
 			name: "single_page_short_with_size",
 			plan: pagePlan, single: true,
-			args:     map[string]any{"per_page": float64(10)},
-			script:   numbered(4, 100, false),
-			want:     verdict{Complete: true, StoppedBy: StopCompleteShortPage, Items: 4, Pages: 1, Requests: 1},
+			args:   map[string]any{"per_page": float64(10)},
+			script: numbered(4, 100, false),
+			// A short first page of a size the caller chose says nothing
+			// for sure: first page only, no more rows likely.
+			want:     verdict{StoppedBy: StopFirstPage, Items: 4, Pages: 1, Requests: 1},
 			wantReqs: []string{"GET /items?per_page=10"},
 		},
 		{

@@ -30,8 +30,9 @@ type failure struct {
 	detail  string // words for PageError
 }
 
-func (f *failure) pageError(retries int) *PageError {
-	return &PageError{StoppedBy: f.reason, Status: f.status, Snippet: f.snippet, Retries: retries, Err: f.err, detail: f.detail}
+func (f *failure) pageError(res *Result) *PageError {
+	return &PageError{StoppedBy: f.reason, Status: f.status, Snippet: f.snippet, Retries: res.Retries,
+		Requests: res.Requests, Err: f.err, detail: f.detail}
 }
 
 // fetch sends one page's request, retrying the same page after transport
@@ -59,6 +60,18 @@ func (w *walker) fetch(ctx context.Context, req tools.Request) (*tools.Response,
 		cancel()
 		if err == nil && resp == nil {
 			err = errors.New("the caller returned no response")
+		}
+		var refused *tools.ArgError
+		if errors.As(err, &refused) {
+			// Refused before any I/O (a required argument is missing): not
+			// a request, and nothing a retry could change.
+			w.meter.returnRequest()
+			w.res.Requests--
+			if attempt > 0 {
+				w.res.Retries--
+			}
+			return nil, &failure{reason: StopHTTPError, err: err,
+				why: fmt.Sprintf("page %d could not be requested (%s)", req.Page, refused.Error())}, nil
 		}
 		if err != nil {
 			switch {
@@ -202,9 +215,14 @@ func backoff(n int) time.Duration {
 }
 
 // retryable reports whether a page request may be sent again after an
-// uncertain failure: GET and HEAD, or a POST that reads (a paginated
-// operation, or one named for searching or listing).
-func retryable(t *tools.Tool, p Plan) bool {
+// uncertain failure: when it reads (ReadLike).
+func retryable(t *tools.Tool, p Plan) bool { return ReadLike(t, p) }
+
+// ReadLike reports whether calling t reads without changing anything:
+// GET and HEAD, or a POST that reads (a paginated operation, or one named
+// for searching or listing). It is the one derivation of a call's effect
+// until tools declare effects of their own.
+func ReadLike(t *tools.Tool, p Plan) bool {
 	switch strings.ToUpper(t.Method) {
 	case http.MethodGet, http.MethodHead:
 		return true

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 	"unicode"
-	"unsafe"
 
 	"github.com/trawl-dev/trawl/loop/query"
 )
@@ -246,8 +245,8 @@ func withoutItems(body []byte, items [][]byte) []byte {
 	if len(items) == 0 {
 		return body // an empty array costs nothing to skip
 	}
-	first, ok1 := offsetIn(body, items[0])
-	last, ok2 := offsetIn(body, items[len(items)-1])
+	first, ok1 := query.OffsetIn(body, items[0])
+	last, ok2 := query.OffsetIn(body, items[len(items)-1])
 	if !ok1 || !ok2 {
 		return body
 	}
@@ -270,24 +269,6 @@ func withoutItems(body []byte, items [][]byte) []byte {
 	env = append(env, body[:vs]...)
 	env = append(env, "[]"...)
 	return append(env, body[ve:]...)
-}
-
-// offsetIn returns where sub begins in buf when sub is a sub-slice of
-// buf (as the scanner's results are); ok is false otherwise. Only the
-// distance between the two is computed; the result is checked by
-// pointer equality before it is trusted.
-func offsetIn(buf, sub []byte) (int, bool) {
-	if len(sub) == 0 || len(buf) == 0 {
-		return 0, false
-	}
-	d := uintptr(unsafe.Pointer(unsafe.SliceData(sub))) - uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
-	if d >= uintptr(len(buf)) || uintptr(len(sub)) > uintptr(len(buf))-d {
-		return 0, false
-	}
-	if &buf[d] != &sub[0] {
-		return 0, false
-	}
-	return int(d), true
 }
 
 func isJSONSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }

@@ -164,13 +164,13 @@ func TestWithoutItems(t *testing.T) {
 	if got := withoutItems(body, copied); &got[0] != &body[0] {
 		t.Error("items from another buffer must give the body back")
 	}
-	if _, ok := offsetIn(body[10:], body[:5]); ok {
+	if _, ok := query.OffsetIn(body[10:], body[:5]); ok {
 		t.Error("offsetIn accepted a slice that starts before the buffer")
 	}
-	if off, ok := offsetIn(body, body[7:12]); !ok || off != 7 {
+	if off, ok := query.OffsetIn(body, body[7:12]); !ok || off != 7 {
 		t.Errorf("offsetIn = %d, %v; want 7, true", off, ok)
 	}
-	if _, ok := offsetIn(body[:10], body[8:12]); ok {
+	if _, ok := query.OffsetIn(body[:10], body[8:12]); ok {
 		t.Error("offsetIn accepted a slice that runs past the buffer")
 	}
 }

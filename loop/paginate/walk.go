@@ -49,7 +49,12 @@ const (
 	StopHTTPError            = "http_error"              // an error status or transport failure, retries spent
 	StopInconsistent         = "inconsistent_pagination" // continuation data that cannot be trusted
 	StopForeignNextURL       = "foreign_next_url"        // a next URL on another origin, not followed
+	StopFirstPage            = "first_page_only"         // only one page was asked for (no AllPages)
 )
+
+// maxEmptyPages is how many consecutive empty pages a walk follows while
+// the server still says more exists; the next one would be a guess.
+const maxEmptyPages = 3
 
 // IsComplete reports whether stoppedBy is one of the complete_ reasons.
 func IsComplete(stoppedBy string) bool { return strings.HasPrefix(stoppedBy, "complete_") }
@@ -100,8 +105,10 @@ type Result struct {
 	// FirstBody is the first page's raw body, to keep the payload's
 	// envelope shape. Nil when no page was fetched.
 	FirstBody []byte
-	// Items are all items of every page, raw JSON, in order. Items that
-	// repeat (same ItemID) are kept and counted in Duplicates.
+	// Items are the distinct items of every page, raw JSON, in order:
+	// an item whose id (Plan.ItemID, else "id") was already received is
+	// counted in Duplicates and not kept again. Items without an id are
+	// all kept.
 	Items [][]byte
 	// Complete is true only when the server said the collection ended
 	// (StoppedBy is a complete_ reason).
@@ -109,14 +116,20 @@ type Result struct {
 	// StoppedBy is why the walk ended (the Stop constants).
 	StoppedBy string
 	// LikelyMore is true when rows exist beyond what was fetched: every
-	// stop that is not complete_ (the walk meant to go on).
+	// stop that is not complete_ (the walk meant to go on), except
+	// first_page_only, where it is what the first page's signals say (a
+	// more flag, a next token, a total above what was received, a full
+	// page).
 	LikelyMore bool
 	// TotalMismatch is set on a complete walk that began at the start of
 	// the collection when the server's last reported Total differs from
 	// the distinct items received: the collection changed during the
 	// walk, or the total is approximate. Complete stays true — the
-	// server's end signal wins — and the engine says so in its note.
+	// server's end signal wins — and the engine calls the walk unstable.
 	TotalMismatch bool
+	// TotalMoved is set when the reported total changed between pages:
+	// the collection changed during the walk.
+	TotalMoved bool
 
 	Pages      int   // pages received
 	Requests   int   // upstream requests sent by this walk, retries included
@@ -149,6 +162,7 @@ type PageError struct {
 	Status    int    // HTTP status; 0 for a transport failure
 	Snippet   string // sanitized start of the upstream error body
 	Retries   int    // re-sends made before giving up
+	Requests  int    // upstream requests sent, retries included (0: refused before any)
 	Err       error  // the transport failure, when there was one
 	detail    string
 }
@@ -186,13 +200,19 @@ func (e *PageError) Unwrap() error { return e.Err }
 //  2. the server says more → follow it, even through a short or empty
 //     page;
 //  3. page and offset walks (and last-item cursors) without a signal:
-//     offset+received ≥ total, an empty page, a short page → complete;
-//     offsets advance by the items received;
+//     offset+received ≥ total, an empty page, or a short page whose size
+//     Walk can vouch for (it chose the size itself, within any declared
+//     maximum, and an earlier page came back full at that size) →
+//     complete; any other short page is a reason to fetch one more page,
+//     never the end by itself; offsets advance by the items received;
 //  4. a budget → partial. Budgets are checked only when another request
 //     is needed, so a walk that ends exactly at a bound is complete.
 //
 // Guards: every cursor, URL and offset sent is remembered and a repeat
-// stops the walk as repeated_cursor; duplicate item ids are counted; a
+// stops the walk as repeated_cursor; duplicate item ids are counted and
+// dropped; a total that moves between pages is reported (TotalMoved); at
+// most maxEmptyPages consecutive empty pages are followed while the
+// server still says more, then inconsistent_pagination; a
 // next URL off the tool's origin is not followed; 429 waits Retry-After
 // when it fits the time budget; transport errors and 5xx retry the same
 // page at most twice (GET, or a POST that lists); 401/403 never retry; a
@@ -206,12 +226,15 @@ func (e *PageError) Unwrap() error { return e.Err }
 // The first response refines the plan (Refine). With AllPages and a size
 // parameter the caller left unset, Walk asks for the schema's maximum
 // (else 100, never above the item budget). A server that serves fewer
-// than asked is walked by what it serves: the first page's count becomes
-// the page size when a total says more exists, or when the size was the
-// walker's own guess (no schema maximum) — then the next page decides,
-// at the price of one request on collections smaller than the guess.
-// Without AllPages the page budget is one: a first page that says more
-// ends as budget_pages with LikelyMore.
+// than asked (a silent cap) is walked on until it says done or sends an
+// empty page, at the price of one request more on collections that end
+// on a short page trawl cannot vouch for. Without AllPages one page is
+// fetched: a first page that does not end the collection stops as
+// first_page_only, LikelyMore saying what its signals say.
+//
+// A caller that refuses a request before sending it (a *tools.ArgError:
+// a required argument missing) fails the walk at once: no retry, and
+// the request is not counted.
 //
 // Walk returns an error only when the first page fails (a *PageError), on
 // bad options, or when ctx is cancelled; any later failure ends the walk
@@ -255,8 +278,10 @@ type walker struct {
 	posKnow bool     // the walk began at the start of the collection
 
 	pageSize int  // size asked per page; 0 unknown
-	chosen   bool // pageSize was chosen by the walker without a schema maximum
-	effSize  int  // page size the server actually serves; 0 unknown
+	ownSize  bool // pageSize was chosen by the walker (within any declared maximum)
+	fullSeen bool // a page came back holding pageSize items
+	hint     bool // the last page's signals say more rows exist
+	empties  int  // consecutive empty pages that said more
 
 	attempt  int  // re-sends of the request above so far
 	answered bool // the request above was answered with a page
@@ -300,7 +325,8 @@ func (w *walker) setup() {
 		if n, ok := argInt(w.args, p.SizeParam); ok {
 			w.pageSize = n
 		} else if w.o.AllPages && p.Paginated() {
-			w.pageSize, w.chosen = chooseSize(t, p.SizeParam, w.budget.Items)
+			w.pageSize, _ = chooseSize(t, p.SizeParam, w.budget.Items)
+			w.ownSize = true
 			setArg(t, w.args, p.SizeParam, w.pageSize)
 		}
 	}
@@ -350,7 +376,7 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 				if res.Requests == 0 {
 					return w.finish(fail.reason, ""), nil // the shared budget was spent
 				}
-				return nil, fail.pageError(res.Retries)
+				return nil, fail.pageError(res)
 			}
 			return w.finish(fail.reason, fail.why), nil
 		}
@@ -366,7 +392,7 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 			// A success status whose body says it failed ({"ok": false, …}).
 			f := w.classify(resp)
 			if first {
-				return nil, f.pageError(res.Retries)
+				return nil, f.pageError(res)
 			}
 			return w.finish(f.reason, f.why), nil
 		}
@@ -379,6 +405,9 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		w.answered = true
 		dups, withID := w.collect(sig.items)
 		if sig.total >= 0 {
+			if res.Total != nil && *res.Total != sig.total {
+				res.TotalMoved = true
+			}
 			t := sig.total
 			res.Total = &t
 		}
@@ -387,6 +416,15 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		d := w.decide(sig, len(sig.items), rerr)
 		if d.stop != "" {
 			return w.finish(d.stop, d.why), nil
+		}
+		if w.received == 0 {
+			w.empties++
+		} else {
+			w.empties = 0
+		}
+		if w.empties >= maxEmptyPages {
+			return w.finish(StopInconsistent, fmt.Sprintf(
+				"%d consecutive pages were empty while the server still said more exist", w.empties)), nil
 		}
 		if !first && withID > 0 && withID == w.received && dups == withID {
 			// The server answered this page with rows already received,
@@ -407,9 +445,9 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 	}
 }
 
-// collect appends a page's items, counting duplicates and the meter. It
-// returns how many of the page's items had an id, and how many of those
-// had been received before.
+// collect appends a page's items that were not received before,
+// counting duplicates and the meter. It returns how many of the page's
+// items had an id, and how many of those had been received before.
 func (w *walker) collect(items [][]byte) (dups, withID int) {
 	res := w.res
 	if res.Items == nil {
@@ -418,7 +456,6 @@ func (w *walker) collect(items [][]byte) (dups, withID int) {
 		w.ids = newIDSet(cap(res.Items))
 		w.seed = maphash.MakeSeed()
 	}
-	res.Items = append(res.Items, items...)
 	w.meter.addItems(len(items))
 	idPath := w.plan.ItemID
 	if idPath == "" {
@@ -430,8 +467,10 @@ func (w *walker) collect(items [][]byte) (dups, withID int) {
 			if !w.ids.add(maphash.Bytes(w.seed, raw)) {
 				res.Duplicates++
 				dups++
+				continue
 			}
 		}
+		res.Items = append(res.Items, it)
 	}
 	return dups, withID
 }
@@ -453,6 +492,9 @@ func (w *walker) finish(reason, why string) *Result {
 	res.StoppedBy = reason
 	res.Complete = IsComplete(reason)
 	res.LikelyMore = !res.Complete
+	if reason == StopFirstPage {
+		res.LikelyMore = w.hint
+	}
 	res.PageSize = w.pageSize
 	res.Plan = w.plan
 	if res.LastCursor == "" && (w.plan.Strategy != PageNumber && w.plan.Strategy != Offset) {
@@ -460,7 +502,7 @@ func (w *walker) finish(reason, why string) *Result {
 	}
 	if res.Complete {
 		if res.Total != nil && w.posKnow {
-			res.TotalMismatch = len(res.Items)-res.Duplicates != *res.Total
+			res.TotalMismatch = len(res.Items) != *res.Total
 		}
 		return res
 	}
@@ -490,11 +532,9 @@ func (w *walker) uninspected(reason, why string) string {
 	b.WriteString(": ")
 	switch reason {
 	case StopBudgetPages:
-		if w.o.AllPages {
-			fmt.Fprintf(&b, "the page budget (%d per collection) was reached", w.maxPages)
-		} else {
-			b.WriteString("only one page was requested")
-		}
+		fmt.Fprintf(&b, "the page budget (%d per collection) was reached", w.maxPages)
+	case StopFirstPage:
+		b.WriteString("only the first page was requested")
 	case StopBudgetRequests:
 		fmt.Fprintf(&b, "the request budget (%d per call, retries included) was spent", w.budget.Requests)
 	case StopBudgetItems:

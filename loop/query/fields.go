@@ -1,7 +1,6 @@
 package query
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -116,18 +115,13 @@ func CompileFields(paths []string) (*Fields, error) {
 // ParseFields decodes and compiles a `_fields` argument: an array of
 // paths, or one string of comma-separated paths ("id,customer.name").
 func ParseFields(raw []byte) (*Fields, error) {
-	raw = trimSpace(raw)
-	var paths []string
-	if len(raw) > 0 && raw[0] == '"' {
-		var list string
-		if err := json.Unmarshal(raw, &list); err != nil {
-			return nil, fmt.Errorf("query: _fields must be an array of paths or a comma-separated string: %w", err)
-		}
-		for p := range strings.SplitSeq(list, ",") {
-			paths = append(paths, strings.TrimSpace(p))
-		}
-	} else if err := json.Unmarshal(raw, &paths); err != nil {
+	v, err := decodeArg(raw)
+	if err != nil {
 		return nil, fmt.Errorf("query: _fields must be an array of paths or a comma-separated string: %w", err)
+	}
+	paths, err := PathsOf(v)
+	if err != nil {
+		return nil, fmt.Errorf("query: _fields %w", err)
 	}
 	return CompileFields(paths)
 }

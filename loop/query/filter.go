@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -37,6 +38,9 @@ var validOps = []string{"eq", "neq", "gt", "gte", "lt", "lte", "contains", "in",
 type ClauseError struct {
 	Index  int
 	Clause Clause
+	// Key is the clause member at fault ("" when the fault is not one
+	// member's).
+	Key    string
 	Reason string
 }
 
@@ -156,21 +160,135 @@ func CompileFilter(clauses []Clause) (*Filter, error) {
 }
 
 // ParseFilter decodes and compiles a `_filter` argument: one clause
-// object or an array of them. Unknown keys in a clause are an error, so a
-// misspelt "value" does not silently match everything.
+// object or an array of them, read as strictly as ClausesOf reads them.
 func ParseFilter(raw []byte) (*Filter, error) {
-	raw = trimSpace(raw)
-	if len(raw) > 0 && raw[0] == '{' {
-		raw = append(append([]byte{'['}, raw...), ']')
-	}
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	d.DisallowUnknownFields()
-	var clauses []Clause
-	if err := d.Decode(&clauses); err != nil {
+	v, err := decodeArg(raw)
+	if err != nil {
 		return nil, fmt.Errorf("query: filter must be a clause {\"field\",\"op\",\"value\"} or an array of them: %w", err)
 	}
+	clauses, err := ClausesOf(v)
+	if err != nil {
+		return nil, err
+	}
 	return CompileFilter(clauses)
+}
+
+// clauseKeys are the members of a clause, in the order messages give them.
+var clauseKeys = []string{"field", "op", "value"}
+
+// ClausesOf reads `_filter` clauses from a decoded JSON value — one
+// clause object or an array of them ([]Clause passes through) — strictly:
+// a clause that is not an object, a member other than field, op and
+// value (a misspelt "valu" would otherwise match everything), or a field
+// or op that is not a string is a *ClauseError naming the clause and the
+// key. Operators and values are checked by CompileFilter.
+func ClausesOf(v any) ([]Clause, error) {
+	switch x := v.(type) {
+	case []Clause:
+		return x, nil
+	case Clause:
+		return []Clause{x}, nil
+	case map[string]any: // one clause without the array
+		v = []any{x}
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("query: filter must be a clause {\"field\",\"op\",\"value\"} or an array of them, not %s", kindName(v))
+	}
+	out := make([]Clause, 0, len(list))
+	for i, e := range list {
+		m, ok := e.(map[string]any)
+		if !ok {
+			return nil, &ClauseError{Index: i, Reason: fmt.Sprintf("is %s, not a {\"field\",\"op\",\"value\"} object", kindName(e))}
+		}
+		var c Clause
+		c.Field, _ = m["field"].(string)
+		c.Op, _ = m["op"].(string)
+		c.Value = m["value"]
+		for _, k := range sortedKeys(m) {
+			if k != "field" && k != "op" && k != "value" {
+				return nil, &ClauseError{Index: i, Clause: c, Key: k, Reason: fmt.Sprintf("unknown key %q; a clause has only %s", k, strings.Join(clauseKeys, ", "))}
+			}
+		}
+		for _, k := range clauseKeys[:2] {
+			if x, has := m[k]; has && x != nil {
+				if _, isStr := x.(string); !isStr {
+					return nil, &ClauseError{Index: i, Clause: c, Key: k, Reason: fmt.Sprintf("%s must be a string, not %s", k, kindName(x))}
+				}
+			}
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// PathsOf reads `_fields` paths from a decoded JSON value: an array of
+// strings, or one string of comma-separated paths ("id,customer.name").
+// Paths are checked by CompileFields.
+func PathsOf(v any) ([]string, error) {
+	const shape = "must be an array of dot-paths such as [\"id\", \"customer.name\"] or a comma-separated string"
+	var out []string
+	switch x := v.(type) {
+	case string:
+		for p := range strings.SplitSeq(x, ",") {
+			out = append(out, strings.TrimSpace(p)) // an empty one is CompileFields' error
+		}
+	case []string:
+		out = x
+	case []any:
+		for i, e := range x {
+			s, ok := e.(string)
+			if !ok {
+				return nil, fmt.Errorf("%s; element %d is %s", shape, i, kindName(e))
+			}
+			out = append(out, strings.TrimSpace(s))
+		}
+	default:
+		return nil, fmt.Errorf("%s, not %s", shape, kindName(v))
+	}
+	return out, nil
+}
+
+// decodeArg decodes one JSON argument value, numbers as json.Number.
+func decodeArg(raw []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(trimSpace(raw)))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	if d.More() {
+		return nil, fmt.Errorf("trailing data after the value")
+	}
+	return v, nil
+}
+
+// kindName names a decoded JSON value's kind for error messages.
+func kindName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case string:
+		return "a string"
+	case json.Number, float64, float32, int, int64:
+		return "a number"
+	case []any, []string:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("a %T", v)
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func compileClause(c Clause) (clause, string) {
@@ -691,4 +809,35 @@ func (c *clause) containsFold(h []byte) bool {
 		}
 	}
 	return false
+}
+
+// Unmatched returns the fields of the clauses that no row has (the path
+// reaches nothing in any row, mapping over arrays), in clause order and
+// without repeats: what `_unmatchedFilter` reports — a filter on such a
+// field matches nothing, or everything with neq, because of a misspelt or
+// absent field rather than the data. A nil filter has none.
+func (f *Filter) Unmatched(rows [][]byte) []string {
+	if f == nil {
+		return nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, c := range f.clauses {
+		path := JoinPath(c.keys...)
+		if seen[path] {
+			continue
+		}
+		seen[path] = true
+		found := false
+		for _, r := range rows {
+			if r = trimSpace(r); len(r) > 0 && resolves(r, c.keys) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			out = append(out, path)
+		}
+	}
+	return out
 }

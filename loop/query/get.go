@@ -474,3 +474,106 @@ func Delete(doc []byte, path string) ([]byte, error) {
 	out = append(out, doc[:from]...)
 	return append(out, doc[to:]...), nil
 }
+
+// Collect returns the JSON of what path reaches in doc, mapping over
+// arrays the way workflow refs read step outputs: an object member is
+// followed by name; on an array, a key that is all digits picks that
+// element, and any other key maps over the elements — the result is then
+// the JSON array of every value reached (arrays met while mapping are
+// mapped over too, so it is flat; elements that reach nothing add
+// nothing). ok is false when the path reaches nothing, is malformed, or
+// doc is not valid JSON. The path "" is the whole document.
+func Collect(doc []byte, path string) (raw []byte, ok bool) {
+	keys, err := SplitPath(path)
+	if err != nil {
+		return nil, false
+	}
+	doc = trimSpace(doc)
+	if validErr(doc) != nil {
+		return nil, false
+	}
+	return collectKeys(doc, keys)
+}
+
+func collectKeys(v []byte, keys []string) ([]byte, bool) {
+	if len(keys) == 0 {
+		return v, true
+	}
+	switch v[0] {
+	case '{':
+		if c, ok := memberValue(v, keys[0]); ok {
+			return collectKeys(c, keys[1:])
+		}
+	case '[':
+		if i, ok := arrayIndex(keys[0]); ok {
+			if e, ok := elementAt(v, i); ok {
+				return collectKeys(e, keys[1:])
+			}
+			return nil, false
+		}
+		out, _ := appendReached([]byte{'['}, 0, v, keys)
+		return append(out, ']'), true
+	}
+	return nil, false
+}
+
+// appendReached appends, comma-separated after n values already written,
+// every value keys reach from v, mapping over arrays.
+func appendReached(dst []byte, n int, v []byte, keys []string) ([]byte, int) {
+	if len(keys) == 0 {
+		if n > 0 {
+			dst = append(dst, ',')
+		}
+		return append(dst, v...), n + 1
+	}
+	switch v[0] {
+	case '{':
+		if c, ok := memberValue(v, keys[0]); ok {
+			return appendReached(dst, n, c, keys[1:])
+		}
+	case '[':
+		if i, ok := arrayIndex(keys[0]); ok {
+			if e, ok := elementAt(v, i); ok {
+				return appendReached(dst, n, e, keys[1:])
+			}
+			return dst, n
+		}
+		e := newElems(v, 0, 0, false)
+		for {
+			vs, ve, ok := e.next()
+			if !ok {
+				break
+			}
+			dst, n = appendReached(dst, n, v[vs:ve], keys)
+		}
+	}
+	return dst, n
+}
+
+// memberValue is the value of obj's first member named name.
+func memberValue(obj []byte, name string) ([]byte, bool) {
+	m := newMembers(obj, 0, 0, false)
+	for {
+		key, esc, vs, ve, ok := m.next()
+		if !ok {
+			return nil, false
+		}
+		if keyEqual(key, esc, name) {
+			return obj[vs:ve], true
+		}
+	}
+}
+
+// elementAt is arr's i-th element.
+func elementAt(arr []byte, i int) ([]byte, bool) {
+	e := newElems(arr, 0, 0, false)
+	for k := 0; ; k++ {
+		vs, ve, ok := e.next()
+		if !ok {
+			return nil, false
+		}
+		if k == i {
+			return arr[vs:ve], true
+		}
+	}
+}

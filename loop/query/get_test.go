@@ -281,3 +281,31 @@ func TestAppendElementsAt(t *testing.T) {
 		t.Errorf("malformed item: %v, want *SyntaxError", err)
 	}
 }
+
+func TestCollect(t *testing.T) {
+	doc := []byte(`{"a":{"b":[{"id":1,"t":[{"x":"p"},{"x":"q"}]},{"id":2},{"t":[{"x":"r"}]}]},"n":null}`)
+	for path, want := range map[string]string{
+		"":         string(doc),
+		"a.b.id":   `[1,2]`,
+		"a.b.0.id": `1`,
+		"a.b.t.x":  `["p","q","r"]`,
+		"a.b.9":    "",
+		"a.b.zz":   `[]`,
+		"n":        `null`,
+		"nope":     "",
+	} {
+		got, ok := Collect(doc, path)
+		if want == "" {
+			if ok {
+				t.Errorf("Collect(%q) = %s, want nothing", path, got)
+			}
+			continue
+		}
+		if !ok || string(got) != want {
+			t.Errorf("Collect(%q) = %s, %v; want %s", path, got, ok, want)
+		}
+	}
+	if _, ok := Collect([]byte(`{"a":`), "a"); ok {
+		t.Error("Collect on invalid JSON: ok")
+	}
+}

@@ -1,0 +1,105 @@
+package loop
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/trawl-dev/trawl/tools"
+)
+
+// checkArgs checks a call's own arguments against the tool's schema
+// before any request is made: every required parameter is given (the
+// fan-out key counts as given: each value supplies it), and every value
+// has its parameter's JSON type and, when the schema lists them, one of
+// its enum values. An argument error is a *ToolError (invalid_argument):
+// it costs no request and is never retried.
+func checkArgs(t *tools.Tool, own map[string]any, forEachKey string) error {
+	for _, p := range t.Params {
+		v, given := own[p.Name]
+		if !given || v == nil {
+			if p.Required && p.Name != forEachKey {
+				return &ToolError{Code: CodeInvalidArgument, Message: fmt.Sprintf(
+					"argument %q is required by %s", p.Name, t.Name)}
+			}
+			continue
+		}
+		if msg := checkValue(p.Schema, v); msg != "" {
+			return &ToolError{Code: CodeInvalidArgument, Message: fmt.Sprintf("argument %q %s", p.Name, msg)}
+		}
+	}
+	return nil
+}
+
+// checkValue says what is wrong with v under schema s ("" when nothing
+// is). Scalars are accepted in any form coerce accepts ("20" for an
+// integer), as the invoker sends them.
+func checkValue(s *tools.Schema, v any) string {
+	if s == nil {
+		return ""
+	}
+	switch s.Type {
+	case "object":
+		if _, ok := v.(map[string]any); !ok {
+			return fmt.Sprintf("must be an object, not %s", kindOfValue(v))
+		}
+		return ""
+	case "array":
+		list, ok := v.([]any)
+		if !ok {
+			if _, isMap := v.(map[string]any); isMap {
+				return "must be an array, not an object"
+			}
+			list = []any{v} // one value for a list parameter
+		}
+		for i, e := range list {
+			if msg := checkValue(s.Items, e); msg != "" {
+				return fmt.Sprintf("[%d] %s", i, msg)
+			}
+		}
+		return ""
+	}
+	c := v
+	if s.Type != "" {
+		var err error
+		if c, err = coerce(v, s.Type); err != nil {
+			return "must be " + article(s.Type) + ": " + err.Error()
+		}
+	}
+	if len(s.Enum) > 0 {
+		for _, e := range s.Enum {
+			if fmt.Sprint(e) == fmt.Sprint(c) {
+				return ""
+			}
+		}
+		opts := make([]string, len(s.Enum))
+		for i, e := range s.Enum {
+			opts[i] = fmt.Sprintf("%v", e)
+		}
+		return fmt.Sprintf("is %v, not one of its values: %s", c, strings.Join(opts, ", "))
+	}
+	return ""
+}
+
+func article(typ string) string {
+	switch typ {
+	case "integer", "object", "array":
+		return "an " + typ
+	}
+	return "a " + typ
+}
+
+func kindOfValue(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case string:
+		return "a string"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return "a number"
+}

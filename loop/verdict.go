@@ -1,0 +1,443 @@
+package loop
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/trawl-dev/trawl/loop/paginate"
+	"github.com/trawl-dev/trawl/loop/query"
+	"github.com/trawl-dev/trawl/tools"
+)
+
+// Completion is how much of the data a looping call holds
+// (`_boundary.completion`).
+type Completion string
+
+// The four completions (DESIGN.md §5).
+const (
+	// Complete: every page of every value was fetched, the server said it
+	// was done (or a numeric walk proved its end), and the collection did
+	// not change during the walk. The only completion under which
+	// _pagingComplete is true.
+	Complete Completion = "complete"
+	// Partial: a budget, an error, a guard, a failed or skipped fan-out
+	// value, or the absence of _all_pages stopped it; rows are missing.
+	Partial Completion = "partial"
+	// Unstable: the end was reached but the collection changed during the
+	// walk (a duplicate id, a total that moved, a total that disagrees
+	// with the distinct rows): at least these rows, maybe with gaps.
+	Unstable Completion = "unstable"
+	// SingleResponse: a tool without pagination, or a response that is
+	// not a collection (an object, a scalar, text): no paging claim.
+	SingleResponse Completion = "single_response"
+)
+
+// StopSingleResponse is the stop reason of a single response: nothing
+// was walked.
+const StopSingleResponse = "single_response"
+
+// Verdict is what the engine says about one looping call, typed. The
+// model's envelope (_pagingComplete, _likelyMoreRows, _stoppedBy, _note,
+// _boundary, _forEachErrors, _forEachSkipped, _unmatchedFields,
+// _unmatchedFilter), a workflow's _loop block and `trawl call`'s lines are
+// all rendered from it, and Note is its only wording.
+type Verdict struct {
+	Completion Completion
+	// StopReason is why the walk ended: the _stoppedBy vocabulary of
+	// DESIGN.md §6, first_page_only, or single_response.
+	StopReason string
+	// LikelyMore says rows exist (or may exist) beyond what was fetched.
+	LikelyMore bool
+	// FirstPageOnly: a paginated tool called without _all_pages.
+	FirstPageOnly bool
+	// Collection: the response is a list of rows. False for an object, a
+	// scalar or text (Text), which claim no row count.
+	Collection bool
+	Text       bool // the response was text
+	Scalar     bool // the response was one JSON value that is not an object
+	// Records counts the distinct rows collected (before _filter); Rows
+	// those given after it.
+	Records int
+	Rows    int
+	// Filtered: a _filter applied to the rows.
+	Filtered bool
+
+	Pages    int
+	Requests int // upstream requests made for the call, retries included
+	Retries  int
+	PageSize int // size asked per page; 0 when none was set
+	// Duplicates counts rows received again (dropped from the view);
+	// ReportedTotal is the server's last reported total when it counts
+	// the rows; TotalMoved says the total changed between pages.
+	Duplicates    int
+	ReportedTotal *int
+	TotalMoved    bool
+	// LastCursor is the continuation not followed, raw (rendered masked).
+	LastCursor  string
+	Uninspected string
+	// Scope says in one line what the call walked; Action what it may have
+	// changed ("none (read-only)" for a read).
+	Scope  string
+	Action string
+
+	// Fan-out: Values asked, each ending in exactly one of its rows,
+	// ForEachErrors or ForEachSkipped.
+	Values         int
+	ForEachKey     string
+	ForEachErrors  []ForEachError
+	ForEachSkipped []ForEachSkip
+
+	// UnmatchedFields are _fields paths no row has; UnmatchedFilter the
+	// _filter fields no row has; AvailableKeys and Sample show what the
+	// rows do hold.
+	UnmatchedFields []string
+	UnmatchedFilter []string
+	AvailableKeys   []string
+	Sample          json.RawMessage
+
+	// ResultID is the handle of the full payload, kept until
+	// ResultExpires; "" when none was kept.
+	ResultID      string
+	ResultExpires time.Time
+	Cache         *CacheHit
+
+	// Note is the verdict in words for the model (see note).
+	Note string
+}
+
+// PagingComplete is _pagingComplete: true only for Complete.
+func (v *Verdict) PagingComplete() bool { return v.Completion == Complete }
+
+// Succeeded is how many fan-out values gave their rows.
+func (v *Verdict) Succeeded() int { return v.Values - len(v.ForEachErrors) - len(v.ForEachSkipped) }
+
+// ForEachError is one failed fan-out value.
+type ForEachError struct {
+	Value any    `json:"value"`
+	Error string `json:"error"`
+	// Status is the upstream HTTP status; 0 (omitted) for a transport
+	// failure or a timeout.
+	Status int `json:"status,omitempty"`
+	// Retryable says whether calling again could help: a 5xx, a 429, a
+	// timeout or a transport failure; never a 4xx.
+	Retryable bool `json:"retryable"`
+}
+
+// ForEachSkip is one fan-out value never requested, and why.
+type ForEachSkip struct {
+	Value  any    `json:"value"`
+	Reason string `json:"reason"`
+}
+
+// Boundary is the boundary statement (`_boundary`): every key always
+// present, null where it does not apply.
+type Boundary struct {
+	Scope       string        `json:"scope"`
+	PageSize    *int          `json:"pageSize"`
+	Pages       int           `json:"pages"`
+	Requests    int           `json:"requests"`
+	Records     *int          `json:"records"` // null for a response that is not a collection
+	Completion  Completion    `json:"completion"`
+	StopReason  string        `json:"stopReason"`
+	LastCursor  *MaskedCursor `json:"lastCursor"`
+	Uninspected string        `json:"uninspected"`
+	Action      string        `json:"action"`
+	Retries     int           `json:"retries,omitempty"`
+	Duplicates  *int          `json:"duplicates,omitempty"`
+	Reported    *int          `json:"reportedTotal,omitempty"`
+	Distinct    *int          `json:"distinctRecords,omitempty"`
+}
+
+// MaskedCursor shows a cursor without revealing it: its first and last
+// four characters (only when it is long enough that this hides most of
+// it), its length and a hash prefix.
+type MaskedCursor struct {
+	Masked string `json:"masked,omitempty"`
+	Length int    `json:"length"`
+	SHA256 string `json:"sha256"`
+}
+
+func maskCursor(c string) *MaskedCursor {
+	if c == "" {
+		return nil
+	}
+	sum := sha256.Sum256([]byte(c))
+	m := &MaskedCursor{Length: utf8.RuneCountInString(c), SHA256: hex.EncodeToString(sum[:4])}
+	if r := []rune(c); len(r) >= 16 {
+		m.Masked = string(r[:4]) + "…" + string(r[len(r)-4:])
+	}
+	return m
+}
+
+// Boundary returns the boundary statement.
+func (v *Verdict) Boundary() Boundary {
+	b := Boundary{
+		Scope: v.Scope, Pages: v.Pages, Requests: v.Requests, Completion: v.Completion,
+		StopReason: v.StopReason, LastCursor: maskCursor(v.LastCursor), Uninspected: v.Uninspected,
+		Action: v.Action, Retries: v.Retries,
+	}
+	if v.PageSize > 0 {
+		b.PageSize = intPtr(v.PageSize)
+	}
+	if v.Collection {
+		b.Records = intPtr(v.Records)
+	}
+	if v.Completion == Complete {
+		b.Uninspected = "none"
+	} else if b.Uninspected == "" {
+		b.Uninspected = v.uninspected()
+	}
+	if v.Duplicates > 0 || v.Completion == Unstable {
+		b.Duplicates = intPtr(v.Duplicates)
+	}
+	if v.ReportedTotal != nil && v.Collection {
+		b.Reported = intPtr(*v.ReportedTotal)
+	}
+	if v.Completion == Unstable {
+		b.Distinct = intPtr(v.Records)
+	}
+	return b
+}
+
+func intPtr(n int) *int { return &n }
+
+// uninspected words what was not fetched when the walk gave no words.
+func (v *Verdict) uninspected() string {
+	switch {
+	case v.Completion == SingleResponse:
+		return "none (a single response: nothing to page through)"
+	case v.Completion == Unstable:
+		return "rows that moved across a page boundary while the collection changed"
+	case len(v.ForEachSkipped) > 0 || len(v.ForEachErrors) > 0:
+		return fmt.Sprintf("the rows of %s", plural(len(v.ForEachSkipped)+len(v.ForEachErrors), "_for_each value"))
+	}
+	return "rows after the last page fetched"
+}
+
+// members renders the envelope keys of DESIGN.md §5, in their order.
+func (v *Verdict) members() []query.Member {
+	var ms []query.Member
+	add := func(k string, x any) {
+		if b, err := json.Marshal(x); err == nil {
+			ms = append(ms, query.Member{Key: k, Value: b})
+		}
+	}
+	add("_pagingComplete", v.PagingComplete())
+	add("_likelyMoreRows", v.LikelyMore)
+	add("_stoppedBy", v.StopReason)
+	add("_note", v.Note)
+	add("_boundary", v.Boundary())
+	if v.ResultID != "" {
+		add("_resultId", v.ResultID)
+	}
+	if len(v.UnmatchedFields) > 0 {
+		rep := map[string]any{"paths": v.UnmatchedFields, "availableKeys": keysOrEmpty(v.AvailableKeys)}
+		if v.Sample != nil {
+			rep["sample"] = v.Sample
+		}
+		add("_unmatchedFields", rep)
+	}
+	if len(v.UnmatchedFilter) > 0 {
+		add("_unmatchedFilter", map[string]any{"fields": v.UnmatchedFilter, "availableKeys": keysOrEmpty(v.AvailableKeys)})
+	}
+	if len(v.ForEachErrors) > 0 {
+		add("_forEachErrors", v.ForEachErrors)
+	}
+	if len(v.ForEachSkipped) > 0 {
+		add("_forEachSkipped", v.ForEachSkipped)
+	}
+	if v.Cache != nil {
+		ms = append(ms, query.Member{Key: "_cache", Value: v.Cache.JSON()})
+	}
+	return ms
+}
+
+func keysOrEmpty(keys []string) []string {
+	if keys == nil {
+		return []string{}
+	}
+	return keys
+}
+
+// LoopBlock is a workflow step's _loop block (DESIGN.md §10).
+type LoopBlock struct {
+	Complete   bool       `json:"complete"`
+	Completion Completion `json:"completion"`
+	Requests   int        `json:"requests"`
+	ItemCount  *int       `json:"itemCount"` // null for a response that is not a collection
+	StoppedBy  string     `json:"stoppedBy"`
+	Note       string     `json:"note"`
+}
+
+// LoopBlock renders the verdict as a workflow's _loop block.
+func (v *Verdict) LoopBlock() LoopBlock {
+	b := LoopBlock{Complete: v.PagingComplete(), Completion: v.Completion, Requests: v.Requests,
+		StoppedBy: v.StopReason, Note: v.Note}
+	if v.Collection {
+		b.ItemCount = intPtr(v.Rows)
+	}
+	return b
+}
+
+// Summary is the verdict in one line, for a terminal: "complete: 45
+// rows, 3 requests, stopped by complete_no_next".
+func (v *Verdict) Summary() string {
+	what := "a single response"
+	if v.Collection {
+		what = plural(v.Rows, "row")
+	}
+	return fmt.Sprintf("%s: %s, %s, stopped by %s", v.Completion, what, plural(v.Requests, "request"), v.StopReason)
+}
+
+// plural is "1 row", "2 rows".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// actionOf says what a call may have changed: "none (read-only)" for a
+// read (paginate.ReadLike), else the method, path and how many requests
+// were sent. It is the one place a call's effect is derived until tools
+// declare effects of their own.
+func actionOf(t *tools.Tool, p paginate.Plan, requests int) string {
+	if ReadOnly(t, p) {
+		return "none (read-only)"
+	}
+	target := t.Name
+	if t.Method != "" {
+		target = strings.ToUpper(t.Method) + " " + t.Path
+	}
+	if requests == 0 {
+		return fmt.Sprintf("none: %s was never sent", target)
+	}
+	return fmt.Sprintf("may have changed data: %s (%s)", target, plural(requests, "request"))
+}
+
+// ReadOnly reports whether calling t reads without changing anything.
+func ReadOnly(t *tools.Tool, p paginate.Plan) bool { return paginate.ReadLike(t, p) }
+
+// note is the one wording of a verdict for the model: a sentence or two
+// on what the result holds, what stopped it, and how to get the rest.
+// Nothing else words a verdict.
+func note(v *Verdict, b paginate.Budget, workflow bool) string {
+	var s string
+	rows := plural(v.Records, "row")
+	switch {
+	case v.Values > 0 && v.Succeeded() < v.Values:
+		s = fmt.Sprintf("Partial: %d of %d _for_each values succeeded (%s).", v.Succeeded(), v.Values, rows)
+		if n := len(v.ForEachErrors); n > 0 {
+			retry := 0
+			for _, e := range v.ForEachErrors {
+				if e.Retryable {
+					retry++
+				}
+			}
+			s += fmt.Sprintf(" %s failed (see _forEachErrors)", plural(n, "value"))
+			switch retry {
+			case 0:
+				s += "; a retry cannot help them (the server rejected them)."
+			case n:
+				s += "; calling again with only those values may succeed."
+			default:
+				s += fmt.Sprintf("; calling again may help for the %d marked retryable.", retry)
+			}
+		}
+		if n := len(v.ForEachSkipped); n > 0 {
+			were := "were"
+			if n == 1 {
+				were = "was"
+			}
+			s += fmt.Sprintf(" %s %s never requested (see _forEachSkipped): %s.", plural(n, "value"), were, v.ForEachSkipped[0].Reason)
+		}
+	case v.Completion == SingleResponse && !v.Collection:
+		what := "one object"
+		switch {
+		case v.Text:
+			what = "text"
+		case v.Scalar:
+			what = "a single value"
+		}
+		s = fmt.Sprintf("Single response: the tool returned %s, not a list of rows, so there are no pages and no row count.", what)
+	case v.Completion == SingleResponse:
+		s = "Single response: this tool does not paginate, so this is what one call returns; it makes no claim about pages."
+	case v.FirstPageOnly && v.LikelyMore:
+		s = fmt.Sprintf("This is only the first page (%s); more rows exist. Call again with _all_pages: true to fetch every page before counting or summarising.", rows)
+	case v.FirstPageOnly:
+		s = fmt.Sprintf("This is only the first page (%s); more rows may exist. Call again with _all_pages: true before counting or saying there are no more.", rows)
+	case v.Completion == Unstable:
+		var why []string
+		if v.Duplicates > 0 {
+			why = append(why, fmt.Sprintf("%s came back twice", plural(v.Duplicates, "row")))
+		}
+		if v.TotalMoved {
+			why = append(why, "the reported total moved between pages")
+		}
+		if v.ReportedTotal != nil && *v.ReportedTotal != v.Records {
+			why = append(why, fmt.Sprintf("the server reports %d, not %d", *v.ReportedTotal, v.Records))
+		}
+		if len(why) == 0 {
+			why = append(why, "the walk saw it change")
+		}
+		s = fmt.Sprintf("Unstable: at least %d distinct rows, but the collection changed during the walk (%s), so the set may have gaps or repeats. Present it as \"at least %d\", never as an exhaustive list (not for a deletion list or a compliance answer); call again to re-read it.",
+			v.Records, strings.Join(why, "; "), v.Records)
+	case v.Completion == Complete && v.Values > 0:
+		s = fmt.Sprintf("Complete: all %s of %s, fetched in %s.", rows, plural(v.Values, "_for_each value"), plural(v.Pages, "page"))
+	case v.Completion == Complete && v.Pages > 1:
+		s = fmt.Sprintf("Complete: all %s, fetched in %s.", rows, plural(v.Pages, "page"))
+	case v.Completion == Complete:
+		s = fmt.Sprintf("Complete: all %s; the server reported no more.", rows)
+	default:
+		s = fmt.Sprintf("Partial: %s fetched, and more exist. %s", rows, stopAdvice(v.StopReason, b))
+	}
+	if v.Filtered {
+		s += fmt.Sprintf(" %d of them match the filter.", v.Rows)
+	}
+	if len(v.UnmatchedFilter) > 0 {
+		s += fmt.Sprintf(" The filter matched nothing on %s because no row has that field (see _unmatchedFilter for the fields rows do have).", strings.Join(v.UnmatchedFilter, ", "))
+	}
+	switch {
+	case v.Cache != nil && workflow:
+		s += fmt.Sprintf(" Served from a complete walk cached at %s (the step's cache TTL).", v.Cache.CachedAt.UTC().Format(time.RFC3339))
+	case v.Cache != nil:
+		s += " " + v.Cache.Note()
+	}
+	return s
+}
+
+// stopAdvice says which bound or fault ended a partial walk and how to
+// get the rest.
+func stopAdvice(stoppedBy string, b paginate.Budget) string {
+	narrow := "Narrow the request with the API's own filters (or fewer _for_each values) to get the rest."
+	switch stoppedBy {
+	case paginate.StopBudgetPages:
+		return fmt.Sprintf("The walk stopped at the limit of %s per collection. %s", plural(b.Pages, "page"), narrow)
+	case paginate.StopBudgetRequests:
+		return fmt.Sprintf("The walk stopped at the limit of %s per call. %s", plural(b.Requests, "request"), narrow)
+	case paginate.StopBudgetItems:
+		return fmt.Sprintf("The walk stopped at the limit of %s per call. %s", plural(b.Items, "row"), narrow)
+	case paginate.StopBudgetBytes:
+		return fmt.Sprintf("The walk stopped at the limit of %d MB of upstream data. %s", b.Bytes>>20, narrow)
+	case paginate.StopBudgetTime:
+		return fmt.Sprintf("The walk stopped at the time limit of %s. %s", b.Time, narrow)
+	case paginate.StopRepeatedCursor:
+		return "The server handed back a page it had already given, so the walk stopped instead of looping."
+	case paginate.StopCursorExpired:
+		return "The server rejected the continuation cursor mid-walk; call again to start over."
+	case paginate.StopRateLimited:
+		return "The server rate-limited the walk for longer than the time left; try again later."
+	case paginate.StopHTTPError:
+		return "A later page failed upstream after retries; call again to retry."
+	case paginate.StopInconsistent:
+		return "The server's paging data could not be trusted (it kept saying more while sending nothing new), so the walk stopped."
+	case paginate.StopForeignNextURL:
+		return "The server pointed the next page at another host, which is not followed."
+	}
+	return narrow
+}
