@@ -293,13 +293,18 @@ func checkCase(sc scenario, h *hostile, raw []byte, callErr error) []violation {
 	for _, c := range cols {
 		delivered += c.pages
 	}
-	if !sc.Style.paged() && completion != "single_response" {
+	switch {
+	case sc.Style == styleList && sc.ForEach:
+		// Several whole responses merged: §2 does not say whether that is
+		// complete or a single response (complete must then be exact, and
+		// a failed value makes it partial).
+	case !sc.Style.paged() && completion != "single_response":
 		add(ruleSingle, "a %s response has completion %q, not single_response", sc.Style, completion)
 	}
 	if sc.Style.paged() && completion == "single_response" && delivered > 0 {
 		add(ruleSingle, "a paginated collection that delivered %d pages has completion single_response", delivered)
 	}
-	if sc.Style == styleObject {
+	if sc.Style == styleObject && cols[0].pages > 0 { // the order was sent, not an error page
 		c := sc.Cols[0]
 		total, _ := strconv.ParseFloat(orderTotal(c), 64)
 		if v["id"] != orderID(c.Value) || v["status"] != "paid" || v["total"] != total {
