@@ -87,7 +87,7 @@ const (
 const (
 	evMutate    = iota + 1 // change the collection before answering
 	evStatus               // answer an error status
-	evGarbage              // answer 200 with an HTML body
+	evGarbage              // answer 200 with an HTML body (tools that declare JSON)
 	evDup                  // repeat an already delivered row in the page
 	evEmptyMore            // an empty page that still says more (token styles)
 	evForeign              // the next page's URL is on another origin (next_url, link)
@@ -252,7 +252,7 @@ func randomEvent(r *rand.Rand, sc scenario) event {
 		ev.Kind = evForeign
 	case n < 64 && sc.Style.tokens():
 		ev.Kind, ev.At = evCycle, ev.At+1 // a cycle needs a cursor issued before
-	case n < 68:
+	case n < 68 && sc.declaresJSON():
 		ev.Kind = evGarbage
 	default:
 		ev.Kind = evStatus
@@ -271,6 +271,12 @@ func randomEvent(r *rand.Rand, sc scenario) event {
 		}
 	}
 	return ev
+}
+
+// declaresJSON says the tool declares a JSON response, so that an HTML
+// page in its place is an error page, not an answer.
+func (sc scenario) declaresJSON() bool {
+	return sc.Style.paged() || sc.Schema && (sc.Style == styleList || sc.Style == styleObject)
 }
 
 // values are the _for_each values the call sends (with the repeat).
@@ -444,6 +450,7 @@ type hcol struct {
 	delivered   map[string]int // id → times delivered
 	totals      []int          // totals sent, in order
 	boundary    int            // rows[:boundary] were all delivered (server positions)
+	nextStart   int            // where the next page starts, if the walk goes on as it should
 	lastKey     int            // keyset: the last key delivered; -1 none
 	lastID      string         // the last id of the most recent non-empty page
 	lastPage    int            // page style: the page number last delivered
@@ -558,7 +565,7 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				status, retryAfter = ev.Status, ev.RetryAfter
 			}
 		case evGarbage:
-			garbage = true
+			garbage = h.sc.declaresJSON()
 		case evDup:
 			dup = true
 		case evEmptyMore:
@@ -738,15 +745,20 @@ func (h *hostile) mutate(c *hcol, ev event) {
 		if exact && c.gapDir != 0 {
 			dir = c.gapDir // one direction per gap, so the total moves
 		}
-		b := c.boundary
+		b, next := c.boundary, c.nextStart
 		if c.pages == 0 {
-			b = 0
+			b, next = 0, 0
 		}
 		lo, hi := 0, len(c.rows) // the indexes a change may touch
 		if !exact {
-			lo = b
-			if dir > 0 && !keyset {
-				lo = 0 // an insert behind an offset walk repeats a row
+			// Ahead of where the next page starts; behind it only an
+			// insert, on an offset-positioned walk whose next page starts
+			// right after the rows delivered (it then repeats a row). A
+			// page-number walk past a short page starts beyond them: a
+			// change there leaves no trace.
+			lo = next
+			if dir > 0 && !keyset && next == b {
+				lo = 0
 			}
 		}
 		if ev.Behind && lo < b {
@@ -768,6 +780,9 @@ func (h *hostile) mutate(c *hcol, ev event) {
 		} else {
 			if ev.Behind && lo < b {
 				hi = b - 1
+			}
+			if lo > hi {
+				continue
 			}
 			i := lo + c.rng.IntN(hi-lo+1)
 			lowKey, highKey := 0, (len(c.rows)+2)*1000
@@ -843,8 +858,12 @@ func (h *hostile) page(w http.ResponseWriter, c *hcol, pos position, size int, q
 	switch sc.Style {
 	case stylePage:
 		c.lastPage++
+		c.nextStart = c.lastPage * size
 	case styleOffset:
 		c.nextOffset = start + len(items)
+		c.nextStart = c.nextOffset
+	default:
+		c.nextStart = start + consumed
 	}
 	if !sc.AllPages {
 		c.done = "the call asked for the first page only"
