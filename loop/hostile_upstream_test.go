@@ -451,6 +451,7 @@ type hcol struct {
 	totals      []int          // totals sent, in order
 	boundary    int            // rows[:boundary] were all delivered (server positions)
 	nextStart   int            // where the next page starts, if the walk goes on as it should
+	gapBehind   int            // inserts behind the delivered rows in the current gap
 	lastKey     int            // keyset: the last key delivered; -1 none
 	lastID      string         // the last id of the most recent non-empty page
 	lastPage    int            // page style: the page number last delivered
@@ -756,8 +757,8 @@ func (h *hostile) mutate(c *hcol, ev event) {
 			// right after the rows delivered (it then repeats a row). A
 			// page-number walk past a short page starts beyond them: a
 			// change there leaves no trace.
-			lo = next
-			if dir > 0 && !keyset && next == b {
+			lo = max(next, b) // an insert behind moves delivered rows past next
+			if dir > 0 && !keyset && next == b-c.gapBehind {
 				lo = 0
 			}
 		}
@@ -801,6 +802,7 @@ func (h *hostile) mutate(c *hcol, ev event) {
 			c.addRow(i, key)
 			if i < c.boundary {
 				c.boundary++
+				c.gapBehind++
 			}
 		}
 		c.mutations++
@@ -840,7 +842,7 @@ func (h *hostile) page(w http.ResponseWriter, c *hcol, pos position, size int, q
 	}
 
 	c.pages++
-	c.gapDir = 0
+	c.gapDir, c.gapBehind = 0, 0
 	c.boundary = max(c.boundary, start+consumed)
 	h.deliverIDs(c, items)
 	if len(items) > 0 {
