@@ -452,6 +452,7 @@ type hcol struct {
 	boundary    int            // rows[:boundary] were all delivered (server positions)
 	nextStart   int            // where the next page starts, if the walk goes on as it should
 	gapBehind   int            // inserts behind the delivered rows in the current gap
+	garbage     int            // HTML bodies answered with 200
 	lastKey     int            // keyset: the last key delivered; -1 none
 	lastID      string         // the last id of the most recent non-empty page
 	lastPage    int            // page style: the page number last delivered
@@ -597,6 +598,7 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if garbage {
 		c.faults++
+		c.garbage++
 		c.lastStatus = 200
 		w.Header().Set("Content-Type", "text/html")
 		fmt.Fprint(w, "<html><body>Service temporarily unavailable</body></html>")

@@ -81,6 +81,7 @@ const (
 	ruleNote           = "note-agrees-with-verdict"
 	rulePlural         = "note-plurals"
 	ruleFirstPage      = "first-page-only-is-not-a-budget"
+	ruleErrorPage      = "error-page-is-not-an-answer" // HTML in place of the declared JSON
 	ruleHarness        = "harness"
 )
 
@@ -303,6 +304,9 @@ func checkCase(sc scenario, h *hostile, raw []byte, callErr error) []violation {
 	}
 	if sc.Style.paged() && completion == "single_response" && delivered > 0 {
 		add(ruleSingle, "a paginated collection that delivered %d pages has completion single_response", delivered)
+	}
+	if c := cols[0]; !sc.ForEach && c.pages == 0 && c.garbage > 0 && completion != "partial" {
+		add(ruleErrorPage, "the tool declares JSON, the server answered only HTML (%d times), and completion is %q", c.garbage, completion)
 	}
 	if sc.Style == styleObject && cols[0].pages > 0 { // the order was sent, not an error page
 		c := sc.Cols[0]
@@ -594,6 +598,15 @@ var hostileRegressions = []struct {
 	// Found by the sweep, shrunk: a fan-out value whose first page is HTML.
 	{"fan-out-value-answers-html", scenario{Seed: 1000090, Style: stylePage, AllPages: true, Cap: 8, Default: 5, ForEach: true, FanOut: 1,
 		Cols: []collection{{Value: "L3", Rows: 0, Events: []event{{At: 1, Kind: evGarbage}}}}}},
+	// Against the verdict branch: a paginated tool whose first page is an
+	// HTML error page with status 200.
+	{"paginated-tool-answers-html", scenario{Seed: 17, Style: stylePage, AllPages: true, Cap: 5, Default: 5, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 7, Events: []event{{At: 1, Kind: evGarbage}}}}}},
+	// Against the verdict branch: first page only, the model asked for 23,
+	// the server served 10 of 11 with no signal — nobody can vouch for
+	// that short page, so more rows may exist.
+	{"first-page-short-page-nobody-vouches-for", scenario{Seed: 1000015, Style: stylePage, ModelSize: 23, Cap: 10, Default: 4, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 11}}}},
 	// Issue 9: has_more true with empty pages forever.
 	{"has-more-with-empty-pages-forever", scenario{Seed: 12, Style: styleCursor, AllPages: true, Cap: 2, Default: 2, FanOut: 1,
 		Cols: []collection{{Value: "L0", Rows: 3, Events: emptyPagesFrom(2, 30)}}}},
