@@ -45,6 +45,7 @@ var (
 	hostileCases = flag.Int("hostile.cases", 2000, "generated upstreams per run of TestHostileUpstreams (-short: a sixth)")
 	hostileSeed  = flag.Uint64("hostile.seed", 1, "base seed of TestHostileUpstreams; case i has seed base*1e6+i")
 	hostileOnly  = flag.Uint64("hostile.only", 0, "replay this one seed of TestHostileUpstreams, with its transcript")
+	hostileCut   = flag.Bool("hostile.shrink", true, "shrink the first failing case of each rule of TestHostileUpstreams")
 )
 
 // The rules. The first group is checked by the server on the wire.
@@ -710,7 +711,10 @@ func TestHostileUpstreams(t *testing.T) {
 		sort.Strings(rules)
 		for _, rule := range rules {
 			g := groups[rule]
-			small := rig.shrink(g.first, rule)
+			small := g.first
+			if *hostileCut {
+				small = rig.shrink(g.first, rule)
+			}
 			detail := ""
 			for _, v := range small.violations {
 				if v.rule == rule {
