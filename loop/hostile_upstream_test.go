@@ -141,11 +141,16 @@ type scenario struct {
 	Schema    bool // list, object: the response schema is declared
 	Fields    bool // _fields without the fan-out key
 	Filter    bool // _filter k eq "a"
-	ForEach   bool
-	DupValue  bool // the first value is listed twice
-	FanOut    int
-	Budget    paginate.Budget
-	Cols      []collection
+	// FilterTypo: the _filter field is misspelt ("statsu"): no row has it.
+	FilterTypo bool
+	// MissingArg: the required list_id is left out (no fan-out): an
+	// argument error, which costs no request and no wait.
+	MissingArg bool
+	ForEach    bool
+	DupValue   bool // the first value is listed twice
+	FanOut     int
+	Budget     paginate.Budget
+	Cols       []collection
 }
 
 // generate builds the scenario of seed.
@@ -200,6 +205,7 @@ func generate(seed uint64) scenario {
 	sc.Schema = !sc.Style.paged() && r.IntN(2) == 0
 	sc.Fields = r.IntN(4) == 0
 	sc.Filter = sc.Style.rows() && r.IntN(5) == 0
+	sc.FilterTypo = sc.Filter && r.IntN(4) == 0
 	values := 1
 	if sc.Style.rows() && r.IntN(3) == 0 {
 		sc.ForEach = true
@@ -209,6 +215,7 @@ func generate(seed uint64) scenario {
 			sc.FanOut = 4
 		}
 	}
+	sc.MissingArg = !sc.ForEach && r.IntN(50) == 0
 	if r.IntN(3) == 0 {
 		sc.Budget.Pages = 3 + r.IntN(8)
 	}
@@ -388,7 +395,7 @@ func (sc scenario) args() map[string]any {
 	a := map[string]any{}
 	if sc.ForEach {
 		a["_for_each"] = map[string]any{"key": "list_id", "values": sc.values()}
-	} else {
+	} else if !sc.MissingArg {
 		a["list_id"] = sc.Cols[0].Value
 	}
 	if sc.Style.paged() {
@@ -407,7 +414,11 @@ func (sc scenario) args() map[string]any {
 		}
 	}
 	if sc.Filter {
-		a["_filter"] = []any{map[string]any{"field": "k", "op": "eq", "value": "a"}}
+		field := "k"
+		if sc.FilterTypo {
+			field = "statsu"
+		}
+		a["_filter"] = []any{map[string]any{"field": field, "op": "eq", "value": "a"}}
 	}
 	return a
 }
@@ -1015,8 +1026,11 @@ func (h *hostile) listing(c *hcol) string {
 // ---- what the model knows at the end ----
 
 // finalIDs is a collection's rows as they stand at the end of the walk.
-func (c *hcol) finalIDs(filter bool) []string {
+func (c *hcol) finalIDs(filter, typo bool) []string {
 	var out []string
+	if filter && typo {
+		return nil // no row has the field
+	}
 	for _, r := range c.rows {
 		if !filter || r.k == "a" {
 			out = append(out, r.id)
@@ -1067,6 +1081,8 @@ func (sc scenario) goString() string {
 	field("Schema", sc.Schema, false)
 	field("Fields", sc.Fields, false)
 	field("Filter", sc.Filter, false)
+	field("FilterTypo", sc.FilterTypo, false)
+	field("MissingArg", sc.MissingArg, false)
 	field("ForEach", sc.ForEach, false)
 	field("DupValue", sc.DupValue, false)
 	field("FanOut", sc.FanOut, 0)

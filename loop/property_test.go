@@ -82,7 +82,9 @@ const (
 	ruleNote           = "note-agrees-with-verdict"
 	rulePlural         = "note-plurals"
 	ruleFirstPage      = "first-page-only-is-not-a-budget"
-	ruleErrorPage      = "error-page-is-not-an-answer" // HTML in place of the declared JSON
+	ruleErrorPage      = "error-page-is-not-an-answer"  // HTML in place of the declared JSON
+	ruleArgument       = "argument-error-costs-nothing" // no request, no retry, no wait
+	ruleUnmatched      = "unmatched-filter-reported"    // a _filter field no row has is named
 	ruleHarness        = "harness"
 )
 
@@ -167,6 +169,15 @@ func (rig *hostileRig) run(sc scenario) caseResult {
 	res.view, res.err = callEngine(ctx, rig.invoker, clock, sc, tool, thread)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if sc.MissingArg {
+		var te *loop.ToolError
+		if !errors.As(res.err, &te) || h.requests > 0 || len(clock.Sleeps()) > 0 {
+			res.violations = append(res.violations, violation{ruleArgument, fmt.Sprintf(
+				"the required list_id was left out: error %v, %d requests, waits %v (want a tool error, no request, no wait)",
+				res.err, h.requests, clock.Sleeps())})
+		}
+		return res
+	}
 	res.violations = append(res.violations, checkCase(sc, h, res.view, res.err)...)
 	if n := rig.activity.take(thread); n != h.requests {
 		res.violations = append(res.violations, violation{ruleActivity, fmt.Sprintf("the activity log has %d requests of the call's thread; the upstream received %d", n, h.requests)})
@@ -410,7 +421,7 @@ func checkCase(sc scenario, h *hostile, raw []byte, callErr error) []violation {
 	if sc.Style.rows() {
 		var want, have []string
 		for _, c := range cols {
-			want = append(want, c.finalIDs(sc.Filter)...)
+			want = append(want, c.finalIDs(sc.Filter, sc.FilterTypo)...)
 			have = append(have, got[c.spec.Value]...)
 		}
 		if complete {
@@ -433,11 +444,22 @@ func checkCase(sc scenario, h *hostile, raw []byte, callErr error) []violation {
 				if failed[c.spec.Value] && c.reqs > 0 {
 					continue // its rows are not known (an error); a skipped value is checked
 				}
-				missing, _, _ := diffIDs(c.finalIDs(sc.Filter), got[c.spec.Value])
+				missing, _, _ := diffIDs(c.finalIDs(sc.Filter, sc.FilterTypo), got[c.spec.Value])
 				if len(missing) > 0 {
 					add(ruleLikelyMore, "_likelyMoreRows is false, yet %s's rows %v are missing", c.spec.Value, missing)
 				}
 			}
+		}
+	}
+
+	if sc.FilterTypo && len(got) == 0 && delivered > 0 && completion != "single_response" {
+		rows := 0
+		for _, c := range cols {
+			rows += len(c.delivered)
+		}
+		um, _ := v["_unmatchedFilter"].(map[string]any)
+		if f, _ := um["fields"].([]any); rows > 0 && !slices.Contains(f, any("statsu")) {
+			add(ruleUnmatched, "_filter on statsu, which none of the %d rows has, matched nothing and _unmatchedFilter is %v", rows, v["_unmatchedFilter"])
 		}
 	}
 
@@ -608,6 +630,12 @@ var hostileRegressions = []struct {
 	// that short page, so more rows may exist.
 	{"first-page-short-page-nobody-vouches-for", scenario{Seed: 1000015, Style: stylePage, ModelSize: 23, Cap: 10, Default: 4, FanOut: 1,
 		Cols: []collection{{Value: "L0", Rows: 11}}}},
+	// Issue 9: a _filter on a field no row has (statsu) is reported.
+	{"filter-on-a-field-no-row-has", scenario{Seed: 18, Style: styleOffset, AllPages: true, Cap: 5, Default: 5, Filter: true, FilterTypo: true, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 8}}}},
+	// Issue 9: a missing required argument is no network error to retry.
+	{"missing-required-argument", scenario{Seed: 19, Style: styleCursor, AllPages: true, Cap: 5, Default: 5, MissingArg: true, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 8}}}},
 	// Issue 9: has_more true with empty pages forever.
 	{"has-more-with-empty-pages-forever", scenario{Seed: 12, Style: styleCursor, AllPages: true, Cap: 2, Default: 2, FanOut: 1,
 		Cols: []collection{{Value: "L0", Rows: 3, Events: emptyPagesFrom(2, 30)}}}},
@@ -794,7 +822,7 @@ func smaller(sc scenario) []scenario {
 	try(func(c *scenario) bool { c.DupValue = false; return sc.DupValue })
 	try(func(c *scenario) bool { c.ForEach = false; return sc.ForEach && len(sc.Cols) == 1 && !sc.DupValue })
 	try(func(c *scenario) bool { c.Fields = false; return sc.Fields })
-	try(func(c *scenario) bool { c.Filter = false; return sc.Filter })
+	try(func(c *scenario) bool { c.Filter, c.FilterTypo = false, false; return sc.Filter })
 	try(func(c *scenario) bool { c.ModelSize = 0; return sc.ModelSize != 0 })
 	try(func(c *scenario) bool { c.Budget = paginate.Budget{}; return sc.Budget != paginate.Budget{} })
 	try(func(c *scenario) bool { c.FanOut = 1; return sc.FanOut > 1 })
