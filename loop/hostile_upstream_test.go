@@ -1,6 +1,7 @@
 package loop_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -139,6 +140,7 @@ type scenario struct {
 	End       int  // token styles: endAbsent, endNull, endEmpty
 	Relative  bool // next_url: a path-absolute URL
 	Schema    bool // list, object: the response schema is declared
+	Body      bool // offset: POST, offset and limit in a JSON body (a search)
 	Fields    bool // _fields without the fan-out key
 	Filter    bool // _filter k eq "a"
 	// FilterTypo: the _filter field is misspelt ("statsu"): no row has it.
@@ -201,6 +203,7 @@ func generate(seed uint64) scenario {
 		sc.MoreFlag = (sc.Style.numeric() || sc.Style == styleCursor) && r.IntN(3) == 0
 		sc.End = r.IntN(3)
 		sc.Relative = sc.Style == styleNextURL && r.IntN(3) == 0
+		sc.Body = sc.Style == styleOffset && r.IntN(3) == 0
 	}
 	sc.Schema = !sc.Style.paged() && r.IntN(2) == 0
 	sc.Fields = r.IntN(4) == 0
@@ -343,6 +346,13 @@ func (sc scenario) tool(origin string) *tools.Tool {
 		q("page", integer(0))
 		q("per_page", integer(sc.SizeMax))
 	case styleOffset:
+		if sc.Body {
+			t.Method = http.MethodPost
+			t.Params = append(t.Params,
+				tools.Param{Name: "offset", In: tools.InBody, Schema: integer(0)},
+				tools.Param{Name: "limit", In: tools.InBody, Schema: integer(sc.SizeMax)})
+			break
+		}
 		q("offset", integer(0))
 		q("limit", integer(sc.SizeMax))
 	case styleCursor:
@@ -560,7 +570,22 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if c.refused != 0 {
 		h.violate(ruleAfterRefusal, "%s: request %d after the server answered %d, which no retry can change", c.spec.Value, n, c.refused)
 	}
-	pos, size, ok := h.position(c, r.URL.Query(), n)
+	query := r.URL.Query()
+	if h.sc.Body {
+		var body map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil && r.ContentLength != 0 {
+			h.violate(rulePosition, "%s: request %d has a body that is not JSON: %v", c.spec.Value, n, err)
+		}
+		for k, v := range body {
+			query.Set(k, fmt.Sprint(v))
+		}
+		raw, _ := json.Marshal(body)
+		h.transcript[len(h.transcript)-1] += " " + string(raw)
+		if r.Method != http.MethodPost {
+			h.violate(rulePosition, "%s: request %d is a %s, not the tool's POST", c.spec.Value, n, r.Method)
+		}
+	}
+	pos, size, ok := h.position(c, query, n)
 	for _, ev := range c.events[n] {
 		if ev.Kind == evMutate && h.sc.AllPages {
 			h.mutate(c, ev)
@@ -1079,6 +1104,7 @@ func (sc scenario) goString() string {
 	field("End", sc.End, 0)
 	field("Relative", sc.Relative, false)
 	field("Schema", sc.Schema, false)
+	field("Body", sc.Body, false)
 	field("Fields", sc.Fields, false)
 	field("Filter", sc.Filter, false)
 	field("FilterTypo", sc.FilterTypo, false)

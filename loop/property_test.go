@@ -832,6 +832,7 @@ func smaller(sc scenario) []scenario {
 	try(func(c *scenario) bool { c.End = endAbsent; return sc.End != endAbsent })
 	try(func(c *scenario) bool { c.SizeMax = 0; return sc.SizeMax != 0 })
 	try(func(c *scenario) bool { c.Schema = false; return sc.Schema })
+	try(func(c *scenario) bool { c.Body = false; return sc.Body })
 	return out
 }
 
