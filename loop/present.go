@@ -107,6 +107,14 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 	var view []byte
 	var err error
 	if w.HasItems {
+		fields := fields
+		if fields != nil && q.r.ForEach != nil {
+			// Fan-out rows keep their tag whatever _fields lists, so each
+			// still says which value it came from.
+			if f, err := withPath(fields, query.JoinPath(q.r.ForEach.Key)); err == nil {
+				fields = f
+			}
+		}
 		rows, st, err := query.Run(w.Items, fields, filter)
 		if err != nil {
 			return nil, fmt.Errorf("projecting rows: %w", err)
@@ -179,6 +187,17 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 		v.ResultExpires = e.clock.Now().Add(e.opt.Results.TTL())
 	}
 	return out, nil
+}
+
+// withPath is f with path added when it lacks it.
+func withPath(f *query.Fields, path string) (*query.Fields, error) {
+	paths := f.Paths()
+	for _, p := range paths {
+		if p == path {
+			return f, nil
+		}
+	}
+	return query.CompileFields(append(paths, path))
 }
 
 // verdict makes the typed verdict of a walked call (the counts that need

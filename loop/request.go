@@ -86,11 +86,18 @@ func FieldsArg(arg string, v any) (*query.Fields, error) {
 	return f, nil
 }
 
-// FilterArg parses a _filter value as decoded from JSON: one clause
-// {"field","op","value"} or an array of them. arg names the argument in
+// FilterArg parses a _filter value as decoded from JSON (or its JSON
+// text, a json.RawMessage): one clause {"field","op","value"} or an array
+// of them. arg names the argument in
 // the message. No clauses give a nil *Filter.
 func FilterArg(arg string, v any) (*query.Filter, error) {
-	clauses, err := query.ClausesOf(jsonArg(v))
+	var clauses []query.Clause
+	var err error
+	if raw, ok := v.(json.RawMessage); ok {
+		clauses, err = query.ClausesFromJSON(raw)
+	} else {
+		clauses, err = query.ClausesOf(jsonArg(v))
+	}
 	if err == nil && len(clauses) == 0 {
 		return nil, nil
 	}
@@ -163,7 +170,7 @@ func boolArg(name string, v any) (bool, error) {
 // JSON, so a caller in Go gets the same checks as a model.
 func jsonArg(v any) any {
 	switch v.(type) {
-	case nil, bool, string, float64, json.Number, []any, map[string]any:
+	case nil, bool, string, float64, json.Number, []any, []string, map[string]any, []query.Clause, json.RawMessage:
 		return v
 	}
 	b, err := json.Marshal(v)

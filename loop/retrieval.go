@@ -245,7 +245,13 @@ func (r *Retrieval) query(ctx context.Context, scope Scope, raw json.RawMessage)
 	// the same shapes are accepted, the same mistakes rejected alike.
 	var fields *query.Fields
 	if v := args["fields"]; !isNull(v) {
-		dv, err := decodeValue(v)
+		var dv any
+		var paths []string
+		if json.Unmarshal(v, &paths) == nil { // the common shape, decoded directly
+			dv = paths
+		} else {
+			dv, err = decodeValue(v)
+		}
 		if err == nil {
 			fields, err = FieldsArg("fields", dv)
 		}
@@ -255,11 +261,7 @@ func (r *Retrieval) query(ctx context.Context, scope Scope, raw json.RawMessage)
 	}
 	var filter *query.Filter
 	if v := args["filter"]; !isNull(v) {
-		dv, err := decodeValue(v)
-		if err == nil {
-			filter, err = FilterArg("filter", dv)
-		}
-		if err != nil {
+		if filter, err = FilterArg("filter", v); err != nil {
 			return nil, retrievalArg(tool, "filter", err)
 		}
 	}

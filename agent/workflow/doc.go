@@ -59,14 +59,21 @@
 // replaced by the merged, projected, filtered rows; a bare array becomes
 // {"items": […]}) with the verdict under one key:
 //
-//	"_loop": {"complete": true, "requests": 5, "itemCount": 361,
+//	"_loop": {"complete": true, "completion": "complete", "requests": 5, "itemCount": 361,
 //	          "stoppedBy": "complete_total_reached", "note": "Complete: all 361 rows, fetched in 5 pages."}
+//
+// The block is the engine's typed verdict (loop.Verdict.LoopBlock):
+// complete is true only for completion "complete"; completion is also
+// "partial", "unstable" or "single_response" (itemCount is then null for
+// one object). The loop block itself is read by the engine's parsers
+// (loop.FieldsArg, loop.FilterArg) and reaches it as a loop.Request.
 //
 // There is no _resultId and the output is never cut: nothing downstream
 // could redeem a handle, so the walk's byte budget is the only limit. A
 // branch's output is {"taken": "then"|"else", "next": "<step id>"|"end"}.
 //
-// A ref, "$.steps.<id>.<path>", reads an earlier step's output. Path keys
+// A ref, "$.steps.<id>.<path>", reads an earlier step's output with
+// loop/query's paths (query.Collect). Path keys
 // are dot-separated (`\.` escapes a dot in a key); on an object a key
 // picks a member; on an array a number picks an element and any other key
 // maps over the elements, flattening: "$.steps.properties.properties.id"

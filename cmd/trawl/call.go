@@ -89,6 +89,9 @@ func printVerdict(w io.Writer, out *loop.Outcome) {
 	if v.Note != "" {
 		fmt.Fprintf(w, "note: %s\n", v.Note)
 	}
+	if v.ResultID != "" && !v.ResultExpires.IsZero() {
+		fmt.Fprintf(w, "result: %s (kept until %s)\n", v.ResultID, v.ResultExpires.UTC().Format(time.RFC3339))
+	}
 }
 
 // progressBar renders loop progress on stderr: one live line on a

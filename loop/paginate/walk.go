@@ -373,7 +373,7 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		}
 		if fail != nil {
 			if res.Pages == 0 {
-				if res.Requests == 0 {
+				if res.Requests == 0 && fail.err == nil {
 					return w.finish(fail.reason, ""), nil // the shared budget was spent
 				}
 				return nil, fail.pageError(res)

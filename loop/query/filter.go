@@ -162,15 +162,100 @@ func CompileFilter(clauses []Clause) (*Filter, error) {
 // ParseFilter decodes and compiles a `_filter` argument: one clause
 // object or an array of them, read as strictly as ClausesOf reads them.
 func ParseFilter(raw []byte) (*Filter, error) {
-	v, err := decodeArg(raw)
-	if err != nil {
-		return nil, fmt.Errorf("query: filter must be a clause {\"field\",\"op\",\"value\"} or an array of them: %w", err)
-	}
-	clauses, err := ClausesOf(v)
+	clauses, err := ClausesFromJSON(raw)
 	if err != nil {
 		return nil, err
 	}
 	return CompileFilter(clauses)
+}
+
+// ClausesFromJSON is ClausesOf of a JSON text: it accepts and rejects
+// exactly what ClausesOf does, with the same errors, and decodes the
+// common well-formed case straight into clauses.
+func ClausesFromJSON(raw []byte) ([]Clause, error) {
+	raw = trimSpace(raw)
+	if len(raw) > 0 && raw[0] == '[' {
+		if clauses, ok := clausesFast(raw); ok {
+			return clauses, nil
+		}
+	}
+	v, err := decodeArg(raw)
+	if err != nil {
+		return nil, fmt.Errorf("query: filter must be a clause {\"field\",\"op\",\"value\"} or an array of them: %w", err)
+	}
+	return ClausesOf(v)
+}
+
+// clausesFast reads a well-formed array of clauses with the scanner:
+// only the members field, op (strings) and value; anything else is left
+// to ClausesOf to reject with its error.
+func clausesFast(raw []byte) ([]Clause, bool) {
+	els, err := Elements(raw)
+	if err != nil {
+		return nil, false
+	}
+	out := make([]Clause, 0, len(els))
+	for _, e := range els {
+		if e[0] != '{' {
+			return nil, false
+		}
+		var c Clause
+		ok := true
+		m := newMembers(e, 0, 0, false)
+		for ok {
+			key, esc, vs, ve, more := m.next()
+			if !more {
+				break
+			}
+			v := e[vs:ve]
+			switch {
+			case esc:
+				ok = false // rare: leave it to ClausesOf
+			case string(key) == "field":
+				c.Field, ok = plainString(v)
+			case string(key) == "op":
+				c.Op, ok = plainString(v)
+			case string(key) == "value":
+				c.Value, ok = scalarValue(v)
+			default:
+				ok = false
+			}
+		}
+		if !ok || m.err != nil {
+			return nil, false
+		}
+		out = append(out, c)
+	}
+	return out, true
+}
+
+// plainString is the JSON string v without escapes, unquoted.
+func plainString(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' || bytes.IndexByte(v, '\\') >= 0 {
+		return "", false
+	}
+	return string(v[1 : len(v)-1]), true
+}
+
+// scalarValue decodes a clause value as decodeArg would: numbers as
+// json.Number; strings with escapes, arrays and objects by decodeArg.
+func scalarValue(v []byte) (any, bool) {
+	switch {
+	case string(v) == "null":
+		return nil, true
+	case string(v) == "true":
+		return true, true
+	case string(v) == "false":
+		return false, true
+	case v[0] == '"':
+		if s, ok := plainString(v); ok {
+			return s, true
+		}
+	case v[0] == '-' || v[0] >= '0' && v[0] <= '9':
+		return json.Number(v), true
+	}
+	x, err := decodeArg(v)
+	return x, err == nil
 }
 
 // clauseKeys are the members of a clause, in the order messages give them.
@@ -205,9 +290,14 @@ func ClausesOf(v any) ([]Clause, error) {
 		c.Field, _ = m["field"].(string)
 		c.Op, _ = m["op"].(string)
 		c.Value = m["value"]
-		for _, k := range sortedKeys(m) {
+		for k := range m {
 			if k != "field" && k != "op" && k != "value" {
-				return nil, &ClauseError{Index: i, Clause: c, Key: k, Reason: fmt.Sprintf("unknown key %q; a clause has only %s", k, strings.Join(clauseKeys, ", "))}
+				// Name the first unknown key in order, whatever the map's.
+				for _, k := range sortedKeys(m) {
+					if k != "field" && k != "op" && k != "value" {
+						return nil, &ClauseError{Index: i, Clause: c, Key: k, Reason: fmt.Sprintf("unknown key %q; a clause has only %s", k, strings.Join(clauseKeys, ", "))}
+					}
+				}
 			}
 		}
 		for _, k := range clauseKeys[:2] {

@@ -3,6 +3,7 @@ package query
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -207,5 +208,33 @@ func TestMatchDoesNotAllocate(t *testing.T) {
 	})
 	if n != 0 {
 		t.Errorf("Match allocated %v times per call, want 0", n)
+	}
+}
+
+// ClausesFromJSON's fast path accepts and rejects exactly what ClausesOf
+// does on the decoded value, with the same clauses and errors.
+func TestClausesFromJSONAgreesWithClausesOf(t *testing.T) {
+	for _, raw := range []string{
+		`[{"field":"status","op":"eq","value":"paid"},{"field":"total","op":"gte","value":20000}]`,
+		`[{"field":"a","op":"in","value":[1,"x",null]}]`,
+		`[{"field":"a","op":"exists"}]`,
+		`[{"field":"a\u0062","op":"eq","value":"\n"}]`,
+		`[{"FIELD":"a","op":"eq","value":1}]`,
+		`[{"field":"a","op":"eq","valu":1}]`,
+		`[{"field":3,"op":"eq","value":1}]`,
+		`[{"field":"a","op":"eq","value":1},"x"]`,
+		`{"field":"a","op":"lt","value":-2.5e3}`,
+		`[]`,
+		`"a > 1"`,
+	} {
+		got, gotErr := ClausesFromJSON([]byte(raw))
+		v, err := decodeArg([]byte(raw))
+		if err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		want, wantErr := ClausesOf(v)
+		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || fmt.Sprintf("%#v", got) != fmt.Sprintf("%#v", want) {
+			t.Errorf("%s:\n got %#v, %v\nwant %#v, %v", raw, got, gotErr, want, wantErr)
+		}
 	}
 }

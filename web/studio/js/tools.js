@@ -221,9 +221,16 @@ export function verdict(data, meta) {
   const env = data && typeof data === 'object' && !Array.isArray(data) ? data : {};
   let state = 'none';
   let label = 'No paging verdict';
+  const completion = env._boundary && typeof env._boundary === 'object' ? env._boundary.completion : undefined;
   if (env._pagingComplete === true) {
     state = 'complete';
     label = 'Complete';
+  } else if (completion === 'unstable') {
+    state = 'partial';
+    label = 'Unstable (may have gaps)';
+  } else if (completion === 'single_response') {
+    state = 'none';
+    label = 'Single response';
   } else if (env._pagingComplete === false) {
     state = 'partial';
     label = 'Partial';
@@ -235,8 +242,12 @@ export function verdict(data, meta) {
   if (env._resultId) fact('Result id', h('code', { class: 'result-id' }, env._resultId));
   if (env._cache) fact('Cache', env._cache.hit ? 'hit' : 'miss', env._cache.cachedAt ? ` · cached ${env._cache.cachedAt}` : '', env._cache.expiresAt ? ` · expires ${env._cache.expiresAt}` : '');
   if (env._unmatchedFields) fact('Unmatched _fields', h('code', null, fmt(env._unmatchedFields.paths)), ' · available: ', h('code', null, fmt(env._unmatchedFields.availableKeys)));
+  if (env._unmatchedFilter) fact('Unmatched _filter', h('code', null, fmt(env._unmatchedFilter.fields)), ' · available: ', h('code', null, fmt(env._unmatchedFilter.availableKeys)));
   if (Array.isArray(env._forEachErrors) && env._forEachErrors.length) {
-    fact('_for_each errors', h('ul', null, env._forEachErrors.map((e) => h('li', null, h('code', null, fmt(e.value)), ` ${e.error}`))));
+    fact('_for_each errors', h('ul', null, env._forEachErrors.map((e) => h('li', null, h('code', null, fmt(e.value)), ` ${e.error}`, e.retryable ? ' (retryable)' : ''))));
+  }
+  if (Array.isArray(env._forEachSkipped) && env._forEachSkipped.length) {
+    fact('_for_each skipped', h('ul', null, env._forEachSkipped.map((e) => h('li', null, h('code', null, fmt(e.value)), ` ${e.reason}`))));
   }
   const boundary = env._boundary && typeof env._boundary === 'object'
     ? h('table', { class: 'table kv boundary' },
@@ -249,7 +260,7 @@ export function verdict(data, meta) {
       env._stoppedBy ? h('span', { class: 'stopped' }, 'stopped by ', h('code', null, env._stoppedBy)) : null,
       h('span', { class: 'muted verdict-meta' }, `HTTP ${meta.status} · ${meta.ms} ms · ${bytes(meta.text.length)}`)),
     env._note ? h('p', { class: 'note' }, env._note) : null,
-    state === 'none' ? h('p', { class: 'muted' }, 'The payload carries no looping keys: looping was off for this call, or the tool returned its payload as it came.') : null,
+    state === 'none' && !completion ? h('p', { class: 'muted' }, 'The payload carries no looping keys: looping was off for this call, or the tool returned its payload as it came.') : null,
     facts.length ? h('dl', { class: 'facts' }, facts) : null,
     boundary);
 }
