@@ -732,6 +732,22 @@ func TestHostileUpstreams(t *testing.T) {
 		}
 		t.Logf("%d upstreams %v: %d requests; %d rows changed mid-walk, %d pages repeating a row, %d empty pages, %d error or garbage answers, %d next URLs to another origin, %d cursor cycles; %d calls failed outright",
 			n, styles, adversary.requests, adversary.mutations, adversary.dups, adversary.empty, adversary.faults, adversary.foreign, adversary.cycles, adversary.failed)
+		if n >= 1000 {
+			// The adversary must stay an adversary: a generator change that
+			// stops producing a style or a trick fails here, not silently.
+			for st := stylePage; st <= styleText; st++ {
+				if styles[st] == 0 {
+					t.Errorf("no %s upstream in %d cases", st, n)
+				}
+			}
+			for what, k := range map[string]int{"changed rows": adversary.mutations, "repeated rows": adversary.dups,
+				"empty pages": adversary.empty, "error answers": adversary.faults, "foreign next URLs": adversary.foreign,
+				"cursor cycles": adversary.cycles} {
+				if k == 0 {
+					t.Errorf("no %s in %d cases", what, n)
+				}
+			}
+		}
 		rules := make([]string, 0, len(groups))
 		for r := range groups {
 			rules = append(rules, r)
@@ -834,6 +850,15 @@ func smaller(sc scenario) []scenario {
 	try(func(c *scenario) bool { c.Schema = false; return sc.Schema })
 	try(func(c *scenario) bool { c.Body = false; return sc.Body })
 	return out
+}
+
+// TestHostileGeneratorIsSeeded: a seed is a case, run after run.
+func TestHostileGeneratorIsSeeded(t *testing.T) {
+	for seed := uint64(0); seed < 200; seed++ {
+		if a, b := generate(seed), generate(seed); a.goString() != b.goString() {
+			t.Fatalf("seed %d gives two scenarios:\n%s\n%s", seed, a.goString(), b.goString())
+		}
+	}
 }
 
 // TestHostileModelCatchesBadWalker tests the test: a walker that guesses
