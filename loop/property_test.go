@@ -81,6 +81,7 @@ const (
 	ruleDedup          = "rows-deduplicated"
 	ruleNote           = "note-agrees-with-verdict"
 	rulePlural         = "note-plurals"
+	ruleNoteCount      = "note-counts-are-true"
 	ruleFirstPage      = "first-page-only-is-not-a-budget"
 	ruleErrorPage      = "error-page-is-not-an-answer"  // HTML in place of the declared JSON
 	ruleArgument       = "argument-error-costs-nothing" // no request, no retry, no wait
@@ -214,7 +215,9 @@ func (s *threadActivity) take(thread string) int {
 
 var (
 	reCompleteWord = regexp.MustCompile(`\bComplete\b`)
-	reAllRows      = regexp.MustCompile(`(?i)\ball \d+ rows?\b`)
+	reAllRows      = regexp.MustCompile(`(?i)\ball (\d+) rows?\b`)
+	reSucceeded    = regexp.MustCompile(`(\d+) of (\d+) _for_each values? succeeded`)
+	rePages        = regexp.MustCompile(`fetched in (\d+) pages?`)
 	reRowCount     = regexp.MustCompile(`\b\d+ rows?\b`)
 	reNoMore       = regexp.MustCompile(`(?i)reported no more`)
 	rePartial      = regexp.MustCompile(`(?i)^partial\b|\band more (rows )?exist`)
@@ -479,6 +482,42 @@ func checkCase(sc scenario, h *hostile, raw []byte, callErr error) []violation {
 	}
 	if completion == "unstable" && !reUnstableNote.MatchString(note) {
 		add(ruleNote, "completion unstable, note does not say the set may have gaps or repeats: %q", note)
+	}
+	if m := reAllRows.FindStringSubmatch(note); m != nil && complete && sc.Style.rows() {
+		distinct := 0
+		for _, c := range cols {
+			distinct += len(c.finalIDs(false, false))
+		}
+		if n, _ := strconv.Atoi(m[1]); n != distinct {
+			add(ruleNoteCount, "note claims all %d rows; the complete set has %d: %q", n, distinct, note)
+		}
+	}
+	if m := reSucceeded.FindStringSubmatch(note); m != nil && sc.ForEach {
+		ok, all := 0, len(cols)
+		for _, c := range cols {
+			if !failed[c.spec.Value] {
+				ok++
+			}
+		}
+		if a, _ := strconv.Atoi(m[1]); a != ok {
+			add(ruleNoteCount, "note says %s of %s values succeeded; %d of %d did: %q", m[1], m[2], ok, all, note)
+		} else if b, _ := strconv.Atoi(m[2]); b != all {
+			add(ruleNoteCount, "note says %s of %s values succeeded; %d of %d did: %q", m[1], m[2], ok, all, note)
+		}
+	}
+	garbage := 0
+	for _, c := range cols {
+		garbage += c.garbage
+	}
+	if sc.Style.paged() && garbage == 0 { // an HTML page counts as a page or not: §2 does not say
+		if m := rePages.FindStringSubmatch(note); m != nil {
+			if n, _ := strconv.Atoi(m[1]); n != delivered {
+				add(ruleNoteCount, "note says %s pages; the upstream delivered %d: %q", m[1], delivered, note)
+			}
+		}
+		if p, ok := b["pages"].(float64); ok && int(p) != delivered {
+			add(ruleNoteCount, "_boundary.pages is %v; the upstream delivered %d pages", p, delivered)
+		}
 	}
 	if m := reOne.FindString(note); m != "" {
 		add(rulePlural, "note says %q: %q", m, note)
