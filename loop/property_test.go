@@ -22,25 +22,44 @@ import (
 	"github.com/trawl-dev/trawl/tools"
 )
 
-// TestHostileUpstreams is the property test of issue 9 §3: the engine,
+// TestHostileUpstreams is the property test of issue 9 §3. The engine,
 // through the real tools.Invoker and a real HTTP server on 127.0.0.1,
-// walks thousands of generated hostile upstreams (hostile_upstream_test.go:
-// every pagination style, silent page caps, rows inserted and deleted
-// between pages, duplicate ids, empty pages that still say more, 429 with
-// Retry-After, 5xx, 404 and 401 on random pages, failing fan-out values,
-// objects with nested arrays, text bodies), and whatever the upstream did
-// the envelope (Outcome.View, DESIGN.md §5/§6) must keep the rules below.
-// The rule names are what a failure is grouped under.
+// walks thousands of generated hostile upstreams (hostile_upstream_test.go):
+// every pagination style (page, offset in a query or a POST body, cursor
+// token, last item id + has_more, next URL, Link header), pages silently
+// capped, rows inserted and deleted between pages, repeated rows, empty
+// pages that still say more, 429 with Retry-After, 5xx, 404, 401 and HTML
+// error pages at random requests, failing fan-out values, next URLs to
+// another origin, cursor cycles, objects with nested arrays, text bodies,
+// misspelt filters and missing arguments. Whatever the upstream did, the
+// envelope the model reads (Outcome.View, DESIGN.md §5/§6) must keep the
+// rules below; the main ones:
+//
+//   - completion complete ⇒ the rows are exactly the upstream's rows, by
+//     id, as they stand when the walk ends; a repeated row, a moved total
+//     or a total that disagrees ⇒ not complete; _likelyMoreRows false ⇒
+//     no row is missing;
+//   - every _for_each value ends in exactly one of its (tagged) rows,
+//     _forEachErrors or _forEachSkipped;
+//   - _boundary.requests (and the activity log) == the requests the
+//     upstream received; _boundary has every key;
+//   - no request after the server said a collection was done, no retry of
+//     a 401/403/404, never a guessed cursor, never a skipped page or offset,
+//     never a foreign origin, at most 3 empty pages in a row;
+//   - no sentence of _note contradicts the typed verdict, and its counts
+//     are true.
 //
 // The sweep is seeded: case i of a run has seed -hostile.seed*1e6+i, and
 // -hostile.only=SEED replays one case with its request transcript. A case
 // is deterministic except in the fan-out cases generated with FanOut 4,
 // where which value reaches a shared budget first is up to the scheduler
-// (the rules must hold whichever does). A
-// failing case is shrunk (fewer events, rows, values, options) to a small
-// scenario printed as a Go literal: add it to hostileRegressions under a
-// name. The clock is fake, so Retry-After and backoff never sleep; -short
-// runs fewer cases.
+// (the rules must hold whichever does). The first failing case of each
+// rule is shrunk (fewer events, rows, values, options) to a small scenario
+// printed as a Go literal: add it to hostileRegressions under a name. The
+// clock is fake, so Retry-After and backoff never sleep; -short runs a
+// sixth of the cases. Explore more with, e.g.:
+//
+//	go test ./loop -run TestHostileUpstreams/sweep -hostile.cases=30000 -hostile.seed=7 -hostile.shrink=false
 var (
 	hostileCases = flag.Int("hostile.cases", 2000, "generated upstreams per run of TestHostileUpstreams (-short: a sixth)")
 	hostileSeed  = flag.Uint64("hostile.seed", 1, "base seed of TestHostileUpstreams; case i has seed base*1e6+i")
