@@ -474,7 +474,6 @@ type hcol struct {
 	nextStart   int            // where the next page starts, if the walk goes on as it should
 	gapBehind   int            // inserts behind the delivered rows in the current gap
 	garbage     int            // HTML bodies answered with 200
-	lastKey     int            // keyset: the last key delivered; -1 none
 	lastID      string         // the last id of the most recent non-empty page
 	lastPage    int            // page style: the page number last delivered
 	nextOffset  int            // offset style: where the next page starts
@@ -510,7 +509,7 @@ func newHostile(sc scenario, origin, foreign, prefix string) *hostile {
 	for i, spec := range sc.Cols {
 		c := &hcol{spec: spec, rng: rand.New(rand.NewPCG(sc.Seed, uint64(i)+1)), used: map[int]bool{},
 			keys: map[string]int{}, events: map[int][]event{}, delivered: map[string]int{},
-			issued: map[string]position{}, lastKey: -1}
+			issued: map[string]position{}}
 		for j := range spec.Rows {
 			c.addRow(len(c.rows), (j+1)*1000)
 		}
@@ -885,7 +884,6 @@ func (h *hostile) page(w http.ResponseWriter, c *hcol, pos position, size int, q
 	h.deliverIDs(c, items)
 	if len(items) > 0 {
 		c.lastID = items[len(items)-1].id
-		c.lastKey = c.keys[c.lastID]
 	}
 	if len(items) == 0 {
 		c.emptyPages++
