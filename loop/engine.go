@@ -247,11 +247,16 @@ type walkStats struct {
 	Plan      paginate.Plan  `json:"plan"`
 }
 
+// unstable reports that the collection changed during the walk.
+func (w *walked) unstable() bool { return w.Dups > 0 || w.Moved || w.Mismatch }
+
 // dataset is w as the cache keeps it.
 func (w *walked) dataset() *Dataset {
 	stats, _ := json.Marshal(w.walkStats)
+	// Only a complete walk is cached: not a partial one, nor one during
+	// which the collection changed (unstable).
 	return &Dataset{Envelope: w.Envelope, ItemsPath: w.ItemsPath, HasItems: w.HasItems, Items: w.Items,
-		Stats: stats, Complete: w.Complete}
+		Stats: stats, Complete: w.Complete && !w.unstable() && len(w.Errors)+len(w.Skipped) == 0}
 }
 
 func walkedFrom(d *Dataset) (*walked, error) {
@@ -281,16 +286,22 @@ func (e *Engine) fetch(ctx context.Context, q walkRequest) (*walked, *CacheHit, 
 	if q.values != nil {
 		req.ForEachKey, req.ForEachValues = q.r.ForEach.Key, q.values
 	}
+	var fresh *walked // the walk run by this call, used as it is
 	d, hit, err := e.opt.Cache.Walk(ctx, req, func(ctx context.Context) (*Dataset, error) {
 		w, err := e.walk(ctx, q)
 		if err != nil {
 			return nil, err
 		}
+		fresh = w
 		return w.dataset(), nil
 	})
 	if err != nil {
 		return nil, nil, err
 	}
+	if fresh != nil && hit == nil {
+		return fresh, nil, nil
+	}
+	// A hit (or a walk another call ran and shared): read the kept stats.
 	w, err := walkedFrom(d)
 	return w, hit, err
 }

@@ -138,9 +138,7 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 			}
 			v.UnmatchedFields = unmatchedPaths(fields.Paths(), matched)
 		}
-		if filter != nil {
-			v.UnmatchedFilter = filter.Unmatched([][]byte{asJSON(w.Envelope)})
-		}
+		v.FilterIgnored = filter != nil
 	}
 	if len(v.UnmatchedFields) > 0 || len(v.UnmatchedFilter) > 0 {
 		rows := w.Items
@@ -219,7 +217,6 @@ func (e *Engine) verdict(q walkRequest, w *walked, hit *CacheHit) *Verdict {
 	if w.HasItems && paginated {
 		v.ReportedTotal = w.Total
 	}
-	unstable := w.Dups > 0 || w.Moved || w.Mismatch
 	switch {
 	case len(w.Errors) > 0 || len(w.Skipped) > 0:
 		v.Completion = Partial
@@ -227,19 +224,19 @@ func (e *Engine) verdict(q walkRequest, w *walked, hit *CacheHit) *Verdict {
 		v.Completion, v.StopReason = SingleResponse, StopSingleResponse
 	case !w.Complete:
 		v.Completion = Partial
-		v.FirstPageOnly = w.StoppedBy == paginate.StopFirstPage
 	case !paginated && w.Values == 0:
 		v.Completion, v.StopReason = SingleResponse, StopSingleResponse
-	case unstable:
+	case w.unstable():
 		v.Completion = Unstable
 	default:
 		v.Completion = Complete
 	}
+	v.FirstPageOnly = v.Completion == Partial && w.StoppedBy == paginate.StopFirstPage
 	switch v.Completion {
 	case Partial:
 		v.LikelyMore = true
-		if v.FirstPageOnly {
-			v.LikelyMore = w.Likely
+		if v.FirstPageOnly && len(w.Errors)+len(w.Skipped) == 0 {
+			v.LikelyMore = w.Likely // the first page's own signals
 		}
 	case Unstable:
 		v.LikelyMore = true // rows that moved across a page boundary may be missing

@@ -64,8 +64,10 @@ type Verdict struct {
 	// those given after it.
 	Records int
 	Rows    int
-	// Filtered: a _filter applied to the rows.
-	Filtered bool
+	// Filtered: a _filter applied to the rows; FilterIgnored: a _filter
+	// was given but the response has no rows to filter.
+	Filtered      bool
+	FilterIgnored bool
 
 	Pages    int
 	Requests int // upstream requests made for the call, retries included
@@ -288,7 +290,10 @@ func (v *Verdict) LoopBlock() LoopBlock {
 // rows, 3 requests, stopped by complete_no_next".
 func (v *Verdict) Summary() string {
 	what := "a single response"
-	if v.Collection {
+	switch {
+	case v.Collection && v.Filtered:
+		what = fmt.Sprintf("%d of %s", v.Rows, plural(v.Records, "row"))
+	case v.Collection:
 		what = plural(v.Rows, "row")
 	}
 	return fmt.Sprintf("%s: %s, %s, stopped by %s", v.Completion, what, plural(v.Requests, "request"), v.StopReason)
@@ -340,11 +345,15 @@ func note(v *Verdict, b paginate.Budget, workflow bool) string {
 				}
 			}
 			s += fmt.Sprintf(" %s failed (see _forEachErrors)", plural(n, "value"))
+			them, those := "them", "those values"
+			if n == 1 {
+				them, those = "it", "that value"
+			}
 			switch retry {
 			case 0:
-				s += "; a retry cannot help them (the server rejected them)."
+				s += fmt.Sprintf("; a retry cannot help %s (the server rejected %s).", them, them)
 			case n:
-				s += "; calling again with only those values may succeed."
+				s += fmt.Sprintf("; calling again with only %s may succeed.", those)
 			default:
 				s += fmt.Sprintf("; calling again may help for the %d marked retryable.", retry)
 			}
@@ -355,6 +364,12 @@ func note(v *Verdict, b paginate.Budget, workflow bool) string {
 				were = "was"
 			}
 			s += fmt.Sprintf(" %s %s never requested (see _forEachSkipped): %s.", plural(n, "value"), were, v.ForEachSkipped[0].Reason)
+		}
+		switch {
+		case v.StopReason == paginate.StopFirstPage:
+			s += " Only the first page of each value was fetched; pass _all_pages: true to fetch every page."
+		case strings.HasPrefix(v.StopReason, "budget_") && len(v.ForEachSkipped) == 0:
+			s += " " + stopAdvice(v.StopReason, b)
 		}
 	case v.Completion == SingleResponse && !v.Collection:
 		what := "one object"
@@ -398,6 +413,9 @@ func note(v *Verdict, b paginate.Budget, workflow bool) string {
 	}
 	if v.Filtered {
 		s += fmt.Sprintf(" %d of them match the filter.", v.Rows)
+	}
+	if v.FilterIgnored {
+		s += " _filter applies to lists of rows, so this response was not filtered."
 	}
 	if len(v.UnmatchedFilter) > 0 {
 		s += fmt.Sprintf(" The filter matched nothing on %s because no row has that field (see _unmatchedFilter for the fields rows do have).", strings.Join(v.UnmatchedFilter, ", "))

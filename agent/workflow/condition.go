@@ -1,14 +1,17 @@
 package workflow
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"strconv"
+
+	"github.com/trawl-dev/trawl/loop/query"
 )
 
-// Condition operators.
+// Condition operators: those of _filter (loop/query), and truthy.
 const (
 	OpEq     = "eq"
 	OpNeq    = "neq"
@@ -31,204 +34,67 @@ func (c *Condition) op() string {
 }
 
 // check says what is wrong with the condition's operator and value, ""
-// when nothing is.
+// when nothing is. Every operator but truthy is a _filter operator and is
+// checked by loop/query, which also evaluates it.
 func (c *Condition) check() (field, msg string) {
 	switch op := c.op(); op {
-	case OpEq, OpNeq:
-		if c.Value == nil {
-			return "value", fmt.Sprintf("is required with op %q (to test for null, use op \"exists\")", op)
-		}
-	case OpGt, OpGte, OpLt, OpLte:
-		if _, ok := toNumber(c.Value); ok {
-			break
-		}
-		if _, ok := c.Value.(string); ok {
-			break
-		}
-		return "value", fmt.Sprintf("must be a number or a string with op %q, not %s", op, kindOf(c.Value))
-	case OpExists:
-		if c.Value == nil {
-			break
-		}
-		if _, ok := c.Value.(bool); !ok {
-			return "value", fmt.Sprintf("must be true or false with op \"exists\" (or absent, meaning true), not %s", kindOf(c.Value))
-		}
 	case OpTruthy:
 		if c.Value != nil {
 			return "value", "must be absent with op \"truthy\""
 		}
+		return "", ""
+	case OpEq, OpNeq:
+		if c.Value == nil {
+			return "value", fmt.Sprintf("is required with op %q (to test for null, use op \"exists\")", op)
+		}
+	case OpGt, OpGte, OpLt, OpLte, OpExists:
 	default:
 		return "op", fmt.Sprintf("%q is not an operator; operators: eq, neq, gt, gte, lt, lte, exists, truthy (the default)", op)
+	}
+	if _, err := query.Test(nil, c.op(), normalize(c.Value)); err != nil {
+		var ce *query.ClauseError
+		if errors.As(err, &ce) {
+			return "value", ce.Reason
+		}
+		return "value", err.Error()
 	}
 	return "", ""
 }
 
-// holds evaluates the condition on v, the value its ref resolved to.
-//
-//   - eq, neq: JSON equality (numbers by value, arrays and objects member
-//     by member).
-//   - gt, gte, lt, lte: numbers compare as numbers, strings byte by byte
-//     (so ISO dates compare in time order); a value of another kind never
-//     satisfies them.
-//   - exists: v is not null (with value false: v is null).
-//   - truthy: v is not null, false, 0, "", [] or {}.
-func (c *Condition) holds(v any) bool {
-	switch c.op() {
-	case OpEq:
-		return jsonEqual(v, c.Value)
-	case OpNeq:
-		return !jsonEqual(v, c.Value)
-	case OpGt, OpGte, OpLt, OpLte:
-		cmp, ok := compare(v, c.Value)
-		if !ok {
-			return false
-		}
-		switch c.op() {
-		case OpGt:
-			return cmp > 0
-		case OpGte:
-			return cmp >= 0
-		case OpLt:
-			return cmp < 0
-		}
-		return cmp <= 0
-	case OpExists:
-		want := true
-		if b, ok := c.Value.(bool); ok {
-			want = b
-		}
-		return (v != nil) == want
+// holds evaluates the condition on raw, the JSON its ref resolved to (nil
+// when it resolved to nothing). Every operator but truthy is _filter's,
+// evaluated by query.Test: numbers compare as numbers (a numeric string
+// too), strings byte by byte (so ISO dates compare in time order), an
+// array is tested element by element, neq holds on an absent value;
+// exists: not null (with value false: null or absent). truthy: raw is
+// not null, false, 0, "", [] or {}.
+func (c *Condition) holds(raw []byte) bool {
+	if c.op() == OpTruthy {
+		return truthy(raw)
 	}
-	return truthy(v)
+	ok, err := query.Test(raw, c.op(), normalize(c.Value))
+	return err == nil && ok
 }
 
-func truthy(v any) bool {
-	switch x := v.(type) {
-	case nil:
+// truthy reports whether the JSON value raw is not null, false, 0, "",
+// [] or {} (nil: absent).
+func truthy(raw []byte) bool {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
 		return false
-	case bool:
-		return x
-	case string:
-		return x != ""
-	case []any:
-		return len(x) > 0
-	case map[string]any:
-		return len(x) > 0
 	}
-	if n, ok := toNumber(v); ok {
-		return n != 0
-	}
-	return true
-}
-
-// toNumber reads a JSON number however it was decoded or written in Go.
-func toNumber(v any) (float64, bool) {
-	switch x := v.(type) {
-	case json.Number:
-		f, err := strconv.ParseFloat(string(x), 64)
-		return f, err == nil || isRange(err)
-	case float64:
-		return x, true
-	case float32:
-		return float64(x), true
-	case int:
-		return float64(x), true
-	case int64:
-		return float64(x), true
-	case int32:
-		return float64(x), true
-	case uint:
-		return float64(x), true
-	case uint64:
-		return float64(x), true
-	}
-	return 0, false
-}
-
-func isRange(err error) bool {
-	ne, ok := err.(*strconv.NumError)
-	return ok && ne.Err == strconv.ErrRange
-}
-
-func compare(a, b any) (int, bool) {
-	if x, ok := toNumber(a); ok {
-		y, ok := toNumber(b)
-		if !ok || math.IsNaN(x) || math.IsNaN(y) {
-			return 0, false
-		}
-		switch {
-		case x < y:
-			return -1, true
-		case x > y:
-			return 1, true
-		}
-		return 0, true
-	}
-	x, ok := a.(string)
-	if !ok {
-		return 0, false
-	}
-	y, ok := b.(string)
-	if !ok {
-		return 0, false
-	}
-	switch {
-	case x < y:
-		return -1, true
-	case x > y:
-		return 1, true
-	}
-	return 0, true
-}
-
-// jsonEqual compares two JSON values; numbers compare by value whatever
-// their Go type, and a []T or map[string]T written in Go compares with its
-// decoded form.
-func jsonEqual(a, b any) bool {
-	a, b = normalize(a), normalize(b)
-	if x, ok := toNumber(a); ok {
-		if sa, ok := a.(json.Number); ok {
-			if sb, ok := b.(json.Number); ok && sa == sb {
-				return true // the same literal, however long
-			}
-		}
-		y, ok := toNumber(b)
-		return ok && x == y
-	}
-	switch x := a.(type) {
-	case nil:
-		return b == nil
-	case bool:
-		y, ok := b.(bool)
-		return ok && x == y
-	case string:
-		y, ok := b.(string)
-		return ok && x == y
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !jsonEqual(x[i], y[i]) {
-				return false
-			}
-		}
+	switch raw[0] {
+	case 'n', 'f':
+		return false
+	case 't':
 		return true
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, v := range x {
-			w, ok := y[k]
-			if !ok || !jsonEqual(v, w) {
-				return false
-			}
-		}
-		return true
+	case '"':
+		return len(raw) > 2
+	case '[', '{':
+		return len(bytes.TrimSpace(raw[1:len(raw)-1])) > 0
 	}
-	return false
+	f, err := strconv.ParseFloat(string(raw), 64)
+	return err != nil || f != 0
 }
 
 // normalize turns Go values that are not of the decoded JSON kinds

@@ -262,8 +262,8 @@ func TestValidate(t *testing.T) {
 				`steps[2] (c): if.ref is required; ` +
 				`steps[3] (d): if.value is required with op "eq" (to test for null, use op "exists"); ` +
 				`steps[4] (e): if.value must be absent with op "truthy"; ` +
-				`steps[5] (f): if.value must be a number or a string with op "gt", not a boolean; ` +
-				`steps[6] (g): if.value must be true or false with op "exists" (or absent, meaning true), not a string; ` +
+				`steps[5] (f): if.value gt compares numbers or strings; ` +
+				`steps[6] (g): if.value exists takes true or false; ` +
 				`steps[7] (h): if.op "matches" is not an operator; operators: eq, neq, gt, gte, lt, lte, exists, truthy (the default)`},
 		{"branch targets", `{"id": "w", "steps": [{"id": "a", "type": "tool", "tool": "acme.get_stats"},
 			{"id": "b", "type": "branch", "if": {"ref": "$.steps.a"}, "then": "a", "else": "b"},

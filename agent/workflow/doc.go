@@ -48,10 +48,13 @@
 //     (all_pages or for_each).
 //   - A "branch" step has if {ref, op, value} and then/else, each "end" or
 //     the id of a LATER step: branches jump forward only, so every run
-//     ends. Ops: eq and neq (JSON equality), gt, gte, lt, lte (numbers as
-//     numbers, strings byte-wise; other kinds never match), exists (not
-//     null; with value false: null), truthy (the default when op is
-//     absent: not null, false, 0, "", [] or {}).
+//     ends. Ops are _filter's, evaluated by loop/query (query.Test), so a
+//     branch and a _filter never disagree: eq, neq, gt, gte, lt, lte
+//     (numbers as numbers, a numeric string too, other strings
+//     byte-wise; an array is tested element by element; neq holds on an
+//     absent value), exists (not null; with value false: null), plus
+//     truthy (the default when op is absent: not null, false, 0, "", []
+//     or {}).
 //
 // # Outputs and refs
 //

@@ -85,11 +85,9 @@ func (o *outputs) set(step string, out json.RawMessage) {
 	o.raw[step] = out
 }
 
-// resolve returns what ref resolves to: the value at its path in the
-// step's output, read by loop/query (query.Collect: arrays along the way
-// are mapped over, an all-digit key picks an element); nil (JSON null)
+// resolveRaw returns the JSON ref resolves to, read by loop/query; nil
 // when the step did not run or the path reaches nothing.
-func (o *outputs) resolve(r ref) (any, error) {
+func (o *outputs) resolveRaw(r ref) ([]byte, error) {
 	raw, ran := o.raw[r.step]
 	if !ran {
 		return nil, nil
@@ -97,9 +95,18 @@ func (o *outputs) resolve(r ref) (any, error) {
 	if !query.Valid(raw) {
 		return nil, fmt.Errorf("step %s's output is not JSON", r.step)
 	}
-	v, found := query.Collect(raw, query.JoinPath(r.keys...))
-	if !found {
-		return nil, nil
+	v, _ := query.Collect(raw, query.JoinPath(r.keys...))
+	return v, nil
+}
+
+// resolve returns what ref resolves to: the value at its path in the
+// step's output, read by loop/query (query.Collect: arrays along the way
+// are mapped over, an all-digit key picks an element); nil (JSON null)
+// when the step did not run or the path reaches nothing.
+func (o *outputs) resolve(r ref) (any, error) {
+	v, err := o.resolveRaw(r)
+	if err != nil || v == nil {
+		return nil, err
 	}
 	return decodeNumbers(v)
 }

@@ -107,54 +107,71 @@ func TestResolveInput(t *testing.T) {
 }
 
 func TestConditionHolds(t *testing.T) {
+	// v is the JSON the ref resolved to; "" when it reached nothing.
 	tests := []struct {
 		name string
 		c    Condition
-		v    any
+		v    string
 		want bool
 	}{
-		{"eq true", Condition{Op: OpEq, Value: true}, true, true},
-		{"eq false", Condition{Op: OpEq, Value: true}, false, false},
-		{"eq null is not true", Condition{Op: OpEq, Value: true}, nil, false},
-		{"eq number kinds", Condition{Op: OpEq, Value: 3}, json.Number("3.0"), true},
-		{"eq big literal", Condition{Op: OpEq, Value: json.Number("12345678901234567891")}, json.Number("12345678901234567891"), true},
-		{"eq string", Condition{Op: OpEq, Value: "complete_total_reached"}, "complete_total_reached", true},
-		{"eq string vs number", Condition{Op: OpEq, Value: "3"}, json.Number("3"), false},
-		{"eq list", Condition{Op: OpEq, Value: []string{"a", "b"}}, []any{"a", "b"}, true},
-		{"eq list order", Condition{Op: OpEq, Value: []any{"b", "a"}}, []any{"a", "b"}, false},
-		{"eq object", Condition{Op: OpEq, Value: map[string]any{"a": 1}}, map[string]any{"a": json.Number("1")}, true},
-		{"neq", Condition{Op: OpNeq, Value: "budget_pages"}, "complete_no_next", true},
-		{"neq missing", Condition{Op: OpNeq, Value: true}, nil, true},
-		{"gt", Condition{Op: OpGt, Value: 100}, json.Number("101"), true},
-		{"gt equal", Condition{Op: OpGt, Value: 100}, json.Number("100"), false},
-		{"gte equal", Condition{Op: OpGte, Value: 100}, json.Number("100"), true},
-		{"lt", Condition{Op: OpLt, Value: json.Number("0.5")}, json.Number("0.25"), true},
-		{"lte", Condition{Op: OpLte, Value: 1}, json.Number("2"), false},
-		{"dates", Condition{Op: OpLt, Value: "2024-06-01"}, "2024-05-31T23:59:59Z", true},
-		{"gt kinds differ", Condition{Op: OpGt, Value: 1}, "2", false},
-		{"gt null", Condition{Op: OpGt, Value: 1}, nil, false},
-		{"gt list", Condition{Op: OpGt, Value: 0}, []any{json.Number("1")}, false},
-		{"exists", Condition{Op: OpExists}, json.Number("0"), true},
-		{"exists null", Condition{Op: OpExists}, nil, false},
-		{"exists false", Condition{Op: OpExists, Value: false}, nil, true},
-		{"truthy default", Condition{}, "x", true},
-		{"truthy empty string", Condition{}, "", false},
-		{"truthy zero", Condition{Op: OpTruthy}, json.Number("0"), false},
-		{"truthy number", Condition{Op: OpTruthy}, json.Number("0.1"), true},
-		{"truthy empty list", Condition{}, []any{}, false},
-		{"truthy list", Condition{}, []any{nil}, true},
-		{"truthy empty object", Condition{}, map[string]any{}, false},
-		{"truthy false", Condition{}, false, false},
-		{"truthy null", Condition{}, nil, false},
+		{"eq true", Condition{Op: OpEq, Value: true}, `true`, true},
+		{"eq false", Condition{Op: OpEq, Value: true}, `false`, false},
+		{"eq null is not true", Condition{Op: OpEq, Value: true}, `null`, false},
+		{"eq absent is not true", Condition{Op: OpEq, Value: true}, ``, false},
+		{"eq number kinds", Condition{Op: OpEq, Value: 3}, `3.0`, true},
+		{"eq big literal", Condition{Op: OpEq, Value: json.Number("12345678901234567891")}, `12345678901234567891`, true},
+		{"eq string", Condition{Op: OpEq, Value: "complete_total_reached"}, `"complete_total_reached"`, true},
+		// The comparisons are _filter's: a numeric string compares as a
+		// number, and an array is tested element by element.
+		{"eq numeric string", Condition{Op: OpEq, Value: "3"}, `3`, true},
+		{"eq list element", Condition{Op: OpEq, Value: "b"}, `["a","b"]`, true},
+		{"neq", Condition{Op: OpNeq, Value: "budget_pages"}, `"complete_no_next"`, true},
+		{"neq missing", Condition{Op: OpNeq, Value: true}, ``, true},
+		{"gt", Condition{Op: OpGt, Value: 100}, `101`, true},
+		{"gt equal", Condition{Op: OpGt, Value: 100}, `100`, false},
+		{"gte equal", Condition{Op: OpGte, Value: 100}, `100`, true},
+		{"lt", Condition{Op: OpLt, Value: json.Number("0.5")}, `0.25`, true},
+		{"lte", Condition{Op: OpLte, Value: 1}, `2`, false},
+		{"dates", Condition{Op: OpLt, Value: "2024-06-01"}, `"2024-05-31T23:59:59Z"`, true},
+		{"gt numeric string", Condition{Op: OpGt, Value: 1}, `"2"`, true},
+		{"gt word", Condition{Op: OpGt, Value: 1}, `"two"`, false},
+		{"gt null", Condition{Op: OpGt, Value: 1}, `null`, false},
+		{"gt list", Condition{Op: OpGt, Value: 0}, `[1]`, true},
+		{"gt object", Condition{Op: OpGt, Value: 0}, `{"a":1}`, false},
+		{"exists", Condition{Op: OpExists}, `0`, true},
+		{"exists null", Condition{Op: OpExists}, `null`, false},
+		{"exists absent", Condition{Op: OpExists}, ``, false},
+		{"exists false", Condition{Op: OpExists, Value: false}, `null`, true},
+		{"truthy default", Condition{}, `"x"`, true},
+		{"truthy empty string", Condition{}, `""`, false},
+		{"truthy zero", Condition{Op: OpTruthy}, `0`, false},
+		{"truthy negative zero", Condition{Op: OpTruthy}, `-0.0`, false},
+		{"truthy number", Condition{Op: OpTruthy}, `0.1`, true},
+		{"truthy empty list", Condition{}, `[ ]`, false},
+		{"truthy list", Condition{}, `[null]`, true},
+		{"truthy empty object", Condition{}, `{}`, false},
+		{"truthy false", Condition{}, `false`, false},
+		{"truthy null", Condition{}, `null`, false},
+		{"truthy absent", Condition{}, ``, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if f, msg := tt.c.check(); msg != "" {
 				t.Fatalf("condition invalid: %s %s", f, msg)
 			}
-			if got := tt.c.holds(tt.v); got != tt.want {
-				t.Errorf("holds(%v) = %v, want %v", tt.v, got, tt.want)
+			var raw []byte
+			if tt.v != "" {
+				raw = []byte(tt.v)
+			}
+			if got := tt.c.holds(raw); got != tt.want {
+				t.Errorf("holds(%s) = %v, want %v", tt.v, got, tt.want)
 			}
 		})
+	}
+	// Values _filter rejects are rejected here too, with its reason.
+	for _, c := range []Condition{{Op: OpEq, Value: []any{"a"}}, {Op: OpGt, Value: true}, {Op: OpExists, Value: "yes"}, {Op: "like", Value: "x"}} {
+		if _, msg := c.check(); msg == "" {
+			t.Errorf("check(%+v) accepted it", c)
+		}
 	}
 }

@@ -215,7 +215,7 @@ func (ru *run) branch(s Step) (string, error) {
 	if err != nil {
 		return "", err // Validate parsed it
 	}
-	v, err := ru.outs.resolve(r)
+	v, err := ru.outs.resolveRaw(r)
 	if err != nil {
 		return "", err
 	}

@@ -931,3 +931,24 @@ func (f *Filter) Unmatched(rows [][]byte) []string {
 	}
 	return out
 }
+
+// Test reports whether the JSON value v satisfies op with value, under
+// exactly the clause semantics of Filter (the ops, numbers and numeric
+// strings, dates as strings, an array tested element by element, eq null
+// and neq on an absent value): the comparison a workflow's branch
+// condition makes, so that a branch and a _filter never disagree. A nil
+// v is an absent value. A bad op or value is a *ClauseError.
+func Test(v []byte, op string, value any) (bool, error) {
+	f, err := CompileFilter([]Clause{{Field: "v", Op: op, Value: value}})
+	if err != nil {
+		return false, err
+	}
+	v = trimSpace(v)
+	if len(v) == 0 {
+		return f.Match([]byte("{}")), nil
+	}
+	doc := make([]byte, 0, len(v)+6)
+	doc = append(doc, `{"v":`...)
+	doc = append(doc, v...)
+	return f.Match(append(doc, '}')), nil
+}

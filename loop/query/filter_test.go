@@ -238,3 +238,33 @@ func TestClausesFromJSONAgreesWithClausesOf(t *testing.T) {
 		}
 	}
 }
+
+func TestTestIsOneClause(t *testing.T) {
+	for _, tc := range []struct {
+		v     string
+		op    string
+		value any
+		want  bool
+	}{
+		{`5`, "gt", 3, true},
+		{`"2024-05-01"`, "lt", "2024-06-01", true},
+		{`[1,7]`, "gte", 7, true},
+		{``, "neq", "x", true},
+		{``, "exists", nil, false},
+		{`null`, "eq", nil, true},
+		{`"Paid"`, "contains", "pai", true},
+	} {
+		var raw []byte
+		if tc.v != "" {
+			raw = []byte(tc.v)
+		}
+		got, err := Test(raw, tc.op, tc.value)
+		if err != nil || got != tc.want {
+			t.Errorf("Test(%s %s %v) = %v, %v; want %v", tc.v, tc.op, tc.value, got, err, tc.want)
+		}
+	}
+	var ce *ClauseError
+	if _, err := Test([]byte(`1`), "like", 1); !errors.As(err, &ce) {
+		t.Errorf("bad op: %v", err)
+	}
+}
