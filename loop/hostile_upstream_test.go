@@ -93,10 +93,11 @@ const (
 	evEmptyMore            // an empty page that still says more (token styles)
 	evForeign              // the next page's URL is on another origin (next_url, link)
 	evCycle                // the next cursor is one already issued (token styles)
+	evCut                  // send a response head and half a body, then drop the connection
 )
 
 var eventNames = map[int]string{evMutate: "evMutate", evStatus: "evStatus", evGarbage: "evGarbage", evDup: "evDup",
-	evEmptyMore: "evEmptyMore", evForeign: "evForeign", evCycle: "evCycle"}
+	evEmptyMore: "evEmptyMore", evForeign: "evForeign", evCycle: "evCycle", evCut: "evCut"}
 
 // event happens when a collection receives its At-th request (1-based,
 // retries counted).
@@ -264,6 +265,8 @@ func randomEvent(r *rand.Rand, sc scenario) event {
 		ev.Kind, ev.At = evCycle, ev.At+1 // a cycle needs a cursor issued before
 	case n < 68 && sc.declaresJSON():
 		ev.Kind = evGarbage
+	case n < 72:
+		ev.Kind = evCut
 	default:
 		ev.Kind = evStatus
 		switch m := r.IntN(10); {
@@ -594,7 +597,7 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if c.spec.FailFrom > 0 && n >= c.spec.FailFrom {
 		status = c.spec.FailStatus
 	}
-	garbage, dup, emptyMore, foreign, cycle := false, false, false, false, false
+	garbage, dup, emptyMore, foreign, cycle, cut := false, false, false, false, false, false
 	for _, ev := range c.events[n] {
 		switch ev.Kind {
 		case evStatus:
@@ -611,6 +614,8 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			foreign = h.foreign != ""
 		case evCycle:
 			cycle = true
+		case evCut:
+			cut = status == 0
 		}
 	}
 	if !ok && status == 0 {
@@ -629,6 +634,12 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		fmt.Fprintf(w, `{"error":{"code":%d,"message":"the server says no"}}`, status)
+		return
+	}
+	if cut {
+		c.faults++
+		c.lastStatus = 0
+		cutConnection(w)
 		return
 	}
 	if garbage {
@@ -666,6 +677,19 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // pageQuirks are the ways one page lies or misleads.
 type pageQuirks struct{ dup, emptyMore, foreign, cycle bool }
+
+// cutConnection sends a response head and half a body, then drops the
+// connection: a transport failure the HTTP client cannot retry by itself
+// (it has read the head), so the walker's own retry is what counts.
+func cutConnection(w http.ResponseWriter) {
+	conn, buf, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(err)
+	}
+	buf.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"data\":[")
+	buf.Flush()
+	conn.Close()
+}
 
 // ServeForeign answers a request that reached the other origin: the walk
 // followed a next URL it must not follow.

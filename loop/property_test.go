@@ -28,10 +28,10 @@ import (
 // every pagination style (page, offset in a query or a POST body, cursor
 // token, last item id + has_more, next URL, Link header), pages silently
 // capped, rows inserted and deleted between pages, repeated rows, empty
-// pages that still say more, 429 with Retry-After, 5xx, 404, 401 and HTML
-// error pages at random requests, failing fan-out values, next URLs to
-// another origin, cursor cycles, objects with nested arrays, text bodies,
-// misspelt filters and missing arguments. Whatever the upstream did, the
+// pages that still say more, 429 with Retry-After, 5xx, 404, 401, HTML
+// error pages and connections cut mid-body at random requests, failing
+// fan-out values, next URLs to another origin, cursor cycles, objects with
+// nested arrays, text bodies, misspelt filters and missing arguments. Whatever the upstream did, the
 // envelope the model reads (Outcome.View, DESIGN.md §5/§6) must keep the
 // rules below; the main ones:
 //
