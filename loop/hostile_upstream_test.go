@@ -637,8 +637,7 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if cut {
-		c.faults++
-		c.lastStatus = 0
+		c.faults++ // not a status: lastStatus stays the last HTTP one
 		cutConnection(w)
 		return
 	}

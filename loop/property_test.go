@@ -402,7 +402,7 @@ func checkCase(sc scenario, h *hostile, raw []byte, callErr error) []violation {
 					add(ruleFanOutError, "%s failed with %d and says a retry could help", e.value, s)
 				}
 				if c := h.cols[e.value]; c != nil && int(st) != c.lastStatus {
-					add(ruleFanOutError, "%s: _forEachErrors says status %d; the upstream last answered %d", e.value, int(st), c.lastStatus)
+					add(ruleFanOutError, "%s: _forEachErrors says status %d; the upstream's last HTTP status was %d", e.value, int(st), c.lastStatus)
 				}
 			}
 		}
