@@ -371,13 +371,18 @@ func TestFanOutAccounting(t *testing.T) {
 	for i := range 49 {
 		values = append(values, fmt.Sprintf("p_%02d", i))
 	}
-	e := newTestEngine(t, Options{FanOut: 1})
+	activity := tools.NewActivityLog(nil, 10000)
+	e := newTestEngine(t, Options{FanOut: 1, Caller: tools.NewInvoker(tools.InvokerOptions{Log: activity})})
 	out, v := looping(t, e, bookingsTool(up.URL), map[string]any{
 		"_all_pages": true, "_for_each": map[string]any{"key": "property_id", "values": values}})
 	b := checkBoundary(t, v)
 	vd := out.Verdict
-	if int(up.n.Load()) != vd.Requests || b["requests"] != float64(up.n.Load()) {
-		t.Errorf("boundary requests %v, upstream %d", b["requests"], up.n.Load())
+	logged, err := activity.List(context.Background(), scope.Thread, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int(up.n.Load()) != vd.Requests || b["requests"] != float64(up.n.Load()) || len(logged) != vd.Requests {
+		t.Errorf("boundary requests %v, upstream %d, activity log %d", b["requests"], up.n.Load(), len(logged))
 	}
 	accounted := map[any]string{}
 	mark := func(val any, where string) {
@@ -448,6 +453,13 @@ func TestMissingRequiredArgument(t *testing.T) {
 		Args: map[string]any{"per_page": map[string]any{"n": 1}}})
 	if err == nil || !strings.Contains(err.Error(), `"per_page" must be an integer`) {
 		t.Errorf("wrong type: err = %v", err)
+	}
+	enumTool := ordersTool(up.URL)
+	enumTool.Params[2].Schema = &tools.Schema{Type: "string", Enum: []any{"open", "paid", "refunded"}}
+	_, err = e.Call(context.Background(), Call{Tool: enumTool, Scope: scope, Binding: Binding{LoopResponses: true},
+		Args: map[string]any{"status": "opne"}})
+	if err == nil || !strings.Contains(err.Error(), `invalid_argument: argument "status" is opne, not one of its values: open, paid, refunded`) {
+		t.Errorf("enum: err = %v", err)
 	}
 	if n := len(up.requests()); n != 0 || clock.Now() != start {
 		t.Errorf("%d requests, %s waited; want none", n, clock.Now().Sub(start))
@@ -524,6 +536,30 @@ func TestBoundaryAlwaysComplete(t *testing.T) {
 		}
 		if out.Verdict.Completion != Complete && b["uninspected"] == "none" {
 			t.Errorf("%s: %s but nothing uninspected", name, out.Verdict.Completion)
+		}
+	}
+}
+
+// Fanning out over a tool that answers one object per value (get_order
+// for several ids) gives one row per value, tagged, projected by _fields.
+func TestFanOutOverObjects(t *testing.T) {
+	e, cat := demoEngine(t)
+	_, lv := looping(t, e, mustTool(t, cat, "acme.list_orders"), map[string]any{"per_page": 2})
+	var orderIDs []any
+	for _, r := range lv["data"].([]any) {
+		orderIDs = append(orderIDs, r.(map[string]any)["id"])
+	}
+	out, v := looping(t, e, mustTool(t, cat, "acme.get_order"), map[string]any{
+		"_fields": []any{"id", "total"}, "_for_each": map[string]any{"key": "order_id", "values": orderIDs}})
+	b := checkBoundary(t, v)
+	items, _ := v["items"].([]any)
+	if len(items) != 2 || b["completion"] != "complete" || b["records"] != 2.0 || out.Verdict.Requests != 2 {
+		t.Fatalf("view %s", out.View)
+	}
+	for i, it := range items {
+		m := it.(map[string]any)
+		if m["id"] != orderIDs[i] || m["order_id"] != orderIDs[i] || m["total"] == nil || m["line_items"] != nil {
+			t.Errorf("row %d = %v; want the order projected to id and total, tagged", i, m)
 		}
 	}
 }

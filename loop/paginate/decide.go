@@ -21,10 +21,16 @@ func inconsistent(why string) decision { return decision{stop: StopInconsistent,
 
 // decide applies the stop rules to one page.
 func (w *walker) decide(s signals, received int, rerr error) decision {
+	p := w.plan
+	if rerr != nil && !p.Paginated() {
+		// Nothing to walk: a field that does not read as a count (an
+		// order's money "total") is part of the object, not a paging
+		// signal.
+		return done(StopCompleteNoNext)
+	}
 	if rerr != nil {
 		return inconsistent(strings.TrimPrefix(rerr.Error(), errInconsistent.Error()+": "))
 	}
-	p := w.plan
 
 	// Rules 1 and 2: what the server says explicitly.
 	explicit, next := w.explicit(s)

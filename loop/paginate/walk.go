@@ -405,7 +405,7 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		w.answered = true
 		dups, withID := w.collect(sig.items)
 		if sig.total >= 0 {
-			if res.Total != nil && *res.Total != sig.total {
+			if res.Total != nil && *res.Total != sig.total && plan.Paginated() {
 				res.TotalMoved = true
 			}
 			t := sig.total
@@ -501,7 +501,7 @@ func (w *walker) finish(reason, why string) *Result {
 		res.LastCursor = w.cursor
 	}
 	if res.Complete {
-		if res.Total != nil && w.posKnow {
+		if res.Total != nil && w.posKnow && w.plan.Paginated() {
 			res.TotalMismatch = len(res.Items) != *res.Total
 		}
 		return res
