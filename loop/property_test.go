@@ -683,6 +683,10 @@ var hostileRegressions = []struct {
 	// HTML error page with status 200.
 	{"paginated-tool-answers-html", scenario{Seed: 17, Style: stylePage, AllPages: true, Cap: 5, Default: 5, FanOut: 1,
 		Cols: []collection{{Value: "L0", Rows: 7, Events: []event{{At: 1, Kind: evGarbage}}}}}},
+	// Against the verdict branch: a list tool that declares JSON answers
+	// one fan-out value with an HTML page; "Complete: all 1 row" of 14.
+	{"fan-out-list-value-answers-html", scenario{Seed: 1001248, Style: styleList, Schema: true, ForEach: true, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 14, Events: []event{{At: 1, Kind: evGarbage}}}}}},
 	// Against the verdict branch: first page only, the model asked for 23,
 	// the server served 10 of 11 with no signal — nobody can vouch for
 	// that short page, so more rows may exist.
