@@ -229,9 +229,10 @@ func clausesFast(raw []byte) ([]Clause, bool) {
 	return out, true
 }
 
-// plainString is the JSON string v without escapes, unquoted.
+// plainString is the JSON string v without escapes, unquoted; false
+// for one with escapes or invalid UTF-8 (which decoding repairs).
 func plainString(v []byte) (string, bool) {
-	if len(v) < 2 || v[0] != '"' || bytes.IndexByte(v, '\\') >= 0 {
+	if len(v) < 2 || v[0] != '"' || bytes.IndexByte(v, '\\') >= 0 || !utf8.Valid(v) {
 		return "", false
 	}
 	return string(v[1 : len(v)-1]), true

@@ -222,6 +222,7 @@ func TestClausesFromJSONAgreesWithClausesOf(t *testing.T) {
 		`[{"FIELD":"a","op":"eq","value":1}]`,
 		`[{"field":"a","op":"eq","valu":1}]`,
 		`[{"field":3,"op":"eq","value":1}]`,
+		"[{\"field\":\"\xe9\"}]", // invalid UTF-8 is repaired, as decoding does (found by FuzzClausesFromJSON)
 		`[{"field":"a","op":"eq","value":1},"x"]`,
 		`{"field":"a","op":"lt","value":-2.5e3}`,
 		`[]`,

@@ -3,6 +3,7 @@ package query
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -265,6 +266,34 @@ func FuzzProject(f *testing.F) {
 			if w := refResolves(v, keys); w != matched[i] {
 				t.Fatalf("Project(%q): matched[%d] (%q) = %v, reference %v", item, i, p, matched[i], w)
 			}
+		}
+	})
+}
+
+// FuzzClausesFromJSON: the scanner's fast path reads exactly what
+// ClausesOf reads from the decoded value — the same clauses, the same
+// errors — whatever the input.
+func FuzzClausesFromJSON(f *testing.F) {
+	for _, s := range []string{
+		`[{"field":"status","op":"eq","value":"paid"}]`,
+		`[{"field":"a","op":"in","value":[1,"x",null]},{"field":"b","op":"exists"}]`,
+		`[{"field":"a\u0062","op":"eq","value":"\n"}]`,
+		`[{"FIELD":"a","op":"eq","value":1}]`,
+		`[{"field":"a","op":"eq","valu":1}]`,
+		`[{"field":"a","field":"b","op":"lt","value":-2.5e3}]`,
+		`{"field":"a","op":"gt","value":1}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		v, err := decodeArg([]byte(raw))
+		if err != nil {
+			return // not JSON: both report a decode error, worded apart
+		}
+		want, wantErr := ClausesOf(v)
+		got, gotErr := ClausesFromJSON([]byte(raw))
+		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || fmt.Sprintf("%#v", got) != fmt.Sprintf("%#v", want) {
+			t.Fatalf("%s:\n got %#v, %v\nwant %#v, %v", raw, got, gotErr, want, wantErr)
 		}
 	})
 }
