@@ -211,7 +211,7 @@ func generate(seed uint64) scenario {
 	sc.Filter = sc.Style.rows() && r.IntN(5) == 0
 	sc.FilterTypo = sc.Filter && r.IntN(4) == 0
 	values := 1
-	if sc.Style.rows() && r.IntN(3) == 0 {
+	if (sc.Style.rows() || sc.Style == styleObject) && r.IntN(3) == 0 {
 		sc.ForEach = true
 		values = 1 + r.IntN(5)
 		sc.DupValue = r.IntN(5) == 0

@@ -329,7 +329,7 @@ func checkCase(sc scenario, h *hostile, raw []byte, callErr error) []violation {
 		delivered += c.pages
 	}
 	switch {
-	case sc.Style == styleList && sc.ForEach:
+	case (sc.Style == styleList || sc.Style == styleObject) && sc.ForEach:
 		// Several whole responses merged: §2 does not say whether that is
 		// complete or a single response (complete must then be exact, and
 		// a failed value makes it partial).
@@ -342,7 +342,7 @@ func checkCase(sc scenario, h *hostile, raw []byte, callErr error) []violation {
 	if c := cols[0]; !sc.ForEach && c.pages == 0 && c.garbage > 0 && completion != "partial" {
 		add(ruleErrorPage, "the tool declares JSON, the server answered only HTML (%d times), and completion is %q", c.garbage, completion)
 	}
-	if sc.Style == styleObject && cols[0].pages > 0 { // the order was sent, not an error page
+	if sc.Style == styleObject && !sc.ForEach && cols[0].pages > 0 { // the order was sent, not an error page
 		c := sc.Cols[0]
 		total, _ := strconv.ParseFloat(orderTotal(c), 64)
 		if v["id"] != orderID(c.Value) || v["status"] != "paid" || v["total"] != total {
@@ -373,6 +373,33 @@ func checkCase(sc scenario, h *hostile, raw []byte, callErr error) []violation {
 			got[value] = append(got[value], id)
 			if sc.ForEach && row["list_id"] != value {
 				add(ruleTag, "row %s is tagged list_id=%v, want %q", id, row["list_id"], value)
+			}
+		}
+	}
+
+	if sc.Style == styleObject && sc.ForEach {
+		// One row per value: the order itself, tagged with its value.
+		arr, _ := v["items"].([]any)
+		if arr == nil && delivered > 0 {
+			add(ruleObject, "a fan-out over orders has no items array: %s", clip(string(raw), 300))
+		}
+		for i, el := range arr {
+			row, _ := el.(map[string]any)
+			val, _ := row["list_id"].(string)
+			c := h.cols[val]
+			if c == nil || c.pages == 0 {
+				add(ruleRows, "row %d of a fan-out over orders (list_id=%v) is no order the upstream sent: %v", i, row["list_id"], clip(fmt.Sprint(row), 200))
+				continue
+			}
+			total, _ := strconv.ParseFloat(orderTotal(c.spec), 64)
+			if row["id"] != orderID(val) || row["status"] != "paid" || row["total"] != total {
+				add(ruleObject, "the row of %s is not its order: id %v, status %v, total %v", val, row["id"], row["status"], row["total"])
+			}
+			got[val] = append(got[val], orderID(val))
+		}
+		for _, c := range cols {
+			if n := len(got[c.spec.Value]); n > 1 {
+				add(ruleObject, "%s's order appears %d times", c.spec.Value, n)
 			}
 		}
 	}
@@ -662,6 +689,9 @@ var hostileRegressions = []struct {
 	// order, not its line items, and its money total is no row count.
 	{"order-with-line-items", scenario{Seed: 5, Style: styleObject, Schema: true, Fields: true, FanOut: 1, Cols: []collection{{Value: "L0", Rows: 3}}}},
 	{"order-without-a-response-schema", scenario{Seed: 6, Style: styleObject, FanOut: 1, Cols: []collection{{Value: "L0", Rows: 3}}}},
+	// One order per value, tagged; a 404 value is an error, not a row.
+	{"fan-out-over-orders", scenario{Seed: 20, Style: styleObject, Schema: true, Fields: true, ForEach: true, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 1}, {Value: "L1", Rows: 2, FailFrom: 1, FailStatus: 404}, {Value: "L2", Rows: 0}}}},
 	// Issue 9: an MCP server's directory listing of 30 lines.
 	{"text-directory-listing", scenario{Seed: 7, Style: styleText, FanOut: 1, Cols: []collection{{Value: "L0", Rows: 27}}}},
 	{"list-without-pagination", scenario{Seed: 8, Style: styleList, Schema: true, FanOut: 1, Cols: []collection{{Value: "L0", Rows: 5}}}},
