@@ -840,6 +840,7 @@ func TestHostileUpstreams(t *testing.T) {
 				}
 			}
 		}
+		shrinkRuns := 400
 		rules := make([]string, 0, len(groups))
 		for r := range groups {
 			rules = append(rules, r)
@@ -849,7 +850,7 @@ func TestHostileUpstreams(t *testing.T) {
 			g := groups[rule]
 			small := g.first
 			if *hostileCut {
-				small = rig.shrink(g.first, rule)
+				small = rig.shrink(g.first, rule, &shrinkRuns)
 			}
 			detail := ""
 			for _, v := range small.violations {
@@ -879,21 +880,21 @@ func clip(s string, n int) string {
 }
 
 // shrink makes res's scenario smaller while it still breaks rule.
-func (rig *hostileRig) shrink(res caseResult, rule string) caseResult {
+// It spends at most *budget runs (shared by every rule of a sweep, so that
+// a failing sweep stays quick too).
+func (rig *hostileRig) shrink(res caseResult, rule string, budget *int) caseResult {
 	breaks := func(r caseResult) bool {
 		return slices.ContainsFunc(r.violations, func(v violation) bool { return v.rule == rule })
 	}
 	best := res
-	runs := 0
-	for improved := true; improved && runs < 150; {
+	for improved := true; improved && *budget > 0; {
 		improved = false
 		for _, cand := range smaller(best.sc) {
-			runs++
-			if r := rig.run(cand); breaks(r) {
-				best, improved = r, true
+			if *budget--; *budget < 0 {
 				break
 			}
-			if runs >= 150 {
+			if r := rig.run(cand); breaks(r) {
+				best, improved = r, true
 				break
 			}
 		}
