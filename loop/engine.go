@@ -527,6 +527,8 @@ func retryableFailure(err error) bool {
 		return pe.StoppedBy != paginate.StopCursorExpired
 	case pe.Status == 429 || pe.Status >= 500:
 		return true
+	case pe.Status >= 200 && pe.Status < 300:
+		return true // a success status with a body that failed (a proxy's page)
 	}
 	return false
 }

@@ -176,6 +176,19 @@ func (w *walker) classify(resp *tools.Response) *failure {
 	return f
 }
 
+// notJSON is a success status whose body is not the JSON the tool
+// answers (an HTML error or login page in its place).
+func (w *walker) notJSON(resp *tools.Response) *failure {
+	ctype := resp.Header.Get("Content-Type")
+	if ctype == "" {
+		ctype = "no content type"
+	}
+	f := &failure{reason: StopHTTPError, status: resp.Status}
+	f.detail = fmt.Sprintf("its body is not JSON (%s), so it is not an answer", ctype)
+	f.why = fmt.Sprintf("page %d answered status %d with a body that is not JSON (%s)", w.res.Pages+1, resp.Status, ctype)
+	return f
+}
+
 func colon(s string) string {
 	if s == "" {
 		return ""

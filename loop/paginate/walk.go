@@ -2,6 +2,7 @@ package paginate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -391,6 +392,18 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		}
 		sig, rerr := readPage(plan, resp.Body, resp.Header, w.base, w.buf)
 		w.buf = sig.items[:0]
+		// A paginated page was validated by readPage (rerr); a declared
+		// single response is checked here.
+		expectJSON := plan.Paginated() || w.o.Tool.Response != nil
+		if expectJSON && (rerr != nil || !plan.Paginated()) && !json.Valid(resp.Body) {
+			// A tool that answers JSON sent something else with a success
+			// status (a proxy's or a login page): an error, not an answer.
+			f := w.notJSON(resp)
+			if first {
+				return nil, f.pageError(res)
+			}
+			return w.finish(f.reason, f.why), nil
+		}
 		if len(sig.items) == 0 && errorBodyOK(resp.Body) {
 			// A success status whose body says it failed ({"ok": false, …}).
 			f := w.classify(resp)
