@@ -1,0 +1,74 @@
+package redislog_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/trawl-dev/trawl/stream"
+	"github.com/trawl-dev/trawl/stream/eventlogtest"
+	"github.com/trawl-dev/trawl/stream/redislog"
+	"github.com/trawl-dev/trawl/stream/redistest"
+)
+
+func TestLogConforms(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	n := 0
+	eventlogtest.Run(t, func(t *testing.T, o eventlogtest.Options) stream.EventLog {
+		n++ // each log its own prefix: the suite reuses run ids
+		return redislog.New(c, redislog.Options{Prefix: fmt.Sprintf("t%d:", n), MaxRunBytes: o.MaxRunBytes,
+			Retention: o.Retention, Block: 100 * time.Millisecond})
+	})
+}
+
+func TestPrefixesAreSeparate(t *testing.T) {
+	c := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	a := redislog.New(c, redislog.Options{Prefix: "a:"})
+	b := redislog.New(c, redislog.Options{Prefix: "b:"})
+	if err := a.Open(ctx, "run"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Stat(ctx, "run"); !errors.Is(err, stream.ErrRunNotFound) {
+		t.Fatalf("a run of prefix a: seen under b (%v)", err)
+	}
+	if err := b.Open(ctx, "run"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// While Redis is down every call fails with a clear error (never a
+// silent empty answer), and works again once it is back.
+func TestRedisRestart(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	l := redislog.New(c, redislog.Options{Block: 100 * time.Millisecond})
+	if err := l.Open(ctx, "run"); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := l.Append(short, "run", stream.TextDelta{ID: "t", Delta: "x"}); err == nil || errors.Is(err, stream.ErrRunNotFound) {
+		t.Fatalf("Append with Redis down: %v, want a Redis error", err)
+	}
+	_, _, err := eventlogtest.ReadAll(short, l, "run", 0)
+	if err == nil || errors.Is(err, stream.ErrRunNotFound) {
+		t.Fatalf("Read with Redis down: %v, want a Redis error", err)
+	}
+	srv.Restart(t)
+	// Persistence is off: the run is gone, and the log says so.
+	if _, err := l.Stat(ctx, "run"); !errors.Is(err, stream.ErrRunNotFound) {
+		t.Fatalf("Stat after restart: %v, want ErrRunNotFound", err)
+	}
+	if err := l.Open(ctx, "run"); err != nil {
+		t.Fatalf("Open after restart: %v", err)
+	}
+	if seq, err := l.Append(ctx, "run", stream.TextDelta{ID: "t", Delta: "x"}); err != nil || seq != 1 {
+		t.Fatalf("Append after restart: %d, %v", seq, err)
+	}
+}
