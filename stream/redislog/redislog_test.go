@@ -72,3 +72,40 @@ func TestRedisRestart(t *testing.T) {
 		t.Fatalf("Append after restart: %d, %v", seq, err)
 	}
 }
+
+// A run appended on one replica is resumed on another (its own client)
+// from any id, live, to its end.
+func TestResumeOnAnotherReplica(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	a := redislog.New(srv.Client(t), redislog.Options{Prefix: "p:"})
+	b := redislog.New(srv.Client(t), redislog.Options{Prefix: "p:"})
+	if err := a.Open(ctx, "run"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := a.Append(ctx, "run", stream.TextDelta{ID: "t", Delta: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make(chan []int64, 1)
+	go func() {
+		seqs, _, err := eventlogtest.ReadAll(ctx, b, "run", 3)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- seqs
+	}()
+	for i := 5; i < 10; i++ {
+		time.Sleep(5 * time.Millisecond)
+		if _, err := a.Append(ctx, "run", stream.TextDelta{ID: "t", Delta: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Close(ctx, "run"); err != nil {
+		t.Fatal(err)
+	}
+	if seqs := <-got; fmt.Sprint(seqs) != "[4 5 6 7 8 9 10]" {
+		t.Errorf("resumed after 3 on B: %v", seqs)
+	}
+}
