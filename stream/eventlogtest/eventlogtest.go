@@ -364,14 +364,29 @@ func cancel(t *testing.T, newLog New) {
 	textRun(t, l, "run", 1)
 	ctx, stop := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
+	first := make(chan struct{})
 	go func() {
-		seqs, _, err := ReadAll(ctx, l, "run", 0)
-		if len(seqs) != 1 {
-			t.Errorf("read %v before the cancel, want [1]", seqs)
+		n := 0
+		for ev, err := range l.Read(ctx, "run", 0) {
+			if err != nil {
+				if n != 1 {
+					t.Errorf("read %d events before the cancel, want 1", n)
+				}
+				errc <- err
+				return
+			}
+			if n++; ev.Seq == 1 {
+				close(first)
+			}
 		}
-		errc <- err
+		errc <- errors.New("the read ended without an error")
 	}()
-	time.Sleep(50 * time.Millisecond)
+	select {
+	case <-first:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reader did not get the first event")
+	}
+	time.Sleep(20 * time.Millisecond) // the reader is waiting now
 	stop()
 	select {
 	case err := <-errc:

@@ -7,8 +7,14 @@
 // a stream id; its state (last seq, bytes held, closed) is the hash
 // "<prefix>run:{<id>}:m". Appends and closes are Lua scripts, atomic on
 // both keys (the braces keep them in one cluster slot). Close appends an
-// end marker entry (0-<last+1>, field "e") that wakes blocked readers and
-// tells them the run is over; readers never yield it.
+// end marker entry (0-<last+1>, field "e") that tells readers the run is
+// over; readers never yield it.
+//
+// Readers hold no connection while they wait: every append (and the end)
+// is published on "<prefix>run:{<id>}:n", each Log keeps one pub/sub
+// connection subscribed to the runs its readers follow, and a reader woken
+// by it reads the new entries with XRANGE. A notification lost to a
+// reconnect is made up by a poll every Options.Block.
 //
 // Bounds: MaxRunBytes as MemoryLog counts it (past it the run ends with
 // stream.OverflowChunk). A run is trimmed whole: a closed run's keys
@@ -25,6 +31,7 @@ import (
 	"iter"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -45,18 +52,20 @@ type Options struct {
 	// OpenTTL is how long an open run is kept without an append. Zero:
 	// 24 hours.
 	OpenTTL time.Duration
-	// Block is the longest one blocking read waits before the reader
-	// checks its context again; a cancelled reader stops within it. Zero:
-	// one second.
+	// Block is the longest a waiting reader goes without looking at the
+	// run (for a notification lost to a reconnect, or a run that
+	// expired). Zero: one second.
 	Block time.Duration
 }
 
-// Log is the Redis stream.EventLog. Each reader blocked on a run holds a
-// connection of the client's pool while it waits, so size the pool
-// (redis.Options.PoolSize) for the readers a replica serves at once.
+// Log is the Redis stream.EventLog. Shut it down to end its subscription.
 type Log struct {
 	c   redis.UniversalClient
 	opt Options
+
+	mu      sync.Mutex
+	sub     *redis.PubSub
+	waiters map[string]map[chan struct{}]bool // by notification channel
 }
 
 var _ stream.EventLog = (*Log)(nil)
@@ -75,12 +84,72 @@ func New(client redis.UniversalClient, opts Options) *Log {
 	if opts.Block <= 0 {
 		opts.Block = time.Second
 	}
-	return &Log{c: client, opt: opts}
+	return &Log{c: client, opt: opts, waiters: map[string]map[chan struct{}]bool{}}
 }
 
 func (l *Log) keys(runID string) (meta, events string) {
 	base := l.opt.Prefix + "run:{" + runID + "}"
 	return base + ":m", base + ":s"
+}
+
+func (l *Log) notifyChannel(runID string) string { return l.opt.Prefix + "run:{" + runID + "}:n" }
+
+// Shutdown ends the log's subscription; readers still waiting fall back
+// to polling every Block.
+func (l *Log) Shutdown() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sub == nil {
+		return nil
+	}
+	err := l.sub.Close()
+	l.sub = nil
+	return err
+}
+
+// watch subscribes wake to runID's notifications; stop ends it.
+func (l *Log) watch(ctx context.Context, runID string) (wake chan struct{}, stop func(), err error) {
+	ch := l.notifyChannel(runID)
+	wake = make(chan struct{}, 1)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sub == nil {
+		sub := l.c.Subscribe(context.WithoutCancel(ctx))
+		l.sub = sub
+		go l.dispatch(sub)
+	}
+	if len(l.waiters[ch]) == 0 {
+		if err := l.sub.Subscribe(ctx, ch); err != nil {
+			return nil, nil, fmt.Errorf("reading run %q: redis: %w", runID, err)
+		}
+		l.waiters[ch] = map[chan struct{}]bool{}
+	}
+	l.waiters[ch][wake] = true
+	sub := l.sub
+	return wake, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		delete(l.waiters[ch], wake)
+		if len(l.waiters[ch]) == 0 {
+			delete(l.waiters, ch)
+			if l.sub == sub {
+				_ = sub.Unsubscribe(context.Background(), ch)
+			}
+		}
+	}, nil
+}
+
+func (l *Log) dispatch(sub *redis.PubSub) {
+	for m := range sub.Channel() {
+		l.mu.Lock()
+		for w := range l.waiters[m.Channel] {
+			select {
+			case w <- struct{}{}:
+			default: // already due to look
+			}
+		}
+		l.mu.Unlock()
+	}
 }
 
 var openScript = redis.NewScript(`
@@ -110,7 +179,7 @@ const (
 )
 
 // appendScript: KEYS meta, events; ARGV data, cost, max run bytes,
-// overflow chunk, open TTL ms, retention ms.
+// overflow chunk, open TTL ms, retention ms, notification channel.
 var appendScript = redis.NewScript(`
 local m = redis.call('HMGET', KEYS[1], 'seq', 'bytes', 'closed')
 if not m[1] then return {-1, 0} end
@@ -124,12 +193,14 @@ if bytes + n > tonumber(ARGV[3]) then
   redis.call('HSET', KEYS[1], 'seq', seq + 1, 'closed', 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[6])
   redis.call('PEXPIRE', KEYS[2], ARGV[6])
+  redis.call('PUBLISH', ARGV[7], seq + 2)
   return {-3, bytes}
 end
 redis.call('XADD', KEYS[2], '0-' .. (seq + 1), 'd', ARGV[1])
 redis.call('HSET', KEYS[1], 'seq', seq + 1, 'bytes', bytes + n)
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
+redis.call('PUBLISH', ARGV[7], seq + 1)
 return {seq + 1, bytes + n}`)
 
 var overflowData = func() string {
@@ -148,7 +219,7 @@ func (l *Log) Append(ctx context.Context, runID string, c stream.Chunk) (int64, 
 	}
 	meta, events := l.keys(runID)
 	res, err := appendScript.Run(ctx, l.c, []string{meta, events}, data, int64(len(data))+stream.EventOverhead,
-		l.opt.MaxRunBytes, overflowData, l.opt.OpenTTL.Milliseconds(), l.opt.Retention.Milliseconds()).Int64Slice()
+		l.opt.MaxRunBytes, overflowData, l.opt.OpenTTL.Milliseconds(), l.opt.Retention.Milliseconds(), l.notifyChannel(runID)).Int64Slice()
 	if err != nil {
 		return 0, fmt.Errorf("appending to run %q: redis: %w", runID, err)
 	}
@@ -171,12 +242,13 @@ redis.call('XADD', KEYS[2], '0-' .. (tonumber(m[1]) + 1), 'e', '1')
 redis.call('HSET', KEYS[1], 'closed', 1)
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[2], ARGV[1])
+redis.call('PUBLISH', ARGV[2], tonumber(m[1]) + 1)
 return 1`)
 
 // Close implements stream.EventLog.
 func (l *Log) Close(ctx context.Context, runID string) error {
 	meta, events := l.keys(runID)
-	res, err := closeScript.Run(ctx, l.c, []string{meta, events}, l.opt.Retention.Milliseconds()).Int()
+	res, err := closeScript.Run(ctx, l.c, []string{meta, events}, l.opt.Retention.Milliseconds(), l.notifyChannel(runID)).Int()
 	if err != nil {
 		return fmt.Errorf("closing run %q: redis: %w", runID, err)
 	}
@@ -218,33 +290,21 @@ func (l *Log) Read(ctx context.Context, runID string, after int64) iter.Seq2[str
 			yield(stream.Event{}, fmt.Errorf("reading run %q after %d (last is %d): %w", runID, after, st.LastSeq, stream.ErrUnknownEventID))
 			return
 		}
+		wake, stop, err := l.watch(ctx, runID)
+		if err != nil {
+			yield(stream.Event{}, err)
+			return
+		}
+		defer stop()
 		meta, events := l.keys(runID)
+		poll := time.NewTimer(l.opt.Block)
+		defer poll.Stop()
 		for {
 			if err := ctx.Err(); err != nil {
 				yield(stream.Event{}, err)
 				return
 			}
-			res, err := l.c.XRead(ctx, &redis.XReadArgs{
-				Streams: []string{events, "0-" + strconv.FormatInt(after, 10)},
-				Count:   readBatch,
-				Block:   l.opt.Block,
-			}).Result()
-			if errors.Is(err, redis.Nil) {
-				// Nothing new within Block: the run may have expired.
-				n, err := l.c.Exists(ctx, meta).Result()
-				switch {
-				case ctx.Err() != nil:
-					yield(stream.Event{}, ctx.Err())
-					return
-				case err != nil:
-					yield(stream.Event{}, fmt.Errorf("reading run %q: redis: %w", runID, err))
-					return
-				case n == 0:
-					yield(stream.Event{}, fmt.Errorf("reading run %q: %w", runID, stream.ErrRunNotFound))
-					return
-				}
-				continue
-			}
+			msgs, err := l.c.XRangeN(ctx, events, "0-"+strconv.FormatInt(after+1, 10), "+", readBatch).Result()
 			if err != nil {
 				if ctx.Err() != nil {
 					err = ctx.Err()
@@ -254,22 +314,45 @@ func (l *Log) Read(ctx context.Context, runID string, after int64) iter.Seq2[str
 				yield(stream.Event{}, err)
 				return
 			}
-			for _, s := range res {
-				for _, m := range s.Messages {
-					if _, end := m.Values["e"]; end {
-						return
-					}
-					seq, err := seqOf(m.ID)
-					d, ok := m.Values["d"].(string)
-					if err != nil || !ok || seq != after+1 {
-						yield(stream.Event{}, fmt.Errorf("reading run %q: corrupt entry %q after %d", runID, m.ID, after))
-						return
-					}
-					if !yield(stream.Event{Seq: seq, Data: []byte(d)}, nil) {
-						return
-					}
-					after = seq
+			for _, m := range msgs {
+				if _, end := m.Values["e"]; end {
+					return
 				}
+				seq, err := seqOf(m.ID)
+				d, ok := m.Values["d"].(string)
+				if err != nil || !ok || seq != after+1 {
+					yield(stream.Event{}, fmt.Errorf("reading run %q: corrupt entry %q after %d", runID, m.ID, after))
+					return
+				}
+				if !yield(stream.Event{Seq: seq, Data: []byte(d)}, nil) {
+					return
+				}
+				after = seq
+			}
+			if len(msgs) > 0 {
+				continue // more may have come meanwhile
+			}
+			poll.Reset(l.opt.Block)
+			select {
+			case <-wake:
+				continue
+			case <-ctx.Done():
+				yield(stream.Event{}, ctx.Err())
+				return
+			case <-poll.C:
+			}
+			// Nothing new within Block: the run may have expired.
+			n, err := l.c.Exists(ctx, meta).Result()
+			switch {
+			case ctx.Err() != nil:
+				yield(stream.Event{}, ctx.Err())
+				return
+			case err != nil:
+				yield(stream.Event{}, fmt.Errorf("reading run %q: redis: %w", runID, err))
+				return
+			case n == 0:
+				yield(stream.Event{}, fmt.Errorf("reading run %q: %w", runID, stream.ErrRunNotFound))
+				return
 			}
 		}
 	}

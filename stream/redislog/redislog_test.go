@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/stream/eventlogtest"
 	"github.com/trawl-dev/trawl/stream/redislog"
@@ -107,5 +109,51 @@ func TestResumeOnAnotherReplica(t *testing.T) {
 	}
 	if seqs := <-got; fmt.Sprint(seqs) != "[4 5 6 7 8 9 10]" {
 		t.Errorf("resumed after 3 on B: %v", seqs)
+	}
+}
+
+// Waiting readers hold no pooled connection: fifty readers on a client
+// with a pool of three all follow their runs live.
+func TestWaitingReadersHoldNoConnection(t *testing.T) {
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 3})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l := redislog.New(c, redislog.Options{Block: 5 * time.Second})
+	defer l.Shutdown()
+	const runs = 50
+	done := make(chan []int64, runs)
+	for i := range runs {
+		id := fmt.Sprint("run", i)
+		if err := l.Open(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			seqs, _, err := eventlogtest.ReadAll(ctx, l, id, 0)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- seqs
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // every reader waiting
+	start := time.Now()
+	for i := range runs {
+		id := fmt.Sprint("run", i)
+		if _, err := l.Append(ctx, id, stream.TextDelta{ID: "t", Delta: "x"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Close(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range runs {
+		if seqs := <-done; fmt.Sprint(seqs) != "[1]" {
+			t.Fatalf("reader saw %v", seqs)
+		}
+	}
+	if el := time.Since(start); el > 4*time.Second {
+		t.Errorf("readers took %v: woken by the poll, not the notification", el)
 	}
 }
