@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/loop"
+	"github.com/trawl-dev/trawl/loop/boltstore"
 	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/tools"
 )
@@ -21,7 +22,13 @@ import (
 // result store and dataset cache.
 func (s *Server) newEngine() (*loop.Engine, error) {
 	s.results = loop.NewRetrieval(loop.RetrievalOptions{Budget: s.cfg.Limits.ViewChars})
-	cache, err := loop.NewDatasetCache(loop.CacheOptions{Mode: loop.CacheMode(s.cfg.Cache.Mode)})
+	// The dataset cache (and shadow mode's records) persist in the bbolt
+	// file, so a restart keeps them until they expire.
+	datasets, err := boltstore.New(s.db, boltstore.Options{})
+	if err != nil {
+		return nil, err
+	}
+	cache, err := loop.NewDatasetCache(loop.CacheOptions{Mode: loop.CacheMode(s.cfg.Cache.Mode), Store: datasets})
 	if err != nil {
 		return nil, err
 	}
