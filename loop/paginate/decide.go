@@ -182,14 +182,20 @@ func (w *walker) numeric(s signals, received int) decision {
 	}
 	totalSaysMore := s.total >= 0 && posOK || s.totalPages >= 0 && p.Strategy == PageNumber && w.posKnow
 	short := w.pageSize > 0 && received < w.pageSize
-	if short && !totalSaysMore && w.ownSize && w.fullSeen {
+	if w.pageSize > 0 && received > w.pageSize {
+		// More rows than asked: the server does not honour the size, so
+		// no later short page can be vouched for.
+		w.oversize = true
+	}
+	if short && !totalSaysMore && w.ownSize && w.fullSeen && !w.oversize {
 		// A short page whose size trawl vouches for: it chose the size
-		// and an earlier page came back full at it.
+		// and an earlier page came back full at it, none above it.
 		return done(StopCompleteShortPage)
 	}
 	// Any other short page (a size the caller chose, a silent cap, no
-	// full page yet) is a reason to fetch one more page, not the end.
-	if w.pageSize > 0 && received >= w.pageSize {
+	// full page yet, a server that sent more than asked) is a reason to
+	// fetch one more page, not the end.
+	if w.pageSize > 0 && received == w.pageSize {
 		w.fullSeen = true
 	}
 	w.hint = totalSaysMore || !short

@@ -202,7 +202,8 @@ func (e *PageError) Unwrap() error { return e.Err }
 //  3. page and offset walks (and last-item cursors) without a signal:
 //     offset+received ≥ total, an empty page, or a short page whose size
 //     Walk can vouch for (it chose the size itself, within any declared
-//     maximum, and an earlier page came back full at that size) →
+//     maximum, and an earlier page came back full at that size, none
+//     above it) →
 //     complete; any other short page is a reason to fetch one more page,
 //     never the end by itself; offsets advance by the items received;
 //  4. a budget → partial. Budgets are checked only when another request
@@ -280,6 +281,7 @@ type walker struct {
 	pageSize int  // size asked per page; 0 unknown
 	ownSize  bool // pageSize was chosen by the walker (within any declared maximum)
 	fullSeen bool // a page came back holding pageSize items
+	oversize bool // a page came back holding more than pageSize items
 	hint     bool // the last page's signals say more rows exist
 	empties  int  // consecutive empty pages that said more
 
