@@ -206,7 +206,8 @@ func (e *Engine) verdict(q walkRequest, w *walked, hit *CacheHit) *Verdict {
 		Scalar:  !w.HasItems && !w.Text && len(bytes.TrimSpace(w.Envelope)) > 0 && firstByte(w.Envelope) != '{',
 		Records: len(w.Items), Pages: w.Pages, Requests: w.Requests, Retries: w.Retries,
 		PageSize: w.PageSize, Duplicates: w.Dups, TotalMoved: w.Moved,
-		LastCursor: w.LastCur, Uninspected: w.Uninsp, Scope: scopeText(q),
+		LastCursor: w.LastCur, Uninspected: w.Uninsp, Cause: w.Cause, Scope: scopeText(q),
+		Empty:  !w.HasItems && len(bytes.TrimSpace(w.Envelope)) == 0,
 		Action: actionOf(q.call.Tool, w.Plan, w.Requests), Values: w.Values,
 		ForEachErrors: w.Errors, ForEachSkipped: w.Skipped, Cache: hit,
 	}

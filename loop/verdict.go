@@ -82,6 +82,11 @@ type Verdict struct {
 	// LastCursor is the continuation not followed, raw (rendered masked).
 	LastCursor  string
 	Uninspected string
+	// Cause says in words why a partial walk stopped (what was wrong with
+	// the server's paging data, for inconsistent_pagination).
+	Cause string
+	// Empty: the response had no body (a 204).
+	Empty bool
 	// Scope says in one line what the call walked; Action what it may have
 	// changed ("none (read-only)" for a read).
 	Scope  string
@@ -374,6 +379,8 @@ func note(v *Verdict, b paginate.Budget, workflow bool) string {
 	case v.Completion == SingleResponse && !v.Collection:
 		what := "one object"
 		switch {
+		case v.Empty:
+			what = "an empty response (no body)"
 		case v.Text:
 			what = "text"
 		case v.Scalar:
@@ -404,15 +411,31 @@ func note(v *Verdict, b paginate.Budget, workflow bool) string {
 			v.Records, strings.Join(why, "; "), v.Records)
 	case v.Completion == Complete && v.Values > 0:
 		s = fmt.Sprintf("Complete: all %s of %s, fetched in %s.", rows, plural(v.Values, "_for_each value"), plural(v.Pages, "page"))
+	case v.Completion == Complete && v.ReportedTotal != nil && *v.ReportedTotal > v.Records:
+		// Complete from where the caller began (an offset or page past
+		// the first): the rows before it were never asked for.
+		s = fmt.Sprintf("Complete from the requested start: %s from there to the end, fetched in %s. The server reports %d in all; the rows before the start were not requested, so do not count these as all of them.",
+			rows, plural(v.Pages, "page"), *v.ReportedTotal)
 	case v.Completion == Complete && v.Pages > 1:
 		s = fmt.Sprintf("Complete: all %s, fetched in %s.", rows, plural(v.Pages, "page"))
 	case v.Completion == Complete:
 		s = fmt.Sprintf("Complete: all %s; the server reported no more.", rows)
+	case v.StopReason == paginate.StopInconsistent:
+		// Whether more exist is exactly what could not be read.
+		s = fmt.Sprintf("Partial: %s fetched, and more may exist. The server's paging data could not be trusted, so the walk stopped", rows)
+		if v.Cause != "" {
+			s += " (" + v.Cause + ")"
+		}
+		s += "."
 	default:
 		s = fmt.Sprintf("Partial: %s fetched, and more exist. %s", rows, stopAdvice(v.StopReason, b))
 	}
 	if v.Filtered {
-		s += fmt.Sprintf(" %d of them match the filter.", v.Rows)
+		verb := "match"
+		if v.Rows == 1 {
+			verb = "matches"
+		}
+		s += fmt.Sprintf(" %d of them %s the filter.", v.Rows, verb)
 	}
 	if v.FilterIgnored {
 		s += " _filter applies to lists of rows, so this response was not filtered."
@@ -453,7 +476,7 @@ func stopAdvice(stoppedBy string, b paginate.Budget) string {
 	case paginate.StopHTTPError:
 		return "A later page failed upstream after retries; call again to retry."
 	case paginate.StopInconsistent:
-		return "The server's paging data could not be trusted (it kept saying more while sending nothing new), so the walk stopped."
+		return "The server's paging data could not be trusted, so the walk stopped (_boundary.uninspected says what was wrong)."
 	case paginate.StopForeignNextURL:
 		return "The server pointed the next page at another host, which is not followed."
 	}

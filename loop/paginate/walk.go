@@ -147,8 +147,12 @@ type Result struct {
 	LastCursor string
 	// Status is the HTTP status of the last response.
 	Status int
-	// Uninspected says in words what was not fetched ("" when complete).
+	// Uninspected says in words what was not fetched ("" when complete):
+	// what was left, then Cause.
 	Uninspected string
+	// Cause says in words why a partial walk stopped (the bound reached,
+	// or what was wrong with the server's paging data); "" when complete.
+	Cause string
 	// Plan is the plan the walk followed, after refinement by the first
 	// response.
 	Plan Plan
@@ -535,6 +539,7 @@ func (w *walker) uninspected(reason, why string) string {
 		}
 	}
 	b.WriteString(": ")
+	start := b.Len()
 	switch reason {
 	case StopBudgetPages:
 		fmt.Fprintf(&b, "the page budget (%d per collection) was reached", w.maxPages)
@@ -555,6 +560,7 @@ func (w *walker) uninspected(reason, why string) string {
 	default:
 		b.WriteString(why)
 	}
+	res.Cause = b.String()[start:]
 	if res.Total != nil && *res.Total > len(res.Items) {
 		fmt.Fprintf(&b, "; the server reports %d items, %d were received", *res.Total, len(res.Items))
 	}

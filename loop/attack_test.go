@@ -1,0 +1,87 @@
+package loop
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/trawl-dev/trawl/tools"
+)
+
+// Shapes found by attacking the engine as a hostile user would: each
+// note must say what happened, not what usually happens.
+
+func pagedTool(origin string) *tools.Tool {
+	return itemsTool(origin,
+		tools.Param{Name: "page", In: tools.InQuery, Schema: &tools.Schema{Type: "integer"}},
+		tools.Param{Name: "per_page", In: tools.InQuery, Schema: intSchema(5)})
+}
+
+// An inconsistent stop is worded by what was wrong, not by one cause
+// that may not apply, and does not claim that more rows exist.
+func TestInconsistentNoteSaysWhy(t *testing.T) {
+	up := newCounted(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"data":[{"id":1}],"has_more":"maybe"}`)
+	})
+	tool := pagedTool(up.URL)
+	tool.Response.Properties["has_more"] = &tools.Schema{Type: "boolean"}
+	_, v := looping(t, newTestEngine(t, Options{}), tool, map[string]any{"_all_pages": true})
+	b := checkBoundary(t, v)
+	note := v["_note"].(string)
+	if b["stopReason"] != "inconsistent_pagination" || b["completion"] != "partial" {
+		t.Fatalf("boundary %v, want partial, inconsistent_pagination", b)
+	}
+	if strings.Contains(note, "sending nothing new") || strings.Contains(note, "more exist.") {
+		t.Errorf("note %q words a cause that did not happen or claims more rows exist", note)
+	}
+	if !strings.Contains(note, `"has_more" is not a boolean`) {
+		t.Errorf("note %q does not say what was wrong", note)
+	}
+}
+
+// A 204 (no body) is an empty response, not "one object".
+func TestNoContentIsAnEmptyResponse(t *testing.T) {
+	up := newCounted(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	_, v := looping(t, newTestEngine(t, Options{}), pagedTool(up.URL), map[string]any{"_all_pages": true})
+	b := checkBoundary(t, v)
+	note := v["_note"].(string)
+	if b["completion"] != "single_response" || v["_pagingComplete"] != false {
+		t.Errorf("boundary %v, want a single response", b)
+	}
+	if strings.Contains(note, "object") || !strings.Contains(note, "empty response") {
+		t.Errorf("note %q, want it to say the response was empty", note)
+	}
+}
+
+// A walk the caller started past the first row (offset=4 of 9) reaches
+// the end: it is complete from where it began, but "all 5 rows" would be
+// counted as the whole collection. The note says the server's total and
+// that earlier rows were not asked for.
+func TestCompleteFromAStartingPointSaysSo(t *testing.T) {
+	up := newCounted(t, func(w http.ResponseWriter, r *http.Request) {
+		off, _ := strconv.Atoi(r.URL.Query().Get("offset"))
+		var rows []string
+		for i := off; i < min(off+3, 9); i++ {
+			rows = append(rows, fmt.Sprintf(`{"id":"r%d"}`, i))
+		}
+		fmt.Fprintf(w, `{"data":[%s],"total":9}`, strings.Join(rows, ","))
+	})
+	_, v := looping(t, newTestEngine(t, Options{}), offsetTool(up.URL), map[string]any{"_all_pages": true, "offset": 4})
+	checkBoundary(t, v)
+	note := v["_note"].(string)
+	if strings.Contains(note, "all 5 rows") || !strings.Contains(note, "9") {
+		t.Errorf("note %q: want no \"all 5 rows\" claim, and the server's total of 9", note)
+	}
+}
+
+// "1 of them matches", not "1 of them match".
+func TestFilterCountPlural(t *testing.T) {
+	up := newCounted(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"data":[{"id":1},{"id":2}]}`) })
+	_, v := looping(t, newTestEngine(t, Options{}), pagedTool(up.URL),
+		map[string]any{"_filter": []any{map[string]any{"field": "id", "op": "eq", "value": 2}}})
+	if note := v["_note"].(string); !strings.Contains(note, "1 of them matches the filter") {
+		t.Errorf("note %q", note)
+	}
+}
