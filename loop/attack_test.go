@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -83,5 +84,29 @@ func TestFilterCountPlural(t *testing.T) {
 		map[string]any{"_filter": []any{map[string]any{"field": "id", "op": "eq", "value": 2}}})
 	if note := v["_note"].(string); !strings.Contains(note, "1 of them matches the filter") {
 		t.Errorf("note %q", note)
+	}
+}
+
+// A _for_each value of the wrong type is shown as the JSON the model
+// sent, not as a Go value (map[x:1]).
+func TestForEachWrongTypeShowsJSON(t *testing.T) {
+	up := newCounted(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"data":[]}`) })
+	tool := itemsTool(up.URL, tools.Param{Name: "q", In: tools.InQuery, Schema: &tools.Schema{Type: "string"}},
+		tools.Param{Name: "n", In: tools.InQuery, Schema: &tools.Schema{Type: "integer"}})
+	for key, tc := range map[string]struct {
+		value any
+		want  string
+	}{
+		"q": {map[string]any{"x": 1.0}, `values[0]: {"x":1} is not a string`},
+		"n": {[]any{"a", "b"}, `values[0]: ["a","b"] is not an integer`},
+	} {
+		_, err := newTestEngine(t, Options{}).Call(context.Background(), Call{Tool: tool, Scope: scope, Binding: Binding{LoopResponses: true},
+			Args: map[string]any{"_for_each": map[string]any{"key": key, "values": []any{tc.value}}}})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want it to contain %s", key, err, tc.want)
+		}
+	}
+	if up.n.Load() != 0 {
+		t.Errorf("%d upstream requests for an argument error", up.n.Load())
 	}
 }

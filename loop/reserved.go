@@ -90,7 +90,7 @@ func coerce(v any, typ string) (any, error) {
 		switch x := v.(type) {
 		case float64:
 			if typ == "integer" && x != float64(int64(x)) {
-				return nil, fmt.Errorf("%v is not a whole number", x)
+				return nil, fmt.Errorf("%s is not a whole number", shownValue(x))
 			}
 			return x, nil
 		case json.Number:
@@ -102,7 +102,7 @@ func coerce(v any, typ string) (any, error) {
 			}
 			return f, nil
 		}
-		return nil, fmt.Errorf("%v is not a %s", v, typ)
+		return nil, fmt.Errorf("%s is not %s", shownValue(v), article(typ))
 	case "string":
 		switch x := v.(type) {
 		case string:
@@ -114,7 +114,7 @@ func coerce(v any, typ string) (any, error) {
 		case bool:
 			return strconv.FormatBool(x), nil
 		}
-		return nil, fmt.Errorf("%v is not a string", v)
+		return nil, fmt.Errorf("%s is not a string", shownValue(v))
 	case "boolean":
 		switch x := v.(type) {
 		case bool:
@@ -124,13 +124,21 @@ func coerce(v any, typ string) (any, error) {
 				return b, nil
 			}
 		}
-		return nil, fmt.Errorf("%v is not a boolean", v)
+		return nil, fmt.Errorf("%s is not a boolean", shownValue(v))
 	}
 	switch v.(type) {
 	case map[string]any, []any:
 		return nil, fmt.Errorf("values must be strings, numbers or booleans")
 	}
 	return v, nil
+}
+
+// shownValue is v as the model wrote it (JSON), for messages.
+func shownValue(v any) string {
+	if b, err := json.Marshal(v); err == nil {
+		return string(b)
+	}
+	return fmt.Sprint(v)
 }
 
 // Schema returns the tool's input schema as the model sees it under a

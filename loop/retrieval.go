@@ -388,7 +388,11 @@ func queryTail(matched, total, offset, next int, id, note string) []byte {
 }
 
 func fewerNote(shown, next int) string {
-	return fmt.Sprintf("Only %s fit in the conversation; call again with offset %d for the next ones (or ask for fewer fields).", plural(shown, "item"), next)
+	verb := "fit"
+	if shown == 1 {
+		verb = "fits"
+	}
+	return fmt.Sprintf("Only %s %s in the conversation; call again with offset %d for the next ones (or ask for fewer fields).", plural(shown, "item"), verb, next)
 }
 
 func oversizedNote(offset, length, at, budget int) string {
