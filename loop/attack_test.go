@@ -110,3 +110,14 @@ func TestForEachWrongTypeShowsJSON(t *testing.T) {
 		t.Errorf("%d upstream requests for an argument error", up.n.Load())
 	}
 }
+
+// A _for_each key on a tool without parameters says so, instead of
+// listing nothing.
+func TestForEachKeyOnToolWithoutParameters(t *testing.T) {
+	up := newCounted(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{}`) })
+	_, err := newTestEngine(t, Options{}).Call(context.Background(), Call{Tool: statsTool(up.URL), Scope: scope,
+		Binding: Binding{LoopResponses: true}, Args: map[string]any{"_for_each": map[string]any{"key": "x", "values": []any{1}}}})
+	if err == nil || !strings.Contains(err.Error(), "get_stats has no parameters") || strings.HasSuffix(err.Error(), ": ") {
+		t.Errorf("error %v, want it to say get_stats has no parameters", err)
+	}
+}

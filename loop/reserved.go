@@ -50,6 +50,11 @@ func forEachValues(t *tools.Tool, fe *ForEach, max int) ([]any, error) {
 			names = append(names, p.Name)
 		}
 		sort.Strings(names)
+		if len(names) == 0 {
+			return nil, &ToolError{Code: CodeInvalidForEachKey, Message: fmt.Sprintf(
+				"%s key %q is not a parameter of %s: %s has no parameters, so it cannot be called once per value",
+				ArgForEach, fe.Key, t.Name, t.Name)}
+		}
 		return nil, &ToolError{Code: CodeInvalidForEachKey, Message: fmt.Sprintf(
 			"%s key %q is not a parameter of %s; its parameters are: %s",
 			ArgForEach, fe.Key, t.Name, strings.Join(names, ", "))}
