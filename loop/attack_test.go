@@ -121,3 +121,30 @@ func TestForEachKeyOnToolWithoutParameters(t *testing.T) {
 		t.Errorf("error %v, want it to say get_stats has no parameters", err)
 	}
 }
+
+// A walk resumed from a cursor the caller passed (or a page past the
+// first) that reaches the end, with no total to compare: complete from
+// where it began, never "all N rows" of the collection.
+func TestCompleteFromAResumedCursorSaysSo(t *testing.T) {
+	up := newCounted(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Query().Get("cursor") {
+		case "c2":
+			fmt.Fprint(w, `{"data":[{"id":3},{"id":4}],"next_cursor":"c3"}`)
+		case "c3":
+			fmt.Fprint(w, `{"data":[{"id":5}],"next_cursor":null}`)
+		default:
+			fmt.Fprint(w, `{"data":[{"id":1},{"id":2}],"next_cursor":"c2"}`)
+		}
+	})
+	tool := itemsTool(up.URL, tools.Param{Name: "cursor", In: tools.InQuery, Schema: &tools.Schema{Type: "string"}})
+	tool.Response.Properties["next_cursor"] = &tools.Schema{Type: "string"}
+	delete(tool.Response.Properties, "total")
+	_, v := looping(t, newTestEngine(t, Options{}), tool, map[string]any{"_all_pages": true, "cursor": "c2"})
+	b := checkBoundary(t, v)
+	if b["completion"] != "complete" || b["records"] != 3.0 {
+		t.Fatalf("boundary %v, want complete with 3 records", b)
+	}
+	if note := v["_note"].(string); strings.Contains(note, "all 3 rows") || !strings.Contains(note, "from the requested start") {
+		t.Errorf("note %q: a resumed walk is complete from its start, not \"all 3 rows\"", note)
+	}
+}

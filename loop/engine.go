@@ -235,6 +235,7 @@ type walkStats struct {
 	Total     *int           `json:"total,omitempty"`
 	Mismatch  bool           `json:"totalMismatch,omitempty"`
 	Moved     bool           `json:"totalMoved,omitempty"`
+	Resumed   bool           `json:"resumed,omitempty"` // a walk began past the start of its collection
 	LastCur   string         `json:"lastCursor,omitempty"`
 	Uninsp    string         `json:"uninspected,omitempty"`
 	Cause     string         `json:"cause,omitempty"` // why the first partial walk stopped, in words
@@ -397,6 +398,7 @@ func (e *Engine) merge(q walkRequest, values []any, results []*paginate.Result, 
 		w.Requests += res.Requests
 		w.Pages += res.Pages
 		w.Retries += res.Retries
+		w.Resumed = w.Resumed || res.Resumed
 		w.Dups += res.Duplicates
 		w.Bytes += res.Bytes
 		w.Mismatch = w.Mismatch || res.TotalMismatch

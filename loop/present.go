@@ -205,7 +205,7 @@ func (e *Engine) verdict(q walkRequest, w *walked, hit *CacheHit) *Verdict {
 		StopReason: w.StoppedBy, Collection: w.HasItems, Text: w.Text && !w.HasItems,
 		Scalar:  !w.HasItems && !w.Text && len(bytes.TrimSpace(w.Envelope)) > 0 && firstByte(w.Envelope) != '{',
 		Records: len(w.Items), Pages: w.Pages, Requests: w.Requests, Retries: w.Retries,
-		PageSize: w.PageSize, Duplicates: w.Dups, TotalMoved: w.Moved,
+		PageSize: w.PageSize, Duplicates: w.Dups, TotalMoved: w.Moved, Resumed: w.Resumed,
 		LastCursor: w.LastCur, Uninspected: w.Uninsp, Cause: w.Cause, Scope: scopeText(q),
 		Empty:  !w.HasItems && len(bytes.TrimSpace(w.Envelope)) == 0,
 		Action: actionOf(q.call.Tool, w.Plan, w.Requests), Values: w.Values,

@@ -79,6 +79,9 @@ type Verdict struct {
 	Duplicates    int
 	ReportedTotal *int
 	TotalMoved    bool
+	// Resumed: the walk began past the start of the collection (a cursor,
+	// offset or page the caller sent), so complete means "from there on".
+	Resumed bool
 	// LastCursor is the continuation not followed, raw (rendered masked).
 	LastCursor  string
 	Uninspected string
@@ -411,11 +414,14 @@ func note(v *Verdict, b paginate.Budget, workflow bool) string {
 			v.Records, strings.Join(why, "; "), v.Records)
 	case v.Completion == Complete && v.Values > 0:
 		s = fmt.Sprintf("Complete: all %s of %s, fetched in %s.", rows, plural(v.Values, "_for_each value"), plural(v.Pages, "page"))
-	case v.Completion == Complete && v.ReportedTotal != nil && *v.ReportedTotal > v.Records:
-		// Complete from where the caller began (an offset or page past
-		// the first): the rows before it were never asked for.
-		s = fmt.Sprintf("Complete from the requested start: %s from there to the end, fetched in %s. The server reports %d in all; the rows before the start were not requested, so do not count these as all of them.",
-			rows, plural(v.Pages, "page"), *v.ReportedTotal)
+	case v.Completion == Complete && (v.Resumed || v.ReportedTotal != nil && *v.ReportedTotal > v.Records):
+		// Complete from where the caller began (a cursor, an offset or a
+		// page past the first): the rows before it were never asked for.
+		s = fmt.Sprintf("Complete from the requested start: %s from there to the end, fetched in %s.", rows, plural(v.Pages, "page"))
+		if v.ReportedTotal != nil {
+			s += fmt.Sprintf(" The server reports %d in all.", *v.ReportedTotal)
+		}
+		s += " The rows before the start were not requested, so do not count these as all of them."
 	case v.Completion == Complete && v.Pages > 1:
 		s = fmt.Sprintf("Complete: all %s, fetched in %s.", rows, plural(v.Pages, "page"))
 	case v.Completion == Complete:

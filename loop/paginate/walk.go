@@ -127,6 +127,10 @@ type Result struct {
 	// walk, or the total is approximate. Complete stays true — the
 	// server's end signal wins — and the engine calls the walk unstable.
 	TotalMismatch bool
+	// Resumed is set when the walk began past the start of the
+	// collection (a cursor the caller sent, an offset above 0, a page
+	// past the first): a complete walk holds the rows from there on.
+	Resumed bool
 	// TotalMoved is set when the reported total changed between pages:
 	// the collection changed during the walk.
 	TotalMoved bool
@@ -506,6 +510,7 @@ func (w *walker) finish(reason, why string) *Result {
 	}
 	res.PageSize = w.pageSize
 	res.Plan = w.plan
+	res.Resumed = !w.posKnow && w.plan.Paginated()
 	if res.LastCursor == "" && (w.plan.Strategy != PageNumber && w.plan.Strategy != Offset) {
 		res.LastCursor = w.cursor
 	}
