@@ -148,3 +148,18 @@ func TestCompleteFromAResumedCursorSaysSo(t *testing.T) {
 		t.Errorf("note %q: a resumed walk is complete from its start, not \"all 3 rows\"", note)
 	}
 }
+
+// The first page of a paginated tool, no page size asked, two rows and
+// no signal: nothing says more rows exist (a short page of an unknown
+// size proves nothing either way), so the note says they may.
+func TestFirstPageOfUnknownSizeClaimsNoMore(t *testing.T) {
+	up := newCounted(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"data":[{"id":1},{"id":2}]}`) })
+	tool := pagedTool(up.URL)
+	delete(tool.Response.Properties, "total")
+	_, v := looping(t, newTestEngine(t, Options{}), tool, map[string]any{})
+	b := checkBoundary(t, v)
+	note := v["_note"].(string)
+	if b["stopReason"] != "first_page_only" || strings.Contains(note, "more rows exist") || !strings.Contains(note, "may exist") {
+		t.Errorf("stop %v, note %q: want first_page_only saying more rows may exist", b["stopReason"], note)
+	}
+}

@@ -198,7 +198,9 @@ func (w *walker) numeric(s signals, received int) decision {
 	if w.pageSize > 0 && received == w.pageSize {
 		w.fullSeen = true
 	}
-	w.hint = totalSaysMore || !short
+	// A full page says more may follow; a page of a size nobody set says
+	// nothing either way.
+	w.hint = totalSaysMore || w.pageSize > 0 && !short
 	return next
 }
 
