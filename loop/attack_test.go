@@ -163,3 +163,26 @@ func TestFirstPageOfUnknownSizeClaimsNoMore(t *testing.T) {
 		t.Errorf("stop %v, note %q: want first_page_only saying more rows may exist", b["stopReason"], note)
 	}
 }
+
+// A next URL on the provider's own host but another scheme (an API
+// behind a TLS proxy that links to http://) is not followed, and the
+// note does not call it "another host".
+func TestNextURLOnAnotherSchemeIsNamedRight(t *testing.T) {
+	var up *counted
+	up = newCounted(t, func(w http.ResponseWriter, r *http.Request) {
+		next := strings.Replace(up.URL, "http://", "https://", 1) + "/items?page=2"
+		fmt.Fprintf(w, `{"data":[{"id":1}],"next":%q}`, next)
+	})
+	tool := itemsTool(up.URL, tools.Param{Name: "limit", In: tools.InQuery, Schema: intSchema(100)})
+	tool.Response.Properties["next"] = &tools.Schema{Type: "string", Format: "uri"}
+	delete(tool.Response.Properties, "total")
+	_, v := looping(t, newTestEngine(t, Options{}), tool, map[string]any{"_all_pages": true})
+	b := checkBoundary(t, v)
+	note := v["_note"].(string)
+	if b["stopReason"] != "foreign_next_url" || up.n.Load() != 1 {
+		t.Fatalf("stop %v after %d requests, want foreign_next_url after 1", b["stopReason"], up.n.Load())
+	}
+	if strings.Contains(note, "another host") || !strings.Contains(note, "origin") {
+		t.Errorf("note %q: the host is the same; the origin (scheme, host, port) is not", note)
+	}
+}

@@ -484,7 +484,7 @@ func stopAdvice(stoppedBy string, b paginate.Budget) string {
 	case paginate.StopInconsistent:
 		return "The server's paging data could not be trusted, so the walk stopped (_boundary.uninspected says what was wrong)."
 	case paginate.StopForeignNextURL:
-		return "The server pointed the next page at another host, which is not followed."
+		return "The server pointed the next page at another origin (a different scheme, host or port than the provider's), which is not followed, so the request and its credentials stay with the provider."
 	}
 	return narrow
 }
