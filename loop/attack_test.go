@@ -186,3 +186,19 @@ func TestNextURLOnAnotherSchemeIsNamedRight(t *testing.T) {
 		t.Errorf("note %q: the host is the same; the origin (scheme, host, port) is not", note)
 	}
 }
+
+// A _fields path no row has is named in the note, as a _filter field no
+// row has is: the rows hold null there, and a model that reads only the
+// note must not take the nulls for data.
+func TestUnmatchedFieldsAreInTheNote(t *testing.T) {
+	up := newCounted(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"data":[{"id":1,"tags":[{"k":"a"}]},{"id":2,"tags":[]}]}`)
+	})
+	_, v := looping(t, newTestEngine(t, Options{}), pagedTool(up.URL), map[string]any{"_fields": []any{"id", "tags.kk", "amount"}})
+	if _, ok := v["_unmatchedFields"]; !ok {
+		t.Fatalf("no _unmatchedFields in %v", v)
+	}
+	if note := v["_note"].(string); !strings.Contains(note, "tags.kk, amount") || !strings.Contains(note, "_unmatchedFields") {
+		t.Errorf("note %q does not name the _fields paths no row has", note)
+	}
+}

@@ -446,6 +446,14 @@ func note(v *Verdict, b paginate.Budget, workflow bool) string {
 	if v.FilterIgnored {
 		s += " _filter applies to lists of rows, so this response was not filtered."
 	}
+	if len(v.UnmatchedFields) > 0 {
+		paths := "paths"
+		if len(v.UnmatchedFields) == 1 {
+			paths = "path"
+		}
+		s += fmt.Sprintf(" No row has the _fields %s %s, so the rows hold null there (see _unmatchedFields for the fields rows do have).",
+			paths, strings.Join(v.UnmatchedFields, ", "))
+	}
 	if len(v.UnmatchedFilter) > 0 {
 		s += fmt.Sprintf(" The filter matched nothing on %s because no row has that field (see _unmatchedFilter for the fields rows do have).", strings.Join(v.UnmatchedFilter, ", "))
 	}
