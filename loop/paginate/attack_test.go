@@ -71,3 +71,17 @@ func TestMoreFlagAsString(t *testing.T) {
 		t.Errorf(`has_more "maybe": stopped by %s, want %s`, res.StoppedBy, StopInconsistent)
 	}
 }
+
+// A server that ignores the paging parameter (a name detection guessed
+// wrong) and answers every page with the same rows, rows without ids:
+// the repeat is seen on the second page, not walked to the page budget
+// with every row counted twenty times.
+func TestSamePageAgainWithoutIDs(t *testing.T) {
+	res, u := attackWalk(t, pagePlan, 3, nil, func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+		reply(w, 200, `{"data":[{"name":"a"},{"name":"b"},{"name":"c"}]}`)
+	})
+	if res.StoppedBy != StopInconsistent || len(u.requests()) != 2 || len(res.Items) != 3 {
+		t.Errorf("stopped by %s after %d requests with %d items; want inconsistent_pagination after 2, the 3 rows once",
+			res.StoppedBy, len(u.requests()), len(res.Items))
+	}
+}

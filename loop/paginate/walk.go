@@ -297,11 +297,12 @@ type walker struct {
 	answered bool // the request above was answered with a page
 	received int  // items on that page
 
-	seen map[string]struct{} // cursors, URLs and offsets sent
-	ids  idSet               // hashes of item ids received
-	seed maphash.Seed
-	buf  [][]byte
-	res  *Result
+	seen     map[string]struct{} // cursors, URLs and offsets sent
+	lastPage uint64              // hash of the last non-empty page's items; 0 none
+	ids      idSet               // hashes of item ids received
+	seed     maphash.Seed
+	buf      [][]byte
+	res      *Result
 }
 
 func newWalker(o WalkOptions) *walker {
@@ -413,7 +414,15 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		}
 		w.received = len(sig.items)
 		w.answered = true
+		before := len(res.Items)
 		dups, withID := w.collect(sig.items)
+		if same := w.samePage(sig.items); !first && same && withID == 0 {
+			// Rows without ids, the very rows of the page before: the
+			// server ignores the paging parameter; keep them once.
+			res.Items = res.Items[:before]
+			return w.finish(StopInconsistent, fmt.Sprintf(
+				"page %d held the same rows as page %d, so the server seems to ignore the paging parameter", res.Pages, res.Pages-1)), nil
+		}
 		if sig.total >= 0 {
 			if res.Total != nil && *res.Total != sig.total && plan.Paginated() {
 				res.TotalMoved = true
@@ -486,6 +495,25 @@ func (w *walker) collect(items [][]byte) (dups, withID int) {
 		res.Items = append(res.Items, it)
 	}
 	return dups, withID
+}
+
+// samePage reports whether a non-empty page holds exactly the items of
+// the page before it, and remembers this one.
+func (w *walker) samePage(items [][]byte) bool {
+	if len(items) == 0 {
+		w.lastPage = 0
+		return false
+	}
+	var h maphash.Hash
+	h.SetSeed(w.seed)
+	for _, it := range items {
+		h.Write(it)
+		h.WriteByte(0)
+	}
+	sum := h.Sum64()
+	same := sum == w.lastPage
+	w.lastPage = sum
+	return same
 }
 
 func (w *walker) report() {
