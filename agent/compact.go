@@ -60,6 +60,11 @@ var envelopeKeys = []string{"_pagingComplete", "_likelyMoreRows", "_stoppedBy", 
 // masked cursor or the action statement).
 var boundaryKeys = []string{"scope", "completion", "records", "reportedTotal", "duplicates", "pages", "requests", "stopReason", "uninspected"}
 
+// boundaryCore is what a verdict keeps of a _boundary whose texts (scope,
+// uninspected) are too long together: how complete, the counts and why
+// it stopped are never dropped with them.
+var boundaryCore = []string{"completion", "records", "reportedTotal", "duplicates", "pages", "requests", "stopReason"}
+
 // newVerdict reads the verdict of a finished tool part.
 func newVerdict(p *Part) *verdict {
 	v := &verdict{tool: p.Name(), chars: len(p.Output)}
@@ -104,7 +109,9 @@ func newVerdict(p *Part) *verdict {
 			continue
 		}
 		if k == "_boundary" && firstNonSpace(raw) == '{' {
-			raw = subset(raw, boundaryKeys)
+			if raw = subset(raw, boundaryKeys); len(raw) > maxVerdictValue {
+				raw = subset(raw, boundaryCore)
+			}
 		}
 		if len(raw) <= maxVerdictValue {
 			v.members = append(v.members, member{k, raw})

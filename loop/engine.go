@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"strings"
 	"sync"
 	"time"
 
@@ -251,13 +250,16 @@ type walkStats struct {
 	Total     *int           `json:"total,omitempty"`
 	Mismatch  bool           `json:"totalMismatch,omitempty"`
 	Moved     bool           `json:"totalMoved,omitempty"`
+	Resumed   bool           `json:"resumed,omitempty"` // a walk began past the start of its collection
 	LastCur   string         `json:"lastCursor,omitempty"`
 	Uninsp    string         `json:"uninspected,omitempty"`
+	Cause     string         `json:"cause,omitempty"` // why the first partial walk stopped, in words
 	Errors    []ForEachError `json:"forEachErrors,omitempty"`
 	Skipped   []ForEachSkip  `json:"forEachSkipped,omitempty"`
 	Values    int            `json:"values,omitempty"`     // fan-out values asked (0 without _for_each)
 	Text      bool           `json:"text,omitempty"`       // the response was text, not JSON
 	Likely    bool           `json:"likelyMore,omitempty"` // a walk that stopped short says more rows exist
+	MoreSaid  bool           `json:"moreSaid,omitempty"`   // a first page only whose server said more rows exist
 	AllPages  bool           `json:"allPages"`
 	Plan      paginate.Plan  `json:"plan"`
 }
@@ -380,9 +382,9 @@ func (e *Engine) merge(q walkRequest, values []any, results []*paginate.Result, 
 	if fanOut {
 		w.Values = len(q.values)
 	}
-	cause := func(stop, last, uninsp string) {
+	cause := func(stop, last, uninsp, why string) {
 		if w.Complete {
-			w.StoppedBy, w.LastCur, w.Uninsp = stop, last, uninsp
+			w.StoppedBy, w.LastCur, w.Uninsp, w.Cause = stop, last, uninsp, why
 		}
 		w.Complete = false
 	}
@@ -400,19 +402,19 @@ func (e *Engine) merge(q walkRequest, values []any, results []*paginate.Result, 
 				return nil, te
 			}
 			w.Errors = append(w.Errors, ForEachError{Value: values[i], Error: te.Message, Status: te.Status, Retryable: retryableFailure(err)})
-			cause(stoppedByOf(err), "", "")
+			cause(stoppedByOf(err), "", "", "")
 			continue
 		}
 		if fanOut && res.Pages == 0 && res.Requests == 0 {
 			// The shared budget was spent before this value's turn.
-			why := strings.TrimPrefix(res.Uninspected, "the whole collection: ")
-			w.Skipped = append(w.Skipped, ForEachSkip{Value: values[i], Reason: why})
-			cause(res.StoppedBy, "", "")
+			w.Skipped = append(w.Skipped, ForEachSkip{Value: values[i], Reason: res.Cause})
+			cause(res.StoppedBy, "", "", res.Cause)
 			continue
 		}
 		w.Requests += res.Requests
 		w.Pages += res.Pages
 		w.Retries += res.Retries
+		w.Resumed = w.Resumed || res.Resumed
 		w.Dups += res.Duplicates
 		w.Bytes += res.Bytes
 		w.Mismatch = w.Mismatch || res.TotalMismatch
@@ -455,7 +457,8 @@ func (e *Engine) merge(q walkRequest, values []any, results []*paginate.Result, 
 		}
 		if !res.Complete {
 			w.Likely = w.Likely || res.LikelyMore
-			cause(res.StoppedBy, res.LastCursor, res.Uninspected)
+			w.MoreSaid = w.MoreSaid || res.MoreSaid
+			cause(res.StoppedBy, res.LastCursor, res.Uninspected, res.Cause)
 		} else if w.StoppedBy == "" {
 			w.StoppedBy = res.StoppedBy
 		}

@@ -205,8 +205,9 @@ func (e *Engine) verdict(q walkRequest, w *walked, hit *CacheHit) *Verdict {
 		StopReason: w.StoppedBy, Collection: w.HasItems, Text: w.Text && !w.HasItems,
 		Scalar:  !w.HasItems && !w.Text && len(bytes.TrimSpace(w.Envelope)) > 0 && firstByte(w.Envelope) != '{',
 		Records: len(w.Items), Pages: w.Pages, Requests: w.Requests, Retries: w.Retries,
-		PageSize: w.PageSize, Duplicates: w.Dups, TotalMoved: w.Moved,
-		LastCursor: w.LastCur, Uninspected: w.Uninsp, Scope: scopeText(q),
+		PageSize: w.PageSize, Duplicates: w.Dups, TotalMoved: w.Moved, Resumed: w.Resumed,
+		LastCursor: w.LastCur, Uninspected: w.Uninsp, Cause: w.Cause, Scope: scopeText(q),
+		Empty:  !w.HasItems && len(bytes.TrimSpace(w.Envelope)) == 0,
 		Action: actionOf(q.call.Tool, w.Plan, w.Requests), Values: w.Values,
 		ForEachErrors: w.Errors, ForEachSkipped: w.Skipped, Cache: hit,
 	}
@@ -237,6 +238,7 @@ func (e *Engine) verdict(q walkRequest, w *walked, hit *CacheHit) *Verdict {
 		v.LikelyMore = true
 		if v.FirstPageOnly && len(w.Errors)+len(w.Skipped) == 0 {
 			v.LikelyMore = w.Likely // the first page's own signals
+			v.MoreSaid = w.MoreSaid
 		}
 	case Unstable:
 		v.LikelyMore = true // rows that moved across a page boundary may be missing

@@ -50,6 +50,11 @@ func forEachValues(t *tools.Tool, fe *ForEach, max int) ([]any, error) {
 			names = append(names, p.Name)
 		}
 		sort.Strings(names)
+		if len(names) == 0 {
+			return nil, &ToolError{Code: CodeInvalidForEachKey, Message: fmt.Sprintf(
+				"%s key %q is not a parameter of %s: %s has no parameters, so it cannot be called once per value",
+				ArgForEach, fe.Key, t.Name, t.Name)}
+		}
 		return nil, &ToolError{Code: CodeInvalidForEachKey, Message: fmt.Sprintf(
 			"%s key %q is not a parameter of %s; its parameters are: %s",
 			ArgForEach, fe.Key, t.Name, strings.Join(names, ", "))}
@@ -90,7 +95,7 @@ func coerce(v any, typ string) (any, error) {
 		switch x := v.(type) {
 		case float64:
 			if typ == "integer" && x != float64(int64(x)) {
-				return nil, fmt.Errorf("%v is not a whole number", x)
+				return nil, fmt.Errorf("%s is not a whole number", shownValue(x))
 			}
 			return x, nil
 		case json.Number:
@@ -102,7 +107,7 @@ func coerce(v any, typ string) (any, error) {
 			}
 			return f, nil
 		}
-		return nil, fmt.Errorf("%v is not a %s", v, typ)
+		return nil, fmt.Errorf("%s is not %s", shownValue(v), article(typ))
 	case "string":
 		switch x := v.(type) {
 		case string:
@@ -114,7 +119,7 @@ func coerce(v any, typ string) (any, error) {
 		case bool:
 			return strconv.FormatBool(x), nil
 		}
-		return nil, fmt.Errorf("%v is not a string", v)
+		return nil, fmt.Errorf("%s is not a string", shownValue(v))
 	case "boolean":
 		switch x := v.(type) {
 		case bool:
@@ -124,13 +129,21 @@ func coerce(v any, typ string) (any, error) {
 				return b, nil
 			}
 		}
-		return nil, fmt.Errorf("%v is not a boolean", v)
+		return nil, fmt.Errorf("%s is not a boolean", shownValue(v))
 	}
 	switch v.(type) {
 	case map[string]any, []any:
 		return nil, fmt.Errorf("values must be strings, numbers or booleans")
 	}
 	return v, nil
+}
+
+// shownValue is v as the model wrote it (JSON), for messages.
+func shownValue(v any) string {
+	if b, err := json.Marshal(v); err == nil {
+		return string(b)
+	}
+	return fmt.Sprint(v)
 }
 
 // Schema returns the tool's input schema as the model sees it under a

@@ -298,6 +298,12 @@ func (r *Retrieval) query(ctx context.Context, scope Scope, raw json.RawMessage)
 			matched++
 		}
 	}
+	if offset > matched {
+		// Past the end: an empty page that says so, so that it is not
+		// read as "nothing matched".
+		notes = append(notes, fmt.Sprintf("offset %d is past the end: %s matched, so this page is empty; offsets run from 0 to %d.",
+			offset, plural(matched, "item"), max(matched-1, 0)))
+	}
 
 	// The output's fixed part with the longest numbers and note it may
 	// carry, so what is left for items is a lower bound.
@@ -382,7 +388,11 @@ func queryTail(matched, total, offset, next int, id, note string) []byte {
 }
 
 func fewerNote(shown, next int) string {
-	return fmt.Sprintf("Only %d items fit in the conversation; call again with offset %d for the next ones (or ask for fewer fields).", shown, next)
+	verb := "fit"
+	if shown == 1 {
+		verb = "fits"
+	}
+	return fmt.Sprintf("Only %s %s in the conversation; call again with offset %d for the next ones (or ask for fewer fields).", plural(shown, "item"), verb, next)
 }
 
 func oversizedNote(offset, length, at, budget int) string {

@@ -184,6 +184,15 @@ func TestQueryPagesToTheEnd(t *testing.T) {
 	if len(got.Items) != 0 || got.NextOffset != nil || got.Matched != 200 {
 		t.Errorf("past the end: %+v", got)
 	}
+	// ... and a note that says so: an empty page past the end is not
+	// "nothing matched".
+	if !strings.Contains(got.Note, "offset 500 is past the end: 200 items matched") {
+		t.Errorf("past the end: note %q does not say the offset is past the end", got.Note)
+	}
+	// The last page itself carries no such note.
+	if got := call[queryOut](t, r, alice, QueryToolResult, `{"resultId":"`+id+`","offset":199}`); len(got.Items) != 1 || got.Note != "" {
+		t.Errorf("last item: %+v", got)
+	}
 }
 
 func TestQueryOutputIsSizeGuarded(t *testing.T) {

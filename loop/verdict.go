@@ -53,6 +53,9 @@ type Verdict struct {
 	StopReason string
 	// LikelyMore says rows exist (or may exist) beyond what was fetched.
 	LikelyMore bool
+	// MoreSaid: the server itself said more rows exist (a first page
+	// only); LikelyMore without it means more rows may exist.
+	MoreSaid bool
 	// FirstPageOnly: a paginated tool called without _all_pages.
 	FirstPageOnly bool
 	// Collection: the response is a list of rows. False for an object, a
@@ -79,9 +82,17 @@ type Verdict struct {
 	Duplicates    int
 	ReportedTotal *int
 	TotalMoved    bool
+	// Resumed: the walk began past the start of the collection (a cursor,
+	// offset or page the caller sent), so complete means "from there on".
+	Resumed bool
 	// LastCursor is the continuation not followed, raw (rendered masked).
 	LastCursor  string
 	Uninspected string
+	// Cause says in words why a partial walk stopped (what was wrong with
+	// the server's paging data, for inconsistent_pagination).
+	Cause string
+	// Empty: the response had no body (a 204).
+	Empty bool
 	// Scope says in one line what the call walked; Action what it may have
 	// changed ("none (read-only)" for a read).
 	Scope  string
@@ -374,6 +385,8 @@ func note(v *Verdict, b paginate.Budget, workflow bool) string {
 	case v.Completion == SingleResponse && !v.Collection:
 		what := "one object"
 		switch {
+		case v.Empty:
+			what = "an empty response (no body)"
 		case v.Text:
 			what = "text"
 		case v.Scalar:
@@ -382,7 +395,7 @@ func note(v *Verdict, b paginate.Budget, workflow bool) string {
 		s = fmt.Sprintf("Single response: the tool returned %s, not a list of rows, so there are no pages and no row count.", what)
 	case v.Completion == SingleResponse:
 		s = "Single response: this tool does not paginate, so this is what one call returns; it makes no claim about pages."
-	case v.FirstPageOnly && v.LikelyMore:
+	case v.FirstPageOnly && v.MoreSaid:
 		s = fmt.Sprintf("This is only the first page (%s); more rows exist. Call again with _all_pages: true to fetch every page before counting or summarising.", rows)
 	case v.FirstPageOnly:
 		s = fmt.Sprintf("This is only the first page (%s); more rows may exist. Call again with _all_pages: true before counting or saying there are no more.", rows)
@@ -404,18 +417,45 @@ func note(v *Verdict, b paginate.Budget, workflow bool) string {
 			v.Records, strings.Join(why, "; "), v.Records)
 	case v.Completion == Complete && v.Values > 0:
 		s = fmt.Sprintf("Complete: all %s of %s, fetched in %s.", rows, plural(v.Values, "_for_each value"), plural(v.Pages, "page"))
+	case v.Completion == Complete && (v.Resumed || v.ReportedTotal != nil && *v.ReportedTotal > v.Records):
+		// Complete from where the caller began (a cursor, an offset or a
+		// page past the first): the rows before it were never asked for.
+		s = fmt.Sprintf("Complete from the requested start: %s from there to the end, fetched in %s.", rows, plural(v.Pages, "page"))
+		if v.ReportedTotal != nil {
+			s += fmt.Sprintf(" The server reports %d in all.", *v.ReportedTotal)
+		}
+		s += " The rows before the start were not requested, so do not count these as all of them."
 	case v.Completion == Complete && v.Pages > 1:
 		s = fmt.Sprintf("Complete: all %s, fetched in %s.", rows, plural(v.Pages, "page"))
 	case v.Completion == Complete:
 		s = fmt.Sprintf("Complete: all %s; the server reported no more.", rows)
+	case v.StopReason == paginate.StopInconsistent:
+		// Whether more exist is exactly what could not be read.
+		s = fmt.Sprintf("Partial: %s fetched, and more may exist. The server's paging data could not be trusted, so the walk stopped", rows)
+		if v.Cause != "" {
+			s += " (" + v.Cause + ")"
+		}
+		s += "."
 	default:
 		s = fmt.Sprintf("Partial: %s fetched, and more exist. %s", rows, stopAdvice(v.StopReason, b))
 	}
 	if v.Filtered {
-		s += fmt.Sprintf(" %d of them match the filter.", v.Rows)
+		verb := "match"
+		if v.Rows == 1 {
+			verb = "matches"
+		}
+		s += fmt.Sprintf(" %d of them %s the filter.", v.Rows, verb)
 	}
 	if v.FilterIgnored {
 		s += " _filter applies to lists of rows, so this response was not filtered."
+	}
+	if len(v.UnmatchedFields) > 0 {
+		paths := "paths"
+		if len(v.UnmatchedFields) == 1 {
+			paths = "path"
+		}
+		s += fmt.Sprintf(" No row has the _fields %s %s, so the rows hold null there (see _unmatchedFields for the fields rows do have).",
+			paths, strings.Join(v.UnmatchedFields, ", "))
 	}
 	if len(v.UnmatchedFilter) > 0 {
 		s += fmt.Sprintf(" The filter matched nothing on %s because no row has that field (see _unmatchedFilter for the fields rows do have).", strings.Join(v.UnmatchedFilter, ", "))
@@ -453,9 +493,9 @@ func stopAdvice(stoppedBy string, b paginate.Budget) string {
 	case paginate.StopHTTPError:
 		return "A later page failed upstream after retries; call again to retry."
 	case paginate.StopInconsistent:
-		return "The server's paging data could not be trusted (it kept saying more while sending nothing new), so the walk stopped."
+		return "The server's paging data could not be trusted, so the walk stopped (_boundary.uninspected says what was wrong)."
 	case paginate.StopForeignNextURL:
-		return "The server pointed the next page at another host, which is not followed."
+		return "The server pointed the next page at another origin (a different scheme, host or port than the provider's), which is not followed, so the request and its credentials stay with the provider."
 	}
 	return narrow
 }

@@ -45,6 +45,7 @@ func (w *walker) decide(s signals, received int, rerr error) decision {
 		says = explicit
 	}
 	w.hint = says == moreYes
+	w.said = w.hint
 	if says == moreYes && !p.ItemsFound {
 		return inconsistent("the server says more pages exist, but the response's item array is unknown, so pages cannot be merged")
 	}
@@ -182,19 +183,27 @@ func (w *walker) numeric(s signals, received int) decision {
 	}
 	totalSaysMore := s.total >= 0 && posOK || s.totalPages >= 0 && p.Strategy == PageNumber && w.posKnow
 	short := w.pageSize > 0 && received < w.pageSize
-	if short && !totalSaysMore && w.ownSize && w.fullSeen {
+	if w.pageSize > 0 && received > w.pageSize {
+		// More rows than asked: the server does not honour the size, so
+		// no later short page can be vouched for.
+		w.oversize = true
+	}
+	if short && !totalSaysMore && w.ownSize && w.fullSeen && !w.oversize {
 		// A short page whose size trawl vouches for: it chose the size
-		// and an earlier page came back full at it.
+		// and an earlier page came back full at it, none above it.
 		return done(StopCompleteShortPage)
 	}
 	// Any other short page (a size the caller chose, a silent cap, no
-	// full page yet) is a reason to fetch one more page, not the end.
-	if w.pageSize > 0 && received >= w.pageSize {
+	// full page yet, a server that sent more than asked) is a reason to
+	// fetch one more page, not the end.
+	if w.pageSize > 0 && received == w.pageSize {
 		w.fullSeen = true
 	}
 	// More rows may exist unless the page proves the end: a short page
-	// says nothing when nobody can vouch for its size.
+	// says nothing when nobody can vouch for its size, and a page of a
+	// size nobody set says nothing either way.
 	w.hint = totalSaysMore || !short || !(w.ownSize && w.fullSeen)
+	w.said = totalSaysMore
 	return next
 }
 

@@ -136,9 +136,11 @@ func (s *signals) readBodySignals(p Plan, env []byte, base *url.URL) error {
 				return err
 			}
 		case string(raw) == "null":
-		case string(raw) == "true":
+		case string(raw) == "true" || string(raw) == `"true"`:
+			// The strings "true" and "false" too, as some APIs send them
+			// (like counts sent as strings).
 			s.flag = moreYes
-		case string(raw) == "false":
+		case string(raw) == "false" || string(raw) == `"false"`:
 			s.flag = moreNo
 		default:
 			return inconsistentf("%q is not a boolean", p.MoreFlag)

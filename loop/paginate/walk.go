@@ -125,12 +125,19 @@ type Result struct {
 	// more flag, a next token, a total above what was received, a full
 	// page).
 	LikelyMore bool
+	// MoreSaid: for a first page only, the server itself said more rows
+	// exist (LikelyMore without it means they may).
+	MoreSaid bool
 	// TotalMismatch is set on a complete walk that began at the start of
 	// the collection when the server's last reported Total differs from
 	// the distinct items received: the collection changed during the
 	// walk, or the total is approximate. Complete stays true — the
 	// server's end signal wins — and the engine calls the walk unstable.
 	TotalMismatch bool
+	// Resumed is set when the walk began past the start of the
+	// collection (a cursor the caller sent, an offset above 0, a page
+	// past the first): a complete walk holds the rows from there on.
+	Resumed bool
 	// TotalMoved is set when the reported total changed between pages:
 	// the collection changed during the walk.
 	TotalMoved bool
@@ -151,8 +158,12 @@ type Result struct {
 	LastCursor string
 	// Status is the HTTP status of the last response.
 	Status int
-	// Uninspected says in words what was not fetched ("" when complete).
+	// Uninspected says in words what was not fetched ("" when complete):
+	// what was left, then Cause.
 	Uninspected string
+	// Cause says in words why a partial walk stopped (the bound reached,
+	// or what was wrong with the server's paging data); "" when complete.
+	Cause string
 	// Plan is the plan the walk followed, after refinement by the first
 	// response.
 	Plan Plan
@@ -206,7 +217,8 @@ func (e *PageError) Unwrap() error { return e.Err }
 //  3. page and offset walks (and last-item cursors) without a signal:
 //     offset+received ≥ total, an empty page, or a short page whose size
 //     Walk can vouch for (it chose the size itself, within any declared
-//     maximum, and an earlier page came back full at that size) →
+//     maximum, and an earlier page came back full at that size, none
+//     above it) →
 //     complete; any other short page is a reason to fetch one more page,
 //     never the end by itself; offsets advance by the items received;
 //  4. a budget → partial. Budgets are checked only when another request
@@ -284,18 +296,21 @@ type walker struct {
 	pageSize int  // size asked per page; 0 unknown
 	ownSize  bool // pageSize was chosen by the walker (within any declared maximum)
 	fullSeen bool // a page came back holding pageSize items
+	oversize bool // a page came back holding more than pageSize items
 	hint     bool // the last page's signals say more rows exist
+	said     bool // ... and the server said so (a more flag, a next token or URL, a total)
 	empties  int  // consecutive empty pages that said more
 
 	attempt  int  // re-sends of the request above so far
 	answered bool // the request above was answered with a page
 	received int  // items on that page
 
-	seen map[string]struct{} // cursors, URLs and offsets sent
-	ids  idSet               // hashes of item ids received
-	seed maphash.Seed
-	buf  [][]byte
-	res  *Result
+	seen     map[string]struct{} // cursors, URLs and offsets sent
+	lastPage uint64              // hash of the last non-empty page's items; 0 none
+	ids      idSet               // hashes of item ids received
+	seed     maphash.Seed
+	buf      [][]byte
+	res      *Result
 }
 
 func newWalker(o WalkOptions) *walker {
@@ -419,7 +434,15 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		}
 		w.received = len(sig.items)
 		w.answered = true
+		before := len(res.Items)
 		dups, withID := w.collect(sig.items)
+		if same := w.samePage(sig.items); !first && same && withID == 0 {
+			// Rows without ids, the very rows of the page before: the
+			// server ignores the paging parameter; keep them once.
+			res.Items = res.Items[:before]
+			return w.finish(StopInconsistent, fmt.Sprintf(
+				"page %d held the same rows as page %d, so the server seems to ignore the paging parameter", res.Pages, res.Pages-1)), nil
+		}
 		if sig.total >= 0 {
 			if res.Total != nil && *res.Total != sig.total && plan.Paginated() {
 				res.TotalMoved = true
@@ -494,6 +517,25 @@ func (w *walker) collect(items [][]byte) (dups, withID int) {
 	return dups, withID
 }
 
+// samePage reports whether a non-empty page holds exactly the items of
+// the page before it, and remembers this one.
+func (w *walker) samePage(items [][]byte) bool {
+	if len(items) == 0 {
+		w.lastPage = 0
+		return false
+	}
+	var h maphash.Hash
+	h.SetSeed(w.seed)
+	for _, it := range items {
+		h.Write(it)
+		h.WriteByte(0)
+	}
+	sum := h.Sum64()
+	same := sum == w.lastPage
+	w.lastPage = sum
+	return same
+}
+
 func (w *walker) report() {
 	if w.o.Progress == nil {
 		return
@@ -517,10 +559,11 @@ func (w *walker) finish(reason, why string) *Result {
 	res.Complete = IsComplete(reason)
 	res.LikelyMore = !res.Complete
 	if reason == StopFirstPage {
-		res.LikelyMore = w.hint
+		res.LikelyMore, res.MoreSaid = w.hint, w.said
 	}
 	res.PageSize = w.pageSize
 	res.Plan = w.plan
+	res.Resumed = !w.posKnow && w.plan.Paginated()
 	if res.LastCursor == "" && (w.plan.Strategy != PageNumber && w.plan.Strategy != Offset) {
 		res.LastCursor = w.cursor
 	}
@@ -554,6 +597,7 @@ func (w *walker) uninspected(reason, why string) string {
 		}
 	}
 	b.WriteString(": ")
+	start := b.Len()
 	switch reason {
 	case StopBudgetPages:
 		fmt.Fprintf(&b, "the page budget (%d per collection) was reached", w.maxPages)
@@ -574,6 +618,7 @@ func (w *walker) uninspected(reason, why string) string {
 	default:
 		b.WriteString(why)
 	}
+	res.Cause = b.String()[start:]
 	if res.Total != nil && *res.Total > len(res.Items) {
 		fmt.Fprintf(&b, "; the server reports %d items, %d were received", *res.Total, len(res.Items))
 	}
