@@ -55,6 +55,11 @@ type Config struct {
 	// proxies whose X-Forwarded-For names the client. Zero: none, so the
 	// client is the connection's peer.
 	TrustedProxies []string `yaml:"trusted_proxies"`
+	// Log, Telemetry and Metrics are the observability settings (see
+	// observe.go).
+	Log       LogConfig       `yaml:"log"`
+	Telemetry TelemetryConfig `yaml:"telemetry"`
+	Metrics   MetricsConfig   `yaml:"metrics"`
 
 	// File is the path the config was read from ("" for the built-in demo).
 	File string `yaml:"-"`
@@ -457,6 +462,9 @@ func (c *Config) validate() error {
 	}
 	if c.ShutdownGrace < 0 {
 		return c.errAt("shutdown_grace", "must not be negative")
+	}
+	if key, msg := c.checkObserve(); key != "" {
+		return c.errAt(key, msg)
 	}
 	if c.ShutdownDelay < 0 {
 		return c.errAt("shutdown_delay", "must not be negative")

@@ -130,6 +130,7 @@ func New(ctx context.Context, cfg *Config, opt Options) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.log = withContextIDs(s.log)
 	if s.out == nil {
 		s.out = os.Stdout
 	}
@@ -348,6 +349,7 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	if limit <= 0 {
 		limit = 4 << 20
 	}
+	e.Pre(s.requestID)
 	e.Pre(s.cors)
 	e.Use(middleware.Recover())
 	// Bodies are read once the caller is authenticated, so an anonymous
@@ -391,17 +393,6 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	user.POST("/chat/:chatId/stop", s.stop)
 	user.GET("/chats/:chatId", s.getChat)
 	return e
-}
-
-func (s *Server) readyz(c echo.Context) error {
-	if s.draining.Load() {
-		return apiErr(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down")
-	}
-	err := s.db.View(func(*bolt.Tx) error { return nil })
-	if err != nil {
-		return &APIError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "store unavailable", Cause: err}
-	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }
 
 // refuseWhenDraining answers 503 with Retry-After once shutdown began,

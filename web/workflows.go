@@ -144,7 +144,7 @@ func (s *Server) startWorkflowRun(c echo.Context) error {
 		return apiErr(http.StatusConflict, "invalid_workflow", err.Error())
 	}
 	runID := "wfr_" + randomHex(12)
-	ctx, cancel := context.WithTimeout(s.baseCtx, runDeadline) // ends at the shutdown grace
+	ctx, cancel := context.WithTimeout(carryRequest(s.baseCtx, c.Request().Context()), runDeadline) // ends at the shutdown grace
 	run := &activeRun{id: runID, done: make(chan struct{}), cancel: cancel}
 	key := "workflow-run:" + runID
 	if !s.runs.claim(key, run) {
