@@ -116,7 +116,9 @@ func TestLogConfig(t *testing.T) {
 func TestReadyzReportsEachPart(t *testing.T) {
 	msrv := mcp.NewServer(&mcp.Implementation{Name: "files", Version: "1"}, nil)
 	msrv.AddTool(&mcp.Tool{Name: "stat", Description: "Describe one file.", InputSchema: map[string]any{"type": "object"}},
-		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return msrv }, nil))
 	t.Cleanup(hs.Close)
 	ts := startDemo(t, func(c *Config) { c.MCPServers = []tools.MCPConfig{{ID: "files", URL: hs.URL}} })
