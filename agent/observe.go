@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trawl-dev/trawl/discovery"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
@@ -22,8 +23,8 @@ type instrumentation struct {
 	tracer  trace.Tracer
 	content bool // prompts, answers, tool arguments and results go in spans
 
-	turns, steps, tokens metric.Int64Counter
-	turnDur, firstChunk  metric.Float64Histogram
+	turns, steps, tokens, discovery metric.Int64Counter
+	turnDur, firstChunk             metric.Float64Histogram
 }
 
 const instrumentationName = "github.com/trawl-dev/trawl/agent"
@@ -46,6 +47,7 @@ func newInstrumentation(tp trace.TracerProvider, mp metric.MeterProvider, conten
 	in.turns, _ = m.Int64Counter("trawl.turns", metric.WithDescription("Chat turns ended, by agent and outcome (ok, error, aborted)."))
 	in.steps, _ = m.Int64Counter("trawl.model.steps", metric.WithDescription("Model calls, by model and finish reason."))
 	in.tokens, _ = m.Int64Counter("trawl.model.tokens", metric.WithDescription("Tokens the model server reported, by model and type (input, output)."))
+	in.discovery, _ = m.Int64Counter("trawl.discovery.calls", metric.WithDescription("Tool discovery calls the model made, by operation (search, load) and whether they failed."))
 	in.turnDur, _ = m.Float64Histogram("trawl.turn.duration", metric.WithUnit("s"), metric.WithDescription("How long a turn took."),
 		metric.WithExplicitBucketBoundaries(turnBuckets...))
 	in.firstChunk, _ = m.Float64Histogram("trawl.turn.time_to_first_chunk", metric.WithUnit("s"),
@@ -191,8 +193,11 @@ func (in *instrumentation) stream(ctx context.Context, m Model, req ModelRequest
 // tool starts an execute_tool span for c; end records the part it
 // produced.
 func (in *instrumentation) tool(ctx context.Context, c ToolCall) (context.Context, func(*Part)) {
-	if in == nil || in.tracer == nil {
+	if in == nil {
 		return ctx, func(*Part) {}
+	}
+	if in.tracer == nil {
+		return ctx, func(p *Part) { in.countDiscovery(ctx, c, p) }
 	}
 	ctx, span := in.tracer.Start(ctx, "execute_tool "+c.Name, trace.WithAttributes(
 		attribute.String("gen_ai.operation.name", "execute_tool"), attribute.String("gen_ai.tool.name", c.Name),
@@ -209,7 +214,26 @@ func (in *instrumentation) tool(ctx context.Context, c ToolCall) (context.Contex
 			}
 		}
 		span.End()
+		in.countDiscovery(ctx, c, p)
 	}
+}
+
+// countDiscovery counts a call of a discovery meta tool (the only tool
+// names counted here: the model may name anything).
+func (in *instrumentation) countDiscovery(ctx context.Context, c ToolCall, p *Part) {
+	if in.discovery == nil {
+		return
+	}
+	op := ""
+	switch c.Name {
+	case discovery.MetaSearchTools:
+		op = "search"
+	case discovery.MetaLoadTool:
+		op = "load"
+	default:
+		return
+	}
+	in.discovery.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", op), attribute.Bool("failed", p.State == "output-error")))
 }
 
 // messagesText is the messages in plain words (record_content only).

@@ -147,6 +147,9 @@ type ProviderConfig struct {
 	BaseURL     string         `yaml:"base_url"`
 	Auth        tools.AuthSpec `yaml:"auth"`
 	RuntimeAuth tools.AuthSpec `yaml:"runtime_auth"`
+	// PropagateTrace false keeps the W3C trace context off this
+	// provider's requests. Zero: sent while traces are on.
+	PropagateTrace *bool `yaml:"propagate_trace"`
 
 	specData []byte // a built-in spec, instead of the OpenAPI file
 }

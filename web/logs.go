@@ -137,6 +137,12 @@ func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 			id = "req_" + randomHex(12)
 		}
 		ctx := withRequestID(req.Context(), id)
+		var span trace.Span
+		if s.tel != nil && s.tel.tracer != nil {
+			req = req.WithContext(ctx)
+			ctx, span = s.tel.startHTTP(req)
+			defer func() { endHTTP(span, req.Method, routeOf(c), c.Response().Status) }()
+		}
 		c.SetRequest(req.WithContext(ctx))
 		c.Response().Header().Set(RequestIDHeader, id)
 		start := time.Now()
@@ -144,15 +150,20 @@ func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			c.Error(err)
 		}
-		route := c.Path()
-		if route == "" {
-			route = "unmatched"
-		}
+		route := routeOf(c)
 		s.log.LogAttrs(ctx, slog.LevelInfo, "request", slog.String("method", req.Method), slog.String("route", route),
 			slog.Int("status", c.Response().Status), slog.Int64("bytes", c.Response().Size),
 			slog.Duration("duration", time.Since(start)))
 		return nil
 	}
+}
+
+// routeOf is the request's route template.
+func routeOf(c echo.Context) string {
+	if r := c.Path(); r != "" {
+		return r
+	}
+	return "unmatched"
 }
 
 // carryRequest is base (which outlives the request) carrying the request

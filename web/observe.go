@@ -20,10 +20,17 @@ type TelemetryConfig struct {
 	// RecordContent puts prompts, answers and tool arguments and results
 	// in spans. Zero: never.
 	RecordContent bool `yaml:"record_content"`
+	// NoPropagate are ids of MCP servers, toolkits or providers whose
+	// requests must not carry the trace context (a provider can also say
+	// propagate_trace: false).
+	NoPropagate []string `yaml:"no_propagate"`
 }
 
 // MetricsConfig is where GET /metrics is served.
 type MetricsConfig struct {
+	// Enabled serves GET /metrics on the main listener, behind the admin
+	// key. Zero: off (unless Listen is set).
+	Enabled bool `yaml:"enabled"`
 	// Listen, when set, serves /metrics without auth on this address
 	// (for a scraper on a private network). Zero: /metrics on the main
 	// listener, behind the admin key.

@@ -109,6 +109,7 @@ type Server struct {
 	proxies   []netip.Prefix  // trusted reverse proxies
 	origins   map[string]bool // CORS allowed origins
 	authFails *failLimiter
+	tel       *telemetry // traces and metrics; its providers are nil when off
 	// draining is set when shutdown begins: /readyz answers 503 and new
 	// turns and runs are refused.
 	draining atomic.Bool
@@ -163,12 +164,15 @@ func New(ctx context.Context, cfg *Config, opt Options) (*Server, error) {
 	if s.adminKey, s.keyIsNew, err = adminKey(cfg.AdminKey, cfg.DataDir); err != nil {
 		return nil, err
 	}
+	if err := s.setupTelemetry(ctx, os.LookupEnv); err != nil {
+		return nil, err
+	}
 	astore, err := tools.NewBoltActivityStore(s.db, 0)
 	if err != nil {
 		return nil, err
 	}
 	s.activity = tools.NewActivityLog(astore, 0)
-	s.invoker = tools.NewInvoker(tools.InvokerOptions{Log: s.activity})
+	s.invoker = tools.NewInvoker(tools.InvokerOptions{Log: s.activity, Client: s.tel.httpClient(false)})
 	if s.catalog, err = s.loadCatalog(ctx); err != nil {
 		return nil, err
 	}
@@ -236,6 +240,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{Handler: s.echo, ReadHeaderTimeout: s.timeouts.Header, IdleTimeout: s.timeouts.Idle,
 		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
 	s.banner(ln.Addr().String())
+	if err := s.listenMetrics(ctx); err != nil {
+		return err
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -352,12 +359,14 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	e.Pre(s.requestID)
 	e.Pre(s.cors)
 	e.Use(middleware.Recover())
+	e.Use(s.countStreams)
 	// Bodies are read once the caller is authenticated, so an anonymous
 	// client cannot make the server buffer them.
 	body := readBody(limit, s.timeouts.Body)
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", s.serveMetrics, s.requireAdmin)
 	e.GET("/studio", redirectStudio)
 	e.Match([]string{http.MethodGet, http.MethodHead}, "/studio/*", serveStudio)
 

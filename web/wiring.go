@@ -38,6 +38,7 @@ func (s *Server) newAgents(ctx context.Context, model agent.Model) error {
 	s.runner = agent.NewRunner(agent.RunnerOptions{
 		Model: model, ModelName: s.cfg.Model.Name, Engine: s.engine, Retrieval: s.results,
 		Catalog: s.catalog, Logger: s.log, DirectBudget: s.cfg.Discovery.DirectBudget,
+		TracerProvider: s.tel.tracerProvider(), MeterProvider: s.tel.meterProvider(), RecordContent: s.cfg.Telemetry.RecordContent,
 	})
 	// Build each agent's search index now rather than on its first turn.
 	for _, def := range s.agents.List() {

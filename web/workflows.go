@@ -166,6 +166,7 @@ func (s *Server) startWorkflowRun(c echo.Context) error {
 		defer close(run.done)
 		defer s.runs.release(key)
 		defer cancel()
+		ctx, observed := s.tel.workflowRun(ctx, def.ID)
 		res, err := s.workflows.Run(ctx, def, workflow.RunInput{Org: s.cfg.Org, RunID: runID,
 			Emit: func(ch stream.Chunk) error {
 				_, err := s.events.Append(context.WithoutCancel(ctx), runID, ch)
@@ -179,6 +180,7 @@ func (s *Server) startWorkflowRun(c echo.Context) error {
 		case err != nil || (res != nil && res.Failed != ""):
 			rec.Status = "failed"
 		}
+		observed(rec.Status)
 		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer scancel()
 		if err := s.saveWorkflowRun(sctx, rec); err != nil {
