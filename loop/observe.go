@@ -96,15 +96,17 @@ func (in *instrumentation) endSpan(span trace.Span, out *Outcome, v *Verdict, er
 		return
 	}
 	if err != nil {
+		// The message of a tool error is safe to show the model (no URL,
+		// no credential), so it is safe here; another error's is not
+		// shown.
 		var te *ToolError
 		if errors.As(err, &te) {
 			span.SetAttributes(attribute.String("error.type", "tool_error"))
+			span.SetStatus(codes.Error, te.Error())
 		} else {
 			span.SetAttributes(attribute.String("error.type", "engine_error"))
+			span.SetStatus(codes.Error, "the call failed")
 		}
-		// The message of a tool error is safe to show the model (no URL,
-		// no credential), so it is safe here.
-		span.SetStatus(codes.Error, err.Error())
 		return
 	}
 	if out == nil {
@@ -136,4 +138,28 @@ func (in *instrumentation) endSpan(span trace.Span, out *Outcome, v *Verdict, er
 	if strings.HasPrefix(v.StopReason, "budget_") || v.StopReason == "rate_limited" || v.StopReason == "repeated_cursor" {
 		span.AddEvent("guard_stop", trace.WithAttributes(attribute.String("trawl.guard", v.StopReason)))
 	}
+}
+
+// holder is a store that can say what it holds (the memory stores).
+type holder interface {
+	Len() int
+	Bytes() int64
+}
+
+// Held is how many stored results r's store holds and their bytes; ok is
+// false for a store that cannot say.
+func (r *Retrieval) Held() (n int, bytes int64, ok bool) {
+	if h, is := r.store.(holder); is {
+		return h.Len(), h.Bytes(), true
+	}
+	return 0, 0, false
+}
+
+// Held is how many datasets c's store holds and their bytes; ok is false
+// for a store that cannot say.
+func (c *DatasetCache) Held() (n int, bytes int64, ok bool) {
+	if h, is := c.store.(holder); is {
+		return h.Len(), h.Bytes(), true
+	}
+	return 0, 0, false
 }

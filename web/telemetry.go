@@ -140,6 +140,10 @@ func (t *telemetry) instruments(s *Server) error {
 	hits, _ := m.Int64ObservableCounter("trawl.cache.hits", metric.WithDescription("Dataset cache hits."))
 	misses, _ := m.Int64ObservableCounter("trawl.cache.misses", metric.WithDescription("Dataset cache misses."))
 	stores, _ := m.Int64ObservableCounter("trawl.cache.stores", metric.WithDescription("Complete walks the dataset cache kept."))
+	cacheN, _ := m.Int64ObservableGauge("trawl.cache.datasets", metric.WithDescription("Datasets the cache holds now."))
+	cacheB, _ := m.Int64ObservableGauge("trawl.cache.size", metric.WithUnit("By"), metric.WithDescription("Bytes the dataset cache holds now."))
+	resN, _ := m.Int64ObservableGauge("trawl.results.held", metric.WithDescription("Stored results (for queryToolResult/fetchToolResult) held now."))
+	resB, _ := m.Int64ObservableGauge("trawl.results.size", metric.WithUnit("By"), metric.WithDescription("Bytes of the stored results held now."))
 	_, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(active, int64(s.runs.count()))
 		o.ObserveInt64(clients, t.streamClients.Load())
@@ -148,9 +152,19 @@ func (t *telemetry) instruments(s *Server) error {
 			o.ObserveInt64(hits, st.Hits)
 			o.ObserveInt64(misses, st.Misses)
 			o.ObserveInt64(stores, st.Stores)
+			if n, b, ok := s.cache.Held(); ok {
+				o.ObserveInt64(cacheN, int64(n))
+				o.ObserveInt64(cacheB, b)
+			}
+		}
+		if s.results != nil {
+			if n, b, ok := s.results.Held(); ok {
+				o.ObserveInt64(resN, int64(n))
+				o.ObserveInt64(resB, b)
+			}
 		}
 		return nil
-	}, active, clients, hits, misses, stores)
+	}, active, clients, hits, misses, stores, cacheN, cacheB, resN, resB)
 	return err
 }
 

@@ -280,6 +280,15 @@ func TestTelemetryEndToEnd(t *testing.T) {
 	if v := metricValue(fams, "trawl_cache_hits_total", nil); v != 0 {
 		t.Errorf("cache hits after one turn = %v", v)
 	}
+	if v := metricValue(fams, "trawl_results_held", nil); v < 1 {
+		t.Errorf("stored results held = %v", v)
+	}
+	if v := metricValue(fams, "trawl_cache_size_bytes", nil); v <= 0 {
+		t.Errorf("cache bytes = %v", v)
+	}
+	if v := metricValue(fams, "trawl_runs_active", nil); v != 0 {
+		t.Errorf("active runs = %v", v)
+	}
 	if v := metricValue(fams, "trawl_turn_duration_seconds", nil); v != 1 {
 		t.Errorf("turn duration samples = %v", v)
 	}
