@@ -362,3 +362,58 @@ func TestPropagation(t *testing.T) {
 		t.Errorf("a client without traces")
 	}
 }
+
+// TestMetricsListenAndEnv: metrics.listen serves /metrics without auth on
+// its own address; OTEL_EXPORTER_OTLP_ENDPOINT alone turns traces on; a
+// bad endpoint or ratio is refused with its key.
+func TestMetricsListenAndEnv(t *testing.T) {
+	cfg := DemoConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Metrics.Listen = "127.0.0.1:0"
+	out := &syncBuffer{}
+	srv, err := New(context.Background(), cfg, Options{Stdout: out, Logger: NewLogger(io.Discard, LogConfig{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	defer func() { cancel(); <-done; srv.Close() }()
+	var addr string
+	waitFor(t, func() bool {
+		for _, line := range strings.Split(out.String(), "\n") {
+			if rest, ok := strings.CutPrefix(line, "metrics: http://"); ok {
+				addr = strings.TrimSuffix(rest, "/metrics")
+			}
+		}
+		return addr != ""
+	})
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "trawl_runs_active") {
+		t.Errorf("metrics listener: %d %.300s", resp.StatusCode, b)
+	}
+
+	s := &Server{cfg: &Config{}}
+	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"}
+	if err := s.setupTelemetry(context.Background(), func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil || s.tel.tp == nil {
+		t.Errorf("env endpoint: %v, traces on %v", err, s.tel.tp != nil)
+	}
+	for _, c := range s.closers {
+		c()
+	}
+	s = &Server{cfg: &Config{Telemetry: TelemetryConfig{OTLPEndpoint: "127.0.0.1:4318"}}}
+	if err := s.setupTelemetry(context.Background(), func(string) (string, bool) { return "", false }); err == nil || !strings.Contains(err.Error(), "telemetry.otlp_endpoint") {
+		t.Errorf("bad endpoint: %v", err)
+	}
+	bad := DemoConfig()
+	bad.Telemetry.SampleRatio = 1.5
+	if err := bad.validate(); err == nil || !strings.Contains(err.Error(), "telemetry.sample_ratio") {
+		t.Errorf("bad ratio: %v", err)
+	}
+}
