@@ -192,17 +192,23 @@ func (in *instrumentation) stream(ctx context.Context, m Model, req ModelRequest
 
 // tool starts an execute_tool span for c; end records the part it
 // produced.
-func (in *instrumentation) tool(ctx context.Context, c ToolCall) (context.Context, func(*Part)) {
+func (in *instrumentation) tool(ctx context.Context, c ToolCall) (context.Context, func(Part)) {
 	if in == nil {
-		return ctx, func(*Part) {}
+		return ctx, func(Part) {}
 	}
+	return in.startTool(ctx, c)
+}
+
+// startTool is tool when observed; apart, so that the unobserved call
+// moves nothing to the heap.
+func (in *instrumentation) startTool(ctx context.Context, c ToolCall) (context.Context, func(Part)) {
 	if in.tracer == nil {
-		return ctx, func(p *Part) { in.countDiscovery(ctx, c, p) }
+		return ctx, func(p Part) { in.countDiscovery(ctx, c, p) }
 	}
 	ctx, span := in.tracer.Start(ctx, "execute_tool "+c.Name, trace.WithAttributes(
 		attribute.String("gen_ai.operation.name", "execute_tool"), attribute.String("gen_ai.tool.name", c.Name),
 		attribute.String("gen_ai.tool.call.id", c.ID), attribute.String("gen_ai.tool.type", "function")))
-	return ctx, func(p *Part) {
+	return ctx, func(p Part) {
 		if span.IsRecording() {
 			if in.content {
 				span.SetAttributes(attribute.String("gen_ai.tool.call.arguments", c.Arguments),
@@ -220,7 +226,7 @@ func (in *instrumentation) tool(ctx context.Context, c ToolCall) (context.Contex
 
 // countDiscovery counts a call of a discovery meta tool (the only tool
 // names counted here: the model may name anything).
-func (in *instrumentation) countDiscovery(ctx context.Context, c ToolCall, p *Part) {
+func (in *instrumentation) countDiscovery(ctx context.Context, c ToolCall, p Part) {
 	if in.discovery == nil {
 		return
 	}

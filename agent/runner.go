@@ -414,7 +414,7 @@ func (r *Runner) runCalls(ctx context.Context, st *turnState, def Definition, tl
 func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl *stepTools, c ToolCall) (Part, error) {
 	ctx, observed := r.obs.tool(ctx, c)
 	part := Part{Type: "dynamic-tool", ToolCallID: c.ID, ToolName: c.Name, Input: json.RawMessage(c.Arguments)}
-	defer func() { observed(&part) }()
+	defer func() { observed(part) }()
 	var args map[string]any
 	raw := strings.TrimSpace(c.Arguments)
 	if raw == "" {

@@ -173,7 +173,7 @@ func (e *Engine) Call(ctx context.Context, c Call) (out *Outcome, err error) {
 	if c.Tool == nil {
 		return nil, errors.New("loop: Call.Tool is nil")
 	}
-	ctx, observed := e.obs.call(ctx, c)
+	ctx, observed := e.obs.call(ctx, c.Tool, c.Binding.LoopResponses)
 	defer func() { observed(out, err) }()
 	own, r, err := ParseRequest(c.Args)
 	if err != nil {

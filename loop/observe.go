@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trawl-dev/trawl/tools"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
@@ -50,16 +51,22 @@ func newInstrumentation(tp trace.TracerProvider, mp metric.MeterProvider) *instr
 }
 
 // call starts the observation of one tool call; end records how it went.
-func (in *instrumentation) call(ctx context.Context, c Call) (context.Context, func(*Outcome, error)) {
+func (in *instrumentation) call(ctx context.Context, tool *tools.Tool, looping bool) (context.Context, func(*Outcome, error)) {
 	if in == nil {
 		return ctx, func(*Outcome, error) {}
 	}
+	return in.start(ctx, tool, looping)
+}
+
+// start is call when observed; apart, so that the unobserved call moves
+// nothing to the heap.
+func (in *instrumentation) start(ctx context.Context, t *tools.Tool, looping bool) (context.Context, func(*Outcome, error)) {
 	start := time.Now()
 	span := trace.SpanFromContext(ctx)
 	if in.tracer != nil {
-		ctx, span = in.tracer.Start(ctx, "tool_call "+c.Tool.ID, trace.WithAttributes(
-			attribute.String("trawl.tool.id", c.Tool.ID), attribute.String("trawl.tool.provider", c.Tool.Provider),
-			attribute.Bool("trawl.loop.enabled", c.Binding.LoopResponses)))
+		ctx, span = in.tracer.Start(ctx, "tool_call "+t.ID, trace.WithAttributes(
+			attribute.String("trawl.tool.id", t.ID), attribute.String("trawl.tool.provider", t.Provider),
+			attribute.Bool("trawl.loop.enabled", looping)))
 	}
 	return ctx, func(out *Outcome, err error) {
 		completion := "error"
@@ -77,7 +84,7 @@ func (in *instrumentation) call(ctx context.Context, c Call) (context.Context, f
 		if in.calls == nil {
 			return
 		}
-		tool := attribute.String("tool", c.Tool.ID)
+		tool := attribute.String("tool", t.ID)
 		in.calls.Add(ctx, 1, metric.WithAttributes(tool, attribute.String("completion", completion)))
 		if v == nil || v.Cache != nil || v.Requests == 0 {
 			return // no walk ran: a plain call, a failure, or the cache answered
