@@ -151,12 +151,19 @@ func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 			c.Error(err)
 		}
 		route := routeOf(c)
-		s.log.LogAttrs(ctx, slog.LevelInfo, "request", slog.String("method", req.Method), slog.String("route", route),
+		level := slog.LevelInfo
+		if probeRoutes[route] && c.Response().Status < 400 {
+			level = slog.LevelDebug // probes and scrapes would drown the log
+		}
+		s.log.LogAttrs(ctx, level, "request", slog.String("method", req.Method), slog.String("route", route),
 			slog.Int("status", c.Response().Status), slog.Int64("bytes", c.Response().Size),
 			slog.Duration("duration", time.Since(start)))
 		return nil
 	}
 }
+
+// probeRoutes are logged at debug level when they succeed.
+var probeRoutes = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
 
 // routeOf is the request's route template.
 func routeOf(c echo.Context) string {
