@@ -103,13 +103,16 @@ func (in *instrumentation) endSpan(span trace.Span, out *Outcome, v *Verdict, er
 		return
 	}
 	if err != nil {
-		// The message of a tool error is safe to show the model (no URL,
-		// no credential), so it is safe here; another error's is not
-		// shown.
+		// A tool error's code and status, never its message: it can quote
+		// the upstream's error body (tool content). Another error is not
+		// described.
 		var te *ToolError
 		if errors.As(err, &te) {
-			span.SetAttributes(attribute.String("error.type", "tool_error"))
-			span.SetStatus(codes.Error, te.Error())
+			span.SetAttributes(attribute.String("error.type", "tool_error"), attribute.String("trawl.error.code", te.Code))
+			if te.Status != 0 {
+				span.SetAttributes(attribute.Int("http.response.status_code", te.Status))
+			}
+			span.SetStatus(codes.Error, te.Code)
 		} else {
 			span.SetAttributes(attribute.String("error.type", "engine_error"))
 			span.SetStatus(codes.Error, "the call failed")

@@ -2,6 +2,7 @@ package loop
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,5 +91,36 @@ func TestCallSpansAndMetrics(t *testing.T) {
 func TestNoTelemetryNoInstrumentation(t *testing.T) {
 	if e := New(Options{}); e.obs != nil {
 		t.Errorf("instrumentation without providers")
+	}
+}
+
+// TestToolErrorSpanHoldsNoContent: a failed call's span has the error's
+// code and status, not the upstream's error body.
+func TestToolErrorSpanHoldsNoContent(t *testing.T) {
+	up := newUpstream(t, 10)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	e := newTestEngine(t, Options{TracerProvider: tp})
+	_, err := e.Call(context.Background(), Call{Tool: bookingsTool(up.URL), Scope: scope, Binding: Binding{LoopResponses: true},
+		Args: map[string]any{"property_id": "p_bad"}})
+	if err == nil {
+		t.Fatal("no error for a 404")
+	}
+	spans := rec.Ended()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	s := spans[0]
+	a := spanAttrs(s)
+	if a["error.type"].AsString() != "tool_error" || a["http.response.status_code"].AsInt64() != 404 {
+		t.Errorf("error span: %v", a)
+	}
+	for _, kv := range s.Attributes() {
+		if strings.Contains(kv.Value.Emit(), "no such property") {
+			t.Errorf("upstream body in %s", kv.Key)
+		}
+	}
+	if strings.Contains(s.Status().Description, "no such property") {
+		t.Errorf("upstream body in the status: %q", s.Status().Description)
 	}
 }
