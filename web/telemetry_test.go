@@ -16,8 +16,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/trawl-dev/trawl/tools"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
@@ -415,5 +417,45 @@ func TestMetricsListenAndEnv(t *testing.T) {
 	bad.Telemetry.SampleRatio = 1.5
 	if err := bad.validate(); err == nil || !strings.Contains(err.Error(), "telemetry.sample_ratio") {
 		t.Errorf("bad ratio: %v", err)
+	}
+}
+
+// TestInvokerPropagates: through the real invoker, an upstream request
+// made under the observed caller carries the upstream span's
+// traceparent, and none for a provider with propagate_trace: false.
+func TestInvokerPropagates(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string]string{}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got[r.URL.Path] = r.Header.Get("traceparent")
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"ok":true}`)
+	}))
+	defer up.Close()
+	off := false
+	s := &Server{cfg: &Config{Providers: []ProviderConfig{{ID: "quiet", PropagateTrace: &off}}}, tel: &telemetry{prop: propagation.TraceContext{}}}
+	rec := tracetest.NewSpanRecorder()
+	s.tel.useTracer(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	inv := tools.NewInvoker(tools.InvokerOptions{Client: s.tel.httpClient(false)})
+	caller := s.observeCaller(inv)
+	for _, p := range []string{"loud", "quiet"} {
+		tool := &tools.Tool{ID: p + ".get", Provider: p, Name: "get", Kind: tools.KindAPI, Method: "GET", Path: "/" + p, Origin: up.URL}
+		resp, err := caller.Call(context.Background(), tools.Request{Tool: tool, Args: map[string]any{}})
+		if err != nil || resp.Status != 200 {
+			t.Fatalf("%s: %v %+v", p, err, resp)
+		}
+	}
+	spans := rec.Ended()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	want := "00-" + spans[0].SpanContext().TraceID().String() + "-" + spans[0].SpanContext().SpanID().String() + "-01"
+	if got["/loud"] != want || got["/quiet"] != "" {
+		t.Errorf("traceparent: %v, want /loud %s and /quiet none", got, want)
+	}
+	if spans[0].Name() != "GET /loud" {
+		t.Errorf("span name %q", spans[0].Name())
 	}
 }
