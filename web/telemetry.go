@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/trawl-dev/trawl/loop/paginate"
+	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/tools"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -427,4 +428,12 @@ func (t *telemetry) workflowRun(ctx context.Context, workflowID string) (context
 			t.workflowRuns.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", status)))
 		}
 	}
+}
+
+// wrapEvents is the event log l, measuring its lag when metrics are on.
+func (t *telemetry) wrapEvents(l stream.EventLog) stream.EventLog {
+	if t == nil || t.mp == nil {
+		return l
+	}
+	return newLaggedLog(l, t.mp.Meter(webInstrumentation))
 }

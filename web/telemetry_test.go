@@ -282,6 +282,9 @@ func TestTelemetryEndToEnd(t *testing.T) {
 	if v := metricValue(fams, "trawl_cache_hits_total", nil); v != 0 {
 		t.Errorf("cache hits after one turn = %v", v)
 	}
+	if v := metricValue(fams, "trawl_events_lag_seconds", nil); v < 1 {
+		t.Errorf("event-log lag samples = %v", v)
+	}
 	if v := metricValue(fams, "trawl_results_held", nil); v < 1 {
 		t.Errorf("stored results held = %v", v)
 	}

@@ -28,7 +28,7 @@ func (s *Server) newAgents(ctx context.Context, model agent.Model) error {
 		return err
 	}
 	mem := stream.NewMemoryLog(stream.MemoryLogOptions{})
-	s.events = mem
+	s.events = s.tel.wrapEvents(mem)
 	if model == nil {
 		if model, err = s.newModel(); err != nil {
 			return err
