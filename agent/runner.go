@@ -20,6 +20,8 @@ import (
 	"github.com/trawl-dev/trawl/prompts"
 	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/tools"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // DefaultMaxSteps bounds the steps of a turn when the agent sets none.
@@ -50,6 +52,13 @@ type RunnerOptions struct {
 	// BM25 alone.
 	Search discovery.IndexOptions
 	Logger *slog.Logger
+	// TracerProvider and MeterProvider receive the turn, step, model and
+	// tool call spans and the turn metrics (see observe.go); RecordContent
+	// puts prompts, answers and tool content in spans. Nil: none, at no
+	// cost.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+	RecordContent  bool
 }
 
 // Runner runs turns: the step loop of DESIGN.md §1. It is safe for
@@ -60,7 +69,8 @@ type Runner struct {
 	log *slog.Logger
 
 	verdicts *verdictCache // compacted older tool results
-	calib    sync.Map      // model name → calibrated characters per token (float64)
+	obs      *instrumentation
+	calib    sync.Map // model name → calibrated characters per token (float64)
 
 	indexMu    sync.Mutex
 	indexes    sync.Map // pool fingerprint → *discovery.Index
@@ -78,7 +88,8 @@ func NewRunner(opt RunnerOptions) *Runner {
 	if opt.ResultTTL <= 0 {
 		opt.ResultTTL = loop.DefaultResultTTL
 	}
-	r := &Runner{opt: opt, log: opt.Logger, verdicts: newVerdictCache(verdictCacheSize)}
+	r := &Runner{opt: opt, log: opt.Logger, verdicts: newVerdictCache(verdictCacheSize),
+		obs: newInstrumentation(opt.TracerProvider, opt.MeterProvider, opt.RecordContent)}
 	if r.log == nil {
 		r.log = slog.Default()
 	}
@@ -140,7 +151,9 @@ type turnState struct {
 // is cancelled, or error when the model fails. The assistant message is
 // appended to the thread whatever happens, so a stopped turn keeps what
 // it did.
-func (r *Runner) Run(ctx context.Context, t *Turn) error {
+func (r *Runner) Run(ctx context.Context, t *Turn) (err error) {
+	ctx, observed := r.obs.turn(ctx, t)
+	defer func() { observed(err) }()
 	st := &turnState{Turn: t, pending: map[string]bool{},
 		msg:      UIMessage{ID: "msg_" + randomHex(12), Role: RoleAssistant},
 		throttle: stream.NewThrottle(stream.ThrottleOptions{Now: r.opt.Now})}
@@ -152,7 +165,7 @@ func (r *Runner) Run(ctx context.Context, t *Turn) error {
 	if err := t.Emit(stream.Start{MessageID: st.msg.ID}); err != nil {
 		return err
 	}
-	err := r.steps(ctx, st)
+	err = r.steps(ctx, st)
 	switch {
 	case err == nil:
 		return t.Emit(stream.Finish{})
@@ -204,7 +217,9 @@ func (r *Runner) steps(ctx context.Context, st *turnState) error {
 		if err != nil {
 			return err
 		}
-		calls, err := r.step(ctx, st, def, bound, step)
+		sctx, observed := r.obs.step(ctx, step)
+		calls, err := r.step(sctx, st, def, bound, step)
+		observed(calls, err)
 		if err != nil || len(calls) == 0 {
 			return err
 		}
@@ -270,7 +285,7 @@ func (r *Runner) step(ctx context.Context, st *turnState, def Definition, bound 
 			st.msg.Parts = append(st.msg.Parts, Part{Type: "text", Text: text.String(), State: "done"})
 		}
 	}
-	for ev, err := range r.opt.Model.Stream(ctx, ModelRequest{Model: model, Messages: msgs, Tools: tl.specs}) {
+	for ev, err := range r.obs.stream(ctx, r.opt.Model, ModelRequest{Model: model, Messages: msgs, Tools: tl.specs}) {
 		if err != nil {
 			keepPartial()
 			if ctx.Err() != nil {
@@ -401,7 +416,9 @@ func (r *Runner) runCalls(ctx context.Context, st *turnState, def Definition, tl
 // part in state output-error (the model reads it), never an error; an
 // error means the stream itself failed.
 func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl *stepTools, c ToolCall) (Part, error) {
+	ctx, observed := r.obs.tool(ctx, c)
 	part := Part{Type: "dynamic-tool", ToolCallID: c.ID, ToolName: c.Name, Input: json.RawMessage(c.Arguments)}
+	defer func() { observed(part) }()
 	var args map[string]any
 	raw := strings.TrimSpace(c.Arguments)
 	if raw == "" {

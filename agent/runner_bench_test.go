@@ -13,13 +13,42 @@ import (
 	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/tools"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 )
+
+// benchTelemetry is a tracer provider sampling every span into a batch
+// processor whose exporter drops them, and a meter provider with a
+// reader: the cost of recording, not of shipping.
+func benchTelemetry(b *testing.B) (trace.TracerProvider, metric.MeterProvider) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(discardExporter{}))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	b.Cleanup(func() { tp.Shutdown(context.Background()); mp.Shutdown(context.Background()) })
+	return tp, mp
+}
+
+type discardExporter struct{}
+
+func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discardExporter) Shutdown(context.Context) error                             { return nil }
 
 // BenchmarkRunnerStep measures the runner's own cost per step, model and
 // upstream time excluded: the model answers instantly with one tool call
 // and the caller returns a 50-item page from memory. Each op is one turn
 // of two steps (the call, then the answer).
-func BenchmarkRunnerStep(b *testing.B) {
+func BenchmarkRunnerStep(b *testing.B) { benchRunnerStep(b, nil, nil) }
+
+// BenchmarkRunnerStepTelemetry is BenchmarkRunnerStep with traces
+// (every span sampled, exported to nowhere) and metrics on, for the
+// overhead of telemetry (bench/README.md).
+func BenchmarkRunnerStepTelemetry(b *testing.B) {
+	tp, mp := benchTelemetry(b)
+	benchRunnerStep(b, tp, mp)
+}
+
+func benchRunnerStep(b *testing.B, tp trace.TracerProvider, mp metric.MeterProvider) {
 	var items []string
 	for i := range 50 {
 		items = append(items, fmt.Sprintf(`{"id":%d,"status":"open","total":%d}`, i, i*3))
@@ -34,7 +63,7 @@ func BenchmarkRunnerStep(b *testing.B) {
 		Params:   []tools.Param{{Name: "page", In: tools.InQuery, Schema: intS}, {Name: "per_page", In: tools.InQuery, Schema: intS}},
 		Response: &tools.Schema{Type: "object", Properties: map[string]*tools.Schema{"data": {Type: "array"}, "total": {Type: "integer"}}}})
 	results := loop.NewRetrieval(loop.RetrievalOptions{})
-	eng := loop.New(loop.Options{Caller: caller, Results: results, Clock: paginate.NewFakeClock(time.Now())})
+	eng := loop.New(loop.Options{Caller: caller, Results: results, Clock: paginate.NewFakeClock(time.Now()), TracerProvider: tp, MeterProvider: mp})
 	def := Definition{ID: "a", System: "s", AgentTools: []Binding{{ToolID: "p.list_items", LoopResponses: true}}}
 	log := stream.NewMemoryLog(stream.MemoryLogOptions{})
 	ctx := context.Background()
@@ -46,7 +75,7 @@ func BenchmarkRunnerStep(b *testing.B) {
 				return call("c1", "list_items", `{"_all_pages":true,"_fields":["id"]}`)
 			},
 		}}
-		r := NewRunner(RunnerOptions{Model: m, Engine: eng, Retrieval: results, Catalog: cat})
+		r := NewRunner(RunnerOptions{Model: m, Engine: eng, Retrieval: results, Catalog: cat, TracerProvider: tp, MeterProvider: mp})
 		run := fmt.Sprintf("run%d", i)
 		log.Open(ctx, run)
 		th := &Thread{Key: "k", Msgs: []UIMessage{{ID: "u", Role: RoleUser, Parts: []Part{{Type: "text", Text: "q"}}}}}

@@ -120,6 +120,9 @@ func (s *MemoryDatasetStore) Put(_ context.Context, key string, d *Dataset, cach
 // Bytes is the total size of the datasets held.
 func (s *MemoryDatasetStore) Bytes() int64 { return s.m.size() }
 
+// Len is how many datasets are held.
+func (s *MemoryDatasetStore) Len() int { return s.m.len() }
+
 // CacheOptions configure a DatasetCache. The zero value is ready to use.
 type CacheOptions struct {
 	// Mode is the deployment's mode. Zero means CacheOn.

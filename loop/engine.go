@@ -16,6 +16,8 @@ import (
 	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/loop/query"
 	"github.com/trawl-dev/trawl/tools"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options configures an Engine. Only Caller is required; every other zero
@@ -39,6 +41,10 @@ type Options struct {
 	FanOut int
 	// Logger receives operational logs. Nil: slog.Default().
 	Logger *slog.Logger
+	// TracerProvider and MeterProvider receive a span and metrics per
+	// tool call (see observe.go). Nil: none, at no cost.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 }
 
 // Engine runs tool calls: it strips and applies the reserved arguments,
@@ -50,11 +56,12 @@ type Engine struct {
 	log   *slog.Logger
 
 	plans sync.Map // tool pointer → paginate.Plan
+	obs   *instrumentation
 }
 
 // New returns an Engine.
 func New(opt Options) *Engine {
-	e := &Engine{opt: opt, clock: opt.Clock, log: opt.Logger}
+	e := &Engine{opt: opt, clock: opt.Clock, log: opt.Logger, obs: newInstrumentation(opt.TracerProvider, opt.MeterProvider)}
 	if e.clock == nil {
 		e.clock = paginate.SystemClock{}
 	}
@@ -161,7 +168,7 @@ func (e *Engine) Schema(t *tools.Tool, looping bool) map[string]any {
 // request, and the call is walked, merged, projected and filtered. A
 // failure the model can act on (a bad argument, an upstream error on the
 // first page) is a *ToolError; other errors are the engine's own.
-func (e *Engine) Call(ctx context.Context, c Call) (*Outcome, error) {
+func (e *Engine) Call(ctx context.Context, c Call) (out *Outcome, err error) {
 	if c.Tool == nil {
 		return nil, errors.New("loop: Call.Tool is nil")
 	}
@@ -180,6 +187,8 @@ func (e *Engine) Call(ctx context.Context, c Call) (*Outcome, error) {
 			}
 		}
 	}
+	ctx, observed := e.obs.call(ctx, c.Tool, c.Binding.LoopResponses)
+	defer func() { observed(out, err) }()
 	own, r, err := ParseRequest(c.Args)
 	if err != nil {
 		return nil, err

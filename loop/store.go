@@ -419,6 +419,9 @@ func (s *MemoryResultStore) Get(_ context.Context, key string) (*StoredResult, e
 // Bytes is the total size of the records held.
 func (s *MemoryResultStore) Bytes() int64 { return s.m.size() }
 
+// Len is how many records are held.
+func (s *MemoryResultStore) Len() int { return s.m.len() }
+
 // memory is the in-process container behind both memory stores: go-cache
 // holds the values (its janitor frees what nobody asks for again), while
 // expiry is decided by the injected clock on every read, and a FIFO list
@@ -538,6 +541,13 @@ func (m *memory[V]) size() int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.bytes
+}
+
+// len is how many records are held.
+func (m *memory[V]) len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.index)
 }
 
 // removeLocked drops e from the bookkeeping and from go-cache; tomb

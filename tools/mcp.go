@@ -247,6 +247,18 @@ func (s *MCPSource) Tools() []*Tool {
 // abandoned call) must not hold up a shutdown.
 const mcpCloseTimeout = 5 * time.Second
 
+// Ping asks the server to answer a ping within ctx: nil when it does,
+// else why not (the session ended, no answer in time).
+func (s *MCPSource) Ping(ctx context.Context) error {
+	s.mu.RLock()
+	gone := s.gone
+	s.mu.RUnlock()
+	if gone != nil {
+		return gone
+	}
+	return s.session.Ping(ctx, nil)
+}
+
 // Close ends the session (and stops a command server) and waits, at most
 // a few seconds, for it to end. It is idempotent; calls made afterwards
 // fail with ErrMCPClosed.

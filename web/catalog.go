@@ -87,7 +87,7 @@ func (s *Server) logImport(provider string, r *tools.ImportReport) {
 func (s *Server) connectMCP(ctx context.Context, cat *tools.Catalog, mc tools.MCPConfig) error {
 	s.invoker.AddSecrets(mc.Secrets()...)
 	src, err := tools.ConnectMCP(ctx, mc, tools.MCPOptions{
-		Logger: s.log.With("mcp", mc.ID), Log: s.activity,
+		Logger: s.log.With("mcp", mc.ID), Log: s.activity, HTTPClient: s.tel.mcpClient(s.cfg.Telemetry, mc.ID),
 		OnChange: func(ts []*tools.Tool) {
 			if err := cat.ReplaceProvider(mc.ID, ts); err != nil {
 				s.log.Error("mcp tool list changed but could not be applied", "mcp", mc.ID, "err", err)

@@ -138,7 +138,7 @@ func (s *Server) chat(c echo.Context) error {
 	key := agent.ThreadKey(p.UserID, agentID, req.ID)
 	// The run ends with its deadline, a stop, or the end of the shutdown
 	// grace (baseCtx), never with the request.
-	runCtx, cancel := context.WithTimeout(s.baseCtx, runDeadline)
+	runCtx, cancel := context.WithTimeout(carryRequest(s.baseCtx, ctx), runDeadline)
 	run := &activeRun{id: "run_" + randomHex(16), done: make(chan struct{}), cancel: cancel}
 	if !s.runs.claim(key, run) {
 		cancel()
@@ -239,10 +239,10 @@ func (s *Server) runTurn(ctx context.Context, key string, run *activeRun, thread
 		Checkpoint: s.saveThread,
 	})
 	if err != nil && !errors.Is(err, context.Canceled) {
-		s.log.Info("turn ended with an error", "thread", key, "err", err)
+		s.log.InfoContext(ctx, "turn ended with an error", "thread", key, "err", err)
 	}
 	if err := s.saveThread(ctx, thread); err != nil {
-		s.log.Error("saving thread", "thread", key, "err", err)
+		s.log.ErrorContext(ctx, "saving thread", "thread", key, "err", err)
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()

@@ -59,6 +59,11 @@ type Config struct {
 	// proxies whose X-Forwarded-For names the client. Zero: none, so the
 	// client is the connection's peer.
 	TrustedProxies []string `yaml:"trusted_proxies"`
+	// Log, Telemetry and Metrics are the observability settings (see
+	// observe.go).
+	Log       LogConfig       `yaml:"log"`
+	Telemetry TelemetryConfig `yaml:"telemetry"`
+	Metrics   MetricsConfig   `yaml:"metrics"`
 
 	// File is the path the config was read from ("" for the built-in demo).
 	File string `yaml:"-"`
@@ -165,6 +170,9 @@ type ProviderConfig struct {
 	BaseURL     string         `yaml:"base_url"`
 	Auth        tools.AuthSpec `yaml:"auth"`
 	RuntimeAuth tools.AuthSpec `yaml:"runtime_auth"`
+	// PropagateTrace false keeps the W3C trace context off this
+	// provider's requests. Zero: sent while traces are on.
+	PropagateTrace *bool `yaml:"propagate_trace"`
 
 	specData []byte // a built-in spec, instead of the OpenAPI file
 }
@@ -480,6 +488,9 @@ func (c *Config) validate() error {
 	}
 	if c.ShutdownGrace < 0 {
 		return c.errAt("shutdown_grace", "must not be negative")
+	}
+	if key, msg := c.checkObserve(); key != "" {
+		return c.errAt(key, msg)
 	}
 	if c.ShutdownDelay < 0 {
 		return c.errAt("shutdown_delay", "must not be negative")

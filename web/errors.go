@@ -40,11 +40,14 @@ type errorBody struct {
 	Error struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
+		// RequestID finds the request in the server's logs.
+		RequestID string `json:"request_id,omitempty"`
 	} `json:"error"`
 }
 
 // errorHandler is the one place errors become responses: {"error":{"code",
-// "message"}} with the right status; causes are logged, never sent.
+// "message","request_id"}} with the right status; causes are logged, never
+// sent.
 func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
@@ -64,11 +67,12 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			ae = internal(err)
 		}
 		if ae.Status >= 500 || ae.Cause != nil {
-			log.Error("request failed", "method", c.Request().Method, "path", c.Path(),
+			log.ErrorContext(c.Request().Context(), "request failed", "method", c.Request().Method, "path", c.Path(),
 				"status", ae.Status, "code", ae.Code, "cause", ae.Cause)
 		}
 		var body errorBody
 		body.Error.Code, body.Error.Message = ae.Code, ae.Message
+		body.Error.RequestID = RequestID(c.Request().Context())
 		if c.Request().Method == http.MethodHead {
 			_ = c.NoContent(ae.Status)
 			return

@@ -34,12 +34,14 @@ func (s *Server) newEngine() (*loop.Engine, error) {
 	}
 	s.cache = cache
 	return loop.New(loop.Options{
-		Caller:    tools.Router{HTTP: s.invoker, MCP: s.mcp},
+		Caller:    s.observeCaller(tools.Router{HTTP: s.invoker, MCP: s.mcp}),
 		Budget:    budgetOf(s.cfg.Limits.Limits),
 		ViewChars: s.cfg.Limits.ViewChars,
 		Results:   s.results,
 		Cache:     cache,
 		Logger:    s.log,
+
+		TracerProvider: s.tel.tracerProvider(), MeterProvider: s.tel.meterProvider(),
 	}), nil
 }
 

@@ -110,6 +110,7 @@ type Server struct {
 	proxies   []netip.Prefix  // trusted reverse proxies
 	origins   map[string]bool // CORS allowed origins
 	authFails *failLimiter
+	tel       *telemetry // traces and metrics; its providers are nil when off
 	// draining is set when shutdown begins: /readyz answers 503 and new
 	// turns and runs are refused.
 	draining atomic.Bool
@@ -131,6 +132,7 @@ func New(ctx context.Context, cfg *Config, opt Options) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.log = withContextIDs(s.log)
 	if s.out == nil {
 		s.out = os.Stdout
 	}
@@ -163,12 +165,15 @@ func New(ctx context.Context, cfg *Config, opt Options) (*Server, error) {
 	if s.adminKey, s.keyIsNew, err = adminKey(cfg.AdminKey, cfg.DataDir); err != nil {
 		return nil, err
 	}
+	if err := s.setupTelemetry(ctx, os.LookupEnv); err != nil {
+		return nil, err
+	}
 	astore, err := tools.NewBoltActivityStore(s.db, 0)
 	if err != nil {
 		return nil, err
 	}
 	s.activity = tools.NewActivityLog(astore, 0)
-	s.invoker = tools.NewInvoker(tools.InvokerOptions{Log: s.activity})
+	s.invoker = tools.NewInvoker(tools.InvokerOptions{Log: s.activity, Client: s.tel.httpClient(false)})
 	if s.catalog, err = s.loadCatalog(ctx); err != nil {
 		return nil, err
 	}
@@ -236,6 +241,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{Handler: s.echo, ReadHeaderTimeout: s.timeouts.Header, IdleTimeout: s.timeouts.Idle,
 		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
 	s.banner(ln.Addr().String())
+	if err := s.listenMetrics(ctx); err != nil {
+		return err
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -349,8 +357,10 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	if limit <= 0 {
 		limit = 4 << 20
 	}
+	e.Pre(s.requestID)
 	e.Pre(s.cors)
 	e.Use(middleware.Recover())
+	e.Use(s.countStreams)
 	// Bodies are read once the caller is authenticated, so an anonymous
 	// client cannot make the server buffer them.
 	body := readBody(limit, s.timeouts.Body)
@@ -358,6 +368,7 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	e.GET("/", redirectStudio)
+	e.GET("/metrics", s.serveMetrics, s.requireAdmin)
 	e.GET("/studio", redirectStudio)
 	e.Match([]string{http.MethodGet, http.MethodHead}, "/studio/*", serveStudio)
 
@@ -395,17 +406,6 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	user.GET("/chats", s.listChats)
 	user.GET("/chats/:chatId", s.getChat)
 	return e
-}
-
-func (s *Server) readyz(c echo.Context) error {
-	if s.draining.Load() {
-		return apiErr(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down")
-	}
-	err := s.db.View(func(*bolt.Tx) error { return nil })
-	if err != nil {
-		return &APIError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "store unavailable", Cause: err}
-	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }
 
 // refuseWhenDraining answers 503 with Retry-After once shutdown began,

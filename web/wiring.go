@@ -30,7 +30,7 @@ func (s *Server) newAgents(ctx context.Context, model agent.Model) error {
 		return err
 	}
 	mem := stream.NewMemoryLog(stream.MemoryLogOptions{})
-	s.events = mem
+	s.events = s.tel.wrapEvents(mem)
 	if model == nil {
 		if model, err = s.newModel(); err != nil {
 			return err
@@ -46,6 +46,7 @@ func (s *Server) newAgents(ctx context.Context, model agent.Model) error {
 	s.runner = agent.NewRunner(agent.RunnerOptions{
 		Model: model, ModelName: s.cfg.Model.Name, Engine: s.engine, Retrieval: s.results,
 		Catalog: s.catalog, Logger: s.log, DirectBudget: s.cfg.Discovery.DirectBudget, Search: search,
+		TracerProvider: s.tel.tracerProvider(), MeterProvider: s.tel.meterProvider(), RecordContent: s.cfg.Telemetry.RecordContent,
 	})
 	// Build each agent's search index now rather than on its first turn.
 	for _, def := range s.agents.List() {

@@ -144,7 +144,7 @@ func (s *Server) startWorkflowRun(c echo.Context) error {
 		return apiErr(http.StatusConflict, "invalid_workflow", err.Error())
 	}
 	runID := "wfr_" + randomHex(12)
-	ctx, cancel := context.WithTimeout(s.baseCtx, runDeadline) // ends at the shutdown grace
+	ctx, cancel := context.WithTimeout(carryRequest(s.baseCtx, c.Request().Context()), runDeadline) // ends at the shutdown grace
 	run := &activeRun{id: runID, done: make(chan struct{}), cancel: cancel}
 	key := "workflow-run:" + runID
 	if !s.runs.claim(key, run) {
@@ -166,6 +166,7 @@ func (s *Server) startWorkflowRun(c echo.Context) error {
 		defer close(run.done)
 		defer s.runs.release(key)
 		defer cancel()
+		ctx, observed := s.tel.workflowRun(ctx, def.ID)
 		res, err := s.workflows.Run(ctx, def, workflow.RunInput{Org: s.cfg.Org, RunID: runID,
 			Emit: func(ch stream.Chunk) error {
 				_, err := s.events.Append(context.WithoutCancel(ctx), runID, ch)
@@ -179,6 +180,7 @@ func (s *Server) startWorkflowRun(c echo.Context) error {
 		case err != nil || (res != nil && res.Failed != ""):
 			rec.Status = "failed"
 		}
+		observed(rec.Status)
 		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer scancel()
 		if err := s.saveWorkflowRun(sctx, rec); err != nil {

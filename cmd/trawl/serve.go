@@ -108,8 +108,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *dataDir != "" {
 		cfg.DataDir = *dataDir
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	srv, err := web.New(ctx, cfg, web.Options{Logger: log, Stdout: stdout})
+	srv, err := web.New(ctx, cfg, web.Options{Logger: web.NewLogger(stderr, cfg.Log), Stdout: stdout})
 	if err != nil {
 		return err
 	}

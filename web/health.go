@@ -1,0 +1,100 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	bolt "go.etcd.io/bbolt"
+)
+
+// readyTimeout bounds each check of /readyz.
+const readyTimeout = 2 * time.Second
+
+// Readiness is the body of /readyz: each store and MCP server with its
+// state. Status is "ready" (every store answers; MCP servers too),
+// "degraded" (every store answers, an MCP server does not: its tools fail
+// but the rest works, so the answer is still 200) or "unavailable" (a
+// store does not: 503). While the server drains, /readyz answers 503
+// shutting_down. Causes are logged, never shown: /readyz needs no key.
+type Readiness struct {
+	Status     string            `json:"status"`
+	Stores     map[string]string `json:"stores"`
+	MCPServers map[string]string `json:"mcp_servers"`
+}
+
+// Component states in a Readiness.
+const (
+	stateOK          = "ok"
+	stateUnreachable = "unreachable"
+)
+
+// pinger is a store that can say whether it answers (a networked store
+// implements it; the embedded ones share the bbolt file).
+type pinger interface {
+	Ping(ctx context.Context) error
+}
+
+func (s *Server) readyz(c echo.Context) error {
+	if s.draining.Load() {
+		return apiErr(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down")
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), readyTimeout)
+	defer cancel()
+	r := s.readiness(ctx)
+	st := http.StatusOK
+	if r.Status == "unavailable" {
+		st = http.StatusServiceUnavailable
+	}
+	return c.JSON(st, r)
+}
+
+// readiness checks every store and MCP server at once, each within ctx.
+func (s *Server) readiness(ctx context.Context) Readiness {
+	type check struct {
+		kind, name string
+		run        func(context.Context) error
+	}
+	checks := []check{{"store", "bolt", func(context.Context) error { return s.db.View(func(*bolt.Tx) error { return nil }) }}}
+	for name, st := range map[string]any{"threads": s.threads, "sessions": s.sessions, "events": s.events} {
+		if p, ok := st.(pinger); ok {
+			checks = append(checks, check{"store", name, p.Ping})
+		}
+	}
+	for id, m := range s.mcp {
+		checks = append(checks, check{"mcp", id, m.Ping})
+	}
+	sort.Slice(checks, func(i, j int) bool { return checks[i].kind+checks[i].name < checks[j].kind+checks[j].name })
+	states := make([]string, len(checks))
+	var wg sync.WaitGroup
+	for i, ch := range checks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			states[i] = stateOK
+			if err := ch.run(ctx); err != nil {
+				states[i] = stateUnreachable
+				s.log.WarnContext(ctx, "readiness check failed", ch.kind, ch.name, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+	r := Readiness{Status: "ready", Stores: map[string]string{}, MCPServers: map[string]string{}}
+	for i, ch := range checks {
+		if ch.kind == "store" {
+			r.Stores[ch.name] = states[i]
+			if states[i] != stateOK {
+				r.Status = "unavailable"
+			}
+			continue
+		}
+		r.MCPServers[ch.name] = states[i]
+		if states[i] != stateOK && r.Status == "ready" {
+			r.Status = "degraded"
+		}
+	}
+	return r
+}
