@@ -235,3 +235,14 @@ func (s *DatasetStore) Bytes() int64 {
 	defer s.mu.Unlock()
 	return s.bytes
 }
+
+// Len is how many datasets the store holds (expired ones not yet removed
+// included).
+func (s *DatasetStore) Len() int {
+	n := 0
+	_ = s.db.View(func(tx *bolt.Tx) error {
+		n = tx.Bucket(bucketDatasets).Stats().KeyN
+		return nil
+	})
+	return n
+}

@@ -433,21 +433,27 @@ export function chatView({ navigate }) {
   };
 }
 
-// contextMeter shows a data-context chunk: what was sent against the
-// budget, for each count it carries.
+// contextMeter shows a data-context chunk (stream.ContextReport): what
+// the step sent the model against the agent's context budget, and how
+// many older results went as their verdicts.
 function contextMeter(data) {
   const d = data && typeof data === 'object' ? data : {};
   const rows = [];
   for (const unit of ['tokens', 'chars']) {
-    const sent = d[`${unit}Sent`] ?? d[unit] ?? (d.sent && d.sent[unit]);
-    const budget = d[`${unit}Budget`] ?? (d.budget && d.budget[unit]);
+    const sent = d[unit];
+    const budget = d[`budget${unit[0].toUpperCase()}${unit.slice(1)}`];
     if (typeof sent === 'number') {
       rows.push(h('div', { class: 'meter-row' },
-        h('span', { class: 'meter-label' }, `Context ${unit}`),
+        h('span', { class: 'meter-label' }, `Context ${unit}${unit === 'tokens' && !d.calibrated ? ' (estimated)' : ''}`),
         typeof budget === 'number' && budget > 0 ? h('meter', { min: '0', max: String(budget), value: String(sent) }) : null,
         h('span', { class: 'muted' }, typeof budget === 'number' ? `${sent} of ${budget}` : String(sent))));
     }
   }
+  const shrunk = [];
+  if (d.compacted > 0) shrunk.push(`${d.compacted} older result${d.compacted === 1 ? '' : 's'} sent as verdicts`);
+  if (d.shortened > 0) shrunk.push(`${d.shortened} older text${d.shortened === 1 ? '' : 's'} shortened`);
+  if (d.droppedTurns > 0) shrunk.push(`${d.droppedTurns} oldest turn${d.droppedTurns === 1 ? '' : 's'} left out`);
+  if (shrunk.length) rows.push(h('div', { class: 'muted meter-note' }, shrunk.join(' · ')));
   if (!rows.length) {
     rows.push(h('span', { class: 'muted' }, Object.entries(d).map(([k, v]) => `${k}: ${typeof v === 'object' ? JSON.stringify(v) : v}`).join(' · ')));
   }
