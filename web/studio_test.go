@@ -580,6 +580,14 @@ func TestStudioChatInBrowser(t *testing.T) {
 		jsTrue(`document.querySelector('#chat-log').textContent.includes('278 open orders worth more than 100')`),
 		jsTrue(`document.querySelector('#chat-stop').hidden`),
 		br.view("chat"))
+	// Each step's data-context chunk is a meter: what was sent against
+	// the agent's context budget.
+	if got := br.text(`#chat-log .context-meter`); !strings.Contains(got, "Context tokens") || !strings.Contains(got, " of ") {
+		t.Errorf("context meter: %q", got)
+	}
+	if br.count(`#chat-log .context-meter meter`) == 0 {
+		t.Error("the context meter draws no <meter>")
+	}
 	if n := br.count(card + ` .rows-table tbody tr`); n != 20 {
 		t.Errorf("%d rows on the first page, want 20", n)
 	}
