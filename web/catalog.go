@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/tools"
 )
 
@@ -26,6 +27,7 @@ func (s *Server) loadCatalog(ctx context.Context) (*tools.Catalog, error) {
 		if err != nil {
 			return nil, cfg.errAt(at+".openapi", err.Error())
 		}
+		paginate.SettleEffects(ts)
 		if err := cat.Add(ts...); err != nil {
 			return nil, cfg.errAt(at, err.Error())
 		}
@@ -86,6 +88,7 @@ func (s *Server) addToolkit(cat *tools.Catalog, m *tools.Manifest) error {
 	if err != nil {
 		return err
 	}
+	paginate.SettleEffects(ts)
 	if err := cat.Add(ts...); err != nil {
 		return err
 	}

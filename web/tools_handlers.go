@@ -16,6 +16,7 @@ type toolView struct {
 	Name        string         `json:"name"`
 	Description string         `json:"description"`
 	Kind        tools.Kind     `json:"kind"`
+	Effect      tools.Effect   `json:"effect"`
 	Provider    string         `json:"provider"`
 	Toolkit     string         `json:"toolkit,omitempty"`
 	Method      string         `json:"method,omitempty"`
@@ -29,6 +30,7 @@ func (s *Server) view(t *tools.Tool) toolView {
 	return toolView{
 		ID: t.ID, Name: t.Name, Description: t.Description, Kind: t.Kind, Provider: t.Provider,
 		Toolkit: t.Toolkit, Method: t.Method, Path: t.Path, OperationID: t.OperationID,
+		Effect:      paginate.EffectOf(t, s.engine.Plan(t)),
 		InputSchema: s.engine.Schema(t, true),
 		Pagination:  s.engine.Plan(t),
 	}

@@ -12,7 +12,7 @@ import (
 // Inspection is what `trawl inspect` reports for one operation: which
 // tool it became and how it paginates. It marshals as
 //
-//	{"tool","method","path","operationId","pagination":{"strategy","sizeParam",
+//	{"tool","method","path","operationId","effect","pagination":{"strategy","sizeParam",
 //	 "pageParam","offsetParam","cursorParam","paramsIn","items","continuation","provenance"}}
 //
 // with null wherever a field does not apply.
@@ -21,6 +21,7 @@ type Inspection struct {
 	Method      string            `json:"method"`
 	Path        string            `json:"path"`
 	OperationID *string           `json:"operationId"` // null when the spec gives none
+	Effect      tools.Effect      `json:"effect"`      // read, write or destructive (EffectOf)
 	Pagination  PaginationSummary `json:"pagination"`
 
 	note string // one remark for the table (a signal with nothing to send it back)
@@ -61,6 +62,7 @@ func NewInspection(t *tools.Tool, p Plan) Inspection {
 		Method:      strings.ToUpper(t.Method),
 		Path:        t.Path,
 		OperationID: nullable(t.OperationID),
+		Effect:      EffectOf(t, p),
 	}
 	s := PaginationSummary{Strategy: p.Strategy, Provenance: p.Provenance}
 	if s.Strategy == "" {
@@ -108,7 +110,7 @@ var summaryOrder = []Strategy{Cursor, NextURL, LinkHeader, PageNumber, Offset}
 // summary line ("51 operations, 40 paginated: 14 cursor, 6 next_url, …").
 func WriteTable(w io.Writer, ins []Inspection) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "METHOD\tPATH\tTOOL\tSTRATEGY\tPARAMS\tITEMS\tCONTINUATION\tPROVENANCE\tNOTE")
+	fmt.Fprintln(tw, "METHOD\tPATH\tTOOL\tEFFECT\tSTRATEGY\tPARAMS\tITEMS\tCONTINUATION\tPROVENANCE\tNOTE")
 	counts := map[Strategy]int{}
 	paginated := 0
 	for _, in := range ins {
@@ -136,14 +138,18 @@ func WriteTable(w io.Writer, ins []Inspection) error {
 				items = "(bare array)"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			cell(in.Method), cell(in.Path), cell(in.Tool), p.Strategy, orDash(strings.Join(params, " ")),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			cell(in.Method), cell(in.Path), cell(in.Tool), in.Effect, p.Strategy, orDash(strings.Join(params, " ")),
 			cell(items), cell(deref(p.Continuation)), cell(p.Provenance), cell(in.note))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	summary := fmt.Sprintf("%d operation%s, %d paginated", len(ins), plural(len(ins)), paginated)
+	effects := map[tools.Effect]int{}
+	for _, in := range ins {
+		effects[in.Effect]++
+	}
 	var parts []string
 	for _, s := range summaryOrder {
 		if counts[s] > 0 {
@@ -153,6 +159,8 @@ func WriteTable(w io.Writer, ins []Inspection) error {
 	if len(parts) > 0 {
 		summary += ": " + strings.Join(parts, ", ")
 	}
+	summary += fmt.Sprintf("; %d read, %d write, %d destructive",
+		effects[tools.EffectRead], effects[tools.EffectWrite], effects[tools.EffectDestructive])
 	_, err := fmt.Fprintln(w, summary)
 	return err
 }

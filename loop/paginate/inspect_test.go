@@ -29,13 +29,13 @@ func TestInspectionJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `[` +
-		`{"tool":"GetCustomers","method":"GET","path":"/v1/customers","operationId":"GetCustomers","pagination":` +
+		`{"tool":"GetCustomers","method":"GET","path":"/v1/customers","operationId":"GetCustomers","effect":"read","pagination":` +
 		`{"strategy":"cursor","sizeParam":"limit","pageParam":null,"offsetParam":null,"cursorParam":"starting_after",` +
 		`"paramsIn":"query","items":"data","continuation":"has_more","provenance":"schema"}},` +
-		`{"tool":"get_balance","method":"GET","path":"/v1/balance","operationId":null,"pagination":` +
+		`{"tool":"get_balance","method":"GET","path":"/v1/balance","operationId":null,"effect":"read","pagination":` +
 		`{"strategy":"none","sizeParam":null,"pageParam":null,"offsetParam":null,"cursorParam":null,` +
 		`"paramsIn":null,"items":null,"continuation":null,"provenance":"schema"}},` +
-		`{"tool":"getUsersForWorkspace","method":"GET","path":"/workspaces/{workspace_gid}/users","operationId":"getUsersForWorkspace","pagination":` +
+		`{"tool":"getUsersForWorkspace","method":"GET","path":"/workspaces/{workspace_gid}/users","operationId":"getUsersForWorkspace","effect":"read","pagination":` +
 		`{"strategy":"none","sizeParam":null,"pageParam":null,"offsetParam":null,"cursorParam":null,` +
 		`"paramsIn":null,"items":"data","continuation":null,"provenance":"schema"}}` +
 		`]`
@@ -49,7 +49,7 @@ func TestWriteTableSummary(t *testing.T) {
 	if err := WriteTable(&buf, nil); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff("METHOD  PATH  TOOL  STRATEGY  PARAMS  ITEMS  CONTINUATION  PROVENANCE  NOTE\n0 operations, 0 paginated\n", buf.String()); diff != "" {
+	if diff := cmp.Diff("METHOD  PATH  TOOL  EFFECT  STRATEGY  PARAMS  ITEMS  CONTINUATION  PROVENANCE  NOTE\n0 operations, 0 paginated; 0 read, 0 write, 0 destructive\n", buf.String()); diff != "" {
 		t.Errorf("empty table (-want +got):\n%s", diff)
 	}
 }

@@ -219,23 +219,25 @@ func backoff(n int) time.Duration {
 func retryable(t *tools.Tool, p Plan) bool { return ReadLike(t, p) }
 
 // ReadLike reports whether calling t reads without changing anything:
-// GET and HEAD, or a POST that reads (a paginated operation, or one named
-// for searching or listing). It is the one derivation of a call's effect
-// until tools declare effects of their own.
-func ReadLike(t *tools.Tool, p Plan) bool {
-	switch strings.ToUpper(t.Method) {
-	case http.MethodGet, http.MethodHead:
-		return true
-	case http.MethodPost:
-		if p.Paginated() {
-			return true
-		}
-		words := strings.ToLower(t.Name + " " + t.OperationID + " " + t.Path)
-		for _, w := range []string{"search", "list", "query", "find", "lookup"} {
-			if strings.Contains(words, w) {
-				return true
-			}
-		}
+// its effect (EffectOf) is read.
+func ReadLike(t *tools.Tool, p Plan) bool { return EffectOf(t, p) == tools.EffectRead }
+
+// EffectOf is t's effect (tools.DeriveEffect) with what pagination
+// detection adds: a POST whose effect was derived, not declared, and that
+// pages through a response array only queries, so it reads.
+func EffectOf(t *tools.Tool, p Plan) tools.Effect {
+	e := tools.DeriveEffect(t)
+	if e == tools.EffectWrite && !t.EffectDeclared && strings.EqualFold(t.Method, http.MethodPost) && p.Paginated() && p.ItemsFound {
+		return tools.EffectRead
 	}
-	return false
+	return e
+}
+
+// SettleEffects sets each tool's Effect to EffectOf under its detected
+// plan, so that every place a tool is shown says the same. Run once when
+// tools are imported.
+func SettleEffects(ts []*tools.Tool) {
+	for _, t := range ts {
+		t.Effect = EffectOf(t, Detect(t))
+	}
 }
