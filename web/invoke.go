@@ -49,6 +49,8 @@ type invokeRequest struct {
 	ThreadID      string         `json:"thread_id"`
 	LoopResponses *bool          `json:"loop_responses"`
 	Experiment    bool           `json:"experiment"`
+	// Bulk lets a write take _for_each (there is no binding here to say so).
+	Bulk bool `json:"bulk"`
 }
 
 // invokeTool runs one tool call through the engine, no model involved.
@@ -76,7 +78,7 @@ func (s *Server) invokeTool(c echo.Context) error {
 	looping := req.LoopResponses == nil || *req.LoopResponses
 	out, err := s.engine.Call(ctx, loop.Call{
 		Tool: t, Args: req.Args, Scope: scope, Experiment: req.Experiment,
-		Binding: loop.Binding{LoopResponses: looping},
+		Binding: loop.Binding{LoopResponses: looping, Bulk: req.Bulk},
 	})
 	if err != nil {
 		return toolError(err)
@@ -93,7 +95,7 @@ func toolError(err error) error {
 		return internal(err)
 	}
 	status := http.StatusBadRequest
-	if te.Code == loop.CodeUpstream {
+	if te.Code == loop.CodeUpstream || te.Code == loop.CodeOutcomeUnknown {
 		status = http.StatusBadGateway
 	}
 	return apiErr(status, te.Code, te.Message)

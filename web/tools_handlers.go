@@ -6,6 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/loop"
 	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/tools"
 )
@@ -31,7 +32,7 @@ func (s *Server) view(t *tools.Tool) toolView {
 		ID: t.ID, Name: t.Name, Description: t.Description, Kind: t.Kind, Provider: t.Provider,
 		Toolkit: t.Toolkit, Method: t.Method, Path: t.Path, OperationID: t.OperationID,
 		Effect:      paginate.EffectOf(t, s.engine.Plan(t)),
-		InputSchema: s.engine.Schema(t, true),
+		InputSchema: s.engine.Schema(t, loop.Binding{LoopResponses: true}),
 		Pagination:  s.engine.Plan(t),
 	}
 }

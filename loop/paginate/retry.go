@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -28,11 +29,12 @@ type failure struct {
 	snippet string
 	err     error
 	detail  string // words for PageError
+	unsure  bool   // a write was sent and not answered: its outcome is unknown
 }
 
 func (f *failure) pageError(res *Result) *PageError {
 	return &PageError{StoppedBy: f.reason, Status: f.status, Snippet: f.snippet, Retries: res.Retries,
-		Requests: res.Requests, Err: f.err, detail: f.detail}
+		Requests: res.Requests, Err: f.err, Unsure: f.unsure, detail: f.detail}
 }
 
 // fetch sends one page's request, retrying the same page after transport
@@ -78,7 +80,9 @@ func (w *walker) fetch(ctx context.Context, req tools.Request) (*tools.Response,
 			case errors.Is(ctx.Err(), context.Canceled):
 				return nil, nil, ctx.Err()
 			case ctx.Err() != nil || timedOut:
-				return nil, w.budgetFailure(StopBudgetTime, "the time budget ran out while waiting for the upstream"), nil
+				f := w.budgetFailure(StopBudgetTime, "the time budget ran out while waiting for the upstream")
+				f.unsure = !w.retryable
+				return nil, f, nil
 			}
 			if w.retryable && transient < maxTransientRetries {
 				transient++
@@ -89,7 +93,7 @@ func (w *walker) fetch(ctx context.Context, req tools.Request) (*tools.Response,
 				}
 			}
 			return nil, &failure{
-				reason: StopHTTPError, err: err,
+				reason: StopHTTPError, err: err, unsure: !w.retryable && maybeSent(err),
 				why: fmt.Sprintf("page %d could not be fetched (%s)", req.Page, safeCause(err)),
 			}, nil
 		}
@@ -212,6 +216,18 @@ func (w *walker) wait(ctx context.Context, d time.Duration) (ok bool, err error)
 // backoff is the wait before the n-th retry (n ≥ 1): 500ms, 1s, 2s…
 func backoff(n int) time.Duration {
 	return transientBackoff << (n - 1)
+}
+
+// maybeSent reports whether a transport failure may have come after the
+// request reached the upstream: anything but a failure to connect (a
+// refused connection, an unknown host) may.
+func maybeSent(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return false
+	}
+	var dns *net.DNSError
+	return !errors.As(err, &dns)
 }
 
 // retryable reports whether a page request may be sent again after an

@@ -83,6 +83,10 @@ type WalkOptions struct {
 	Args map[string]any
 	// Plan is what detection found; the first response may refine it.
 	Plan Plan
+	// Effect is the call's effect (a binding may override the tool's);
+	// "" means EffectOf(Tool, Plan). Only a read is sent again after a
+	// transport failure or a 5xx.
+	Effect tools.Effect
 	// AllPages walks every page. False: one request, whose signals still
 	// say whether more rows exist (Result.LikelyMore).
 	AllPages bool
@@ -164,7 +168,11 @@ type PageError struct {
 	Retries   int    // re-sends made before giving up
 	Requests  int    // upstream requests sent, retries included (0: refused before any)
 	Err       error  // the transport failure, when there was one
-	detail    string
+	// Unsure reports a change whose outcome is unknown: a request of a
+	// write that was sent but got no answer (a timeout, a connection
+	// reset). It was not retried; whether it took effect must be checked.
+	Unsure bool
+	detail string
 }
 
 func (e *PageError) Error() string {
@@ -312,7 +320,11 @@ func newWalker(o WalkOptions) *walker {
 	w.args = cloneArgs(o.Args)
 	w.origin = originOf(o.Tool.Origin)
 	w.base = requestURL(o.Tool, w.args)
-	w.retryable = retryable(o.Tool, o.Plan)
+	effect := o.Effect
+	if effect == "" {
+		effect = EffectOf(o.Tool, o.Plan)
+	}
+	w.retryable = effect == tools.EffectRead
 	w.setup()
 	return w
 }
