@@ -120,7 +120,13 @@ type turnState struct {
 	// pending are stored results that were cut and not yet queried: the
 	// next step offers only the retrieval tools.
 	pending map[string]bool
-	mu      sync.Mutex // guards msg.Parts, pending and Thread.Results during tool calls
+	// reads are the verdicts of the turn's reads so far, the evidence an
+	// approval request shows; approved are the calls a human approved;
+	// waiting says a call waits for approval, so the turn ends.
+	reads    []string
+	approved map[string]bool
+	waiting  bool
+	mu       sync.Mutex // guards msg.Parts, pending, reads, waiting and Thread.Results/Approvals during tool calls
 }
 
 // Run runs one turn to its end, emitting the UI message stream: start,
@@ -129,9 +135,14 @@ type turnState struct {
 // appended to the thread whatever happens, so a stopped turn keeps what
 // it did.
 func (r *Runner) Run(ctx context.Context, t *Turn) error {
-	st := &turnState{Turn: t, pending: map[string]bool{},
+	st := &turnState{Turn: t, pending: map[string]bool{}, approved: map[string]bool{},
 		msg:      UIMessage{ID: "msg_" + randomHex(12), Role: RoleAssistant},
 		throttle: stream.NewThrottle(stream.ThrottleOptions{Now: r.opt.Now})}
+	resumed := false
+	if n := len(t.Thread.Msgs); n > 0 && awaitsRun(t.Thread.Msgs[n-1]) {
+		// The human answered approvals: the same assistant message goes on.
+		st.msg, t.Thread.Msgs, resumed = t.Thread.Msgs[n-1], t.Thread.Msgs[:n-1], true
+	}
 	defer func() {
 		if len(st.msg.Parts) > 0 {
 			t.Thread.Msgs = append(t.Thread.Msgs, st.msg)
@@ -140,7 +151,13 @@ func (r *Runner) Run(ctx context.Context, t *Turn) error {
 	if err := t.Emit(stream.Start{MessageID: st.msg.ID}); err != nil {
 		return err
 	}
-	err := r.steps(ctx, st)
+	var err error
+	if resumed {
+		err = r.resolveApprovals(ctx, st)
+	}
+	if err == nil {
+		err = r.steps(ctx, st)
+	}
 	switch {
 	case err == nil:
 		return t.Emit(stream.Finish{})
@@ -193,6 +210,9 @@ func (r *Runner) steps(ctx context.Context, st *turnState) error {
 			return err
 		}
 		r.checkpoint(ctx, st)
+		if st.waiting {
+			return nil // a call waits for a human's approval: the turn ends here
+		}
 	}
 }
 
@@ -207,7 +227,7 @@ func (r *Runner) checkpoint(ctx context.Context, st *turnState) {
 	msg := st.msg
 	msg.Parts = slices.Clone(st.msg.Parts)
 	t.Msgs = append(slices.Clone(st.Thread.Msgs), msg)
-	t.Loaded, t.Results = slices.Clone(t.Loaded), slices.Clone(t.Results)
+	t.Loaded, t.Results, t.Approvals = slices.Clone(t.Loaded), slices.Clone(t.Results), slices.Clone(t.Approvals)
 	st.mu.Unlock()
 	if err := st.Checkpoint(ctx, &t); err != nil {
 		r.log.Warn("saving the thread after a step", "thread", t.Key, "err", err)
@@ -319,6 +339,16 @@ func (r *Runner) step(ctx context.Context, st *turnState, def Definition, bound 
 	return list, nil
 }
 
+// holdsWrites reports whether any bound tool may change data.
+func (r *Runner) holdsWrites(bound []boundTool) bool {
+	for _, bt := range bound {
+		if r.opt.Engine.Effect(bt.tool, bt.loopBinding()).Writes() {
+			return true
+		}
+	}
+	return false
+}
+
 // messages builds the step's messages: the agent's system prompt, the
 // looping guidance as a separate system message when the agent holds a
 // looping tool, then the thread.
@@ -332,6 +362,9 @@ func (r *Runner) messages(st *turnState, def Definition, bound []boundTool) []Me
 			msgs = append(msgs, Message{Role: RoleSystem, Content: prompts.Text("looping")})
 			break
 		}
+	}
+	if r.holdsWrites(bound) {
+		msgs = append(msgs, Message{Role: RoleSystem, Content: prompts.Text("writing")})
 	}
 	thread := st.Thread.Msgs
 	st.mu.Lock()
@@ -351,16 +384,26 @@ func (r *Runner) runCalls(ctx context.Context, st *turnState, def Definition, tl
 		return nil
 	}
 	parts := make([]Part, len(calls))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(r.opt.ToolConcurrency)
-	for i, c := range calls {
-		g.Go(func() error {
-			p, err := r.runCall(gctx, st, def, tl, c)
-			parts[i] = p
-			return err
-		})
+	// Calls that wait for approval are asked last, so that their evidence
+	// holds the verdicts of the step's reads.
+	var err error
+	for _, asking := range []bool{false, true} {
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(r.opt.ToolConcurrency)
+		for i, c := range calls {
+			if r.needsApproval(st, def, tl, c) != asking {
+				continue
+			}
+			g.Go(func() error {
+				p, err := r.runCall(gctx, st, def, tl, c)
+				parts[i] = p
+				return err
+			})
+		}
+		if err = g.Wait(); err != nil {
+			break
+		}
 	}
-	err := g.Wait()
 	st.mu.Lock()
 	for _, p := range parts {
 		if p.Type != "" {
@@ -403,6 +446,13 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl 
 	}
 	if err := st.Emit(stream.ToolInputAvailable{ToolCallID: c.ID, ToolName: c.Name, Input: args, Dynamic: true}); err != nil {
 		return part, err
+	}
+	if known && !meta && !retrieval {
+		effect := r.opt.Engine.Effect(bt.tool, bt.loopBinding())
+		part.Effect = string(effect)
+		if r.needsApproval(st, def, tl, c) {
+			return r.askApproval(st, part, effect)
+		}
 	}
 	scope := loop.Scope{Org: st.Org, Thread: st.Thread.Key, User: st.User, CacheScope: st.CacheScope}
 	var out []byte
@@ -461,6 +511,15 @@ func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, bt
 	if err != nil {
 		return nil, err
 	}
+	if !r.opt.Engine.Effect(bt.tool, bt.loopBinding()).Writes() {
+		read := bt.name + ": a single call (looping off), no completeness claim"
+		if out.Verdict != nil {
+			read = bt.name + ": " + out.Verdict.Summary()
+		}
+		st.mu.Lock()
+		st.reads = append(st.reads, read)
+		st.mu.Unlock()
+	}
 	if out.ResultID != "" {
 		st.mu.Lock()
 		now := r.opt.Now()
@@ -471,6 +530,106 @@ func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, bt
 		st.mu.Unlock()
 	}
 	return out.View, nil
+}
+
+// needsApproval reports whether call c waits for a human's yes: a bound
+// tool whose binding or effect requires approval, not yet approved.
+func (r *Runner) needsApproval(st *turnState, def Definition, tl *stepTools, c ToolCall) bool {
+	bt, ok := tl.byName[c.Name]
+	if !ok {
+		return false
+	}
+	st.mu.Lock()
+	approved := st.approved[c.ID]
+	st.mu.Unlock()
+	return !approved && def.Requires(bt.binding, r.opt.Engine.Effect(bt.tool, bt.loopBinding()))
+}
+
+// awaitsRun reports whether m is an assistant message with a tool call
+// the human answered (approval-responded), to run or deny.
+func awaitsRun(m UIMessage) bool {
+	if m.Role != RoleAssistant {
+		return false
+	}
+	for _, p := range m.Parts {
+		if p.IsTool() && p.State == StateApprovalResponded {
+			return true
+		}
+	}
+	return false
+}
+
+// askApproval stops a call before it runs: the server issues an approval
+// id bound to the call and its arguments, keeps it with the thread,
+// shows the evidence (the arguments and the turn's reads) and emits
+// tool-approval-request. The turn ends after this step.
+func (r *Runner) askApproval(st *turnState, part Part, effect tools.Effect) (Part, error) {
+	id := "apr_" + randomHex(16)
+	h, err := argsHash(part.Input)
+	if err != nil {
+		return part, err
+	}
+	ev := ApprovalEvidence{ApprovalID: id, ToolCallID: part.ToolCallID, ToolName: part.ToolName,
+		Effect: string(effect), Input: part.Input}
+	st.mu.Lock()
+	st.Thread.Approvals = append(st.Thread.Approvals, IssuedApproval{ID: id, ToolCallID: part.ToolCallID, ToolName: part.ToolName, ArgsHash: h})
+	st.waiting = true
+	ev.Reads = append([]string{}, st.reads...)
+	data, _ := json.Marshal(ev)
+	st.msg.Parts = append(st.msg.Parts, Part{Type: "data-approval-evidence", ID: id, Data: data})
+	st.mu.Unlock()
+	if err := st.Emit(stream.Data{Name: "approval-evidence", ID: id, Data: json.RawMessage(data)}); err != nil {
+		return part, err
+	}
+	part.State, part.Approval = StateApprovalRequested, &PartApproval{ID: id}
+	return part, st.Emit(stream.ToolApprovalRequest{ApprovalID: id, ToolCallID: part.ToolCallID})
+}
+
+// resolveApprovals runs the calls a human approved and denies the others
+// (tool-output-denied), in the resumed assistant message, before the
+// model goes on.
+func (r *Runner) resolveApprovals(ctx context.Context, st *turnState) error {
+	def, ok := st.Agent()
+	if !ok {
+		return ErrNoAgent
+	}
+	bound, err := resolveBindings(def, r.opt.Catalog)
+	if err != nil {
+		return err
+	}
+	tl, err := r.assemble(st, def, bound)
+	if err != nil {
+		return err
+	}
+	for i := range st.msg.Parts {
+		p := st.msg.Parts[i]
+		if !p.IsTool() || p.State != StateApprovalResponded || p.Approval == nil {
+			continue
+		}
+		if p.Approval.Approved == nil || !*p.Approval.Approved {
+			p.State = StateOutputDenied
+			st.mu.Lock()
+			st.msg.Parts[i] = p
+			st.mu.Unlock()
+			if err := st.Emit(stream.ToolOutputDenied{ToolCallID: p.ToolCallID}); err != nil {
+				return err
+			}
+			continue
+		}
+		st.mu.Lock()
+		st.approved[p.ToolCallID] = true
+		st.mu.Unlock()
+		np, err := r.runCall(ctx, st, def, tl, ToolCall{ID: p.ToolCallID, Name: p.Name(), Arguments: string(p.Input)})
+		if err != nil {
+			return err
+		}
+		np.Approval = p.Approval
+		st.mu.Lock()
+		st.msg.Parts[i] = np
+		st.mu.Unlock()
+	}
+	r.checkpoint(ctx, st)
+	return nil
 }
 
 // toolErrorText is what the model and the UI read of a failed call.
