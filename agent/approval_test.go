@@ -111,7 +111,7 @@ func TestApprovalStopsTheWrite(t *testing.T) {
 	if ar.ToolCallID != "c_del" || !strings.HasPrefix(ar.ApprovalID, "apr_") || len(ar.ApprovalID) < 20 {
 		t.Errorf("approval request %+v", ar)
 	}
-	if types := strings.Join(rec.types(), " "); !strings.HasSuffix(types, "tool-approval-request finish-step finish") {
+	if types := strings.Join(rec.types(), " "); !strings.HasSuffix(types, "tool-approval-request finish-step data-turn-changes finish") {
 		t.Errorf("chunks: %s", types)
 	}
 	// Evidence: the arguments and the list's verdict.
@@ -134,6 +134,9 @@ func TestApprovalStopsTheWrite(t *testing.T) {
 	}
 	if del == nil || del.State != StateApprovalRequested || del.Approval == nil || del.Approval.ID != ar.ApprovalID || del.Effect != "destructive" {
 		t.Fatalf("stored delete part %+v", del)
+	}
+	if ch := TurnChanges(last); len(ch) != 1 || ch[0] != (TurnChange{ToolCallID: "c_del", Tool: "delete_item", Effect: "destructive", Outcome: "waiting"}) {
+		t.Errorf("turn changes %+v", ch)
 	}
 	if len(th.Approvals) != 1 || th.Approvals[0].ID != ar.ApprovalID || th.Approvals[0].Used {
 		t.Errorf("issued approvals %+v", th.Approvals)
@@ -198,6 +201,13 @@ func TestApprovalRoundTrip(t *testing.T) {
 				t.Errorf("the model read %q", tool.Content)
 			}
 			msgs := tr.Thread.Msgs
+			outcome := map[bool]string{true: "done", false: "denied"}[approved]
+			if ch := TurnChanges(msgs[len(msgs)-1]); len(ch) != 1 || ch[0].Outcome != outcome {
+				t.Errorf("turn changes %+v, want one %s", ch, outcome)
+			}
+			if n := len(chunksOf(rec2, "data-turn-changes")); n != 1 {
+				t.Errorf("%d data-turn-changes chunks", n)
+			}
 			if len(msgs) != 2 {
 				t.Errorf("%d messages; the answer continues the assistant message", len(msgs))
 			}

@@ -160,6 +160,9 @@ func (r *Runner) Run(ctx context.Context, t *Turn) error {
 	}
 	switch {
 	case err == nil:
+		if err := r.turnChanges(st); err != nil {
+			return err
+		}
 		return t.Emit(stream.Finish{})
 	case ctx.Err() != nil:
 		_ = t.Emit(stream.Abort{})
@@ -543,6 +546,69 @@ func (r *Runner) needsApproval(st *turnState, def Definition, tl *stepTools, c T
 	approved := st.approved[c.ID]
 	st.mu.Unlock()
 	return !approved && def.Requires(bt.binding, r.opt.Engine.Effect(bt.tool, bt.loopBinding()))
+}
+
+// TurnChange is one call of the turn that may change data, and what came
+// of it: "done", "failed", "unknown" (sent, no answer: check before
+// trying again), "denied" or "waiting" (for approval).
+type TurnChange struct {
+	ToolCallID string `json:"toolCallId"`
+	Tool       string `json:"tool"`
+	Effect     string `json:"effect"`
+	Outcome    string `json:"outcome"`
+}
+
+// TurnChanges lists the calls of m that may change data, in order.
+func TurnChanges(m UIMessage) []TurnChange {
+	var out []TurnChange
+	for _, p := range m.Parts {
+		if !p.IsTool() || (p.Effect != string(tools.EffectWrite) && p.Effect != string(tools.EffectDestructive)) {
+			continue
+		}
+		c := TurnChange{ToolCallID: p.ToolCallID, Tool: p.Name(), Effect: p.Effect}
+		switch p.State {
+		case "output-available":
+			c.Outcome = "done"
+		case "output-error":
+			c.Outcome = "failed"
+			if strings.HasPrefix(p.ErrorText, loop.CodeOutcomeUnknown) {
+				c.Outcome = "unknown"
+			}
+		case StateOutputDenied:
+			c.Outcome = "denied"
+		default:
+			c.Outcome = "waiting"
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// turnChanges puts the turn's writes in the message as one
+// data-turn-changes part (id "turn-changes", replaced as it grows), so a
+// UI can say "this turn changed: 3 messages trashed". Nothing for a turn
+// that changed nothing.
+func (r *Runner) turnChanges(st *turnState) error {
+	st.mu.Lock()
+	changes := TurnChanges(st.msg)
+	st.mu.Unlock()
+	if len(changes) == 0 {
+		return nil
+	}
+	data, _ := json.Marshal(map[string]any{"changes": changes})
+	part := Part{Type: "data-turn-changes", ID: "turn-changes", Data: data}
+	st.mu.Lock()
+	replaced := false
+	for i, p := range st.msg.Parts {
+		if p.Type == part.Type && p.ID == part.ID {
+			st.msg.Parts[i], replaced = part, true
+		}
+	}
+	if !replaced {
+		st.msg.Parts = append(st.msg.Parts, part)
+	}
+	st.mu.Unlock()
+	return st.Emit(stream.Data{Name: "turn-changes", ID: part.ID, Data: json.RawMessage(data)})
 }
 
 // awaitsRun reports whether m is an assistant message with a tool call

@@ -158,6 +158,7 @@ func (inv *Invoker) Call(ctx context.Context, req Request) (*Response, error) {
 		// A cursor is kept only as its fingerprint, never in the path.
 		Path: RedactURL(hreq.URL, inv.queryAuthNames(req.Tool.Provider), append(secrets, req.Cursor)...),
 		Page: req.Page, Cursor: Fingerprint(req.Cursor), Retry: req.Retry,
+		Effect: req.EffectOf(), Writes: req.EffectOf().Writes(),
 	}
 	resp, err := inv.client.Do(hreq)
 	if err != nil {

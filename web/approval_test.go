@@ -93,7 +93,7 @@ func TestApprovalOverHTTP(t *testing.T) {
 	}
 	events := readSSE(t, resp.Body)
 	all := strings.Join(chunkTypes(events), " ")
-	if !strings.Contains(all, "tool-approval-request finish-step finish") {
+	if !strings.Contains(all, "tool-approval-request finish-step data-turn-changes finish") {
 		t.Fatalf("stream: %s", all)
 	}
 	_, b := ts.do(t, "GET", "/v1/agents/cleaner/chats/c1", "", nil)

@@ -61,4 +61,9 @@ func TestInvokeWriteNeedsBulk(t *testing.T) {
 	if st != http.StatusOK || !strings.Contains(string(b), "may have changed data: POST /messages/{messageId}/trash (2 requests)") {
 		t.Errorf("bulk write: %d %s", st, b)
 	}
+	// The activity log marks the writes.
+	st, b = ts.do(t, "GET", "/v1/activity?limit=3", "", nil)
+	if st != http.StatusOK || strings.Count(string(b), `"effect":"write","writes":true`) != 2 || !strings.Contains(string(b), `"effect":"read"`) {
+		t.Errorf("activity: %d %s", st, b)
+	}
 }

@@ -274,6 +274,7 @@ type walker struct {
 	plan     Plan
 
 	retryable bool
+	effect    tools.Effect
 	origin    string // scheme://host:port of the provider; "" unknown
 
 	// The request about to be sent.
@@ -324,6 +325,7 @@ func newWalker(o WalkOptions) *walker {
 	if effect == "" {
 		effect = EffectOf(o.Tool, o.Plan)
 	}
+	w.effect = effect
 	w.retryable = effect == tools.EffectRead
 	w.setup()
 	return w
@@ -374,7 +376,7 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 	for {
 		req := tools.Request{
 			Tool: w.o.Tool, Args: w.args, Credential: w.o.Credential, ThreadID: w.o.ThreadID,
-			Page: res.Pages + 1, Cursor: w.cursor,
+			Page: res.Pages + 1, Cursor: w.cursor, Effect: w.effect,
 		}
 		if w.viaURL {
 			req.URL = w.cursor
