@@ -67,3 +67,19 @@ func TestInvokeWriteNeedsBulk(t *testing.T) {
 		t.Errorf("activity: %d %s", st, b)
 	}
 }
+
+// PATCH on a binding sets its effect, bulk and approval, and rejects bad
+// values.
+func TestPatchBindingEffect(t *testing.T) {
+	ts := startDemo(t, nil)
+	path := "/v1/agents/demo/tools/acme.list_orders"
+	st, b := ts.do(t, "PATCH", path, "", map[string]any{"effect": "write", "bulk": true, "approval": "required"})
+	if st != http.StatusOK || !strings.Contains(string(b), `"effect":"write"`) || !strings.Contains(string(b), `"approval":"required"`) {
+		t.Fatalf("patch: %d %s", st, b)
+	}
+	for _, bad := range []map[string]any{{"effect": "sometimes"}, {"approval": "maybe"}, {"bulk_values": 500}} {
+		if st, b := ts.do(t, "PATCH", path, "", bad); st != http.StatusBadRequest {
+			t.Errorf("patch %v: %d %s", bad, st, b)
+		}
+	}
+}
