@@ -122,3 +122,20 @@ func ToolNames(d Definition, cat *tools.Catalog) ([]string, error) {
 	}
 	return out, nil
 }
+
+// LoopBinding is the engine's binding of the tool toolID as agent d holds
+// it: the tool's own entry, else its toolkit's. ok is false when d does
+// not bind the tool. ("Try it as agent" calls a tool the way the agent
+// would.)
+func LoopBinding(d Definition, cat *tools.Catalog, toolID string) (b loop.Binding, ok bool, err error) {
+	bts, err := resolveBindings(d, cat)
+	if err != nil {
+		return loop.Binding{}, false, err
+	}
+	for _, bt := range bts {
+		if bt.tool.ID == toolID {
+			return bt.loopBinding(), true, nil
+		}
+	}
+	return loop.Binding{}, false, nil
+}

@@ -22,8 +22,11 @@ type Definition struct {
 	MaxSteps int `json:"max_steps,omitempty" yaml:"max_steps"`
 	// ViewChars overrides the deployment's size-guard budget for what one
 	// tool result may put in front of the model. Zero: the deployment's.
-	ViewChars  int       `json:"view_chars,omitempty" yaml:"view_chars"`
-	AgentTools []Binding `json:"agentTools" yaml:"agentTools"`
+	ViewChars int `json:"view_chars,omitempty" yaml:"view_chars"`
+	// Context is the budget of what one step sends the model. Nil: the
+	// model's known context window (see ContextWindow).
+	Context    *ContextConfig `json:"context,omitempty" yaml:"context"`
+	AgentTools []Binding      `json:"agentTools" yaml:"agentTools"`
 	// Approval says, per effect class, which calls wait for a human's
 	// yes before they run (a binding's own approval wins).
 	Approval *ApprovalPolicy `json:"approval,omitempty" yaml:"approval"`
@@ -181,6 +184,9 @@ func (d *Definition) Validate() error {
 	}
 	if d.ViewChars < 0 {
 		return &FieldError{Field: "view_chars", Msg: "must not be negative"}
+	}
+	if err := d.Context.validate(); err != nil {
+		return err
 	}
 	for i, b := range d.AgentTools {
 		f := fmt.Sprintf("agentTools[%d]", i)

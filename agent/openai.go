@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -55,9 +56,11 @@ type OpenAIOptions struct {
 	// for a longer one gets its error surfaced at once. Zero: 30s.
 	MaxRetryWait time.Duration
 	// StreamUsage says whether to ask for a final usage chunk
-	// (stream_options.include_usage). The zero value asks only
-	// api.openai.com and Azure OpenAI, since some compatible servers reject
-	// the field.
+	// (stream_options.include_usage), which calibrates the context
+	// budget's token estimate. The zero value asks every server except
+	// Azure deployment URLs of an api-version older than the field; a
+	// server that rejects the field (a 400 naming it) is asked again at
+	// once without it, and never with it again.
 	StreamUsage StreamUsage
 	// Now reads the time, to turn an HTTP-date Retry-After into a wait.
 	// Nil: time.Now.
@@ -71,7 +74,8 @@ type OpenAIOptions struct {
 type StreamUsage int
 
 const (
-	// StreamUsageAuto asks api.openai.com and Azure OpenAI only.
+	// StreamUsageAuto asks, unless the server is known not to take it or
+	// rejected it once.
 	StreamUsageAuto StreamUsage = iota
 	// StreamUsageOn always asks (vLLM, Ollama, LM Studio accept it).
 	StreamUsageOn
@@ -147,6 +151,8 @@ type OpenAI struct {
 	model        string
 	apiKey       string
 	includeUsage bool
+	usageAuto    bool        // includeUsage may be dropped when a server rejects it
+	usageOff     atomic.Bool // the server rejected stream_options
 	maxRetries   int
 	backoff      time.Duration
 	maxWait      time.Duration
@@ -198,7 +204,7 @@ func NewOpenAI(opt OpenAIOptions) *OpenAI {
 	case StreamUsageOn:
 		o.includeUsage = true
 	case StreamUsageAuto:
-		o.includeUsage = usageAuto
+		o.includeUsage, o.usageAuto = usageAuto, true
 	}
 	return o
 }
@@ -242,7 +248,7 @@ func oaiConfig(baseURL, key string) (openai.ClientConfig, bool, error) {
 		// stream_options arrived in 2024-09-01-preview.
 		return cfg, version >= "2024-09-01", nil
 	}
-	return cfg, false, nil
+	return cfg, true, nil // a server that rejects it is asked again without
 }
 
 // Stream implements Model.
@@ -257,10 +263,19 @@ func (o *OpenAI) Stream(ctx context.Context, req ModelRequest) iter.Seq2[ModelEv
 			yield(ModelEvent{}, err)
 			return
 		}
+		if o.usageOff.Load() {
+			creq.StreamOptions = nil
+		}
 		for attempt := 1; ; attempt++ {
 			yielded, stopped, fail := o.attempt(ctx, creq, yield)
 			if fail == nil || stopped {
 				return
+			}
+			if !yielded && creq.StreamOptions != nil && o.usageAuto && oaiRejectsUsage(fail.err) {
+				o.usageOff.Store(true)
+				creq.StreamOptions = nil
+				attempt--
+				continue
 			}
 			if ctx.Err() != nil {
 				yield(ModelEvent{}, fmt.Errorf("openai: %w", ctx.Err()))
@@ -278,6 +293,16 @@ func (o *OpenAI) Stream(ctx context.Context, req ModelRequest) iter.Seq2[ModelEv
 			}
 		}
 	}
+}
+
+// oaiRejectsUsage reports an error answer that refuses the
+// stream_options field.
+func oaiRejectsUsage(e *OpenAIError) bool {
+	if e.StatusCode != http.StatusBadRequest && e.StatusCode != http.StatusUnprocessableEntity {
+		return false
+	}
+	m := strings.ToLower(e.Message)
+	return strings.Contains(m, "stream_options") || strings.Contains(m, "include_usage")
 }
 
 // oaiFailure is one failed attempt and what decides its retry.

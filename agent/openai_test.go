@@ -480,7 +480,7 @@ func TestOpenAIRequestBody(t *testing.T) {
 		t.Errorf("request line and headers (-want +got):\n%s", diff)
 	}
 
-	// The default model, and no stream_options for an unknown server.
+	// The default model, and usage asked of any server.
 	m = NewOpenAI(OpenAIOptions{BaseURL: f.srv.URL + "/v1", Model: "default-model"})
 	if _, err := oaiCollect(t, m.Stream(context.Background(), oaiTestRequest)); err != nil {
 		t.Fatal(err)
@@ -489,8 +489,8 @@ func TestOpenAIRequestBody(t *testing.T) {
 	if err := json.Unmarshal(f.bodies[1], &second); err != nil {
 		t.Fatal(err)
 	}
-	if second["model"] != "default-model" || second["stream_options"] != nil || second["tools"] != nil {
-		t.Errorf("second request = %s; want model default-model, no stream_options, no tools", f.bodies[1])
+	if second["model"] != "default-model" || second["stream_options"] == nil || second["tools"] != nil {
+		t.Errorf("second request = %s; want model default-model, stream_options, no tools", f.bodies[1])
 	}
 	if h := f.headers[1].Get("Authorization"); h != "" {
 		t.Errorf("Authorization without a key = %q, want none", h)
@@ -509,7 +509,7 @@ func TestOpenAIEndpoints(t *testing.T) {
 	}{
 		{"", "https://api.openai.com/v1/chat/completions", "Authorization: Bearer " + oaiTestKey, true},
 		{"https://api.openai.com/v1", "https://api.openai.com/v1/chat/completions", "Authorization: Bearer " + oaiTestKey, true},
-		{"http://localhost:11434/v1", "http://localhost:11434/v1/chat/completions", "Authorization: Bearer " + oaiTestKey, false},
+		{"http://localhost:11434/v1", "http://localhost:11434/v1/chat/completions", "Authorization: Bearer " + oaiTestKey, true},
 		{"https://acme.openai.azure.com/openai/v1/", "https://acme.openai.azure.com/openai/v1/chat/completions", "Authorization: Bearer " + oaiTestKey, true},
 		{"https://acme.openai.azure.com", "https://acme.openai.azure.com/openai/deployments/gpt-4.1-mini/chat/completions?api-version=2024-10-21", "Api-Key: " + oaiTestKey, true},
 		{"https://acme.openai.azure.com/?api-version=2024-06-01", "https://acme.openai.azure.com/openai/deployments/gpt-4.1-mini/chat/completions?api-version=2024-06-01", "Api-Key: " + oaiTestKey, false},
@@ -545,6 +545,48 @@ func TestOpenAIEndpoints(t *testing.T) {
 }
 
 type oaiRoundTripper func(*http.Request) (*http.Response, error)
+
+// TestOpenAIUsageFallback: a server that rejects stream_options is asked
+// again at once without it, and never with it again; usage it reports
+// arrives on the finish event.
+func TestOpenAIUsageFallback(t *testing.T) {
+	reject := func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if bytes.Contains(body, []byte("stream_options")) {
+			oaiStatus(400, nil, `{"error":{"message":"Unrecognized request argument supplied: stream_options","type":"invalid_request_error"}}`)(w, r)
+			return
+		}
+		oaiStream(oaiDelta(`{"content":"ok"}`), oaiFinish("stop"))(w, r)
+	}
+	f := newOAIFake(t, reject)
+	sl := &oaiSleeps{}
+	m := oaiTestModel(f, sl)
+	for range 2 {
+		if _, err := oaiCollect(t, m.Stream(context.Background(), oaiTestRequest)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.requests(); n != 3 {
+		t.Errorf("%d requests; want 3 (one rejected, then two without stream_options)", n)
+	}
+	if len(sl.got()) != 0 {
+		t.Errorf("waited %v before asking without stream_options", sl.got())
+	}
+	if !bytes.Contains(f.bodies[0], []byte("include_usage")) || bytes.Contains(f.bodies[2], []byte("stream_options")) {
+		t.Errorf("bodies: %s … %s", f.bodies[0], f.bodies[2])
+	}
+
+	// Usage in the final chunk reaches the finish event.
+	g := newOAIFake(t, oaiStream(oaiDelta(`{"content":"ok"}`), oaiFinish("stop"),
+		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":1234,"completion_tokens":5,"total_tokens":1239}}`))
+	evs, err := oaiCollect(t, oaiTestModel(g, sl).Stream(context.Background(), oaiTestRequest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := evs[len(evs)-1].Usage; u.PromptTokens != 1234 || u.CompletionTokens != 5 {
+		t.Errorf("usage = %+v", u)
+	}
+}
 
 func (f oaiRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 

@@ -18,6 +18,10 @@ type Registry struct {
 	store DefinitionStore
 	check func(Binding) error // validates a binding against the catalog
 
+	// patch serialises PatchBinding's read-modify-write, so concurrent
+	// patches of one agent (a console flipping a whole group) all land.
+	patch sync.Mutex
+
 	mu   sync.RWMutex
 	defs map[string]Definition
 }
@@ -122,6 +126,8 @@ type BindingPatch struct {
 // to that tool, or — for a tool of a bound toolkit — a new entry for the
 // tool alone, which then overrides the toolkit's for that tool.
 func (r *Registry) PatchBinding(ctx context.Context, id, toolID string, toolkitOf func(string) string, p BindingPatch) (Definition, error) {
+	r.patch.Lock()
+	defer r.patch.Unlock()
 	r.mu.RLock()
 	d, ok := r.defs[id]
 	r.mu.RUnlock()

@@ -384,6 +384,11 @@ type ReplayOptions struct {
 // of assistant messages after the last user message. (The runner appends
 // one assistant message per step, tool results as tool messages.)
 //
+// When the live calls of the turn did not do what the recording did (a
+// call refused or failed, or its binding does not loop so its reserved
+// arguments were stripped), the turn's answer step says so instead of
+// the recorded answer, which would claim what was not checked.
+//
 // A step streams its reasoning, then its text, in deltas of ChunkSize
 // characters, then each tool call: an EventToolCallStart with the id
 // call_<turn>_<step>_<k> (zero-based) and the recorded name, then the
@@ -435,6 +440,9 @@ func replayArgs(raw json.RawMessage) json.RawMessage {
 	return b.Bytes()
 }
 
+// Name is the transcript's name ("" when it has none).
+func (r *Replay) Name() string { return r.name }
+
 // ErrReplayNoUserMessage: a Replay cannot place a request without any
 // user message in the transcript.
 var ErrReplayNoUserMessage = errors.New("replay: the request has no user message")
@@ -463,6 +471,11 @@ func (r *Replay) Stream(ctx context.Context, req ModelRequest) iter.Seq2[ModelEv
 			return
 		}
 		step := r.step(turn, stepIndex)
+		if r.isAnswer(turn, stepIndex) {
+			if dev := replayDeviations(req.Messages); len(dev) > 0 {
+				step = TranscriptStep{Text: replayDeviationText(dev)}
+			}
+		}
 		send := func(ev ModelEvent) bool {
 			if err := ctx.Err(); err != nil {
 				yield(ModelEvent{}, fmt.Errorf("replay: %w", err))
@@ -526,6 +539,79 @@ func withLastResultID(args string, msgs []Message) string {
 		}
 	}
 	return strings.ReplaceAll(args, LastResultIDRef, id)
+}
+
+// isAnswer reports whether step is the recorded answer of turn: its last
+// step, the one without tool calls.
+func (r *Replay) isAnswer(turn, step int) bool {
+	return turn < len(r.turns) && step == len(r.turns[turn].Steps)-1 && step > 0
+}
+
+// replayReserved are the reserved arguments whose effect a recorded
+// answer relies on.
+var replayReserved = []string{"_all_pages", "_for_each", "_fields", "_filter"}
+
+// replayDeviations says how the live tool calls of the current turn
+// differed from the recording: a call the runner refused or that failed
+// (its result is {"error": …}), and a call that asked for reserved
+// arguments but came back without a boundary statement — its binding
+// does not loop ("Allow response looping" is off), so the arguments were
+// stripped and it saw one response. The evidence is the messages alone,
+// so a Replay stays stateless.
+func replayDeviations(msgs []Message) []string {
+	start := 0
+	for i, m := range msgs {
+		if m.Role == RoleUser {
+			start = i + 1
+		}
+	}
+	results := map[string]string{}
+	for _, m := range msgs[start:] {
+		if m.Role == RoleTool {
+			results[m.ToolCallID] = m.Content
+		}
+	}
+	var out []string
+	for _, m := range msgs[start:] {
+		for _, c := range m.ToolCalls {
+			content, ok := results[c.ID]
+			if !ok {
+				continue
+			}
+			var res map[string]json.RawMessage
+			_ = json.Unmarshal([]byte(content), &res)
+			if e, failed := res["error"]; failed && len(res) == 1 {
+				var msg string
+				_ = json.Unmarshal(e, &msg)
+				out = append(out, fmt.Sprintf("`%s` was refused or failed (%s)", c.Name, strings.TrimSuffix(msg, ".")))
+				continue
+			}
+			var args map[string]json.RawMessage
+			_ = json.Unmarshal([]byte(c.Arguments), &args)
+			var asked []string
+			for _, k := range replayReserved {
+				if _, ok := args[k]; ok {
+					asked = append(asked, "`"+k+"`")
+				}
+			}
+			_, bounded := res["_boundary"]
+			_, verdict := res["_pagingComplete"]
+			if len(asked) > 0 && res != nil && !bounded && !verdict {
+				out = append(out, fmt.Sprintf("`%s` ran without looping (response looping is switched off in this agent's binding), so %s did not apply and it saw a single response",
+					c.Name, strings.Join(asked, ", ")))
+			}
+		}
+	}
+	return out
+}
+
+// replayDeviationText is the answer a Replay gives instead of the
+// recorded one when the live calls did not do what the recording did:
+// the recorded answer would claim what this run did not check.
+func replayDeviationText(dev []string) string {
+	return "I can't give the recorded answer, because this run's tool calls differed from the recording: " +
+		strings.Join(dev, "; ") + ". The recorded answer relied on those calls, so it would claim more than was checked here. " +
+		"Switch \"Allow response looping for this tool\" back on in the agent's bindings (or fix the failing call) and ask again."
 }
 
 // step is the step to play, or the note that the recording is over.

@@ -37,7 +37,7 @@ func replayHistory(tr *Transcript, turn, step int) []Message {
 			}
 			msgs = append(msgs, m)
 			for _, c := range m.ToolCalls {
-				msgs = append(msgs, Message{Role: RoleTool, ToolCallID: c.ID, Content: `{"ok":true}`})
+				msgs = append(msgs, Message{Role: RoleTool, ToolCallID: c.ID, Content: `{"ok":true,"_boundary":{"completion":"complete"}}`})
 			}
 		}
 	}
@@ -528,5 +528,41 @@ func TestReplayLastResultID(t *testing.T) {
 	}
 	if args.String() != `{"resultId":"r_abc"}` {
 		t.Errorf("arguments = %s", args.String())
+	}
+}
+
+// TestReplaySaysWhenTheRunDiffers: the answer step is replaced by a
+// statement of how the live calls differed — a call without its boundary
+// (looping off), a refused call — and played as recorded otherwise.
+func TestReplaySaysWhenTheRunDiffers(t *testing.T) {
+	tr := replayLoad(t)
+	r := NewReplay(tr, ReplayOptions{ChunkSize: 1000})
+	answer := func(msgs []Message) string {
+		evs, err := replayRun(t, r, context.Background(), msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return replaySummary(evs)
+	}
+	msgs := replayHistory(tr, 0, 2)
+	if got := answer(msgs); !strings.Contains(got, "We have 42 open orders") {
+		t.Fatalf("the calls did what was recorded, yet: %s", got)
+	}
+	for i := range msgs {
+		if msgs[i].ToolCallID == "call_0_0_0" {
+			msgs[i].Content = `{"orders":[{"id":"o1"}]}` // no _boundary: the binding does not loop
+		}
+		if msgs[i].ToolCallID == "call_0_1_1" {
+			msgs[i].Content = `{"error":"there is no tool \"list_customers\" in this step; use one of the tools offered"}`
+		}
+	}
+	got := answer(msgs)
+	for _, want := range []string{"`list_orders` ran without looping", "`_all_pages`, `_fields` did not apply", "`list_customers` was refused or failed", "Allow response looping"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("answer lacks %q: %s", want, got)
+		}
+	}
+	if strings.Contains(got, "42 open orders") {
+		t.Errorf("the recorded claim is still made: %s", got)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/trawl-dev/trawl/discovery"
 	"github.com/trawl-dev/trawl/loop"
 	"github.com/trawl-dev/trawl/prompts"
 	"github.com/trawl-dev/trawl/stream"
@@ -45,7 +46,10 @@ type RunnerOptions struct {
 	// DirectBudget is how many connected-app tools go to the model
 	// directly. Zero: discovery's default (15).
 	DirectBudget int
-	Logger       *slog.Logger
+	// Search configures the search_tools index: semantic ranking. Zero:
+	// BM25 alone.
+	Search discovery.IndexOptions
+	Logger *slog.Logger
 }
 
 // Runner runs turns: the step loop of DESIGN.md §1. It is safe for
@@ -54,6 +58,9 @@ type RunnerOptions struct {
 type Runner struct {
 	opt RunnerOptions
 	log *slog.Logger
+
+	verdicts *verdictCache // compacted older tool results
+	calib    sync.Map      // model name → calibrated characters per token (float64)
 
 	indexMu    sync.Mutex
 	indexes    sync.Map // pool fingerprint → *discovery.Index
@@ -71,7 +78,7 @@ func NewRunner(opt RunnerOptions) *Runner {
 	if opt.ResultTTL <= 0 {
 		opt.ResultTTL = loop.DefaultResultTTL
 	}
-	r := &Runner{opt: opt, log: opt.Logger}
+	r := &Runner{opt: opt, log: opt.Logger, verdicts: newVerdictCache(verdictCacheSize)}
 	if r.log == nil {
 		r.log = slog.Default()
 	}
@@ -120,6 +127,11 @@ type turnState struct {
 	// pending are stored results that were cut and not yet queried: the
 	// next step offers only the retrieval tools.
 	pending map[string]bool
+	// cpt is the characters-per-token estimate calibrated on this turn's
+	// previous step (0: none yet); reported is that step's prompt tokens.
+	cpt      float64
+	reported int
+	older    olderMemo // the older turns' model messages, built once per turn
 	// reads are the verdicts of the turn's reads so far, the evidence an
 	// approval request shows; approved are the calls a human approved;
 	// waiting says a call waits for approval, so the turn ends.
@@ -183,6 +195,10 @@ func publicError(err error) string {
 	if errors.Is(err, ErrNoAgent) {
 		return "the agent no longer exists"
 	}
+	var be *ContextBudgetError
+	if errors.As(err, &be) {
+		return be.Error()
+	}
 	return "the turn failed; see the server log"
 }
 
@@ -244,11 +260,23 @@ func (r *Runner) step(ctx context.Context, st *turnState, def Definition, bound 
 	if err != nil {
 		return nil, err
 	}
-	msgs := r.messages(st, def, bound)
+	model := def.Model
+	if model == "" {
+		model = r.opt.ModelName
+	}
+	fitted, bud, err := r.fitStep(st, def, bound, tl.specs, model)
+	if err != nil {
+		return nil, err
+	}
+	msgs := fitted.msgs
 	if err := st.Emit(stream.StartStep{}); err != nil {
 		return nil, err
 	}
 	st.msg.Parts = append(st.msg.Parts, Part{Type: "step-start"})
+	if err := st.Emit(fitted.report(step, bud, st.reported).Chunk()); err != nil {
+		return nil, err
+	}
+	var usage Usage
 
 	textID, reasonID := fmt.Sprintf("txt_%d", step), fmt.Sprintf("rsn_%d", step)
 	var text, reasoning strings.Builder
@@ -265,7 +293,7 @@ func (r *Runner) step(ctx context.Context, st *turnState, def Definition, bound 
 			st.msg.Parts = append(st.msg.Parts, Part{Type: "text", Text: text.String(), State: "done"})
 		}
 	}
-	for ev, err := range r.opt.Model.Stream(ctx, ModelRequest{Model: r.opt.ModelName, Messages: msgs, Tools: tl.specs}) {
+	for ev, err := range r.opt.Model.Stream(ctx, ModelRequest{Model: model, Messages: msgs, Tools: tl.specs}) {
 		if err != nil {
 			keepPartial()
 			if ctx.Err() != nil {
@@ -315,8 +343,11 @@ func (r *Runner) step(ctx context.Context, st *turnState, def Definition, bound 
 			if err := st.Emit(stream.ToolInputDelta{ToolCallID: c.ID, InputTextDelta: ev.ArgsDelta}); err != nil {
 				return nil, err
 			}
+		case EventFinish:
+			usage = ev.Usage
 		}
 	}
+	r.calibrate(st, bud, fitted.chars, usage)
 	if reasonOpen {
 		st.msg.Parts = append(st.msg.Parts, Part{Type: "reasoning", Text: reasoning.String(), State: "done"})
 		if err := st.Emit(stream.ReasoningEnd{ID: reasonID}); err != nil {
@@ -352,10 +383,12 @@ func (r *Runner) holdsWrites(bound []boundTool) bool {
 	return false
 }
 
-// messages builds the step's messages: the agent's system prompt, the
-// looping guidance as a separate system message when the agent holds a
-// looping tool, then the thread.
-func (r *Runner) messages(st *turnState, def Definition, bound []boundTool) []Message {
+// systemMessages are the step's system messages: the agent's system
+// prompt, then the looping guidance as a separate system message when
+// the agent holds a looping tool, then the guidance for agents that
+// change data when it holds a write. The thread follows them (see
+// fitStep).
+func (r *Runner) systemMessages(def Definition, bound []boundTool) []Message {
 	var msgs []Message
 	if def.System != "" {
 		msgs = append(msgs, Message{Role: RoleSystem, Content: def.System})
@@ -369,15 +402,7 @@ func (r *Runner) messages(st *turnState, def Definition, bound []boundTool) []Me
 	if r.holdsWrites(bound) {
 		msgs = append(msgs, Message{Role: RoleSystem, Content: prompts.Text("writing")})
 	}
-	thread := st.Thread.Msgs
-	st.mu.Lock()
-	current := st.msg
-	current.Parts = append([]Part(nil), st.msg.Parts...)
-	st.mu.Unlock()
-	if len(current.Parts) > 0 {
-		thread = append(append([]UIMessage(nil), thread...), current)
-	}
-	return append(msgs, ModelMessages(thread)...)
+	return msgs
 }
 
 // runCalls runs one step's tool calls concurrently, within the bound,
@@ -491,6 +516,7 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl 
 // callTool runs a bound tool through the looping engine.
 func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, bt boundTool, callID string, args map[string]any, scope loop.Scope) ([]byte, error) {
 	start := r.opt.Now()
+	ctx = tools.WithCallID(ctx, callID) // the activity log groups the call's requests
 	cred, err := appCredential(ctx, st, bt.tool)
 	if err != nil {
 		return nil, err
@@ -503,7 +529,7 @@ func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, bt
 				return
 			}
 			sp := stream.Progress{ToolCallID: callID, ToolName: bt.name, Page: p.Page, PagesMax: p.PagesMax,
-				Items: p.Items, Requests: p.Requests, RequestsMax: p.RequestsMax,
+				Items: p.Items, Requests: p.Requests, RequestsMax: p.RequestsMax, Total: p.Total,
 				ElapsedMs: r.opt.Now().Sub(start).Milliseconds()}
 			if p.ForEach != nil {
 				sp.ForEach = &stream.ForEachProgress{Key: p.ForEach.Key, Value: p.ForEach.Value, Index: p.ForEach.Index, Total: p.ForEach.Total}

@@ -188,7 +188,7 @@ func TestRunnerLoopingTurn(t *testing.T) {
 		t.Errorf("tool message: %+v", last)
 	}
 	types := strings.Join(rec.types(), " ")
-	want := "start start-step tool-input-start tool-input-delta tool-input-available data-tool-loop-progress"
+	want := "start start-step data-context tool-input-start tool-input-delta tool-input-available data-tool-loop-progress"
 	if !strings.HasPrefix(types, want) || !strings.HasSuffix(types, "finish-step finish") {
 		t.Errorf("chunks: %s", types)
 	}

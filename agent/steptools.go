@@ -146,7 +146,7 @@ func (r *Runner) index(pool []*tools.Tool) (*discovery.Index, error) {
 	if ix, ok := r.indexes.Load(key); ok {
 		return ix.(*discovery.Index), nil
 	}
-	ix, err := discovery.NewIndex(pool)
+	ix, err := discovery.NewIndexWith(pool, r.opt.Search)
 	if err != nil {
 		return nil, fmt.Errorf("indexing the tool pool: %w", err)
 	}
@@ -201,7 +201,7 @@ func (r *Runner) runMeta(ctx context.Context, st *turnState, tl *stepTools, name
 			}
 		}
 		st.mu.Unlock()
-		return tl.index.SearchTool(raw, func(n string) bool { return loadedNames[n] })
+		return tl.index.SearchTool(ctx, raw, func(n string) bool { return loadedNames[n] })
 	case discovery.MetaLoadTool:
 		toLoad, out, err := discovery.LoadTool(raw, tl.pool, tl.index)
 		if err != nil {
@@ -287,8 +287,8 @@ func appCredential(ctx context.Context, st *turnState, t *tools.Tool) (string, e
 		return "", err
 	}
 	if !ok {
-		return "", &loop.ToolError{Code: "not_connected", Message: fmt.Sprintf(
-			"%s is not connected for this user; call connect_toolkit with {\"toolkit\": %q} and give the user the link", t.ToolkitName, t.Provider)}
+		refused := tools.NeedsCredential(t)
+		return "", &loop.ToolError{Code: refused.Code, Message: refused.Msg}
 	}
 	return st.Connections.Credential(ctx, t.Provider)
 }

@@ -124,7 +124,9 @@ const (
 	DefaultThreadMaxAge      = 90 * 24 * time.Hour
 )
 
-func (r Retention) withDefaults() Retention {
+// WithDefaults returns r with its zero fields set to the defaults, as
+// every ThreadStore applies it.
+func (r Retention) WithDefaults() Retention {
 	if r.MaxThreadsPerUser == 0 {
 		r.MaxThreadsPerUser = DefaultMaxThreadsPerUser
 	}
@@ -174,7 +176,7 @@ func NewBoltStore(db *bolt.DB, ret Retention) (*BoltStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent store: %w", err)
 	}
-	return &BoltStore{db: db, ret: ret.withDefaults()}, nil
+	return &BoltStore{db: db, ret: ret.WithDefaults()}, nil
 }
 
 func ageValue(t time.Time) []byte {
@@ -210,7 +212,7 @@ func (s *BoltStore) GetThread(_ context.Context, key string) (*Thread, error) {
 // MaxThreadBytes; a user's new thread may push out their oldest ones.
 // t itself is not changed.
 func (s *BoltStore) PutThread(_ context.Context, t *Thread) error {
-	v, err := s.encode(t)
+	v, err := s.ret.Encode(t)
 	if err != nil {
 		return err
 	}
@@ -231,11 +233,12 @@ func (s *BoltStore) PutThread(_ context.Context, t *Thread) error {
 	})
 }
 
-// encode marshals t, dropping its oldest turns while it is over
-// MaxThreadBytes.
-func (s *BoltStore) encode(t *Thread) ([]byte, error) {
+// Encode marshals t as a ThreadStore stores it: dropping its oldest turns
+// while it is over MaxThreadBytes (r's defaults applied by the caller),
+// the newest turn always whole. t itself is not changed.
+func (r Retention) Encode(t *Thread) ([]byte, error) {
 	v, err := json.Marshal(t)
-	if err != nil || s.ret.MaxThreadBytes <= 0 || len(v) <= s.ret.MaxThreadBytes {
+	if err != nil || r.MaxThreadBytes <= 0 || len(v) <= r.MaxThreadBytes {
 		return v, err
 	}
 	// Sizes of the messages, to find the first turn to keep in one pass.
@@ -255,7 +258,7 @@ func (s *BoltStore) encode(t *Thread) ([]byte, error) {
 			last = i
 		}
 	}
-	over := len(v) - s.ret.MaxThreadBytes
+	over := len(v) - r.MaxThreadBytes
 	cut, dropped := 0, 0
 	for i := range last {
 		if dropped >= over && t.Msgs[i].Role == RoleUser {
@@ -383,4 +386,34 @@ func (s *BoltStore) DeleteDefinition(_ context.Context, id string) error {
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// ThreadLister is a ThreadStore that can list the threads one owner has
+// with one agent (a console's thread list). BoltStore implements it.
+type ThreadLister interface {
+	// ListThreads returns the threads of userID ("" for admin-key
+	// callers) with agentID, most recently updated first, at most limit.
+	ListThreads(ctx context.Context, userID, agentID string, limit int) ([]*Thread, error)
+}
+
+// ListThreads implements ThreadLister: a prefix scan of the thread keys.
+func (s *BoltStore) ListThreads(_ context.Context, userID, agentID string, limit int) ([]*Thread, error) {
+	prefix := []byte(ThreadKey(userID, agentID, ""))
+	var out []*Thread
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketThreads).Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			t := new(Thread)
+			if err := json.Unmarshal(v, t); err != nil {
+				return fmt.Errorf("thread %q: %w", k, err)
+			}
+			out = append(out, t)
+		}
+		return nil
+	})
+	slices.SortStableFunc(out, func(a, b *Thread) int { return b.Updated.Compare(a.Updated) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, err
 }

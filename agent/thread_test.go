@@ -43,91 +43,9 @@ func chatIDs(t *testing.T, s *BoltStore, user string, chats []string) []string {
 	return kept
 }
 
-// TestRetentionThreadsPerUser: a user's new thread beyond the bound
-// deletes their least recently updated ones, and nobody else's — not
-// even a user whose id extends theirs.
-func TestRetentionThreadsPerUser(t *testing.T) {
-	s, err := NewBoltStore(openDB(t), Retention{MaxThreadsPerUser: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	put := func(user, chat string, at time.Duration) {
-		t.Helper()
-		th := &Thread{Key: ThreadKey(user, "a", chat), ChatID: chat, AgentID: "a", UserID: user, Updated: base.Add(at)}
-		if err := s.PutThread(ctx, th); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i, user := range []string{"u", "u;x", "u%3Bx", ""} {
-		for c := range 3 {
-			put(user, fmt.Sprintf("c%d", c), time.Duration(i*10+c)*time.Minute)
-		}
-	}
-	put("u", "c0", time.Hour) // c0 is now u's newest: updating prunes nothing
-	put("u", "c3", 2*time.Hour)
-	put("u", "c4", 3*time.Hour)
-	all := []string{"c0", "c1", "c2", "c3", "c4"}
-	if got, want := chatIDs(t, s, "u", all), []string{"c0", "c3", "c4"}; !slices.Equal(got, want) {
-		t.Errorf("u keeps %v; want %v", got, want)
-	}
-	for _, other := range []string{"u;x", "u%3Bx", ""} {
-		if got := chatIDs(t, s, other, all); len(got) != 3 {
-			t.Errorf("user %q keeps %v; want its 3 threads untouched", other, got)
-		}
-	}
-}
-
-// TestRetentionThreadBytes: a stored thread over the byte bound loses its
-// oldest turns, cut at a user message; the newest turn stays whole even
-// alone over the bound; the caller's thread is not changed.
-func TestRetentionThreadBytes(t *testing.T) {
-	const limit = 64 << 10
-	s, err := NewBoltStore(openDB(t), Retention{MaxThreadBytes: limit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	th := &Thread{Key: ThreadKey("u", "a", "big"), UserID: "u", AgentID: "a"}
-	for i := range 20 {
-		th.Msgs = append(th.Msgs,
-			textMsg(fmt.Sprintf("q%d", i), RoleUser, "question"),
-			textMsg(fmt.Sprintf("a%d", i), RoleAssistant, strings.Repeat("x", 5000)),
-			textMsg(fmt.Sprintf("b%d", i), RoleAssistant, strings.Repeat("y", 1000)))
-	}
-	if err := s.PutThread(ctx, th); err != nil {
-		t.Fatal(err)
-	}
-	if len(th.Msgs) != 60 {
-		t.Fatalf("the caller's thread changed: %d messages", len(th.Msgs))
-	}
-	got, err := s.GetThread(ctx, th.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := json.Marshal(got)
-	if len(b) > limit {
-		t.Errorf("stored thread is %d bytes; limit %d", len(b), limit)
-	}
-	if got.Msgs[0].Role != RoleUser || got.Msgs[len(got.Msgs)-1].ID != "b19" {
-		t.Errorf("stored thread runs %s … %s; want a user message first and the newest last", got.Msgs[0].ID, got.Msgs[len(got.Msgs)-1].ID)
-	}
-	if n := len(got.Msgs); n%3 != 0 || n < 3*8 {
-		t.Errorf("stored %d messages: want whole turns, as many as fit (at least 8)", n)
-	}
-
-	huge := &Thread{Key: ThreadKey("u", "a", "huge"), UserID: "u", Msgs: []UIMessage{
-		textMsg("q0", RoleUser, "old"), textMsg("a0", RoleAssistant, "old answer"),
-		textMsg("q1", RoleUser, "new"), textMsg("a1", RoleAssistant, strings.Repeat("z", 2*limit))}}
-	if err := s.PutThread(ctx, huge); err != nil {
-		t.Fatal(err)
-	}
-	got, _ = s.GetThread(ctx, huge.Key)
-	if len(got.Msgs) != 2 || got.Msgs[0].ID != "q1" || len(got.Msgs[1].Parts[0].Text) != 2*limit {
-		t.Errorf("an oversized newest turn: stored %d messages", len(got.Msgs))
-	}
-}
+// The retention contract every ThreadStore keeps (threads per user,
+// thread bytes, max age) is tested in agent/storetest; these tests cover
+// what is the bolt store's own.
 
 // TestRetentionMaxAge: Prune deletes the threads not updated within
 // MaxAge, including those a store from before retention held.

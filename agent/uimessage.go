@@ -56,6 +56,19 @@ func (p Part) Name() string {
 
 // Text joins the text parts of m.
 func (m UIMessage) Text() string {
+	var one *Part
+	for i := range m.Parts {
+		if m.Parts[i].Type == "text" {
+			if one != nil {
+				one = nil
+				break
+			}
+			one = &m.Parts[i]
+		}
+	}
+	if one != nil {
+		return one.Text // the common case, without a copy
+	}
 	var b strings.Builder
 	for _, p := range m.Parts {
 		if p.Type == "text" {
@@ -88,38 +101,74 @@ func ValidateIncoming(m UIMessage) error {
 // assistant message with its text and tool calls, then one tool message
 // per call with its output (or error).
 func ModelMessages(thread []UIMessage) []Message {
-	var out []Message
-	for _, m := range thread {
-		switch m.Role {
-		case RoleUser:
-			out = append(out, Message{Role: RoleUser, Content: m.Text()})
-		case RoleSystem:
-			out = append(out, Message{Role: RoleSystem, Content: m.Text()})
-		case RoleAssistant:
-			out = append(out, assistantMessages(m.Parts)...)
-		}
+	var c converter
+	for i := range thread {
+		c.add(&thread[i])
 	}
-	return out
+	return c.out
 }
 
-func assistantMessages(parts []Part) []Message {
-	var out []Message
-	var cur *Message
-	var results []Message
-	flush := func() {
-		if cur != nil && (cur.Content != "" || len(cur.ToolCalls) > 0) {
-			out = append(out, *cur)
-			out = append(out, results...)
-		}
-		cur, results = nil, nil
+// converter builds model messages from UI messages (see ModelMessages),
+// appending to out.
+type converter struct {
+	out []Message
+	// deferred leaves a tool message's Content empty and records its
+	// part at the same index in parts (nil for every other message), so
+	// that a caller deciding what to send reads a large output only if it
+	// sends it whole.
+	deferred bool
+	parts    []*Part
+	calls    []ToolCall // the tool calls of every message, carved per message
+	results  []*Part    // scratch: the current step's tool parts
+}
+
+func (c *converter) push(msg Message, p *Part) {
+	c.out = append(c.out, msg)
+	if c.deferred {
+		c.parts = append(c.parts, p)
 	}
-	for _, p := range parts {
+}
+
+// add appends m's model messages.
+func (c *converter) add(m *UIMessage) {
+	switch m.Role {
+	case RoleUser:
+		c.push(Message{Role: RoleUser, Content: m.Text()}, nil)
+		return
+	case RoleSystem:
+		c.push(Message{Role: RoleSystem, Content: m.Text()}, nil)
+		return
+	case RoleAssistant:
+	default:
+		return
+	}
+	var cur Message
+	open := false
+	first := len(c.calls) // cur's calls are c.calls[first:]
+	flush := func() {
+		if n := len(c.calls); n > first {
+			cur.ToolCalls = c.calls[first:n:n]
+		}
+		if open && (cur.Content != "" || len(cur.ToolCalls) > 0) {
+			c.push(cur, nil)
+			for _, p := range c.results {
+				msg := Message{Role: RoleTool, ToolCallID: p.ToolCallID}
+				if !c.deferred {
+					msg.Content = toolResultText(*p)
+				}
+				c.push(msg, p)
+			}
+		}
+		cur, open, c.results, first = Message{}, false, c.results[:0], len(c.calls)
+	}
+	for i := range m.Parts {
+		p := &m.Parts[i]
 		if p.Type == "step-start" {
 			flush()
 			continue
 		}
-		if cur == nil {
-			cur = &Message{Role: RoleAssistant}
+		if !open {
+			cur, open = Message{Role: RoleAssistant}, true
 		}
 		switch {
 		case p.Type == "text":
@@ -132,12 +181,19 @@ func assistantMessages(parts []Part) []Message {
 			if args == "" {
 				args = "{}"
 			}
-			cur.ToolCalls = append(cur.ToolCalls, ToolCall{ID: p.ToolCallID, Name: p.Name(), Arguments: args})
-			results = append(results, Message{Role: RoleTool, ToolCallID: p.ToolCallID, Content: toolResultText(p)})
+			c.calls = append(c.calls, ToolCall{ID: p.ToolCallID, Name: p.Name(), Arguments: args})
+			c.results = append(c.results, p)
 		}
 	}
 	flush()
-	return out
+}
+
+// toolResultLen is len(toolResultText(p)), without building the text.
+func toolResultLen(p *Part) int {
+	if p.State == "output-available" {
+		return len(p.Output)
+	}
+	return len(toolResultText(*p)) // an error: short
 }
 
 // toolResultText is what the model reads of a finished (or failed) call.

@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"regexp"
@@ -96,7 +97,7 @@ func benchmarkSearch(b *testing.B, n int, queries []string) {
 	i := 0
 	for b.Loop() {
 		start := time.Now()
-		if _, err := ix.Search(queries[i%len(queries)], "", DefaultSearchLimit); err != nil {
+		if _, err := ix.Search(context.Background(), queries[i%len(queries)], "", DefaultSearchLimit); err != nil {
 			b.Fatal(err)
 		}
 		durations = append(durations, time.Since(start))
@@ -137,7 +138,7 @@ func BenchmarkSearchTool(b *testing.B) {
 	defer ix.Close()
 	args := []byte(`{"query":"refund the last payment of this customer","limit":10}`)
 	for b.Loop() {
-		if _, err := ix.SearchTool(args, func(string) bool { return false }); err != nil {
+		if _, err := ix.SearchTool(context.Background(), args, func(string) bool { return false }); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -214,7 +215,7 @@ func TestSynthTools(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	hits, err := ix.Search("refund a payment", "", 5)
+	hits, err := ix.Search(context.Background(), "refund a payment", "", 5)
 	if err != nil || len(hits) == 0 {
 		t.Fatalf("Search over synthetic tools: %v, %v", hitNames(hits), err)
 	}

@@ -18,8 +18,19 @@
 // split into words, descriptions with English stemming, toolkit text and
 // parameters, weighted in that order; a small thesaurus of business-app
 // vocabulary widens queries, and a typo fallback allows one edit per word
-// when nothing matches. An Index is immutable: build a new one when the
-// pooled toolkits change (about 0.1 s for 1,000 tools) and Close the old.
+// when nothing matches. BM25's best hits are ranked again by the action
+// the query asks for (action.go: "move my 3 pm" asks for an update), by
+// how much the query is about each toolkit, and, among near-ties, for
+// the general tool over its specialised variants. Each hit says why it
+// matched. Optionally (IndexOptions.Semantic) tools and queries are
+// embedded and the cosine ranking fused with BM25's by reciprocal rank
+// fusion; any embeddings failure leaves BM25 alone, logged. An Index is
+// immutable: build a new one when the pooled toolkits change (about
+// 0.1 s for 1,000 tools) and Close the old.
+//
+// testdata holds three labelled query sets: queries.json and tuning.json,
+// which the weights were tuned on, and heldout.json, in users' words,
+// which was not (see ranking_test.go).
 //
 // One step of a runner, in outline:
 //
@@ -30,7 +41,7 @@
 //	…
 //	switch call.Name {
 //	case discovery.MetaSearchTools:
-//		out, err = ix.SearchTool(call.Args, thread.IsLoaded)
+//		out, err = ix.SearchTool(ctx, call.Args, thread.IsLoaded)
 //	case discovery.MetaLoadTool:
 //		var toLoad []*tools.Tool
 //		toLoad, out, err = discovery.LoadTool(call.Args, a.Pool, ix)

@@ -1,6 +1,7 @@
 package discovery_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
@@ -42,7 +43,7 @@ func Example() {
 	defer ix.Close()
 
 	// The model searches the pool…
-	out, err := ix.SearchTool(json.RawMessage(`{"query":"set an out-of-office reply","limit":2}`), nil)
+	out, err := ix.SearchTool(context.Background(), json.RawMessage(`{"query":"set an out-of-office reply","limit":2}`), nil)
 	if err != nil {
 		panic(err)
 	}
@@ -81,5 +82,5 @@ func ExampleLoadTool_unknownName() {
 	_, _, err = discovery.LoadTool(json.RawMessage(`{"toolName":"CRM_GET_DEALS"}`), a.Pool, ix)
 	fmt.Println(err)
 	// Output:
-	// no tool named "CRM_GET_DEALS" to load; the closest names are CRM_GET_DEAL, CRM_LIST_DEALS, CRM_UPDATE_DEAL, CRM_CREATE_DEAL, CRM_CREATE_NOTE; nothing was loaded
+	// no tool named "CRM_GET_DEALS" to load; the closest names are CRM_GET_DEAL, CRM_LIST_DEALS, CRM_UPDATE_DEAL, CRM_CREATE_DEAL, CRM_CREATE_CONTACT; nothing was loaded
 }

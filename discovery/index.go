@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -31,16 +32,23 @@ type Index struct {
 	plain    analysis.Analyzer // lowercase words without stop words, unstemmed
 	tools    []*tools.Tool     // as given
 	byID     map[string]*tools.Tool
+	facts    map[string]toolFacts // by tool id
 	byName   map[string]*tools.Tool
 	toolkits map[string]string // lowercased toolkit id or name → toolkit id
 	kitIDs   []string          // sorted toolkit ids, for error messages
 	synonyms bool              // expand queries with the thesaurus (tests turn it off to compare)
+	sem      *semanticIndex    // nil: BM25 alone
+	kits     *kitStats
 }
 
 // Hit is one search result.
 type Hit struct {
 	Tool  *tools.Tool
 	Score float64
+	// Why says in one short line why the tool matched: the query's words
+	// found in its name, description, parameters…, the action it shares
+	// with the query, "close in meaning" from semantic ranking.
+	Why string
 }
 
 // Default and maximum number of results of search_tools.
@@ -58,9 +66,10 @@ const (
 	fieldName        = "name"
 	fieldDescription = "description"
 	fieldParams      = "params"
-	fieldToolkit     = "toolkit"
-	fieldKit         = "kit"   // keyword: lowercased toolkit id and name, for the filter
-	fieldExact       = "exact" // keyword: the name as exactKey spells it, with and without its toolkit prefix
+	fieldToolkit     = "toolkit"  // the toolkit's description
+	fieldKitName     = "kit_name" // the toolkit's id and display name
+	fieldKit         = "kit"      // keyword: lowercased toolkit id and name, for the filter
+	fieldExact       = "exact"    // keyword: the name as exactKey spells it, with and without its toolkit prefix
 	// Unstemmed words, for the typo fallback only: a typo often changes
 	// the stem ("vacaton" stays "vacaton", two edits from "vacat", the
 	// stem of "vacation"), so edits are counted on whole words.
@@ -77,6 +86,14 @@ const (
 	// Thesaurus words come on top, at most as many again.
 	maxQueryWords = 32
 )
+
+// actionBoost is how much more a tool scores whose action is the one
+// the query asks for (times the action's weight, see queryActions).
+var actionBoost = 0.5
+
+// rerankDepth is how many of BM25's best hits are ranked again with the
+// action and the tie-break.
+const rerankDepth = 20
 
 // fuzzyBoosts are the fields the typo fallback searches.
 var fuzzyBoosts = []struct {
@@ -100,14 +117,22 @@ var fieldBoosts = []struct {
 	{fieldName, 3},
 	{fieldDescription, 1},
 	{fieldParams, 0.3},
-	{fieldToolkit, 0.5},
+	{fieldToolkit, 0.3},
+	{fieldKitName, 1},
 }
 
 // NewIndex indexes ts in memory: each tool's name (split into words, its
 // toolkit prefix dropped), description, toolkit id, name and description,
 // and its parameters' names and descriptions, with English stemming.
 // Tool ids and names must be unique.
-func NewIndex(ts []*tools.Tool) (*Index, error) {
+func NewIndex(ts []*tools.Tool) (*Index, error) { return NewIndexWith(ts, IndexOptions{}) }
+
+// NewIndexWith is NewIndex with options. With semantic ranking, the
+// tools' texts the cache does not hold are embedded in the background:
+// until that is done, and after it failed (which is logged), the index
+// searches with BM25 alone; a search after Semantic.RetryAfter tries
+// again. SemanticReady waits for it.
+func NewIndexWith(ts []*tools.Tool, opt IndexOptions) (*Index, error) {
 	im, err := newMapping()
 	if err != nil {
 		return nil, fmt.Errorf("discovery: index mapping: %w", err)
@@ -117,6 +142,7 @@ func NewIndex(ts []*tools.Tool) (*Index, error) {
 		plain:    im.AnalyzerNamed(analyzerPlain),
 		tools:    slices.Clone(ts),
 		byID:     make(map[string]*tools.Tool, len(ts)),
+		facts:    make(map[string]toolFacts, len(ts)),
 		byName:   make(map[string]*tools.Tool, len(ts)),
 		toolkits: map[string]string{},
 		synonyms: true,
@@ -124,6 +150,7 @@ func NewIndex(ts []*tools.Tool) (*Index, error) {
 	if ix.stemmed == nil || ix.plain == nil {
 		return nil, errors.New("discovery: analyzers not registered")
 	}
+	kitDesc := map[string]string{}
 	for i, t := range ts {
 		if t == nil {
 			return nil, fmt.Errorf("discovery: tool %d is nil", i)
@@ -135,6 +162,13 @@ func NewIndex(ts []*tools.Tool) (*Index, error) {
 			return nil, fmt.Errorf("discovery: tools %q and %q share the name %q", other.ID, t.ID, t.Name)
 		}
 		ix.byID[t.ID] = t
+		f := factsOf(t)
+		if prev, ok := kitDesc[f.kitDescText]; ok {
+			f.kitDescText = prev // one copy per toolkit
+		} else {
+			kitDesc[f.kitDescText] = f.kitDescText
+		}
+		ix.facts[t.ID] = f
 		ix.byName[t.Name] = t
 		kit := toolkitOf(t)
 		if _, seen := ix.toolkits[strings.ToLower(kit)]; !seen {
@@ -146,6 +180,7 @@ func NewIndex(ts []*tools.Tool) (*Index, error) {
 		}
 	}
 	slices.Sort(ix.kitIDs)
+	ix.kits = newKitStats(ts, ix.stemmed)
 
 	// An in-memory scorch index: NewMemOnly builds an upsidedown index,
 	// which cannot give BM25 its field statistics and silently scores
@@ -166,7 +201,27 @@ func NewIndex(ts []*tools.Tool) (*Index, error) {
 		return nil, fmt.Errorf("discovery: indexing: %w", err)
 	}
 	ix.bleve = b
+	if sc := opt.Semantic; sc != nil {
+		if sc.Embedder == nil {
+			b.Close()
+			return nil, errors.New("discovery: semantic ranking needs an Embedder")
+		}
+		ix.sem = newSemanticIndex(*sc, ix.tools)
+		ix.sem.mu.Lock()
+		ix.sem.startLocked()
+		ix.sem.mu.Unlock()
+	}
 	return ix, nil
+}
+
+// SemanticReady waits for the embedding of the tools under way, if any,
+// or until ctx ends, and returns the last embedding's error (nil too for
+// an index without semantic ranking).
+func (ix *Index) SemanticReady(ctx context.Context) error {
+	if ix.sem == nil {
+		return nil
+	}
+	return ix.sem.wait(ctx)
 }
 
 func newMapping() (*mapping.IndexMappingImpl, error) {
@@ -228,12 +283,18 @@ func document(t *tools.Tool) map[string]any {
 		kits = append(kits, strings.ToLower(t.ToolkitName))
 	}
 	short := nameWords(t.Name, kit, t.ToolkitName, t.Provider)
+	actions, _ := actionOf(t, short)
+	name := short
+	if len(actions) > 1 { // the name's verb is not the canonical one: index both
+		name = actions[0] + " " + short
+	}
 	return map[string]any{
 		fieldExact:       uniqueStrings(exactKey(t.Name), exactKey(short)),
-		fieldName:        short,
+		fieldName:        name,
 		fieldDescription: t.Description,
 		fieldParams:      params.String(),
-		fieldToolkit:     strings.Join([]string{splitIdentifiers(kit), t.ToolkitName, t.ToolkitDescription}, "\n"),
+		fieldToolkit:     t.ToolkitDescription,
+		fieldKitName:     splitIdentifiers(kit) + "\n" + t.ToolkitName,
 		fieldKit:         kits,
 		fieldNameWords:   short,
 		fieldWords:       strings.Join([]string{t.Description, paramNames.String(), t.ToolkitName}, "\n"),
@@ -252,20 +313,34 @@ func (ix *Index) Tool(name string) (*tools.Tool, bool) {
 	return t, ok
 }
 
-// Close releases the index.
-func (ix *Index) Close() error { return ix.bleve.Close() }
+// Close releases the index and stops a background embedding.
+func (ix *Index) Close() error {
+	if ix.sem != nil {
+		ix.sem.close()
+	}
+	return ix.bleve.Close()
+}
 
 // Search returns the tools that best match query, best first (equal
-// scores by tool id). toolkit, when not empty, keeps only that toolkit's
-// tools (by id or display name, any case). limit <= 0 means
-// DefaultSearchLimit.
+// scores by tool id), each with a line saying why it matched. toolkit,
+// when not empty, keeps only that toolkit's tools (by id or display
+// name, any case). limit <= 0 means DefaultSearchLimit.
 //
 // The query is read as words: identifiers are split (so a tool name
 // works as a query), case is ignored and English words are stemmed;
 // words of the thesaurus also match their usual synonyms, at a lower
 // weight. When nothing matches, the words are tried again allowing one
-// edit each, to forgive a typo.
-func (ix *Index) Search(q, toolkit string, limit int) ([]Hit, error) {
+// edit each, to forgive a typo. The action the query asks for (send,
+// move, cancel…) favours the tools that do it (see action.go).
+//
+// With semantic ranking configured (IndexOptions.Semantic), the query is
+// embedded too and the two rankings fused; when that fails, the answer
+// is BM25's and the failure is logged. ctx bounds the query's embedding.
+func (ix *Index) Search(ctx context.Context, q, toolkit string, limit int) ([]Hit, error) {
+	return ix.search(ctx, q, toolkit, limit, true)
+}
+
+func (ix *Index) search(ctx context.Context, q, toolkit string, limit int, semantic bool) ([]Hit, error) {
 	if limit <= 0 {
 		limit = DefaultSearchLimit
 	}
@@ -284,11 +359,34 @@ func (ix *Index) Search(q, toolkit string, limit int) ([]Hit, error) {
 	if len(terms) == 0 {
 		return nil, nil
 	}
-	hits, err := ix.run(ix.buildQuery(q, terms, false), kit, limit)
-	if err != nil || len(hits) > 0 {
-		return hits, err
+	acts := queryActions(splitWords(q))
+	kitWeights := ix.kits.weights(terms)
+	hits, err := ix.run(ix.buildQuery(q, terms, false), kit, acts, kitWeights)
+	if err == nil && len(hits) == 0 {
+		hits, err = ix.run(ix.buildQuery(q, terms, true), kit, acts, kitWeights)
 	}
-	return ix.run(ix.buildQuery(q, terms, true), kit, limit)
+	if err != nil {
+		return nil, err
+	}
+	var near map[string]bool // the tools semantic ranking puts near the top
+	if semantic && ix.sem != nil {
+		var keep func(int) bool
+		if kit != "" {
+			keep = func(i int) bool { return strings.ToLower(toolkitOf(ix.tools[i])) == kit }
+		}
+		if ranked := ix.sem.rank(ctx, q, rerankDepth, keep); ranked != nil {
+			hits = fuse(hits, ranked, ix.tools)
+			near = map[string]bool{}
+			for _, i := range ranked[:min(MaxSearchLimit, len(ranked))] {
+				near[ix.tools[i].ID] = true
+			}
+		}
+	}
+	hits = hits[:min(limit, len(hits))]
+	for i := range hits {
+		hits[i].Why = ix.why(hits[i].Tool, terms, acts, near[hits[i].Tool.ID])
+	}
+	return hits, nil
 }
 
 // queryTerm is one analysed word of a query with its weight: 1 for the
@@ -296,6 +394,7 @@ func (ix *Index) Search(q, toolkit string, limit int) ([]Hit, error) {
 type queryTerm struct {
 	stem   string  // as the index holds it
 	plain  string  // lowercased, unstemmed: what a typo fallback compares
+	from   string  // for a thesaurus word, the query's word it stands for
 	weight float64 // multiplies the field boosts
 }
 
@@ -306,24 +405,29 @@ func (ix *Index) queryTerms(q string) []queryTerm {
 	text := splitIdentifiers(q)
 	var out []queryTerm
 	seen := map[string]bool{}
-	add := func(plain string, weight float64, limit int) {
+	add := func(plain, from string, weight float64, limit int) {
 		for _, tok := range ix.stemmed.Analyze([]byte(plain)) {
 			stem := string(tok.Term)
 			if seen[stem] || len(out) >= limit {
 				continue
 			}
 			seen[stem] = true
-			out = append(out, queryTerm{stem: stem, plain: plain, weight: weight})
+			out = append(out, queryTerm{stem: stem, plain: plain, from: from, weight: weight})
 		}
 	}
-	plain := ix.plain.Analyze([]byte(text))
+	var plain analysis.TokenStream
+	for _, tok := range ix.plain.Analyze([]byte(text)) {
+		if !queryStopWords[string(tok.Term)] {
+			plain = append(plain, tok)
+		}
+	}
 	for _, tok := range plain {
-		add(string(tok.Term), 1, maxQueryWords)
+		add(string(tok.Term), "", 1, maxQueryWords)
 	}
 	if ix.synonyms {
 		asked := len(out)
-		for _, exp := range expand(plain) {
-			add(exp, synonymWeight, 2*asked)
+		for _, syn := range expansions(plain) {
+			add(syn.word, syn.from, synonymWeight, 2*asked)
 		}
 	}
 	return out
@@ -380,15 +484,19 @@ func (ix *Index) buildQuery(q string, terms []queryTerm, fuzzy bool) query.Query
 // joined with "_".
 func exactKey(s string) string { return strings.ToLower(strings.Join(splitWords(s), "_")) }
 
-func (ix *Index) run(q query.Query, kit string, limit int) ([]Hit, error) {
+// run runs q and ranks its best hits again (see rank), at most
+// rerankDepth of them.
+func (ix *Index) run(q query.Query, kit string, acts []queryAction, kitWeights map[string]float64) ([]Hit, error) {
 	if kit != "" {
 		tq := bleve.NewTermQuery(kit)
 		tq.SetField(fieldKit)
 		tq.SetBoost(0) // filters; adds nothing to the score
 		q = bleve.NewConjunctionQuery(q, tq)
 	}
-	req := bleve.NewSearchRequestOptions(q, limit, 0, false)
-	req.SortBy([]string{"-_score", "_id"})
+	req := bleve.NewSearchRequestOptions(q, rerankDepth, 0, false)
+	// Score order alone: rank breaks ties by id, and sorting by _id
+	// in bleve would load every candidate's id.
+	req.SortBy([]string{"-_score"})
 	res, err := ix.bleve.Search(req)
 	if err != nil {
 		return nil, fmt.Errorf("discovery: search: %w", err)
@@ -396,9 +504,15 @@ func (ix *Index) run(q query.Query, kit string, limit int) ([]Hit, error) {
 	hits := make([]Hit, 0, len(res.Hits))
 	for _, h := range res.Hits {
 		if t, ok := ix.byID[h.ID]; ok {
-			hits = append(hits, Hit{Tool: t, Score: h.Score})
+			f := ix.facts[t.ID]
+			score := h.Score * (1 + actionBoost*f.actionMatch(acts)) / (1 + generality*float64(f.specificity))
+			if w, ok := kitWeights[toolkitOf(t)]; ok {
+				score *= w
+			}
+			hits = append(hits, Hit{Tool: t, Score: score})
 		}
 	}
+	ix.rank(hits)
 	return hits, nil
 }
 
@@ -408,4 +522,16 @@ func uniqueStrings(a, b string) []string {
 		return []string{a}
 	}
 	return []string{a, b}
+}
+
+// generality is how much a tool's score shrinks per unit of its
+// specificity (see toolFacts): little enough to decide only between
+// tools that match the query about equally well, where the general tool
+// (listUsers) is the better first answer than a specialised variant
+// (listGroupUsers, listApplicationUsers).
+const generality = 0.01
+
+// rank sorts hits best first, equal scores by tool id.
+func (ix *Index) rank(hits []Hit) {
+	slices.SortStableFunc(hits, func(a, b Hit) int { return cmp.Or(cmp.Compare(b.Score, a.Score), cmp.Compare(a.Tool.ID, b.Tool.ID)) })
 }

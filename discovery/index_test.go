@@ -57,11 +57,11 @@ func TestEmptyIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ix.Close()
-	hits, err := ix.Search("send an email", "", 5)
+	hits, err := ix.Search(t.Context(), "send an email", "", 5)
 	if err != nil || len(hits) != 0 {
 		t.Errorf("Search on an empty index = %v, %v; want nothing", hitNames(hits), err)
 	}
-	_, err = ix.Search("send an email", "mail", 5)
+	_, err = ix.Search(t.Context(), "send an email", "mail", 5)
 	if !errors.Is(err, ErrUnknownToolkit) || !strings.Contains(err.Error(), "no tool is searchable") {
 		t.Errorf("toolkit filter on an empty index: %v", err)
 	}
@@ -80,7 +80,7 @@ func TestLongQuery(t *testing.T) {
 	if len(terms) > 2*maxQueryWords {
 		t.Errorf("%d terms searched", len(terms))
 	}
-	hits, err := ix.Search(long, "", 1)
+	hits, err := ix.Search(t.Context(), long, "", 1)
 	if err != nil || len(hits) != 1 || hits[0].Tool.Name != "MAIL_UPDATE_VACATION_SETTINGS" {
 		t.Errorf("Search(long) = %v, %v", hitNames(hits), err)
 	}
@@ -92,7 +92,7 @@ func TestSearchByName(t *testing.T) {
 	ix := demoIndex(t)
 	for _, tl := range ix.Tools() {
 		for _, q := range []string{tl.Name, strings.ToLower(tl.Name), strings.ReplaceAll(strings.ToLower(tl.Name), "_", " ")} {
-			hits, err := ix.Search(q, "", 1)
+			hits, err := ix.Search(t.Context(), q, "", 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -127,15 +127,16 @@ func TestSearch(t *testing.T) {
 		{name: "typos: fuzzy fallback", query: "vacaton setings", wantFirst: "MAIL_GET_VACATION_SETTINGS"},
 		{name: "a typo the stemmer would hide", query: "calender", limit: 10, wantLen: 8, wantKit: "calendar"},
 		// The typo fallback runs only when nothing matches: here "send"
-		// does, and the misspelt tool still comes second.
-		{name: "a typo in a tool name", query: "MAIL_SEND_EMIAL", limit: 2, wantLen: 2, wantLast: "MAIL_SEND_EMAIL"},
+		// does, and the misspelt tool, the one tool whose action is send,
+		// still comes first.
+		{name: "a typo in a tool name", query: "MAIL_SEND_EMIAL", limit: 2, wantLen: 2, wantFirst: "MAIL_SEND_EMAIL"},
 		{name: "only stop words", query: "the and of", wantLen: 0},
 		{name: "nothing close", query: "xylophone quantum", wantLen: 0},
 		{name: "punctuation only", query: "?!…", wantLen: 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			hits, err := ix.Search(tc.query, tc.toolkit, tc.limit)
+			hits, err := ix.Search(t.Context(), tc.query, tc.toolkit, tc.limit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -162,7 +163,7 @@ func TestSearch(t *testing.T) {
 
 func TestSearchUnknownToolkit(t *testing.T) {
 	ix := demoIndex(t)
-	_, err := ix.Search("send", "slack", 5)
+	_, err := ix.Search(t.Context(), "send", "slack", 5)
 	if !errors.Is(err, ErrUnknownToolkit) {
 		t.Fatalf("err = %v, want ErrUnknownToolkit", err)
 	}
@@ -175,9 +176,9 @@ func TestSearchUnknownToolkit(t *testing.T) {
 // Equal scores are ordered by tool id, so results never flap.
 func TestSearchDeterministic(t *testing.T) {
 	ix := demoIndex(t)
-	first, _ := ix.Search("delete", "", 10)
+	first, _ := ix.Search(t.Context(), "delete", "", 10)
 	for range 20 {
-		again, _ := ix.Search("delete", "", 10)
+		again, _ := ix.Search(t.Context(), "delete", "", 10)
 		if diff := cmp.Diff(hitNames(first), hitNames(again)); diff != "" {
 			t.Fatalf("results changed (-first +again):\n%s", diff)
 		}
@@ -206,12 +207,12 @@ func TestScoringIsBM25(t *testing.T) {
 
 func TestSearchConcurrent(t *testing.T) {
 	ix := demoIndex(t)
-	want, _ := ix.Search("archive an email", "", 5)
+	want, _ := ix.Search(t.Context(), "archive an email", "", 5)
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
 			for range 50 {
-				got, err := ix.Search("archive an email", "", 5)
+				got, err := ix.Search(t.Context(), "archive an email", "", 5)
 				if err != nil {
 					t.Error(err)
 					return
@@ -247,7 +248,7 @@ func TestIndexAccessors(t *testing.T) {
 	if err := ix.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if _, err := ix.Search("note", "", 5); err == nil {
+	if _, err := ix.Search(t.Context(), "note", "", 5); err == nil {
 		t.Error("Search after Close succeeded")
 	}
 }
@@ -357,10 +358,10 @@ func FuzzSplitWords(f *testing.F) {
 }
 
 // FuzzSearch feeds arbitrary queries and toolkit filters to Search: it
-// never fails except for an unknown toolkit, and never returns more than
-// asked.
+// never fails except for an unknown toolkit, never returns more than
+// asked, and returns hits best first, each with a one-line why.
 func FuzzSearch(f *testing.F) {
-	for _, s := range []string{"send an email", "MAIL_SEND_EMAIL", "calender", "", "~*?", "a:b +c -d \"e\"", "\x00"} {
+	for _, s := range []string{"send an email", "MAIL_SEND_EMAIL", "calender", "", "~*?", "a:b +c -d \"e\"", "\x00", "can you move my 3 pm with Dana to Thursday", "who's in?"} {
 		f.Add(s, "", 5)
 	}
 	f.Add("archive", "mail", 3)
@@ -372,7 +373,7 @@ func FuzzSearch(f *testing.F) {
 	f.Cleanup(func() { ix.Close() })
 	f.Fuzz(func(t *testing.T, q, toolkit string, limit int) {
 		limit %= 20
-		hits, err := ix.Search(q, toolkit, limit)
+		hits, err := ix.Search(t.Context(), q, toolkit, limit)
 		if err != nil {
 			if errors.Is(err, ErrUnknownToolkit) {
 				return
@@ -381,6 +382,14 @@ func FuzzSearch(f *testing.F) {
 		}
 		if want := max(limit, 0); want == 0 && len(hits) > DefaultSearchLimit || want > 0 && len(hits) > want {
 			t.Fatalf("Search(%q, %q, %d) returned %d hits", q, toolkit, limit, len(hits))
+		}
+		for i, h := range hits {
+			if h.Why == "" || strings.Contains(h.Why, "\n") {
+				t.Errorf("hit %s: why %q is not one line", h.Tool.Name, h.Why)
+			}
+			if i > 0 && h.Score > hits[i-1].Score {
+				t.Errorf("Search(%q): hits not best first", q)
+			}
 		}
 	})
 }

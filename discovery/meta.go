@@ -3,6 +3,7 @@ package discovery
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -127,19 +128,21 @@ type searchResult struct {
 	Name        string `json:"name"`
 	Toolkit     string `json:"toolkit"`
 	Description string `json:"description"`
+	Why         string `json:"why"`
 	Loaded      bool   `json:"loaded"`
 }
 
 // SearchTool runs the search_tools meta-tool: args are its arguments
 // ({"query", "toolkit"?, "limit"?}); loaded reports whether the thread has
 // already loaded the tool of the given model-facing name (nil: none). The
-// answer is {"results":[{"name","toolkit","description","loaded"}]}, best
-// first, with descriptions cut to 200 characters at a word boundary; when
-// nothing matches, results is empty and a note says what to try.
+// answer is {"results":[{"name","toolkit","description","why","loaded"}]},
+// best first, with descriptions cut to 200 characters at a word boundary
+// and "why" the one line of Hit.Why; when nothing matches, results is
+// empty and a note says what to try.
 //
 // A limit above MaxSearchLimit is lowered to it. Errors wrap
 // ErrInvalidArguments or ErrUnknownToolkit and are written for the model.
-func (ix *Index) SearchTool(args json.RawMessage, loaded func(name string) bool) (json.RawMessage, error) {
+func (ix *Index) SearchTool(ctx context.Context, args json.RawMessage, loaded func(name string) bool) (json.RawMessage, error) {
 	m, err := decodeArgs(args, "query", "toolkit", "limit")
 	if err != nil {
 		return nil, err
@@ -166,7 +169,7 @@ func (ix *Index) SearchTool(args json.RawMessage, loaded func(name string) bool)
 		}
 		limit = int(min(f, MaxSearchLimit))
 	}
-	hits, err := ix.Search(q, toolkit, limit)
+	hits, err := ix.Search(ctx, q, toolkit, limit)
 	if err != nil {
 		if errors.Is(err, ErrUnknownToolkit) {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidArguments, err)
@@ -182,6 +185,7 @@ func (ix *Index) SearchTool(args json.RawMessage, loaded func(name string) bool)
 			Name:        h.Tool.Name,
 			Toolkit:     toolkitOf(h.Tool),
 			Description: shorten(h.Tool.Description, maxResultDescription),
+			Why:         h.Why,
 			Loaded:      loaded != nil && loaded(h.Tool.Name),
 		})
 	}
@@ -337,7 +341,7 @@ func closestNames(name string, pool []*tools.Tool, ix *Index) []string {
 		out = append(out, c.name)
 	}
 	if ix != nil {
-		hits, _ := ix.Search(name, "", maxSuggestions)
+		hits, _ := ix.search(context.Background(), name, "", maxSuggestions, false) // no network for a suggestion
 		for _, h := range hits {
 			if len(out) == maxSuggestions {
 				break

@@ -87,7 +87,7 @@ func TestSearchTool(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := ix.SearchTool(json.RawMessage(tc.args), loaded)
+			out, err := ix.SearchTool(t.Context(), json.RawMessage(tc.args), loaded)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,7 +132,7 @@ func TestSearchTool(t *testing.T) {
 // false when the caller gives no loaded function.
 func TestSearchToolLongDescription(t *testing.T) {
 	ix := demoIndex(t)
-	out, err := ix.SearchTool(json.RawMessage(`{"query":"MAIL_LIST_MESSAGES","limit":1}`), nil)
+	out, err := ix.SearchTool(t.Context(), json.RawMessage(`{"query":"MAIL_LIST_MESSAGES","limit":1}`), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestSearchToolLongDescription(t *testing.T) {
 		t.Fatal(err)
 	}
 	tl, _ := ix.Tool("MAIL_LIST_MESSAGES")
-	want := []searchResult{{Name: "MAIL_LIST_MESSAGES", Toolkit: "mail", Description: shorten(tl.Description, 200)}}
+	want := []searchResult{{Name: "MAIL_LIST_MESSAGES", Toolkit: "mail", Description: shorten(tl.Description, 200), Why: "matched name: list, messages; toolkit: mail"}}
 	if diff := cmp.Diff(want, got.Results); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
@@ -173,7 +173,7 @@ func TestSearchToolErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := ix.SearchTool(json.RawMessage(tc.args), nil)
+			out, err := ix.SearchTool(t.Context(), json.RawMessage(tc.args), nil)
 			if err == nil {
 				t.Fatalf("no error; answer %s", out)
 			}
@@ -251,7 +251,7 @@ func TestLoadToolUnknown(t *testing.T) {
 	}{
 		{"a typo", `{"toolName":"MAIL_SEND_EMIAL"}`, ix, []string{"MAIL_SEND_EMIAL"}, []string{"MAIL_SEND_EMAIL"}, nil},
 		{"a guessed name: search finds the tools", `{"toolName":"MAIL_SET_OUT_OF_OFFICE"}`, ix, []string{"MAIL_SET_OUT_OF_OFFICE"},
-			[]string{"MAIL_GET_VACATION_SETTINGS"}, [][]string{{"MAIL_UPDATE_VACATION_SETTINGS"}}},
+			[]string{"MAIL_UPDATE_VACATION_SETTINGS"}, [][]string{{"MAIL_GET_VACATION_SETTINGS"}}}, // "set" asks for the update
 		{"a missing prefix", `{"toolName":"SEND_MESSAGE"}`, ix, []string{"SEND_MESSAGE"}, []string{"CHAT_SEND_MESSAGE"}, [][]string{{"MAIL_SEND_EMAIL"}}},
 		{"without an index, edit distance only", `{"toolName":"CRM_GET_DEALS"}`, nil, []string{"CRM_GET_DEALS"},
 			[]string{"CRM_GET_DEAL"}, [][]string{{"CRM_LIST_DEALS"}}},
@@ -377,7 +377,7 @@ func FuzzMetaArgs(f *testing.F) {
 	}
 	f.Cleanup(func() { ix.Close() })
 	f.Fuzz(func(t *testing.T, args []byte) {
-		out, err := ix.SearchTool(args, nil)
+		out, err := ix.SearchTool(t.Context(), args, nil)
 		if err != nil && !errors.Is(err, ErrInvalidArguments) {
 			t.Fatalf("SearchTool(%q): %v", args, err)
 		}

@@ -134,6 +134,20 @@ type CacheOptions struct {
 	// when the binding sets none. Zero means 24 h and 1 h.
 	OrgTTL     time.Duration
 	RuntimeTTL time.Duration
+	// Shared collapses identical walks across processes that share Store
+	// (the Redis deployment's lock). Nil: walks collapse within this
+	// process only.
+	Shared SharedWalks
+}
+
+// SharedWalks collapses identical walks across the processes that share
+// one DatasetStore: of concurrent calls with one key, one runs walk (which
+// records a complete result in the store) and the others wait for it and
+// read what it recorded; when it recorded nothing (a partial walk, an
+// error) one of them walks in turn. A store failure is an error, never a
+// silent walk of one's own.
+type SharedWalks interface {
+	Do(ctx context.Context, key string, walk func(context.Context) (*Dataset, error)) (*Dataset, error)
 }
 
 // CacheRequest is one looping call as the cache sees it.
@@ -209,6 +223,7 @@ type DatasetCache struct {
 	now        func() time.Time
 	orgTTL     time.Duration
 	runtimeTTL time.Duration
+	shared     SharedWalks
 
 	flights flights
 
@@ -218,7 +233,7 @@ type DatasetCache struct {
 
 // NewDatasetCache returns a DatasetCache.
 func NewDatasetCache(opts CacheOptions) (*DatasetCache, error) {
-	c := &DatasetCache{mode: opts.Mode, store: opts.Store, now: opts.Now, orgTTL: opts.OrgTTL, runtimeTTL: opts.RuntimeTTL}
+	c := &DatasetCache{mode: opts.Mode, store: opts.Store, now: opts.Now, orgTTL: opts.OrgTTL, runtimeTTL: opts.RuntimeTTL, shared: opts.Shared}
 	switch c.mode {
 	case "":
 		c.mode = CacheOn
@@ -327,7 +342,11 @@ func (c *DatasetCache) Walk(ctx context.Context, req CacheRequest, walk func(con
 		d, err := record(ctx)
 		return d, nil, err
 	}
-	d, err := c.flights.do(ctx, key, record)
+	run := record
+	if c.shared != nil {
+		run = func(ctx context.Context) (*Dataset, error) { return c.shared.Do(ctx, key, record) }
+	}
+	d, err := c.flights.do(ctx, key, run)
 	return d, nil, err
 }
 

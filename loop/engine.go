@@ -222,6 +222,21 @@ func (e *Engine) Call(ctx context.Context, c Call) (*Outcome, error) {
 	if c.Tool == nil {
 		return nil, errors.New("loop: Call.Tool is nil")
 	}
+	if c.Progress != nil {
+		// A walk shared with other callers (the cache's collapsed walks)
+		// goes on after this call returns; its reports must not reach a
+		// caller that has gone (a finished HTTP response, an ended run).
+		// The lock makes the return wait for a report under way.
+		report, gone := c.Progress, &goneFlag{}
+		defer gone.set()
+		c.Progress = func(p Progress) {
+			gone.mu.RLock()
+			defer gone.mu.RUnlock()
+			if !gone.v {
+				report(p)
+			}
+		}
+	}
 	own, r, err := ParseRequest(c.Args)
 	if err != nil {
 		return nil, err
@@ -347,7 +362,7 @@ func (e *Engine) fetch(ctx context.Context, q walkRequest) (*walked, *CacheHit, 
 	if c.Workflow {
 		ttl = c.CacheTTL
 	}
-	req := CacheRequest{ToolID: c.Tool.ID, Args: c.Args, Scope: c.Scope, Runtime: c.Credential != "",
+	req := CacheRequest{ToolID: c.Tool.ID, Args: c.Args, Scope: c.Scope.WithCredential(c.Credential), Runtime: c.Credential != "",
 		TTL: ttl, Refresh: q.r.Refresh, Experiment: c.Experiment}
 	if q.values != nil {
 		req.ForEachKey, req.ForEachValues = q.r.ForEach.Key, q.values
@@ -578,6 +593,8 @@ func retryableFailure(err error) bool {
 		return pe.StoppedBy != paginate.StopCursorExpired
 	case pe.Status == 429 || pe.Status >= 500:
 		return true
+	case pe.Status >= 200 && pe.Status < 300:
+		return true // a success status with a body that failed (a proxy's page)
 	}
 	return false
 }
@@ -657,4 +674,16 @@ func tagRows(rows [][]byte, key string, value any) [][]byte {
 		out[i] = query.InsertFirst(row, key, v)
 	}
 	return out
+}
+
+// goneFlag marks a call that has returned.
+type goneFlag struct {
+	mu sync.RWMutex
+	v  bool
+}
+
+func (g *goneFlag) set() {
+	g.mu.Lock()
+	g.v = true
+	g.mu.Unlock()
 }

@@ -57,6 +57,10 @@ func upstreamError(t *tools.Tool, err error) *ToolError {
 	if errors.As(err, &te) {
 		return te
 	}
+	var re *tools.RefusedError
+	if errors.As(err, &re) {
+		return &ToolError{Code: re.Code, Message: fmt.Sprintf("%s: %s", t.Name, re.Msg)}
+	}
 	var ae *tools.ArgError
 	if errors.As(err, &ae) {
 		return &ToolError{Code: CodeInvalidArgument, Message: ae.Error()}

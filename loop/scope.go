@@ -1,6 +1,9 @@
 package loop
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net/url"
 )
@@ -20,8 +23,33 @@ type Scope struct {
 	User string
 	// CacheScope is the tenant-wide cache scope the backend asserted when
 	// it minted the session ("" when it asserted none). Runtime-credential
-	// walks of every user holding the same CacheScope share cache entries.
+	// walks of every user holding the same CacheScope and the same
+	// credential share cache entries.
 	CacheScope string
+	// Credential is the fingerprint (CredentialFingerprint) of the runtime
+	// credential the call carries, "" with the organization's: a user's
+	// cached walks are kept apart per credential, so a changed token is
+	// never served data fetched with the old one. Never the credential.
+	Credential string
+}
+
+// CredentialFingerprint is a one-way fingerprint of a runtime credential
+// for cache scopes: a keyed SHA-256 (HMAC, so it matches no plain hash of
+// the token kept elsewhere), first 16 bytes in hex. "" for "".
+func CredentialFingerprint(credential string) string {
+	if credential == "" {
+		return ""
+	}
+	h := hmac.New(sha256.New, []byte("trawl dataset cache scope v1"))
+	h.Write([]byte(credential))
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// WithCredential is s carrying the fingerprint of credential (the call's
+// runtime credential; "" for the organization's).
+func (s Scope) WithCredential(credential string) Scope {
+	s.Credential = CredentialFingerprint(credential)
+	return s
 }
 
 // ErrNoCacheScope is returned by Scope.DatasetScope for a runtime-credential
@@ -44,19 +72,26 @@ func (s Scope) ResultScope() (string, error) {
 // DatasetScope is the scope of cached datasets. With the organization's
 // credentials (runtime false) a walk is shared across the organization;
 // with a user's runtime credentials it is private to that user, or shared
-// by the tenant named in CacheScope when the session asserted one.
+// by the tenant named in CacheScope when the session asserted one — and
+// in both cases to the credential's fingerprint (Credential).
 func (s Scope) DatasetScope(runtime bool) (string, error) {
 	if s.Org == "" {
 		return "", ErrNoOrg
 	}
 	org := "o=" + url.PathEscape(s.Org)
+	var who string
 	switch {
 	case !runtime:
 		return org, nil
 	case s.CacheScope != "":
-		return org + ";c=" + url.PathEscape(s.CacheScope), nil
+		who = org + ";c=" + url.PathEscape(s.CacheScope)
 	case s.User != "":
-		return org + ";u=" + url.PathEscape(s.User), nil
+		who = org + ";u=" + url.PathEscape(s.User)
+	default:
+		return "", ErrNoCacheScope
 	}
-	return "", ErrNoCacheScope
+	if s.Credential != "" {
+		who += ";k=" + url.PathEscape(s.Credential)
+	}
+	return who, nil
 }

@@ -59,6 +59,11 @@ var chunkCases = []struct {
 		Requests: 7, RequestsMax: 60, ElapsedMs: 900,
 		ForEach: &ForEachProgress{Key: "customer_id", Value: "cus_7", Index: 6, Total: 12},
 	}.Chunk()},
+	{"data-context", ContextReport{
+		Step: 1, Model: "gpt-4o-mini", Chars: 48210, Tokens: 14603, CharsPerToken: 3.3, Calibrated: true,
+		BudgetTokens: 111616, BudgetChars: 368332, Messages: 63, Compacted: 12, CompactedChars: 301544,
+		CompactedCalls: []string{"call_1", "call_2"}, Shortened: 0, DroppedTurns: 0, ReportedPromptTokens: 14020,
+	}.Chunk()},
 	{"finish-step", FinishStep{}},
 	{"finish", Finish{}},
 	{"finish-full", Finish{MessageMetadata: raw(`{"steps":2}`)}},
@@ -114,7 +119,15 @@ func TestChunkGolden(t *testing.T) {
 	}
 }
 
-func isProgress(d Data) bool { _, ok := d.Data.(Progress); return ok }
+// isProgress reports a typed payload, which ParseChunk gives back as raw
+// JSON.
+func isProgress(d Data) bool {
+	switch d.Data.(type) {
+	case Progress, ContextReport:
+		return true
+	}
+	return false
+}
 
 func typeOf(t *testing.T, data []byte) string {
 	t.Helper()

@@ -48,6 +48,8 @@ func scriptedTurn(ctx context.Context, l EventLog, runID string) error {
 	add := func(c ...Chunk) { chunks = append(chunks, c...) }
 
 	add(Start{MessageID: "msg_" + runID}, StartStep{},
+		ContextReport{Step: 0, Model: "gpt-4o-mini", Chars: 9120, Tokens: 3040, CharsPerToken: 3,
+			BudgetTokens: 111616, BudgetChars: 334848, Messages: 4}.Chunk(),
 		ToolInputStart{ToolCallID: "call_1", ToolName: "list_orders"},
 		ToolInputDelta{ToolCallID: "call_1", InputTextDelta: `{"status":`},
 		ToolInputDelta{ToolCallID: "call_1", InputTextDelta: `"open",`},
@@ -74,6 +76,9 @@ func scriptedTurn(ctx context.Context, l EventLog, runID string) error {
 			"items": []map[string]any{{"id": 1}, {"id": 2}}, "_pagingComplete": true}},
 		FinishStep{},
 		StartStep{},
+		ContextReport{Step: 1, Model: "gpt-4o-mini", Chars: 9480, Tokens: 2963, CharsPerToken: 3.2, Calibrated: true,
+			BudgetTokens: 111616, BudgetChars: 357171, Messages: 6, Compacted: 1, CompactedChars: 30211,
+			CompactedCalls: []string{"call_0"}, ReportedPromptTokens: 2850}.Chunk(),
 		TextStart{ID: "text_1"},
 		TextDelta{ID: "text_1", Delta: "There are "},
 		TextDelta{ID: "text_1", Delta: "400 open orders."},
@@ -182,7 +187,7 @@ func TestConformance(t *testing.T) {
 	t.Run("chat turn", func(t *testing.T) {
 		runHarness(t, node, "--url", srv.URL+"/chat",
 			"--expect-tool", "list_orders", "--expect-tool", "search_tools",
-			"--expect-data", ProgressName, "--expect-text", "400 open orders.")
+			"--expect-data", ProgressName, "--expect-data", ContextName, "--expect-text", "400 open orders.")
 	})
 
 	ctx := context.Background()

@@ -142,8 +142,11 @@ func (l *MemoryLog) add(r *memRun, data []byte) int64 {
 	return seq
 }
 
-// overflowChunk ends a run that passed its bound.
-var overflowChunk = mustEncode(Error{ErrorText: "The response is too large to stream; reload the conversation to see all of it."})
+// OverflowChunk is the chunk with which every EventLog ends a run that
+// passed its bound.
+var OverflowChunk = Error{ErrorText: "The response is too large to stream; reload the conversation to see all of it."}
+
+var overflowChunk = mustEncode(OverflowChunk)
 
 // overflow ends r's stream with overflowChunk, beyond the bounds (one small
 // chunk per run), and closes r; l.mu is held.

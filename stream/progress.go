@@ -13,18 +13,21 @@ const ProgressName = "tool-loop-progress"
 // tool call.
 const ProgressInterval = 750 * time.Millisecond
 
-// Progress is where a looping tool call stands. Every field but ForEach is
-// always sent.
+// Progress is where a looping tool call stands. Every field but Total and
+// ForEach is always sent.
 type Progress struct {
-	ToolCallID  string           `json:"toolCallId"`
-	ToolName    string           `json:"toolName"`
-	Page        int              `json:"page"`        // pages fetched so far (of the current fan-out value)
-	PagesMax    int              `json:"pagesMax"`    // the pages budget per collection
-	Items       int              `json:"items"`       // items gathered so far, over all values
-	Requests    int              `json:"requests"`    // upstream requests so far, retries included
-	RequestsMax int              `json:"requestsMax"` // the requests budget of the call
-	ElapsedMs   int64            `json:"elapsedMs"`   // since the call started
-	ForEach     *ForEachProgress `json:"forEach,omitempty"`
+	ToolCallID  string `json:"toolCallId"`
+	ToolName    string `json:"toolName"`
+	Page        int    `json:"page"`        // pages fetched so far (of the current fan-out value)
+	PagesMax    int    `json:"pagesMax"`    // the pages budget per collection
+	Items       int    `json:"items"`       // items gathered so far, over all values
+	Requests    int    `json:"requests"`    // upstream requests so far, retries included
+	RequestsMax int    `json:"requestsMax"` // the requests budget of the call
+	ElapsedMs   int64  `json:"elapsedMs"`   // since the call started
+	// Total is the item count the server reported for the collection
+	// being walked; omitted when it reported none.
+	Total   int              `json:"total,omitempty"`
+	ForEach *ForEachProgress `json:"forEach,omitempty"`
 }
 
 // ForEachProgress is where a _for_each fan-out stands.

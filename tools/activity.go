@@ -14,18 +14,22 @@ import (
 // it is secret: the path has secret query values removed and a cursor is
 // kept only as a fingerprint.
 type Activity struct {
-	Time       time.Time `json:"time"`
-	ThreadID   string    `json:"threadId,omitempty"`
-	Tool       string    `json:"tool"`
-	Method     string    `json:"method"`
-	Path       string    `json:"path"` // path and query, secrets removed
-	Status     int       `json:"status"`
-	Page       int       `json:"page,omitempty"`
-	Cursor     string    `json:"cursorFingerprint,omitempty"`
-	Bytes      int64     `json:"bytes"`
-	DurationMs int64     `json:"durationMs"`
-	Retry      int       `json:"retry,omitempty"`
-	Error      string    `json:"error,omitempty"` // transport failure, in safe words
+	Time     time.Time `json:"time"`
+	ThreadID string    `json:"threadId,omitempty"`
+	// CallID is the tool call the request served (a chat's toolCallId, a
+	// workflow step's, an invoke's), so a trace can group the requests
+	// under their call; see WithCallID.
+	CallID     string `json:"callId,omitempty"`
+	Tool       string `json:"tool"`
+	Method     string `json:"method"`
+	Path       string `json:"path"` // path and query, secrets removed
+	Status     int    `json:"status"`
+	Page       int    `json:"page,omitempty"`
+	Cursor     string `json:"cursorFingerprint,omitempty"`
+	Bytes      int64  `json:"bytes"`
+	DurationMs int64  `json:"durationMs"`
+	Retry      int    `json:"retry,omitempty"`
+	Error      string `json:"error,omitempty"` // transport failure, in safe words
 	// Effect is the call's effect; Writes marks a call that may have
 	// changed data (write or destructive).
 	Effect Effect `json:"effect,omitempty"`
@@ -97,6 +101,20 @@ func (l *ActivityLog) List(ctx context.Context, threadID string, limit int) ([]A
 		}
 	}
 	return out, nil
+}
+
+type callIDKey struct{}
+
+// WithCallID returns ctx carrying the id of the tool call whose upstream
+// requests are made under it; the activity log records it with each.
+func WithCallID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, callIDKey{}, id)
+}
+
+// CallIDFrom is the tool call id WithCallID put in ctx, "" when none.
+func CallIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(callIDKey{}).(string)
+	return id
 }
 
 // Fingerprint is the short, non-reversible form of a cursor or token that

@@ -1,14 +1,8 @@
 package tools
 
 import (
-	"context"
-	"fmt"
 	"net/url"
-	"path/filepath"
 	"testing"
-	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 func TestRedactURL(t *testing.T) {
@@ -28,36 +22,5 @@ func TestRedactURL(t *testing.T) {
 	}
 }
 
-func TestBoltActivityStore(t *testing.T) {
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "t.db"), 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	st, err := NewBoltActivityStore(db, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := NewActivityLog(st, 5)
-	ctx := context.Background()
-	for i := range 3000 {
-		th := "a"
-		if i%2 == 1 {
-			th = "b"
-		}
-		if err := log.Record(ctx, Activity{Time: time.Unix(int64(i), 0), ThreadID: th, Tool: fmt.Sprint(i)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := log.List(ctx, "b", 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 3 || got[0].Tool != "2999" || got[2].Tool != "2995" {
-		t.Errorf("newest of thread b = %+v", got)
-	}
-	all, _ := st.ListActivity(ctx, "", 5000)
-	if len(all) > 2048+1024 || len(all) < 2048 {
-		t.Errorf("kept %d records; want about the 2048 newest", len(all))
-	}
-}
+// The ActivityStore contract is tested in tools/activitytest, against
+// the bolt store and the Redis one.

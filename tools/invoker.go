@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,20 +44,42 @@ type InvokerOptions struct {
 	Log *ActivityLog
 	// UserAgent is sent on every request. Zero: "trawl".
 	UserAgent string
+	// MaxInFlightBytes caps the bytes held by upstream bodies being read
+	// at once, across every call; a call waits for room, bounded by its
+	// context. Zero: 8 × MaxResponseBytes.
+	MaxInFlightBytes int64
+	// Secrets are values besides the providers' credentials that no byte
+	// coming back from an upstream may hold (the model's API key, the
+	// admin key). More can be added with AddSecrets.
+	Secrets []string
 }
 
 // Invoker turns tool calls into upstream HTTP requests, injecting
-// credentials at request time. It is safe for concurrent use.
+// credentials at request time. It is the credential boundary: it follows
+// redirects only within the request's origin (see RedirectSafe), refuses
+// a call whose provider needs the caller's credential when there is none,
+// and masks every secret it holds — every provider's credential, the
+// Secrets it was given, the call's runtime credential — in every byte it
+// returns: bodies, kept headers, error text. It is safe for concurrent
+// use.
 type Invoker struct {
 	client  *http.Client
 	timeout time.Duration
 	max     int64
 	log     *ActivityLog
 	ua      string
+	bodies  *bodyReader
 
-	mu   sync.RWMutex
-	auth map[string]ProviderAuth // by provider id
+	mu      sync.RWMutex
+	auth    map[string]ProviderAuth // by provider id
+	secrets []string                // besides the providers' credentials
+	scrub   *Scrubber               // nil: rebuild from auth and secrets
+	perCall map[string]*Scrubber    // scrub.With(a runtime credential), bounded
 }
+
+// maxPerCallScrubbers bounds the invoker's cache of per-credential
+// scrubbers; when full it starts afresh.
+const maxPerCallScrubbers = 256
 
 // NewInvoker returns an Invoker with opt's settings.
 func NewInvoker(opt InvokerOptions) *Invoker {
@@ -67,12 +90,14 @@ func NewInvoker(opt InvokerOptions) *Invoker {
 		log:     opt.Log,
 		ua:      opt.UserAgent,
 		auth:    map[string]ProviderAuth{},
+		secrets: slices.Clone(opt.Secrets),
 	}
 	if inv.client == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = 16
 		inv.client = &http.Client{Transport: tr}
 	}
+	inv.client = RedirectSafe(inv.client)
 	if inv.timeout <= 0 {
 		inv.timeout = 30 * time.Second
 	}
@@ -82,6 +107,11 @@ func NewInvoker(opt InvokerOptions) *Invoker {
 	if inv.ua == "" {
 		inv.ua = "trawl"
 	}
+	total := opt.MaxInFlightBytes
+	if total <= 0 {
+		total = 8 * inv.max
+	}
+	inv.bodies = newBodyReader(inv.max, total)
 	return inv
 }
 
@@ -89,7 +119,83 @@ func NewInvoker(opt InvokerOptions) *Invoker {
 func (inv *Invoker) SetAuth(provider string, a ProviderAuth) {
 	inv.mu.Lock()
 	inv.auth[provider] = a
+	inv.scrub, inv.perCall = nil, nil
 	inv.mu.Unlock()
+}
+
+// AddSecrets adds values no byte coming back from an upstream may hold.
+func (inv *Invoker) AddSecrets(secrets ...string) {
+	inv.mu.Lock()
+	inv.secrets = append(inv.secrets, secrets...)
+	inv.scrub, inv.perCall = nil, nil
+	inv.mu.Unlock()
+}
+
+// Scrubber is the deployment's scrubber: every provider's credential and
+// every secret the invoker was given. With runtime non-empty it also
+// masks that runtime credential (as it is sent: a basic one's password
+// and base64 form too).
+func (inv *Invoker) Scrubber(runtime string) *Scrubber {
+	inv.mu.RLock()
+	base, per := inv.scrub, inv.perCall[runtime]
+	inv.mu.RUnlock()
+	if base != nil && (runtime == "" || per != nil) {
+		if runtime == "" {
+			return base
+		}
+		return per
+	}
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if inv.scrub == nil {
+		all := slices.Clone(inv.secrets)
+		for _, a := range inv.auth {
+			all = append(all, specSecrets(a.Org)...)
+		}
+		inv.scrub = NewScrubber(all...)
+	}
+	if runtime == "" {
+		return inv.scrub
+	}
+	if s := inv.perCall[runtime]; s != nil {
+		return s
+	}
+	if inv.perCall == nil || len(inv.perCall) >= maxPerCallScrubbers {
+		inv.perCall = map[string]*Scrubber{}
+	}
+	s := inv.scrub.With(runtimeSecrets(runtime)...)
+	inv.perCall[runtime] = s
+	return s
+}
+
+// specSecrets are the secret values of an organization credential as
+// they go on the wire.
+func specSecrets(a AuthSpec) []string {
+	switch a.Type {
+	case AuthBasic:
+		if a.Username == "" && a.Password == "" {
+			return nil
+		}
+		return []string{a.Password, a.Username + ":" + a.Password, basicToken(a.Username, a.Password)}
+	case AuthBearer, AuthAPIKey:
+		return []string{a.Token}
+	}
+	return nil
+}
+
+// runtimeSecrets are the forms of a runtime credential as it may go on
+// the wire: itself, and when it reads as user:password, the password and
+// the basic token.
+func runtimeSecrets(cred string) []string {
+	out := []string{cred}
+	if user, pass, ok := strings.Cut(cred, ":"); ok {
+		out = append(out, pass, basicToken(user, pass))
+	}
+	return out
+}
+
+func basicToken(user, pass string) string {
+	return base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
 }
 
 // ArgError is a problem with one argument of a call: the model (or the
@@ -105,14 +211,19 @@ func (e *ArgError) Error() string { return fmt.Sprintf("argument %q: %s", e.Arg,
 var ErrUpstream = errors.New("upstream unreachable")
 
 // CallError is a transport failure, described without the request URL
-// (which may carry credentials).
+// (which may carry credentials) and with every secret masked.
 type CallError struct {
 	Method, Path string // Path is redacted
 	Err          error  // the cause, never containing the URL
+	cause        string // safeCause(Err), scrubbed
 }
 
 func (e *CallError) Error() string {
-	return fmt.Sprintf("%s %s: %s", e.Method, e.Path, safeCause(e.Err))
+	cause := e.cause
+	if cause == "" {
+		cause = safeCause(e.Err)
+	}
+	return fmt.Sprintf("%s %s: %s", e.Method, e.Path, cause)
 }
 func (e *CallError) Unwrap() []error { return []error{ErrUpstream, e.Err} }
 
@@ -142,44 +253,51 @@ func safeCause(err error) string {
 
 // Call sends req upstream and returns what the server answered. An HTTP
 // error status is a Response, not an error; an error means no response
-// (a bad argument, a transport failure, a cancelled context).
+// (a bad argument, a refusal, a transport failure, a cancelled context).
+// Every byte of the Response and of the error's text has been scrubbed.
 func (inv *Invoker) Call(ctx context.Context, req Request) (*Response, error) {
+	scrub := inv.Scrubber(req.Credential)
 	hreq, secrets, err := inv.build(ctx, req)
 	if err != nil {
-		return nil, err
+		return nil, scrubError(scrub, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, inv.timeout)
+	// hreq's context carries a query credential for same-origin redirects.
+	ctx, cancel := context.WithTimeout(hreq.Context(), inv.timeout)
 	defer cancel()
 	hreq = hreq.WithContext(ctx)
 
 	start := time.Now()
 	act := Activity{
-		Time: start.UTC(), ThreadID: req.ThreadID, Tool: req.Tool.ID, Method: hreq.Method,
+		Time: start.UTC(), ThreadID: req.ThreadID, CallID: CallIDFrom(ctx), Tool: req.Tool.ID, Method: hreq.Method,
 		// A cursor is kept only as its fingerprint, never in the path.
 		Path: RedactURL(hreq.URL, inv.queryAuthNames(req.Tool.Provider), append(secrets, req.Cursor)...),
 		Page: req.Page, Cursor: Fingerprint(req.Cursor), Retry: req.Retry,
 		Effect: req.EffectOf(), Writes: req.EffectOf().Writes(),
 	}
+	act.Path = scrub.String(act.Path)
 	resp, err := inv.client.Do(hreq)
 	if err != nil {
 		act.DurationMs = time.Since(start).Milliseconds()
-		cerr := &CallError{Method: hreq.Method, Path: act.Path, Err: err}
-		act.Error = safeCause(err)
+		var refused *RefusedError
+		if errors.As(err, &refused) {
+			act.Error = scrub.String(refused.Msg)
+			inv.record(ctx, act)
+			return nil, &RefusedError{Code: refused.Code, Msg: act.Error}
+		}
+		cause := scrub.String(safeCause(err))
+		act.Error = cause
 		inv.record(ctx, act)
-		return nil, cerr
+		return nil, &CallError{Method: hreq.Method, Path: act.Path, Err: err, cause: cause}
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, inv.max+1))
-	out := &Response{Status: resp.StatusCode, Header: resp.Header, Duration: time.Since(start)}
-	if int64(len(body)) > inv.max {
-		body, out.Truncated = body[:inv.max], true
-	}
-	out.Body = body
+	body, truncated, err := inv.bodies.read(ctx, resp.Body, resp.ContentLength, scrub)
+	out := &Response{Status: resp.StatusCode, Header: scrub.Header(resp.Header), Body: body, Truncated: truncated, Duration: time.Since(start)}
 	act.Status, act.Bytes, act.DurationMs = resp.StatusCode, int64(len(body)), out.Duration.Milliseconds()
 	if err != nil {
-		act.Error = safeCause(err)
+		cause := scrub.String(safeCause(err))
+		act.Error = cause
 		inv.record(ctx, act)
-		return nil, &CallError{Method: hreq.Method, Path: act.Path, Err: err}
+		return nil, &CallError{Method: hreq.Method, Path: act.Path, Err: err, cause: cause}
 	}
 	inv.record(ctx, act)
 	return out, nil
@@ -226,11 +344,21 @@ func (inv *Invoker) build(ctx context.Context, req Request) (*http.Request, []st
 		if err != nil {
 			return nil, nil, err
 		}
+		if u.User == nil && OriginOf(t.Origin) != Origin(u) {
+			return nil, nil, &RefusedError{Code: CodeForeignURL, Msg: fmt.Sprintf(
+				"the continuation URL is on another origin (%s) than the provider's (%s); it was not requested", Origin(u), OriginOf(t.Origin))}
+		}
 	} else {
 		u, err = buildURL(t, req.Args)
 		if err != nil {
 			return nil, nil, err
 		}
+	}
+	if u.User != nil {
+		return nil, nil, userInfoRefused()
+	}
+	if a := inv.providerAuth(t.Provider); req.Credential == "" && needsRuntime(a) {
+		return nil, nil, NeedsCredential(t)
 	}
 	var body io.Reader
 	header := http.Header{}
@@ -261,12 +389,30 @@ func (inv *Invoker) build(ctx context.Context, req Request) (*http.Request, []st
 	}
 	hreq.Header.Set("User-Agent", inv.ua)
 	hreq.Header.Set("Accept", "application/json")
-	secrets, err := inv.authorize(hreq, t.Provider, req.Credential)
-	return hreq, secrets, err
+	secrets, query, err := inv.authorize(hreq, t.Provider, req.Credential)
+	if err != nil {
+		return nil, nil, err
+	}
+	if query != "" {
+		// A same-origin redirect gets the query credential back.
+		hreq = hreq.WithContext(withQueryCredential(hreq.Context(), query, secrets[0]))
+	}
+	return hreq, secrets, nil
 }
 
-// authorize puts the credential on hreq and returns the secret values.
-func (inv *Invoker) authorize(hreq *http.Request, provider, runtime string) ([]string, error) {
+// needsRuntime reports whether a provider's calls need the caller's own
+// credential: it takes runtime credentials and has no organization one.
+func needsRuntime(a ProviderAuth) bool {
+	switch a.Runtime.Type {
+	case "", AuthNone:
+		return false
+	}
+	return !hasOrg(a.Org)
+}
+
+// authorize puts the credential on hreq and returns the secret values
+// and, for a credential sent in the query, the parameter's name.
+func (inv *Invoker) authorize(hreq *http.Request, provider, runtime string) (secrets []string, query string, err error) {
 	a := inv.providerAuth(provider)
 	spec, secret := a.Org, a.Org.Token
 	if runtime != "" {
@@ -277,37 +423,38 @@ func (inv *Invoker) authorize(hreq *http.Request, provider, runtime string) ([]s
 	}
 	switch spec.Type {
 	case "", "none":
-		return nil, nil
+		return nil, "", nil
 	case "bearer":
 		if secret == "" {
-			return nil, nil
+			return nil, "", nil
 		}
 		hreq.Header.Set("Authorization", "Bearer "+secret)
-		return []string{secret}, nil
+		return []string{secret}, "", nil
 	case "api_key":
 		if secret == "" {
-			return nil, nil
+			return nil, "", nil
 		}
 		switch {
 		case spec.Query != "":
 			q := hreq.URL.Query()
 			q.Set(spec.Query, secret)
 			hreq.URL.RawQuery = q.Encode()
+			return []string{secret}, spec.Query, nil
 		case spec.Header != "":
 			hreq.Header.Set(spec.Header, secret)
 		default:
 			hreq.Header.Set("X-Api-Key", secret)
 		}
-		return []string{secret}, nil
+		return []string{secret}, "", nil
 	case "basic":
 		user, pass := spec.Username, spec.Password
 		if runtime != "" {
 			user, pass, _ = strings.Cut(runtime, ":")
 		}
 		hreq.SetBasicAuth(user, pass)
-		return []string{pass, base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))}, nil
+		return []string{pass, basicToken(user, pass)}, "", nil
 	default:
-		return nil, fmt.Errorf("provider %q: unknown auth type %q", provider, spec.Type)
+		return nil, "", fmt.Errorf("provider %q: unknown auth type %q", provider, spec.Type)
 	}
 }
 
@@ -493,12 +640,15 @@ func scalarString(v any) string {
 // HasOrgCredential reports whether provider's requests carry an
 // organization credential (so its users need not connect their own).
 func (inv *Invoker) HasOrgCredential(provider string) bool {
-	a := inv.providerAuth(provider)
-	switch a.Org.Type {
+	return hasOrg(inv.providerAuth(provider).Org)
+}
+
+func hasOrg(a AuthSpec) bool {
+	switch a.Type {
 	case AuthBasic:
-		return a.Org.Username != "" || a.Org.Password != ""
+		return a.Username != "" || a.Password != ""
 	case AuthBearer, AuthAPIKey:
-		return a.Org.Token != ""
+		return a.Token != ""
 	}
 	return false
 }

@@ -51,10 +51,27 @@ func (c MCPConfig) Validate() error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("mcp server %q: url must be an absolute http(s) URL", c.ID)
 		}
+		if u.User != nil {
+			return fmt.Errorf("mcp server %q: url must not carry user information (user:password@)", c.ID)
+		}
 	default:
 		return fmt.Errorf("mcp server %q: command or url is required", c.ID)
 	}
 	return nil
+}
+
+// Secrets are the values of the URL's query (hosted MCP servers often
+// take their key there): the deployment's scrubber masks them.
+func (c MCPConfig) Secrets() []string {
+	u, err := url.Parse(c.URL)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, vs := range u.Query() {
+		out = append(out, vs...)
+	}
+	return out
 }
 
 // MCPOptions configures an MCPSource. The zero value is usable.
@@ -76,7 +93,9 @@ type MCPOptions struct {
 	// MaxResponseBytes caps the rendered body of one call; more is cut
 	// and the Response says Truncated. Zero: 24 MiB.
 	MaxResponseBytes int64
-	// HTTPClient sends the requests of a URL server. Nil: http.DefaultClient.
+	// HTTPClient sends the requests of a URL server; its redirect policy
+	// is replaced by trawl's (same origin only, see RedirectSafe). Nil: a
+	// client on http.DefaultTransport.
 	HTTPClient *http.Client
 	// Log records every tool call (method "MCP", path the server's tool
 	// name). Nil: nothing is recorded.
@@ -188,7 +207,7 @@ func ConnectMCP(ctx context.Context, cfg MCPConfig, opt MCPOptions) (*MCPSource,
 		cmd.Stderr = &stderrLogger{logger: s.logger}
 		transport = &mcp.CommandTransport{Command: cmd}
 	} else {
-		transport = &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: opt.HTTPClient}
+		transport = &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: RedirectSafe(opt.HTTPClient)}
 	}
 
 	cctx, cancel := context.WithTimeout(ctx, s.listTimeout)
@@ -347,6 +366,10 @@ func safeMCPCause(err error) string {
 		return "canceled"
 	case errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, ErrMCPClosed):
 		return "connection closed"
+	}
+	var refused *RefusedError
+	if errors.As(err, &refused) {
+		return refused.Msg
 	}
 	return urlInText.ReplaceAllStringFunc(err.Error(), func(raw string) string {
 		u, perr := url.Parse(strings.TrimRight(raw, ".,;:)"))

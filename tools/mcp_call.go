@@ -44,7 +44,7 @@ func (s *MCPSource) Call(ctx context.Context, req Request) (*Response, error) {
 	defer cancel()
 	start := time.Now()
 	act := Activity{
-		Time: start.UTC(), ThreadID: req.ThreadID, Tool: req.Tool.ID, Method: mcpCallMethod,
+		Time: start.UTC(), ThreadID: req.ThreadID, CallID: CallIDFrom(ctx), Tool: req.Tool.ID, Method: mcpCallMethod,
 		Path: name, Page: req.Page, Retry: req.Retry, Cursor: Fingerprint(req.Cursor),
 		Effect: req.EffectOf(), Writes: req.EffectOf().Writes(),
 	}
@@ -260,9 +260,10 @@ func contentItem(c mcp.Content) any {
 }
 
 // Router is the Caller for tools of every kind: an MCP tool goes to the
-// source of its provider, any other tool to the HTTP invoker. The MCP map
-// must not be modified once calls start; Router is then safe for
-// concurrent use.
+// source of its provider, any other tool to the HTTP invoker. MCP results
+// and errors pass through the invoker's scrubber too, so one boundary
+// masks every secret whatever the tool's kind. The MCP map must not be
+// modified once calls start; Router is then safe for concurrent use.
 type Router struct {
 	HTTP *Invoker
 	MCP  map[string]*MCPSource // by server id
@@ -278,7 +279,17 @@ func (r Router) Call(ctx context.Context, req Request) (*Response, error) {
 		if src == nil {
 			return nil, fmt.Errorf("tool %q: no MCP server %q is connected", req.Tool.ID, req.Tool.Provider)
 		}
-		return src.Call(ctx, req)
+		resp, err := src.Call(ctx, req)
+		if r.HTTP == nil {
+			return resp, err
+		}
+		scrub := r.HTTP.Scrubber(req.Credential)
+		if err != nil {
+			return nil, scrubError(scrub, err)
+		}
+		resp.Body = scrub.Bytes(resp.Body)
+		resp.Header = scrub.Header(resp.Header)
+		return resp, nil
 	}
 	if r.HTTP == nil {
 		return nil, fmt.Errorf("tool %q: no HTTP invoker is configured", req.Tool.ID)

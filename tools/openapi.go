@@ -43,7 +43,8 @@ const maxToolDescription = 1000
 // ImportOpenAPI reads the OpenAPI 3.0/3.1 or Swagger 2.0 document (JSON or
 // YAML) at path and returns one tool per operation, sorted by path and
 // method. Relative $refs to other files resolve against path; only local
-// files are read, never URLs. Errors name the file and what failed.
+// files are read, never URLs (a $ref to a URL or to a missing file is
+// handled as a dangling one, below). Errors name the file and what failed.
 //
 // Each tool carries the operation's path, query and header parameters
 // (path-level ones merged in; cookies and credentials left out, since the
@@ -58,7 +59,27 @@ const maxToolDescription = 1000
 // kin-openapi rejects that vendor documents use — "items" holding a list
 // of alternative schemas, as in Slack's — is rewritten to anyOf before
 // loading (see normalizeDocument).
+//
+// Import is lenient (see ImportOpenAPIReport, which also returns what was
+// repaired and skipped): a document is refused only when no operation in
+// it is usable.
 func ImportOpenAPI(ctx context.Context, path string, opt ImportOptions) ([]*Tool, error) {
+	r, err := ImportOpenAPIReport(ctx, path, opt)
+	if err != nil {
+		return nil, err
+	}
+	return r.Tools, nil
+}
+
+// ImportOpenAPIReport is ImportOpenAPI, returning with the tools every
+// repair and skip the import made. The document is loaded strictly
+// first; when kin-openapi refuses it, what has exactly one repair is
+// repaired (a $ref to the wrong kind of component whose target holds a
+// usable schema, a dangling schema $ref, a response without its
+// description, status codes written as integers or "2xx") and what
+// cannot be repaired is skipped per operation. An operation that does
+// not make a valid tool is skipped too.
+func ImportOpenAPIReport(ctx context.Context, path string, opt ImportOptions) (*ImportReport, error) {
 	if err := opt.check(); err != nil {
 		return nil, fmt.Errorf("importing %s: %w", path, err)
 	}
@@ -78,8 +99,19 @@ func ImportOpenAPI(ctx context.Context, path string, opt ImportOptions) ([]*Tool
 }
 
 // ImportOpenAPIData is ImportOpenAPI for one self-contained document held
-// in memory: a $ref to another file is an error.
+// in memory: a $ref to another file cannot be followed and is handled as
+// a dangling one (repaired or its operation skipped, and reported).
 func ImportOpenAPIData(data []byte, opt ImportOptions) ([]*Tool, error) {
+	r, err := ImportOpenAPIDataReport(data, opt)
+	if err != nil {
+		return nil, err
+	}
+	return r.Tools, nil
+}
+
+// ImportOpenAPIDataReport is ImportOpenAPIReport for a document held in
+// memory.
+func ImportOpenAPIDataReport(data []byte, opt ImportOptions) (*ImportReport, error) {
 	if err := opt.check(); err != nil {
 		return nil, fmt.Errorf("importing OpenAPI document: %w", err)
 	}
@@ -97,8 +129,9 @@ func (opt ImportOptions) check() error {
 	return nil
 }
 
-func importDocument(ctx context.Context, data []byte, location *url.URL, opt ImportOptions) ([]*Tool, error) {
-	doc, base, err := loadDocument(ctx, data, location)
+func importDocument(ctx context.Context, data []byte, location *url.URL, opt ImportOptions) (*ImportReport, error) {
+	log := &repairLog{}
+	doc, base, err := loadDocument(ctx, data, location, log)
 	if err != nil {
 		return nil, err
 	}
@@ -108,13 +141,21 @@ func importDocument(ctx context.Context, data []byte, location *url.URL, opt Imp
 		base:    base,
 		auth:    authParams(doc),
 		schemas: newSchemaConverter(),
+		log:     log,
 	}
-	return im.tools(ctx)
+	ts, err := im.tools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &ImportReport{Tools: ts, Warnings: log.list}, nil
 }
 
 // loadDocument parses and resolves the document, converting Swagger 2.0 to
 // OpenAPI 3, and returns it with its default base URL.
-func loadDocument(ctx context.Context, data []byte, location *url.URL) (*openapi3.T, string, error) {
+//
+// A document the strict loader refuses is loaded leniently (loadLenient),
+// its repairs and skips logged.
+func loadDocument(ctx context.Context, data []byte, location *url.URL, log *repairLog) (*openapi3.T, string, error) {
 	swagger, version, err := sniffVersion(data)
 	if err != nil {
 		return nil, "", err
@@ -129,11 +170,19 @@ func loadDocument(ctx context.Context, data []byte, location *url.URL) (*openapi
 	if err != nil {
 		// A document kin-openapi rejects may use a construct seen in the
 		// wild that normalizeDocument rewrites; try once more with it.
-		fixed, ok := normalizeDocument(data, false)
-		if !ok {
-			return nil, "", fmt.Errorf("loading document: %w", err)
+		if fixed, ok := normalizeDocument(data, false); ok {
+			data = fixed
+			doc, err = loadV3(ctx, fixed, location)
 		}
-		if doc, err = loadV3(ctx, fixed, location); err != nil {
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, "", ctx.Err()
+		}
+		if doc, err = loadLenient(ctx, data, location, err, log); err != nil {
+			if strings.HasPrefix(err.Error(), "loading document") || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return nil, "", err
+			}
 			return nil, "", fmt.Errorf("loading document: %w", err)
 		}
 	}
@@ -298,6 +347,7 @@ type importer struct {
 	base    string
 	auth    map[paramKey]bool // parameters that carry credentials
 	schemas *schemaConverter
+	log     *repairLog
 }
 
 type paramKey struct{ in, name string }
@@ -315,15 +365,24 @@ func (im *importer) tools(ctx context.Context) ([]*Tool, error) {
 	ops := im.operations()
 	assignNames(ops)
 	out := make([]*Tool, 0, len(ops))
+	var first error
 	for _, o := range ops {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		t, err := im.tool(o)
 		if err != nil {
-			return nil, err
+			// One operation that makes no valid tool costs that tool only.
+			im.log.skipped(o.method+" "+o.path, strings.TrimPrefix(err.Error(), o.method+" "+o.path+": "))
+			if first == nil {
+				first = err
+			}
+			continue
 		}
 		out = append(out, t)
+	}
+	if len(out) == 0 && first != nil {
+		return nil, fmt.Errorf("%w: %v", errNothingUsable, first)
 	}
 	return out, nil
 }

@@ -436,24 +436,35 @@ func trimText(s string, limit int) string {
 // value itself. Examples, enums, defaults and extensions are left alone.
 // It reports false when nothing was rewritten or the data does not parse.
 func normalizeDocument(data []byte, swagger bool) ([]byte, bool) {
-	var root any
-	if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '{' {
-		dec := json.NewDecoder(bytes.NewReader(trimmed))
-		dec.UseNumber()
-		if dec.Decode(&root) != nil {
-			return nil, false
-		}
-	} else {
-		if yaml.Unmarshal(data, &root) != nil {
-			return nil, false
-		}
-		root = jsonCompatible(root)
+	root, err := decodeDocument(data)
+	if err != nil {
+		return nil, false
 	}
+	root = jsonCompatible(root)
 	if !rewriteTupleItems(root, swagger) {
 		return nil, false
 	}
 	out, err := json.Marshal(root)
 	return out, err == nil
+}
+
+// decodeDocument decodes a JSON or YAML document into plain values
+// (numbers in JSON kept as json.Number); YAML mappings with non-string
+// keys stay map[any]any.
+func decodeDocument(data []byte) (any, error) {
+	var root any
+	if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '{' {
+		dec := json.NewDecoder(bytes.NewReader(trimmed))
+		dec.UseNumber()
+		if err := dec.Decode(&root); err != nil {
+			return nil, err
+		}
+		return root, nil
+	}
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, err
+	}
+	return root, nil
 }
 
 func rewriteTupleItems(v any, swagger bool) bool {

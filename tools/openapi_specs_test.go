@@ -247,3 +247,77 @@ func BenchmarkImportOpenAPIStripe(b *testing.B) {
 		}
 	}
 }
+
+// TestImportEveryVendorSpec imports every document under ../shared/specs:
+// each must import, one tool per operation, with the repairs and skips
+// listed here (Square's document has one dangling $ref, used in five
+// places). A document not listed fails the test until it is.
+func TestImportEveryVendorSpec(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("imports every vendor spec (tens of megabytes); skipped with -short and -race")
+	}
+	dir := sharedSpecs(t)
+	want := map[string]struct{ tools, repaired, skipped int }{
+		"adyen-management.json": {134, 0, 0},
+		"asana.yaml":            {247, 0, 0},
+		"datadog-v2.yaml":       {985, 0, 0},
+		"discord.json":          {242, 0, 0},
+		"github-ghes-2.18.yaml": {499, 0, 0},
+		"intercom.yaml":         {231, 0, 0},
+		"okta-management.yaml":  {732, 0, 0},
+		"openai.yaml":           {288, 0, 0},
+		"plaid.yaml":            {329, 0, 0},
+		"pokeapi.yml":           {96, 0, 0},
+		"sentry.json":           {223, 0, 0},
+		"slack-web-v2.json":     {174, 0, 0},
+		"square.json":           {316, 1, 0},
+		"stripe-2023.yaml":      {446, 0, 0},
+		"twilio-api-v2010.json": {197, 0, 0},
+		"xero-accounting.yaml":  {235, 0, 0},
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		ext := filepath.Ext(e.Name())
+		if e.IsDir() || (ext != ".json" && ext != ".yaml" && ext != ".yml") {
+			continue
+		}
+		t.Run(e.Name(), func(t *testing.T) {
+			path := filepath.Join(dir, e.Name())
+			r, err := ImportOpenAPIReport(context.Background(), path, ImportOptions{ProviderID: "vendor"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkTools(t, "vendor", r.Tools)
+			w, ok := want[e.Name()]
+			if !ok {
+				t.Fatalf("%s: %s; add its expected counts to this test", e.Name(), r.Summary())
+			}
+			ops := countOperations(t, path)
+			if len(r.Tools) != w.tools || len(r.Tools)+r.Count(Skipped) != ops {
+				t.Errorf("%d tools and %d skipped of %d operations, want %d tools", len(r.Tools), r.Count(Skipped), ops, w.tools)
+			}
+			if r.Count(Repaired) != w.repaired || r.Count(Skipped) != w.skipped {
+				t.Errorf("%d repaired, %d skipped, want %d and %d: %v", r.Count(Repaired), r.Count(Skipped), w.repaired, w.skipped, r.Warnings)
+			}
+			t.Logf("%s: %s", e.Name(), r.Summary())
+		})
+	}
+}
+
+// BenchmarkImportOpenAPISquare imports Square's document, which the
+// strict loader refuses (one dangling $ref): the lenient path's cost is
+// the strict attempt, a plain decode of the tree, the repair walk and a
+// second load.
+func BenchmarkImportOpenAPISquare(b *testing.B) {
+	path := filepath.Join(sharedSpecs(b), "square.json")
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := ImportOpenAPIReport(context.Background(), path, ImportOptions{ProviderID: "square"})
+		if err != nil || r.Count(Repaired) != 1 {
+			b.Fatal(err, r)
+		}
+	}
+}

@@ -14,12 +14,14 @@ type Request struct {
 	Args map[string]any
 	// URL, when set, replaces the URL built from Tool and Args: it is a
 	// continuation URL handed back by the server (a next link). Query
-	// arguments are not added to it. The caller checks its origin.
+	// arguments are not added to it. One on another origin than the
+	// tool's is refused unsent (a RefusedError, CodeForeignURL).
 	URL string
 
 	// Credential is the per-user runtime credential for this provider,
 	// when the caller holds one; empty means the provider's organization
-	// credential (if any) is used.
+	// credential (if any) is used, and a provider that takes only runtime
+	// credentials refuses the call (NeedsCredential).
 	Credential string
 	// Scope names the caller for the activity log (thread id).
 	ThreadID string

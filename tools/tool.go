@@ -1,7 +1,10 @@
 // Package tools is trawl's tool model: what a tool is, where it comes from
 // (an OpenAPI document, a connected-app toolkit manifest, an MCP server),
 // and how one call of it becomes an upstream HTTP request with credentials
-// injected at request time. It also keeps the activity log of upstream calls.
+// injected at request time. The invoker is the credential boundary: it
+// follows redirects only within their origin and masks every secret it
+// holds in every byte it returns (Scrubber). It also keeps the activity
+// log of upstream calls.
 //
 // The package imports no other trawl package; everything above it (the
 // looping engine, discovery, the agent runtime) consumes these types.

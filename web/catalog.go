@@ -17,18 +17,19 @@ func (s *Server) loadCatalog(ctx context.Context) (*tools.Catalog, error) {
 	for i, p := range cfg.Providers {
 		at := fmt.Sprintf("providers[%d]", i)
 		opt := tools.ImportOptions{ProviderID: p.ID, BaseURL: p.BaseURL}
-		var ts []*tools.Tool
+		var r *tools.ImportReport
 		var err error
 		if p.specData != nil {
-			ts, err = tools.ImportOpenAPIData(p.specData, opt)
+			r, err = tools.ImportOpenAPIDataReport(p.specData, opt)
 		} else {
-			ts, err = tools.ImportOpenAPI(ctx, p.OpenAPI, opt)
+			r, err = tools.ImportOpenAPIReport(ctx, p.OpenAPI, opt)
 		}
 		if err != nil {
 			return nil, cfg.errAt(at+".openapi", err.Error())
 		}
-		paginate.SettleEffects(ts)
-		if err := cat.Add(ts...); err != nil {
+		s.logImport(p.ID, r)
+		paginate.SettleEffects(r.Tools)
+		if err := cat.Add(r.Tools...); err != nil {
 			return nil, cfg.errAt(at, err.Error())
 		}
 		s.invoker.SetAuth(p.ID, tools.ProviderAuth{Org: p.Auth, Runtime: p.RuntimeAuth})
@@ -61,9 +62,32 @@ func (s *Server) loadCatalog(ctx context.Context) (*tools.Catalog, error) {
 	return cat, nil
 }
 
+// logImport keeps a provider's import warnings for GET /v1/tools and
+// summarises them in the start-up log: one line per provider, with the
+// first few warnings when the document needed repairs or skips.
+func (s *Server) logImport(provider string, r *tools.ImportReport) {
+	if len(r.Warnings) == 0 {
+		s.log.Debug("provider imported", "provider", provider, "tools", len(r.Tools))
+		return
+	}
+	if s.imported == nil {
+		s.imported = map[string][]tools.ImportWarning{}
+	}
+	s.imported[provider] = r.Warnings
+	const shown = 3
+	first := make([]string, 0, shown)
+	for _, w := range r.Warnings[:min(shown, len(r.Warnings))] {
+		first = append(first, w.String())
+	}
+	s.log.Warn("provider imported leniently: "+r.Summary()+" (GET /v1/tools lists every repair and skip)",
+		"provider", provider, "tools", len(r.Tools), "repaired", r.Count(tools.Repaired),
+		"skipped", r.Count(tools.Skipped), "first", first)
+}
+
 // connectMCP connects an MCP server and adds its tools; when the server
 // announces a new tool list, the catalog follows it.
 func (s *Server) connectMCP(ctx context.Context, cat *tools.Catalog, mc tools.MCPConfig) error {
+	s.invoker.AddSecrets(mc.Secrets()...)
 	src, err := tools.ConnectMCP(ctx, mc, tools.MCPOptions{
 		Logger: s.log.With("mcp", mc.ID), Log: s.activity,
 		OnChange: func(ts []*tools.Tool) {

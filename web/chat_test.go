@@ -416,11 +416,17 @@ func TestAgentsAPI(t *testing.T) {
 		{"PATCH", "/v1/agents/nope/tools/acme.list_orders", map[string]any{"loop_responses": true}, 404, "not_found"},
 		{"PUT", "/v1/agents/a2", map[string]any{"agentTools": []any{map[string]any{"tool_id": "acme.nope"}}}, 400, "agentTools[0]"},
 		{"PUT", "/v1/agents/a2", map[string]any{"max_steps": 1000}, 400, "max_steps"},
+		{"PUT", "/v1/agents/a2", map[string]any{"context": map[string]any{"keep_recent_steps": -1}}, 400, "context.keep_recent_steps"},
+		{"PUT", "/v1/agents/a2", map[string]any{"context": map[string]any{"max_token": 5}}, 400, "unknown field"},
 	} {
 		st, b := ts.do(t, tt.method, tt.path, "", tt.body)
 		if st != tt.status || !strings.Contains(string(b), tt.want) {
 			t.Errorf("%s %s: %d %s", tt.method, tt.path, st, b)
 		}
+	}
+	if st, b := ts.do(t, "PUT", "/v1/agents/a3", "", map[string]any{"context": map[string]any{"max_tokens": 50000, "keep_recent_steps": 0}}); st != 200 ||
+		!strings.Contains(string(b), `"context":{"max_tokens":50000,"keep_recent_steps":0}`) {
+		t.Errorf("put a3 with a context budget: %d %s", st, b)
 	}
 	if st, _ := ts.do(t, "PUT", "/v1/agents/a2", "", map[string]any{"system": "s", "agentTools": []any{map[string]any{"toolkit": "chat"}}}); st != 200 {
 		t.Errorf("put a2: %d", st)

@@ -38,6 +38,10 @@ type Config struct {
 	Toolkits   []string           `yaml:"toolkits"`
 	MCPServers []tools.MCPConfig  `yaml:"mcp_servers"`
 	Agents     []agent.Definition `yaml:"agents"`
+	// Demo, when present, serves the built-in demo (as running without a
+	// config does) with these settings; providers, toolkits, MCP servers
+	// and agents must then be left out.
+	Demo *DemoSettings `yaml:"demo"`
 
 	// ShutdownGrace is how long running turns and workflow runs may go on
 	// after SIGTERM before they are cancelled (each then ends with an
@@ -72,6 +76,13 @@ type Config struct {
 	toolkitNoOrgToken bool
 	// adminKeyFromEnv: AdminKey came from TRAWL_ADMIN_KEY, not the file.
 	adminKeyFromEnv bool
+}
+
+// DemoSettings tune the built-in demo upstream.
+type DemoSettings struct {
+	// LatencyMs delays every answer of the demo upstream by that many
+	// milliseconds, so that a walk's progress is visible. Zero: none.
+	LatencyMs int `yaml:"latency_ms"`
 }
 
 // CORSConfig lists the origins whose browser pages may call the API.
@@ -133,6 +144,18 @@ type DiscoveryConfig struct {
 	// DirectBudget is how many connected-app tools go to the model
 	// directly. Zero: 15.
 	DirectBudget int `yaml:"direct_budget"`
+	// Embeddings turns on semantic ranking in search_tools. Zero: BM25
+	// alone.
+	Embeddings EmbeddingsConfig `yaml:"embeddings"`
+}
+
+// EmbeddingsConfig is an OpenAI-compatible embeddings endpoint for
+// semantic tool search. BaseURL zero: the model's base_url; APIKey zero:
+// the model's api_key when BaseURL is zero or the model's too.
+type EmbeddingsConfig struct {
+	Model   string `yaml:"model"`
+	BaseURL string `yaml:"base_url"`
+	APIKey  string `yaml:"api_key"`
 }
 
 // ProviderConfig is "your own API": tools imported from an OpenAPI document.
@@ -486,6 +509,18 @@ func (c *Config) validate() error {
 	}
 	if c.Discovery.DirectBudget < 0 {
 		return c.errAt("discovery.direct_budget", "must not be negative")
+	}
+	if c.Demo != nil {
+		switch {
+		case c.Demo.LatencyMs < 0 || c.Demo.LatencyMs > 10000:
+			return c.errAt("demo.latency_ms", "must be 0 to 10000 (milliseconds)")
+		case len(c.Providers) > 0 || len(c.Toolkits) > 0 || len(c.MCPServers) > 0 || len(c.Agents) > 0:
+			return c.errAt("demo", "the built-in demo brings its own providers, toolkits and agent; leave those keys out")
+		}
+		c.demo = true
+	}
+	if e := c.Discovery.Embeddings; e != (EmbeddingsConfig{}) && strings.TrimSpace(e.Model) == "" {
+		return c.errAt("discovery.embeddings", "model is required (the embeddings model, e.g. text-embedding-3-small)")
 	}
 	seen := map[string]string{}
 	for i, p := range c.Providers {

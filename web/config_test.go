@@ -73,6 +73,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"binding without tool", "agents:\n  - id: a\n    agentTools:\n      - {loop_responses: true}\n", "trawl.yaml:4: agents[0].agentTools[0]: needs tool_id or toolkit"},
 		{"bad discovery", "agents:\n  - id: a\n    agentTools:\n      - {toolkit: m, discovery: maybe}\n", "discovery must be auto, true or false"},
 		{"duplicate agent", "agents:\n  - {id: a}\n  - {id: a}\n", `agent id "a" is used twice`},
+		{"bad context budget", "agents:\n  - id: a\n    context: {max_tokens: -5}\n", "trawl.yaml:3: agents[0].context.max_tokens: must not be negative"},
+		{"unknown context key", "agents:\n  - id: a\n    context: {max_token: 5}\n", `agents[0].context.max_token: unknown key "max_token" (did you mean "max_tokens"?)`},
 		{"malformed env", "admin_key: ${OOPS\n", "malformed ${…} reference"},
 		{"not a mapping", "- a\n- b\n", "the top level must be a mapping"},
 		{"syntax", "org: [a\n", "trawl.yaml"},

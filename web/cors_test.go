@@ -146,7 +146,7 @@ async function run(api, token) {
 // reaching out on its own (updates, sync, QUIC probes).
 func browserContext(t *testing.T, bin string) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	actx, acancel := chromedp.NewExecAllocator(ctx,
 		chromedp.ExecPath(bin), chromedp.UserDataDir(t.TempDir()), chromedp.Headless, chromedp.NoSandbox,
 		chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,

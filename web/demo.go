@@ -3,6 +3,7 @@ package web
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/tools"
@@ -16,6 +17,26 @@ func DemoConfig() *Config {
 	cfg := &Config{File: "(built-in demo)", lines: map[string]int{}, demo: true}
 	cfg.setDefaults()
 	return cfg
+}
+
+// IsDemo reports whether cfg serves the built-in demo.
+func (c *Config) IsDemo() bool { return c.demo }
+
+// SetDemoLatency delays every answer of the demo upstream by ms
+// milliseconds (serve's --demo-latency); it is an error for a config that
+// does not serve the demo.
+func (c *Config) SetDemoLatency(ms int) error {
+	if !c.demo {
+		return fmt.Errorf("--demo-latency applies only to the built-in demo (%s serves none)", c.File)
+	}
+	if ms < 0 || ms > 10000 {
+		return fmt.Errorf("--demo-latency must be 0 to 10000 (milliseconds), not %d", ms)
+	}
+	if c.Demo == nil {
+		c.Demo = &DemoSettings{}
+	}
+	c.Demo.LatencyMs = ms
+	return nil
 }
 
 // demoAgent is the demo agent: the Acme API with looping on, plus the
@@ -41,7 +62,11 @@ func demoAgent(acme []*tools.Tool, toolkits []string) agent.Definition {
 // with its provider, toolkits and agent.
 func (s *Server) startDemo(cfg *Config) error {
 	token := "demo_" + randomHex(16)
-	up := demo.NewServer(demo.Options{Token: token})
+	opt := demo.Options{Token: token}
+	if cfg.Demo != nil {
+		opt.Latency = time.Duration(cfg.Demo.LatencyMs) * time.Millisecond
+	}
+	up := demo.NewServer(opt)
 	url, err := up.Start("127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("starting the demo upstream: %w", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/loop"
+	"github.com/trawl-dev/trawl/loop/boltstore"
 	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/tools"
 )
@@ -21,7 +22,13 @@ import (
 // result store and dataset cache.
 func (s *Server) newEngine() (*loop.Engine, error) {
 	s.results = loop.NewRetrieval(loop.RetrievalOptions{Budget: s.cfg.Limits.ViewChars})
-	cache, err := loop.NewDatasetCache(loop.CacheOptions{Mode: loop.CacheMode(s.cfg.Cache.Mode)})
+	// The dataset cache (and shadow mode's records) persist in the bbolt
+	// file, so a restart keeps them until they expire.
+	datasets, err := boltstore.New(s.db, boltstore.Options{})
+	if err != nil {
+		return nil, err
+	}
+	cache, err := loop.NewDatasetCache(loop.CacheOptions{Mode: loop.CacheMode(s.cfg.Cache.Mode), Store: datasets})
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +56,13 @@ type invokeRequest struct {
 	ThreadID      string         `json:"thread_id"`
 	LoopResponses *bool          `json:"loop_responses"`
 	Experiment    bool           `json:"experiment"`
-	// Bulk lets a write take _for_each (there is no binding here to say so).
+	// AgentID applies that agent's binding of the tool (loop_responses
+	// then must be absent); with ChatID the call, and a
+	// queryToolResult, is scoped to that chat's thread.
+	AgentID string `json:"agent_id"`
+	ChatID  string `json:"chat_id"`
+	// Bulk lets a write take _for_each (without agent_id there is no
+	// binding to say so).
 	Bulk bool `json:"bulk"`
 }
 
@@ -61,7 +74,10 @@ func (s *Server) invokeTool(c echo.Context) error {
 		return err
 	}
 	id := c.Param("tool_id")
-	scope := loop.Scope{Org: s.cfg.Org, Thread: req.ThreadID}
+	scope, err := s.invokeScope(req)
+	if err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
 	if id == loop.QueryToolResult || id == loop.FetchToolResult {
 		args, _ := json.Marshal(req.Args)
@@ -75,11 +91,15 @@ func (s *Server) invokeTool(c echo.Context) error {
 	if !ok {
 		return notFound("no tool " + strconv.Quote(id))
 	}
-	looping := req.LoopResponses == nil || *req.LoopResponses
-	out, err := s.engine.Call(ctx, loop.Call{
-		Tool: t, Args: req.Args, Scope: scope, Experiment: req.Experiment,
-		Binding: loop.Binding{LoopResponses: looping, Bulk: req.Bulk},
-	})
+	binding, err := s.invokeBinding(req, t)
+	if err != nil {
+		return err
+	}
+	call := loop.Call{Tool: t, Args: req.Args, Scope: scope, Experiment: req.Experiment, Binding: binding}
+	if wantsEventStream(c.Request()) {
+		return s.invokeStream(c, call)
+	}
+	out, err := s.engine.Call(tools.WithCallID(ctx, "invoke_"+randomHex(8)), call)
 	if err != nil {
 		return toolError(err)
 	}

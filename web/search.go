@@ -26,7 +26,7 @@ func (s *Server) searchTools(c echo.Context) error {
 	if ix == nil {
 		return c.JSON(http.StatusOK, map[string]any{"results": []any{}})
 	}
-	out, err := ix.SearchTool(raw, func(string) bool { return false })
+	out, err := ix.SearchTool(c.Request().Context(), raw, func(string) bool { return false })
 	if err != nil {
 		return badRequest(err.Error())
 	}

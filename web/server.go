@@ -87,6 +87,7 @@ type Server struct {
 	adminKey  string
 	keyIsNew  bool
 	catalog   *tools.Catalog
+	imported  map[string][]tools.ImportWarning // by provider: repairs and skips of its OpenAPI import
 	invoker   *tools.Invoker
 	mcp       map[string]*tools.MCPSource // by server id
 	activity  *tools.ActivityLog
@@ -356,6 +357,7 @@ func (s *Server) routes(opt Options) *echo.Echo {
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
+	e.GET("/", redirectStudio)
 	e.GET("/studio", redirectStudio)
 	e.Match([]string{http.MethodGet, http.MethodHead}, "/studio/*", serveStudio)
 
@@ -364,6 +366,7 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	admin.GET("/tools/:tool_id", s.getTool)
 	admin.POST("/tools/:tool_id/invoke", s.invokeTool)
 	admin.GET("/activity", s.listActivity)
+	admin.GET("/info", s.info)
 	admin.POST("/sessions", s.createSession)
 	e.DELETE("/v1/sessions/:token", s.revokeSession, s.requireUser)
 	admin.GET("/agents", s.listAgents)
@@ -389,6 +392,7 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	user.POST("/chat", s.chat, s.refuseWhenDraining, s.requireModel)
 	user.GET("/chat/:chatId/stream", s.resume)
 	user.POST("/chat/:chatId/stop", s.stop)
+	user.GET("/chats", s.listChats)
 	user.GET("/chats/:chatId", s.getChat)
 	return e
 }

@@ -124,11 +124,11 @@ func TestToolsListAndInvoke(t *testing.T) {
 		t.Fatalf("tools: %d %s", st, b)
 	}
 	var list struct {
-		Tools []toolView `json:"tools"`
+		Tools []ToolView `json:"tools"`
 	}
 	json.Unmarshal(b, &list)
 	kinds := map[string]int{}
-	var orders *toolView
+	var orders *ToolView
 	for i, tv := range list.Tools {
 		kinds[string(tv.Kind)]++
 		if tv.ID == "acme.list_orders" {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/trawl-dev/trawl/agent"
 )
 
 // studioFiles is the Studio console: plain HTML, CSS and ES modules,
@@ -86,13 +87,18 @@ func studioType(name string) string {
 }
 
 // redirectStudio sends /studio to /studio/, where the console's relative
-// asset and API paths resolve.
+// asset and API paths resolve, and / to the console too (a 302: the root
+// may serve something else one day).
 func redirectStudio(c echo.Context) error {
 	to := "/studio/"
 	if q := c.Request().URL.RawQuery; q != "" {
 		to += "?" + q
 	}
-	return c.Redirect(http.StatusMovedPermanently, to)
+	status := http.StatusMovedPermanently
+	if c.Request().URL.Path == "/" {
+		status = http.StatusFound
+	}
+	return c.Redirect(status, to)
 }
 
 // serveStudio serves the console's assets under /studio/ (index.html for
@@ -118,4 +124,33 @@ func serveStudio(c echo.Context) error {
 	h.Set("ETag", a.etag)
 	http.ServeContent(c.Response(), c.Request(), name, time.Time{}, bytes.NewReader(a.body))
 	return nil
+}
+
+// deploymentInfo is GET /v1/info: what a console says about the
+// deployment — above all whether the model is a replay, whose answers
+// are recorded while the tool calls run live.
+type deploymentInfo struct {
+	Demo  bool      `json:"demo"`
+	Model modelInfo `json:"model"`
+}
+
+type modelInfo struct {
+	// Provider is openai, replay, or "" when no model is configured (chat
+	// answers 503).
+	Provider string `json:"provider"`
+	Name     string `json:"name,omitempty"`
+	// Transcript names a replay model's recording.
+	Transcript string `json:"transcript,omitempty"`
+}
+
+func (s *Server) info(c echo.Context) error {
+	in := deploymentInfo{Demo: s.cfg.demo}
+	switch m := s.model.(type) {
+	case nil:
+	case *agent.Replay:
+		in.Model = modelInfo{Provider: "replay", Transcript: m.Name()}
+	default:
+		in.Model = modelInfo{Provider: "openai", Name: s.cfg.Model.Name}
+	}
+	return c.JSON(http.StatusOK, in)
 }

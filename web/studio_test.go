@@ -22,6 +22,7 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/google/go-cmp/cmp"
+	"github.com/trawl-dev/trawl/agent"
 )
 
 // noRedirect is a client that reports redirects instead of following them.
@@ -226,48 +227,39 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// TestStudioInBrowser drives the console in headless Chromium against a
-// demo server: the admin-key prompt (a refused key is asked for again, at
-// the start and mid-session), the looping switch of a binding (checked
-// through the server), a refused change rolled back with the API's
-// message, "Try it" with the complete verdict, the activity table, each
-// view on a phone-sized screen, and no console error or CSP refusal. Set
-// TRAWL_STUDIO_SCREENSHOTS to a directory to get PNGs of each view.
-func TestStudioInBrowser(t *testing.T) {
+// browser is headless Chromium driving the Studio of one test server,
+// collecting what the page reports on its console (exceptions, console
+// errors, CSP refusals; failed fetches are expected and not problems).
+type browser struct {
+	t     *testing.T
+	ctx   context.Context
+	shots string // where screenshots go
+
+	mu       sync.Mutex
+	problems []string
+	stop     func()
+}
+
+// startBrowser starts Chromium (browserContext; or skips the test) on a
+// 1440×1000 screen, the steps bounded by timeout. Screenshots go to
+// $TRAWL_STUDIO_SCREENSHOTS when set, else to the test's temporary folder
+// (its path is logged).
+func startBrowser(t *testing.T, timeout time.Duration) *browser {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("browser test skipped in -short mode")
 	}
-	bin := chromium(t)
-	ts := startDemo(t, nil)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	// The machine may have no network: these flags keep Chromium from
-	// reaching out on its own (updates, sync, QUIC probes).
-	actx, acancel := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(bin),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(1440, 1000),
-	)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-
-	// Collect what the page says on its console: exceptions, console
-	// errors and browser-log errors such as a CSP refusal. Failed fetches
-	// are expected (the wrong key, the refused TTL) and are not problems.
-	var mu sync.Mutex
-	var problems []string
+	bctx := browserContext(t, chromium(t))
+	bctx, cancel := context.WithTimeout(bctx, timeout)
+	if _, err := chromedp.Run(bctx, desktop); err != nil {
+		cancel()
+		t.Fatalf("starting Chromium: %v", err)
+	}
+	b := &browser{t: t, ctx: bctx, shots: os.Getenv("TRAWL_STUDIO_SCREENSHOTS")}
+	if b.shots == "" {
+		b.shots = t.TempDir()
+	}
+	t.Logf("screenshots in %s", b.shots)
 	cctx, ccancel := context.WithCancel(bctx)
 	messages := chromedp.Console(cctx)
 	done := make(chan struct{})
@@ -278,93 +270,142 @@ func TestStudioInBrowser(t *testing.T) {
 				return
 			}
 			if m.IsException() || m.Type == chromedp.ConsoleError && m.Source != "network" {
-				mu.Lock()
-				problems = append(problems, m.String()+" @ "+m.URL)
-				mu.Unlock()
+				b.mu.Lock()
+				b.problems = append(b.problems, m.String()+" @ "+m.URL)
+				b.mu.Unlock()
 			}
 		}
 	}()
+	b.stop = func() {
+		ccancel()
+		<-done
+		cancel()
+	}
+	return b
+}
 
-	shots := os.Getenv("TRAWL_STUDIO_SCREENSHOTS")
-	save := func(ctx context.Context, tg *chromedp.Target, name string) error {
-		if shots == "" {
-			return nil
+// finish stops the browser and fails the test for every console problem.
+func (b *browser) finish() {
+	b.stop()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range b.problems {
+		b.t.Errorf("console: %s", p)
+	}
+}
+
+func (b *browser) save(ctx context.Context, tg *chromedp.Target, name string) error {
+	png, err := chromedp.FullScreenshot(100)(ctx, tg)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(b.shots, name+".png"), png, 0o644)
+}
+
+// view saves the view light and dark at desktop width, then checks it on
+// a phone: at 390 CSS px nothing may make the page scroll sideways (wide
+// tables scroll inside their own box), and saves it there too.
+func (b *browser) view(name string) chromedp.Action[chromedp.Void] {
+	t := b.t
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		if err := b.save(ctx, tg, name); err != nil {
+			return err
 		}
-		png, err := chromedp.FullScreenshot(100)(ctx, tg)
+		dark := emulation.SetEmulatedMediaParams{Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}}
+		if _, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, dark); err != nil {
+			return err
+		}
+		if err := b.save(ctx, tg, name+"-dark"); err != nil {
+			return err
+		}
+		if _, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{}); err != nil {
+			return err
+		}
+		if _, err := chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile)(ctx, tg); err != nil {
+			return err
+		}
+		width, err := chromedp.Evaluate[int](`document.documentElement.scrollWidth`)(ctx, tg)
 		if err != nil {
 			return err
 		}
-		return os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644)
-	}
-	// view checks the view on a phone: at 390 CSS px nothing may make the
-	// page scroll sideways (wide tables scroll inside their own box). With
-	// TRAWL_STUDIO_SCREENSHOTS it also saves the view light, dark and on
-	// the phone.
-	view := func(name string) chromedp.Action[chromedp.Void] {
-		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			if err := save(ctx, tg, name); err != nil {
-				return err
-			}
-			if shots != "" {
-				dark := emulation.SetEmulatedMediaParams{Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}}
-				if _, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, dark); err != nil {
-					return err
-				}
-				if err := save(ctx, tg, name+"-dark"); err != nil {
-					return err
-				}
-				if _, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{}); err != nil {
-					return err
-				}
-			}
-			if _, err := chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile)(ctx, tg); err != nil {
-				return err
-			}
-			width, err := chromedp.Evaluate[int](`document.documentElement.scrollWidth`)(ctx, tg)
-			if err != nil {
-				return err
-			}
-			if width > 390 {
-				t.Errorf("%s: the page is %d px wide on a 390 px phone screen", name, width)
-			}
-			if err := save(ctx, tg, name+"-phone"); err != nil {
-				return err
-			}
-			_, err = cdp.Call(ctx, tg, emulation.ClearDeviceMetricsOverride, cdp.Empty{})
+		if width > 390 {
+			t.Errorf("%s: the page is %d px wide on a 390 px phone screen", name, width)
+		}
+		if err := b.save(ctx, tg, name+"-phone"); err != nil {
 			return err
-		})
-	}
-	run := func(step string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		sctx, scancel := context.WithTimeout(bctx, 15*time.Second)
-		defer scancel()
-		if err := chromedp.Do(sctx, actions...); err != nil {
-			if shots != "" {
-				sctx, scancel := context.WithTimeout(bctx, 5*time.Second)
-				_ = chromedp.Do(sctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error { return save(ctx, tg, "failed") }))
-				scancel()
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			t.Fatalf("%s: %v\nconsole problems: %q", step, err, problems)
 		}
+		_, err = desktop(ctx, tg)
+		return err
+	})
+}
+
+// desktop is the screen the Studio is driven on between phone checks.
+var desktop = chromedp.EmulateViewport(1440, 1000)
+
+// run runs one step's actions within 20 s, failing the test (with a
+// screenshot, "failed.png") when they do not complete.
+func (b *browser) run(step string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	sctx, scancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer scancel()
+	if err := chromedp.Do(sctx, actions...); err != nil {
+		fctx, fcancel := context.WithTimeout(b.ctx, 5*time.Second)
+		_ = chromedp.Do(fctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error { return b.save(ctx, tg, "failed") }))
+		fcancel()
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.t.Fatalf("%s: %v\nconsole problems: %q", step, err, b.problems)
 	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return s
+}
+
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		b.t.Fatalf("text of %s: %v", sel, err)
 	}
-	eval := func(expr string) bool {
-		t.Helper()
-		v, err := chromedp.Run(bctx, chromedp.Evaluate[bool](expr))
-		if err != nil {
-			t.Fatalf("%s: %v", expr, err)
-		}
-		return v
+	return s
+}
+
+func (b *browser) eval(expr string) bool {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](expr))
+	if err != nil {
+		b.t.Fatalf("%s: %v", expr, err)
 	}
+	return v
+}
+
+func (b *browser) count(sel string) int {
+	b.t.Helper()
+	n, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`document.querySelectorAll(`+strconv.Quote(sel)+`).length`))
+	if err != nil {
+		b.t.Fatalf("count %s: %v", sel, err)
+	}
+	return n
+}
+
+// login opens the console at path and enters the admin key.
+func (b *browser) login(ts *testServer, path string) {
+	b.run("log in",
+		chromedp.Navigate(ts.URL+path),
+		chromedp.WaitVisible(chromedp.ID("key-input")),
+		chromedp.SetValue(chromedp.ID("key-input"), ts.AdminKey()),
+		chromedp.Click(chromedp.ID("key-submit")),
+		chromedp.WaitNotVisible(chromedp.ID("key-dialog")))
+}
+
+// TestStudioInBrowser drives the console in headless Chromium against a
+// demo server: the admin-key prompt (a refused key is asked for again, at
+// the start and mid-session), the looping switch of a binding (checked
+// through the server), a refused change rolled back with the API's
+// message, "Try it" with the complete verdict, the activity table, each
+// view on a phone-sized screen, and no console error or CSP refusal.
+func TestStudioInBrowser(t *testing.T) {
+	br := startBrowser(t, 90*time.Second)
+	defer br.finish()
+	ts := startDemo(t, nil)
+	bctx, run, text, eval, view := br.ctx, br.run, br.text, br.eval, br.view
 
 	// The admin key: a wrong one is refused and asked for again.
 	run("open the console",
@@ -479,9 +520,9 @@ func TestStudioInBrowser(t *testing.T) {
 	// Activity shows the walk's upstream calls.
 	run("open the activity",
 		chromedp.Click(chromedp.CSS(`a[data-nav="activity"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#activity-table tbody td.time`)),
+		chromedp.WaitVisible(chromedp.CSS(`#activity-trace td.time`)),
 		view("activity"))
-	if got := text("#activity-table tbody"); !strings.Contains(got, "acme.list_orders") || !strings.Contains(got, "/orders?") {
+	if got := text("#activity-trace"); !strings.Contains(got, "acme.list_orders") || !strings.Contains(got, "/orders?") {
 		t.Errorf("activity table:\n%s", got)
 	}
 
@@ -498,13 +539,233 @@ func TestStudioInBrowser(t *testing.T) {
 		chromedp.SetValue(chromedp.ID("key-input"), ts.AdminKey()),
 		chromedp.Click(chromedp.ID("key-submit")),
 		chromedp.WaitNotVisible(chromedp.ID("key-dialog")),
-		chromedp.WaitVisible(chromedp.CSS(`#activity-table tbody td.time`)))
+		chromedp.WaitVisible(chromedp.CSS(`#activity-trace td.time`)))
 
-	ccancel()
-	<-done
-	mu.Lock()
-	defer mu.Unlock()
-	for _, p := range problems {
-		t.Errorf("console: %s", p)
+}
+
+// jsTrue polls a JavaScript condition until it holds.
+func jsTrue(expr string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond))
+}
+
+// TestStudioChatInBrowser: with a slow demo upstream, the chat pane
+// streams the demo turn — a visible progress line on the tool card, then
+// the verdict badge and the stored rows (filtered through
+// queryToolResult); a reload mid-turn reattaches to the running turn;
+// Stop ends a turn on the server.
+func TestStudioChatInBrowser(t *testing.T) {
+	br := startBrowser(t, 120*time.Second)
+	defer br.finish()
+	// No dataset cache: every turn walks anew, as Stop needs.
+	ts := startDemo(t, func(c *Config) { c.Demo, c.Cache.Mode = &DemoSettings{LatencyMs: 300}, "off" })
+	br.login(ts, "/studio/#/chat/demo/browser-1")
+	br.run("the chat pane", chromedp.WaitVisible(chromedp.ID("chat-input")), chromedp.WaitVisible(chromedp.CSS("#chat-model .banner")))
+	if got := br.text("#chat-model"); !strings.Contains(got, "Replay model") {
+		t.Errorf("the pane does not say the model is a replay: %q", got)
+	}
+
+	q1 := "How many open orders worth more than 100 do we have, and how do they split by currency?"
+	card := `.tool-call[data-tool-call-id="call_0_0_0"]`
+	br.run("send the first question",
+		chromedp.SetValue(chromedp.ID("chat-input"), q1),
+		chromedp.Click(chromedp.ID("chat-send")),
+		chromedp.WaitVisible(chromedp.CSS(card+` [data-tool-loop-progress]`)),
+		br.view("chat-progress"))
+	if got := br.text(card + ` [data-tool-loop-progress]`); !strings.Contains(got, "page ") || !strings.Contains(got, "items") {
+		t.Errorf("progress line: %q", got)
+	}
+	br.run("the verdict and rows",
+		chromedp.WaitVisible(chromedp.CSS(card+` [data-verdict="complete"]`)),
+		chromedp.WaitVisible(chromedp.CSS(card+` .rows[data-source="stored"] .rows-table tbody td`)),
+		jsTrue(`document.querySelector('#chat-log').textContent.includes('278 open orders worth more than 100')`),
+		jsTrue(`document.querySelector('#chat-stop').hidden`),
+		br.view("chat"))
+	if n := br.count(card + ` .rows-table tbody tr`); n != 20 {
+		t.Errorf("%d rows on the first page, want 20", n)
+	}
+	// The stored result holds the 364 rows walked; the call's _filter
+	// (total > 100) applies again, so the table shows the 278 it kept.
+	if got := br.text(card + ` .rows-status`); !strings.Contains(got, "of 278 matched (364 in all)") {
+		t.Errorf("rows status %q, want the 278 rows the call's filter kept of the 364 stored", got)
+	}
+	// Filter the stored rows on the server: total > 1000 as well.
+	br.run("filter the rows",
+		chromedp.SetValue(chromedp.CSS(card+` .rows-filter select[aria-label="Filter field"]`), "total"),
+		chromedp.SetValue(chromedp.CSS(card+` .rows-filter select[aria-label="Filter operator"]`), "gt"),
+		chromedp.SetValue(chromedp.CSS(card+` .rows-filter input`), "1000"),
+		chromedp.Click(chromedp.CSS(card+` .rows-filter button[type="submit"]`)),
+		jsTrue(`!document.querySelector('`+card+` .rows-status').textContent.includes('of 278 matched')`))
+	filtered := br.text(card + ` .rows-status`)
+	var matched int
+	for _, cell := range strings.Fields(filtered) {
+		if n, err := strconv.Atoi(cell); err == nil {
+			matched = n // the last number before "matched"
+		}
+		if cell == "matched" {
+			break
+		}
+	}
+	if matched == 0 || matched >= 278 {
+		t.Errorf("after the filter the rows say %q", filtered)
+	}
+	if href := br.text(card + ` .tc-trace`); href != "Trace" {
+		t.Errorf("trace link %q", href)
+	}
+
+	// The second question runs long (40 properties, every page, 300 ms
+	// per answer): reload mid-turn, and the page reattaches.
+	q2 := "Across all our properties, how many confirmed bookings were for a week or longer?"
+	fan := `.tool-call[data-tool-call-id="call_1_1_0"]`
+	br.run("send the second question",
+		chromedp.SetValue(chromedp.ID("chat-input"), q2),
+		chromedp.Click(chromedp.ID("chat-send")),
+		chromedp.WaitVisible(chromedp.CSS(fan+` [data-tool-loop-progress]`)),
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.ID("chat-input")),
+		jsTrue(`document.querySelector('#chat-state').textContent.includes('Resumed')`),
+		chromedp.WaitVisible(chromedp.CSS(fan+` [data-tool-loop-progress]`)))
+	if got := br.text("#chat-log"); strings.Count(got, q2) != 1 || strings.Count(got, q1) != 1 {
+		t.Errorf("after the reload the log holds each question %d and %d times", strings.Count(got, q1), strings.Count(got, q2))
+	}
+	br.run("the resumed turn ends",
+		jsTrue(`document.querySelector('#chat-log').textContent.includes('157 confirmed bookings')`),
+		jsTrue(`document.querySelector('#chat-stop').hidden`))
+	if n := br.count(`.msg-assistant`); n != 2 {
+		t.Errorf("%d assistant messages after the resumed turn, want 2", n)
+	}
+	if !br.eval(`[...document.querySelectorAll('#chat-threads .thread-link')].some(a => a.dataset.chatId === 'browser-1')`) {
+		t.Error("the thread list lacks the chat")
+	}
+
+	// Stop: a new chat, the first question again, stopped mid-walk.
+	br.run("open a new chat",
+		chromedp.Click(chromedp.ID("chat-new")),
+		jsTrue(`location.hash.startsWith('#/chat/demo/studio-')`),
+		chromedp.WaitVisible(chromedp.CSS(`.chat-empty`)))
+	br.run("send and watch it walk",
+		chromedp.SetValue(chromedp.ID("chat-input"), q1),
+		chromedp.Click(chromedp.ID("chat-send")),
+		chromedp.WaitVisible(chromedp.CSS(card+` [data-tool-loop-progress]`)))
+	br.run("stop the turn",
+		chromedp.Click(chromedp.ID("chat-stop")),
+		chromedp.WaitVisible(chromedp.CSS(`.msg-assistant[data-state="stopped"]`)),
+		jsTrue(`document.querySelector('#chat-stop').hidden`))
+	hash, err := chromedp.Run(br.ctx, chromedp.Evaluate[string](`decodeURIComponent(location.hash.split('/')[3])`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts.runs.get(agent.ThreadKey("", "demo", hash)) != nil {
+		t.Error("the turn still runs on the server after Stop")
+	}
+	if got := br.text(`.msg-assistant[data-state="stopped"]`); strings.Contains(got, "278 open orders") {
+		t.Errorf("the stopped turn still answered: %q", got)
+	}
+
+	// The tool card's trace link opens the activity filtered to the chat,
+	// with the call's requests under it.
+	br.run("follow a trace link",
+		chromedp.Navigate(ts.URL+"/studio/#/chat/demo/browser-1"),
+		chromedp.WaitVisible(chromedp.CSS(card+` .tc-trace`)),
+		chromedp.Click(chromedp.CSS(card+` .tc-trace`)),
+		chromedp.WaitVisible(chromedp.CSS(`.trace-call[data-call-id="call_0_0_0"][data-highlight="true"] td.time`)),
+		br.view("trace"))
+	if n := br.count(`.trace-call[data-call-id="call_0_0_0"] tbody tr`); n != 4 {
+		t.Errorf("the list_orders call shows %d requests, want its 4 pages", n)
+	}
+}
+
+// TestStudioTryItStreams: Try it shows the walk's progress as it streams
+// and Stop ends it (the server makes no further upstream requests); "as
+// agent" applies that agent's binding; the result's rows are a table.
+func TestStudioTryItStreams(t *testing.T) {
+	br := startBrowser(t, 90*time.Second)
+	defer br.finish()
+	ts := startDemo(t, func(c *Config) { c.Demo = &DemoSettings{LatencyMs: 250} })
+	br.login(ts, "/studio/#/tools/acme.list_orders")
+	requests := func() int {
+		_, b := ts.do(t, "GET", "/v1/activity?limit=1000", "", nil)
+		return strings.Count(string(b), `"tool":"acme.list_orders"`)
+	}
+	br.run("run a long walk and stop it",
+		chromedp.WaitVisible(chromedp.ID("try-args")),
+		chromedp.SetValue(chromedp.ID("try-args"), `{"_all_pages":true,"_fields":["id","status"]}`),
+		chromedp.Click(chromedp.ID("try-run")),
+		chromedp.WaitVisible(chromedp.CSS(`#try-progress[data-tool-loop-progress]`)),
+		br.view("try-progress"),
+		chromedp.Click(chromedp.ID("try-stop")),
+		chromedp.WaitVisible(chromedp.CSS(`#verdict[data-complete="stopped"]`)))
+	time.Sleep(400 * time.Millisecond) // the request in flight ends
+	after := requests()
+	time.Sleep(800 * time.Millisecond)
+	if n := requests(); n != after || n >= 20 {
+		t.Errorf("upstream requests after Stop: %d then %d (the whole walk is 20)", after, n)
+	}
+	// As agent demo with looping off for the tool: one plain call.
+	ts.do(t, "PATCH", "/v1/agents/demo/tools/acme.list_orders", "", map[string]any{"loop_responses": false})
+	br.run("run as the agent",
+		chromedp.SetValue(chromedp.ID("try-args"), `{"status":"open","_all_pages":true,"_fields":["id","status"]}`),
+		chromedp.SetValue(chromedp.ID("try-agent"), "demo"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('try-agent').dispatchEvent(new Event('change'))`),
+		chromedp.Click(chromedp.ID("try-run")),
+		chromedp.WaitVisible(chromedp.CSS(`#verdict[data-complete="none"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#try-result .rows-table tbody td`)))
+	if n := br.count(`#try-result .rows-table tbody tr`); n != 20 {
+		t.Errorf("%d rows shown, want a first page of 20", n)
+	}
+	if br.eval(`!document.querySelector('#try-loop').closest('.check').hidden`) {
+		t.Error("the loop switch is offered while the agent's binding decides")
+	}
+	br.run("run with looping", chromedp.SetValue(chromedp.ID("try-agent"), ""),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('try-agent').dispatchEvent(new Event('change'))`),
+		chromedp.Click(chromedp.ID("try-run")),
+		chromedp.WaitVisible(chromedp.CSS(`#verdict[data-complete="complete"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#try-result .rows[data-source="stored"] .rows-table tbody td`)),
+		br.view("try"))
+}
+
+// TestStudioGroupSwitch: the switch of a group flips looping for every
+// tool of it that has something to loop, each binding saved on the
+// server, and the page shows the same after a reload; a tool with
+// nothing to loop has no switch.
+func TestStudioGroupSwitch(t *testing.T) {
+	br := startBrowser(t, 90*time.Second)
+	defer br.finish()
+	ts := startDemo(t, nil)
+	br.login(ts, "/studio/#/agents/demo")
+	group := `details[data-group="toolkit:crm"]`
+	gsw := group + ` input[data-group-switch]`
+	br.run("open the crm group",
+		chromedp.WaitVisible(chromedp.CSS(`details[data-group="provider:acme"]`)),
+		chromedp.Click(chromedp.CSS(group+` > summary .group-title`)),
+		chromedp.WaitVisible(chromedp.CSS(gsw)))
+	loopable := br.count(group + ` article[data-loopable="true"]`)
+	if loopable == 0 || br.count(group+` article[data-loopable="false"] input[role="switch"]`) != 0 {
+		t.Fatalf("crm: %d loopable tools; tools without anything to loop must have no switch", loopable)
+	}
+	if br.eval(`document.querySelector('` + gsw + `').checked`) {
+		t.Fatal("the crm group starts with looping on")
+	}
+	br.run("flip the group",
+		chromedp.Click(chromedp.CSS(gsw)),
+		jsTrue(`document.querySelectorAll('`+group+` article[data-state="saved"]').length === `+strconv.Itoa(loopable)),
+		br.view("agents-group"))
+	def, _ := ts.agents.Get("demo")
+	on := 0
+	for _, b := range def.AgentTools {
+		if strings.HasPrefix(b.ToolID, "crm.") && b.LoopResponses {
+			on++
+		}
+	}
+	if on != loopable {
+		t.Errorf("the server has looping on for %d crm tools, want %d", on, loopable)
+	}
+	br.run("reload",
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS(`details[data-group="provider:acme"]`)),
+		chromedp.Click(chromedp.CSS(group+` > summary .group-title`)),
+		chromedp.WaitVisible(chromedp.CSS(gsw)))
+	if !br.eval(`document.querySelector('`+gsw+`').checked`) ||
+		br.count(group+` article[data-loopable="true"][data-looping="true"]`) != loopable {
+		t.Error("after a reload the crm group is not all looping")
 	}
 }

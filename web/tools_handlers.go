@@ -11,8 +11,8 @@ import (
 	"github.com/trawl-dev/trawl/tools"
 )
 
-// toolView is a tool as the tools API shows it.
-type toolView struct {
+// ToolView is a tool as the tools API (and `trawl tools`) shows it.
+type ToolView struct {
 	ID          string         `json:"id"`
 	Name        string         `json:"name"`
 	Description string         `json:"description"`
@@ -27,8 +27,8 @@ type toolView struct {
 	Pagination  paginate.Plan  `json:"pagination"`
 }
 
-func (s *Server) view(t *tools.Tool) toolView {
-	return toolView{
+func (s *Server) view(t *tools.Tool) ToolView {
+	return ToolView{
 		ID: t.ID, Name: t.Name, Description: t.Description, Kind: t.Kind, Provider: t.Provider,
 		Toolkit: t.Toolkit, Method: t.Method, Path: t.Path, OperationID: t.OperationID,
 		Effect:      paginate.EffectOf(t, s.engine.Plan(t)),
@@ -37,9 +37,19 @@ func (s *Server) view(t *tools.Tool) toolView {
 	}
 }
 
+// ToolViews is every tool of the catalog as GET /v1/tools shows it.
+func (s *Server) ToolViews() []ToolView {
+	all := s.catalog.All()
+	out := make([]ToolView, 0, len(all))
+	for _, t := range all {
+		out = append(out, s.view(t))
+	}
+	return out
+}
+
 func (s *Server) listTools(c echo.Context) error {
 	all := s.catalog.All()
-	out := make([]toolView, 0, len(all))
+	out := make([]ToolView, 0, len(all))
 	kind := c.QueryParam("kind")
 	for _, t := range all {
 		if kind != "" && string(t.Kind) != kind {
@@ -47,7 +57,12 @@ func (s *Server) listTools(c echo.Context) error {
 		}
 		out = append(out, s.view(t))
 	}
-	return c.JSON(http.StatusOK, map[string]any{"tools": out})
+	body := map[string]any{"tools": out}
+	if len(s.imported) > 0 {
+		// What each provider's lenient OpenAPI import repaired or skipped.
+		body["importWarnings"] = s.imported
+	}
+	return c.JSON(http.StatusOK, body)
 }
 
 func (s *Server) getTool(c echo.Context) error {

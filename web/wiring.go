@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/discovery"
 	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/tools"
 )
@@ -35,9 +37,15 @@ func (s *Server) newAgents(ctx context.Context, model agent.Model) error {
 		}
 	}
 	s.model = model
+	// Secrets no upstream byte may carry back (the invoker's scrubber).
+	s.invoker.AddSecrets(s.cfg.Model.APIKey, s.cfg.Discovery.Embeddings.APIKey, s.adminKey)
+	search, err := s.searchOptions()
+	if err != nil {
+		return err
+	}
 	s.runner = agent.NewRunner(agent.RunnerOptions{
 		Model: model, ModelName: s.cfg.Model.Name, Engine: s.engine, Retrieval: s.results,
-		Catalog: s.catalog, Logger: s.log, DirectBudget: s.cfg.Discovery.DirectBudget,
+		Catalog: s.catalog, Logger: s.log, DirectBudget: s.cfg.Discovery.DirectBudget, Search: search,
 	})
 	// Build each agent's search index now rather than on its first turn.
 	for _, def := range s.agents.List() {
@@ -53,6 +61,30 @@ func (s *Server) newAgents(ctx context.Context, model agent.Model) error {
 	}
 	s.conns, err = newConnections(s.db, s.cfg.DataDir, func(tk string) bool { return orgToolkits[tk] }, func() time.Time { return s.now() })
 	return err
+}
+
+// searchOptions are search_tools' index options: semantic ranking when
+// discovery.embeddings names a model, its tool vectors cached in the
+// store. The endpoint defaults to the model's, and so does the key when
+// the endpoint is the model's.
+func (s *Server) searchOptions() (discovery.IndexOptions, error) {
+	e := s.cfg.Discovery.Embeddings
+	if e.Model == "" {
+		return discovery.IndexOptions{}, nil
+	}
+	base, key := cmp.Or(e.BaseURL, s.cfg.Model.BaseURL), e.APIKey
+	if key == "" && base == s.cfg.Model.BaseURL {
+		key = s.cfg.Model.APIKey
+	}
+	emb, err := agent.NewOpenAIEmbedder(agent.OpenAIEmbedderOptions{Model: e.Model, BaseURL: base, APIKey: key})
+	if err != nil {
+		return discovery.IndexOptions{}, s.cfg.errAt("discovery.embeddings", err.Error())
+	}
+	cache, err := discovery.NewBoltVectors(s.db, 0)
+	if err != nil {
+		return discovery.IndexOptions{}, err
+	}
+	return discovery.IndexOptions{Semantic: &discovery.Semantic{Embedder: emb, Model: e.Model, Cache: cache, Logger: s.log}}, nil
 }
 
 // requireModel answers 503 when no model is configured.

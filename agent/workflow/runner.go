@@ -302,7 +302,7 @@ func (ru *run) tool(ctx context.Context, s Step) (failed bool, err error) {
 				return
 			}
 			sp := stream.Progress{ToolCallID: callID, ToolName: s.Tool, Page: p.Page, PagesMax: p.PagesMax,
-				Items: p.Items, Requests: p.Requests, RequestsMax: p.RequestsMax,
+				Items: p.Items, Requests: p.Requests, RequestsMax: p.RequestsMax, Total: p.Total,
 				ElapsedMs: ru.opt.Now().Sub(start).Milliseconds()}
 			if p.ForEach != nil {
 				sp.ForEach = &stream.ForEachProgress{Key: p.ForEach.Key, Value: p.ForEach.Value, Index: p.ForEach.Index, Total: p.ForEach.Total}
@@ -313,7 +313,7 @@ func (ru *run) tool(ctx context.Context, s Step) (failed bool, err error) {
 	if s.Loop != nil && s.Loop.Cache != nil {
 		call.CacheTTL = time.Duration(s.Loop.Cache.TTLMinutes * float64(time.Minute))
 	}
-	out, err := ru.opt.Engine.Call(ctx, call)
+	out, err := ru.opt.Engine.Call(tools.WithCallID(ctx, callID), call)
 	ru.throttle.Forget(callID)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/term"
 
@@ -19,21 +22,22 @@ import (
 // otherwise) and the boundary statement at the end.
 func call(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flagSet("call", stderr)
-	argsJSON := fs.String("args", "{}", "the tool's arguments as a JSON object (reserved ones included)")
-	cfgPath := fs.String("config", "", "config file (default ./trawl.yaml, else the demo)")
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return usagef("call: usage: trawl call TOOL --args JSON [--config F]")
-	}
-	tool, rest := args[0], args[1:]
-	if err := parseFlags(fs, rest); err != nil {
+	argsJSON := fs.String("args", "{}", "the tool's arguments as a `JSON` object, reserved ones (_all_pages, _fields, _for_each, _filter) included")
+	cfgPath := configFlag(fs)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usagef("call: unexpected argument %q", fs.Arg(0))
+	switch {
+	case len(pos) == 0:
+		return usagef("call: name the tool: trawl call TOOL --args JSON [--config F]")
+	case len(pos) > 1:
+		return usagef("call: unexpected argument %q (one tool per call)", pos[1])
 	}
-	var toolArgs map[string]any
-	if err := json.Unmarshal([]byte(*argsJSON), &toolArgs); err != nil || toolArgs == nil {
-		return usagef("call: --args must be a JSON object: %v", errOr(err, "null"))
+	tool := pos[0]
+	toolArgs, err := parseArgsObject(*argsJSON)
+	if err != nil {
+		return usagef("call: --args %v", err)
 	}
 	srv, done, err := openEphemeral(ctx, *cfgPath, stderr)
 	if err != nil {
@@ -58,7 +62,52 @@ func call(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "%s\n", out.View)
 	}
 	printVerdict(stderr, out)
+	if v := out.Verdict; v != nil && (v.Completion == loop.Partial || v.Completion == loop.Unstable) {
+		if v.Completion == loop.Unstable {
+			return fmt.Errorf("%w: unstable, the collection changed during the walk (exit status 3)", errPartial)
+		}
+		return fmt.Errorf("%w: stopped by %s (exit status 3)", errPartial, v.StopReason)
+	}
 	return nil
+}
+
+// parseArgsObject reads --args: a JSON object, nothing else. Its error
+// says what is wrong and where, in words.
+func parseArgsObject(s string) (map[string]any, error) {
+	var v any
+	dec := json.NewDecoder(strings.NewReader(s))
+	if err := dec.Decode(&v); err != nil {
+		var se *json.SyntaxError
+		switch {
+		case errors.As(err, &se):
+			return nil, fmt.Errorf("is not valid JSON (at character %d: %s); want an object such as '{\"status\": \"open\"}'", se.Offset, se.Error())
+		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+			return nil, fmt.Errorf("is not valid JSON (it ends too early); want an object such as '{\"status\": \"open\"}'")
+		}
+		return nil, fmt.Errorf("is not valid JSON: %v", err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("holds more than one JSON value; want one object")
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("must be a JSON object, not %s", jsonKind(v))
+	}
+	return m, nil
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	}
+	return "a number"
 }
 
 func errOr(err error, s string) string {
@@ -95,44 +144,158 @@ func printVerdict(w io.Writer, out *loop.Outcome) {
 }
 
 // progressBar renders loop progress on stderr: one live line on a
-// terminal, a plain line per report otherwise (at most one per 500 ms).
+// terminal, redrawn in place and never wider than the terminal; a plain
+// line per report otherwise (at most one per 500 ms).
 type progressBar struct {
 	w     io.Writer
 	tty   bool
+	width func() int // the terminal's columns, read at each redraw
+
+	mu    sync.Mutex
 	last  time.Time
 	shown bool
+	frame int
 }
 
 func newProgressBar(w io.Writer) *progressBar {
-	f, ok := w.(*os.File)
-	return &progressBar{w: w, tty: ok && term.IsTerminal(int(f.Fd()))}
+	b := &progressBar{w: w, width: func() int { return 80 }}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		b.tty = true
+		b.width = func() int {
+			if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 0 {
+				return cols
+			}
+			return 80
+		}
+	}
+	return b
 }
 
 func (b *progressBar) update(p loop.Progress) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	now := time.Now()
-	if !b.tty && now.Sub(b.last) < 500*time.Millisecond && b.shown {
+	if !b.tty {
+		if b.shown && now.Sub(b.last) < 500*time.Millisecond {
+			return
+		}
+		b.last, b.shown = now, true
+		fmt.Fprintln(b.w, "progress: "+progressText(p, 0))
 		return
 	}
 	b.last, b.shown = now, true
-	line := fmt.Sprintf("page %d/%d · %d items · %d/%d requests · %.1fs",
-		p.Page, p.PagesMax, p.Items, p.Requests, p.RequestsMax, p.Elapsed.Seconds())
-	if p.ForEach != nil {
-		line += fmt.Sprintf(" · %s %d/%d (%v)", p.ForEach.Key, p.ForEach.Index+1, p.ForEach.Total, p.ForEach.Value)
-	}
-	if !b.tty {
-		fmt.Fprintln(b.w, "progress: "+line)
-		return
-	}
-	const width = 24
-	filled := 0
-	if p.RequestsMax > 0 {
-		filled = min(width, p.Requests*width/p.RequestsMax)
-	}
-	fmt.Fprintf(b.w, "\r\033[K[%s%s] %s", strings.Repeat("█", filled), strings.Repeat("·", width-filled), line)
+	b.frame++
+	fmt.Fprint(b.w, "\r\033[K"+progressLine(p, b.width(), b.frame))
 }
 
 func (b *progressBar) done() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.tty && b.shown {
 		fmt.Fprint(b.w, "\r\033[K")
 	}
+}
+
+// progressFraction is how far a walk is, from what is known: the fan-out
+// values done when there is a fan-out, else the items received of the
+// total the server reported. ok is false when nothing says how far the
+// end is (a cursor walk without a total): the bar then shows movement,
+// not a level — the budget is a ceiling, not a measure of progress.
+func progressFraction(p loop.Progress) (f float64, ok bool) {
+	switch {
+	case p.ForEach != nil && p.ForEach.Total > 0:
+		return float64(p.ForEach.Index) / float64(p.ForEach.Total), true
+	case p.Total > 0:
+		return min(1, float64(p.Items)/float64(p.Total)), true
+	}
+	return 0, false
+}
+
+// progressSegment is one part of the progress text; the lowest keep is
+// dropped first when the line does not fit.
+type progressSegment struct {
+	text string
+	keep int
+}
+
+func progressSegments(p loop.Progress) []progressSegment {
+	var segs []progressSegment
+	page := fmt.Sprintf("page %d", p.Page)
+	if p.ForEach == nil && p.Total > 0 && p.Items > 0 && p.Page > 0 {
+		// Pages known from the total and the page size seen so far.
+		est := (p.Total*p.Page + p.Items - 1) / p.Items
+		page = fmt.Sprintf("page %d of ~%d", p.Page, max(est, p.Page))
+	}
+	segs = append(segs, progressSegment{page, 5})
+	items := fmt.Sprintf("%d items", p.Items)
+	if p.ForEach == nil && p.Total > 0 {
+		items = fmt.Sprintf("%d of %d items", p.Items, p.Total)
+	}
+	segs = append(segs, progressSegment{items, 6})
+	if fe := p.ForEach; fe != nil {
+		segs = append(segs, progressSegment{fmt.Sprintf("%s %d/%d", fe.Key, fe.Index+1, fe.Total), 4})
+		segs = append(segs, progressSegment{fmt.Sprintf("(%v)", fe.Value), 1})
+	}
+	segs = append(segs, progressSegment{plural(p.Requests, "request", "requests"), 3})
+	segs = append(segs, progressSegment{fmt.Sprintf("%.1fs", p.Elapsed.Seconds()), 2})
+	if p.PagesMax > 0 || p.RequestsMax > 0 {
+		segs = append(segs, progressSegment{fmt.Sprintf("limits %d pages, %d requests", p.PagesMax, p.RequestsMax), 0})
+	}
+	return segs
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// progressText is the progress as words: the segments whose keep is at
+// least minKeep.
+func progressText(p loop.Progress, minKeep int) string {
+	var parts []string
+	for _, s := range progressSegments(p) {
+		if s.keep >= minKeep {
+			parts = append(parts, s.text)
+		}
+	}
+	return strings.Join(parts, " · ")
+}
+
+// progressLine is the live line for a terminal width columns wide: a bar
+// and as much of the text as fits in width-1 columns (writing the last
+// column would wrap on some terminals and leave a stale line per
+// redraw). frame moves the bar when the end is unknown.
+func progressLine(p loop.Progress, width, frame int) string {
+	const barMax, barMin = 24, 8
+	limit := max(width-1, 1)
+	for minKeep := 0; minKeep <= 6; minKeep++ {
+		text := progressText(p, minKeep)
+		if room := limit - utf8.RuneCountInString(text) - 3; room >= barMin { // "[" bar "] "
+			return "[" + progressBarCells(p, min(room, barMax), frame) + "] " + text
+		}
+	}
+	for minKeep := 0; minKeep <= 6; minKeep++ {
+		if text := progressText(p, minKeep); utf8.RuneCountInString(text) <= limit {
+			return text
+		}
+	}
+	r := []rune(progressText(p, 6))
+	return string(r[:min(len(r), limit)])
+}
+
+func progressBarCells(p loop.Progress, width, frame int) string {
+	if f, ok := progressFraction(p); ok {
+		filled := min(width, int(f*float64(width)+0.5))
+		return strings.Repeat("█", filled) + strings.Repeat("·", width-filled)
+	}
+	// Unknown end: a short block that sweeps back and forth.
+	const block = 3
+	span := width - block
+	pos := frame % (2 * max(span, 1))
+	if pos > span {
+		pos = 2*span - pos
+	}
+	return strings.Repeat("·", pos) + strings.Repeat("█", block) + strings.Repeat("·", width-block-pos)
 }

@@ -17,8 +17,9 @@ func TestCallPrintsErrorCodesAndVerdict(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, `invalid_filter: _filter clause 0`) || !strings.Contains(errOut, `unknown key "valu"`) {
 		t.Errorf("exit %d, stderr %q; want invalid_filter naming the clause and key", code, errOut)
 	}
+	// A first page only is a partial result: exit status 3.
 	code, _, errOut = runCLI(t, "call", "acme.list_orders", "--args", `{"per_page": 5}`)
-	if code != 0 || !strings.Contains(errOut, "partial: 5 rows, 1 request, stopped by first_page_only\n") ||
+	if code != 3 || !strings.Contains(errOut, "partial: 5 rows, 1 request, stopped by first_page_only\n") ||
 		!strings.Contains(errOut, `"action":"none (read-only)"`) || !strings.Contains(errOut, "note: This is only the first page (5 rows)") {
 		t.Errorf("exit %d, stderr:\n%s", code, errOut)
 	}

@@ -13,7 +13,8 @@ import (
 )
 
 // inspect imports an OpenAPI document and prints the tools it yields with
-// the pagination detected for each.
+// the pagination detected for each, and what the import repaired or
+// skipped. --json prints {"tools": [...], "importWarnings": [...]}.
 func inspect(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -36,17 +37,24 @@ func inspect(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	provider := strings.TrimSuffix(filepath.Base(spec), filepath.Ext(spec))
 	provider = sanitizeID(provider)
-	ts, err := tools.ImportOpenAPI(ctx, spec, tools.ImportOptions{ProviderID: provider})
+	r, err := tools.ImportOpenAPIReport(ctx, spec, tools.ImportOptions{ProviderID: provider})
 	if err != nil {
 		return err
 	}
-	ins := paginate.Inspect(ts)
+	ins := paginate.Inspect(r.Tools)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(ins)
+		warnings := r.Warnings
+		if warnings == nil {
+			warnings = []tools.ImportWarning{}
+		}
+		return enc.Encode(map[string]any{"tools": ins, "importWarnings": warnings})
 	}
-	return paginate.WriteTable(stdout, ins)
+	if err := paginate.WriteTable(stdout, ins); err != nil {
+		return err
+	}
+	return paginate.WriteImportWarnings(stdout, r.Warnings)
 }
 
 // sanitizeID makes a provider id from a file name.

@@ -1,26 +1,38 @@
 // Command trawl is the trawl server and its command-line tools:
 //
-//	trawl [serve] [--config F] [--listen ADDR] [--data-dir DIR]
+//	trawl [serve] [--config F] [--listen ADDR] [--data-dir DIR] [--demo-latency MS]
+//	trawl tools [--config F] [--json]
 //	trawl inspect SPEC [--json]
 //	trawl call TOOL --args JSON [--config F]
+//	trawl chat AGENT [--config F | --url URL --key KEY] [--chat ID] [--message TEXT]
 //	trawl replay TRANSCRIPT [--agent ID] [--config F]
+//	trawl version
 //
 // Without --config (and without ./trawl.yaml) trawl serves the built-in
-// demo. Exit status: 0 on success, 1 on a failed call, 2 on bad usage.
+// demo. Every command takes --help. Exit status: 0 on success, 1 on a
+// failed call, 2 on bad usage, 3 when `trawl call` returned a partial
+// result.
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strings"
 	"syscall"
 )
 
 // errUsage marks errors that exit with status 2.
 var errUsage = errors.New("usage")
+
+// errPartial marks a call whose result is partial: exit status 3.
+var errPartial = errors.New("partial result")
 
 type usageError struct{ msg string }
 
@@ -28,6 +40,12 @@ func (e usageError) Error() string   { return e.msg }
 func (e usageError) Is(t error) bool { return t == errUsage }
 
 func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
+
+// helpRequested is what parseFlags returns for -h or --help: run prints
+// the command's usage on stdout and exits 0.
+type helpRequested struct{ fs *flag.FlagSet }
+
+func (helpRequested) Error() string { return "help requested" }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -41,52 +59,199 @@ func exitCode(err error, stderr io.Writer) int {
 		return 0
 	}
 	fmt.Fprintln(stderr, "trawl: "+oneLine(err.Error()))
-	if errors.Is(err, errUsage) {
+	switch {
+	case errors.Is(err, errUsage):
 		return 2
+	case errors.Is(err, errPartial):
+		return 3
 	}
 	return 1
 }
 
 func oneLine(s string) string {
-	out := []rune{}
-	for _, r := range s {
-		if r == '\n' || r == '\r' {
-			r = ' '
-		}
-		out = append(out, r)
+	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s)
+}
+
+// command is one subcommand as its help describes it.
+type command struct {
+	name     string
+	synopsis string
+	about    string
+	run      func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error
+}
+
+// commands in the order the help lists them. run is filled in init (it
+// refers to commands for `trawl help CMD`).
+var commands = []*command{
+	{name: "serve", synopsis: "trawl [serve] [--config F] [--listen ADDR] [--data-dir DIR] [--demo-latency MS]",
+		about: "Serve the API, the chat streams and the Studio console (/studio/) until interrupted.\n" +
+			"Without --config and without ./trawl.yaml, serve the built-in demo."},
+	{name: "tools", synopsis: "trawl tools [--config F] [--json]",
+		about: "List the deployment's tools with their kind and the pagination detected for each."},
+	{name: "inspect", synopsis: "trawl inspect SPEC [--json]",
+		about: "Show the tools an OpenAPI document yields and the pagination detected for each."},
+	{name: "call", synopsis: "trawl call TOOL --args JSON [--config F]",
+		about: "Run one tool call through the looping engine, no model: the envelope as JSON on stdout,\n" +
+			"progress on stderr (a live line on a terminal) and the boundary statement at the end.\n" +
+			"Exit status 3 when the result is partial (a bound or an error ended the walk early)."},
+	{name: "chat", synopsis: "trawl chat AGENT [--config F | --url URL --key KEY] [--chat ID] [--message TEXT]",
+		about: "Chat with an agent in the terminal over trawl's stream: text as it streams, a live progress\n" +
+			"line per looping tool call and its verdict. A dropped connection resumes where it broke.\n" +
+			"Without --url it starts the deployment (--config, ./trawl.yaml or the demo) in-process.\n" +
+			"Reads one message per line from stdin until end of input, or sends --message alone."},
+	{name: "replay", synopsis: "trawl replay TRANSCRIPT [--agent ID] [--config F]",
+		about: "Play a recorded conversation against the live tools as an experiment run (no cache reads):\n" +
+			"an account on stderr, the resulting thread (UIMessage[]) as JSON on stdout."},
+	{name: "version", synopsis: "trawl version",
+		about: "Print trawl's version (also: trawl --version)."},
+}
+
+func init() {
+	fns := map[string]func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error{
+		"serve": func(ctx context.Context, a []string, _ io.Reader, o, e io.Writer) error { return serve(ctx, a, o, e) },
+		"tools": func(ctx context.Context, a []string, _ io.Reader, o, e io.Writer) error {
+			return listTools(ctx, a, o, e)
+		},
+		"inspect": func(ctx context.Context, a []string, _ io.Reader, o, _ io.Writer) error {
+			return inspect(ctx, a, o)
+		},
+		"call":    func(ctx context.Context, a []string, _ io.Reader, o, e io.Writer) error { return call(ctx, a, o, e) },
+		"chat":    chat,
+		"replay":  func(ctx context.Context, a []string, _ io.Reader, o, e io.Writer) error { return replay(ctx, a, o, e) },
+		"version": printVersion,
 	}
-	return string(out)
+	for _, c := range commands {
+		c.run = fns[c.name]
+	}
+}
+
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
 }
 
 // run dispatches a subcommand.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	cmd := "serve"
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		cmd, args = args[0], args[1:]
+	name := "serve"
+	if len(args) > 0 {
+		switch a := args[0]; {
+		case a == "-h" || a == "--help" || a == "-help" || a == "help":
+			if a == "help" && len(args) > 1 {
+				if c := lookup(args[1]); c != nil {
+					return run(ctx, []string{c.name, "--help"}, stdin, stdout, stderr)
+				}
+				return usagef("help: unknown command %q (want %s)", args[1], commandNames())
+			}
+			_, err := io.WriteString(stdout, mainUsage())
+			return err
+		case a == "--version" || a == "-version":
+			return printVersion(ctx, args[1:], stdin, stdout, stderr)
+		case a != "" && a[0] != '-':
+			name, args = a, args[1:]
+		}
 	}
-	switch cmd {
-	case "serve":
-		return serve(ctx, args, stdout, stderr)
-	case "inspect":
-		return inspect(ctx, args, stdout)
-	case "call":
-		return call(ctx, args, stdout, stderr)
-	case "replay":
-		return replay(ctx, args, stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usageText)
-		return nil
+	c := lookup(name)
+	if c == nil {
+		return usagef("unknown command %q (want %s; see trawl --help)", name, commandNames())
 	}
-	return usagef("unknown command %q (want serve, inspect, call or replay)", cmd)
+	err := c.run(ctx, args, stdin, stdout, stderr)
+	var help helpRequested
+	if errors.As(err, &help) {
+		_, err = io.WriteString(stdout, commandUsage(c, help.fs))
+	}
+	return err
 }
 
-const usageText = `trawl — a streaming agent runtime that walks every page.
+func commandNames() string {
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.name
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
 
-usage:
-  trawl [serve] [--config F] [--listen ADDR] [--data-dir DIR]
-  trawl inspect SPEC [--json]
-  trawl call TOOL --args JSON [--config F]
-  trawl replay TRANSCRIPT [--agent ID] [--config F]
-
+func mainUsage() string {
+	var b strings.Builder
+	b.WriteString("trawl — a streaming agent runtime that walks every page.\n\nusage:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %s\n", c.synopsis)
+	}
+	b.WriteString(`
 Without --config and without ./trawl.yaml, trawl serves its built-in demo.
-`
+"trawl COMMAND --help" (or "trawl help COMMAND") describes a command and its flags.
+
+exit status: 0 success · 1 a failed call · 2 bad usage · 3 a partial result (trawl call)
+`)
+	return b.String()
+}
+
+// commandUsage is a command's help: its synopsis, what it does, and every
+// flag with its description.
+func commandUsage(c *command, fs *flag.FlagSet) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "usage: %s\n\n%s\n", c.synopsis, c.about)
+	type row struct{ left, usage string }
+	var rows []row
+	width := len("-h, --help")
+	fs.VisitAll(func(f *flag.Flag) {
+		arg, usage := flag.UnquoteUsage(f)
+		left := "--" + f.Name
+		if arg != "" {
+			left += " " + strings.ToUpper(arg)
+		}
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+			usage += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		width = max(width, len(left))
+		rows = append(rows, row{left, usage})
+	})
+	rows = append(rows, row{"-h, --help", "print this help and exit"})
+	b.WriteString("\nflags:\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "  %-*s  %s\n", width, r.left, r.usage)
+	}
+	return b.String()
+}
+
+// printVersion prints the version stamped into the binary: the module
+// version of a `go install`, else the VCS revision of a build in a
+// checkout, else "devel".
+func printVersion(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	fs := flagSet("version", stderr)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("version: unexpected argument %q", fs.Arg(0))
+	}
+	_, err := fmt.Fprintf(stdout, "trawl %s\n", version())
+	return err
+}
+
+func version() string {
+	v, rev, dirty := "devel", "", false
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+	}
+	if rev != "" && !strings.Contains(v, rev[:min(12, len(rev))]) {
+		v += " " + rev[:min(12, len(rev))]
+		if dirty {
+			v += "+dirty"
+		}
+	}
+	return v + " " + runtime.Version()
+}

@@ -36,16 +36,20 @@ func TestInspectDemoSpec(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	var ins []struct {
-		Tool       string `json:"tool"`
-		Pagination struct {
-			Strategy string  `json:"strategy"`
-			Items    *string `json:"items"`
-		} `json:"pagination"`
+	var report struct {
+		Tools []struct {
+			Tool       string `json:"tool"`
+			Pagination struct {
+				Strategy string  `json:"strategy"`
+				Items    *string `json:"items"`
+			} `json:"pagination"`
+		} `json:"tools"`
+		ImportWarnings []any `json:"importWarnings"`
 	}
-	if err := json.Unmarshal([]byte(out), &ins); err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, out)
+	if err := json.Unmarshal([]byte(out), &report); err != nil || report.ImportWarnings == nil {
+		t.Fatalf("not the report: %v\n%s", err, out)
 	}
+	ins := report.Tools
 	got := map[string]string{}
 	for _, i := range ins {
 		got[i.Tool] = i.Pagination.Strategy

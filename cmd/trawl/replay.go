@@ -17,18 +17,19 @@ import (
 // failed.
 func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flagSet("replay", stderr)
-	agentID := fs.String("agent", "", "the agent to replay against (default: the only agent, or demo)")
-	cfgPath := fs.String("config", "", "config file (default ./trawl.yaml, else the demo)")
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return usagef("replay: usage: trawl replay TRANSCRIPT [--agent ID] [--config F]")
-	}
-	path, rest := args[0], args[1:]
-	if err := parseFlags(fs, rest); err != nil {
+	agentID := fs.String("agent", "", "the `ID` of the agent to replay against (default: the only agent, or demo)")
+	cfgPath := configFlag(fs)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usagef("replay: unexpected argument %q", fs.Arg(0))
+	switch {
+	case len(pos) == 0:
+		return usagef("replay: name the transcript: trawl replay TRANSCRIPT [--agent ID] [--config F]")
+	case len(pos) > 1:
+		return usagef("replay: unexpected argument %q", pos[1])
 	}
+	path := pos[0]
 	tr, err := agent.LoadTranscript(path)
 	if err != nil {
 		return err

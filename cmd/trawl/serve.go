@@ -2,29 +2,63 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/trawl-dev/trawl/web"
 )
 
-// flagSet returns a FlagSet whose errors become usage errors.
+// flagSet returns a FlagSet whose errors become usage errors (see
+// parseFlags); it prints nothing itself.
 func flagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	return fs
 }
 
+// parseFlags parses args: -h or --help asks for the command's help, any
+// other flag error is a one-line usage error.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
-		return usagef("%s: %v", fs.Name(), err)
+		if errors.Is(err, flag.ErrHelp) {
+			return helpRequested{fs}
+		}
+		return usagef("%s: %v (see trawl %s --help)", fs.Name(), err, fs.Name())
 	}
 	return nil
+}
+
+// parseInterleaved parses args whose flags may come before, between or
+// after the positional arguments, and returns the positional ones. After
+// "--" everything is positional.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if i := slices.Index(args, "--"); i == 0 {
+			return append(pos, args[1:]...), nil
+		}
+		if err := parseFlags(fs, args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos, args = append(pos, args[0]), args[1:]
+	}
+}
+
+// configFlag is the --config flag every command that builds a deployment
+// takes.
+func configFlag(fs *flag.FlagSet) *string {
+	return fs.String("config", "", "read the config from file `F` (default ./trawl.yaml, else the built-in demo)")
 }
 
 // loadConfig reads --config, else ./trawl.yaml when present, else the demo.
@@ -49,9 +83,10 @@ func loadConfig(path string) (*web.Config, error) {
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flagSet("serve", stderr)
-	cfgPath := fs.String("config", "", "config file (default ./trawl.yaml, else the demo)")
-	listen := fs.String("listen", "", "address to listen on (overrides the config)")
-	dataDir := fs.String("data-dir", "", "data folder (overrides the config)")
+	cfgPath := configFlag(fs)
+	listen := fs.String("listen", "", "listen on `ADDR`, host:port (overrides the config)")
+	dataDir := fs.String("data-dir", "", "keep the embedded store and generated keys in `DIR` (overrides the config)")
+	latency := fs.Int("demo-latency", 0, "delay every answer of the demo upstream by `MS` milliseconds, so progress is visible (the demo only)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -61,6 +96,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
 		return err
+	}
+	if *latency != 0 {
+		if err := cfg.SetDemoLatency(*latency); err != nil {
+			return usageError{"serve: " + err.Error()}
+		}
 	}
 	if *listen != "" {
 		cfg.Listen = *listen

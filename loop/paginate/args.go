@@ -45,20 +45,29 @@ func pageBase(t *tools.Tool, name string) int {
 }
 
 // paramSchema is the schema of the walk parameter name: a parameter of
-// t, or a property one level down in a body parameter ("body.cursor",
-// as detection names it). Nil when unknown.
+// t, or a property further down in a body parameter ("body.cursor", as
+// detection names it; "data.attributes.page.cursor" as Datadog's
+// x-pagination does). Nil when unknown.
 func paramSchema(t *tools.Tool, name string) *tools.Schema {
 	if p, ok := t.Param(name); ok {
 		return p.Schema
 	}
-	root, prop, nested := strings.Cut(name, ".")
+	root, rest, nested := strings.Cut(name, ".")
 	if !nested {
 		return nil
 	}
-	if p, ok := t.Param(root); ok && p.Schema != nil {
-		return p.Schema.Properties[prop]
+	p, ok := t.Param(root)
+	if !ok {
+		return nil
 	}
-	return nil
+	s := p.Schema
+	for _, k := range strings.Split(rest, ".") {
+		if s == nil {
+			return nil
+		}
+		s = s.Properties[k]
+	}
+	return s
 }
 
 // cloneArgs copies the top level of args (nested maps are copied when
@@ -82,19 +91,25 @@ func setArg(t *tools.Tool, args map[string]any, name string, v any) {
 			v = strconv.Itoa(n)
 		}
 	}
-	root, rest, nested := strings.Cut(name, ".")
-	if _, ok := t.Param(name); ok || !nested {
+	if _, ok := t.Param(name); ok || !strings.Contains(name, ".") {
 		args[name] = v
 		return
 	}
-	inner := map[string]any{}
-	if m, ok := args[root].(map[string]any); ok {
-		for k, x := range m {
-			inner[k] = x
+	// Copy each object on the way down, so the caller's arguments are
+	// never written through.
+	keys := strings.Split(name, ".")
+	m := args
+	for _, k := range keys[:len(keys)-1] {
+		inner := map[string]any{}
+		if old, ok := m[k].(map[string]any); ok {
+			for kk, x := range old {
+				inner[kk] = x
+			}
 		}
+		m[k] = inner
+		m = inner
 	}
-	inner[rest] = v
-	args[root] = inner
+	m[keys[len(keys)-1]] = v
 }
 
 // lookupArg finds the value of name in args, following setArg's rule.
@@ -102,15 +117,19 @@ func lookupArg(args map[string]any, name string) (any, bool) {
 	if v, ok := args[name]; ok {
 		return v, v != nil
 	}
-	root, rest, nested := strings.Cut(name, ".")
-	if !nested {
+	keys := strings.Split(name, ".")
+	if len(keys) == 1 {
 		return nil, false
 	}
-	m, ok := args[root].(map[string]any)
-	if !ok {
-		return nil, false
+	m := args
+	for _, k := range keys[:len(keys)-1] {
+		inner, ok := m[k].(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		m = inner
 	}
-	v, ok := m[rest]
+	v, ok := m[keys[len(keys)-1]]
 	return v, ok && v != nil
 }
 
@@ -191,22 +210,6 @@ func requestURL(t *tools.Tool, args map[string]any) *url.URL {
 	return u
 }
 
-// originOf is the scheme://host:port of a URL, lower-cased, with the
-// scheme's default port made explicit; "" when it has no host.
-func originOf(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return ""
-	}
-	scheme := strings.ToLower(u.Scheme)
-	port := u.Port()
-	if port == "" {
-		switch scheme {
-		case "https":
-			port = "443"
-		case "http":
-			port = "80"
-		}
-	}
-	return scheme + "://" + strings.ToLower(u.Hostname()) + ":" + port
-}
+// originOf is the scheme://host:port of a URL (tools.OriginOf: one
+// origin comparison for redirects, continuation URLs and next links).
+func originOf(raw string) string { return tools.OriginOf(raw) }

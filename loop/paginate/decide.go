@@ -192,7 +192,9 @@ func (w *walker) numeric(s signals, received int) decision {
 	if w.pageSize > 0 && received >= w.pageSize {
 		w.fullSeen = true
 	}
-	w.hint = totalSaysMore || !short
+	// More rows may exist unless the page proves the end: a short page
+	// says nothing when nobody can vouch for its size.
+	w.hint = totalSaysMore || !short || !(w.ownSize && w.fullSeen)
 	return next
 }
 

@@ -1,6 +1,9 @@
 package paginate
 
 import (
+	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/trawl-dev/trawl/loop/query"
@@ -31,6 +34,7 @@ func Detect(t *tools.Tool) Plan {
 		return Plan{Strategy: None, Provenance: "none"}
 	}
 	if p, ok := fromExtensions(t); ok {
+		p.because(High, "the document's "+strings.TrimPrefix(p.Provenance, "extension:")+" extension")
 		return p
 	}
 	req := readParams(t)
@@ -40,7 +44,36 @@ func Detect(t *tools.Tool) Plan {
 	if t.Response != nil {
 		res = readResponse(newSchemaShape(t.Response), ev, req.cursorFolds())
 	}
+	dated := false
+	if req.cursor.name == "" && req.dated.name != "" && (res.token != "" || res.more != "" && res.itemsFound) {
+		// A cursor that reads like a time is still the cursor when the
+		// response hands one back (Plaid's date-time cursor) or says
+		// whether there is more (Discord's archived threads, before a
+		// timestamp).
+		req.cursor, dated = req.dated, true
+	}
 	p := decidePlan(req, res, declaresLink(t, req, res))
+	if why := writes(t, res); why != "" && (p.Paginated() || req.any()) {
+		// Paging-like fields on an operation that changes data are not
+		// pages.
+		p = Plan{Strategy: None, Items: res.items, ItemsFound: res.itemsFound, ItemID: res.itemID}
+		p.because(High, why)
+	} else {
+		if p.Strategy == None || p.Strategy == Offset {
+			if k, ok := keysetOffset(t, req, res); ok {
+				p = k
+			}
+		}
+		if p.Strategy == None {
+			if q, ok := outOfBand(t, req, res, p); ok {
+				p = q
+			}
+		}
+		if dated && p.Strategy == Cursor && p.CursorFromItem != "" {
+			p.because(Low, fmt.Sprintf("%s is a time, taken from the last item's %s: the document does not say which of its times", p.CursorParam, p.CursorFromItem))
+		}
+		grade(&p, req, res)
+	}
 	switch {
 	case t.Response != nil || req.any():
 		p.Provenance = "schema"
@@ -48,6 +81,213 @@ func Detect(t *tools.Tool) Plan {
 		p.Provenance = "none"
 	}
 	return p
+}
+
+// ---- what the schema alone cannot say ----
+
+// readWords are the path and operationId words of an operation that
+// reads, whatever its method (POST /v2/orders/search, Plaid's
+// /transactions/get).
+var readWords = regexp.MustCompile(`(?i)(^|[^a-z])(search|list|query|get|sync|find|filter|retrieve|fetch|export|scroll|lookup|browse|read)([^a-z]|$)|^(get|list|search|query|find|fetch)[A-Z_]`)
+
+// writes says why an operation changes data rather than reads pages (""
+// when it reads): a PUT, PATCH or DELETE, or a POST whose body carries the
+// response's item array (Xero's create bodies hold Invoices, pagination,
+// Warnings: the list envelope reused), unless its path or operationId
+// says it reads (POST …/search, Plaid's /transactions/get).
+func writes(t *tools.Tool, res bodyOffer) string {
+	m := strings.ToUpper(t.Method)
+	if m == "GET" || m == "" || readWords.MatchString(t.Path) || readWords.MatchString(t.OperationID) {
+		return ""
+	}
+	switch m {
+	case "PUT", "PATCH", "DELETE":
+		return "a " + m + " changes data and does not read pages: its paging-like fields are not a walk"
+	case "POST":
+		if !res.itemsFound || res.items == "" {
+			return ""
+		}
+		keys, err := query.SplitPath(res.items)
+		if err != nil || len(keys) == 0 {
+			return ""
+		}
+		items := foldName(keys[len(keys)-1])
+		for _, p := range t.Params {
+			if p.In == tools.InBody && foldName(p.WireName()) == items {
+				return "a POST that writes: its body carries the response's " + keys[len(keys)-1] + ", so its paging fields echo the list envelope"
+			}
+		}
+	}
+	return ""
+}
+
+// greaterThan finds the item field an offset is compared with when the
+// "offset" is a keyset ("journals with a JournalNumber greater than the
+// offset will be returned").
+var greaterThan = regexp.MustCompile(`(?i)\b([A-Za-z_][A-Za-z0-9_]*)\s+(?:is\s+)?(?:greater|later|higher|more)\s+than\b`)
+
+// keysetOffset reads an integer offset whose description says it is
+// compared with an item field: a cursor taken from the last item.
+func keysetOffset(t *tools.Tool, req paramOffer, res bodyOffer) (Plan, bool) {
+	o := req.offset
+	if o.name == "" || !res.itemsFound {
+		return Plan{}, false
+	}
+	m := greaterThan.FindStringSubmatch(req.descs[o.name])
+	if m == nil {
+		return Plan{}, false
+	}
+	field := m[1]
+	if _, ok := itemMember(t.Response, res.items, field); !ok {
+		return Plan{}, false
+	}
+	p := Plan{Strategy: Cursor, SizeParam: req.size.name, CursorParam: o.name, ParamsIn: string(o.in),
+		Items: res.items, ItemsFound: true, ItemID: res.itemID, CursorFromItem: field,
+		MoreFlag: res.more, MoreInverted: res.moreInverted, Total: res.total, Continuation: showPath(res.more)}
+	p.because(Medium, fmt.Sprintf("%s is a keyset, not a row offset: its description compares it with the items' %s", o.name, field))
+	return p, true
+}
+
+// itemMember finds a member of the items at itemsPath in a response schema.
+func itemMember(resp *tools.Schema, itemsPath, field string) (string, bool) {
+	if resp == nil {
+		return "", false
+	}
+	var n shape = newSchemaShape(resp)
+	if itemsPath != "" {
+		keys, err := query.SplitPath(itemsPath)
+		if err != nil {
+			return "", false
+		}
+		for _, k := range keys {
+			f, ok := memberOf(n, foldName(k))
+			if !ok {
+				return "", false
+			}
+			n = f.val
+		}
+	}
+	if n.kind() != shapeArray {
+		return "", false
+	}
+	f, ok := memberOf(n.elem(), foldName(field))
+	return f.name, ok
+}
+
+// linkWords find a Link header named in prose.
+var linkWords = regexp.MustCompile(`(?i)\blink\b[^.]{0,40}\bheader|rel=\\?"?next|link response header`)
+
+// outOfBand reads an operation with a cursor parameter whose response
+// body carries no continuation at all: its next page is handed over
+// outside the body (a Link header) or made from the last item (a keyset
+// over ids). Neither is in the document's schema; the plan says how sure
+// it is.
+func outOfBand(t *tools.Tool, req paramOffer, res bodyOffer, base Plan) (Plan, bool) {
+	c := req.cursor
+	if c.name == "" || !res.itemsFound || res.signals() || res.weakToken != "" {
+		return Plan{}, false
+	}
+	p := base
+	p.CursorParam, p.ParamsIn = c.name, string(c.in)
+	f := foldName(lastSegment(c.name))
+	prose := t.Description + " " + req.descs[c.name]
+	switch {
+	case linkWords.MatchString(prose):
+		p.Strategy, p.Continuation = LinkHeader, "Link header"
+		p.because(Medium, "the description says the next page comes in the Link header (the response declares no such header)")
+		return p, true
+	case slices.Contains(keysetCursors, f) && res.itemID != "" && !tokenHint.MatchString(req.descs[c.name]):
+		if req.before.name != "" && req.after.name != "" && newestFirst(req, res) {
+			c = req.before
+			p.CursorParam, p.ParamsIn = c.name, string(c.in)
+		}
+		p.Strategy, p.CursorFromItem = Cursor, res.itemID
+		p.because(Medium, fmt.Sprintf("a keyset: %s takes the last item's %s; no continuation is declared, so a short page ends the walk", p.CursorParam, res.itemID))
+		return p, true
+	case slices.Contains(opaqueCursors, f) || slices.Contains(keysetCursors, f) || tokenHint.MatchString(req.descs[c.name]) ||
+		strings.Contains(strings.ToLower(req.descs[c.name]), "pagination"):
+		p.Strategy, p.Continuation = LinkHeader, "Link header"
+		p.because(Low, fmt.Sprintf("%s is a cursor the response body never returns: assumed to arrive in a Link header the document does not declare", c.name))
+		return p, true
+	}
+	return Plan{}, false
+}
+
+// newestFirst reports a keyset read newest first, which walks with
+// before: a timeline read around an id (Discord's messages), or an audit
+// log.
+func newestFirst(req paramOffer, res bodyOffer) bool {
+	if req.around {
+		return true
+	}
+	keys, _ := query.SplitPath(res.items)
+	for _, k := range keys {
+		if f := foldName(k); strings.Contains(f, "auditlog") || strings.Contains(f, "message") {
+			return true
+		}
+	}
+	return false
+}
+
+// grade sets the confidence of a plan decidePlan or outOfBand made, with
+// the evidence, unless it has one already.
+func grade(p *Plan, req paramOffer, res bodyOffer) {
+	if p.Confidence != "" {
+		return
+	}
+	if res.stream {
+		p.Stream = true
+	}
+	switch p.Strategy {
+	case None:
+		if c := firstNonEmpty(req.cursor.name, req.pageStr.name, req.offsetStr.name); c != "" && res.itemsFound {
+			p.because(Medium, c+" looks like a cursor, but nothing in the response continues it")
+		} else {
+			p.because(High, "no paging parameter with a continuation")
+		}
+	case Cursor:
+		switch {
+		case res.token != "" && p.NextToken == res.token && res.tokenNext:
+			p.because(High, fmt.Sprintf("%s is sent back from %s", p.CursorParam, res.tokenShow))
+		case p.NextToken != "" && p.NextToken == res.weakToken:
+			p.because(Medium, fmt.Sprintf("%s: the response declares %s without its members; assumed the usual %s", p.CursorParam, showPath(firstSegment(p.NextToken)), showPath(p.NextToken)))
+		case p.NextToken != "":
+			p.because(High, fmt.Sprintf("%s is sent back from %s", p.CursorParam, showPath(p.NextToken)))
+		case p.CursorFromItem != "":
+			p.because(Medium, fmt.Sprintf("%s takes the last item's %s; %s says whether to go on", p.CursorParam, p.CursorFromItem, orWord(showPath(p.MoreFlag), "nothing")))
+		default:
+			p.because(Low, fmt.Sprintf("%s says whether there is more, but neither a next cursor nor an item id is declared: the first response must show what to send as %s", showPath(p.MoreFlag), p.CursorParam))
+		}
+	case LinkHeader:
+		p.because(High, "the response declares a Link header")
+	case NextURL:
+		p.because(High, "the response names the next page's URL in "+showPath(p.NextURLField))
+	case PageNumber, Offset:
+		param := firstNonEmpty(p.PageParam, p.OffsetParam)
+		if p.Continuation != "" {
+			p.because(High, fmt.Sprintf("%s with %s", param, p.Continuation))
+		} else {
+			p.because(Medium, param+" without a declared total or more flag: an empty or short page ends the walk")
+		}
+	}
+	if p.Stream {
+		p.because(Low, "an event stream: the position comes back on every page, so the walk never ends by itself and stops only at a budget")
+	}
+}
+
+func firstSegment(path string) string {
+	keys, err := query.SplitPath(path)
+	if err != nil || len(keys) == 0 {
+		return path
+	}
+	return query.JoinPath(keys[0])
+}
+
+func orWord(s, alt string) string {
+	if s == "" {
+		return alt
+	}
+	return s
 }
 
 // ---- the decision ----
@@ -139,7 +379,7 @@ func decidePlan(req paramOffer, res bodyOffer, link bool) Plan {
 		p.Continuation = showPath(firstNonEmpty(res.more, res.totalPages, res.total))
 	case p.OffsetParam != "":
 		p.Strategy = Offset
-		p.Continuation = showPath(firstNonEmpty(res.more, res.total))
+		p.Continuation = showPath(firstNonEmpty(res.more, res.token, res.total))
 	}
 	switch p.Strategy {
 	case None:

@@ -12,7 +12,7 @@ import (
 
 // extensionNames are the pagination extensions Detect honours, in the
 // order it looks for them.
-var extensionNames = []string{"x-speakeasy-pagination", "x-ms-pageable", "x-fern-pagination"}
+var extensionNames = []string{"x-speakeasy-pagination", "x-ms-pageable", "x-fern-pagination", "x-pagination"}
 
 // fromExtensions builds the plan an explicit pagination extension
 // describes. What the extension leaves unsaid (the items of an
@@ -46,6 +46,8 @@ func fromExtensions(t *tools.Tool) (Plan, bool) {
 			p, ok = msPageablePlan(v, req)
 		case "x-fern-pagination":
 			p, ok = fernPlan(t, v, req)
+		case "x-pagination":
+			p, ok = xPaginationPlan(t, v, req)
 		}
 		if !ok {
 			continue
@@ -64,8 +66,13 @@ func fromExtensions(t *tools.Tool) (Plan, bool) {
 		}
 		if p.Continuation == "" {
 			switch p.Strategy {
-			case Cursor, PageNumber, Offset:
+			case Cursor:
 				p.Continuation = showPath(p.MoreFlag)
+			case PageNumber, Offset:
+				// What the schema offers to end the walk, in the words
+				// inspect uses.
+				p.Continuation = firstNonEmpty(showPath(p.MoreFlag), showPath(res.token), res.urlShow,
+					showPath(res.totalPages), showPath(p.Total))
 			}
 		}
 		p.Provenance = "extension:" + name
@@ -239,6 +246,61 @@ func fernPlan(t *tools.Tool, v any, req paramOffer) (Plan, bool) {
 			p.Strategy, p.OffsetParam = Offset, name
 		}
 		p.Continuation = showPath(p.MoreFlag)
+	default:
+		return Plan{}, false
+	}
+	p.ParamsIn = string(driving)
+	return p, true
+}
+
+// xPaginationPlan reads Datadog's x-pagination (its client generator's):
+//
+//	{cursorParam, cursorPath, limitParam, pageOffsetParam, pageParam, pageStart, resultsPath}
+//
+// Parameters are wire names ("page[cursor]") or, in a request body,
+// "body.<path>" ("body.page.cursor"); paths are dotted response paths.
+func xPaginationPlan(t *tools.Tool, v any, req paramOffer) (Plan, bool) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return Plan{}, false
+	}
+	param := func(key string) (string, tools.Location) {
+		ref := extString(m[key])
+		if ref == "" {
+			return "", ""
+		}
+		if rest, ok := strings.CutPrefix(ref, "body."); ok {
+			keys := strings.Split(rest, ".")
+			name, loc := paramNamed(t, keys[0], true)
+			if len(keys) > 1 {
+				name = strings.Join(append([]string{name}, keys[1:]...), ".")
+			}
+			return name, loc
+		}
+		return paramNamed(t, ref, false)
+	}
+	p := Plan{Strategy: None, SizeParam: req.size.name}
+	if s, _ := param("limitParam"); s != "" {
+		p.SizeParam = s
+	}
+	if r := extString(m["resultsPath"]); r != "" {
+		p.Items, p.ItemsFound = query.JoinPath(strings.Split(r, ".")...), true
+	}
+	var driving tools.Location
+	switch {
+	case extString(m["cursorParam"]) != "":
+		p.CursorParam, driving = param("cursorParam")
+		p.Strategy = Cursor
+		if c := extString(m["cursorPath"]); c != "" {
+			p.NextToken = query.JoinPath(strings.Split(c, ".")...)
+			p.Continuation = c
+		}
+	case extString(m["pageOffsetParam"]) != "":
+		p.OffsetParam, driving = param("pageOffsetParam")
+		p.Strategy = Offset
+	case extString(m["pageParam"]) != "":
+		p.PageParam, driving = param("pageParam")
+		p.Strategy = PageNumber
 	default:
 		return Plan{}, false
 	}

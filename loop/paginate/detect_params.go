@@ -31,14 +31,23 @@ func foldName(s string) string {
 
 // Request-side names, folded, best first within each role.
 var (
-	sizeNames   = []string{"itemsperpage", "perpage", "pagesize", "maxresults", "limit", "top", "maxpagesize", "maxitems", "count", "size"}
+	sizeNames   = []string{"itemsperpage", "perpage", "pagesize", "maxresults", "limit", "pagelimit", "top", "maxpagesize", "maxitems", "count", "size"}
 	pageNames   = []string{"page", "pagenumber", "pageindex", "pageno", "pagenum"}
 	offsetNames = []string{"offset", "skip", "startindex", "startat", "pageoffset", "start"}
 	cursorNames = []string{
 		"cursor", "after", "startingafter", "pagetoken", "marker", "continuation",
 		"continuationtoken", "pageafter", "pagecursor", "nextpagetoken", "nexttoken",
 		"nextcursor", "startcursor", "skiptoken", "nextpage", "sync", "since",
+		"afterid", "batchtoken", "pagenextrecordid", "nextrecordid", "streamposition",
+		// Last: before pages backwards, the way to walk a newest-first
+		// keyset (Discord's messages) when it is the only way.
+		"before",
 	}
+	// opaqueCursors cannot be made from an item: a response that does not
+	// carry one hands it over out of band (a Link header).
+	opaqueCursors = []string{"cursor", "pagetoken", "continuation", "continuationtoken", "marker", "batchtoken", "skiptoken", "pagecursor", "nexttoken", "nextpagetoken"}
+	// keysetCursors are item ids or positions sent back as they are.
+	keysetCursors = []string{"after", "before", "startingafter", "afterid", "since"}
 )
 
 // dateLike matches descriptions of time filters, which share names with
@@ -82,6 +91,16 @@ type paramOffer struct {
 	// cursor in disguise (Stripe search, Asana) unless the response counts
 	// pages (Slack files.list).
 	pageStr, offsetStr pagingParam
+	// dated is a cursor-named parameter that reads as a time filter; it is
+	// the cursor only when the response returns a next token (Plaid's
+	// date-time cursor).
+	dated pagingParam
+	// before and after are the two ends of a keyset window, when both
+	// are offered; around marks a timeline read around one id.
+	before, after pagingParam
+	around        bool
+	// descs holds the descriptions of the paging candidates, by name.
+	descs map[string]string
 }
 
 func (r paramOffer) any() bool {
@@ -149,9 +168,27 @@ func readParams(t *tools.Tool) paramOffer {
 				put(&r.offsetStr, i)
 			}
 		}
-		if i := slices.Index(cursorNames, f); i >= 0 && (numeric || typ == "string") &&
-			!isDateFormat(format) && !dateLike.MatchString(desc) {
-			put(&r.cursor, i)
+		if i := slices.Index(cursorNames, f); i >= 0 && (numeric || typ == "string") {
+			if !isDateFormat(format) && !dateLike.MatchString(desc) {
+				put(&r.cursor, i)
+				switch f {
+				case "before":
+					put(&r.before, i)
+				case "after":
+					put(&r.after, i)
+				}
+			} else if f != "since" {
+				put(&r.dated, i)
+			}
+		}
+		if f == "around" {
+			r.around = true
+		}
+		if desc != "" {
+			if r.descs == nil {
+				r.descs = map[string]string{}
+			}
+			r.descs[name] = desc
 		}
 	}
 	for _, p := range t.Params {
@@ -167,7 +204,16 @@ func readParams(t *tools.Tool) paramOffer {
 			}
 			continue
 		}
-		consider(p.Name, p.WireName(), p.In, p.Schema)
+		s := p.Schema
+		if p.Description != "" && (s == nil || s.Description == "") {
+			c := tools.Schema{}
+			if s != nil {
+				c = *s
+			}
+			c.Description = p.Description
+			s = &c
+		}
+		consider(p.Name, p.WireName(), p.In, s)
 	}
 	return r
 }

@@ -31,7 +31,10 @@ var (
 // resourceNames are the folded names an array holding the collection at
 // path would carry: /2010-04-01/Accounts/{Sid}/Usage/Records.json gives
 // "records" and "usagerecords". A path ending in a parameter names one
-// resource and gives none.
+// resource and gives none. Trailing verbs and qualifiers (/search, /list,
+// /get, /archived/public) name no collection: the segment before them
+// does (/v2/invoices/search gives "invoices"). Earlier segments follow, so
+// that a sub-collection's own name wins over its parent's.
 func resourceNames(path string) []string {
 	var segs []string
 	for _, s := range strings.Split(path, "/") {
@@ -42,16 +45,66 @@ func resourceNames(path string) []string {
 	if len(segs) == 0 || strings.HasPrefix(segs[len(segs)-1], "{") {
 		return nil
 	}
-	last := segs[len(segs)-1]
-	if i := strings.IndexByte(last, '.'); i > 0 {
-		last = last[:i]
+	for i, s := range segs {
+		if j := strings.IndexAny(s, ".?"); j > 0 {
+			segs[i] = s[:j]
+		}
 	}
-	out := []string{foldName(last)}
+	for len(segs) > 1 && slices.Contains(pathVerbs, foldName(segs[len(segs)-1])) {
+		segs = segs[:len(segs)-1]
+	}
+	last := foldName(segs[len(segs)-1])
+	out := []string{last}
 	if len(segs) > 1 && !strings.HasPrefix(segs[len(segs)-2], "{") {
-		out = append(out, foldName(segs[len(segs)-2])+out[0])
+		out = append(out, foldName(segs[len(segs)-2])+last, singular(foldName(segs[len(segs)-2]))+last)
+	}
+	for i := len(segs) - 2; i >= 0; i-- {
+		if s := segs[i]; !strings.HasPrefix(s, "{") && !slices.Contains(pathVerbs, foldName(s)) {
+			out = append(out, foldName(s))
+		}
 	}
 	return out
 }
+
+// pathVerbs are path segments that name an action or a qualifier rather
+// than a collection.
+var pathVerbs = []string{"search", "list", "get", "sync", "all", "query", "find", "filter", "archived", "public",
+	"private", "active", "history", "scroll", "export", "v1", "v2", "v3", "api", "me"}
+
+// singular strips an English plural ending from a folded name.
+func singular(s string) string {
+	switch {
+	case strings.HasSuffix(s, "ies") && len(s) > 4:
+		return s[:len(s)-3] + "y"
+	case strings.HasSuffix(s, "sses"), strings.HasSuffix(s, "ches"), strings.HasSuffix(s, "shes"), strings.HasSuffix(s, "xes"):
+		return s[:len(s)-2]
+	case strings.HasSuffix(s, "s") && !strings.HasSuffix(s, "ss") && len(s) > 3:
+		return s[:len(s)-1]
+	}
+	return s
+}
+
+// namesResource reports that an array named fold holds the collection
+// res names: the same word in either number, or a compound ending or
+// starting with it (subscription_events under /events, audit_log_entries
+// under /audit-logs, gift_card_activities under /gift-cards/activities).
+func namesResource(fold, res string) bool {
+	if fold == "" || res == "" {
+		return false
+	}
+	f, r := singular(fold), singular(res)
+	switch {
+	case f == r:
+		return true
+	case len(r) >= 4 && (strings.HasSuffix(f, r) || strings.HasPrefix(f, r)):
+		return true
+	}
+	return false
+}
+
+// notItems are arrays every response of some APIs carries beside the
+// data: they are never the items (Square's errors, Xero's Warnings).
+var notItems = []string{"errors", "warnings", "error", "messages_errors"}
 
 // bodyOffer is what the response offers: the primary array and the
 // continuation signals of the object holding it.
@@ -68,6 +121,7 @@ type bodyOffer struct {
 	more              string
 	moreInverted      bool
 	total, totalPages string
+	stream            bool // the token is a stream position (next_stream_position)
 }
 
 func (r bodyOffer) signals() bool {
@@ -91,8 +145,9 @@ func readResponse(root shape, ev evidence, cursorFolds []string) bodyOffer {
 	if f, ok := pickArray(root, ev, cursorFolds); ok {
 		res.items, res.itemsFound = query.JoinPath(f.name), true
 		res.itemID, res.itemsKnown = idMember(f.val.elem())
-	} else {
-		// One level down, inside a container member.
+	} else if !ev.single {
+		// One level down, inside a container member (never for a path
+		// naming one resource: its data is that resource).
 		for _, c := range root.fields() {
 			if !slices.Contains(containerNames, c.fold) || c.val.kind() != shapeObject {
 				continue
@@ -135,7 +190,7 @@ func readEnvelope(root, env shape, prefix, cursorFolds []string, res *bodyOffer)
 func pickArray(obj shape, ev evidence, cursorFolds []string) (shapeField, bool) {
 	var arrays []shapeField
 	for _, f := range obj.fields() {
-		if f.val.kind() == shapeArray {
+		if f.val.kind() == shapeArray && !slices.Contains(notItems, f.fold) {
 			arrays = append(arrays, f)
 		}
 	}
@@ -155,9 +210,18 @@ func pickArray(obj shape, ev evidence, cursorFolds []string) (shapeField, bool) 
 	if f, ok := byName(itemNames); ok {
 		return f, true
 	}
-	if !ev.single {
-		if f, ok := byName(ev.resource); ok {
-			return f, true
+	if ev.single {
+		// One resource: its arrays are its members, not a page.
+		return shapeField{}, false
+	}
+	if f, ok := byName(ev.resource); ok {
+		return f, true
+	}
+	for _, r := range ev.resource {
+		for _, f := range arrays {
+			if namesResource(f.fold, r) {
+				return f, true
+			}
 		}
 	}
 	if !ev.params {
@@ -191,6 +255,15 @@ func idMember(item shape) (string, bool) {
 			return f.name, true
 		}
 	}
+	// An item wrapping the object it is about ({reason, user} of a ban,
+	// {member, user} of a guild member): that object's id.
+	for _, n := range []string{"user", "member", "object", "node", "resource"} {
+		if f, ok := memberOf(item, n); ok && f.val.kind() == shapeObject {
+			if g, ok := memberOf(f.val, "id"); ok {
+				return query.JoinPath(f.name, g.name), true
+			}
+		}
+	}
 	return "", true
 }
 
@@ -221,12 +294,16 @@ var signalNames = []signalName{
 	{"paging.nextcursor", sigToken}, {"paging.next.after", sigToken},
 	{"paging.cursors.after", sigToken}, {"pageinfo.endcursor", sigToken},
 	{"pagination.cursor", sigToken}, {"cursor", sigToken},
+	{"meta.page.after", sigToken}, {"meta.page.nextcursor", sigToken}, {"meta.pagination.nextcursor", sigToken},
+	{"meta.pagination.nextrecordid", sigToken}, {"meta.pagination.nextoffset", sigToken},
+	{"pages.next.startingafter", sigToken}, {"nextstreamposition", sigToken},
 
 	{"next", sigURL}, {"nextlink", sigURL}, {"odatanextlink", sigURL}, {"nextpageuri", sigURL},
 	{"nextpageurl", sigURL}, {"nexturl", sigURL}, {"nexturi", sigURL}, {"nexthref", sigURL},
 	{"nextpagelink", sigURL}, {"links.next", sigURL}, {"paging.next", sigURL},
 	{"pagination.next", sigURL}, {"pagination.nexturl", sigURL}, {"pagination.links.next", sigURL},
 	{"meta.next", sigURL}, {"meta.links.next", sigURL}, {"meta.pagination.links.next", sigURL},
+	{"links.pages.next", sigURL}, {"pages.next", sigURL},
 
 	{"hasmore", sigMore}, {"hasnextpage", sigMore}, {"hasnext", sigMore}, {"more", sigMore},
 	{"moreitems", sigMore}, {"moreresults", sigMore}, {"pageinfo.hasnextpage", sigMore},
@@ -243,13 +320,13 @@ var signalNames = []signalName{
 	{"totalrecords", sigTotal}, {"totalsize", sigTotal}, {"totalelements", sigTotal}, {"count", sigTotal},
 	{"paging.total", sigTotal}, {"pagination.total", sigTotal}, {"pagination.totalcount", sigTotal},
 	{"pagination.totalitems", sigTotal}, {"pagination.totalrecords", sigTotal}, {"meta.total", sigTotal},
-	{"meta.totalcount", sigTotal}, {"meta.pagination.total", sigTotal},
+	{"meta.totalcount", sigTotal}, {"meta.pagination.total", sigTotal}, {"meta.page.totalcount", sigTotal},
 }
 
 // Members of a next-page object that carry the token or the URL
 // (Asana's next_page {offset, path, uri}; HAL's next {href}).
 var (
-	tokenMembers = []string{"offset", "cursor", "after", "token", "pagetoken", "nextcursor"}
+	tokenMembers = []string{"offset", "cursor", "after", "startingafter", "token", "pagetoken", "nextcursor"}
 	urlMembers   = []string{"uri", "url", "href", "link", "path"}
 )
 
@@ -289,7 +366,9 @@ func readSignals(env shape, prefix []string, cursorFolds []string, res *bodyOffe
 	setToken := func(names []string, showNames []string) {
 		if res.token == "" {
 			res.token, res.tokenShow = full(names...), show(showNames...)
-			res.tokenNext = strings.Contains(foldName(showNames[len(showNames)-1]), "next")
+			last := foldName(names[len(names)-1])
+			res.tokenNext = strings.Contains(foldName(showNames[len(showNames)-1]), "next") || strings.Contains(last, "next")
+			res.stream = strings.Contains(last, "streamposition")
 		}
 	}
 	setURL := func(names []string, showNames []string) {

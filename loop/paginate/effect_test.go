@@ -17,23 +17,24 @@ import (
 // HEAD read, DELETE destroys, POST/PUT/PATCH write, except a POST that
 // pages through a response array or is named as a search, list or query.
 func TestEffectsOfSpecs(t *testing.T) {
-	dir := filepath.Join(sharedDir(t), "specs")
+	dir := filepath.Join(mustShared(t), "specs")
 	want := map[string][3]int{ // read, write, destructive
 		"adyen-management.json": {63, 63, 8},
 		"asana.yaml":            {117, 107, 23},
-		"datadog-v2.yaml":       {426, 407, 152},
+		"datadog-v2.yaml":       {427, 406, 152},
 		"discord.json":          {103, 100, 39},
 		"github-ghes-2.18.yaml": {259, 164, 76},
 		"intercom.yaml":         {114, 86, 31},
 		"okta-management.yaml":  {290, 331, 111},
 		"openai.yaml":           {123, 122, 43},
-		"plaid.yaml":            {160, 169, 0}, // every operation is a POST; /…/get, /…/list and "List …" read
+		"plaid.yaml":            {162, 167, 0}, // every operation is a POST; /…/get, /…/list and "List …" read
 		"pokeapi.yml":           {96, 0, 0},
 		"sentry.json":           {121, 67, 35},
 		"slack-web-v2.json":     {80, 94, 0},
-		"stripe-2023.yaml":      {215, 201, 30},
+		"square.json":           {142, 148, 26},
+		"stripe-2023.yaml":      {213, 203, 30},
 		"twilio-api-v2010.json": {116, 49, 32},
-		"xero-accounting.yaml":  {138, 87, 10},
+		"xero-accounting.yaml":  {126, 99, 10},
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {

@@ -939,9 +939,10 @@ func TestWalkStrategies(t *testing.T) {
 			plan: pagePlan, single: true,
 			args:   map[string]any{"per_page": float64(10)},
 			script: numbered(4, 100, false),
-			// A short first page of a size the caller chose says nothing
-			// for sure: first page only, no more rows likely.
-			want:     verdict{StoppedBy: StopFirstPage, Items: 4, Pages: 1, Requests: 1},
+			// A short first page of a size the caller chose proves no end
+			// (the server may cap it silently): first page only, and more
+			// rows may exist.
+			want:     verdict{StoppedBy: StopFirstPage, Items: 4, Pages: 1, Requests: 1, LikelyMore: true},
 			wantReqs: []string{"GET /items?per_page=10"},
 		},
 		{

@@ -13,7 +13,8 @@ import (
 // tool it became and how it paginates. It marshals as
 //
 //	{"tool","method","path","operationId","effect","pagination":{"strategy","sizeParam",
-//	 "pageParam","offsetParam","cursorParam","paramsIn","items","continuation","provenance"}}
+//	 "pageParam","offsetParam","cursorParam","paramsIn","items","continuation","provenance",
+//	 "confidence","evidence","stream"?}}
 //
 // with null wherever a field does not apply.
 type Inspection struct {
@@ -41,6 +42,10 @@ type PaginationSummary struct {
 	Items        *string  `json:"items"`
 	Continuation *string  `json:"continuation"`
 	Provenance   string   `json:"provenance"`
+	// Confidence (high, medium, low) and the evidence it rests on.
+	Confidence Confidence `json:"confidence"`
+	Evidence   []string   `json:"evidence"`
+	Stream     bool       `json:"stream,omitempty"` // an event stream: never ends by itself
 }
 
 // Inspect detects the pagination of every tool.
@@ -64,7 +69,11 @@ func NewInspection(t *tools.Tool, p Plan) Inspection {
 		OperationID: nullable(t.OperationID),
 		Effect:      EffectOf(t, p),
 	}
-	s := PaginationSummary{Strategy: p.Strategy, Provenance: p.Provenance}
+	s := PaginationSummary{Strategy: p.Strategy, Provenance: p.Provenance, Confidence: p.Confidence,
+		Evidence: p.Evidence, Stream: p.Stream}
+	if s.Evidence == nil {
+		s.Evidence = []string{}
+	}
 	if s.Strategy == "" {
 		s.Strategy = None
 	}
@@ -110,14 +119,17 @@ var summaryOrder = []Strategy{Cursor, NextURL, LinkHeader, PageNumber, Offset}
 // summary line ("51 operations, 40 paginated: 14 cursor, 6 next_url, …").
 func WriteTable(w io.Writer, ins []Inspection) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "METHOD\tPATH\tTOOL\tEFFECT\tSTRATEGY\tPARAMS\tITEMS\tCONTINUATION\tPROVENANCE\tNOTE")
+	fmt.Fprintln(tw, "METHOD\tPATH\tTOOL\tEFFECT\tSTRATEGY\tCONFIDENCE\tPARAMS\tITEMS\tCONTINUATION\tPROVENANCE\tNOTE")
 	counts := map[Strategy]int{}
-	paginated := 0
+	paginated, unsure := 0, 0
 	for _, in := range ins {
 		p := in.Pagination
 		if p.Strategy != None && p.Strategy != "" {
 			paginated++
 			counts[p.Strategy]++
+			if p.Confidence == Low || p.Stream {
+				unsure++
+			}
 		}
 		var params []string
 		for _, kv := range []struct {
@@ -138,9 +150,15 @@ func WriteTable(w io.Writer, ins []Inspection) error {
 				items = "(bare array)"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			cell(in.Method), cell(in.Path), cell(in.Tool), in.Effect, p.Strategy, orDash(strings.Join(params, " ")),
-			cell(items), cell(deref(p.Continuation)), cell(p.Provenance), cell(in.note))
+		note := in.note
+		if p.Confidence != High && len(p.Evidence) > 0 {
+			// Say why when detection is not sure.
+			note = strings.Join(append(p.Evidence[len(p.Evidence)-1:], note), "; ")
+			note = strings.TrimSuffix(note, "; ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			cell(in.Method), cell(in.Path), cell(in.Tool), in.Effect, p.Strategy, orDash(string(p.Confidence)), orDash(strings.Join(params, " ")),
+			cell(items), cell(deref(p.Continuation)), cell(p.Provenance), cell(note))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -149,6 +167,9 @@ func WriteTable(w io.Writer, ins []Inspection) error {
 	effects := map[tools.Effect]int{}
 	for _, in := range ins {
 		effects[in.Effect]++
+	}
+	if unsure > 0 {
+		defer fmt.Fprintf(w, "%d paginated operation%s detected with low confidence: a walk on them completes only on the server's own end signal\n", unsure, plural(unsure))
 	}
 	var parts []string
 	for _, s := range summaryOrder {
@@ -163,6 +184,23 @@ func WriteTable(w io.Writer, ins []Inspection) error {
 		effects[tools.EffectRead], effects[tools.EffectWrite], effects[tools.EffectDestructive])
 	_, err := fmt.Fprintln(w, summary)
 	return err
+}
+
+// WriteImportWarnings lists what a lenient import repaired or skipped,
+// one line each, after a blank line; nothing when there is nothing.
+func WriteImportWarnings(w io.Writer, ws []tools.ImportWarning) error {
+	if len(ws) == 0 {
+		return nil
+	}
+	if _, err := fmt.Fprintf(w, "\nimport: %d warning%s\n", len(ws), plural(len(ws))); err != nil {
+		return err
+	}
+	for _, x := range ws {
+		if _, err := fmt.Fprintln(w, "  "+cell(x.String())); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func deref(s *string) string {

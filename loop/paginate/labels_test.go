@@ -34,8 +34,8 @@ type label struct {
 }
 
 // sharedDir finds ../shared beside the repository root (the directory
-// holding go.mod), or skips the test.
-func sharedDir(t testing.TB) string {
+// holding go.mod); ok is false, with the reason, when it is absent.
+func sharedDir(t testing.TB) (dir string, why string) {
 	t.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
@@ -47,15 +47,25 @@ func sharedDir(t testing.TB) string {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			t.Skip("../shared not found: no go.mod above the test's directory")
+			return "", "no go.mod above the test's directory"
 		}
 		dir = parent
 	}
 	shared := filepath.Join(filepath.Dir(dir), "shared")
-	if _, err := os.Stat(filepath.Join(shared, "specs", "labels.jsonl")); err != nil {
-		t.Skipf("../shared not found: %v", err)
+	if _, err := os.Stat(filepath.Join(shared, "specs")); err != nil {
+		return "", err.Error()
 	}
-	return shared
+	return shared, ""
+}
+
+// mustShared is sharedDir that skips the test when ../shared is absent.
+func mustShared(t testing.TB) string {
+	t.Helper()
+	dir, why := sharedDir(t)
+	if dir == "" {
+		t.Skipf("../shared not found (%s): the vendor specs live in ../shared/specs beside the repository", why)
+	}
+	return dir
 }
 
 func readLabels(t testing.TB, file string) []label {
@@ -95,6 +105,20 @@ type specImport struct {
 	once  sync.Once
 	tools []*tools.Tool
 	err   error
+}
+
+var (
+	sharedCacheOnce sync.Once
+	sharedCache     *specCache
+)
+
+// vendorCache is the one specCache of the test binary, so each vendor
+// spec is imported once however many tests read it.
+func vendorCache(shared string) *specCache {
+	sharedCacheOnce.Do(func() {
+		sharedCache = &specCache{dir: filepath.Join(shared, "specs"), m: map[string]*specImport{}}
+	})
+	return sharedCache
 }
 
 func (c *specCache) get(name string) ([]*tools.Tool, error) {
@@ -141,83 +165,169 @@ func same(a, b *string) bool {
 	return *a == *b
 }
 
-// TestLabels compares detection with the labelled operations of real
-// vendor specs: paginated or not, the four parameter names and the items
-// path must agree on at least 95% of them; strategy and continuation
-// agreement is reported too. Every miss is printed with the label's notes.
-func TestLabels(t *testing.T) {
-	if testing.Short() {
-		t.Skip("imports several megabytes of vendor specs")
+// labelFiles are the label sets TestLabels reads: the shared one kept
+// beside the repository with the specs (when present), and the vendor
+// labels written for this repository (always; they refer to the specs in
+// ../shared/specs, so their checks need it too).
+func labelFiles(t *testing.T, shared string) [][]label {
+	var sets [][]label
+	if f := filepath.Join(shared, "specs", "labels.jsonl"); fileExists(f) {
+		sets = append(sets, readLabels(t, f))
+	} else {
+		t.Logf("%s is absent: only testdata/labels-vendor.jsonl is checked", f)
 	}
-	shared := sharedDir(t)
-	labels := readLabels(t, filepath.Join(shared, "specs", "labels.jsonl"))
-	cache := &specCache{dir: filepath.Join(shared, "specs"), m: map[string]*specImport{}}
+	return append(sets, readLabels(t, filepath.Join("testdata", "labels-vendor.jsonl")))
+}
 
-	var core, strategy, continuation int
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// wireOf names a plan's parameter as the API does: the tool parameter's
+// wire name (page_cursor is page[cursor]), with a property one level down
+// in the body kept as "<wire>.<property>".
+func wireOf(t *tools.Tool, name *string) *string {
+	if name == nil {
+		return nil
+	}
+	head, rest, nested := strings.Cut(*name, ".")
+	for _, p := range t.Params {
+		if p.Name == head {
+			w := p.WireName()
+			if nested {
+				w += "." + rest
+			}
+			return &w
+		}
+	}
+	return name
+}
+
+// agreement counts one document's labels that detection agrees with.
+type agreement struct {
+	spec                            string
+	n, core, strategy, continuation int
+}
+
+// TestLabels compares detection with the hand-labelled operations of real
+// vendor specs: paginated or not, the four parameter names (as the API
+// names them) and the items path must agree on at least 95% of all labels,
+// and on every label of the shared set (detection must not lose what it
+// had). Strategy and continuation agreement is reported too, per document;
+// every miss is logged with the label's notes.
+func TestLabels(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("imports 16 vendor specs (tens of megabytes); skipped with -short and -race, run it without")
+	}
+	shared := mustShared(t)
+	sets := labelFiles(t, shared)
+	cache := vendorCache(shared)
+
+	var total agreement
+	per := map[string]*agreement{}
+	var order []string
 	var misses []string
-	for _, l := range labels {
-		t.Run(l.Spec+" "+l.Method+" "+l.Path, func(t *testing.T) {
-			ts, err := cache.get(l.Spec)
-			if err != nil {
-				t.Fatalf("import: %v", err)
+	sharedMisses := 0
+	for si, labels := range sets {
+		inShared := si == 0 && len(sets) == 2
+		for _, l := range labels {
+			a := per[l.Spec]
+			if a == nil {
+				a = &agreement{spec: l.Spec}
+				per[l.Spec] = a
+				order = append(order, l.Spec)
 			}
-			tool := findTool(ts, l.Method, l.Path)
-			if tool == nil {
-				misses = append(misses, fmt.Sprintf("%s %s %s: operation not imported", l.Spec, l.Method, l.Path))
-				t.Errorf("operation not imported")
-				return
-			}
-			got := Inspect([]*tools.Tool{tool})[0].Pagination
-			var diffs []string
-			check := func(field string, want, got *string) {
-				if !same(want, got) {
-					diffs = append(diffs, fmt.Sprintf("%s: want %s, got %s", field, show(want), show(got)))
+			a.n++
+			total.n++
+			t.Run(l.Spec+" "+l.Method+" "+l.Path, func(t *testing.T) {
+				ts, err := cache.get(l.Spec)
+				if err != nil {
+					t.Fatalf("import: %v", err)
 				}
-			}
-			if paginated := got.Strategy != None; paginated != l.Paginated {
-				diffs = append(diffs, fmt.Sprintf("paginated: want %v, got %v", l.Paginated, paginated))
-			}
-			check("sizeParam", l.SizeParam, got.SizeParam)
-			check("pageParam", l.PageParam, got.PageParam)
-			check("offsetParam", l.OffsetParam, got.OffsetParam)
-			check("cursorParam", l.CursorParam, got.CursorParam)
-			check("items", l.ResponseItems, got.Items)
-			if len(diffs) == 0 {
-				core++
-			}
-			var extra []string
-			if string(got.Strategy) == l.Strategy {
-				strategy++
-			} else {
-				extra = append(extra, fmt.Sprintf("strategy: want %q, got %q", l.Strategy, got.Strategy))
-			}
-			if same(l.Continuation, got.Continuation) {
-				continuation++
-			} else {
-				extra = append(extra, fmt.Sprintf("continuation: want %s, got %s", show(l.Continuation), show(got.Continuation)))
-			}
-			if len(diffs)+len(extra) > 0 {
-				msg := fmt.Sprintf("%s %s %s (%s): %s\n    notes: %s", l.Spec, l.Method, l.Path, l.OperationID,
-					strings.Join(append(diffs, extra...), "; "), l.Notes)
-				misses = append(misses, msg)
-				t.Log(msg)
-			}
-		})
+				tool := findTool(ts, l.Method, l.Path)
+				if tool == nil {
+					misses = append(misses, fmt.Sprintf("%s %s %s: operation not imported", l.Spec, l.Method, l.Path))
+					t.Errorf("operation not imported")
+					return
+				}
+				got := Inspect([]*tools.Tool{tool})[0].Pagination
+				var diffs []string
+				check := func(field string, want, got *string) {
+					if !same(want, got) {
+						diffs = append(diffs, fmt.Sprintf("%s: want %s, got %s", field, show(want), show(got)))
+					}
+				}
+				if paginated := got.Strategy != None; paginated != l.Paginated {
+					diffs = append(diffs, fmt.Sprintf("paginated: want %v, got %v", l.Paginated, paginated))
+				}
+				check("sizeParam", l.SizeParam, wireOf(tool, got.SizeParam))
+				check("pageParam", l.PageParam, wireOf(tool, got.PageParam))
+				check("offsetParam", l.OffsetParam, wireOf(tool, got.OffsetParam))
+				check("cursorParam", l.CursorParam, wireOf(tool, got.CursorParam))
+				check("items", l.ResponseItems, got.Items)
+				if len(diffs) == 0 {
+					a.core++
+					total.core++
+				} else if inShared {
+					sharedMisses++
+				}
+				var extra []string
+				if string(got.Strategy) == l.Strategy {
+					a.strategy++
+					total.strategy++
+				} else {
+					extra = append(extra, fmt.Sprintf("strategy: want %q, got %q", l.Strategy, got.Strategy))
+				}
+				if same(l.Continuation, got.Continuation) {
+					a.continuation++
+					total.continuation++
+				} else {
+					extra = append(extra, fmt.Sprintf("continuation: want %s, got %s", show(l.Continuation), show(got.Continuation)))
+				}
+				if len(diffs)+len(extra) > 0 {
+					msg := fmt.Sprintf("%s %s %s (%s): %s\n    notes: %s", l.Spec, l.Method, l.Path, l.OperationID,
+						strings.Join(append(diffs, extra...), "; "), l.Notes)
+					if len(diffs) > 0 {
+						misses = append(misses, msg)
+					}
+					t.Log(msg)
+				}
+			})
+		}
 	}
-	n := len(labels)
-	pct := func(k int) float64 { return 100 * float64(k) / float64(n) }
-	t.Logf("agreement over %d labelled operations: paginated+params+items %d (%.1f%%), strategy %d (%.1f%%), continuation %d (%.1f%%)",
-		n, core, pct(core), strategy, pct(strategy), continuation, pct(continuation))
-	if pct(core) < 95 {
-		t.Errorf("paginated+params+items agreement %.1f%% is under 95%%; misses:\n%s", pct(core), strings.Join(misses, "\n"))
+	t.Logf("agreement per document (paginated+params+items | strategy | continuation):\n%s", agreementTable(order, per, total))
+	pct := float64(100*total.core) / float64(total.n)
+	if pct < 95 {
+		t.Errorf("paginated+params+items agreement %.1f%% is under 95%%; misses:\n%s", pct, strings.Join(misses, "\n"))
 	}
+	if sharedMisses > 0 {
+		t.Errorf("%d labels of the shared set no longer agree", sharedMisses)
+	}
+}
+
+// agreementTable renders per-document agreement as a Markdown table (the
+// one bench/README.md shows).
+func agreementTable(order []string, per map[string]*agreement, total agreement) string {
+	var b strings.Builder
+	b.WriteString("| document | labels | paginated+params+items | strategy | continuation |\n| --- | ---: | ---: | ---: | ---: |\n")
+	row := func(a agreement) {
+		pc := func(k int) string { return fmt.Sprintf("%d (%.0f%%)", k, float64(100*k)/float64(a.n)) }
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s |\n", a.spec, a.n, pc(a.core), pc(a.strategy), pc(a.continuation))
+	}
+	for _, s := range order {
+		row(*per[s])
+	}
+	total.spec = "**all**"
+	row(total)
+	return b.String()
 }
 
 // BenchmarkInspect detects the pagination of every operation of the
 // largest vendor spec (Stripe, about 450 operations with deep schemas),
 // what `trawl inspect` does after importing it.
 func BenchmarkInspect(b *testing.B) {
-	shared := sharedDir(b)
+	shared := mustShared(b)
 	ts, err := tools.ImportOpenAPI(context.Background(), filepath.Join(shared, "specs", "stripe-2023.yaml"),
 		tools.ImportOptions{ProviderID: "stripe", BaseURL: "https://api.example.com"})
 	if err != nil {
@@ -230,4 +340,122 @@ func BenchmarkInspect(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(ts)), "ns/op-detected")
+}
+
+// TestVendorExtensionAgreement: every Datadog operation its vendor marks
+// with x-pagination is detected from that extension, with the parameters
+// it names (as wire names) and its results path.
+func TestVendorExtensionAgreement(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("imports a 4 MB vendor spec; skipped with -short and -race")
+	}
+	shared := mustShared(t)
+	ts, err := vendorCache(shared).get("datadog-v2.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	marked := 0
+	for _, tool := range ts {
+		ext, ok := tool.Extensions["x-pagination"].(map[string]any)
+		if !ok {
+			continue
+		}
+		marked++
+		p := Detect(tool)
+		if p.Provenance != "extension:x-pagination" || !p.Paginated() || p.Confidence != High {
+			t.Errorf("%s %s: plan %+v does not come from x-pagination", tool.Method, tool.Path, p)
+			continue
+		}
+		wire := func(name string) string {
+			if w := wireOf(tool, &name); w != nil {
+				return *w
+			}
+			return ""
+		}
+		want := func(key string) string {
+			s, _ := ext[key].(string)
+			return strings.TrimPrefix(s, "body.")
+		}
+		for _, c := range []struct{ key, got string }{
+			{"limitParam", p.SizeParam}, {"cursorParam", p.CursorParam},
+			{"pageOffsetParam", p.OffsetParam}, {"pageParam", p.PageParam},
+		} {
+			if w := want(c.key); w != "" && wire(c.got) != w {
+				t.Errorf("%s %s: %s is %q, the extension says %q", tool.Method, tool.Path, c.key, wire(c.got), w)
+			}
+		}
+		if r := want("resultsPath"); showPath(p.Items) != r {
+			t.Errorf("%s %s: items %q, the extension says %q", tool.Method, tool.Path, showPath(p.Items), r)
+		}
+	}
+	if marked != 45 {
+		t.Errorf("%d operations carry x-pagination, want the 45 SOURCES.md counts", marked)
+	}
+}
+
+// TestEveryVendorOperationIsGraded runs detection over every operation of
+// every vendor document: each plan carries a confidence and evidence, and
+// each parameter a paginated plan names is one the tool has (a body
+// property one level down included), so a walk can always send it.
+func TestEveryVendorOperationIsGraded(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("imports every vendor spec; skipped with -short and -race")
+	}
+	shared := mustShared(t)
+	entries, err := os.ReadDir(filepath.Join(shared, "specs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := vendorCache(shared)
+	counts := map[Confidence]int{}
+	for _, e := range entries {
+		if ext := filepath.Ext(e.Name()); ext != ".json" && ext != ".yaml" && ext != ".yml" {
+			continue
+		}
+		ts, err := cache.get(e.Name())
+		if err != nil {
+			t.Errorf("%s: %v", e.Name(), err)
+			continue
+		}
+		for _, tool := range ts {
+			p := Detect(tool)
+			counts[p.Confidence]++
+			if p.Confidence == "" || len(p.Evidence) == 0 {
+				t.Errorf("%s %s %s: no confidence or evidence: %+v", e.Name(), tool.Method, tool.Path, p)
+			}
+			if !p.Paginated() {
+				continue
+			}
+			for _, name := range []string{p.SizeParam, p.PageParam, p.OffsetParam, p.CursorParam} {
+				if name != "" && !hasParam(tool, name) {
+					t.Errorf("%s %s %s: plan names %q, which the tool does not have", e.Name(), tool.Method, tool.Path, name)
+				}
+			}
+			if p.Strategy == Cursor && p.NextToken == "" && p.CursorFromItem == "" && p.Confidence != Low && p.Provenance == "schema" {
+				t.Errorf("%s %s %s: a cursor plan with nothing to continue from is not marked low: %+v", e.Name(), tool.Method, tool.Path, p)
+			}
+		}
+	}
+	t.Logf("plans by confidence: high %d, medium %d, low %d", counts[High], counts[Medium], counts[Low])
+}
+
+func hasParam(t *tools.Tool, name string) bool {
+	head, rest, nested := strings.Cut(name, ".")
+	for _, p := range t.Params {
+		if p.Name != head {
+			continue
+		}
+		s := p.Schema
+		if !nested {
+			return true
+		}
+		for _, k := range strings.Split(rest, ".") {
+			if s == nil {
+				return false
+			}
+			s = s.Properties[k]
+		}
+		return s != nil
+	}
+	return false
 }

@@ -238,6 +238,11 @@ func readLinkHeader(h http.Header, base *url.URL) (linkSignal, error) {
 		if !l.HasRel("next") {
 			continue
 		}
+		if strings.EqualFold(l.Params["results"], "false") {
+			// Sentry always sends rel="next" and says with results="false"
+			// that it leads nowhere: the last page.
+			continue
+		}
 		if l.URL == "" {
 			return linkSignal{}, fmt.Errorf("%w: empty rel=\"next\" target", ErrMalformedLink)
 		}

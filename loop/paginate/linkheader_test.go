@@ -122,6 +122,10 @@ func TestReadLinkHeader(t *testing.T) {
 		{name: "same next twice", link: []string{`</a>; rel=next`, `<https://api.example.com/a>; rel=next`},
 			want: linkSignal{present: true, next: "https://api.example.com/a"}},
 		{name: "two different nexts", link: []string{`</a>; rel=next, </b>; rel=next`}, wantErr: true},
+		{name: "Sentry's next with results", link: []string{`<https://api.example.com/v2/items?cursor=0:100:0>; rel="previous"; results="true"; cursor="0:0:1", <https://api.example.com/v2/items?cursor=0:200:0>; rel="next"; results="true"; cursor="0:200:0"`},
+			want: linkSignal{present: true, next: "https://api.example.com/v2/items?cursor=0:200:0"}},
+		{name: "Sentry's last page: next with results=false", link: []string{`<https://api.example.com/v2/items?cursor=0:100:1>; rel="previous"; results="true"; cursor="0:100:1", <https://api.example.com/v2/items?cursor=0:300:0>; rel="next"; results="false"; cursor="0:300:0"`},
+			want: linkSignal{present: true}},
 		{name: "empty next", link: []string{`<>; rel=next`}, wantErr: true},
 		{name: "malformed", link: []string{`</a; rel=next`}, wantErr: true},
 	}

@@ -56,6 +56,61 @@ type Plan struct {
 	// Provenance says where the plan came from: "extension:<name>",
 	// "schema", "schema+response", "response" or "none".
 	Provenance string `json:"provenance"`
+
+	// Confidence is how sure detection is (high, medium, low) and
+	// Evidence what it rests on, in words for `trawl inspect`. A walk on a
+	// low-confidence plan never claims completeness without the server's
+	// own end signal (EndConfirmed).
+	Confidence Confidence `json:"confidence,omitempty"`
+	Evidence   []string   `json:"evidence,omitempty"`
+	// Stream marks an event or change stream (a position handed back on
+	// every page, next_stream_position): it never ends by itself, so a walk
+	// stops only at a budget or an explicit stop, and says so.
+	Stream bool `json:"stream,omitempty"`
+}
+
+// Confidence grades a detection.
+type Confidence string
+
+const (
+	High   Confidence = "high"   // declared: an extension, or parameters and a continuation that match
+	Medium Confidence = "medium" // a convention with corroboration (a keyset over item ids, a Link header named in prose)
+	Low    Confidence = "low"    // a guess: the continuation is not in the document at all
+)
+
+// Unsure reports a plan detection is not sure of: low confidence, or a
+// stream, whose pages never say "done".
+func (p Plan) Unsure() bool { return p.Confidence == Low || p.Stream }
+
+// EndConfirmed is the check a walk consults before it reports a plan
+// detection was unsure of as complete: the last page must carry the
+// server's own end signal — a more flag saying done, a continuation field
+// the plan names present but empty, or a Link header without rel="next".
+// Absence alone (no token field, no Link header at all) proves nothing
+// when the plan only guessed where the continuation is. Sure plans are
+// always confirmed.
+func (p Plan) EndConfirmed(s signals) bool {
+	if !p.Unsure() {
+		return true
+	}
+	if p.Stream {
+		return s.flag == moreNo
+	}
+	return s.flag == moreNo || s.link.present || s.tokenSeen || s.urlSeen
+}
+
+// unconfirmedEnd words why a walk on an unsure plan stops without
+// claiming completeness.
+func unconfirmedEnd(p Plan) string {
+	if p.Stream {
+		return "an event stream never ends by itself: the walk stopped at the last page fetched, and more may follow"
+	}
+	return "the pagination was guessed (low confidence) and the last page carried no end signal of the server's own, so the walk cannot vouch that it is complete"
+}
+
+func (p *Plan) because(c Confidence, evidence ...string) {
+	p.Confidence = c
+	p.Evidence = append(p.Evidence, evidence...)
 }
 
 // Paginated reports whether the plan walks more than one page.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/trawl-dev/trawl/loop/query"
@@ -110,6 +111,11 @@ func Refine(p Plan, body []byte, header http.Header) Plan {
 		case Offset:
 			out.Continuation = showPath(firstNonEmpty(out.NextURLField, out.MoreFlag, out.Total))
 		}
+	}
+	if out.Strategy != p.Strategy || out.Continuation != p.Continuation {
+		// The response showed the continuation: that is the server's word.
+		out.Evidence = append(slices.Clone(p.Evidence), "the first response shows "+orWord(out.Continuation, "the items"))
+		out.Confidence = High
 	}
 	switch p.Provenance {
 	case "schema":

@@ -84,7 +84,7 @@ func (w *walker) fetch(ctx context.Context, req tools.Request) (*tools.Response,
 				f.unsure = !w.retryable
 				return nil, f, nil
 			}
-			if w.retryable && transient < maxTransientRetries {
+			if w.retryable && transient < maxTransientRetries && !errors.Is(err, tools.ErrRefused) {
 				transient++
 				if ok, cerr := w.wait(ctx, backoff(transient)); cerr != nil {
 					return nil, nil, cerr
@@ -101,6 +101,13 @@ func (w *walker) fetch(ctx context.Context, req tools.Request) (*tools.Response,
 		w.res.Bytes += int64(len(resp.Body))
 		w.res.Status = resp.Status
 		switch code := resp.Status; {
+		case code >= 200 && code < 300 && resp.Truncated:
+			// A body cut at the invoker's cap cannot be read as a page (a
+			// JSON document cut short is not one); handing it on as text
+			// would only copy megabytes of it around.
+			detail := fmt.Sprintf("the response was larger than the per-response cap (%d bytes were read) and was cut, so it could not be read", len(resp.Body))
+			return nil, &failure{reason: StopBudgetBytes, status: code, detail: detail,
+				why: fmt.Sprintf("page %d: %s", req.Page, detail)}, nil
 		case code >= 200 && code < 300:
 			return resp, nil, nil
 		case code == http.StatusTooManyRequests:
@@ -170,6 +177,19 @@ func (w *walker) classify(resp *tools.Response) *failure {
 			f.why += fmt.Sprintf(" after %d retries", w.attempt)
 		}
 	}
+	return f
+}
+
+// notJSON is a success status whose body is not the JSON the tool
+// answers (an HTML error or login page in its place).
+func (w *walker) notJSON(resp *tools.Response) *failure {
+	ctype := resp.Header.Get("Content-Type")
+	if ctype == "" {
+		ctype = "no content type"
+	}
+	f := &failure{reason: StopHTTPError, status: resp.Status}
+	f.detail = fmt.Sprintf("its body is not JSON (%s), so it is not an answer", ctype)
+	f.why = fmt.Sprintf("page %d answered status %d with a body that is not JSON (%s)", w.res.Pages+1, resp.Status, ctype)
 	return f
 }
 

@@ -15,6 +15,7 @@ import (
 	"unicode"
 
 	"github.com/trawl-dev/trawl/loop/query"
+	"github.com/trawl-dev/trawl/tools"
 )
 
 // errInconsistent marks a response whose pagination data cannot be
@@ -47,8 +48,11 @@ type signals struct {
 	hasToken bool   // the NextToken field is present and non-empty
 	token    string // its value (a number is kept as its literal)
 	hasURL   bool   // the NextURLField is present and non-empty
-	nextURL  string // resolved against the request URL
-	link     linkSignal
+	// tokenSeen and urlSeen: the field is in the body, even null or
+	// empty — an explicit "no more", unlike an absent field.
+	tokenSeen, urlSeen bool
+	nextURL            string // resolved against the request URL
+	link               linkSignal
 
 	total      int // server-reported item count; -1 when absent
 	totalPages int // server-reported page count; -1 when absent
@@ -145,6 +149,7 @@ func (s *signals) readBodySignals(p Plan, env []byte, base *url.URL) error {
 	}
 	if p.NextToken != "" {
 		raw, ok := query.Get(env, p.NextToken)
+		s.tokenSeen = ok
 		if !ok {
 			if err := absent(); err != nil {
 				return err
@@ -159,6 +164,7 @@ func (s *signals) readBodySignals(p Plan, env []byte, base *url.URL) error {
 	}
 	if p.NextURLField != "" {
 		raw, ok := query.Get(env, p.NextURLField)
+		s.urlSeen = ok
 		if !ok {
 			if err := absent(); err != nil {
 				return err
@@ -422,6 +428,10 @@ func snippet(body []byte, credential string) string {
 // safeCause words a transport error without the URL a *url.Error quotes
 // (it may carry credentials in its query).
 func safeCause(err error) string {
+	var refused *tools.RefusedError
+	if errors.As(err, &refused) {
+		return refused.Msg // names at most an origin
+	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		if ue.Timeout() {

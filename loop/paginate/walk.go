@@ -2,6 +2,7 @@ package paginate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -68,6 +69,9 @@ type Progress struct {
 	Requests    int
 	RequestsMax int
 	Elapsed     time.Duration
+	// Total is the item count the server reported on its latest page
+	// (of this collection); 0 when it reported none.
+	Total int
 }
 
 // WalkOptions says what to walk and under which bounds. Caller and Tool
@@ -402,6 +406,18 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		}
 		sig, rerr := readPage(plan, resp.Body, resp.Header, w.base, w.buf)
 		w.buf = sig.items[:0]
+		// A paginated page was validated by readPage (rerr); a declared
+		// single response is checked here.
+		expectJSON := plan.Paginated() || w.o.Tool.Response != nil
+		if expectJSON && (rerr != nil || !plan.Paginated()) && !json.Valid(resp.Body) {
+			// A tool that answers JSON sent something else with a success
+			// status (a proxy's or a login page): an error, not an answer.
+			f := w.notJSON(resp)
+			if first {
+				return nil, f.pageError(res)
+			}
+			return w.finish(f.reason, f.why), nil
+		}
 		if len(sig.items) == 0 && errorBodyOK(resp.Body) {
 			// A success status whose body says it failed ({"ok": false, …}).
 			f := w.classify(resp)
@@ -428,6 +444,9 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		w.report()
 
 		d := w.decide(sig, len(sig.items), rerr)
+		if IsComplete(d.stop) && !w.plan.EndConfirmed(sig) {
+			d = inconsistent(unconfirmedEnd(w.plan))
+		}
 		if d.stop != "" {
 			return w.finish(d.stop, d.why), nil
 		}
@@ -494,9 +513,14 @@ func (w *walker) report() {
 		return
 	}
 	u := w.meter.Usage()
+	total := 0
+	if w.res.Total != nil {
+		total = *w.res.Total
+	}
 	w.o.Progress(Progress{
 		Page: w.res.Pages, PagesMax: w.maxPages, Items: u.Items,
 		Requests: u.Requests, RequestsMax: w.budget.Requests, Elapsed: w.clock.Now().Sub(u.Start),
+		Total: total,
 	})
 }
 

@@ -27,6 +27,10 @@ type Options struct {
 	APIKey string
 	// Faults makes chosen endpoints misbehave, for tests. Zero: none.
 	Faults Faults
+	// Latency delays every answer by that long (a request whose client
+	// goes away stops waiting), so that a walk's progress can be
+	// watched. Zero: none.
+	Latency time.Duration
 	// Now stamps the objects the toolkit backends create (sent mail,
 	// new CRM records, calendar quick-add). Zero: time.Now. The
 	// generated data never depends on it.
@@ -226,6 +230,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 	}}
 
+	if s.opt.Latency > 0 {
+		t := time.NewTimer(s.opt.Latency)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
 	switch {
 	case !s.authorized(r):
 		sw.Header().Set("WWW-Authenticate", `Bearer realm="acme"`)

@@ -119,6 +119,47 @@ function groupOf(row) {
   return { key: `provider:${t.provider}`, title: t.provider, sub: t.kind === 'mcp' ? 'MCP server' : 'own API' };
 }
 
+// loopable reports whether looping can change anything for tool t:
+// pagination to walk (detected, or a paging parameter the first response
+// may confirm), or a list of rows to project and filter.
+export function loopable(t) {
+  const p = t && t.pagination;
+  if (!p) return false;
+  return (p.strategy && p.strategy !== 'none') || p.itemsFound === true || !!(p.pageParam || p.offsetParam || p.cursorParam);
+}
+
+// groupSwitch flips looping for every loopable tool of a group: each
+// card saves its own binding (PATCH), so the result is what the server
+// kept, tool by tool.
+function groupSwitch(g, cards) {
+  const targets = cards.filter((c) => c.dataset.loopable === 'true');
+  if (!targets.length) return { el: null, sync() {} };
+  const sw = h('input', {
+    type: 'checkbox', role: 'switch', class: 'switch', 'aria-label': `Allow response looping for every tool of ${g.title}`,
+    dataset: { groupSwitch: g.key },
+  });
+  const el = h('label', { class: 'group-switch', title: 'Allow response looping for every tool of this group' }, sw, 'loop all');
+  const sync = () => {
+    const on = targets.filter((c) => c.dataset.looping === 'true').length;
+    sw.checked = on === targets.length;
+    sw.indeterminate = on > 0 && on < targets.length;
+  };
+  sw.addEventListener('click', (ev) => ev.stopPropagation());
+  sw.addEventListener('change', () => {
+    const want = sw.checked; // each card's change re-syncs sw as it goes
+    for (const c of targets) {
+      const s = c.querySelector('input[role="switch"]');
+      if (s && s.checked !== want) {
+        s.checked = want;
+        s.dispatchEvent(new Event('change', { bubbles: true }));
+      }
+    }
+    sync();
+  });
+  sync();
+  return { el, sync };
+}
+
 function agentDetail(initial, catalog, onChange) {
   let def = initial;
   const rows = expand(def, catalog);
@@ -139,16 +180,18 @@ function agentDetail(initial, catalog, onChange) {
   const sections = [...groups.values()].map((g) => {
     const cards = g.rows.map((row) => toolCard(() => def, setDef, row));
     const count = h('span', { class: 'group-count' });
+    const bulk = groupSwitch(g, cards);
     const recount = () => {
       const on = cards.filter((c) => c.dataset.looping === 'true').length;
       count.textContent = `${g.sub} · ${cards.length} ${cards.length === 1 ? 'tool' : 'tools'} · ${on} looping`;
+      bulk.sync();
     };
     recount();
     const section = h('details', {
       class: 'group', open: cards.length <= OPEN_GROUP_MAX || groups.size === 1,
       dataset: { group: g.key }, onchange: recount,
     },
-    h('summary', null, h('span', { class: 'group-title' }, g.title), count),
+    h('summary', null, h('span', { class: 'group-title' }, g.title), count, bulk.el),
     h('div', { class: 'cards' }, cards));
     return { section, cards, defaultOpen: section.open };
   });
@@ -228,10 +271,11 @@ function toolCard(getDef, setDef, row) {
   h('option', { value: 'true', selected: confirmed.discovery === 'true' }, 'true · pooled'),
   h('option', { value: 'false', selected: confirmed.discovery === 'false' }, 'false · direct'));
 
+  const canLoop = loopable(t);
   const card = h('article', {
     class: 'tool-card', 'aria-labelledby': `${base}-name`,
     dataset: {
-      toolId: tid, state: 'idle', looping: String(confirmed.loop),
+      toolId: tid, state: 'idle', looping: String(confirmed.loop), loopable: String(canLoop),
       search: [tid, t && t.name, t && t.description, t && t.path].filter(Boolean).join(' ').toLowerCase(),
     },
   },
@@ -244,8 +288,11 @@ function toolCard(getDef, setDef, row) {
   t && t.description ? h('p', { class: 'card-desc', title: t.description }, t.description) : null,
   t ? null : h('p', { class: 'inline-error' }, 'This tool is not in the catalog.'),
   // A write never walks, caches or filters: no looping switch on it.
-  !t || t.effect === 'read' ? h('div', { class: 'switch-row' }, sw, h('label', { for: `${base}-loop` }, LOOP_LABEL))
-    : h('p', { class: 'hint' }, 'Changes data: no response looping.'),
+  canLoop && (!t || t.effect === 'read')
+    ? h('div', { class: 'switch-row' }, sw, h('label', { for: `${base}-loop` }, LOOP_LABEL))
+    : h('p', { class: 'switch-none muted' }, t && t.effect !== 'read'
+      ? 'Changes data: writes never loop.'
+      : 'Nothing to loop: no pagination or paging parameter was detected and the response has no list of rows.'),
   h('div', { class: 'settings' },
     h('div', { class: 'setting' },
       h('label', { class: 'field-label', for: `${base}-ttl` }, 'Dataset TTL (hours)'), ttl,

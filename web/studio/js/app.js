@@ -1,14 +1,16 @@
 // trawl Studio: the console's entry point — the admin-key dialog and the
-// hash router (#/agents[/id], #/tools[/tool_id], #/activity).
+// hash router (#/chat[/agent[/chat]], #/agents[/id], #/tools[/tool_id],
+// #/activity[/filter]).
 
 import { call, clearKey, getKey, onUnauthorized, setKey } from './api.js';
 import { errorText } from './dom.js';
 import { agentsView } from './agents.js';
 import { toolsView } from './tools.js';
 import { activityView } from './activity.js';
+import { chatView } from './chat.js';
 
-const VIEWS = { agents: agentsView, tools: toolsView, activity: activityView };
-const TITLES = { agents: 'Agents', tools: 'Tools', activity: 'Activity' };
+const VIEWS = { chat: chatView, agents: agentsView, tools: toolsView, activity: activityView };
+const TITLES = { chat: 'Chat', agents: 'Agents', tools: 'Tools', activity: 'Activity' };
 
 const main = document.getElementById('main');
 const dialog = document.getElementById('key-dialog');

@@ -1,13 +1,25 @@
 // Tools: a searchable table of every tool, and "Try it": run one tool
-// through the looping engine (POST /v1/tools/{id}/invoke, no model) and
-// read its verdict before its payload.
+// through the looping engine (POST /v1/tools/{id}/invoke, no model),
+// watch the walk stream its progress, stop it, and read its verdict and
+// rows before its payload.
 
-import { call, refreshTools, seg, tools as loadTools } from './api.js';
+import { call, openStream, readEvents, refreshTools, seg, tools as loadTools } from './api.js';
 import { banner, bytes, errorText, frag, h, kindBadge, loading, paginationBadge } from './dom.js';
 import { jsonView } from './json.js';
+import { boundaryTable, completionOf, fmt, progressView, rowsView, verdictBadge } from './verdict.js';
 
 // The arguments typed per tool, kept while the page lives.
 const drafts = new Map();
+// Try it's calls keep their stored results under this thread, so their
+// rows can be queried back.
+const TRY_THREAD = `studio-try-${Math.random().toString(36).slice(2, 10)}`;
+let agentsPromise = null;
+function agentList() {
+  if (!agentsPromise) {
+    agentsPromise = call('GET', 'agents').then((r) => r.data.agents || []).catch(() => []);
+  }
+  return agentsPromise;
+}
 
 export function toolsView() {
   const search = h('input', {
@@ -141,7 +153,23 @@ function tryIt(t) {
   });
   const argsError = h('p', { id: 'try-args-error', class: 'inline-error', role: 'alert', hidden: true });
   const looping = h('input', { id: 'try-loop', type: 'checkbox', checked: true, 'aria-describedby': 'try-loop-hint' });
+  const asAgent = h('select', { id: 'try-agent', class: 'input', 'aria-describedby': 'try-agent-hint' },
+    h('option', { value: '' }, 'no agent'));
+  agentList().then((list) => {
+    for (const a of list) {
+      if (binds(a, t)) asAgent.append(h('option', { value: a.id }, a.id));
+    }
+  });
+  const loopCheck = h('div', { class: 'check' }, looping, h('label', { for: 'try-loop' }, 'loop responses'));
+  const loopHint = h('span', { class: 'hint', id: 'try-loop-hint' }, 'off: one plain call, reserved arguments ignored');
+  asAgent.addEventListener('change', () => {
+    loopCheck.hidden = !!asAgent.value;
+    loopHint.textContent = asAgent.value ? `the binding of agent “${asAgent.value}” decides looping` : 'off: one plain call, reserved arguments ignored';
+  });
   const run = h('button', { type: 'submit', id: 'try-run', class: 'button primary' }, 'Run');
+  const stop = h('button', { type: 'button', id: 'try-stop', class: 'button', hidden: true }, 'Stop');
+  const curlCopied = h('span', { class: 'hint', role: 'status' });
+  const curlBtn = h('button', { type: 'button', id: 'try-curl', class: 'button small ghost' }, 'Copy as curl');
   const result = h('div', { id: 'try-result', class: 'try-result', 'aria-live': 'polite' });
   args.addEventListener('input', () => drafts.set(t.id, args.value));
   args.addEventListener('keydown', (ev) => {
@@ -157,12 +185,13 @@ function tryIt(t) {
     h('p', { class: 'hint', id: 'try-args-hint' }, 'Reserved arguments such as _all_pages, _fields, _for_each and _filter work when looping is on. Ctrl+Enter runs.'),
     argsError,
     h('div', { class: 'try-actions' },
-      h('div', { class: 'check' }, looping, h('label', { for: 'try-loop' }, 'loop responses')),
-      h('span', { class: 'hint', id: 'try-loop-hint' }, 'off: one plain call, reserved arguments ignored'),
-      run));
+      h('div', { class: 'as-agent' }, h('label', { class: 'field-label', for: 'try-agent' }, 'as agent'), asAgent),
+      h('span', { class: 'sr-only', id: 'try-agent-hint' }, 'Run the tool with that agent’s binding'),
+      loopCheck, loopHint,
+      h('div', { class: 'try-buttons' }, curlCopied, curlBtn, stop, run)));
 
-  form.addEventListener('submit', async (ev) => {
-    ev.preventDefault();
+  // body is the request the form describes, or null (the error shown).
+  const body = () => {
     let value;
     try {
       value = JSON.parse(args.value.trim() || '{}');
@@ -170,28 +199,90 @@ function tryIt(t) {
       argsError.textContent = `The arguments are not valid JSON: ${err.message}`;
       argsError.hidden = false;
       args.focus();
-      return;
+      return null;
     }
     if (value === null || typeof value !== 'object' || Array.isArray(value)) {
       argsError.textContent = 'The arguments must be a JSON object, like {"status": "open"}.';
       argsError.hidden = false;
       args.focus();
-      return;
+      return null;
     }
     argsError.hidden = true;
+    const b = { args: value, thread_id: TRY_THREAD };
+    if (asAgent.value) b.agent_id = asAgent.value;
+    else b.loop_responses = looping.checked;
+    return b;
+  };
+  curlBtn.addEventListener('click', async () => {
+    const b = body();
+    if (!b) return;
+    const url = new URL(`../v1/tools/${seg(t.id)}/invoke`, document.baseURI).href;
+    const text = `curl -sN -H "Authorization: Bearer $KEY" -H 'Accept: text/event-stream' '${url}' -d '${JSON.stringify(b).replace(/'/g, "'\\''")}'`;
+    try {
+      await navigator.clipboard.writeText(text);
+      curlCopied.textContent = 'Copied (set KEY to the admin key)';
+    } catch {
+      curlCopied.textContent = text;
+    }
+  });
+  let controller = null;
+  stop.addEventListener('click', () => {
+    if (controller) controller.abort();
+  });
+
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const req = body();
+    if (!req || controller) return;
+    controller = new AbortController();
     run.disabled = true;
     run.textContent = 'Running…';
+    stop.hidden = false;
     result.setAttribute('aria-busy', 'true');
-    result.replaceChildren(loading(`${t.id}`));
+    const prog = progressView();
+    prog.el.id = 'try-progress';
+    result.replaceChildren(loading(`${t.id}`), prog.el);
+    const started = performance.now();
+    let output;
+    let failed = null;
+    let stopped = false;
     try {
-      const r = await call('POST', `tools/${seg(t.id)}/invoke`, { args: value, loop_responses: looping.checked });
-      result.replaceChildren(verdict(r.data, r), jsonView('Response JSON', r.data));
+      const res = await openStream('POST', `tools/${seg(t.id)}/invoke`, req, { signal: controller.signal });
+      const ended = await readEvents(res, ({ data }) => {
+        if (!data || data === '[DONE]') return;
+        if (data.type === 'data-tool-loop-progress') {
+          result.querySelector('.loading')?.remove();
+          prog.update(data.data);
+        } else if (data.type === 'tool-output-available') output = data.output;
+        else if (data.type === 'tool-output-error') failed = { message: data.errorText };
+        else if (data.type === 'abort') stopped = true;
+      });
+      if (!ended && output === undefined && !failed) failed = { message: 'The stream ended before the result.' };
     } catch (err) {
-      result.replaceChildren(failure(err));
+      if (err.name === 'AbortError') stopped = true;
+      else failed = err;
     } finally {
+      controller = null;
       run.disabled = false;
       run.textContent = 'Run';
+      stop.hidden = true;
       result.removeAttribute('aria-busy');
+    }
+    prog.done();
+    const ms = Math.round(performance.now() - started);
+    if (stopped && output === undefined) {
+      result.replaceChildren(stoppedView(ms), prog.el);
+    } else if (failed) {
+      result.replaceChildren(failure(failed), prog.el);
+    } else {
+      const text = JSON.stringify(output);
+      const fields = Array.isArray(req.args._fields) ? req.args._fields : null;
+      result.replaceChildren(
+        verdict(output, { status: 200, ms, text }),
+        prog.el,
+        h('div', { class: 'try-out' },
+          rowsView(output, { scope: { thread_id: TRY_THREAD }, fields, callFilter: req.args._filter }),
+          jsonView('Response JSON', output)));
     }
   });
 
@@ -209,32 +300,13 @@ function tryIt(t) {
   ];
 }
 
-function fmt(v) {
-  if (v === null || v === undefined) return '';
-  if (typeof v === 'object') return JSON.stringify(v);
-  return String(v);
-}
 
-// verdict states a result's completeness first: the envelope's
-// _pagingComplete, _stoppedBy, _note, _boundary, _truncated and _resultId.
+// verdict states a result's completeness first: the boundary statement's
+// completion (else _pagingComplete), _stoppedBy, _note, _boundary,
+// _truncated and _resultId.
 export function verdict(data, meta) {
   const env = data && typeof data === 'object' && !Array.isArray(data) ? data : {};
-  let state = 'none';
-  let label = 'No paging verdict';
-  const completion = env._boundary && typeof env._boundary === 'object' ? env._boundary.completion : undefined;
-  if (env._pagingComplete === true) {
-    state = 'complete';
-    label = 'Complete';
-  } else if (completion === 'unstable') {
-    state = 'partial';
-    label = 'Unstable (may have gaps)';
-  } else if (completion === 'single_response') {
-    state = 'none';
-    label = 'Single response';
-  } else if (env._pagingComplete === false) {
-    state = 'partial';
-    label = 'Partial';
-  }
+  const state = completionOf(env) || 'none';
   const facts = [];
   const fact = (k, ...v) => facts.push(h('div', { class: 'fact' }, h('dt', null, k), h('dd', null, ...v)));
   if ('_likelyMoreRows' in env) fact('Likely more rows', env._likelyMoreRows ? 'yes' : 'no');
@@ -249,20 +321,29 @@ export function verdict(data, meta) {
   if (Array.isArray(env._forEachSkipped) && env._forEachSkipped.length) {
     fact('_for_each skipped', h('ul', null, env._forEachSkipped.map((e) => h('li', null, h('code', null, fmt(e.value)), ` ${e.reason}`))));
   }
-  const boundary = env._boundary && typeof env._boundary === 'object'
-    ? h('table', { class: 'table kv boundary' },
-      h('caption', null, 'Boundary'),
-      h('tbody', null, Object.entries(env._boundary).map(([k, v]) => h('tr', null, h('th', { scope: 'row' }, k), h('td', null, fmt(v))))))
-    : null;
   return h('section', { class: ['verdict', `verdict-${state}`], id: 'verdict', dataset: { complete: state }, 'aria-label': 'Verdict' },
     h('div', { class: 'verdict-head' },
-      h('span', { class: ['pill', `pill-${state}`] }, label),
+      verdictBadge(env),
       env._stoppedBy ? h('span', { class: 'stopped' }, 'stopped by ', h('code', null, env._stoppedBy)) : null,
       h('span', { class: 'muted verdict-meta' }, `HTTP ${meta.status} · ${meta.ms} ms · ${bytes(meta.text.length)}`)),
     env._note ? h('p', { class: 'note' }, env._note) : null,
-    state === 'none' && !completion ? h('p', { class: 'muted' }, 'The payload carries no looping keys: looping was off for this call, or the tool returned its payload as it came.') : null,
+    state === 'none' ? h('p', { class: 'muted' }, 'The payload carries no looping keys: looping was off for this call, or the tool returned its payload as it came.') : null,
     facts.length ? h('dl', { class: 'facts' }, facts) : null,
-    boundary);
+    boundaryTable(env._boundary));
+}
+
+function stoppedView(ms) {
+  return h('section', { class: ['verdict', 'verdict-stopped'], id: 'verdict', dataset: { complete: 'stopped' }, 'aria-label': 'Verdict' },
+    h('div', { class: 'verdict-head' },
+      h('span', { class: ['pill', 'pill-none'] }, 'Stopped'),
+      h('span', { class: 'muted verdict-meta' }, `after ${ms} ms`)),
+    h('p', { class: 'note' }, 'The walk was stopped: trawl ended the call and made no further upstream requests.'));
+}
+
+// binds reports whether agent def binds tool t (its own entry or its
+// toolkit's), for the "as agent" choice.
+function binds(def, t) {
+  return (def.agentTools || []).some((b) => b.tool_id === t.id || (t.toolkit && b.toolkit === t.toolkit));
 }
 
 function failure(err) {

@@ -1,0 +1,658 @@
+package agent
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	"github.com/trawl-dev/trawl/stream"
+)
+
+// Fitting a step into the agent's context budget.
+//
+// The system prompt, the guidance, the tool definitions, the newest user
+// message and the current turn's steps are always sent whole. Of the
+// older turns, tool results older than the keep-recent window (or whose
+// stored result has expired) are sent as their verdicts (see compact.go);
+// then, while the step does not fit: the recent results are compacted
+// too, oldest first; the older turns' long texts are shortened, oldest
+// turn first; the oldest turns are left out whole (a turn's tool calls
+// and results go together, so the OpenAI pairing of calls and results
+// stays valid). When any text was shortened or left out, a system
+// message says so. If even the whole minimum does not fit, the step
+// fails before any request.
+//
+// A step's cost follows what it sends, not what the thread holds: the
+// older turns are converted newest first and only while they may still
+// be sent (olderTurns), once per turn; a result's verdict is read once
+// and kept (verdictCache); each decision is one pass.
+
+// Token estimates.
+const (
+	// DefaultCharsPerToken is the estimate before the model server has
+	// reported any usage: JSON and code run at about 3 characters (UTF-8
+	// bytes) per token, English prose at about 4, other scripts at 2–3
+	// bytes, so 3 errs on the side of sending less.
+	DefaultCharsPerToken = 3.0
+	// calibratedMargin is kept below a calibrated estimate, since the
+	// next step's text need not tokenize like the previous one's.
+	calibratedMargin = 0.95
+	// messageOverhead counts a message's framing (role, separators) in
+	// characters.
+	messageOverhead = 12
+	// shortenTo is how long an older text stays when texts are shortened.
+	shortenTo = 400
+	// noticeReserve is kept for the system message that says the
+	// conversation was shortened.
+	noticeReserve = 400
+	// maxReportedCalls bounds the call ids a context report lists.
+	maxReportedCalls = 50
+)
+
+// shortenedMark ends a text that was shortened.
+const shortenedMark = " … [shortened]"
+
+// ContextBudgetError is a step that cannot fit its budget even with every
+// older turn left out: the system prompt, the tool definitions, the
+// newest user message and the current turn's steps alone are too large.
+// No request was sent.
+type ContextBudgetError struct {
+	Model string
+	// Need is the least the step must send and Limit its budget, in
+	// characters; the token figures are the same by the estimate used
+	// (zero when the budget is in characters only).
+	Need, Limit           int
+	NeedTokens, MaxTokens int
+	// ByChars: the agent's context.max_chars is the bound that binds.
+	ByChars bool
+}
+
+func (e *ContextBudgetError) Error() string {
+	if !e.ByChars {
+		return fmt.Sprintf("the conversation does not fit the model's context: the system prompt, the tools, the newest message and this turn's tool results alone need about %d tokens (%d characters), and the budget for %s is %d tokens; start a new chat, ask for less at once, or raise the agent's context.max_tokens",
+			e.NeedTokens, e.Need, e.Model, e.MaxTokens)
+	}
+	return fmt.Sprintf("the conversation does not fit the model's context: the system prompt, the tools, the newest message and this turn's tool results alone need %d characters, and the agent's context.max_chars is %d; start a new chat, ask for less at once, or raise context.max_chars",
+		e.Need, e.Limit)
+}
+
+// budget is one step's budget, resolved.
+type budget struct {
+	model      string
+	maxTokens  int // always set: the agent's, or the model's window
+	maxChars   int // 0: none
+	keepRecent int
+	cpt        float64 // characters per token
+	calibrated bool
+	limit      int // characters: what maxChars and maxTokens allow
+}
+
+// resolveBudget derives the budget of def's next step on model, with the
+// characters-per-token estimate cpt (0: the default).
+func resolveBudget(def Definition, model string, cpt float64) budget {
+	b := budget{model: model, keepRecent: DefaultKeepRecentSteps, cpt: DefaultCharsPerToken}
+	if cpt > 0 {
+		b.cpt, b.calibrated = cpt, true
+	}
+	if c := def.Context; c != nil {
+		b.maxTokens, b.maxChars = c.MaxTokens, c.MaxChars
+		if c.KeepRecentSteps != nil {
+			b.keepRecent = *c.KeepRecentSteps
+		}
+	}
+	if b.maxTokens == 0 {
+		// The model's window bounds a step even under a character budget.
+		w, _ := ContextWindow(model)
+		b.maxTokens = w.Prompt()
+	}
+	b.limit = math.MaxInt
+	if b.maxChars > 0 {
+		b.limit = b.maxChars
+	}
+	if b.maxTokens > 0 {
+		per := b.cpt
+		if b.calibrated {
+			per *= calibratedMargin
+		}
+		b.limit = min(b.limit, int(float64(b.maxTokens)*per))
+	}
+	return b
+}
+
+// tokens is the estimate of chars in tokens.
+func (b budget) tokens(chars int) int { return int(math.Ceil(float64(chars) / b.cpt)) }
+
+// fitInput is what one step's fitting reads.
+type fitInput struct {
+	system    []Message   // the agent's prompt and the guidance: always whole
+	toolChars int         // the size of the tool definitions
+	thread    []UIMessage // the stored thread, the newest user message last but for this turn's
+	current   *UIMessage  // this turn's assistant message so far; nil when empty
+	budget    budget
+	// expiry is when a stored result id expires; false when it has
+	// expired or the thread does not know it.
+	expiry  func(id string) (time.Time, bool)
+	verdict func(p *Part) *verdict
+	// memo keeps the older turns' conversion between the steps of one
+	// turn, whose older turns do not change. Nil: none.
+	memo *olderMemo
+}
+
+// olderMemo holds the conversion of a thread's older turns between the
+// steps of one turn; a step converts only the turns it may send (newest
+// first), and fit never changes a converted turn.
+type olderMemo struct {
+	first *UIMessage // the older messages it was built from: the first and their count
+	n     int
+	conv  *olderTurns
+}
+
+// olderTurns are a thread's older turns as model messages, converted
+// lazily from the newest, tool results deferred.
+type olderTurns struct {
+	src    []UIMessage
+	starts []int        // the first message of each turn, in src
+	turns  []*olderTurn // by turn; nil until converted
+	left   int          // turns not converted yet: turns[:left]
+	steps  int          // tool-calling steps of the converted turns
+	gen    uint32       // counts fit calls, for olderTurn.compGen
+}
+
+// olderTurn is one converted turn with what fitting needs of each
+// message.
+type olderTurn struct {
+	msgs     []Message
+	parts    []*Part    // a tool message's part; nil for other messages
+	size     []int      // each message's size, tool results whole
+	age      []int32    // a tool message's step age: 0 for the newest older step
+	verdicts []*verdict // each tool result's verdict, once read
+	// What each tool result compacts to ("" when it stays whole), for the
+	// expiry of its stored result it was rendered with, and the fit call
+	// that last checked that expiry.
+	comp    []string
+	compExp []int64 // unix nanoseconds; 0: expired, or never known
+	compGen []uint32
+}
+
+func newOlderTurns(older []UIMessage) *olderTurns {
+	o := &olderTurns{src: older}
+	for i := range older {
+		if i == 0 || older[i].Role == RoleUser {
+			o.starts = append(o.starts, i)
+		}
+	}
+	o.turns = make([]*olderTurn, len(o.starts))
+	o.left = len(o.turns)
+	return o
+}
+
+// turnChunk is how many turns are converted at once, sharing their
+// allocations.
+const turnChunk = 16
+
+// turn returns turn t, converting it and every newer one if needed, in
+// chunks of turns. The turns not yet converted are always the oldest.
+func (o *olderTurns) turn(t int) *olderTurn {
+	for o.left > t {
+		o.convert(max(0, o.left-turnChunk), o.left-1)
+		o.left = max(0, o.left-turnChunk)
+	}
+	return o.turns[t]
+}
+
+// convert converts turns lo..hi, all newer ones being converted already.
+func (o *olderTurns) convert(lo, hi int) {
+	from, to := o.starts[lo], len(o.src)
+	if hi+1 < len(o.starts) {
+		to = o.starts[hi+1]
+	}
+	n, calls := 0, 0 // messages and tool calls, at most
+	for i := from; i < to; i++ {
+		n++
+		for j := range o.src[i].Parts {
+			switch p := &o.src[i].Parts[j]; {
+			case p.Type == "step-start":
+				n++
+			case p.IsTool():
+				n++
+				calls++
+			}
+		}
+	}
+	conv := converter{out: make([]Message, 0, n), deferred: true,
+		parts: make([]*Part, 0, n), calls: make([]ToolCall, 0, calls)}
+	bounds := make([]int, 0, hi-lo+2)
+	for k := lo; k <= hi; k++ {
+		bounds = append(bounds, len(conv.out))
+		end := to
+		if k+1 <= hi {
+			end = o.starts[k+1]
+		}
+		for i := o.starts[k]; i < end; i++ {
+			conv.add(&o.src[i])
+		}
+	}
+	bounds = append(bounds, len(conv.out))
+	m := len(conv.out)
+	size, age, verdicts := make([]int, m), make([]int32, m), make([]*verdict, m)
+	comp, compExp, compGen := make([]string, m), make([]int64, m), make([]uint32, m)
+	chunk := make([]olderTurn, hi-lo+1)
+	for k := hi; k >= lo; k-- {
+		a, b := bounds[k-lo], bounds[k-lo+1]
+		ot := &chunk[k-lo]
+		*ot = olderTurn{msgs: conv.out[a:b:b], parts: conv.parts[a:b:b], size: size[a:b:b], age: age[a:b:b], verdicts: verdicts[a:b:b],
+			comp: comp[a:b:b], compExp: compExp[a:b:b], compGen: compGen[a:b:b]}
+		for i := len(ot.msgs) - 1; i >= 0; i-- {
+			ot.size[i] = messageSize(&ot.msgs[i])
+			if p := ot.parts[i]; p != nil {
+				ot.size[i] += toolResultLen(p)
+			}
+			ot.age[i] = int32(o.steps)
+			if len(ot.msgs[i].ToolCalls) > 0 {
+				o.steps++ // its results, after it, have its age
+			}
+		}
+		o.turns[k] = ot
+	}
+}
+
+// fitted is what one step sends and what fitting did.
+type fitted struct {
+	msgs           []Message
+	chars          int
+	compacted      int
+	compactedChars int
+	compactedCalls []string
+	shortened      int
+	dropped        int
+}
+
+type entryState uint8
+
+const (
+	entryWhole entryState = iota
+	entryCompacted
+	entryShortened
+)
+
+func messageSize(m *Message) int {
+	n := messageOverhead + len(m.Content) + len(m.ToolCallID)
+	for _, c := range m.ToolCalls {
+		n += messageOverhead + len(c.ID) + len(c.Name) + len(c.Arguments)
+	}
+	return n
+}
+
+// fit decides what one step sends.
+func fit(in fitInput) (*fitted, error) {
+	// The protected tail: from the newest user message on.
+	protect := 0
+	for i := len(in.thread) - 1; i >= 0; i-- {
+		if in.thread[i].Role == RoleUser {
+			protect = i
+			break
+		}
+	}
+	older := in.thread[:protect]
+	var o *olderTurns
+	if m := in.memo; m != nil && m.conv != nil && m.n == len(older) && (m.n == 0 || m.first == &older[0]) {
+		o = m.conv
+	} else {
+		o = newOlderTurns(older)
+		if m != nil {
+			m.conv, m.n, m.first = o, len(older), nil
+			if len(older) > 0 {
+				m.first = &older[0]
+			}
+		}
+	}
+	tail := ModelMessages(in.thread[protect:])
+	if in.current != nil {
+		tail = append(tail, ModelMessages([]UIMessage{*in.current})...)
+	}
+	fixed := in.toolChars
+	for i := range in.system {
+		fixed += messageSize(&in.system[i])
+	}
+	for i := range tail {
+		fixed += messageSize(&tail[i])
+	}
+	b := in.budget
+	keep := int32(min(b.keepRecent, math.MaxInt32))
+
+	// compacted is what a tool result is sent as when compacted ("" when
+	// it stays whole: not a finished result, or no shorter).
+	o.gen++
+	gen := o.gen
+	compacted := func(ot *olderTurn, i int) string {
+		if ot.compGen[i] == gen {
+			return ot.comp[i]
+		}
+		p := ot.parts[i]
+		if p == nil || p.State != "output-available" {
+			ot.compGen[i] = gen
+			return ""
+		}
+		v := ot.verdicts[i]
+		if v == nil {
+			v = in.verdict(p)
+			ot.verdicts[i] = v
+		}
+		var exp time.Time // zero: expired, or never known
+		if v.resultID != "" {
+			if t, ok := in.expiry(v.resultID); ok {
+				exp = t
+			}
+		}
+		var nanos int64
+		if !exp.IsZero() {
+			nanos = exp.UnixNano()
+		}
+		if ot.compGen[i] == 0 || ot.compExp[i] != nanos {
+			ot.comp[i], ot.compExp[i] = "", nanos
+			// A verdict replaces the result when it is shorter, and
+			// always once the result's stored id has expired.
+			if text := v.render(exp); len(text) < len(p.Output) || v.resultID != "" && exp.IsZero() {
+				ot.comp[i] = text
+			}
+		}
+		ot.compGen[i] = gen
+		return ot.comp[i]
+	}
+	// expiredID reports a result whose stored result id has expired: it
+	// is compacted whatever its age, so the id is never offered as live.
+	expiredID := func(ot *olderTurn, i int) bool {
+		compacted(ot, i)
+		v := ot.verdicts[i]
+		return v != nil && v.resultID != "" && ot.compExp[i] == 0
+	}
+	shortened := func(ot *olderTurn, i int) string {
+		if c := ot.msgs[i].Content; ot.parts[i] == nil {
+			if _, ok := shortenedLen(c); ok {
+				return cutText(c, shortenTo) + shortenedMark
+			}
+		}
+		return ""
+	}
+
+	// Newest turn first: each turn's size with every result compacted
+	// (texts whole), and its least size (texts shortened too). Once the
+	// least sizes alone overflow with the notice, and the compacted sizes
+	// overflow without it, the older turns are certain to be left out —
+	// the passes below would shorten everything and drop them — so they
+	// are never converted.
+	T := len(o.turns)
+	first := 0 // the oldest turn that may be sent
+	minimal := false
+	compSum, minSum, cand := 0, 0, -1
+	for t := T - 1; t >= 0; t-- {
+		ot := o.turn(t)
+		for i := range ot.msgs {
+			sz := ot.size[i]
+			if ot.parts[i] != nil {
+				if text := compacted(ot, i); text != "" {
+					sz += len(text) - toolResultLen(ot.parts[i])
+				}
+				compSum += sz
+			} else {
+				compSum += sz
+				if n, ok := shortenedLen(ot.msgs[i].Content); ok {
+					sz += n - len(ot.msgs[i].Content)
+				}
+			}
+			minSum += sz
+		}
+		if cand < 0 && fixed+noticeReserve+minSum > b.limit {
+			cand = t + 1
+		}
+		if cand >= 0 && fixed+compSum > b.limit {
+			first, minimal = cand, true
+			break
+		}
+	}
+
+	// Per message of the turns that may be sent: its state, size, text.
+	off := make([]int, T-first+1)
+	for t := first; t < T; t++ {
+		off[t-first+1] = off[t-first] + len(o.turns[t].msgs)
+	}
+	n := off[T-first]
+	state := make([]entryState, n)
+	size := make([]int, n)
+	total := fixed
+	for t := first; t < T; t++ {
+		ot := o.turns[t]
+		copy(size[off[t-first]:], ot.size)
+	}
+	for _, sz := range size {
+		total += sz
+	}
+	out := &fitted{dropped: first}
+	set := func(ot *olderTurn, i, j int, text string, st entryState) {
+		if text == "" || state[j] != entryWhole {
+			return
+		}
+		old := len(ot.msgs[i].Content)
+		if st == entryCompacted {
+			old = toolResultLen(ot.parts[i])
+			out.compacted++
+			out.compactedChars += len(ot.parts[i].Output)
+		} else {
+			out.shortened++
+		}
+		total += len(text) - old
+		size[j] += len(text) - old
+		state[j] = st
+	}
+	each := func(f func(ot *olderTurn, i, j int) bool) {
+		for t := first; t < T; t++ {
+			ot := o.turns[t]
+			for i := range ot.msgs {
+				if !f(ot, i, off[t-first]+i) {
+					return
+				}
+			}
+		}
+	}
+	cut := minimal
+	if minimal {
+		// Every turn sent is at its least.
+		each(func(ot *olderTurn, i, j int) bool {
+			set(ot, i, j, compacted(ot, i), entryCompacted)
+			set(ot, i, j, shortened(ot, i), entryShortened)
+			return true
+		})
+		total += noticeReserve
+	} else {
+		// Results older than the window, or whose stored result has expired,
+		// are always sent as verdicts;
+		// then the recent ones, oldest first, while the step does not fit.
+		each(func(ot *olderTurn, i, j int) bool {
+			if ot.age[i] >= keep || expiredID(ot, i) {
+				set(ot, i, j, compacted(ot, i), entryCompacted)
+			}
+			return true
+		})
+		each(func(ot *olderTurn, i, j int) bool {
+			if total <= b.limit {
+				return false
+			}
+			set(ot, i, j, compacted(ot, i), entryCompacted)
+			return true
+		})
+		if total > b.limit && n > 0 {
+			total += noticeReserve
+			cut = true
+			// Older turns' texts, oldest turn first (a turn is shortened
+			// whole once begun).
+			for t := first; t < T && total > b.limit; t++ {
+				ot := o.turns[t]
+				for i := range ot.msgs {
+					set(ot, i, off[t-first]+i, shortened(ot, i), entryShortened)
+				}
+			}
+		}
+	}
+	if total > b.limit {
+		need := fixed
+		if cut {
+			need += noticeReserve
+		}
+		return nil, &ContextBudgetError{Model: b.model, Need: need, Limit: b.limit,
+			NeedTokens: b.tokens(need), MaxTokens: b.maxTokens, ByChars: b.maxChars > 0 && b.limit == b.maxChars}
+	}
+
+	// Assemble: the system messages, the notice, the older messages
+	// kept, the tail.
+	send := make([]Message, 0, len(in.system)+1+n+len(tail))
+	send = append(send, in.system...)
+	if cut {
+		send = append(send, Message{Role: RoleSystem, Content: notice(out.dropped, T, out.shortened)})
+	}
+	for t := first; t < T; t++ {
+		ot := o.turns[t]
+		for i, m := range ot.msgs {
+			switch state[off[t-first]+i] {
+			case entryCompacted:
+				m.Content = compacted(ot, i)
+			case entryShortened:
+				m.Content = shortened(ot, i)
+			default:
+				if ot.parts[i] != nil {
+					m.Content = toolResultText(*ot.parts[i])
+				}
+			}
+			send = append(send, m)
+		}
+	}
+	send = append(send, tail...)
+	// The report lists the newest compacted calls.
+	for t := T - 1; t >= first && len(out.compactedCalls) < maxReportedCalls; t-- {
+		ot := o.turns[t]
+		for i := len(ot.msgs) - 1; i >= 0 && len(out.compactedCalls) < maxReportedCalls; i-- {
+			if state[off[t-first]+i] == entryCompacted && ot.parts[i].ToolCallID != "" {
+				out.compactedCalls = append(out.compactedCalls, ot.parts[i].ToolCallID)
+			}
+		}
+	}
+	slices.Reverse(out.compactedCalls)
+	out.msgs = send
+	out.chars = in.toolChars
+	for i := range send {
+		out.chars += messageSize(&send[i])
+	}
+	return out, nil
+}
+
+// notice is the system message that says the conversation was shortened.
+func notice(dropped, turns, shortened int) string {
+	s := "Earlier parts of this conversation were shortened to fit the model's context:"
+	if dropped > 0 {
+		s += fmt.Sprintf(" the %d oldest of %d earlier turns are left out;", dropped, turns)
+	}
+	if shortened > 0 {
+		s += fmt.Sprintf(" %d older messages are cut short (marked %q);", shortened, shortenedMark)
+	}
+	return s + " older tool results appear as their verdicts. Ask the user, or call the tools again, for anything you no longer see."
+}
+
+// shortenedLen is the length of an older text once shortened, and
+// whether it is shortened at all.
+func shortenedLen(c string) (int, bool) {
+	if len(c) <= shortenTo+len(shortenedMark) {
+		return 0, false
+	}
+	return len(cutText(c, shortenTo)) + len(shortenedMark), true
+}
+
+// cutText is the first n bytes of s, cut at a character boundary.
+func cutText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// report is the step's data-context chunk.
+func (f *fitted) report(step int, b budget, reported int) stream.ContextReport {
+	r := stream.ContextReport{
+		Step: step, Model: b.model, Chars: f.chars, Tokens: b.tokens(f.chars),
+		CharsPerToken: math.Round(b.cpt*100) / 100, Calibrated: b.calibrated,
+		BudgetTokens: b.maxTokens, BudgetChars: b.limit, Messages: len(f.msgs),
+		Compacted: f.compacted, CompactedChars: f.compactedChars, CompactedCalls: f.compactedCalls,
+		Shortened: f.shortened, DroppedTurns: f.dropped, ReportedPromptTokens: reported,
+	}
+	if r.BudgetChars == math.MaxInt {
+		r.BudgetChars = 0
+	}
+	return r
+}
+
+// verdictCacheSize bounds the verdicts a runner keeps per generation.
+const verdictCacheSize = 8192
+
+// toolOverhead counts a tool definition's framing in characters.
+const toolOverhead = 48
+
+// fitStep builds the step's messages within the agent's budget on model.
+func (r *Runner) fitStep(st *turnState, def Definition, bound []boundTool, specs []ToolSpec, model string) (*fitted, budget, error) {
+	toolChars := 0
+	for _, t := range specs {
+		toolChars += toolOverhead + len(t.Name) + len(t.Description) + len(t.Parameters)
+	}
+	now := r.opt.Now()
+	st.mu.Lock()
+	var current *UIMessage
+	if len(st.msg.Parts) > 0 {
+		c := st.msg
+		c.Parts = append([]Part(nil), st.msg.Parts...)
+		current = &c
+	}
+	live := make(map[string]time.Time, len(st.Thread.Results))
+	for _, kr := range st.Thread.Results {
+		if kr.Expires.After(now) {
+			live[kr.ID] = kr.Expires
+		}
+	}
+	thread := st.Thread.Msgs
+	st.mu.Unlock()
+
+	cpt := st.cpt
+	if cpt == 0 {
+		if v, ok := r.calib.Load(model); ok {
+			cpt = v.(float64)
+		}
+	}
+	b := resolveBudget(def, model, cpt)
+	f, err := fit(fitInput{
+		system: r.systemMessages(def, bound), toolChars: toolChars,
+		thread: thread, current: current, budget: b,
+		expiry: func(id string) (time.Time, bool) {
+			t, ok := live[id]
+			return t, ok
+		},
+		verdict: r.verdicts.get,
+		memo:    &st.older,
+	})
+	return f, b, err
+}
+
+// calibrate learns the characters per token of model from the prompt
+// tokens the server reported for a step of chars characters.
+func (r *Runner) calibrate(st *turnState, b budget, chars int, u Usage) {
+	if u.PromptTokens <= 0 || chars <= 0 {
+		return
+	}
+	cpt := min(max(float64(chars)/float64(u.PromptTokens), 1), 8)
+	st.cpt, st.reported = cpt, u.PromptTokens
+	r.calib.Store(b.model, cpt)
+	if b.maxTokens > 0 && u.PromptTokens > b.maxTokens {
+		r.log.Warn("a step's prompt was over the context budget by the server's count; the estimate is calibrated from now on",
+			"model", b.model, "prompt_tokens", u.PromptTokens, "budget_tokens", b.maxTokens, "chars", chars)
+	}
+}

@@ -1,0 +1,181 @@
+// Package redisstore is the Redis agent.ThreadStore and
+// agent.DefinitionStore: threads and agent definitions edited over the
+// API, shared by every replica (a PATCH on one applies on the others from
+// their next read), within the same agent.Retention contract as the
+// embedded store.
+//
+// Keys, under the prefix: "thread:<key>" (the thread's JSON, trimmed by
+// Retention.Encode), "threads-of:<owner>" (a sorted set of the owner's
+// thread keys by last update, for MaxThreadsPerUser), "threads-by-age"
+// (all thread keys by last update, for Prune) and "agents" (a hash of
+// definitions by id; a deletion is kept as a tombstone). A put and its
+// pruning are one Lua script, so concurrent puts keep the bound exactly.
+// The scripts name keys they build, so this store needs a single Redis
+// (or one cluster slot), not a cluster.
+package redisstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl-dev/trawl/agent"
+)
+
+// Store is the Redis store of threads and definitions.
+type Store struct {
+	c      redis.UniversalClient
+	prefix string
+	ret    agent.Retention
+}
+
+var (
+	_ agent.ThreadStore     = (*Store)(nil)
+	_ agent.DefinitionStore = (*Store)(nil)
+)
+
+// New returns the store of client; every key begins with prefix.
+func New(client redis.UniversalClient, prefix string, ret agent.Retention) *Store {
+	return &Store{c: client, prefix: prefix, ret: ret.WithDefaults()}
+}
+
+// owner is the part of a thread key that names its owner (agent.ThreadKey
+// begins "u=<escaped user>;", and the escaping escapes ';').
+func owner(key string) string {
+	o, _, _ := strings.Cut(key, ";")
+	return o
+}
+
+// GetThread implements agent.ThreadStore.
+func (s *Store) GetThread(ctx context.Context, key string) (*agent.Thread, error) {
+	b, err := s.c.Get(ctx, s.prefix+"thread:"+key).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, agent.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("thread store: redis: %w", err)
+	}
+	t := new(agent.Thread)
+	if err := json.Unmarshal(b, t); err != nil {
+		return nil, fmt.Errorf("thread store: %w", err)
+	}
+	return t, nil
+}
+
+// putScript: KEYS thread, owner set, age set; ARGV JSON, score, key,
+// max per user, key prefix of threads.
+var putScript = redis.NewScript(`
+local isNew = redis.call('EXISTS', KEYS[1]) == 0
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+redis.call('ZADD', KEYS[3], ARGV[2], ARGV[3])
+local max = tonumber(ARGV[4])
+if not isNew or max <= 0 then return 0 end
+local excess = redis.call('ZCARD', KEYS[2]) - max
+if excess <= 0 then return 0 end
+local dropped = 0
+for _, k in ipairs(redis.call('ZRANGE', KEYS[2], 0, excess)) do
+  if dropped == excess then break end
+  if k ~= ARGV[3] then
+    redis.call('DEL', ARGV[5] .. k)
+    redis.call('ZREM', KEYS[2], k)
+    redis.call('ZREM', KEYS[3], k)
+    dropped = dropped + 1
+  end
+end
+return dropped`)
+
+// PutThread implements agent.ThreadStore.
+func (s *Store) PutThread(ctx context.Context, t *agent.Thread) error {
+	v, err := s.ret.Encode(t)
+	if err != nil {
+		return err
+	}
+	var score int64
+	if !t.Updated.IsZero() {
+		score = t.Updated.UnixNano()
+	}
+	err = putScript.Run(ctx, s.c, []string{s.prefix + "thread:" + t.Key, s.prefix + "threads-of:" + owner(t.Key), s.prefix + "threads-by-age"},
+		v, score, t.Key, s.ret.MaxThreadsPerUser, s.prefix+"thread:").Err()
+	if err != nil {
+		return fmt.Errorf("thread store: redis: %w", err)
+	}
+	return nil
+}
+
+// pruneScript: KEYS age set; ARGV cutoff, key prefix, owner set prefix.
+// Deletes at most 1,000 per call.
+var pruneScript = redis.NewScript(`
+local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1], 'LIMIT', 0, 1000)
+for _, k in ipairs(old) do
+  redis.call('DEL', ARGV[2] .. k)
+  redis.call('ZREM', KEYS[1], k)
+  local o = string.match(k, '^[^;]*')
+  redis.call('ZREM', ARGV[3] .. o, k)
+end
+return #old`)
+
+// Prune deletes the threads not updated within MaxAge and reports how
+// many.
+func (s *Store) Prune(ctx context.Context) (int, error) {
+	if s.ret.MaxAge <= 0 {
+		return 0, nil
+	}
+	cutoff := s.ret.Now().Add(-s.ret.MaxAge).UnixNano()
+	total := 0
+	for {
+		n, err := pruneScript.Run(ctx, s.c, []string{s.prefix + "threads-by-age"}, cutoff, s.prefix+"thread:", s.prefix+"threads-of:").Int()
+		if err != nil {
+			return total, fmt.Errorf("thread store: prune: redis: %w", err)
+		}
+		total += n
+		if n < 1000 {
+			return total, nil
+		}
+	}
+}
+
+// ListDefinitions implements agent.DefinitionStore, sorted by id.
+func (s *Store) ListDefinitions(ctx context.Context) ([]agent.Definition, error) {
+	m, err := s.c.HGetAll(ctx, s.prefix+"agents").Result()
+	if err != nil {
+		return nil, fmt.Errorf("agent store: redis: %w", err)
+	}
+	ids := make([]string, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var out []agent.Definition
+	for _, id := range ids {
+		var d agent.Definition
+		if err := json.Unmarshal([]byte(m[id]), &d); err != nil {
+			return nil, fmt.Errorf("agent store: %s: %w", id, err)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// PutDefinition implements agent.DefinitionStore.
+func (s *Store) PutDefinition(ctx context.Context, d agent.Definition) error {
+	v, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	if err := s.c.HSet(ctx, s.prefix+"agents", d.ID, v).Err(); err != nil {
+		return fmt.Errorf("agent store: redis: %w", err)
+	}
+	return nil
+}
+
+// DeleteDefinition implements agent.DefinitionStore: the deletion is kept
+// as a tombstone, so an agent from the config file stays deleted.
+func (s *Store) DeleteDefinition(ctx context.Context, id string) error {
+	return s.PutDefinition(ctx, agent.Definition{ID: id, Deleted: true})
+}

@@ -1,0 +1,74 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/agent/redisstore"
+	"github.com/trawl-dev/trawl/agent/storetest"
+	"github.com/trawl-dev/trawl/stream/redistest"
+)
+
+func TestStoreConforms(t *testing.T) {
+	c := redistest.Start(t).Client(t)
+	n := 0
+	storetest.Run(t, func(t *testing.T, ret agent.Retention) storetest.Store {
+		n++
+		return redisstore.New(c, fmt.Sprintf("t%d:", n), ret)
+	})
+}
+
+// An edit on one replica applies on another from its next read.
+func TestReplicasShare(t *testing.T) {
+	c := redistest.Start(t).Client(t)
+	a, b := redisstore.New(c, "p:", agent.Retention{}), redisstore.New(c, "p:", agent.Retention{})
+	ctx := context.Background()
+	if err := a.PutDefinition(ctx, agent.Definition{ID: "x", Name: "on A"}); err != nil {
+		t.Fatal(err)
+	}
+	defs, err := b.ListDefinitions(ctx)
+	if err != nil || len(defs) != 1 || defs[0].Name != "on A" {
+		t.Fatalf("B lists %v, %v", defs, err)
+	}
+	th := &agent.Thread{Key: agent.ThreadKey("u", "x", "c"), UserID: "u", Updated: time.Now()}
+	if err := a.PutThread(ctx, th); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.GetThread(ctx, th.Key); err != nil {
+		t.Fatal(err)
+	}
+	other := redisstore.New(c, "q:", agent.Retention{})
+	if _, err := other.GetThread(ctx, th.Key); !errors.Is(err, agent.ErrNotFound) {
+		t.Fatalf("another prefix sees the thread: %v", err)
+	}
+}
+
+func TestRedisRestart(t *testing.T) {
+	srv := redistest.Start(t)
+	s := redisstore.New(srv.Client(t), "", agent.Retention{})
+	ctx := context.Background()
+	th := &agent.Thread{Key: agent.ThreadKey("u", "x", "c"), UserID: "u", Updated: time.Now()}
+	srv.Stop()
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := s.PutThread(short, th); err == nil {
+		t.Error("PutThread with Redis down: no error")
+	}
+	if _, err := s.GetThread(short, th.Key); err == nil || errors.Is(err, agent.ErrNotFound) {
+		t.Errorf("GetThread with Redis down: %v, want a Redis error, not ErrNotFound", err)
+	}
+	if _, err := s.ListDefinitions(short); err == nil {
+		t.Error("ListDefinitions with Redis down: no error")
+	}
+	srv.Restart(t)
+	if err := s.PutThread(ctx, th); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetThread(ctx, th.Key); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,26 @@
+package storetest_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/agent/storetest"
+)
+
+func TestBoltStoreConforms(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, ret agent.Retention) storetest.Store {
+		db, err := bolt.Open(filepath.Join(t.TempDir(), "t.db"), 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		s, err := agent.NewBoltStore(db, ret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}

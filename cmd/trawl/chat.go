@@ -1,0 +1,550 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	sse "github.com/r3labs/sse/v2"
+	"golang.org/x/term"
+
+	"github.com/trawl-dev/trawl/loop"
+	"github.com/trawl-dev/trawl/loop/paginate"
+	"github.com/trawl-dev/trawl/stream"
+)
+
+// chat is a terminal chat client over trawl's stream. Each message
+// starts a turn with POST /v1/agents/{id}/chat; the turn is then read
+// from the resume endpoint (GET …/chat/{chatId}/stream) with r3labs/sse's
+// client, which reconnects with Last-Event-ID when the connection drops,
+// so a broken connection costs nothing but the reconnect. Without --url
+// the deployment runs in-process behind a loopback listener, so the same
+// code path serves both.
+func chat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flagSet("chat", stderr)
+	cfgPath := configFlag(fs)
+	baseURL := fs.String("url", "", "talk to the trawl server at `URL` (such as http://127.0.0.1:8080) instead of starting one")
+	key := fs.String("key", "", "with --url: the admin `KEY` or a user's session token (default $TRAWL_ADMIN_KEY)")
+	chatID := fs.String("chat", "", "continue the chat with this `ID` (default: a new chat)")
+	message := fs.String("message", "", "send `TEXT` as the only message, then exit (default: one message per line of stdin)")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) == 0:
+		return usagef("chat: name the agent: trawl chat AGENT [--config F | --url URL --key KEY]")
+	case len(pos) > 1:
+		return usagef("chat: unexpected argument %q (quote a message, or use --message)", pos[1])
+	case *baseURL != "" && *cfgPath != "":
+		return usagef("chat: --config starts a deployment, --url talks to a running one; give one of them")
+	case *baseURL == "" && *key != "":
+		return usagef("chat: --key goes with --url")
+	}
+	c := &chatClient{agent: pos[0], chat: *chatID, out: stdout, http: &http.Client{}}
+	if c.chat == "" {
+		c.chat = "cli_" + randomID(8)
+	}
+	if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		c.tty = true
+		c.width = func() int {
+			if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 0 {
+				return cols
+			}
+			return 80
+		}
+	}
+	if *baseURL != "" {
+		u, err := url.Parse(*baseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return usagef("chat: --url must be an http(s) URL such as http://127.0.0.1:8080, not %q", *baseURL)
+		}
+		c.base = strings.TrimSuffix(u.String(), "/")
+		c.key = *key
+		if c.key == "" {
+			c.key = os.Getenv("TRAWL_ADMIN_KEY")
+		}
+		if c.key == "" {
+			return usagef("chat: --url needs --key (or $TRAWL_ADMIN_KEY)")
+		}
+	} else {
+		stop, err := c.startLocal(ctx, *cfgPath, stderr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	if *message != "" {
+		return c.turn(ctx, *message)
+	}
+	in := bufio.NewScanner(stdin)
+	in.Buffer(make([]byte, 64<<10), 1<<20)
+	for {
+		if c.tty {
+			fmt.Fprint(c.out, "you> ")
+		}
+		if !in.Scan() {
+			return in.Err()
+		}
+		text := strings.TrimSpace(in.Text())
+		if text == "" {
+			continue
+		}
+		if err := c.turn(ctx, text); err != nil {
+			return err
+		}
+	}
+}
+
+// chatClient talks to one agent's chat.
+type chatClient struct {
+	base, key   string
+	agent, chat string
+	out         io.Writer
+	http        *http.Client
+	tty         bool
+	width       func() int // with tty
+	// streamURL, when set, replaces the resume URL (tests).
+	streamURL string
+}
+
+// startLocal runs the deployment in-process on a loopback port.
+func (c *chatClient) startLocal(ctx context.Context, cfgPath string, stderr io.Writer) (stop func(), err error) {
+	srv, done, err := openEphemeral(ctx, cfgPath, stderr)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		done()
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(sctx, ln)
+	}()
+	c.base, c.key = "http://"+ln.Addr().String(), srv.AdminKey()
+	return func() { cancel(); <-served; done() }, nil
+}
+
+func randomID(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (c *chatClient) agentURL(rest string) string {
+	return c.base + "/v1/agents/" + url.PathEscape(c.agent) + rest
+}
+
+// do sends one API request; a non-2xx answer becomes an error carrying
+// the API's message.
+func (c *chatClient) do(ctx context.Context, method, u string, body any) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.key)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("chat: %w", err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, apiError(resp)
+	}
+	return resp, nil
+}
+
+// apiError reads trawl's {"error":{"code","message"}}.
+func apiError(resp *http.Response) error {
+	var e struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
+		return fmt.Errorf("chat: %s (%s, HTTP %d)", e.Error.Message, e.Error.Code, resp.StatusCode)
+	}
+	return fmt.Errorf("chat: HTTP %d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+}
+
+// turn sends one user message and prints the agent's answer as it
+// streams.
+func (c *chatClient) turn(ctx context.Context, text string) error {
+	body := map[string]any{"id": c.chat, "messages": []any{map[string]any{
+		"id": "msg_" + randomID(8), "role": "user", "parts": []any{map[string]string{"type": "text", "text": text}},
+	}}}
+	resp, err := c.do(ctx, http.MethodPost, c.agentURL("/chat"), body)
+	if err != nil {
+		return err
+	}
+	// The turn runs detached from this request: it is read, like any
+	// resumed turn, from the resume endpoint.
+	resp.Body.Close()
+	return c.follow(ctx)
+}
+
+// errNoRun: the resume endpoint answered 204, no turn is running.
+var errNoRun = errors.New("no turn is running")
+
+// maxResumes bounds reconnects within one turn.
+const maxResumes = 20
+
+// follow prints the running turn from the resume endpoint until it ends.
+func (c *chatClient) follow(ctx context.Context) error {
+	u := c.streamURL
+	if u == "" {
+		u = c.agentURL("/chat/" + url.PathEscape(c.chat) + "/stream")
+	}
+	cl := sse.NewClient(u, sse.ClientMaxBufferSize(16<<20))
+	cl.Connection = c.http
+	cl.Headers["Authorization"] = "Bearer " + c.key
+	var stopErr error // a refusal that no reconnect can fix
+	cl.ResponseValidator = func(_ *sse.Client, resp *http.Response) error {
+		switch resp.StatusCode {
+		case http.StatusOK:
+			return nil
+		case http.StatusNoContent:
+			resp.Body.Close()
+			stopErr = errNoRun
+		default:
+			stopErr = apiError(resp)
+			resp.Body.Close()
+		}
+		return stopErr
+	}
+	strategy := &resumeBackoff{ctx: ctx, stop: func() bool { return stopErr != nil }}
+	cl.ReconnectStrategy = strategy
+	r := newChatRenderer(c)
+	for attempt := 0; ; attempt++ {
+		err := cl.SubscribeWithContext(ctx, "", r.event)
+		switch {
+		case r.done:
+			return r.result()
+		case ctx.Err() != nil:
+			r.interrupt()
+			return ctx.Err()
+		case errors.Is(stopErr, errNoRun):
+			// The turn ended while the connection was down: what was not
+			// printed yet is in the saved thread.
+			return c.finishFromThread(ctx, r)
+		case stopErr != nil:
+			return stopErr
+		case err != nil && strategy.spent():
+			return fmt.Errorf("chat: the stream broke and could not be resumed: %v", err)
+		case attempt >= maxResumes:
+			return fmt.Errorf("chat: the stream ended early %d times; giving up", attempt+1)
+		}
+		// The server ended the response before the turn's end: resume
+		// after the last event received (the client keeps its id).
+	}
+}
+
+// resumeBackoff is the reconnect strategy: soon, a bounded number of
+// times, never after a refusal or once ctx is done.
+type resumeBackoff struct {
+	ctx   context.Context
+	stop  func() bool
+	tries int
+}
+
+func (b *resumeBackoff) NextBackOff() time.Duration {
+	if b.stop() || b.ctx.Err() != nil || b.tries >= maxResumes {
+		return -1 // backoff.Stop
+	}
+	b.tries++
+	return time.Duration(min(b.tries-1, 10)) * 100 * time.Millisecond
+}
+
+func (b *resumeBackoff) Reset() {}
+
+func (b *resumeBackoff) spent() bool { return b.tries >= maxResumes || b.stop() }
+
+// finishFromThread prints the rest of the newest assistant message from
+// the saved thread: what the stream did not deliver before the turn ended.
+func (c *chatClient) finishFromThread(ctx context.Context, r *chatRenderer) error {
+	resp, err := c.do(ctx, http.MethodGet, c.agentURL("/chats/"+url.PathEscape(c.chat)), nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var msgs []struct {
+		Role  string `json:"role"`
+		Parts []struct {
+			Type       string          `json:"type"`
+			Text       string          `json:"text"`
+			ToolCallID string          `json:"toolCallId"`
+			ToolName   string          `json:"toolName"`
+			Input      json.RawMessage `json:"input"`
+			Output     json.RawMessage `json:"output"`
+			ErrorText  string          `json:"errorText"`
+		} `json:"parts"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&msgs); err != nil {
+		return fmt.Errorf("chat: reading the saved thread: %w", err)
+	}
+	if len(msgs) == 0 || msgs[len(msgs)-1].Role != "assistant" {
+		r.endLine()
+		return nil
+	}
+	printed := r.text.String()
+	at := 0
+	for _, p := range msgs[len(msgs)-1].Parts {
+		switch {
+		case p.Type == "text":
+			if rest := len(printed) - at; rest >= len(p.Text) {
+				at += len(p.Text)
+			} else {
+				r.print(p.Text[max(rest, 0):])
+				at = len(printed)
+				r.endLine()
+			}
+		case (strings.HasPrefix(p.Type, "tool-") || p.Type == "dynamic-tool") && p.ToolCallID != "" && !r.verdicts[p.ToolCallID]:
+			if _, seen := r.names[p.ToolCallID]; !seen {
+				name := p.ToolName
+				if name == "" {
+					name = strings.TrimPrefix(p.Type, "tool-")
+				}
+				r.toolInput(p.ToolCallID, name, p.Input)
+			}
+			if p.Output != nil {
+				r.verdict(p.ToolCallID, p.Output)
+			} else if p.ErrorText != "" {
+				r.toolError(p.ToolCallID, p.ErrorText)
+			}
+		}
+	}
+	r.endLine()
+	return nil
+}
+
+// chatRenderer prints one turn's chunks: text as it streams, one live
+// progress line per looping call, then its verdict.
+type chatRenderer struct {
+	c        *chatClient
+	text     strings.Builder // every text delta printed this turn
+	midLine  bool            // the cursor is after text on a line
+	progress string          // the tool call whose live line is drawn
+	frame    int
+	verdicts map[string]bool // tool calls whose verdict was printed
+	names    map[string]string
+	done     bool
+	err      error // an error chunk
+}
+
+func newChatRenderer(c *chatClient) *chatRenderer {
+	return &chatRenderer{c: c, verdicts: map[string]bool{}, names: map[string]string{}}
+}
+
+func (r *chatRenderer) result() error {
+	r.endLine()
+	return r.err
+}
+
+func (r *chatRenderer) print(s string) {
+	r.clearProgress()
+	fmt.Fprint(r.c.out, s)
+	r.text.WriteString(s)
+	r.midLine = !strings.HasSuffix(s, "\n")
+}
+
+func (r *chatRenderer) endLine() {
+	r.clearProgress()
+	if r.midLine {
+		fmt.Fprintln(r.c.out)
+		r.midLine = false
+	}
+}
+
+func (r *chatRenderer) line(s string) {
+	r.endLine()
+	fmt.Fprintln(r.c.out, s)
+}
+
+func (r *chatRenderer) clearProgress() {
+	if r.progress != "" && r.c.tty {
+		fmt.Fprint(r.c.out, "\r\033[K")
+	}
+	r.progress = ""
+}
+
+func (r *chatRenderer) interrupt() {
+	r.endLine()
+	fmt.Fprintln(r.c.out, "(interrupted; the turn goes on on the server — `trawl chat` with --chat "+r.c.chat+" continues the chat)")
+}
+
+func (r *chatRenderer) event(ev *sse.Event) {
+	if string(ev.Data) == stream.Done {
+		r.done = true
+		return
+	}
+	ch, err := stream.ParseChunk(ev.Data)
+	if err != nil {
+		return // a chunk this client does not know: nothing to print
+	}
+	switch ch := ch.(type) {
+	case stream.TextDelta:
+		r.print(ch.Delta)
+	case stream.TextEnd:
+		r.endLine()
+	case stream.ToolInputAvailable:
+		in, _ := json.Marshal(ch.Input)
+		r.toolInput(ch.ToolCallID, ch.ToolName, in)
+	case stream.ToolInputError:
+		r.line("✗ " + ch.ToolName + ": " + oneLine(ch.ErrorText))
+	case stream.Data:
+		if ch.Name == stream.ProgressName {
+			r.showProgress(ch)
+		}
+	case stream.ToolOutputAvailable:
+		out, _ := json.Marshal(ch.Output)
+		r.verdict(ch.ToolCallID, out)
+	case stream.ToolOutputError:
+		r.toolError(ch.ToolCallID, ch.ErrorText)
+	case stream.Abort:
+		r.line("(the turn was stopped)")
+	case stream.Error:
+		r.line("error: " + oneLine(ch.ErrorText))
+		r.err = fmt.Errorf("chat: the turn failed: %s", oneLine(ch.ErrorText))
+	}
+}
+
+func (r *chatRenderer) toolInput(id, name string, input json.RawMessage) {
+	r.names[id] = name
+	r.line(clip(fmt.Sprintf("→ %s %s", name, input), r.lineWidth()))
+}
+
+func (r *chatRenderer) lineWidth() int {
+	if r.c.tty {
+		return r.c.width()
+	}
+	return 0 // no limit
+}
+
+func (r *chatRenderer) showProgress(d stream.Data) {
+	var p stream.Progress
+	b, _ := json.Marshal(d.Data)
+	if json.Unmarshal(b, &p) != nil {
+		return
+	}
+	lp := loop.Progress{Progress: paginate.Progress{
+		Page: p.Page, PagesMax: p.PagesMax, Items: p.Items, Requests: p.Requests, RequestsMax: p.RequestsMax,
+		Elapsed: time.Duration(p.ElapsedMs) * time.Millisecond, Total: p.Total,
+	}}
+	if fe := p.ForEach; fe != nil {
+		lp.ForEach = &loop.ForEachProgress{Key: fe.Key, Value: fe.Value, Index: fe.Index, Total: fe.Total}
+	}
+	if !r.c.tty {
+		r.endLine()
+		fmt.Fprintln(r.c.out, "  … "+progressText(lp, 0))
+		return
+	}
+	r.endLine()
+	r.frame++
+	fmt.Fprint(r.c.out, "\r\033[K  "+progressLine(lp, r.c.width()-2, r.frame))
+	r.progress = d.ID
+}
+
+func (r *chatRenderer) toolError(id, text string) {
+	r.verdicts[id] = true
+	r.line("  ✗ " + r.names[id] + " failed: " + oneLine(text))
+}
+
+// verdict prints a tool result's verdict: the boundary statement's
+// completion (complete · partial · unstable · single response), with
+// _pagingComplete as the fallback, and the counts.
+func (r *chatRenderer) verdict(id string, output json.RawMessage) {
+	r.verdicts[id] = true
+	r.line("  " + verdictLine(r.names[id], output))
+}
+
+// verdictLine summarises a tool output in one line.
+func verdictLine(name string, output json.RawMessage) string {
+	var env struct {
+		Complete  *bool  `json:"_pagingComplete"`
+		StoppedBy string `json:"_stoppedBy"`
+		ResultID  string `json:"_resultId"`
+		Truncated bool   `json:"_truncated"`
+		Shown     int    `json:"_shownItems"`
+		Total     int    `json:"_totalItems"`
+		Boundary  *struct {
+			Completion string `json:"completion"`
+			Records    *int   `json:"records"`
+			Pages      *int   `json:"pages"`
+			Requests   *int   `json:"requests"`
+			StopReason string `json:"stopReason"`
+		} `json:"_boundary"`
+	}
+	_ = json.Unmarshal(output, &env)
+	completion := ""
+	if env.Boundary != nil {
+		completion = env.Boundary.Completion
+	}
+	if completion == "" && env.Complete != nil {
+		completion = "partial"
+		if *env.Complete {
+			completion = "complete"
+		}
+	}
+	mark := map[string]string{"complete": "✓", "partial": "!", "unstable": "~", "single_response": "·", "": "✓"}[completion]
+	if mark == "" {
+		mark = "?"
+	}
+	words := strings.ReplaceAll(completion, "_", " ")
+	if words == "" {
+		words = "done"
+	}
+	parts := []string{fmt.Sprintf("%s %s: %s", mark, name, words)}
+	if b := env.Boundary; b != nil {
+		if b.Records != nil {
+			parts = append(parts, fmt.Sprintf("%d records", *b.Records))
+		}
+		if b.Pages != nil {
+			parts = append(parts, fmt.Sprintf("%d pages", *b.Pages))
+		}
+		if b.Requests != nil {
+			parts = append(parts, fmt.Sprintf("%d requests", *b.Requests))
+		}
+	}
+	if env.StoppedBy != "" {
+		parts = append(parts, "stopped by "+env.StoppedBy)
+	}
+	if env.Truncated {
+		parts = append(parts, fmt.Sprintf("%d of %d rows shown, the rest stored as %s", env.Shown, env.Total, env.ResultID))
+	}
+	return strings.Join(parts, " · ")
+}
+
+// clip shortens s to width runes (no limit when width <= 0).
+func clip(s string, width int) string {
+	r := []rune(s)
+	if width <= 0 || len(r) < width {
+		return s
+	}
+	return string(r[:max(width-2, 1)]) + "…"
+}

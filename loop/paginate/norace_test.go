@@ -1,0 +1,5 @@
+//go:build !race
+
+package paginate
+
+const raceEnabled = false

@@ -1,0 +1,152 @@
+// Package redisstore holds the Redis backends of the web package's state:
+// sessions (Sessions, a web.SessionStore for web's own session type) and
+// the plain keyed records web keeps in bbolt buckets today — workflow
+// definitions, workflow runs, sealed connection tokens (Bucket). It
+// imports nothing of web, so web and the deployment can both use it.
+package redisstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Bucket is a named set of records by key, like a bbolt bucket: one Redis
+// hash "<prefix>bucket:<name>". Values are opaque bytes (sealed
+// connection tokens stay sealed: the key that opens them never reaches
+// Redis).
+type Bucket struct {
+	c   redis.UniversalClient
+	key string
+}
+
+// NewBucket returns the bucket name of client under prefix.
+func NewBucket(client redis.UniversalClient, prefix, name string) *Bucket {
+	return &Bucket{c: client, key: prefix + "bucket:" + name}
+}
+
+// Put stores v under k, replacing what was there.
+func (b *Bucket) Put(ctx context.Context, k string, v []byte) error {
+	if err := b.c.HSet(ctx, b.key, k, v).Err(); err != nil {
+		return fmt.Errorf("%s: redis: %w", b.key, err)
+	}
+	return nil
+}
+
+// Get returns the value under k; ok is false when there is none.
+func (b *Bucket) Get(ctx context.Context, k string) (v []byte, ok bool, err error) {
+	v, err = b.c.HGet(ctx, b.key, k).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: redis: %w", b.key, err)
+	}
+	return v, true, nil
+}
+
+// Delete removes k and reports whether it was there.
+func (b *Bucket) Delete(ctx context.Context, k string) (bool, error) {
+	n, err := b.c.HDel(ctx, b.key, k).Result()
+	if err != nil {
+		return false, fmt.Errorf("%s: redis: %w", b.key, err)
+	}
+	return n > 0, nil
+}
+
+// ForEach calls fn for every record in key order (as bbolt does), stopping
+// at fn's first error. It reads the hash in batches (HSCAN), so a large
+// bucket never arrives in one reply.
+func (b *Bucket) ForEach(ctx context.Context, fn func(k string, v []byte) error) error {
+	all := map[string]string{}
+	var cursor uint64
+	for {
+		kv, next, err := b.c.HScan(ctx, b.key, cursor, "", 500).Result()
+		if err != nil {
+			return fmt.Errorf("%s: redis: %w", b.key, err)
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			all[kv[i]] = kv[i+1]
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	keys := make([]string, 0, len(all))
+	for k := range all {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if err := fn(k, []byte(all[k])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Sessions keeps sessions of type T (web's session record) by token
+// hash: the key "<prefix>session:<hash>" holds T's JSON and expires when
+// the session does, so an expired session is simply gone on every
+// replica. Sessions[T] has web.SessionStore's methods.
+type Sessions[T any] struct {
+	c       redis.UniversalClient
+	prefix  string
+	expires func(T) time.Time
+}
+
+// NewSessions returns the session store of client; expires reads a
+// session's expiry.
+func NewSessions[T any](client redis.UniversalClient, prefix string, expires func(T) time.Time) *Sessions[T] {
+	return &Sessions[T]{c: client, prefix: prefix + "session:", expires: expires}
+}
+
+// PutSession stores s under hash until it expires.
+func (s *Sessions[T]) PutSession(ctx context.Context, hash string, sess T) error {
+	v, err := json.Marshal(sess)
+	if err != nil {
+		return err
+	}
+	exp := s.expires(sess)
+	if time.Until(exp) <= 0 {
+		return s.DeleteSession(ctx, hash)
+	}
+	_, err = s.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, s.prefix+hash, v, 0)
+		p.PExpireAt(ctx, s.prefix+hash, exp)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("session store: redis: %w", err)
+	}
+	return nil
+}
+
+// GetSession returns the session under hash; found is false when there is
+// none (never stored, expired or deleted).
+func (s *Sessions[T]) GetSession(ctx context.Context, hash string) (sess T, found bool, err error) {
+	v, err := s.c.Get(ctx, s.prefix+hash).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return sess, false, nil
+	}
+	if err != nil {
+		return sess, false, fmt.Errorf("session store: redis: %w", err)
+	}
+	if err := json.Unmarshal(v, &sess); err != nil {
+		return sess, false, fmt.Errorf("session store: %w", err)
+	}
+	return sess, true, nil
+}
+
+// DeleteSession removes the session under hash.
+func (s *Sessions[T]) DeleteSession(ctx context.Context, hash string) error {
+	if err := s.c.Del(ctx, s.prefix+hash).Err(); err != nil {
+		return fmt.Errorf("session store: redis: %w", err)
+	}
+	return nil
+}

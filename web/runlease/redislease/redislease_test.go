@@ -1,0 +1,111 @@
+package redislease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl-dev/trawl/stream/redistest"
+	"github.com/trawl-dev/trawl/web/runlease"
+	"github.com/trawl-dev/trawl/web/runlease/redislease"
+	"github.com/trawl-dev/trawl/web/runlease/runleasetest"
+)
+
+func TestRegistryConforms(t *testing.T) {
+	srv := redistest.Start(t)
+	n := 0
+	runleasetest.Run(t, func(t *testing.T, lease time.Duration) (runlease.Registry, runlease.Registry) {
+		n++
+		prefix := fmt.Sprintf("t%d:", n)
+		// Two replicas: two clients, two registries.
+		a := redislease.New(srv.Client(t), prefix, lease)
+		b := redislease.New(srv.Client(t), prefix, lease)
+		t.Cleanup(func() { a.Close(); b.Close() })
+		return a, b
+	})
+}
+
+// A replica that dies holding a run stops renewing: the run is observed
+// as ended on another replica within the lease, and the key is free.
+func TestDeadHolderEndsWithinLease(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	const leaseFor = 400 * time.Millisecond
+	dying := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	a := redislease.New(dying, "p:", leaseFor)
+	b := redislease.New(srv.Client(t), "p:", leaseFor)
+	defer b.Close()
+	if _, err := a.Acquire(ctx, "chat", "run1"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(leaseFor) // renewed at least once
+	dying.Close()        // the replica is gone: no renewal, no release
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := b.Wait(wctx, "chat", "run1"); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > leaseFor+200*time.Millisecond {
+		t.Errorf("observed ended after %v, lease %v", el, leaseFor)
+	}
+	if _, err := b.Acquire(ctx, "chat", "run2"); err != nil {
+		t.Fatalf("the dead run's key is not free: %v", err)
+	}
+}
+
+// Redis down: Acquire, Stop and Active fail clearly; a holder that cannot
+// renew for a whole lease loses its claim (Done closes with ErrLost);
+// after the restart everything works again.
+func TestRedisRestart(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	const leaseFor = 300 * time.Millisecond
+	r := redislease.New(srv.Client(t), "", leaseFor)
+	defer r.Close()
+	l, err := r.Acquire(ctx, "chat", "run1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	select {
+	case <-l.Done():
+		if !errors.Is(l.Err(), runlease.ErrLost) {
+			t.Errorf("Err: %v, want ErrLost", l.Err())
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("a holder that cannot renew kept its claim")
+	}
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := r.Acquire(short, "other", "run2"); err == nil || errors.Is(err, runlease.ErrHeld) {
+		t.Errorf("Acquire with Redis down: %v, want a Redis error", err)
+	}
+	if _, err := r.Stop(short, "chat"); err == nil {
+		t.Error("Stop with Redis down: no error")
+	}
+	if _, err := r.Active(short, "chat"); err == nil {
+		t.Error("Active with Redis down: no error")
+	}
+	srv.Restart(t)
+	l2, err := r.Acquire(ctx, "chat", "run3")
+	if err != nil {
+		t.Fatalf("Acquire after restart: %v", err)
+	}
+	// The subscription reconnected: a stop still arrives at once.
+	time.Sleep(200 * time.Millisecond)
+	if ok, err := r.Stop(ctx, "chat"); !ok || err != nil {
+		t.Fatalf("Stop after restart: %v, %v", ok, err)
+	}
+	select {
+	case <-l2.Done():
+	case <-time.After(time.Second):
+		t.Fatal("stop after restart not delivered within 1 s")
+	}
+	l.Release(ctx)
+	l2.Release(ctx)
+}

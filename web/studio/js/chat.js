@@ -1,0 +1,455 @@
+// Chat: talk to an agent on trawl's own stream (POST
+// /v1/agents/{id}/chat, the AI SDK UI message stream). Text streams in;
+// every tool call is a card with its arguments, the live progress line,
+// then the verdict, the boundary statement and the result's rows. The
+// thread list resumes a running turn (GET …/chat/{chatId}/stream, with
+// Last-Event-ID after a broken connection) and Stop ends it.
+
+import { call, openStream, readEvents, seg } from './api.js';
+import { banner, errorText, h, loading } from './dom.js';
+import { markdown } from './markdown.js';
+import { boundaryTable, completionOf, progressView, rowsView, verdictBadge } from './verdict.js';
+
+const PENDING = 'trawl.studio.pending.';
+// A broken connection is resumed this many times within one turn.
+const RESUMES = 5;
+
+function newChatId() {
+  const b = new Uint8Array(6);
+  crypto.getRandomValues(b);
+  return `studio-${[...b].map((x) => x.toString(16).padStart(2, '0')).join('')}`;
+}
+
+function pendingKey(agent, chat) {
+  return `${PENDING}${agent}/${chat}`;
+}
+
+export function chatView({ navigate }) {
+  const agentSel = h('select', { id: 'chat-agent', class: 'input' });
+  const newChat = h('button', { type: 'button', id: 'chat-new', class: 'button small' }, 'New chat');
+  const threads = h('ul', { id: 'chat-threads', class: 'thread-list', role: 'list' });
+  const title = h('h1', { id: 'chat-title', class: 'chat-title' }, 'Chat');
+  const modelNote = h('div', { id: 'chat-model' });
+  const log = h('ol', { id: 'chat-log', class: 'chat-log', 'aria-live': 'polite', 'aria-label': 'Conversation' });
+  const input = h('textarea', {
+    id: 'chat-input', class: 'input chat-input', rows: '2', placeholder: 'Ask the agent…', 'aria-label': 'Message',
+  });
+  const send = h('button', { type: 'submit', id: 'chat-send', class: 'button primary' }, 'Send');
+  const stop = h('button', { type: 'button', id: 'chat-stop', class: 'button', hidden: true }, 'Stop');
+  const state = h('span', { id: 'chat-state', class: 'muted', role: 'status' });
+  const form = h('form', { id: 'chat-form', class: 'chat-form', novalidate: true }, input, h('div', { class: 'chat-actions' }, state, stop, send));
+  const el = h('div', { class: 'layout-chat' },
+    h('nav', { class: 'sidebar chat-side', 'aria-label': 'Chats' },
+      h('label', { class: 'field-label', for: 'chat-agent' }, 'Agent'), agentSel,
+      h('div', { class: 'thread-head' }, h('h2', { class: 'sidebar-title' }, 'Threads'), newChat),
+      threads),
+    h('section', { class: 'chat-main', 'aria-labelledby': 'chat-title' },
+      h('header', { class: 'chat-head' }, title, modelNote),
+      log, form));
+
+  let agents = null;
+  let info = null;
+  let agent = '';
+  let chat = '';
+  let seq = 0;
+  let turn = null; // {controller, msg} while a turn streams here
+
+  agentSel.addEventListener('change', () => navigate(`#/chat/${encodeURIComponent(agentSel.value)}`));
+  newChat.addEventListener('click', () => navigate(`#/chat/${encodeURIComponent(agent)}/${encodeURIComponent(newChatId())}`));
+  input.addEventListener('keydown', (ev) => {
+    if (ev.key === 'Enter' && !ev.shiftKey) {
+      ev.preventDefault();
+      form.requestSubmit();
+    }
+  });
+
+  function setRunning(on, words) {
+    send.disabled = on;
+    stop.hidden = !on;
+    state.textContent = words || '';
+    el.dataset.running = String(on);
+  }
+
+  async function loadThreads() {
+    try {
+      const r = await call('GET', `agents/${seg(agent)}/chats`);
+      const chats = r.data.chats || [];
+      threads.replaceChildren(...chats.map((c) => h('li', null,
+        h('a', {
+          class: 'thread-link', href: `#/chat/${encodeURIComponent(agent)}/${encodeURIComponent(c.chatId)}`,
+          'aria-current': c.chatId === chat ? 'page' : null, dataset: { chatId: c.chatId },
+        },
+        h('span', { class: 'thread-title' }, c.title || c.chatId),
+        h('span', { class: 'thread-meta' }, c.active ? h('span', { class: 'badge running' }, 'running') : null,
+          c.messages ? ` ${c.messages} messages` : '')))));
+      if (!chats.length) threads.replaceChildren(h('li', { class: 'muted' }, 'No threads yet.'));
+    } catch (err) {
+      threads.replaceChildren(h('li', { class: 'inline-error' }, errorText(err)));
+    }
+  }
+
+  function showModel() {
+    const m = info && info.model;
+    if (m && m.provider === 'replay') {
+      modelNote.replaceChildren(banner('info', h('strong', null, 'Replay model. '),
+        `The answers are recorded${m.transcript ? ` (“${m.transcript}”)` : ''}; the tool calls run live. `,
+        'When a binding changes what a recorded call does, the answer says so.'));
+    } else if (m && m.provider === '') {
+      modelNote.replaceChildren(banner('error', 'No model is configured: chat is unavailable (set model in the config, or OPENAI_API_KEY).'));
+    } else modelNote.replaceChildren(m ? h('p', { class: 'muted' }, `Model: ${m.name || m.provider}`) : null);
+  }
+
+  async function update(arg) {
+    const my = ++seq;
+    if (!agents) {
+      log.replaceChildren(h('li', null, loading('agents')));
+      try {
+        [agents, info] = await Promise.all([call('GET', 'agents').then((r) => r.data.agents || []), call('GET', 'info').then((r) => r.data)]);
+      } catch (err) {
+        if (my !== seq) return;
+        log.replaceChildren(h('li', null, banner('error', `Could not load the agents: ${errorText(err)}`)));
+        return;
+      }
+      if (my !== seq) return;
+      agentSel.replaceChildren(...agents.map((a) => h('option', { value: a.id }, a.name ? `${a.name} (${a.id})` : a.id)));
+      showModel();
+    }
+    const [a, c] = (arg || '').split('/');
+    if (!a || !agents.some((x) => x.id === a)) {
+      if (agents.length) navigate(`#/chat/${encodeURIComponent(agents[0].id)}`, true);
+      else log.replaceChildren(h('li', null, banner('info', 'No agents are defined.')));
+      return;
+    }
+    if (!c) {
+      navigate(`#/chat/${encodeURIComponent(a)}/${encodeURIComponent(newChatId())}`, true);
+      return;
+    }
+    if (turn) turn.controller.abort(); // leave the old chat's stream (its turn goes on)
+    turn = null;
+    agent = a;
+    chat = c;
+    agentSel.value = a;
+    const def = agents.find((x) => x.id === a);
+    title.textContent = def.name || def.id;
+    setRunning(false);
+    loadThreads();
+    log.replaceChildren();
+    let msgs = [];
+    try {
+      msgs = (await call('GET', `agents/${seg(agent)}/chats/${seg(chat)}`)).data || [];
+    } catch (err) {
+      if (err.status !== 404) log.append(h('li', null, banner('error', `Could not load the thread: ${errorText(err)}`)));
+    }
+    if (my !== seq) return;
+    const shown = msgs.map((m) => ({ role: m.role, text: textOf(m), el: m.role === 'user' ? userMessage(textOf(m)) : assistantFromParts(m) }));
+    for (const s of shown) log.append(s.el);
+    if (!msgs.length) log.append(h('li', { class: 'chat-empty muted' }, 'Ask the agent something. Tool calls show their progress, verdict and rows here.'));
+    resume(my, shown);
+  }
+
+  function textOf(m) {
+    return (m.parts || []).filter((p) => p.type === 'text').map((p) => p.text).join('');
+  }
+
+  // resume reattaches to a turn running on the server, if any. The
+  // stream replays the running turn from its start, so what the saved
+  // thread already holds of it (the server saves the user message and
+  // each step as the turn goes) is taken off the page first.
+  async function resume(my, shown) {
+    const controller = new AbortController();
+    let res;
+    try {
+      res = await openStream('GET', `agents/${seg(agent)}/chat/${seg(chat)}/stream`, undefined, { signal: controller.signal });
+    } catch (err) {
+      if (err.name !== 'AbortError') state.textContent = `Could not check for a running turn: ${errorText(err)}`;
+      return;
+    }
+    if (my !== seq) {
+      controller.abort();
+      return;
+    }
+    if (res.status === 204) {
+      sessionStorage.removeItem(pendingKey(agent, chat));
+      return;
+    }
+    const pending = sessionStorage.getItem(pendingKey(agent, chat));
+    log.querySelector('.chat-empty')?.remove();
+    let lastUser = -1;
+    shown.forEach((s, i) => {
+      if (s.role === 'user') lastUser = i;
+    });
+    if (pending && (lastUser < 0 || shown[lastUser].text !== pending)) {
+      log.append(userMessage(pending)); // a store that saves at the turn's end
+    } else {
+      for (const s of shown.slice(lastUser + 1)) s.el.remove();
+    }
+    follow(res, controller, 'Resumed a running turn…');
+  }
+
+  // follow reads a turn's stream into a new assistant message, resuming
+  // after a broken connection with Last-Event-ID.
+  async function follow(res, controller, words) {
+    const msg = assistantMessage();
+    log.append(msg.el);
+    turn = { controller, msg };
+    setRunning(true, words);
+    let lastId = '';
+    let ended = false;
+    let tries = 0;
+    const a = agent;
+    const c = chat;
+    try {
+      for (;;) {
+        ended = await readEvents(res, (ev) => {
+          if (ev.id) lastId = ev.id;
+          if (ev.data !== '[DONE]') msg.chunk(ev.data);
+        });
+        if (ended || controller.signal.aborted) break;
+        if (++tries > RESUMES) {
+          msg.note('error', 'The connection broke and could not be resumed.');
+          break;
+        }
+        state.textContent = 'Connection lost; resuming…';
+        res = await openStream('GET', `agents/${seg(a)}/chat/${seg(c)}/stream`, undefined, { signal: controller.signal, lastEventId: lastId });
+        if (res.status === 204) {
+          msg.note('info', 'The turn ended while the connection was down; reload the thread to see all of it.');
+          break;
+        }
+      }
+    } catch (err) {
+      if (err.name !== 'AbortError') msg.note('error', errorText(err));
+    }
+    if (turn && turn.controller === controller) {
+      turn = null;
+      setRunning(false, ended ? '' : state.textContent);
+      if (ended) sessionStorage.removeItem(pendingKey(a, c));
+      msg.finish();
+      if (a === agent && c === chat) loadThreads();
+    }
+  }
+
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const text = input.value.trim();
+    if (!text || turn) return;
+    input.value = '';
+    log.querySelector('.chat-empty')?.remove();
+    log.append(userMessage(text));
+    sessionStorage.setItem(pendingKey(agent, chat), text);
+    const controller = new AbortController();
+    setRunning(true, 'Sending…');
+    const mid = `msg-${Date.now().toString(36)}`;
+    let res;
+    try {
+      res = await openStream('POST', `agents/${seg(agent)}/chat`, {
+        id: chat, trigger: 'submit-message', messages: [{ id: mid, role: 'user', parts: [{ type: 'text', text }] }],
+      }, { signal: controller.signal });
+    } catch (err) {
+      setRunning(false);
+      sessionStorage.removeItem(pendingKey(agent, chat));
+      log.append(h('li', null, banner('error', `Not sent: ${errorText(err)}`)));
+      return;
+    }
+    follow(res, controller, 'Streaming…');
+  });
+
+  stop.addEventListener('click', async () => {
+    stop.disabled = true;
+    state.textContent = 'Stopping…';
+    try {
+      await call('POST', `agents/${seg(agent)}/chat/${seg(chat)}/stop`);
+    } catch (err) {
+      state.textContent = `Could not stop: ${errorText(err)}`;
+    } finally {
+      stop.disabled = false;
+    }
+  });
+
+  function userMessage(text) {
+    return h('li', { class: 'msg msg-user' }, h('p', { class: 'msg-role' }, 'You'), h('div', { class: 'msg-body' }, text));
+  }
+
+  // assistantMessage renders a streamed assistant message chunk by chunk.
+  function assistantMessage() {
+    const body = h('div', { class: 'msg-body' });
+    const el = h('li', { class: 'msg msg-assistant', dataset: { state: 'streaming' } }, h('p', { class: 'msg-role' }, 'Agent'), body);
+    const texts = new Map(); // text id → {el, text}
+    const cards = new Map(); // toolCallId → card
+    let context = null;
+    const scope = { agent_id: agent, chat_id: chat };
+    const card = (id, name) => {
+      if (!cards.has(id)) {
+        const c = toolCard(id, name, scope);
+        cards.set(id, c);
+        body.append(c.el);
+      }
+      return cards.get(id);
+    };
+    return {
+      el,
+      chunk(ch) {
+        switch (ch.type) {
+          case 'text-start': {
+            const t = { el: h('div', { class: 'msg-text' }), text: '' };
+            texts.set(ch.id, t);
+            body.append(t.el);
+            break;
+          }
+          case 'text-delta': {
+            const t = texts.get(ch.id);
+            if (!t) break;
+            t.text += ch.delta;
+            t.el.replaceChildren(...markdown(t.text));
+            break;
+          }
+          case 'reasoning-delta':
+            break; // reasoning is not shown
+          case 'tool-input-start':
+            card(ch.toolCallId, ch.toolName);
+            break;
+          case 'tool-input-available':
+            card(ch.toolCallId, ch.toolName).input(ch.input);
+            break;
+          case 'tool-input-error':
+            card(ch.toolCallId, ch.toolName).input(ch.input);
+            card(ch.toolCallId, ch.toolName).error(ch.errorText);
+            break;
+          case 'data-tool-loop-progress':
+            if (ch.data) card(ch.id, ch.data.toolName).progress(ch.data);
+            break;
+          case 'tool-output-available':
+            card(ch.toolCallId, '').output(ch.output);
+            break;
+          case 'tool-output-error':
+            card(ch.toolCallId, '').error(ch.errorText);
+            break;
+          case 'data-context':
+            if (!context) {
+              context = h('div', { class: 'context-meter', 'data-context': '' });
+              el.insertBefore(context, body);
+            }
+            context.replaceChildren(contextMeter(ch.data));
+            break;
+          case 'abort':
+            this.note('info', 'Stopped.');
+            el.dataset.state = 'stopped';
+            break;
+          case 'error':
+            this.note('error', ch.errorText || 'The turn failed.');
+            break;
+          default:
+        }
+      },
+      note(kind, text) {
+        body.append(h('p', { class: ['msg-note', kind === 'error' ? 'inline-error' : 'muted'] }, text));
+      },
+      finish() {
+        if (el.dataset.state === 'streaming') el.dataset.state = 'done';
+        for (const c of cards.values()) c.settle();
+      },
+    };
+  }
+
+  // assistantFromParts renders a saved assistant message.
+  function assistantFromParts(m) {
+    const msg = assistantMessage();
+    let n = 0;
+    for (const p of m.parts || []) {
+      if (p.type === 'text') {
+        const id = `saved-${n++}`;
+        msg.chunk({ type: 'text-start', id });
+        msg.chunk({ type: 'text-delta', id, delta: p.text });
+      } else if (p.type === 'dynamic-tool' || p.type.startsWith('tool-')) {
+        const name = p.toolName || p.type.replace(/^tool-/, '');
+        msg.chunk({ type: 'tool-input-available', toolCallId: p.toolCallId, toolName: name, input: p.input });
+        if (p.state === 'output-available') msg.chunk({ type: 'tool-output-available', toolCallId: p.toolCallId, output: p.output });
+        if (p.state === 'output-error') msg.chunk({ type: 'tool-output-error', toolCallId: p.toolCallId, errorText: p.errorText });
+      }
+    }
+    msg.finish();
+    return msg.el;
+  }
+
+  // toolCard is one tool call: arguments, the live progress line, then
+  // the verdict, the boundary statement and the rows.
+  function toolCard(callId, toolName, scope) {
+    const name = h('span', { class: 'tc-name' }, toolName || 'tool');
+    const badge = h('span', { class: 'tc-badge' }, h('span', { class: ['pill', 'pill-running'] }, 'Running'));
+    const trace = h('a', {
+      class: 'tc-trace', href: `#/activity/${encodeURIComponent(`agent=${scope.agent_id}&chat=${scope.chat_id}&call=${callId}`)}`,
+    }, 'Trace');
+    const args = h('details', { class: 'tc-args' }, h('summary', null, 'Arguments'), h('pre', { class: 'json' }));
+    const prog = progressView();
+    const result = h('div', { class: 'tc-result' });
+    const el = h('article', { class: 'tool-call', dataset: { toolCallId: callId, state: 'running' }, 'aria-label': `Tool call ${toolName}` },
+      h('header', { class: 'tc-head' }, name, badge, trace),
+      args, prog.el, result);
+    let input = {};
+    return {
+      el,
+      input(v) {
+        input = v || {};
+        args.querySelector('pre').textContent = JSON.stringify(input, null, 2);
+      },
+      progress(p) {
+        if (p.toolName && name.textContent === 'tool') name.textContent = p.toolName;
+        prog.update(p);
+      },
+      output(out) {
+        el.dataset.state = 'done';
+        prog.done();
+        const env = out && typeof out === 'object' ? out : {};
+        const c = completionOf(env);
+        badge.replaceChildren(c ? verdictBadge(env) : h('span', { class: ['pill', 'pill-none'], dataset: { verdict: 'none' } }, 'Done'));
+        el.dataset.verdict = c || 'none';
+        const fields = Array.isArray(input._fields) ? input._fields : null;
+        result.replaceChildren(
+          env._note ? h('p', { class: 'note' }, env._note) : null,
+          env._boundary ? h('details', { class: 'tc-boundary' }, h('summary', null, 'Boundary statement'), boundaryTable(env._boundary)) : null,
+          rowsView(env, { scope, fields, callFilter: input._filter }));
+      },
+      error(text) {
+        el.dataset.state = 'error';
+        prog.done();
+        badge.replaceChildren(h('span', { class: ['pill', 'pill-failed'], dataset: { verdict: 'failed' } }, 'Failed'));
+        result.replaceChildren(h('p', { class: 'inline-error' }, text));
+      },
+      settle() {
+        if (el.dataset.state === 'running') {
+          el.dataset.state = 'stopped';
+          prog.done();
+          badge.replaceChildren(h('span', { class: ['pill', 'pill-none'] }, 'No result'));
+        }
+      },
+    };
+  }
+
+  return {
+    el,
+    update,
+    destroy: () => {
+      if (turn) turn.controller.abort();
+    },
+  };
+}
+
+// contextMeter shows a data-context chunk: what was sent against the
+// budget, for each count it carries.
+function contextMeter(data) {
+  const d = data && typeof data === 'object' ? data : {};
+  const rows = [];
+  for (const unit of ['tokens', 'chars']) {
+    const sent = d[`${unit}Sent`] ?? d[unit] ?? (d.sent && d.sent[unit]);
+    const budget = d[`${unit}Budget`] ?? (d.budget && d.budget[unit]);
+    if (typeof sent === 'number') {
+      rows.push(h('div', { class: 'meter-row' },
+        h('span', { class: 'meter-label' }, `Context ${unit}`),
+        typeof budget === 'number' && budget > 0 ? h('meter', { min: '0', max: String(budget), value: String(sent) }) : null,
+        h('span', { class: 'muted' }, typeof budget === 'number' ? `${sent} of ${budget}` : String(sent))));
+    }
+  }
+  if (!rows.length) {
+    rows.push(h('span', { class: 'muted' }, Object.entries(d).map(([k, v]) => `${k}: ${typeof v === 'object' ? JSON.stringify(v) : v}`).join(' · ')));
+  }
+  return h('div', { class: 'meter' }, rows);
+}
