@@ -20,7 +20,8 @@ type boundTool struct {
 
 // loopBinding is the engine's view of a binding.
 func (b boundTool) loopBinding() loop.Binding {
-	lb := loop.Binding{LoopResponses: b.binding.LoopResponses}
+	lb := loop.Binding{LoopResponses: b.binding.LoopResponses, Effect: b.binding.Effect,
+		Bulk: b.binding.Bulk, BulkValues: b.binding.BulkValues}
 	if h := b.binding.DatasetTTLHours; h > 0 {
 		lb.DatasetTTL = time.Duration(h * float64(time.Hour))
 	}

@@ -630,7 +630,7 @@ func (r *Runner) fitStep(st *turnState, def Definition, bound []boundTool, specs
 	}
 	b := resolveBudget(def, model, cpt)
 	f, err := fit(fitInput{
-		system: systemMessages(def, bound), toolChars: toolChars,
+		system: r.systemMessages(def, bound), toolChars: toolChars,
 		thread: thread, current: current, budget: b,
 		expiry: func(id string) (time.Time, bool) {
 			t, ok := live[id]

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/trawl-dev/trawl/tools"
 )
 
 // Definition is an agent as config and the agents API describe it.
@@ -25,6 +27,9 @@ type Definition struct {
 	// model's known context window (see ContextWindow).
 	Context    *ContextConfig `json:"context,omitempty" yaml:"context"`
 	AgentTools []Binding      `json:"agentTools" yaml:"agentTools"`
+	// Approval says, per effect class, which calls wait for a human's
+	// yes before they run (a binding's own approval wins).
+	Approval *ApprovalPolicy `json:"approval,omitempty" yaml:"approval"`
 	// Deleted marks a stored tombstone: an agent from the config file
 	// deleted through the API stays deleted.
 	Deleted bool `json:"deleted,omitempty" yaml:"-"`
@@ -45,6 +50,59 @@ type Binding struct {
 	Discovery Discovery `json:"discovery,omitempty" yaml:"discovery"`
 	// Limits override the deployment's walk budgets for this binding.
 	Limits *Limits `json:"limits,omitempty" yaml:"limits"`
+	// Effect overrides the tool's effect (read, write, destructive).
+	Effect tools.Effect `json:"effect,omitempty" yaml:"effect"`
+	// Bulk lets a write take _for_each, at most BulkValues values (zero:
+	// 10). Without it a write changes one object per call.
+	Bulk       bool `json:"bulk,omitempty" yaml:"bulk"`
+	BulkValues int  `json:"bulk_values,omitempty" yaml:"bulk_values"`
+	// Approval "required" makes every call of the binding's tools wait
+	// for a human's yes; "auto" never waits; "" follows the agent's
+	// approval per effect.
+	Approval Approval `json:"approval,omitempty" yaml:"approval"`
+}
+
+// Approval is whether a call waits for a human: "required" or "auto"
+// ("" is auto unless a level above says otherwise).
+type Approval string
+
+const (
+	ApprovalAuto     Approval = "auto"
+	ApprovalRequired Approval = "required"
+)
+
+func (a Approval) valid() bool { return a == "" || a == ApprovalAuto || a == ApprovalRequired }
+
+// ApprovalPolicy is an agent's approval per effect class, e.g.
+// {destructive: required, write: auto}.
+type ApprovalPolicy struct {
+	Read        Approval `json:"read,omitempty" yaml:"read"`
+	Write       Approval `json:"write,omitempty" yaml:"write"`
+	Destructive Approval `json:"destructive,omitempty" yaml:"destructive"`
+}
+
+// For is the policy's approval for effect e.
+func (p *ApprovalPolicy) For(e tools.Effect) Approval {
+	if p == nil {
+		return ""
+	}
+	switch e {
+	case tools.EffectWrite:
+		return p.Write
+	case tools.EffectDestructive:
+		return p.Destructive
+	}
+	return p.Read
+}
+
+// Requires reports whether a call of a tool of effect e under binding b
+// waits for a human's approval: the binding's setting wins, then the
+// agent's for the effect.
+func (d *Definition) Requires(b Binding, e tools.Effect) bool {
+	if b.Approval != "" {
+		return b.Approval == ApprovalRequired
+	}
+	return d.Approval.For(e) == ApprovalRequired
 }
 
 // Limits are walk budgets; zero fields keep the level above.
@@ -139,6 +197,22 @@ func (d *Definition) Validate() error {
 			return &FieldError{Field: f, Msg: "takes tool_id or toolkit, not both"}
 		case b.DatasetTTLHours < 0:
 			return &FieldError{Field: f + ".dataset_ttl_hours", Msg: "must not be negative"}
+		case b.BulkValues < 0 || b.BulkValues > 50:
+			return &FieldError{Field: f + ".bulk_values", Msg: "must be between 1 and 50"}
+		case !b.Approval.valid():
+			return &FieldError{Field: f + ".approval", Msg: "must be required or auto"}
+		}
+		if b.Effect != "" {
+			if _, err := tools.ParseEffect(string(b.Effect)); err != nil {
+				return &FieldError{Field: f + ".effect", Msg: "must be read, write or destructive"}
+			}
+		}
+	}
+	if p := d.Approval; p != nil {
+		for i, a := range []Approval{p.Read, p.Write, p.Destructive} {
+			if !a.valid() {
+				return &FieldError{Field: "approval." + []string{"read", "write", "destructive"}[i], Msg: "must be required or auto"}
+			}
 		}
 	}
 	return nil

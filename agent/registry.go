@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"sync"
+
+	"github.com/trawl-dev/trawl/tools"
 )
 
 // Registry holds the agent definitions: the config file gives the initial
@@ -113,6 +115,11 @@ type BindingPatch struct {
 	LoopResponses   *bool      `json:"loop_responses"`
 	DatasetTTLHours *float64   `json:"dataset_ttl_hours"`
 	Discovery       *Discovery `json:"discovery"`
+	// Effect overrides the tool's effect ("" goes back to the tool's).
+	Effect     *tools.Effect `json:"effect"`
+	Bulk       *bool         `json:"bulk"`
+	BulkValues *int          `json:"bulk_values"`
+	Approval   *Approval     `json:"approval"`
 }
 
 // PatchBinding changes the binding of toolID in agent id: the entry bound
@@ -152,6 +159,21 @@ func (r *Registry) PatchBinding(ctx context.Context, id, toolID string, toolkitO
 	}
 	if p.Discovery != nil {
 		b.Discovery = *p.Discovery
+	}
+	if p.Effect != nil {
+		b.Effect = *p.Effect
+	}
+	if p.Bulk != nil {
+		b.Bulk = *p.Bulk
+	}
+	if p.BulkValues != nil {
+		b.BulkValues = *p.BulkValues
+	}
+	if p.Approval != nil {
+		b.Approval = *p.Approval
+	}
+	if err := d.Validate(); err != nil {
+		return Definition{}, err
 	}
 	if err := r.Put(ctx, d); err != nil {
 		return Definition{}, err

@@ -142,8 +142,14 @@ type turnState struct {
 	// previous step (0: none yet); reported is that step's prompt tokens.
 	cpt      float64
 	reported int
-	older    olderMemo  // the older turns' model messages, built once per turn
-	mu       sync.Mutex // guards msg.Parts, pending and Thread.Results during tool calls
+	older    olderMemo // the older turns' model messages, built once per turn
+	// reads are the verdicts of the turn's reads so far, the evidence an
+	// approval request shows; approved are the calls a human approved;
+	// waiting says a call waits for approval, so the turn ends.
+	reads    []string
+	approved map[string]bool
+	waiting  bool
+	mu       sync.Mutex // guards msg.Parts, pending, reads, waiting and Thread.Results/Approvals during tool calls
 }
 
 // Run runs one turn to its end, emitting the UI message stream: start,
@@ -154,9 +160,14 @@ type turnState struct {
 func (r *Runner) Run(ctx context.Context, t *Turn) (err error) {
 	ctx, observed := r.obs.turn(ctx, t)
 	defer func() { observed(err) }()
-	st := &turnState{Turn: t, pending: map[string]bool{},
+	st := &turnState{Turn: t, pending: map[string]bool{}, approved: map[string]bool{},
 		msg:      UIMessage{ID: "msg_" + randomHex(12), Role: RoleAssistant},
 		throttle: stream.NewThrottle(stream.ThrottleOptions{Now: r.opt.Now})}
+	resumed := false
+	if n := len(t.Thread.Msgs); n > 0 && awaitsRun(t.Thread.Msgs[n-1]) {
+		// The human answered approvals: the same assistant message goes on.
+		st.msg, t.Thread.Msgs, resumed = t.Thread.Msgs[n-1], t.Thread.Msgs[:n-1], true
+	}
 	defer func() {
 		if len(st.msg.Parts) > 0 {
 			t.Thread.Msgs = append(t.Thread.Msgs, st.msg)
@@ -165,9 +176,17 @@ func (r *Runner) Run(ctx context.Context, t *Turn) (err error) {
 	if err := t.Emit(stream.Start{MessageID: st.msg.ID}); err != nil {
 		return err
 	}
-	err = r.steps(ctx, st)
+	if resumed {
+		err = r.resolveApprovals(ctx, st)
+	}
+	if err == nil {
+		err = r.steps(ctx, st)
+	}
 	switch {
 	case err == nil:
+		if err := r.turnChanges(st); err != nil {
+			return err
+		}
 		return t.Emit(stream.Finish{})
 	case ctx.Err() != nil:
 		_ = t.Emit(stream.Abort{})
@@ -224,6 +243,9 @@ func (r *Runner) steps(ctx context.Context, st *turnState) error {
 			return err
 		}
 		r.checkpoint(ctx, st)
+		if st.waiting {
+			return nil // a call waits for a human's approval: the turn ends here
+		}
 	}
 }
 
@@ -238,7 +260,7 @@ func (r *Runner) checkpoint(ctx context.Context, st *turnState) {
 	msg := st.msg
 	msg.Parts = slices.Clone(st.msg.Parts)
 	t.Msgs = append(slices.Clone(st.Thread.Msgs), msg)
-	t.Loaded, t.Results = slices.Clone(t.Loaded), slices.Clone(t.Results)
+	t.Loaded, t.Results, t.Approvals = slices.Clone(t.Loaded), slices.Clone(t.Results), slices.Clone(t.Approvals)
 	st.mu.Unlock()
 	if err := st.Checkpoint(ctx, &t); err != nil {
 		r.log.Warn("saving the thread after a step", "thread", t.Key, "err", err)
@@ -365,10 +387,22 @@ func (r *Runner) step(ctx context.Context, st *turnState, def Definition, bound 
 	return list, nil
 }
 
+// holdsWrites reports whether any bound tool may change data.
+func (r *Runner) holdsWrites(bound []boundTool) bool {
+	for _, bt := range bound {
+		if r.opt.Engine.Effect(bt.tool, bt.loopBinding()).Writes() {
+			return true
+		}
+	}
+	return false
+}
+
 // systemMessages are the step's system messages: the agent's system
 // prompt, then the looping guidance as a separate system message when
-// the agent holds a looping tool. The thread follows them (see fitStep).
-func systemMessages(def Definition, bound []boundTool) []Message {
+// the agent holds a looping tool, then the guidance for agents that
+// change data when it holds a write. The thread follows them (see
+// fitStep).
+func (r *Runner) systemMessages(def Definition, bound []boundTool) []Message {
 	var msgs []Message
 	if def.System != "" {
 		msgs = append(msgs, Message{Role: RoleSystem, Content: def.System})
@@ -378,6 +412,9 @@ func systemMessages(def Definition, bound []boundTool) []Message {
 			msgs = append(msgs, Message{Role: RoleSystem, Content: prompts.Text("looping")})
 			break
 		}
+	}
+	if r.holdsWrites(bound) {
+		msgs = append(msgs, Message{Role: RoleSystem, Content: prompts.Text("writing")})
 	}
 	return msgs
 }
@@ -389,16 +426,26 @@ func (r *Runner) runCalls(ctx context.Context, st *turnState, def Definition, tl
 		return nil
 	}
 	parts := make([]Part, len(calls))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(r.opt.ToolConcurrency)
-	for i, c := range calls {
-		g.Go(func() error {
-			p, err := r.runCall(gctx, st, def, tl, c)
-			parts[i] = p
-			return err
-		})
+	// Calls that wait for approval are asked last, so that their evidence
+	// holds the verdicts of the step's reads.
+	var err error
+	for _, asking := range []bool{false, true} {
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(r.opt.ToolConcurrency)
+		for i, c := range calls {
+			if r.needsApproval(st, def, tl, c) != asking {
+				continue
+			}
+			g.Go(func() error {
+				p, err := r.runCall(gctx, st, def, tl, c)
+				parts[i] = p
+				return err
+			})
+		}
+		if err = g.Wait(); err != nil {
+			break
+		}
 	}
-	err := g.Wait()
 	st.mu.Lock()
 	for _, p := range parts {
 		if p.Type != "" {
@@ -443,6 +490,13 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl 
 	}
 	if err := st.Emit(stream.ToolInputAvailable{ToolCallID: c.ID, ToolName: c.Name, Input: args, Dynamic: true}); err != nil {
 		return part, err
+	}
+	if known && !meta && !retrieval {
+		effect := r.opt.Engine.Effect(bt.tool, bt.loopBinding())
+		part.Effect = string(effect)
+		if r.needsApproval(st, def, tl, c) {
+			return r.askApproval(st, part, effect)
+		}
 	}
 	scope := loop.Scope{Org: st.Org, Thread: st.Thread.Key, User: st.User, CacheScope: st.CacheScope}
 	var out []byte
@@ -502,6 +556,15 @@ func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, bt
 	if err != nil {
 		return nil, err
 	}
+	if !r.opt.Engine.Effect(bt.tool, bt.loopBinding()).Writes() {
+		read := bt.name + ": a single call (looping off), no completeness claim"
+		if out.Verdict != nil {
+			read = bt.name + ": " + out.Verdict.Summary()
+		}
+		st.mu.Lock()
+		st.reads = append(st.reads, read)
+		st.mu.Unlock()
+	}
 	if out.ResultID != "" {
 		st.mu.Lock()
 		now := r.opt.Now()
@@ -512,6 +575,169 @@ func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, bt
 		st.mu.Unlock()
 	}
 	return out.View, nil
+}
+
+// needsApproval reports whether call c waits for a human's yes: a bound
+// tool whose binding or effect requires approval, not yet approved.
+func (r *Runner) needsApproval(st *turnState, def Definition, tl *stepTools, c ToolCall) bool {
+	bt, ok := tl.byName[c.Name]
+	if !ok {
+		return false
+	}
+	st.mu.Lock()
+	approved := st.approved[c.ID]
+	st.mu.Unlock()
+	return !approved && def.Requires(bt.binding, r.opt.Engine.Effect(bt.tool, bt.loopBinding()))
+}
+
+// TurnChange is one call of the turn that may change data, and what came
+// of it: "done", "failed", "unknown" (sent, no answer: check before
+// trying again), "denied" or "waiting" (for approval).
+type TurnChange struct {
+	ToolCallID string `json:"toolCallId"`
+	Tool       string `json:"tool"`
+	Effect     string `json:"effect"`
+	Outcome    string `json:"outcome"`
+}
+
+// TurnChanges lists the calls of m that may change data, in order.
+func TurnChanges(m UIMessage) []TurnChange {
+	var out []TurnChange
+	for _, p := range m.Parts {
+		if !p.IsTool() || (p.Effect != string(tools.EffectWrite) && p.Effect != string(tools.EffectDestructive)) {
+			continue
+		}
+		c := TurnChange{ToolCallID: p.ToolCallID, Tool: p.Name(), Effect: p.Effect}
+		switch p.State {
+		case "output-available":
+			c.Outcome = "done"
+		case "output-error":
+			c.Outcome = "failed"
+			if strings.HasPrefix(p.ErrorText, loop.CodeOutcomeUnknown) {
+				c.Outcome = "unknown"
+			}
+		case StateOutputDenied:
+			c.Outcome = "denied"
+		default:
+			c.Outcome = "waiting"
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// turnChanges puts the turn's writes in the message as one
+// data-turn-changes part (id "turn-changes", replaced as it grows), so a
+// UI can say "this turn changed: 3 messages trashed". Nothing for a turn
+// that changed nothing.
+func (r *Runner) turnChanges(st *turnState) error {
+	st.mu.Lock()
+	changes := TurnChanges(st.msg)
+	st.mu.Unlock()
+	if len(changes) == 0 {
+		return nil
+	}
+	data, _ := json.Marshal(map[string]any{"changes": changes})
+	part := Part{Type: "data-turn-changes", ID: "turn-changes", Data: data}
+	st.mu.Lock()
+	replaced := false
+	for i, p := range st.msg.Parts {
+		if p.Type == part.Type && p.ID == part.ID {
+			st.msg.Parts[i], replaced = part, true
+		}
+	}
+	if !replaced {
+		st.msg.Parts = append(st.msg.Parts, part)
+	}
+	st.mu.Unlock()
+	return st.Emit(stream.Data{Name: "turn-changes", ID: part.ID, Data: json.RawMessage(data)})
+}
+
+// awaitsRun reports whether m is an assistant message with a tool call
+// the human answered (approval-responded), to run or deny.
+func awaitsRun(m UIMessage) bool {
+	if m.Role != RoleAssistant {
+		return false
+	}
+	for _, p := range m.Parts {
+		if p.IsTool() && p.State == StateApprovalResponded {
+			return true
+		}
+	}
+	return false
+}
+
+// askApproval stops a call before it runs: the server issues an approval
+// id bound to the call and its arguments, keeps it with the thread,
+// shows the evidence (the arguments and the turn's reads) and emits
+// tool-approval-request. The turn ends after this step.
+func (r *Runner) askApproval(st *turnState, part Part, effect tools.Effect) (Part, error) {
+	id := "apr_" + randomHex(16)
+	h, err := argsHash(part.Input)
+	if err != nil {
+		return part, err
+	}
+	ev := ApprovalEvidence{ApprovalID: id, ToolCallID: part.ToolCallID, ToolName: part.ToolName,
+		Effect: string(effect), Input: part.Input}
+	st.mu.Lock()
+	st.Thread.Approvals = append(st.Thread.Approvals, IssuedApproval{ID: id, ToolCallID: part.ToolCallID, ToolName: part.ToolName, ArgsHash: h})
+	st.waiting = true
+	ev.Reads = append([]string{}, st.reads...)
+	data, _ := json.Marshal(ev)
+	st.msg.Parts = append(st.msg.Parts, Part{Type: "data-approval-evidence", ID: id, Data: data})
+	st.mu.Unlock()
+	if err := st.Emit(stream.Data{Name: "approval-evidence", ID: id, Data: json.RawMessage(data)}); err != nil {
+		return part, err
+	}
+	part.State, part.Approval = StateApprovalRequested, &PartApproval{ID: id}
+	return part, st.Emit(stream.ToolApprovalRequest{ApprovalID: id, ToolCallID: part.ToolCallID})
+}
+
+// resolveApprovals runs the calls a human approved and denies the others
+// (tool-output-denied), in the resumed assistant message, before the
+// model goes on.
+func (r *Runner) resolveApprovals(ctx context.Context, st *turnState) error {
+	def, ok := st.Agent()
+	if !ok {
+		return ErrNoAgent
+	}
+	bound, err := resolveBindings(def, r.opt.Catalog)
+	if err != nil {
+		return err
+	}
+	tl, err := r.assemble(st, def, bound)
+	if err != nil {
+		return err
+	}
+	for i := range st.msg.Parts {
+		p := st.msg.Parts[i]
+		if !p.IsTool() || p.State != StateApprovalResponded || p.Approval == nil {
+			continue
+		}
+		if p.Approval.Approved == nil || !*p.Approval.Approved {
+			p.State = StateOutputDenied
+			st.mu.Lock()
+			st.msg.Parts[i] = p
+			st.mu.Unlock()
+			if err := st.Emit(stream.ToolOutputDenied{ToolCallID: p.ToolCallID}); err != nil {
+				return err
+			}
+			continue
+		}
+		st.mu.Lock()
+		st.approved[p.ToolCallID] = true
+		st.mu.Unlock()
+		np, err := r.runCall(ctx, st, def, tl, ToolCall{ID: p.ToolCallID, Name: p.Name(), Arguments: string(p.Input)})
+		if err != nil {
+			return err
+		}
+		np.Approval = p.Approval
+		st.mu.Lock()
+		st.msg.Parts[i] = np
+		st.mu.Unlock()
+	}
+	r.checkpoint(ctx, st)
+	return nil
 }
 
 // toolErrorText is what the model and the UI read of a failed call.

@@ -96,8 +96,10 @@ func (r *Runner) assemble(st *turnState, def Definition, bound []boundTool) (*st
 				continue
 			}
 			out.byName[bt.name] = bt
-			schema, _ := json.Marshal(r.opt.Engine.Schema(bt.tool, bt.binding.LoopResponses))
-			out.specs = append(out.specs, ToolSpec{Name: bt.name, Description: bt.tool.Description, Parameters: schema})
+			lb := bt.loopBinding()
+			schema, _ := json.Marshal(r.opt.Engine.Schema(bt.tool, lb))
+			desc := loop.Describe(bt.tool, r.opt.Engine.Effect(bt.tool, lb))
+			out.specs = append(out.specs, ToolSpec{Name: bt.name, Description: desc, Parameters: schema})
 		}
 		for _, m := range asm.MetaTools() {
 			out.meta[m.Name] = true

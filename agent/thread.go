@@ -31,8 +31,10 @@ type Thread struct {
 	// Results are the stored results the thread holds, with their
 	// expiry, so the retrieval tools stay attached while one lives.
 	Results []KeptResult `json:"results,omitempty"`
-	Created time.Time    `json:"created"`
-	Updated time.Time    `json:"updated"`
+	// Approvals are the approval requests issued in the thread.
+	Approvals []IssuedApproval `json:"approvals,omitempty"`
+	Created   time.Time        `json:"created"`
+	Updated   time.Time        `json:"updated"`
 }
 
 // KeptResult is a stored result of a thread.

@@ -29,6 +29,12 @@ type Part struct {
 	Input      json.RawMessage `json:"input,omitempty"`
 	Output     json.RawMessage `json:"output,omitempty"`
 	ErrorText  string          `json:"errorText,omitempty"`
+	// Approval is a tool part's approval (states approval-requested,
+	// approval-responded, output-denied).
+	Approval *PartApproval `json:"approval,omitempty"`
+	// Effect is a tool part's effect (read, write, destructive), kept
+	// with the thread so that what a turn changed can be told.
+	Effect string `json:"effect,omitempty"`
 	// File parts.
 	MediaType string `json:"mediaType,omitempty"`
 	URL       string `json:"url,omitempty"`
@@ -197,6 +203,13 @@ func toolResultText(p Part) string {
 		return string(p.Output)
 	case "output-error":
 		b, _ := json.Marshal(map[string]string{"error": p.ErrorText})
+		return string(b)
+	case StateOutputDenied:
+		m := map[string]string{"error": "the user did not approve this call; it was not run"}
+		if p.Approval != nil && p.Approval.Reason != "" {
+			m["reason"] = p.Approval.Reason
+		}
+		b, _ := json.Marshal(m)
 		return string(b)
 	}
 	return `{"error":"the call did not complete"}`

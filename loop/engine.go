@@ -83,6 +83,52 @@ type Binding struct {
 	DatasetTTL time.Duration
 	// Budget overrides the deployment's walk budgets.
 	Budget paginate.Budget
+	// Effect overrides the tool's effect ("" keeps it).
+	Effect tools.Effect
+	// Bulk lets a write take _for_each, at most BulkValues values (zero:
+	// DefaultBulkValues). A read ignores both.
+	Bulk       bool
+	BulkValues int
+}
+
+// DefaultBulkValues bounds the _for_each values of a bulk write.
+const DefaultBulkValues = 10
+
+// Effect is t's effect under binding b: b's override, else the tool's
+// (paginate.EffectOf).
+func (e *Engine) Effect(t *tools.Tool, b Binding) tools.Effect {
+	if b.Effect != "" {
+		return b.Effect
+	}
+	return paginate.EffectOf(t, e.Plan(t))
+}
+
+// checkWrite refuses the reserved arguments a write does not take: a
+// write never walks pages, is never cached and its answer is not
+// filtered; it fans out only under a bulk binding.
+func checkWrite(t *tools.Tool, effect tools.Effect, r Request, b Binding) error {
+	refuse := func(arg, why string) error {
+		return &ToolError{Code: CodeWriteArgument, Message: fmt.Sprintf("%s is not taken by %s, which %s: %s", arg, t.Name, effectWords(effect), why)}
+	}
+	switch {
+	case r.AllPages:
+		return refuse(ArgAllPages, "a write is sent once and never walks pages")
+	case r.Refresh:
+		return refuse(ArgRefresh, "a write is never cached, so there is nothing to refresh")
+	case r.Filter != nil:
+		return refuse(ArgFilter, "filter what a read returns, then act on the objects you chose")
+	case r.ForEach != nil && !(b.Bulk && b.LoopResponses):
+		return refuse(ArgForEach, "one change per call unless the agent's binding sets bulk: true; call it once per object, after saying how many objects and which scope")
+	}
+	return nil
+}
+
+// effectWords is an effect as a clause: "changes data", "may delete data".
+func effectWords(e tools.Effect) string {
+	if e == tools.EffectDestructive {
+		return "may delete or overwrite data"
+	}
+	return "changes data"
 }
 
 // Call is one tool call.
@@ -157,9 +203,19 @@ func (e *Engine) Plan(t *tools.Tool) paginate.Plan {
 	return p
 }
 
-// Schema is t's input schema as the model sees it under a binding.
-func (e *Engine) Schema(t *tools.Tool, looping bool) map[string]any {
-	return Schema(t, e.Plan(t), looping)
+// Schema is t's input schema as the model sees it under binding b: a
+// write is offered no reserved argument but _fields, and _for_each only
+// under bulk.
+func (e *Engine) Schema(t *tools.Tool, b Binding) map[string]any {
+	effect := e.Effect(t, b)
+	return SchemaFor(t, e.Plan(t), b.LoopResponses, effect, b.Bulk, bulkValues(b))
+}
+
+func bulkValues(b Binding) int {
+	if b.BulkValues > 0 {
+		return b.BulkValues
+	}
+	return DefaultBulkValues
 }
 
 // Call runs one tool call: the model-facing entry. The reserved
@@ -196,6 +252,12 @@ func (e *Engine) Call(ctx context.Context, c Call) (out *Outcome, err error) {
 	if c.Request != nil {
 		r = *c.Request
 	}
+	effect := e.Effect(c.Tool, c.Binding)
+	if effect.Writes() {
+		if err := checkWrite(c.Tool, effect, r, c.Binding); err != nil {
+			return nil, err
+		}
+	}
 	if !c.Binding.LoopResponses {
 		// Reserved arguments are stripped but ignored: one plain call,
 		// size-guarded.
@@ -205,6 +267,9 @@ func (e *Engine) Call(ctx context.Context, c Call) (out *Outcome, err error) {
 		return e.plainCall(ctx, c, own)
 	}
 	budget := e.opt.Budget.Merge(c.Binding.Budget).Resolved()
+	if effect.Writes() {
+		budget.ForEachValues = min(budget.ForEachValues, bulkValues(c.Binding))
+	}
 	var values []any
 	key := ""
 	if r.ForEach != nil {
@@ -216,7 +281,7 @@ func (e *Engine) Call(ctx context.Context, c Call) (out *Outcome, err error) {
 	if err := checkArgs(c.Tool, own, key); err != nil {
 		return nil, err
 	}
-	req := walkRequest{call: c, own: own, r: r, values: values, budget: budget, plan: e.Plan(c.Tool)}
+	req := walkRequest{call: c, own: own, r: r, values: values, budget: budget, plan: e.Plan(c.Tool), effect: effect}
 	data, hit, err := e.fetch(ctx, req)
 	if err != nil {
 		return nil, err
@@ -232,6 +297,7 @@ type walkRequest struct {
 	values []any // _for_each values, coerced and de-duplicated; nil without
 	budget paginate.Budget
 	plan   paginate.Plan
+	effect tools.Effect
 }
 
 // walked is what one looping call collected: the merged, unprojected,
@@ -298,7 +364,7 @@ func walkedFrom(d *Dataset) (*walked, error) {
 // own TTL).
 func (e *Engine) fetch(ctx context.Context, q walkRequest) (*walked, *CacheHit, error) {
 	c := q.call
-	cacheable := e.opt.Cache != nil && (q.r.AllPages || q.values != nil) && (!c.Workflow || c.CacheTTL > 0)
+	cacheable := e.opt.Cache != nil && !q.effect.Writes() && (q.r.AllPages || q.values != nil) && (!c.Workflow || c.CacheTTL > 0)
 	if !cacheable {
 		w, err := e.walk(ctx, q)
 		return w, nil, err
@@ -357,7 +423,7 @@ func (e *Engine) walk(ctx context.Context, q walkRequest) (*walked, error) {
 		}
 		g.Go(func() error {
 			res, err := paginate.Walk(gctx, paginate.WalkOptions{
-				Caller: e.opt.Caller, Clock: e.clock, Tool: c.Tool, Args: args, Plan: q.plan,
+				Caller: e.opt.Caller, Clock: e.clock, Tool: c.Tool, Args: args, Plan: q.plan, Effect: q.effect,
 				AllPages: q.r.AllPages, Meter: meter, Budget: q.budget,
 				Credential: c.Credential, ThreadID: c.Scope.Thread,
 				Progress: func(p paginate.Progress) {

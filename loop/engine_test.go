@@ -437,7 +437,7 @@ func TestUndeclaredArrayKeepsRows(t *testing.T) {
 		return &tools.Response{Status: 200, Body: []byte(body)}, nil
 	})
 	e := newTestEngine(t, Options{Caller: caller})
-	tool := &tools.Tool{ID: "f.list", Provider: "f", Name: "list", Kind: tools.KindMCP}
+	tool := &tools.Tool{ID: "f.list", Provider: "f", Name: "list", Kind: tools.KindMCP, Effect: tools.EffectRead} // readOnlyHint
 	out, err := e.Call(context.Background(), Call{Tool: tool, Scope: scope, Binding: Binding{LoopResponses: true},
 		Args: map[string]any{"_fields": []any{"path"}, "_filter": []any{map[string]any{"field": "size", "op": "gt", "value": 1}}}})
 	if err != nil {

@@ -16,6 +16,13 @@ const (
 	CodeInvalidForEach    = "invalid_for_each"     // _for_each's shape or values
 	CodeInvalidForEachKey = "invalid_for_each_key" // _for_each's key is missing or not a parameter
 	CodeUpstream          = "upstream_error"
+	// CodeOutcomeUnknown: a write was sent and no answer came (a timeout,
+	// a reset connection); it was not retried, and whether the change
+	// happened must be checked.
+	CodeOutcomeUnknown = "outcome_unknown"
+	// CodeWriteArgument: a reserved argument a write does not take
+	// (_all_pages, _refresh, _filter; _for_each without bulk).
+	CodeWriteArgument = "not_for_writes"
 )
 
 // ToolError is a failed tool call the model (or the API caller) can act
@@ -59,6 +66,11 @@ func upstreamError(t *tools.Tool, err error) *ToolError {
 		return &ToolError{Code: CodeInvalidArgument, Message: ae.Error()}
 	}
 	var pe *paginate.PageError
+	if errors.As(err, &pe) && pe.Unsure {
+		return &ToolError{Code: CodeOutcomeUnknown, Message: fmt.Sprintf(
+			"%s: the request was sent but no answer came (%s). The change may or may not have happened: check its result (read it back) before trying again. It was not retried.",
+			t.Name, pe.Error())}
+	}
 	if errors.As(err, &pe) {
 		return &ToolError{Code: CodeUpstream, Status: pe.Status, Message: fmt.Sprintf("%s: %s", t.Name, pe.Error())}
 	}

@@ -19,7 +19,7 @@ import (
 func (e *Engine) plainCall(ctx context.Context, c Call, own map[string]any) (*Outcome, error) {
 	plan := e.Plan(c.Tool)
 	res, err := paginate.Walk(ctx, paginate.WalkOptions{
-		Caller: e.opt.Caller, Clock: e.clock, Tool: c.Tool, Args: own, Plan: plan,
+		Caller: e.opt.Caller, Clock: e.clock, Tool: c.Tool, Args: own, Plan: plan, Effect: e.Effect(c.Tool, c.Binding),
 		Budget: e.opt.Budget.Merge(c.Binding.Budget), Credential: c.Credential, ThreadID: c.Scope.Thread,
 	})
 	if err != nil {
@@ -208,7 +208,7 @@ func (e *Engine) verdict(q walkRequest, w *walked, hit *CacheHit) *Verdict {
 		PageSize: w.PageSize, Duplicates: w.Dups, TotalMoved: w.Moved, Resumed: w.Resumed,
 		LastCursor: w.LastCur, Uninspected: w.Uninsp, Cause: w.Cause, Scope: scopeText(q),
 		Empty:  !w.HasItems && len(bytes.TrimSpace(w.Envelope)) == 0,
-		Action: actionOf(q.call.Tool, w.Plan, w.Requests), Values: w.Values,
+		Action: actionOf(q.call.Tool, q.effect, w.Requests), Values: w.Values,
 		ForEachErrors: w.Errors, ForEachSkipped: w.Skipped, Cache: hit,
 	}
 	if q.r.ForEach != nil {

@@ -146,29 +146,18 @@ func shownValue(v any) string {
 	return fmt.Sprint(v)
 }
 
-// Schema returns the tool's input schema as the model sees it under a
-// binding: with looping on, it gains _fields, _all_pages (only when
-// pagination was detected), _for_each and _refresh. _filter is honoured
-// but never advertised: next to the API's own filter parameters a model
-// would reach for it and fetch everything to filter afterwards.
-func Schema(t *tools.Tool, plan paginate.Plan, looping bool) map[string]any {
-	s := t.InputSchema()
-	if !looping {
-		return s
-	}
-	props := maps.Clone(s["properties"].(map[string]any))
-	props[ArgFields] = map[string]any{
+// fieldsSchema and forEachSchema are built per call: a schema handed out
+// is the caller's to change.
+func fieldsSchema() map[string]any {
+	return map[string]any{
 		"type":        "array",
 		"items":       map[string]any{"type": "string"},
 		"description": "Return only these fields of each item, as dot-paths (e.g. [\"id\", \"customer.name\"]). Paths map over arrays. Use it to keep large results small.",
 	}
-	if plan.Paginated() {
-		props[ArgAllPages] = map[string]any{
-			"type":        "boolean",
-			"description": "Fetch every page and return the merged list with a completeness verdict. Use it before counting, totalling or saying there are no more.",
-		}
-	}
-	props[ArgForEach] = map[string]any{
+}
+
+func forEachSchema() map[string]any {
+	return map[string]any{
 		"type":        "object",
 		"description": "Call this tool once per value of one of its parameters and merge the rows, each tagged with its value. Example: {\"key\": \"property_id\", \"values\": [\"p_1\", \"p_2\"]}.",
 		"properties": map[string]any{
@@ -177,6 +166,55 @@ func Schema(t *tools.Tool, plan paginate.Plan, looping bool) map[string]any {
 		},
 		"required": []string{"key", "values"},
 	}
+}
+
+// Describe is a tool's description as the model reads it: the effect's
+// marker first ("[writes] Send a message…"), nothing added for a read.
+func Describe(t *tools.Tool, effect tools.Effect) string {
+	if m := effect.Marker(); m != "" {
+		return m + " " + t.Description
+	}
+	return t.Description
+}
+
+// Schema returns the tool's input schema as the model sees it under a
+// binding: with looping on, it gains _fields, _all_pages (only when
+// pagination was detected), _for_each and _refresh. _filter is honoured
+// but never advertised: next to the API's own filter parameters a model
+// would reach for it and fetch everything to filter afterwards.
+func Schema(t *tools.Tool, plan paginate.Plan, looping bool) map[string]any {
+	return SchemaFor(t, plan, looping, tools.EffectRead, false, 0)
+}
+
+// SchemaFor is Schema for a tool of the given effect: a write (or a
+// destructive call) gains only _fields, and _for_each when bulk is set
+// (at most bulkMax values); its description starts with the effect's
+// marker ([writes], [destructive]) — see Describe.
+func SchemaFor(t *tools.Tool, plan paginate.Plan, looping bool, effect tools.Effect, bulk bool, bulkMax int) map[string]any {
+	s := t.InputSchema()
+	if !looping {
+		return s
+	}
+	if effect.Writes() {
+		props := maps.Clone(s["properties"].(map[string]any))
+		props[ArgFields] = fieldsSchema()
+		if bulk {
+			fe := forEachSchema()
+			fe["description"] = fmt.Sprintf("Make this change once per value of one of its parameters (at most %d values), e.g. {\"key\": \"id\", \"values\": [\"a\", \"b\"]}. Only after listing the objects completely and saying how many will change.", bulkMax)
+			props[ArgForEach] = fe
+		}
+		s["properties"] = props
+		return s
+	}
+	props := maps.Clone(s["properties"].(map[string]any))
+	props[ArgFields] = fieldsSchema()
+	if plan.Paginated() {
+		props[ArgAllPages] = map[string]any{
+			"type":        "boolean",
+			"description": "Fetch every page and return the merged list with a completeness verdict. Use it before counting, totalling or saying there are no more.",
+		}
+	}
+	props[ArgForEach] = forEachSchema()
 	props[ArgRefresh] = map[string]any{
 		"type":        "boolean",
 		"description": "Fetch fresh data instead of a cached result. Only when the user needs the very latest.",

@@ -318,12 +318,11 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-// actionOf says what a call may have changed: "none (read-only)" for a
-// read (paginate.ReadLike), else the method, path and how many requests
-// were sent. It is the one place a call's effect is derived until tools
-// declare effects of their own.
-func actionOf(t *tools.Tool, p paginate.Plan, requests int) string {
-	if ReadOnly(t, p) {
+// actionOf says what a call may have changed, from its effect: "none
+// (read-only)" for a read, else the method, path and how many requests
+// were sent.
+func actionOf(t *tools.Tool, effect tools.Effect, requests int) string {
+	if !effect.Writes() {
 		return "none (read-only)"
 	}
 	target := t.Name
@@ -333,11 +332,12 @@ func actionOf(t *tools.Tool, p paginate.Plan, requests int) string {
 	if requests == 0 {
 		return fmt.Sprintf("none: %s was never sent", target)
 	}
-	return fmt.Sprintf("may have changed data: %s (%s)", target, plural(requests, "request"))
+	verb := "may have changed data"
+	if effect == tools.EffectDestructive {
+		verb = "may have deleted data"
+	}
+	return fmt.Sprintf("%s: %s (%s)", verb, target, plural(requests, "request"))
 }
-
-// ReadOnly reports whether calling t reads without changing anything.
-func ReadOnly(t *tools.Tool, p paginate.Plan) bool { return paginate.ReadLike(t, p) }
 
 // note is the one wording of a verdict for the model: a sentence or two
 // on what the result holds, what stopped it, and how to get the rest.

@@ -121,6 +121,20 @@ type ToolOutputError struct {
 	Dynamic    bool   `json:"dynamic,omitempty"`
 }
 
+// ToolApprovalRequest asks the human to approve a tool call before it runs
+// (the AI SDK's tool-approval protocol, ai >= 6). The turn ends after it;
+// the client's next request carries the call's part in state
+// approval-responded with {id: ApprovalID, approved, reason?}.
+type ToolApprovalRequest struct {
+	ApprovalID string `json:"approvalId"`
+	ToolCallID string `json:"toolCallId"`
+}
+
+// ToolOutputDenied answers a call the human did not approve.
+type ToolOutputDenied struct {
+	ToolCallID string `json:"toolCallId"`
+}
+
 // SourceURL cites a web page.
 type SourceURL struct {
 	SourceID string `json:"sourceId"`
@@ -192,6 +206,8 @@ func (ToolInputAvailable) Type() string  { return "tool-input-available" }
 func (ToolInputError) Type() string      { return "tool-input-error" }
 func (ToolOutputAvailable) Type() string { return "tool-output-available" }
 func (ToolOutputError) Type() string     { return "tool-output-error" }
+func (ToolApprovalRequest) Type() string { return "tool-approval-request" }
+func (ToolOutputDenied) Type() string    { return "tool-output-denied" }
 func (SourceURL) Type() string           { return "source-url" }
 func (SourceDocument) Type() string      { return "source-document" }
 func (File) Type() string                { return "file" }
@@ -216,6 +232,8 @@ func (ToolInputAvailable) isChunk()  {}
 func (ToolInputError) isChunk()      {}
 func (ToolOutputAvailable) isChunk() {}
 func (ToolOutputError) isChunk()     {}
+func (ToolApprovalRequest) isChunk() {}
+func (ToolOutputDenied) isChunk()    {}
 func (SourceURL) isChunk()           {}
 func (SourceDocument) isChunk()      {}
 func (File) isChunk()                {}
@@ -296,6 +314,16 @@ func (c ToolOutputAvailable) MarshalJSON() ([]byte, error) {
 
 func (c ToolOutputError) MarshalJSON() ([]byte, error) {
 	type plain ToolOutputError
+	return withType(c, plain(c))
+}
+
+func (c ToolApprovalRequest) MarshalJSON() ([]byte, error) {
+	type plain ToolApprovalRequest
+	return withType(c, plain(c))
+}
+
+func (c ToolOutputDenied) MarshalJSON() ([]byte, error) {
+	type plain ToolOutputDenied
 	return withType(c, plain(c))
 }
 

@@ -95,7 +95,7 @@ var shapes = shapesOf(
 	Start{}, StartStep{}, TextStart{}, TextDelta{}, TextEnd{},
 	ReasoningStart{}, ReasoningDelta{}, ReasoningEnd{},
 	ToolInputStart{}, ToolInputDelta{}, ToolInputAvailable{}, ToolInputError{},
-	ToolOutputAvailable{}, ToolOutputError{},
+	ToolOutputAvailable{}, ToolOutputError{}, ToolApprovalRequest{}, ToolOutputDenied{},
 	SourceURL{}, SourceDocument{}, File{}, Data{},
 	FinishStep{}, Finish{}, Abort{}, Error{}, MessageMetadata{},
 )

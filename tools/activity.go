@@ -30,6 +30,10 @@ type Activity struct {
 	DurationMs int64  `json:"durationMs"`
 	Retry      int    `json:"retry,omitempty"`
 	Error      string `json:"error,omitempty"` // transport failure, in safe words
+	// Effect is the call's effect; Writes marks a call that may have
+	// changed data (write or destructive).
+	Effect Effect `json:"effect,omitempty"`
+	Writes bool   `json:"writes,omitempty"`
 }
 
 // ActivityStore persists activity records. Implementations must be safe

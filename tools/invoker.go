@@ -272,6 +272,7 @@ func (inv *Invoker) Call(ctx context.Context, req Request) (*Response, error) {
 		// A cursor is kept only as its fingerprint, never in the path.
 		Path: RedactURL(hreq.URL, inv.queryAuthNames(req.Tool.Provider), append(secrets, req.Cursor)...),
 		Page: req.Page, Cursor: Fingerprint(req.Cursor), Retry: req.Retry,
+		Effect: req.EffectOf(), Writes: req.EffectOf().Writes(),
 	}
 	act.Path = scrub.String(act.Path)
 	resp, err := inv.client.Do(hreq)

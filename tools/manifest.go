@@ -43,6 +43,9 @@ type ManifestTool struct {
 	// properties become the tool's parameters. Empty: no arguments.
 	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
 	HTTP        ManifestHTTP    `json:"http"`
+	// Effect is what a call does: read, write or destructive. Empty: the
+	// HTTP method's (GET and HEAD read, DELETE destructive, others write).
+	Effect string `json:"effect,omitempty"`
 }
 
 // ManifestHTTP is the request a manifest tool makes. Arguments named in
@@ -58,7 +61,7 @@ type ManifestHTTP struct {
 var manifestKeys = struct{ top, auth, tool, http []string }{
 	top:  []string{"toolkit", "name", "description", "base_url", "auth", "tools"},
 	auth: []string{"type", "header", "query", "token", "username", "password"},
-	tool: []string{"name", "description", "inputSchema", "http"},
+	tool: []string{"name", "description", "inputSchema", "http", "effect"},
 	http: []string{"method", "path"},
 }
 
@@ -206,6 +209,11 @@ func (t ManifestTool) validate() error {
 	if !slices.Contains(manifestMethods, strings.ToUpper(t.HTTP.Method)) {
 		return fmt.Errorf("http.method %q must be one of %s", t.HTTP.Method, strings.Join(manifestMethods, ", "))
 	}
+	if t.Effect != "" {
+		if _, err := ParseEffect(t.Effect); err != nil {
+			return err
+		}
+	}
 	if !strings.HasPrefix(t.HTTP.Path, "/") {
 		return fmt.Errorf("http.path %q must start with /", t.HTTP.Path)
 	}
@@ -339,6 +347,12 @@ func (m *Manifest) Tools() ([]*Tool, error) {
 		}
 		if schema != nil {
 			t.Params = manifestParams(conv, schema, mt.HTTP.Path, method)
+		}
+		if mt.Effect != "" {
+			t.Effect, _ = ParseEffect(mt.Effect) // validated above
+			t.EffectDeclared = true
+		} else {
+			t.Effect = DeriveEffect(t)
 		}
 		if err := t.Validate(); err != nil {
 			return nil, fmt.Errorf("manifest %s: %w", m.Toolkit, err)

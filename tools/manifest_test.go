@@ -23,6 +23,7 @@ func mailTools() []*Tool {
 			ID: "mail." + name, Provider: "mail", Name: name, Description: desc, Kind: KindApp,
 			Toolkit: "mail", ToolkitName: "Mail", ToolkitDescription: "Read and send mail.",
 			Method: method, Path: path, Origin: "https://mail.example/api", Params: params,
+			Effect: MethodEffect(method),
 		}
 	}
 	strs := &Schema{Type: "array", Items: str}

@@ -46,6 +46,7 @@ func (s *MCPSource) Call(ctx context.Context, req Request) (*Response, error) {
 	act := Activity{
 		Time: start.UTC(), ThreadID: req.ThreadID, CallID: CallIDFrom(ctx), Tool: req.Tool.ID, Method: mcpCallMethod,
 		Path: name, Page: req.Page, Retry: req.Retry, Cursor: Fingerprint(req.Cursor),
+		Effect: req.EffectOf(), Writes: req.EffectOf().Writes(),
 	}
 	res, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: wireArgs(req.Tool, req.Args)})
 	var out *Response

@@ -97,6 +97,10 @@ func mapMCPTools(serverID string, list []*mcp.Tool, logger *slog.Logger) ([]*Too
 			Description: trimText(cleanText(desc), maxToolDescription),
 			Kind:        KindMCP,
 			Params:      params,
+			Effect:      EffectDestructive, EffectDeclared: true,
+		}
+		if a := e.src.Annotations; a != nil {
+			t.Effect = mcpEffect(a.ReadOnlyHint, a.DestructiveHint)
 		}
 		if err := t.Validate(); err != nil {
 			logger.Warn("mcp tool left out", "tool", e.src.Name, "error", err)

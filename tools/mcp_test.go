@@ -209,6 +209,7 @@ func TestConnectMCPHTTPListsEveryPage(t *testing.T) {
 	one, hundred := 1.0, 100.0
 	wantTool := &Tool{
 		ID: "files.search_orders", Provider: "files", Name: "search_orders", Kind: KindMCP,
+		Effect: EffectDestructive, EffectDeclared: true, // no annotations: the MCP defaults
 		Description: "Search orders. Returns the arguments it got.",
 		Params: []Param{
 			{Name: "private", Wire: "_private", In: InBody, Schema: &Schema{Type: "string"}},

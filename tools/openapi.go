@@ -459,6 +459,7 @@ func (im *importer) tool(o *operation) (*Tool, error) {
 		Extensions:      extensions(o.op.Extensions),
 	}
 	t.Params, t.ContentType = im.params(o)
+	t.Effect, t.EffectDeclared = importEffect(t, o.op.Summary)
 	if t.Description == "" {
 		t.Description = o.method + " " + o.path
 	}

@@ -25,6 +25,9 @@ type Request struct {
 	Credential string
 	// Scope names the caller for the activity log (thread id).
 	ThreadID string
+	// Effect is the call's effect for the activity log; "" means the
+	// tool's (DeriveEffect).
+	Effect Effect
 
 	// Page and Retry describe where this request stands in a walk, for
 	// the activity log. Cursor is the raw cursor being sent (the log keeps
@@ -42,4 +45,15 @@ type Response struct {
 	Body      []byte
 	Truncated bool
 	Duration  time.Duration
+}
+
+// EffectOf is the request's effect: Effect, else the tool's.
+func (r Request) EffectOf() Effect {
+	if r.Effect != "" {
+		return r.Effect
+	}
+	if r.Tool == nil {
+		return EffectWrite
+	}
+	return DeriveEffect(r.Tool)
 }

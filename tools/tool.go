@@ -74,6 +74,13 @@ type Tool struct {
 	Name        string `json:"name"`        // the function name the model sees
 	Description string `json:"description"` // written for a model
 	Kind        Kind   `json:"kind"`
+	// Effect is what a call may do to the data: read, write or
+	// destructive (DeriveEffect; paginate.EffectOf adds what paging
+	// detection knows). EffectDeclared says the source declared it (a
+	// vendor extension, MCP annotations, a manifest's effect field)
+	// rather than it being derived from the method.
+	Effect         Effect `json:"effect"`
+	EffectDeclared bool   `json:"effectDeclared,omitempty"`
 
 	// Toolkit metadata for connected apps (Kind == KindApp).
 	Toolkit            string `json:"toolkit,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/tools"
 )
 
@@ -27,6 +28,7 @@ func (s *Server) loadCatalog(ctx context.Context) (*tools.Catalog, error) {
 			return nil, cfg.errAt(at+".openapi", err.Error())
 		}
 		s.logImport(p.ID, r)
+		paginate.SettleEffects(r.Tools)
 		if err := cat.Add(r.Tools...); err != nil {
 			return nil, cfg.errAt(at, err.Error())
 		}
@@ -110,6 +112,7 @@ func (s *Server) addToolkit(cat *tools.Catalog, m *tools.Manifest) error {
 	if err != nil {
 		return err
 	}
+	paginate.SettleEffects(ts)
 	if err := cat.Add(ts...); err != nil {
 		return err
 	}

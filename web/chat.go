@@ -160,6 +160,9 @@ func (s *Server) chat(c echo.Context) error {
 		return internal(err)
 	}
 	if err := applyRequest(thread, req); err != nil {
+		if errors.Is(err, agent.ErrApproval) {
+			return apiErr(http.StatusBadRequest, "approval_refused", err.Error())
+		}
 		return badRequest(err.Error())
 	}
 	// The user's message is saved before the turn starts, and the thread
@@ -198,6 +201,18 @@ func applyRequest(t *agent.Thread, req chatRequest) error {
 		return errors.New("messages must hold the new user message")
 	}
 	last := req.Messages[len(req.Messages)-1]
+	if last.Role == agent.RoleAssistant {
+		// The AI SDK's tool approval (ai >= 6): the client sends the
+		// assistant message back with its calls approval-responded.
+		n, err := agent.ApplyApprovals(t, last)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return errors.New("the last message is the assistant's but answers no approval")
+		}
+		return nil
+	}
 	for i, m := range t.Msgs {
 		if m.ID == "" || m.ID != last.ID {
 			continue

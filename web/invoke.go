@@ -63,6 +63,9 @@ type invokeRequest struct {
 	// queryToolResult, is scoped to that chat's thread.
 	AgentID string `json:"agent_id"`
 	ChatID  string `json:"chat_id"`
+	// Bulk lets a write take _for_each (without agent_id there is no
+	// binding to say so).
+	Bulk bool `json:"bulk"`
 }
 
 // invokeTool runs one tool call through the engine, no model involved.
@@ -114,7 +117,7 @@ func toolError(err error) error {
 		return internal(err)
 	}
 	status := http.StatusBadRequest
-	if te.Code == loop.CodeUpstream {
+	if te.Code == loop.CodeUpstream || te.Code == loop.CodeOutcomeUnknown {
 		status = http.StatusBadGateway
 	}
 	return apiErr(status, te.Code, te.Message)

@@ -35,7 +35,7 @@ func (s *Server) invokeScope(req invokeRequest) (loop.Scope, error) {
 // default).
 func (s *Server) invokeBinding(req invokeRequest, t *tools.Tool) (loop.Binding, error) {
 	if req.AgentID == "" {
-		return loop.Binding{LoopResponses: req.LoopResponses == nil || *req.LoopResponses}, nil
+		return loop.Binding{LoopResponses: req.LoopResponses == nil || *req.LoopResponses, Bulk: req.Bulk}, nil
 	}
 	if req.LoopResponses != nil {
 		return loop.Binding{}, badRequest("loop_responses and agent_id exclude each other: agent_id applies the agent's binding")

@@ -79,8 +79,8 @@ func TestChatWithOpenAICompatibleModel(t *testing.T) {
 			sys++
 		}
 	}
-	if sys != 2 {
-		t.Errorf("%d system messages; want the agent's and the looping guidance", sys)
+	if sys != 3 {
+		t.Errorf("%d system messages; want the agent's, the looping guidance and the guidance for agents that write", sys)
 	}
 	_, b := ts.do(t, "GET", "/v1/agents/demo/chats/o1", "", nil)
 	if !strings.Contains(string(b), "There are 364 open orders.") {

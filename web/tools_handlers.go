@@ -6,6 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/loop"
 	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/tools"
 )
@@ -16,6 +17,7 @@ type ToolView struct {
 	Name        string         `json:"name"`
 	Description string         `json:"description"`
 	Kind        tools.Kind     `json:"kind"`
+	Effect      tools.Effect   `json:"effect"`
 	Provider    string         `json:"provider"`
 	Toolkit     string         `json:"toolkit,omitempty"`
 	Method      string         `json:"method,omitempty"`
@@ -29,7 +31,8 @@ func (s *Server) view(t *tools.Tool) ToolView {
 	return ToolView{
 		ID: t.ID, Name: t.Name, Description: t.Description, Kind: t.Kind, Provider: t.Provider,
 		Toolkit: t.Toolkit, Method: t.Method, Path: t.Path, OperationID: t.OperationID,
-		InputSchema: s.engine.Schema(t, true),
+		Effect:      paginate.EffectOf(t, s.engine.Plan(t)),
+		InputSchema: s.engine.Schema(t, loop.Binding{LoopResponses: true}),
 		Pagination:  s.engine.Plan(t),
 	}
 }

@@ -50,6 +50,10 @@ type Step struct {
 	// Loop declares the looping capabilities of the call. Nil: one
 	// request (the first page of a paginated tool), still with a verdict.
 	Loop *Loop `json:"loop,omitempty"`
+	// AllowPartial lets a step whose tool changes data consume refs to a
+	// step whose verdict is partial or unstable; without it the run fails
+	// rather than act on an incomplete list.
+	AllowPartial bool `json:"allow_partial,omitempty"`
 
 	// If is the branch's condition; Then and Else name the step to jump
 	// to (a later one) or End.
@@ -279,7 +283,7 @@ func (d *decoder) step(v any, i int) Step {
 			at.stepID = id
 		}
 	}
-	m, ok := d.object(v, at, "id", "type", "tool", "input", "loop", "if", "then", "else")
+	m, ok := d.object(v, at, "id", "type", "tool", "input", "loop", "if", "then", "else", "allow_partial")
 	if !ok {
 		return s
 	}
@@ -297,6 +301,13 @@ func (d *decoder) step(v any, i int) Step {
 	}
 	if l, ok := m["loop"]; ok && l != nil {
 		s.Loop = d.loop(l, at.child("loop"))
+	}
+	if x, ok := m["allow_partial"]; ok && x != nil {
+		b, ok := x.(bool)
+		if !ok {
+			d.fail(at.child("allow_partial"), "must be true or false, not %s", kindOf(x))
+		}
+		s.AllowPartial = b
 	}
 	if c, ok := m["if"]; ok && c != nil {
 		s.If = d.condition(c, at.child("if"))

@@ -111,7 +111,7 @@ func TestParseErrors(t *testing.T) {
 		{"steps type", `{"id": "w", "steps": {}}`, `steps must be an array, not an object`},
 		{"step type", step(`"fetch"`), `steps[0]: must be an object, not a string`},
 		{"unknown step field", step(`{"id": "a", "type": "tool", "tool": "t", "args": {}}`),
-			`steps[0] (a): has an unknown field "args" (known: else, id, if, input, loop, then, tool, type)`},
+			`steps[0] (a): has an unknown field "args" (known: allow_partial, else, id, if, input, loop, then, tool, type)`},
 		{"unknown loop field", step(`{"id": "fetch", "type": "tool", "tool": "t", "loop": {"all_page": true}}`),
 			`steps[0] (fetch): loop has an unknown field "all_page" (known: all_pages, cache, fields, filter, for_each)`},
 		{"all_pages type", step(`{"id": "a", "loop": {"all_pages": "yes"}}`),

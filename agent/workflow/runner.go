@@ -179,6 +179,7 @@ type run struct {
 	outs     *outputs
 	res      *Result
 	throttle *stream.Throttle
+	verdicts map[string]*loop.Verdict // tool step id → its verdict
 }
 
 func (ru *run) emit(c stream.Chunk) error { return ru.in.Emit(c) }
@@ -230,6 +231,34 @@ func (ru *run) branch(s Step) (string, error) {
 	return out.Next, ru.emit(stream.Data{Name: BranchChunk, ID: s.ID, Data: out})
 }
 
+// incompleteInput says why a step that changes data may not run: it
+// consumes a ref (in its input or its for_each values) to a step whose
+// verdict is partial or unstable, and does not set allow_partial. A
+// single_response is acceptable input: it makes no paging claim.
+func (ru *run) incompleteInput(s Step, t *tools.Tool) string {
+	if s.AllowPartial || !ru.opt.Engine.Effect(t, loop.Binding{LoopResponses: true}).Writes() {
+		return ""
+	}
+	var refs []string
+	eachRef(any(s.Input), "input", func(r, _ string) { refs = append(refs, r) })
+	if s.Loop != nil && s.Loop.ForEach != nil && s.Loop.ForEach.Values.Ref != "" {
+		refs = append(refs, s.Loop.ForEach.Values.Ref)
+	}
+	for _, text := range refs {
+		r, err := parseRef(text)
+		if err != nil {
+			continue // Validate reported it
+		}
+		v := ru.verdicts[r.step]
+		if v == nil || (v.Completion != loop.Partial && v.Completion != loop.Unstable) {
+			continue
+		}
+		return fmt.Sprintf("step %s changes data (%s) from %s, but step %s is %s (%s): acting on an incomplete list would miss or repeat objects; walk it completely (loop.all_pages, larger limits) or set allow_partial: true on step %s",
+			s.ID, s.Tool, text, r.step, v.Completion, v.Summary(), s.ID)
+	}
+	return ""
+}
+
 // tool runs a tool step; failed reports a step failure (recorded).
 func (ru *run) tool(ctx context.Context, s Step) (failed bool, err error) {
 	callID := CallIDPrefix + s.ID
@@ -254,6 +283,13 @@ func (ru *run) tool(ctx context.Context, s Step) (failed bool, err error) {
 	}
 	if err := ru.emit(stream.ToolInputAvailable{ToolCallID: callID, ToolName: s.Tool, Input: shownInput(args, s.Loop, request), Dynamic: true}); err != nil {
 		return false, err
+	}
+	if text := ru.incompleteInput(s, t); text != "" {
+		ru.fail(s, text)
+		if err := ru.emit(stream.ToolOutputError{ToolCallID: callID, ErrorText: text, Dynamic: true}); err != nil {
+			return true, err
+		}
+		return true, ru.emit(stream.FinishStep{})
 	}
 	start := ru.opt.Now()
 	call := loop.Call{
@@ -292,6 +328,10 @@ func (ru *run) tool(ctx context.Context, s Step) (failed bool, err error) {
 	}
 	ru.res.Steps[s.ID] = out.View
 	ru.outs.set(s.ID, out.View)
+	if ru.verdicts == nil {
+		ru.verdicts = map[string]*loop.Verdict{}
+	}
+	ru.verdicts[s.ID] = out.Verdict
 	if err := ru.emit(stream.ToolOutputAvailable{ToolCallID: callID, Output: json.RawMessage(out.View), Dynamic: true}); err != nil {
 		return false, err
 	}

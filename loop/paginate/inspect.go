@@ -12,7 +12,7 @@ import (
 // Inspection is what `trawl inspect` reports for one operation: which
 // tool it became and how it paginates. It marshals as
 //
-//	{"tool","method","path","operationId","pagination":{"strategy","sizeParam",
+//	{"tool","method","path","operationId","effect","pagination":{"strategy","sizeParam",
 //	 "pageParam","offsetParam","cursorParam","paramsIn","items","continuation","provenance",
 //	 "confidence","evidence","stream"?}}
 //
@@ -22,6 +22,7 @@ type Inspection struct {
 	Method      string            `json:"method"`
 	Path        string            `json:"path"`
 	OperationID *string           `json:"operationId"` // null when the spec gives none
+	Effect      tools.Effect      `json:"effect"`      // read, write or destructive (EffectOf)
 	Pagination  PaginationSummary `json:"pagination"`
 
 	note string // one remark for the table (a signal with nothing to send it back)
@@ -66,6 +67,7 @@ func NewInspection(t *tools.Tool, p Plan) Inspection {
 		Method:      strings.ToUpper(t.Method),
 		Path:        t.Path,
 		OperationID: nullable(t.OperationID),
+		Effect:      EffectOf(t, p),
 	}
 	s := PaginationSummary{Strategy: p.Strategy, Provenance: p.Provenance, Confidence: p.Confidence,
 		Evidence: p.Evidence, Stream: p.Stream}
@@ -117,7 +119,7 @@ var summaryOrder = []Strategy{Cursor, NextURL, LinkHeader, PageNumber, Offset}
 // summary line ("51 operations, 40 paginated: 14 cursor, 6 next_url, …").
 func WriteTable(w io.Writer, ins []Inspection) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "METHOD\tPATH\tTOOL\tSTRATEGY\tCONFIDENCE\tPARAMS\tITEMS\tCONTINUATION\tPROVENANCE\tNOTE")
+	fmt.Fprintln(tw, "METHOD\tPATH\tTOOL\tEFFECT\tSTRATEGY\tCONFIDENCE\tPARAMS\tITEMS\tCONTINUATION\tPROVENANCE\tNOTE")
 	counts := map[Strategy]int{}
 	paginated, unsure := 0, 0
 	for _, in := range ins {
@@ -154,14 +156,18 @@ func WriteTable(w io.Writer, ins []Inspection) error {
 			note = strings.Join(append(p.Evidence[len(p.Evidence)-1:], note), "; ")
 			note = strings.TrimSuffix(note, "; ")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			cell(in.Method), cell(in.Path), cell(in.Tool), p.Strategy, orDash(string(p.Confidence)), orDash(strings.Join(params, " ")),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			cell(in.Method), cell(in.Path), cell(in.Tool), in.Effect, p.Strategy, orDash(string(p.Confidence)), orDash(strings.Join(params, " ")),
 			cell(items), cell(deref(p.Continuation)), cell(p.Provenance), cell(note))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	summary := fmt.Sprintf("%d operation%s, %d paginated", len(ins), plural(len(ins)), paginated)
+	effects := map[tools.Effect]int{}
+	for _, in := range ins {
+		effects[in.Effect]++
+	}
 	if unsure > 0 {
 		defer fmt.Fprintf(w, "%d paginated operation%s detected with low confidence: a walk on them completes only on the server's own end signal\n", unsure, plural(unsure))
 	}
@@ -174,6 +180,8 @@ func WriteTable(w io.Writer, ins []Inspection) error {
 	if len(parts) > 0 {
 		summary += ": " + strings.Join(parts, ", ")
 	}
+	summary += fmt.Sprintf("; %d read, %d write, %d destructive",
+		effects[tools.EffectRead], effects[tools.EffectWrite], effects[tools.EffectDestructive])
 	_, err := fmt.Fprintln(w, summary)
 	return err
 }

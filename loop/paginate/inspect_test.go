@@ -29,15 +29,15 @@ func TestInspectionJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `[` +
-		`{"tool":"GetCustomers","method":"GET","path":"/v1/customers","operationId":"GetCustomers","pagination":` +
+		`{"tool":"GetCustomers","method":"GET","path":"/v1/customers","operationId":"GetCustomers","effect":"read","pagination":` +
 		`{"strategy":"cursor","sizeParam":"limit","pageParam":null,"offsetParam":null,"cursorParam":"starting_after",` +
 		`"paramsIn":"query","items":"data","continuation":"has_more","provenance":"schema",` +
 		`"confidence":"medium","evidence":["starting_after takes the last item's id; has_more says whether to go on"]}},` +
-		`{"tool":"get_balance","method":"GET","path":"/v1/balance","operationId":null,"pagination":` +
+		`{"tool":"get_balance","method":"GET","path":"/v1/balance","operationId":null,"effect":"read","pagination":` +
 		`{"strategy":"none","sizeParam":null,"pageParam":null,"offsetParam":null,"cursorParam":null,` +
 		`"paramsIn":null,"items":null,"continuation":null,"provenance":"schema",` +
 		`"confidence":"high","evidence":["no paging parameter with a continuation"]}},` +
-		`{"tool":"getUsersForWorkspace","method":"GET","path":"/workspaces/{workspace_gid}/users","operationId":"getUsersForWorkspace","pagination":` +
+		`{"tool":"getUsersForWorkspace","method":"GET","path":"/workspaces/{workspace_gid}/users","operationId":"getUsersForWorkspace","effect":"read","pagination":` +
 		`{"strategy":"none","sizeParam":null,"pageParam":null,"offsetParam":null,"cursorParam":null,` +
 		`"paramsIn":null,"items":"data","continuation":null,"provenance":"schema",` +
 		`"confidence":"medium","evidence":["offset looks like a cursor, but nothing in the response continues it"]}}` +
@@ -52,7 +52,7 @@ func TestWriteTableSummary(t *testing.T) {
 	if err := WriteTable(&buf, nil); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff("METHOD  PATH  TOOL  STRATEGY  CONFIDENCE  PARAMS  ITEMS  CONTINUATION  PROVENANCE  NOTE\n0 operations, 0 paginated\n", buf.String()); diff != "" {
+	if diff := cmp.Diff("METHOD  PATH  TOOL  EFFECT  STRATEGY  CONFIDENCE  PARAMS  ITEMS  CONTINUATION  PROVENANCE  NOTE\n0 operations, 0 paginated; 0 read, 0 write, 0 destructive\n", buf.String()); diff != "" {
 		t.Errorf("empty table (-want +got):\n%s", diff)
 	}
 }

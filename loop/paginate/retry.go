@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -28,11 +29,12 @@ type failure struct {
 	snippet string
 	err     error
 	detail  string // words for PageError
+	unsure  bool   // a write was sent and not answered: its outcome is unknown
 }
 
 func (f *failure) pageError(res *Result) *PageError {
 	return &PageError{StoppedBy: f.reason, Status: f.status, Snippet: f.snippet, Retries: res.Retries,
-		Requests: res.Requests, Err: f.err, detail: f.detail}
+		Requests: res.Requests, Err: f.err, Unsure: f.unsure, detail: f.detail}
 }
 
 // fetch sends one page's request, retrying the same page after transport
@@ -78,7 +80,9 @@ func (w *walker) fetch(ctx context.Context, req tools.Request) (*tools.Response,
 			case errors.Is(ctx.Err(), context.Canceled):
 				return nil, nil, ctx.Err()
 			case ctx.Err() != nil || timedOut:
-				return nil, w.budgetFailure(StopBudgetTime, "the time budget ran out while waiting for the upstream"), nil
+				f := w.budgetFailure(StopBudgetTime, "the time budget ran out while waiting for the upstream")
+				f.unsure = !w.retryable
+				return nil, f, nil
 			}
 			if w.retryable && transient < maxTransientRetries && !errors.Is(err, tools.ErrRefused) {
 				transient++
@@ -89,7 +93,7 @@ func (w *walker) fetch(ctx context.Context, req tools.Request) (*tools.Response,
 				}
 			}
 			return nil, &failure{
-				reason: StopHTTPError, err: err,
+				reason: StopHTTPError, err: err, unsure: !w.retryable && maybeSent(err),
 				why: fmt.Sprintf("page %d could not be fetched (%s)", req.Page, safeCause(err)),
 			}, nil
 		}
@@ -234,28 +238,42 @@ func backoff(n int) time.Duration {
 	return transientBackoff << (n - 1)
 }
 
+// maybeSent reports whether a transport failure may have come after the
+// request reached the upstream: anything but a failure to connect (a
+// refused connection, an unknown host) may.
+func maybeSent(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return false
+	}
+	var dns *net.DNSError
+	return !errors.As(err, &dns)
+}
+
 // retryable reports whether a page request may be sent again after an
 // uncertain failure: when it reads (ReadLike).
 func retryable(t *tools.Tool, p Plan) bool { return ReadLike(t, p) }
 
 // ReadLike reports whether calling t reads without changing anything:
-// GET and HEAD, or a POST that reads (a paginated operation, or one named
-// for searching or listing). It is the one derivation of a call's effect
-// until tools declare effects of their own.
-func ReadLike(t *tools.Tool, p Plan) bool {
-	switch strings.ToUpper(t.Method) {
-	case http.MethodGet, http.MethodHead:
-		return true
-	case http.MethodPost:
-		if p.Paginated() {
-			return true
-		}
-		words := strings.ToLower(t.Name + " " + t.OperationID + " " + t.Path)
-		for _, w := range []string{"search", "list", "query", "find", "lookup"} {
-			if strings.Contains(words, w) {
-				return true
-			}
-		}
+// its effect (EffectOf) is read.
+func ReadLike(t *tools.Tool, p Plan) bool { return EffectOf(t, p) == tools.EffectRead }
+
+// EffectOf is t's effect (tools.DeriveEffect) with what pagination
+// detection adds: a POST whose effect was derived, not declared, and that
+// pages through a response array only queries, so it reads.
+func EffectOf(t *tools.Tool, p Plan) tools.Effect {
+	e := tools.DeriveEffect(t)
+	if e == tools.EffectWrite && !t.EffectDeclared && strings.EqualFold(t.Method, http.MethodPost) && p.Paginated() && p.ItemsFound {
+		return tools.EffectRead
 	}
-	return false
+	return e
+}
+
+// SettleEffects sets each tool's Effect to EffectOf under its detected
+// plan, so that every place a tool is shown says the same. Run once when
+// tools are imported.
+func SettleEffects(ts []*tools.Tool) {
+	for _, t := range ts {
+		t.Effect = EffectOf(t, Detect(t))
+	}
 }

@@ -87,6 +87,10 @@ type WalkOptions struct {
 	Args map[string]any
 	// Plan is what detection found; the first response may refine it.
 	Plan Plan
+	// Effect is the call's effect (a binding may override the tool's);
+	// "" means EffectOf(Tool, Plan). Only a read is sent again after a
+	// transport failure or a 5xx.
+	Effect tools.Effect
 	// AllPages walks every page. False: one request, whose signals still
 	// say whether more rows exist (Result.LikelyMore).
 	AllPages bool
@@ -179,7 +183,11 @@ type PageError struct {
 	Retries   int    // re-sends made before giving up
 	Requests  int    // upstream requests sent, retries included (0: refused before any)
 	Err       error  // the transport failure, when there was one
-	detail    string
+	// Unsure reports a change whose outcome is unknown: a request of a
+	// write that was sent but got no answer (a timeout, a connection
+	// reset). It was not retried; whether it took effect must be checked.
+	Unsure bool
+	detail string
 }
 
 func (e *PageError) Error() string {
@@ -282,6 +290,7 @@ type walker struct {
 	plan     Plan
 
 	retryable bool
+	effect    tools.Effect
 	origin    string // scheme://host:port of the provider; "" unknown
 
 	// The request about to be sent.
@@ -331,7 +340,12 @@ func newWalker(o WalkOptions) *walker {
 	w.args = cloneArgs(o.Args)
 	w.origin = originOf(o.Tool.Origin)
 	w.base = requestURL(o.Tool, w.args)
-	w.retryable = retryable(o.Tool, o.Plan)
+	effect := o.Effect
+	if effect == "" {
+		effect = EffectOf(o.Tool, o.Plan)
+	}
+	w.effect = effect
+	w.retryable = effect == tools.EffectRead
 	w.setup()
 	return w
 }
@@ -381,7 +395,7 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 	for {
 		req := tools.Request{
 			Tool: w.o.Tool, Args: w.args, Credential: w.o.Credential, ThreadID: w.o.ThreadID,
-			Page: res.Pages + 1, Cursor: w.cursor,
+			Page: res.Pages + 1, Cursor: w.cursor, Effect: w.effect,
 		}
 		if w.viaURL {
 			req.URL = w.cursor

@@ -349,7 +349,8 @@ func TestRetryable(t *testing.T) {
 		{"GET", "get_order", Plan{Strategy: None}, true},
 		{"POST", "search_contacts", Plan{Strategy: None}, true},
 		{"POST", "create_order", Plan{Strategy: None}, false},
-		{"POST", "run_report", Plan{Strategy: Cursor}, true},
+		{"POST", "run_report", Plan{Strategy: Cursor, Items: "data", ItemsFound: true}, true},
+		{"POST", "run_report", Plan{Strategy: Cursor}, false}, // no response array known: a write
 		{"DELETE", "delete_order", Plan{Strategy: None}, false},
 		{"", "mcp_tool", Plan{Strategy: None}, false},
 	}

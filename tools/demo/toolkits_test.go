@@ -35,6 +35,7 @@ type manifestTool struct {
 		Method string `json:"method"`
 		Path   string `json:"path"`
 	} `json:"http"`
+	Effect string `json:"effect"`
 }
 
 func loadManifests(t *testing.T, base string) map[string]manifest {

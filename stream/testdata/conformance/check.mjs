@@ -21,6 +21,7 @@
 //     [--header "Name: value"]... [--message TEXT] [--chat-body JSON]
 //     [--checks schema,read,chat] [--versions ai5,ai6,ai7] [--after N]
 //     [--expect-tool NAME]... [--expect-data NAME]... [--expect-text TEXT]
+//     [--approve yes|no] [--expect-denied NAME]...
 //
 // --body is the raw request's body for the schema and read checks (default
 // for POST: an AI SDK chat request carrying --message). --chat-body holds
@@ -29,6 +30,11 @@
 // NAME, in state "output-available". --expect-data NAME: a part
 // "data-NAME". --expect-text TEXT: the message's text contains TEXT.
 // --after N: the stream is a resume after event N (ids start at N+1).
+// --approve yes|no (ai >= 6): the chat answers every tool-approval-request
+// with addToolApprovalResponse and sends the answer automatically
+// (sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses);
+// the final message must then meet the expectations. --expect-denied NAME:
+// the tool part for NAME is in state "output-denied".
 
 import { parseArgs } from 'node:util';
 import { randomUUID } from 'node:crypto';
@@ -54,6 +60,8 @@ try {
       'expect-tool': { type: 'string', multiple: true, default: [] },
       'expect-data': { type: 'string', multiple: true, default: [] },
       'expect-text': { type: 'string' },
+      approve: { type: 'string' },
+      'expect-denied': { type: 'string', multiple: true, default: [] },
     },
     strict: true,
   }));
@@ -66,6 +74,7 @@ if (method !== 'GET' && method !== 'POST') usage('--method must be GET or POST')
 const checks = new Set(args.checks.split(',').filter(Boolean));
 for (const c of checks) if (!['schema', 'read', 'chat'].includes(c)) usage(`unknown check ${c}`);
 if (method === 'GET' && checks.has('chat')) usage('the chat check POSTs to --url; with --method GET, use --checks schema or schema,read');
+if (args.approve !== undefined && args.approve !== 'yes' && args.approve !== 'no') usage('--approve must be yes or no');
 const after = Number(args.after);
 if (!Number.isInteger(after) || after < 0) usage('--after must be a non-negative integer');
 
@@ -109,6 +118,13 @@ function expectationFailures(message) {
     if (!part) failures.push(`no tool part for ${name}`);
     else if (part.state !== 'output-available')
       failures.push(`tool part for ${name} in state ${part.state}, want output-available`);
+  }
+  for (const name of args['expect-denied']) {
+    const part = parts.find(
+      (p) => p.type === `tool-${name}` || (p.type === 'dynamic-tool' && p.toolName === name),
+    );
+    if (!part) failures.push(`no tool part for ${name}`);
+    else if (part.state !== 'output-denied') failures.push(`tool part for ${name} in state ${part.state}, want output-denied`);
   }
   for (const name of args['expect-data']) {
     if (!parts.some((p) => p.type === `data-${name}`)) failures.push(`no data-${name} part`);
@@ -262,16 +278,33 @@ async function runChat(ai) {
     }
   }
   let onErrorText;
+  const approving = args.approve !== undefined;
+  if (approving && typeof ai.lastAssistantMessageIsCompleteWithApprovalResponses !== 'function')
+    throw new Error('this version has no tool approval (ai >= 6 needed)');
   const chat = new Chat({
     id: randomUUID(),
     transport: new ai.DefaultChatTransport({ api: args.url, headers, body: chatBody }),
     onError: (err) => {
       onErrorText = errorText(err);
     },
+    ...(approving ? { sendAutomaticallyWhen: ai.lastAssistantMessageIsCompleteWithApprovalResponses } : {}),
   });
   await chat.sendMessage({ text: args.message });
+  let approvals = 0;
+  if (approving) {
+    const asked = (chat.messages.at(-1)?.parts ?? []).filter((p) => p.state === 'approval-requested');
+    if (asked.length === 0) throw new Error(`no part waits for approval: ${JSON.stringify(partsSummary(chat.messages.at(-1)))}`);
+    for (const p of asked) {
+      await chat.addToolApprovalResponse({ id: p.approval.id, approved: args.approve === 'yes', reason: 'checked by the harness' });
+      approvals++;
+    }
+    for (let i = 0; i < 600 && chat.status !== 'ready' && chat.status !== 'error'; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
   const last = chat.messages.at(-1);
   return {
+    approvals,
     status: chat.status,
     error: chat.error ? errorText(chat.error) : onErrorText,
     messages: chat.messages.length,

@@ -4,7 +4,7 @@
 // change rolls the control back and says why.
 
 import { call, seg, tools as loadTools } from './api.js';
-import { banner, errorText, frag, h, id, loading, paginationBadge } from './dom.js';
+import { banner, effectBadge, errorText, frag, h, id, loading, paginationBadge } from './dom.js';
 
 const LOOP_LABEL = 'Allow response looping for this tool';
 // A group with more tools than this starts collapsed.
@@ -284,12 +284,15 @@ function toolCard(getDef, setDef, row) {
       h('h3', { class: 'card-name', id: `${base}-name` }, t ? t.name : tid),
       h('p', { class: 'card-id' }, h('code', null, tid),
         t && t.method ? [' · ', h('code', { class: 'method' }, t.method), ' ', h('code', null, t.path)] : null)),
-    h('div', { class: 'card-badges' }, t ? paginationBadge(t.pagination) : null)),
+    h('div', { class: 'card-badges' }, t ? [effectBadge(t.effect), ' ', paginationBadge(t.pagination)] : null)),
   t && t.description ? h('p', { class: 'card-desc', title: t.description }, t.description) : null,
   t ? null : h('p', { class: 'inline-error' }, 'This tool is not in the catalog.'),
-  canLoop
+  // A write never walks, caches or filters: no looping switch on it.
+  canLoop && (!t || t.effect === 'read')
     ? h('div', { class: 'switch-row' }, sw, h('label', { for: `${base}-loop` }, LOOP_LABEL))
-    : h('p', { class: 'switch-none muted' }, 'Nothing to loop: no pagination or paging parameter was detected and the response has no list of rows.'),
+    : h('p', { class: 'switch-none muted' }, t && t.effect !== 'read'
+      ? 'Changes data: writes never loop.'
+      : 'Nothing to loop: no pagination or paging parameter was detected and the response has no list of rows.'),
   h('div', { class: 'settings' },
     h('div', { class: 'setting' },
       h('label', { class: 'field-label', for: `${base}-ttl` }, 'Dataset TTL (hours)'), ttl,

@@ -87,6 +87,13 @@ export function paginationBadge(plan) {
     srOnly('Pagination: '), strategy);
 }
 
+// effectBadge shows what a call may do to the data: read, write, destructive.
+export function effectBadge(effect) {
+  const e = effect || 'write';
+  return h('span', { class: ['badge', 'effect', `effect-${e.replace(/[^a-z]/g, '')}`], title: `Effect: ${e}` },
+    srOnly('Effect: '), e);
+}
+
 // kindBadge shows where a tool comes from.
 export function kindBadge(kind) {
   const label = { api: 'own API', app: 'connected app', mcp: 'MCP' }[kind] || kind;
