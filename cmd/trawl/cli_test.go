@@ -128,7 +128,7 @@ func TestToolsListsPagination(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"TOOL", "PAGINATION", "acme.list_orders", "page", "acme.list_tickets", "cursor", "tools, 5 with detected pagination"} {
+	for _, want := range []string{"TOOL", "PAGINATION", "acme.list_orders", "page", "acme.list_tickets", "cursor", "tools, 5 with detected pagination", "EFFECT", "destructive", "that change data"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

@@ -33,8 +33,8 @@ func listTools(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return enc.Encode(views)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOOL\tKIND\tMETHOD\tPATH\tPAGINATION\tITEMS")
-	paginated := 0
+	fmt.Fprintln(tw, "TOOL\tKIND\tEFFECT\tMETHOD\tPATH\tPAGINATION\tITEMS")
+	paginated, writes := 0, 0
 	for _, v := range views {
 		items := "-"
 		if v.Pagination.ItemsFound {
@@ -46,15 +46,18 @@ func listTools(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if v.Pagination.Paginated() {
 			paginated++
 		}
+		if v.Effect.Writes() {
+			writes++
+		}
 		method, path := v.Method, v.Path
 		if method == "" {
 			method, path = "-", "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Kind, method, path, v.Pagination.Strategy, items)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Kind, v.Effect, method, path, v.Pagination.Strategy, items)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "%d tools, %d with detected pagination\n", len(views), paginated)
+	_, err = fmt.Fprintf(stdout, "%d tools, %d with detected pagination, %d that change data\n", len(views), paginated, writes)
 	return err
 }
