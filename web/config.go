@@ -467,7 +467,7 @@ func (c *Config) validate() error {
 	if c.RedisURL != "" {
 		// Refused rather than ignored: a deployment that asks for shared
 		// state must not run on per-process state without knowing it.
-		return c.errAt("redis_url", "Redis backends are not available yet; remove redis_url to use the embedded store (one process)")
+		return c.errAt("redis_url", "a deployment cannot run on Redis yet (its stores exist but are not wired to the config); remove redis_url to use the embedded store (one process)")
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return c.errAt("listen", fmt.Sprintf("must be host:port, not %q", c.Listen))

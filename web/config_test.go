@@ -78,7 +78,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"malformed env", "admin_key: ${OOPS\n", "malformed ${…} reference"},
 		{"not a mapping", "- a\n- b\n", "the top level must be a mapping"},
 		{"syntax", "org: [a\n", "trawl.yaml"},
-		{"redis not yet", "redis_url: redis://127.0.0.1:6379\n", "trawl.yaml:1: redis_url: Redis backends are not available yet"},
+		{"redis not yet", "redis_url: redis://127.0.0.1:6379\n", "trawl.yaml:1: redis_url: a deployment cannot run on Redis yet"},
 		{"mcp needs one", "mcp_servers:\n  - {id: f}\n", "command or url is required"},
 	}
 	for _, tt := range tests {
