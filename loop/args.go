@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/trawl-dev/trawl/loop/query"
 	"github.com/trawl-dev/trawl/tools"
 )
 
@@ -40,7 +41,7 @@ func checkValue(s *tools.Schema, v any) string {
 	switch s.Type {
 	case "object":
 		if _, ok := v.(map[string]any); !ok {
-			return fmt.Sprintf("must be an object, not %s", kindOfValue(v))
+			return fmt.Sprintf("must be an object, not %s", query.KindName(v))
 		}
 		return ""
 	case "array":
@@ -86,20 +87,4 @@ func article(typ string) string {
 		return "an " + typ
 	}
 	return "a " + typ
-}
-
-func kindOfValue(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "a boolean"
-	case string:
-		return "a string"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	}
-	return "a number"
 }

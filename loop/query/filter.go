@@ -279,13 +279,13 @@ func ClausesOf(v any) ([]Clause, error) {
 	}
 	list, ok := v.([]any)
 	if !ok {
-		return nil, fmt.Errorf("query: filter must be a clause {\"field\",\"op\",\"value\"} or an array of them, not %s", kindName(v))
+		return nil, fmt.Errorf("query: filter must be a clause {\"field\",\"op\",\"value\"} or an array of them, not %s", KindName(v))
 	}
 	out := make([]Clause, 0, len(list))
 	for i, e := range list {
 		m, ok := e.(map[string]any)
 		if !ok {
-			return nil, &ClauseError{Index: i, Reason: fmt.Sprintf("is %s, not a {\"field\",\"op\",\"value\"} object", kindName(e))}
+			return nil, &ClauseError{Index: i, Reason: fmt.Sprintf("is %s, not a {\"field\",\"op\",\"value\"} object", KindName(e))}
 		}
 		var c Clause
 		c.Field, _ = m["field"].(string)
@@ -304,7 +304,7 @@ func ClausesOf(v any) ([]Clause, error) {
 		for _, k := range clauseKeys[:2] {
 			if x, has := m[k]; has && x != nil {
 				if _, isStr := x.(string); !isStr {
-					return nil, &ClauseError{Index: i, Clause: c, Key: k, Reason: fmt.Sprintf("%s must be a string, not %s", k, kindName(x))}
+					return nil, &ClauseError{Index: i, Clause: c, Key: k, Reason: fmt.Sprintf("%s must be a string, not %s", k, KindName(x))}
 				}
 			}
 		}
@@ -330,12 +330,12 @@ func PathsOf(v any) ([]string, error) {
 		for i, e := range x {
 			s, ok := e.(string)
 			if !ok {
-				return nil, fmt.Errorf("%s; element %d is %s", shape, i, kindName(e))
+				return nil, fmt.Errorf("%s; element %d is %s", shape, i, KindName(e))
 			}
 			out = append(out, strings.TrimSpace(s))
 		}
 	default:
-		return nil, fmt.Errorf("%s, not %s", shape, kindName(v))
+		return nil, fmt.Errorf("%s, not %s", shape, KindName(v))
 	}
 	return out, nil
 }
@@ -354,8 +354,8 @@ func decodeArg(raw []byte) (any, error) {
 	return v, nil
 }
 
-// kindName names a decoded JSON value's kind for error messages.
-func kindName(v any) string {
+// KindName names a decoded JSON value's kind for error messages ("a string", "an array").
+func KindName(v any) string {
 	switch v.(type) {
 	case nil:
 		return "null"
