@@ -804,9 +804,11 @@ func TestStudioApprovalInBrowser(t *testing.T) {
 	if got := br.text(trash + ` .tc-evidence`); !strings.Contains(got, "MAIL_LIST_MESSAGES") {
 		t.Errorf("the evidence lacks the turn's read: %q", got)
 	}
-	if got := br.text(trash + ` .tc-args pre`); !strings.Contains(got, "messageId") {
-		t.Errorf("the evidence lacks the call's arguments: %q", got)
+	var args struct{ MessageID string }
+	if err := json.Unmarshal([]byte(br.text(trash+` .tc-args pre`)), &args); err != nil || args.MessageID == "" {
+		t.Errorf("the evidence lacks the call's arguments: %v", err)
 	}
+	messageID := args.MessageID
 	if got := br.text(trash + ` .tc-head`); !strings.Contains(got, "write") || !strings.Contains(got, "Waits for approval") {
 		t.Errorf("card head: %q", got)
 	}
@@ -828,6 +830,9 @@ func TestStudioApprovalInBrowser(t *testing.T) {
 		br.view("chat-approved"))
 	if n := writes(); n != 1 {
 		t.Errorf("%d writes upstream after the approval, want 1", n)
+	}
+	if got := br.text(trash + ` .tc-result`); !strings.Contains(got, "Output") || !strings.Contains(got, `"id": "`+messageID+`"`) || strings.Contains(got, "null") {
+		t.Errorf("the approved card's output: %q", got)
 	}
 	if n := br.count(trash + ` button[data-approve]`); n != 0 {
 		t.Errorf("the approved card still offers %d Approve buttons", n)
@@ -856,6 +861,9 @@ func TestStudioApprovalInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(trash+` .tc-evidence`)))
 	if got := br.text(trash + ` .tc-evidence`); !strings.Contains(got, "MAIL_LIST_MESSAGES") {
 		t.Errorf("the reopened card's evidence: %q", got)
+	}
+	if !br.eval(`[...document.querySelectorAll('.tool-call')].map(c => c.dataset.toolCallId).join() === 'call_list,call_trash'`) {
+		t.Error("the reopened thread does not show the calls in their order")
 	}
 	br.run("deny",
 		centre(trash+` button[data-deny]`),

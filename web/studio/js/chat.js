@@ -7,6 +7,7 @@
 
 import { call, openStream, readEvents, seg } from './api.js';
 import { banner, effectBadge, errorText, h, loading } from './dom.js';
+import { jsonView } from './json.js';
 import { markdown } from './markdown.js';
 import { boundaryTable, completionOf, progressView, rowsView, verdictBadge } from './verdict.js';
 
@@ -429,6 +430,7 @@ export function chatView({ navigate }) {
   // assistantFromParts renders a saved assistant message.
   function assistantFromParts(m) {
     const msg = assistantMessage();
+    const later = [];
     let n = 0;
     for (const p of m.parts || []) {
       if (p.type === 'text') {
@@ -445,9 +447,12 @@ export function chatView({ navigate }) {
           msg.chunk({ type: 'tool-approval-request', toolCallId: p.toolCallId, approvalId: p.approval.id });
         }
       } else if (p.type === 'data-approval-evidence' || p.type === 'data-turn-changes') {
-        msg.chunk({ type: p.type, id: p.id, data: p.data });
+        later.push({ type: p.type, id: p.id, data: p.data });
       }
     }
+    // The thread keeps the evidence before the tool parts: it goes on
+    // the cards once they are all there, in the order of the calls.
+    for (const ch of later) msg.chunk(ch);
     msg.finish();
     return msg;
   }
@@ -490,10 +495,12 @@ export function chatView({ navigate }) {
         badge.replaceChildren(c ? verdictBadge(env) : h('span', { class: ['pill', 'pill-none'], dataset: { verdict: 'none' } }, 'Done'));
         el.dataset.verdict = c || 'none';
         const fields = Array.isArray(input._fields) ? input._fields : null;
-        result.replaceChildren(
+        const rows = rowsView(env, { scope, fields, callFilter: input._filter });
+        result.replaceChildren(...[
           env._note ? h('p', { class: 'note' }, env._note) : null,
           env._boundary ? h('details', { class: 'tc-boundary' }, h('summary', null, 'Boundary statement'), boundaryTable(env._boundary)) : null,
-          rowsView(env, { scope, fields, callFilter: input._filter }));
+          rows || jsonView('Output', out), // a result without rows (a write's answer) as it came
+        ].filter(Boolean));
       },
       error(text) {
         el.dataset.state = 'error';
