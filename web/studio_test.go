@@ -487,6 +487,13 @@ func TestStudioInBrowser(t *testing.T) {
 	if !eval(`document.getElementById('try-loop').checked`) {
 		t.Error(`"loop responses" is not checked by default`)
 	}
+	// The tool's card and its row in the list show its effect.
+	if !eval(`document.querySelector('.try-head .card-badges .effect-read') !== null`) {
+		t.Error("the tool's card lacks its effect badge")
+	}
+	if !eval(`document.querySelector('tr[data-tool-id="mail.MAIL_TRASH_MESSAGE"] .effect-write') !== null`) {
+		t.Error("the trash tool's row lacks its write badge")
+	}
 	args := `{"status":"open","_all_pages":true,"_fields":["id"]}`
 	run("run it",
 		chromedp.SetValue(chromedp.ID("try-args"), args),

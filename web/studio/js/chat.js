@@ -260,7 +260,11 @@ export function chatView({ navigate }) {
   // tool parts in state approval-responded with {id, approved}, as the
   // next message of the chat; the continuation streams into msg.
   async function answer(msg, answers) {
-    if (turn) return;
+    if (turn) {
+      msg.note('error', 'A turn is running in this chat; answer once it ends.');
+      msg.unanswer();
+      return;
+    }
     const controller = new AbortController();
     setRunning(true, 'Sending the answer…');
     let res;
