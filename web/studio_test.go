@@ -487,6 +487,13 @@ func TestStudioInBrowser(t *testing.T) {
 	if !eval(`document.getElementById('try-loop').checked`) {
 		t.Error(`"loop responses" is not checked by default`)
 	}
+	// The tool's card and its row in the list show its effect.
+	if !eval(`document.querySelector('.try-head .card-badges .effect-read') !== null`) {
+		t.Error("the tool's card lacks its effect badge")
+	}
+	if !eval(`document.querySelector('tr[data-tool-id="mail.MAIL_TRASH_MESSAGE"] .effect-write') !== null`) {
+		t.Error("the trash tool's row lacks its write badge")
+	}
 	args := `{"status":"open","_all_pages":true,"_fields":["id"]}`
 	run("run it",
 		chromedp.SetValue(chromedp.ID("try-args"), args),
@@ -776,4 +783,122 @@ func TestStudioGroupSwitch(t *testing.T) {
 		br.count(group+` article[data-loopable="true"][data-looping="true"]`) != loopable {
 		t.Error("after a reload the crm group is not all looping")
 	}
+}
+
+// TestStudioApprovalInBrowser: an agent whose trash call needs approval
+// (the fake model lists the inbox, then trashes a message). The card
+// shows the evidence and Approve / Deny; Approve runs the call (its
+// output on the card, the write in the upstream log) and the answer goes
+// on, with what the turn changed under it. In a second chat, reopened
+// while it waits, Deny answers the call as denied and the model goes on.
+func TestStudioApprovalInBrowser(t *testing.T) {
+	br := startBrowser(t, 120*time.Second)
+	defer br.finish()
+	ts := startApprovalDemo(t)
+	writes := func() int {
+		_, b := ts.do(t, "GET", "/v1/activity?limit=1000", "", nil)
+		return strings.Count(string(b), `"writes":true`)
+	}
+	trash := `.tool-call[data-tool-call-id="call_trash"]`
+	br.login(ts, "/studio/#/chat/cleaner/approve-1")
+	br.run("ask, and the trash waits",
+		chromedp.WaitVisible(chromedp.ID("chat-input")),
+		chromedp.SetValue(chromedp.ID("chat-input"), "Trash the first message."),
+		chromedp.Click(chromedp.ID("chat-send")),
+		chromedp.WaitVisible(chromedp.CSS(trash+` button[data-approve]`)),
+		jsTrue(`document.querySelector('#chat-stop').hidden`),
+		br.view("chat-approval"))
+	if got := br.text(trash + ` .tc-evidence`); !strings.Contains(got, "MAIL_LIST_MESSAGES") {
+		t.Errorf("the evidence lacks the turn's read: %q", got)
+	}
+	var args struct{ MessageID string }
+	if err := json.Unmarshal([]byte(br.text(trash+` .tc-args pre`)), &args); err != nil || args.MessageID == "" {
+		t.Errorf("the evidence lacks the call's arguments: %v", err)
+	}
+	messageID := args.MessageID
+	if got := br.text(trash + ` .tc-head`); !strings.Contains(got, "write") || !strings.Contains(got, "Waits for approval") {
+		t.Errorf("card head: %q", got)
+	}
+	if n := br.count(trash + ` button[data-deny]`); n != 1 {
+		t.Errorf("%d Deny buttons", n)
+	}
+	if got := br.text(`.msg-assistant .turn-changes`); !strings.Contains(got, "waits for approval") {
+		t.Errorf("turn changes while waiting: %q", got)
+	}
+	if n := writes(); n != 0 {
+		t.Fatalf("%d writes upstream before the approval", n)
+	}
+	br.run("approve",
+		centre(trash+` button[data-approve]`),
+		chromedp.Click(chromedp.CSS(trash+` button[data-approve]`)),
+		chromedp.WaitVisible(chromedp.CSS(trash+`[data-state="done"]`)),
+		jsTrue(`document.querySelector('#chat-log').textContent.includes('Trashed it.')`),
+		jsTrue(`document.querySelector('#chat-stop').hidden`),
+		br.view("chat-approved"))
+	if n := writes(); n != 1 {
+		t.Errorf("%d writes upstream after the approval, want 1", n)
+	}
+	if got := br.text(trash + ` .tc-result`); !strings.Contains(got, "Output") || !strings.Contains(got, `"id": "`+messageID+`"`) || strings.Contains(got, "null") {
+		t.Errorf("the approved card's output: %q", got)
+	}
+	if n := br.count(trash + ` button[data-approve]`); n != 0 {
+		t.Errorf("the approved card still offers %d Approve buttons", n)
+	}
+	if n := br.count(`.msg-assistant`); n != 1 {
+		t.Errorf("%d assistant messages, want the continuation in the same one", n)
+	}
+	if got := br.text(`.msg-assistant .turn-changes`); !strings.Contains(got, "MAIL_TRASH_MESSAGE") || !strings.Contains(got, "done") {
+		t.Errorf("turn changes after the approval: %q", got)
+	}
+	if !br.eval(`[...document.querySelectorAll('.msg-assistant .msg-body > *')].pop().matches('.turn-changes')`) {
+		t.Error("what the turn changed is not under the answer")
+	}
+
+	// A second chat: reopened while it waits, the buttons are there.
+	br.run("ask in a second chat",
+		chromedp.Navigate(ts.URL+"/studio/#/chat/cleaner/approve-2"),
+		chromedp.WaitVisible(chromedp.ID("chat-input")),
+		chromedp.SetValue(chromedp.ID("chat-input"), "Trash the first message."),
+		chromedp.Click(chromedp.ID("chat-send")),
+		chromedp.WaitVisible(chromedp.CSS(trash+` button[data-deny]`)),
+		jsTrue(`document.querySelector('#chat-stop').hidden`))
+	br.run("reopen the waiting thread",
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS(trash+` button[data-deny]`)),
+		chromedp.WaitVisible(chromedp.CSS(trash+` .tc-evidence`)))
+	if got := br.text(trash + ` .tc-evidence`); !strings.Contains(got, "MAIL_LIST_MESSAGES") {
+		t.Errorf("the reopened card's evidence: %q", got)
+	}
+	if !br.eval(`[...document.querySelectorAll('.tool-call')].map(c => c.dataset.toolCallId).join() === 'call_list,call_trash'`) {
+		t.Error("the reopened thread does not show the calls in their order")
+	}
+	br.run("deny",
+		centre(trash+` button[data-deny]`),
+		chromedp.Click(chromedp.CSS(trash+` button[data-deny]`)),
+		chromedp.WaitVisible(chromedp.CSS(trash+`[data-state="denied"]`)),
+		jsTrue(`document.querySelector('#chat-log').textContent.includes('Left it alone.')`),
+		jsTrue(`document.querySelector('#chat-stop').hidden`),
+		br.view("chat-denied"))
+	if got := br.text(trash + ` .tc-badge`); !strings.Contains(got, "Denied") {
+		t.Errorf("denied card badge: %q", got)
+	}
+	if n := writes(); n != 1 {
+		t.Errorf("%d writes upstream after the denial, want still 1", n)
+	}
+	if got := br.text(`.msg-assistant .turn-changes`); !strings.Contains(got, "denied") {
+		t.Errorf("turn changes after the denial: %q", got)
+	}
+	// Reopened once more, the thread shows the denial.
+	br.run("reopen the denied thread",
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS(trash+`[data-state="denied"]`)))
+	if n := br.count(trash + ` button[data-deny]`); n != 0 {
+		t.Errorf("the denied thread still offers %d Deny buttons", n)
+	}
+}
+
+// centre scrolls the element sel finds to the middle of the screen,
+// clear of the chat form that sticks to the bottom.
+func centre(sel string) chromedp.Action[chromedp.Void] {
+	return jsTrue(`(document.querySelector(` + strconv.Quote(sel) + `).scrollIntoView({block: 'center'}), true)`)
 }

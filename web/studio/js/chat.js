@@ -6,7 +6,8 @@
 // Last-Event-ID after a broken connection) and Stop ends it.
 
 import { call, openStream, readEvents, seg } from './api.js';
-import { banner, errorText, h, loading } from './dom.js';
+import { banner, effectBadge, errorText, h, loading } from './dom.js';
+import { jsonView } from './json.js';
 import { markdown } from './markdown.js';
 import { boundaryTable, completionOf, progressView, rowsView, verdictBadge } from './verdict.js';
 
@@ -141,7 +142,7 @@ export function chatView({ navigate }) {
       if (err.status !== 404) log.append(h('li', null, banner('error', `Could not load the thread: ${errorText(err)}`)));
     }
     if (my !== seq) return;
-    const shown = msgs.map((m) => ({ role: m.role, text: textOf(m), el: m.role === 'user' ? userMessage(textOf(m)) : assistantFromParts(m) }));
+    const shown = msgs.map((m) => ({ role: m.role, text: textOf(m), el: m.role === 'user' ? userMessage(textOf(m)) : assistantFromParts(m).el }));
     for (const s of shown) log.append(s.el);
     if (!msgs.length) log.append(h('li', { class: 'chat-empty muted' }, 'Ask the agent something. Tool calls show their progress, verdict and rows here.'));
     resume(my, shown);
@@ -188,9 +189,10 @@ export function chatView({ navigate }) {
 
   // follow reads a turn's stream into a new assistant message, resuming
   // after a broken connection with Last-Event-ID.
-  async function follow(res, controller, words) {
-    const msg = assistantMessage();
-    log.append(msg.el);
+  async function follow(res, controller, words, into) {
+    const msg = into || assistantMessage();
+    if (into) msg.reopen();
+    else log.append(msg.el);
     turn = { controller, msg };
     setRunning(true, words);
     let lastId = '';
@@ -253,6 +255,42 @@ export function chatView({ navigate }) {
     follow(res, controller, 'Streaming…');
   });
 
+  // answer sends the human's answers to a message's approval requests
+  // the way the AI SDK does: the saved assistant message, its waiting
+  // tool parts in state approval-responded with {id, approved}, as the
+  // next message of the chat; the continuation streams into msg.
+  async function answer(msg, answers) {
+    if (turn) {
+      msg.note('error', 'A turn is running in this chat; answer once it ends.');
+      msg.unanswer();
+      return;
+    }
+    const controller = new AbortController();
+    setRunning(true, 'Sending the answer…');
+    let res;
+    try {
+      const saved = (await call('GET', `agents/${seg(agent)}/chats/${seg(chat)}`)).data || [];
+      const last = saved[saved.length - 1];
+      if (!last || last.role !== 'assistant') throw new Error('the thread does not wait for an approval');
+      const parts = (last.parts || []).map((p) => {
+        const a = p.approval && answers.get(p.approval.id);
+        if (p.state !== 'approval-requested' || !a) return p;
+        const approval = { id: p.approval.id, approved: a.approved };
+        if (a.reason) approval.reason = a.reason;
+        return { ...p, state: 'approval-responded', approval };
+      });
+      res = await openStream('POST', `agents/${seg(agent)}/chat`, {
+        id: chat, trigger: 'submit-message', messages: [{ ...last, parts }],
+      }, { signal: controller.signal });
+    } catch (err) {
+      setRunning(false);
+      msg.note('error', `The answer was not sent: ${errorText(err)}`);
+      msg.unanswer();
+      return;
+    }
+    follow(res, controller, 'Streaming…', msg);
+  }
+
   stop.addEventListener('click', async () => {
     stop.disabled = true;
     state.textContent = 'Stopping…';
@@ -275,17 +313,28 @@ export function chatView({ navigate }) {
     const el = h('li', { class: 'msg msg-assistant', dataset: { state: 'streaming' } }, h('p', { class: 'msg-role' }, 'Agent'), body);
     const texts = new Map(); // text id → {el, text}
     const cards = new Map(); // toolCallId → card
+    const asked = new Map(); // approval id → card, while it waits
+    const answers = new Map(); // approval id → {approved, reason}
     let context = null;
+    let changes = null;
     const scope = { agent_id: agent, chat_id: chat };
+    let self = null;
+    // decide takes one answer; when every request of the message has
+    // one, they go to the server together (as sendAutomaticallyWhen
+    // does in the AI SDK).
+    const decide = (approvalId, approved) => {
+      answers.set(approvalId, { approved });
+      if ([...asked.keys()].every((k) => answers.has(k))) answer(self, answers);
+    };
     const card = (id, name) => {
       if (!cards.has(id)) {
-        const c = toolCard(id, name, scope);
+        const c = toolCard(id, name, scope, decide);
         cards.set(id, c);
         body.append(c.el);
       }
       return cards.get(id);
     };
-    return {
+    self = {
       el,
       chunk(ch) {
         switch (ch.type) {
@@ -323,6 +372,24 @@ export function chatView({ navigate }) {
           case 'tool-output-error':
             card(ch.toolCallId, '').error(ch.errorText);
             break;
+          case 'data-approval-evidence':
+            if (ch.data && ch.data.toolCallId) card(ch.data.toolCallId, ch.data.toolName).evidence(ch.data);
+            break;
+          case 'tool-approval-request': {
+            const c = card(ch.toolCallId, '');
+            asked.set(ch.approvalId, c);
+            c.ask(ch.approvalId);
+            el.dataset.state = 'waiting';
+            break;
+          }
+          case 'tool-output-denied':
+            card(ch.toolCallId, '').denied();
+            break;
+          case 'data-turn-changes':
+            if (!changes) changes = h('div', { class: 'turn-changes', 'data-turn-changes': '' });
+            changes.replaceChildren(...turnChanges(ch.data));
+            body.append(changes); // under the answer so far
+            break;
           case 'data-context':
             if (!context) {
               context = h('div', { class: 'context-meter', 'data-context': '' });
@@ -346,13 +413,28 @@ export function chatView({ navigate }) {
       finish() {
         if (el.dataset.state === 'streaming') el.dataset.state = 'done';
         for (const c of cards.values()) c.settle();
+        if (changes) body.append(changes);
+      },
+      // reopen makes the message take a continuation (the approved or
+      // denied calls, then the model's next steps).
+      reopen() {
+        el.dataset.state = 'streaming';
+        asked.clear();
+        answers.clear();
+      },
+      // unanswer offers the buttons again after a failed send.
+      unanswer() {
+        answers.clear();
+        for (const [id, c] of asked) c.ask(id);
       },
     };
+    return self;
   }
 
   // assistantFromParts renders a saved assistant message.
   function assistantFromParts(m) {
     const msg = assistantMessage();
+    const later = [];
     let n = 0;
     for (const p of m.parts || []) {
       if (p.type === 'text') {
@@ -364,15 +446,24 @@ export function chatView({ navigate }) {
         msg.chunk({ type: 'tool-input-available', toolCallId: p.toolCallId, toolName: name, input: p.input });
         if (p.state === 'output-available') msg.chunk({ type: 'tool-output-available', toolCallId: p.toolCallId, output: p.output });
         if (p.state === 'output-error') msg.chunk({ type: 'tool-output-error', toolCallId: p.toolCallId, errorText: p.errorText });
+        if (p.state === 'output-denied') msg.chunk({ type: 'tool-output-denied', toolCallId: p.toolCallId });
+        if (p.state === 'approval-requested' && p.approval) {
+          msg.chunk({ type: 'tool-approval-request', toolCallId: p.toolCallId, approvalId: p.approval.id });
+        }
+      } else if (p.type === 'data-approval-evidence' || p.type === 'data-turn-changes') {
+        later.push({ type: p.type, id: p.id, data: p.data });
       }
     }
+    // The thread keeps the evidence before the tool parts: it goes on
+    // the cards once they are all there, in the order of the calls.
+    for (const ch of later) msg.chunk(ch);
     msg.finish();
-    return msg.el;
+    return msg;
   }
 
   // toolCard is one tool call: arguments, the live progress line, then
   // the verdict, the boundary statement and the rows.
-  function toolCard(callId, toolName, scope) {
+  function toolCard(callId, toolName, scope, decide) {
     const name = h('span', { class: 'tc-name' }, toolName || 'tool');
     const badge = h('span', { class: 'tc-badge' }, h('span', { class: ['pill', 'pill-running'] }, 'Running'));
     const trace = h('a', {
@@ -381,9 +472,12 @@ export function chatView({ navigate }) {
     const args = h('details', { class: 'tc-args' }, h('summary', null, 'Arguments'), h('pre', { class: 'json' }));
     const prog = progressView();
     const result = h('div', { class: 'tc-result' });
+    const effect = h('span', { class: 'tc-effect' });
+    const proof = h('div', { class: 'tc-evidence', hidden: true });
+    const approval = h('div', { class: 'tc-approval', hidden: true });
     const el = h('article', { class: 'tool-call', dataset: { toolCallId: callId, state: 'running' }, 'aria-label': `Tool call ${toolName}` },
-      h('header', { class: 'tc-head' }, name, badge, trace),
-      args, prog.el, result);
+      h('header', { class: 'tc-head' }, name, effect, badge, trace),
+      args, proof, approval, prog.el, result);
     let input = {};
     return {
       el,
@@ -397,22 +491,68 @@ export function chatView({ navigate }) {
       },
       output(out) {
         el.dataset.state = 'done';
+        approval.hidden = true;
+        approval.replaceChildren();
         prog.done();
         const env = out && typeof out === 'object' ? out : {};
         const c = completionOf(env);
         badge.replaceChildren(c ? verdictBadge(env) : h('span', { class: ['pill', 'pill-none'], dataset: { verdict: 'none' } }, 'Done'));
         el.dataset.verdict = c || 'none';
         const fields = Array.isArray(input._fields) ? input._fields : null;
-        result.replaceChildren(
+        const rows = rowsView(env, { scope, fields, callFilter: input._filter });
+        result.replaceChildren(...[
           env._note ? h('p', { class: 'note' }, env._note) : null,
           env._boundary ? h('details', { class: 'tc-boundary' }, h('summary', null, 'Boundary statement'), boundaryTable(env._boundary)) : null,
-          rowsView(env, { scope, fields, callFilter: input._filter }));
+          rows || jsonView('Output', out), // a result without rows (a write's answer) as it came
+        ].filter(Boolean));
       },
       error(text) {
         el.dataset.state = 'error';
         prog.done();
         badge.replaceChildren(h('span', { class: ['pill', 'pill-failed'], dataset: { verdict: 'failed' } }, 'Failed'));
         result.replaceChildren(h('p', { class: 'inline-error' }, text));
+      },
+      // evidence shows what the human approves: the effect, the
+      // arguments and the verdicts of the turn's earlier reads.
+      evidence(ev) {
+        if (ev.toolName && name.textContent === 'tool') name.textContent = ev.toolName;
+        effect.replaceChildren(ev.effect ? effectBadge(ev.effect) : null);
+        if (ev.input !== undefined) this.input(ev.input);
+        args.open = true;
+        const reads = Array.isArray(ev.reads) ? ev.reads : [];
+        proof.hidden = false;
+        proof.replaceChildren(h('p', { class: 'tc-evidence-title' }, 'Before this call, the turn read:'),
+          reads.length ? h('ul', { class: 'tc-reads' }, reads.map((r) => h('li', null, r)))
+            : h('p', { class: 'muted' }, 'nothing (no read came before it in this turn).'));
+      },
+      // ask shows Approve / Deny; the call waits until one is clicked.
+      ask(approvalId) {
+        el.dataset.state = 'waiting';
+        el.dataset.approvalId = approvalId;
+        prog.done();
+        badge.replaceChildren(h('span', { class: ['pill', 'pill-waiting'], dataset: { verdict: 'waiting' } }, 'Waits for approval'));
+        const yes = h('button', { type: 'button', class: 'button small primary', dataset: { approve: approvalId } }, 'Approve');
+        const no = h('button', { type: 'button', class: 'button small', dataset: { deny: approvalId } }, 'Deny');
+        const pick = (ok) => {
+          yes.disabled = true;
+          no.disabled = true;
+          el.dataset.state = ok ? 'approved' : 'denying';
+          badge.replaceChildren(h('span', { class: ['pill', 'pill-running'] }, ok ? 'Approved' : 'Denied'));
+          decide(approvalId, ok);
+        };
+        yes.addEventListener('click', () => pick(true));
+        no.addEventListener('click', () => pick(false));
+        approval.hidden = false;
+        approval.replaceChildren(h('p', { class: 'tc-approval-q' }, 'This call changes data. Run it?'), yes, ' ', no);
+        requestAnimationFrame(() => approval.scrollIntoView({ block: 'center' }));
+      },
+      denied() {
+        el.dataset.state = 'denied';
+        prog.done();
+        approval.hidden = true;
+        approval.replaceChildren();
+        badge.replaceChildren(h('span', { class: ['pill', 'pill-failed'], dataset: { verdict: 'denied' } }, 'Denied'));
+        result.replaceChildren(h('p', { class: 'muted' }, 'Denied: the call did not run.'));
       },
       settle() {
         if (el.dataset.state === 'running') {
@@ -431,6 +571,16 @@ export function chatView({ navigate }) {
       if (turn) turn.controller.abort();
     },
   };
+}
+
+// turnChanges says what a turn changed (a data-turn-changes part:
+// {changes: [{toolCallId, tool, effect, outcome}]}).
+function turnChanges(data) {
+  const list = (data && Array.isArray(data.changes)) ? data.changes : [];
+  const words = { done: 'done', failed: 'failed', unknown: 'outcome unknown (check before trying again)', denied: 'denied', waiting: 'waits for approval' };
+  return [h('p', { class: 'turn-changes-title' }, 'This turn changed:'),
+    h('ul', null, list.map((c) => h('li', { dataset: { outcome: c.outcome || '' } },
+      h('code', null, c.tool || c.toolCallId), ' ', effectBadge(c.effect), ' ', words[c.outcome] || c.outcome || '')))];
 }
 
 // contextMeter shows a data-context chunk (stream.ContextReport): what

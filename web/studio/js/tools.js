@@ -4,7 +4,7 @@
 // rows before its payload.
 
 import { call, openStream, readEvents, refreshTools, seg, tools as loadTools } from './api.js';
-import { banner, bytes, errorText, frag, h, kindBadge, loading, paginationBadge } from './dom.js';
+import { banner, bytes, effectBadge, errorText, frag, h, kindBadge, loading, paginationBadge } from './dom.js';
 import { jsonView } from './json.js';
 import { boundaryTable, completionOf, fmt, progressView, rowsView, verdictBadge } from './verdict.js';
 
@@ -83,11 +83,11 @@ export function toolsView() {
       const link = h('a', { href: `#/tools/${encodeURIComponent(t.id)}`, class: 'tool-link' }, t.id);
       const tr = h('tr', { dataset: { toolId: t.id } },
         h('th', { scope: 'row' }, link),
-        h('td', null, kindBadge(t.kind)),
+        h('td', null, kindBadge(t.kind), ' ', effectBadge(t.effect)),
         h('td', { class: 'path' }, t.method ? [h('code', { class: 'method' }, t.method), ' ', h('code', null, t.path)] : h('span', { class: 'muted' }, '—')),
         h('td', null, paginationBadge(t.pagination)));
       const pg = (t.pagination && t.pagination.strategy) || 'none';
-      const text = [t.id, t.name, t.kind, t.toolkit, t.provider, t.method, t.path, pg, t.description].filter(Boolean).join(' ').toLowerCase();
+      const text = [t.id, t.name, t.kind, t.effect, t.toolkit, t.provider, t.method, t.path, pg, t.description].filter(Boolean).join(' ').toLowerCase();
       return { tool: t, tr, link, text };
     });
     tbody.replaceChildren(...rows.map((r) => r.tr));
@@ -292,7 +292,7 @@ function tryIt(t) {
       h('h2', { id: 'try-title' }, t.name),
       h('p', { class: 'card-id' }, h('code', null, t.id),
         t.method ? [' · ', h('code', { class: 'method' }, t.method), ' ', h('code', null, t.path)] : null),
-      h('div', { class: 'card-badges' }, paginationBadge(t.pagination), kindBadge(t.kind))),
+      h('div', { class: 'card-badges' }, effectBadge(t.effect), ' ', paginationBadge(t.pagination), ' ', kindBadge(t.kind))),
     t.description ? h('details', { class: 'desc' }, h('summary', null, 'Description'), h('p', null, t.description)) : null,
     h('details', { class: 'desc' }, h('summary', null, 'Arguments'), params(t.inputSchema)),
     form,
