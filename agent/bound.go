@@ -8,6 +8,7 @@ import (
 	"github.com/trawl-dev/trawl/discovery"
 	"github.com/trawl-dev/trawl/loop"
 	"github.com/trawl-dev/trawl/loop/paginate"
+	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/tools"
 )
 
@@ -138,4 +139,17 @@ func LoopBinding(d Definition, cat *tools.Catalog, toolID string) (b loop.Bindin
 		}
 	}
 	return loop.Binding{}, false, nil
+}
+
+// ProgressChunk is a looping call's progress report as the stream's
+// data-tool-loop-progress chunk: the one conversion from loop to stream,
+// for chat turns, workflow runs and streamed invokes alike.
+func ProgressChunk(callID, toolName string, p loop.Progress, elapsed time.Duration) stream.Chunk {
+	sp := stream.Progress{ToolCallID: callID, ToolName: toolName, Page: p.Page, PagesMax: p.PagesMax,
+		Items: p.Items, Requests: p.Requests, RequestsMax: p.RequestsMax, Total: p.Total,
+		ElapsedMs: elapsed.Milliseconds()}
+	if p.ForEach != nil {
+		sp.ForEach = &stream.ForEachProgress{Key: p.ForEach.Key, Value: p.ForEach.Value, Index: p.ForEach.Index, Total: p.ForEach.Total}
+	}
+	return sp.Chunk()
 }

@@ -544,13 +544,7 @@ func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, bt
 			if !st.throttle.Allow(callID) {
 				return
 			}
-			sp := stream.Progress{ToolCallID: callID, ToolName: bt.name, Page: p.Page, PagesMax: p.PagesMax,
-				Items: p.Items, Requests: p.Requests, RequestsMax: p.RequestsMax, Total: p.Total,
-				ElapsedMs: r.opt.Now().Sub(start).Milliseconds()}
-			if p.ForEach != nil {
-				sp.ForEach = &stream.ForEachProgress{Key: p.ForEach.Key, Value: p.ForEach.Value, Index: p.ForEach.Index, Total: p.ForEach.Total}
-			}
-			_ = st.Emit(sp.Chunk()) // progress is never needed for correctness
+			_ = st.Emit(ProgressChunk(callID, bt.name, p, r.opt.Now().Sub(start))) // progress is never needed for correctness
 		},
 	})
 	if err != nil {

@@ -104,12 +104,7 @@ func (s *Server) invokeStream(c echo.Context, call loop.Call) error {
 		if !throttle.Allow(callID) {
 			return
 		}
-		sp := stream.Progress{ToolCallID: callID, ToolName: name, Page: p.Page, PagesMax: p.PagesMax,
-			Items: p.Items, Requests: p.Requests, RequestsMax: p.RequestsMax, Total: p.Total, ElapsedMs: time.Since(start).Milliseconds()}
-		if p.ForEach != nil {
-			sp.ForEach = &stream.ForEachProgress{Key: p.ForEach.Key, Value: p.ForEach.Value, Index: p.ForEach.Index, Total: p.ForEach.Total}
-		}
-		_ = emit(sp.Chunk())
+		_ = emit(agent.ProgressChunk(callID, name, p, time.Since(start)))
 	}
 	ctx := tools.WithCallID(c.Request().Context(), callID)
 	out, err := s.engine.Call(ctx, call)

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/loop"
 	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/tools"
@@ -301,13 +302,7 @@ func (ru *run) tool(ctx context.Context, s Step) (failed bool, err error) {
 			if !ru.throttle.Allow(callID) {
 				return
 			}
-			sp := stream.Progress{ToolCallID: callID, ToolName: s.Tool, Page: p.Page, PagesMax: p.PagesMax,
-				Items: p.Items, Requests: p.Requests, RequestsMax: p.RequestsMax, Total: p.Total,
-				ElapsedMs: ru.opt.Now().Sub(start).Milliseconds()}
-			if p.ForEach != nil {
-				sp.ForEach = &stream.ForEachProgress{Key: p.ForEach.Key, Value: p.ForEach.Value, Index: p.ForEach.Index, Total: p.ForEach.Total}
-			}
-			_ = ru.emit(sp.Chunk()) // progress is never needed for correctness
+			_ = ru.emit(agent.ProgressChunk(callID, s.Tool, p, ru.opt.Now().Sub(start))) // progress is never needed for correctness
 		},
 	}
 	if s.Loop != nil && s.Loop.Cache != nil {
