@@ -76,7 +76,7 @@ func newVerdict(p *Part) *verdict {
 		v.args = json.RawMessage(jsonString(shorten(string(p.Input), maxVerdictArgs-40)))
 	}
 	out := []byte(p.Output)
-	switch firstNonSpace(out) {
+	switch query.FirstByte(out) {
 	case '[':
 		if elems, err := query.Elements(out); err == nil {
 			v.rows = append(v.rows, member{"items", json.RawMessage(strconv.Itoa(len(elems)))})
@@ -92,7 +92,7 @@ func newVerdict(p *Part) *verdict {
 	}
 	for _, k := range keys {
 		if !strings.HasPrefix(k, "_") {
-			if raw, ok := query.Get(out, query.JoinPath(k)); ok && firstNonSpace(raw) == '[' {
+			if raw, ok := query.Get(out, query.JoinPath(k)); ok && query.FirstByte(raw) == '[' {
 				if elems, err := query.Elements(raw); err == nil {
 					v.rows = append(v.rows, member{k, json.RawMessage(strconv.Itoa(len(elems)))})
 				}
@@ -108,14 +108,14 @@ func newVerdict(p *Part) *verdict {
 		if !ok {
 			continue
 		}
-		if k == "_boundary" && firstNonSpace(raw) == '{' {
+		if k == "_boundary" && query.FirstByte(raw) == '{' {
 			if raw = subset(raw, boundaryKeys); len(raw) > maxVerdictValue {
 				raw = subset(raw, boundaryCore)
 			}
 		}
 		if len(raw) <= maxVerdictValue {
 			v.members = append(v.members, member{k, raw})
-		} else if firstNonSpace(raw) == '[' {
+		} else if query.FirstByte(raw) == '[' {
 			if elems, err := query.Elements(raw); err == nil {
 				v.members = append(v.members, member{k + "Count", json.RawMessage(strconv.Itoa(len(elems)))})
 			}
@@ -158,17 +158,6 @@ func subset(obj json.RawMessage, keys []string) json.RawMessage {
 		b = append(b, raw...)
 	}
 	return append(b, '}')
-}
-
-func firstNonSpace(b []byte) byte {
-	for _, c := range b {
-		switch c {
-		case ' ', '\t', '\r', '\n':
-			continue
-		}
-		return c
-	}
-	return 0
 }
 
 // render is the compacted result as the model reads it. expires is when

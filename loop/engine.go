@@ -576,7 +576,7 @@ func collectionOf(p paginate.Plan, body []byte) (string, bool) {
 // text as {"text": …}, any other value as {"result": …}.
 func objectRow(body []byte) []byte {
 	v := asJSON(body)
-	if firstByte(v) != '{' {
+	if query.FirstByte(v) != '{' {
 		return append(append([]byte(`{"result":`), v...), '}')
 	}
 	return v
@@ -625,30 +625,19 @@ func stoppedByOf(err error) string {
 func itemsPathOf(p paginate.Plan, body []byte) (string, bool) {
 	if p.ItemsFound {
 		if p.Items == "" {
-			return "", len(body) > 0 && firstByte(body) == '['
+			return "", len(body) > 0 && query.FirstByte(body) == '['
 		}
-		if v, ok := query.Get(body, p.Items); ok && firstByte(v) == '[' {
+		if v, ok := query.Get(body, p.Items); ok && query.FirstByte(v) == '[' {
 			return p.Items, true
 		}
 	}
-	if firstByte(body) == '[' {
+	if query.FirstByte(body) == '[' {
 		return "", true
 	}
 	if path, _, ok := primaryArray(body, ""); ok {
 		return path, true
 	}
 	return "", false
-}
-
-func firstByte(b []byte) byte {
-	for _, c := range b {
-		switch c {
-		case ' ', '\t', '\n', '\r':
-			continue
-		}
-		return c
-	}
-	return 0
 }
 
 // stripPaths removes members from the first page's envelope — paging
@@ -675,7 +664,7 @@ func tagRows(rows [][]byte, key string, value any) [][]byte {
 	v := appendJSONValue(nil, value)
 	out := make([][]byte, len(rows))
 	for i, row := range rows {
-		if firstByte(row) != '{' {
+		if query.FirstByte(row) != '{' {
 			out[i] = row
 			continue
 		}

@@ -127,7 +127,7 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 		}
 	} else {
 		view = asJSON(w.Envelope)
-		if firstByte(view) != '{' {
+		if query.FirstByte(view) != '{' {
 			// A bare scalar: the envelope keys need an object to sit in.
 			view = append(append([]byte(`{"result":`), view...), '}')
 		}
@@ -203,7 +203,7 @@ func withPath(f *query.Fields, path string) (*query.Fields, error) {
 func (e *Engine) verdict(q walkRequest, w *walked, hit *CacheHit) *Verdict {
 	v := &Verdict{
 		StopReason: w.StoppedBy, Collection: w.HasItems, Text: w.Text && !w.HasItems,
-		Scalar:  !w.HasItems && !w.Text && len(bytes.TrimSpace(w.Envelope)) > 0 && firstByte(w.Envelope) != '{',
+		Scalar:  !w.HasItems && !w.Text && len(bytes.TrimSpace(w.Envelope)) > 0 && query.FirstByte(w.Envelope) != '{',
 		Records: len(w.Items), Pages: w.Pages, Requests: w.Requests, Retries: w.Retries,
 		PageSize: w.PageSize, Duplicates: w.Dups, TotalMoved: w.Moved, Resumed: w.Resumed,
 		LastCursor: w.LastCur, Uninspected: w.Uninsp, Cause: w.Cause, Scope: scopeText(q),
@@ -253,7 +253,7 @@ func (e *Engine) verdict(q walkRequest, w *walked, hit *CacheHit) *Verdict {
 // object row and, when sample is set, that row (long values shortened).
 func availableKeys(rows [][]byte, sample bool) ([]string, json.RawMessage) {
 	for _, it := range rows {
-		if firstByte(it) != '{' {
+		if query.FirstByte(it) != '{' {
 			continue
 		}
 		keys, err := query.Keys(it)

@@ -174,3 +174,16 @@ func OffsetIn(buf, sub []byte) (int, bool) {
 	}
 	return int(d), true
 }
+
+// FirstByte is the first byte of b that is not JSON white space; 0 when
+// there is none.
+func FirstByte(b []byte) byte {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		}
+		return c
+	}
+	return 0
+}
