@@ -3,7 +3,9 @@ package tools
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"unicode"
 )
 
 // Effect says what calling a tool may do to the data behind it
@@ -57,13 +59,25 @@ func MethodEffect(method string) Effect {
 // (a POST /search).
 var queryWords = []string{"search", "list", "query", "find", "lookup"}
 
-// QueryNamed reports whether the tool's name, operation id or path says
-// it only queries (a search, list or query operation), or its path ends
-// in a reading verb (POST /accounts/get, POST /users.info).
+// QueryNamed reports whether the tool's name or operation id says it
+// only queries — a search, list or query word leading or ending it
+// (search_users, listInvoices, conversations.list) — or a whole path
+// segment is one (POST /invoices/search, POST /users.list), or the path
+// ends in a reading verb (POST /accounts/get, POST /users.info). A word
+// merely inside another (add_member on /lists/{id}/members,
+// create_saved_search) does not count: that is a write.
 func QueryNamed(t *Tool) bool {
-	words := strings.ToLower(t.Name + " " + t.OperationID + " " + t.Path)
-	for _, w := range queryWords {
-		if strings.Contains(words, w) {
+	for _, name := range []string{t.Name, t.OperationID} {
+		w := identWords(name)
+		if len(w) == 0 || slices.Contains(writeVerbs, w[0]) {
+			continue // create_saved_search saves a search
+		}
+		if isQueryWord(w[0]) || isQueryWord(w[len(w)-1]) {
+			return true
+		}
+	}
+	for _, seg := range strings.FieldsFunc(strings.ToLower(t.Path), func(r rune) bool { return r == '/' || r == '.' }) {
+		if isQueryWord(seg) {
 			return true
 		}
 	}
@@ -73,6 +87,40 @@ func QueryNamed(t *Tool) bool {
 		return true
 	}
 	return false
+}
+
+// writeVerbs lead the names of operations that change something.
+var writeVerbs = []string{"add", "create", "delete", "insert", "remove", "replace", "save", "set", "update", "upsert"}
+
+func isQueryWord(w string) bool { return slices.Contains(queryWords, w) }
+
+// identWords splits an identifier into lower-case words at punctuation
+// and camel-case humps (listInvoices → list, invoices).
+func identWords(s string) []string {
+	var words []string
+	var cur []rune
+	flush := func() {
+		if len(cur) > 0 {
+			words = append(words, strings.ToLower(string(cur)))
+			cur = cur[:0]
+		}
+	}
+	prevLower := false
+	for _, r := range s {
+		switch {
+		case unicode.IsLetter(r) || unicode.IsDigit(r):
+			if unicode.IsUpper(r) && prevLower {
+				flush()
+			}
+			cur = append(cur, r)
+			prevLower = unicode.IsLower(r) || unicode.IsDigit(r)
+		default:
+			flush()
+			prevLower = false
+		}
+	}
+	flush()
+	return words
 }
 
 // summaryQueries reports whether an operation's summary starts by saying

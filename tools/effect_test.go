@@ -105,3 +105,28 @@ func TestParseEffect(t *testing.T) {
 		}
 	}
 }
+
+// A query word counts only as a whole word that leads or ends the name,
+// or as a whole path segment: a subscribe on /lists/{id}/members or a
+// create on /value_lists is a write (found by a hostile review).
+func TestQueryNamedWholeWords(t *testing.T) {
+	for _, c := range []struct {
+		name, op, path string
+		want           bool
+	}{
+		{"add_member", "addMember", "/lists/{id}/members", false},
+		{"create_saved_search", "", "/saved_searches", false},
+		{"PostRadarValueLists", "PostRadarValueLists", "/v1/radar/value_lists", false},
+		{"CreateSipCredential", "", "/Accounts/{Sid}/SIP/CredentialLists/{Id}/Credentials.json", false},
+		{"search_users", "", "/users", true},
+		{"listInvoices", "", "/invoices", true},
+		{"conversations.list", "", "/conversations.list", true},
+		{"invoices", "", "/invoices/search", true},
+		{"accounts", "", "/accounts/get", true},
+	} {
+		tl := &Tool{Name: c.name, OperationID: c.op, Path: c.path, Method: "POST"}
+		if got := QueryNamed(tl); got != c.want {
+			t.Errorf("QueryNamed(%s %s) = %v, want %v", c.name, c.path, got, c.want)
+		}
+	}
+}

@@ -21,19 +21,19 @@ func TestEffectsOfSpecs(t *testing.T) {
 	want := map[string][3]int{ // read, write, destructive
 		"adyen-management.json": {63, 63, 8},
 		"asana.yaml":            {117, 107, 23},
-		"datadog-v2.yaml":       {427, 406, 152},
+		"datadog-v2.yaml":       {421, 412, 152},
 		"discord.json":          {103, 100, 39},
 		"github-ghes-2.18.yaml": {259, 164, 76},
 		"intercom.yaml":         {114, 86, 31},
-		"okta-management.yaml":  {290, 331, 111},
+		"okta-management.yaml":  {289, 332, 111},
 		"openai.yaml":           {123, 122, 43},
-		"plaid.yaml":            {162, 167, 0}, // every operation is a POST; /…/get, /…/list and "List …" read
+		"plaid.yaml":            {156, 173, 0}, // every operation is a POST; /…/get, /…/list and "List …" read
 		"pokeapi.yml":           {96, 0, 0},
-		"sentry.json":           {121, 67, 35},
+		"sentry.json":           {120, 68, 35},
 		"slack-web-v2.json":     {80, 94, 0},
-		"square.json":           {142, 148, 26},
-		"stripe-2023.yaml":      {213, 203, 30},
-		"twilio-api-v2010.json": {116, 49, 32},
+		"square.json":           {141, 149, 26},
+		"stripe-2023.yaml":      {211, 205, 30},
+		"twilio-api-v2010.json": {103, 62, 32},
 		"xero-accounting.yaml":  {126, 99, 10},
 	}
 	entries, err := os.ReadDir(dir)
