@@ -6,11 +6,13 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"unicode/utf16"
 )
 
 // Mask replaces every secret the scrubber finds.
@@ -362,7 +364,27 @@ func jsonForms(s string) []string {
 	_ = enc.Encode(s)
 	plain := strings.TrimSpace(b.String())
 	plain = plain[1 : len(plain)-1]
-	return []string{goForm, plain, strings.ReplaceAll(goForm, "/", `\/`), strings.ReplaceAll(plain, "/", `\/`)}
+	forms := []string{goForm, plain, strings.ReplaceAll(goForm, "/", `\/`), strings.ReplaceAll(plain, "/", `\/`)}
+	if len(s) <= maxEscapedSecret {
+		forms = append(forms, allEscaped(s, "\\u%04x"), allEscaped(s, "\\u%04X"))
+	}
+	return forms
+}
+
+// maxEscapedSecret bounds the secrets whose every-character-escaped form
+// is masked: tokens and keys are short, and the form is six times the
+// secret (a kilobyte-long JWT would cost the automaton tens of KB more).
+const maxEscapedSecret = 256
+
+// allEscaped is s with every character written as a \uXXXX escape (an
+// encoder that escapes everything, or an upstream hiding a value): it
+// decodes to s in any JSON parser.
+func allEscaped(s, format string) string {
+	var b strings.Builder
+	for _, u := range utf16.Encode([]rune(s)) {
+		fmt.Fprintf(&b, format, u)
+	}
+	return b.String()
 }
 
 // lowerHex lower-cases the hex digits of %XX escapes.

@@ -224,3 +224,23 @@ func TestScrubberSizeIsLinear(t *testing.T) {
 		t.Errorf("long secret: %.80q", got)
 	}
 }
+
+// A secret written with every character as a \uXXXX escape (either hex
+// case) decodes to the secret in any JSON parser, so it is masked too —
+// and so stays masked when a client decodes and re-encodes the body
+// (found by a hostile review through trawl call).
+func TestScrubberFullyEscapedJSON(t *testing.T) {
+	secret := "PLANTEDsecret/Tok+en=9xyz"
+	s := NewScrubber(secret)
+	for _, format := range []string{`\u%04x`, `\u%04X`} {
+		body := []byte(`{"u":"` + allEscaped(secret, format) + `"}`)
+		out := s.Bytes(body)
+		var v map[string]string
+		if err := json.Unmarshal(out, &v); err != nil {
+			t.Fatalf("%s: scrubbed body is not JSON: %v (%s)", format, err, out)
+		}
+		if strings.Contains(v["u"], secret) || strings.Contains(string(out), allEscaped(secret, format)) {
+			t.Errorf("%s: the escaped secret passed: %s", format, out)
+		}
+	}
+}
