@@ -84,6 +84,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"redis prefix pattern", "redis_url: redis://127.0.0.1:6379\nredis_prefix: 'a*'\n", "trawl.yaml:2: redis_prefix: must not hold"},
 		{"run lease alone", "run_lease: 5s\n", "trawl.yaml:1: run_lease: is only for a deployment on Redis"},
 		{"run lease short", "redis_url: redis://127.0.0.1:6379\nrun_lease: 10ms\n", "trawl.yaml:2: run_lease: must be at least 1s"},
+		{"run lease long", "redis_url: redis://127.0.0.1:6379\nrun_lease: 1000h\n", "trawl.yaml:2: run_lease: must be at least 1s and at most 10m"},
+		{"redis url unparsable, password kept out", "redis_url: 'redis://:s3cretpw@[::1/0'\n", "trawl.yaml:1: redis_url: want redis://"},
 		{"mcp needs one", "mcp_servers:\n  - {id: f}\n", "command or url is required"},
 	}
 	for _, tt := range tests {

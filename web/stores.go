@@ -84,19 +84,48 @@ func (c *Config) checkRedis() error {
 	if strings.ContainsAny(c.RedisPrefix, " \t\r\n*?[]") {
 		return c.errAt("redis_prefix", "must not hold spaces or the pattern characters * ? [ ]")
 	}
-	if c.RunLease < 0 || (c.RunLease > 0 && c.RunLease < time.Second) {
-		return c.errAt("run_lease", "must be at least 1s (zero: 15s)")
+	if c.RunLease < 0 || (c.RunLease > 0 && c.RunLease < time.Second) || c.RunLease > maxRunLease {
+		return c.errAt("run_lease", "must be at least 1s and at most 10m (zero: 15s)")
 	}
 	return nil
 }
 
+// maxRunLease bounds run_lease: a run lasts at most runDeadline, so a
+// longer lease would only keep a dead replica's chats answering 409.
+const maxRunLease = runDeadline
+
 // redactURLError keeps a password in a redis_url out of an error message.
+// A URL that does not parse is never echoed: only what is wrong with it.
 func redactURLError(err error, raw string) string {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		err = uerr.Err
+	}
 	msg := err.Error()
 	if u, perr := url.Parse(raw); perr == nil && u.User != nil {
 		if p, ok := u.User.Password(); ok && p != "" {
 			msg = strings.ReplaceAll(msg, p, "xxxxx")
 		}
+	}
+	return msg
+}
+
+// redisStartError says why the Redis at addr failed its first command: it
+// does not answer (the cause: refused, timed out, a TLS handshake that
+// failed), or it answered with an error (a wrong password, a db out of
+// range) — never with the password of raw.
+func redisStartError(addr string, err error, raw string) string {
+	var ue *unavailableError
+	if errors.As(err, &ue) {
+		err = ue.err
+	}
+	var reply redis.Error
+	if errors.As(err, &reply) {
+		return fmt.Sprintf("Redis at %s refused the connection: %s", addr, redactURLError(err, raw))
+	}
+	msg := fmt.Sprintf("Redis at %s does not answer: %s", addr, redactURLError(err, raw))
+	if strings.HasPrefix(raw, "rediss://") && errors.Is(err, context.DeadlineExceeded) {
+		msg += " (rediss:// needs TLS at that address; is it on?)"
 	}
 	return msg
 }
@@ -196,7 +225,7 @@ func openRedisStores(ctx context.Context, cfg *Config, tel *telemetry) (_ *store
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := st.redis.Ping(pctx).Err(); err != nil {
-		return nil, cfg.errAt("redis_url", fmt.Sprintf("Redis at %s does not answer: %v", opt.Addr, errors.Unwrap(err)))
+		return nil, cfg.errAt("redis_url", redisStartError(opt.Addr, err, cfg.RedisURL))
 	}
 	prefix := cfg.RedisPrefix
 	if prefix == "" {
