@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -22,6 +21,14 @@ type ServeOptions struct {
 	// reading is cut off after it, freeing what it held. Zero means 30 s;
 	// negative means no bound.
 	WriteTimeout time.Duration
+
+	// ReadError, when set, names a failure to read the log after the
+	// stream began (the store went away, the run's log vanished): its
+	// text goes to the client as an error chunk, then "data: [DONE]",
+	// so the client is told rather than cut off. The chunk carries no
+	// id, so a later resume continues after the last event delivered.
+	// Nil (or ""): the stream just ends.
+	ReadError func(error) string
 }
 
 // Serve streams the events of runID from log to the client as a UI
@@ -66,7 +73,17 @@ func Serve(w http.ResponseWriter, r *http.Request, log EventLog, runID string, o
 	defer hb.stop()
 	for ev, err := range log.Read(ctx, runID, after) {
 		if err != nil {
-			return cmp.Or(hb.failure(), err)
+			if f := hb.failure(); f != nil {
+				return f
+			}
+			if r.Context().Err() == nil && opts.ReadError != nil {
+				if text := opts.ReadError(err); text != "" {
+					data, _ := Encode(Error{ErrorText: text})
+					_ = hb.write(func() error { return sw.writeUnnumbered(data) })
+					_ = hb.write(sw.WriteDone)
+				}
+			}
+			return err
 		}
 		if err := hb.write(func() error { return sw.WriteEvent(ev) }); err != nil {
 			return err

@@ -65,6 +65,15 @@ func (w *Writer) WriteEvent(ev Event) error {
 	})
 }
 
+// writeUnnumbered writes data as an event without an id, so that the
+// client's Last-Event-ID stays that of the last numbered event.
+func (w *Writer) writeUnnumbered(data []byte) error {
+	return w.write(func(b io.Writer) {
+		writeData(b, data)
+		io.WriteString(b, "\n")
+	})
+}
+
 // WriteComment writes a comment line, which clients ignore; it keeps idle
 // connections (and the proxies on their way) open.
 func (w *Writer) WriteComment(text string) error {

@@ -1,10 +1,12 @@
 package web
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/trawl-dev/trawl/stream/redistest"
 )
@@ -43,6 +45,55 @@ func TestRedisStartErrorsSayWhy(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), "pw-not-shown") || strings.Contains(err.Error(), "<nil>") {
 				t.Errorf("New: %v", err)
+			}
+		})
+	}
+}
+
+// A turn whose stream vanishes from Redis (FLUSHALL) or whose Redis goes
+// away mid-turn ends every follower's stream with an error chunk and
+// [DONE], rather than a stream that just stops.
+func TestRedisStreamLostMidTurnEndsWithError(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		lose func(*redistest.Server)
+		want string
+	}{
+		{"flushall", func(rs *redistest.Server) { rs.Client(t).FlushAll(context.Background()) }, "no longer in the deployment's store"},
+		{"redis down", (*redistest.Server).Stop, "lost the connection to the deployment's store"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rs := redistest.Start(t)
+			release := make(chan struct{})
+			defer close(release)
+			cfg := redisConfig(t, rs.Addr)
+			cfg.RunLease = 2 * time.Second
+			srv, err := New(context.Background(), cfg, Options{Stdout: io.Discard, Model: gateModel{release}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { srv.Close() })
+			ts := &testServer{Server: srv, URL: newHTTPServer(t, srv)}
+			resp := ts.post(t, "/v1/agents/demo/chat", "", chatBody("c1", "u1", "hi"))
+			defer resp.Body.Close()
+			br := bufio.NewReader(resp.Body)
+			for {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					t.Fatalf("before the loss: %v", err)
+				}
+				if strings.Contains(line, "text-delta") {
+					break
+				}
+			}
+			tt.lose(rs)
+			rest, err := io.ReadAll(br)
+			if err != nil {
+				t.Fatalf("after the loss: %v (read %q)", err, rest)
+			}
+			if !strings.Contains(string(rest), `"type":"error"`) || !strings.Contains(string(rest), tt.want) ||
+				!strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
+				t.Errorf("the stream after the loss: %q; want an error chunk naming %q, then [DONE]", rest, tt.want)
 			}
 		})
 	}

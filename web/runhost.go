@@ -176,7 +176,7 @@ func (h *runHost) serve(c echo.Context, key string) error {
 
 // serveRun streams runID (its claim already checked).
 func (h *runHost) serveRun(c echo.Context, runID string) error {
-	err := stream.Serve(c.Response(), c.Request(), h.events, runID, stream.ServeOptions{})
+	err := stream.Serve(c.Response(), c.Request(), h.events, runID, stream.ServeOptions{ReadError: streamReadError})
 	switch {
 	case err == nil, c.Response().Committed:
 		return nil
@@ -188,6 +188,18 @@ func (h *runHost) serveRun(c echo.Context, runID string) error {
 		return nil
 	}
 	return internal(err)
+}
+
+// streamReadError is what a client is told when its stream's log fails
+// to read mid-stream, instead of a stream that just stops.
+func streamReadError(err error) string {
+	switch {
+	case errors.Is(err, ErrStoreUnavailable):
+		return "lost the connection to the deployment's store; resume this stream shortly to follow the run"
+	case errors.Is(err, stream.ErrRunNotFound):
+		return "this run's stream is no longer in the deployment's store (it was cleared or expired); what the run saved is kept"
+	}
+	return "reading this run's stream failed"
 }
 
 // stop asks the run holding key to stop, wherever it runs, and waits (up
