@@ -4,11 +4,15 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/stream/redistest"
+	"github.com/trawl-dev/trawl/web/runlease"
 )
 
 // A redis_url that Redis refuses, or that does not parse, is a start-up
@@ -96,5 +100,47 @@ func TestRedisStreamLostMidTurnEndsWithError(t *testing.T) {
 				t.Errorf("the stream after the loss: %q; want an error chunk naming %q, then [DONE]", rest, tt.want)
 			}
 		})
+	}
+}
+
+// failingSweeper is a registry whose sweep fails until healed.
+type failingSweeper struct {
+	*runlease.Memory
+	healed, calls atomic.Int32
+}
+
+func (f *failingSweeper) Lapsed(context.Context) ([]runlease.Claim, error) {
+	f.calls.Add(1)
+	if f.healed.Load() == 0 {
+		return nil, ErrStoreUnavailable
+	}
+	return nil, nil
+}
+
+// A sweep that keeps failing (Redis down) is logged once, and once when
+// it works again — not at every sweep.
+func TestSweepFailureLoggedOnce(t *testing.T) {
+	var buf syncBuffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	reg := &failingSweeper{Memory: runlease.NewMemory()}
+	h := newRunHost(context.Background(), reg, stream.NewMemoryLog(stream.MemoryLogOptions{}), log, time.Second)
+	waitCalls := func(n int32) {
+		for deadline := time.Now().Add(10 * time.Second); reg.calls.Load() < n; {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d sweeps, want %d", reg.calls.Load(), n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitCalls(5)
+	reg.healed.Store(1)
+	waitCalls(reg.calls.Load() + 2)
+	h.stopAll()
+	out := buf.String()
+	if n := strings.Count(out, "looking for runs whose replica died (not logged again"); n != 1 {
+		t.Errorf("the failure was logged %d times:\n%s", n, out)
+	}
+	if n := strings.Count(out, "works again"); n != 1 {
+		t.Errorf("the recovery was logged %d times:\n%s", n, out)
 	}
 }

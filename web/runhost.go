@@ -270,11 +270,14 @@ func (h *runHost) stopAll() {
 	h.sweeps.Wait()
 }
 
-// sweep ends, every interval, the runs whose replica died.
+// sweep ends, every interval, the runs whose replica died. A registry
+// that fails is logged once, and once more when it works again, not at
+// every sweep (an outage shows in /readyz and as 503s).
 func (h *runHost) sweep(sw runlease.Sweeper, every time.Duration) {
 	defer h.sweeps.Done()
 	t := time.NewTicker(every)
 	defer t.Stop()
+	failing := false
 	for {
 		select {
 		case <-h.ctx.Done():
@@ -283,10 +286,15 @@ func (h *runHost) sweep(sw runlease.Sweeper, every time.Duration) {
 		}
 		claims, err := sw.Lapsed(h.ctx)
 		if err != nil {
-			if h.ctx.Err() == nil {
-				h.log.Warn("looking for runs whose replica died", "err", err)
+			if h.ctx.Err() == nil && !failing {
+				h.log.Warn("looking for runs whose replica died (not logged again until it works)", "err", err)
 			}
+			failing = true
 			continue
+		}
+		if failing {
+			h.log.Info("looking for runs whose replica died works again")
+			failing = false
 		}
 		for _, c := range claims {
 			h.endLapsed(c)
