@@ -142,6 +142,15 @@ func applyRequest(t *agent.Thread, req chatRequest) error {
 // then closes its log).
 func (s *Server) runTurn(ctx context.Context, key, runID string, thread *agent.Thread, p principal) {
 	agentID := thread.AgentID
+	// A run saves only while it holds the chat's claim: a replica that
+	// was cut off (or paused) past its lease must not write its stale
+	// thread over a turn another replica ran meanwhile.
+	save := func(ctx context.Context, t *agent.Thread) error {
+		if err := s.runs.holds(ctx, key, runID); err != nil {
+			return err
+		}
+		return s.saveThread(ctx, t)
+	}
 	err := s.runner.Run(ctx, &agent.Turn{
 		Agent: func() (agent.Definition, bool) {
 			// An edit on another replica applies from the next step.
@@ -156,12 +165,14 @@ func (s *Server) runTurn(ctx context.Context, key, runID string, thread *agent.T
 			_, err := s.events.Append(context.WithoutCancel(ctx), runID, ch)
 			return err
 		},
-		Checkpoint: s.saveThread,
+		Checkpoint: save,
 	})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		s.log.InfoContext(ctx, "turn ended with an error", "thread", key, "err", err)
 	}
-	if err := s.saveThread(ctx, thread); err != nil {
+	if err := save(ctx, thread); errors.Is(err, errNotHolder) {
+		s.log.WarnContext(ctx, "not saving the thread: this run lost its claim on the chat, which another replica may have taken", "thread", key, "run", runID)
+	} else if err != nil {
 		s.log.ErrorContext(ctx, "saving thread", "thread", key, "err", err)
 	}
 }

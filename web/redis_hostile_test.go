@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/stream/redistest"
 	"github.com/trawl-dev/trawl/web/runlease"
@@ -142,5 +143,51 @@ func TestSweepFailureLoggedOnce(t *testing.T) {
 	}
 	if n := strings.Count(out, "works again"); n != 1 {
 		t.Errorf("the recovery was logged %d times:\n%s", n, out)
+	}
+}
+
+// A run that lost its claim — its replica was cut off or paused past the
+// lease, and another replica's run took the chat meanwhile — does not
+// write its stale thread over the one the other run saved.
+func TestRunWithoutItsClaimDoesNotSave(t *testing.T) {
+	rs := redistest.Start(t)
+	release := make(chan struct{})
+	cfg := redisConfig(t, rs.Addr)
+	cfg.RunLease = 3 * time.Second
+	srv, err := New(context.Background(), cfg, Options{Stdout: io.Discard, Model: gateModel{release}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	ts := &testServer{Server: srv, URL: newHTTPServer(t, srv)}
+	resp := ts.post(t, "/v1/agents/demo/chat", "", chatBody("c1", "u1", "first"))
+	resp.Body.Close()
+	key := agent.ThreadKey("", "demo", "c1")
+	waitActive(t, ts, key)
+	// Another replica's run takes the chat and saves its thread.
+	ctx := context.Background()
+	if err := rs.Client(t).Set(ctx, "trawl:lease:"+key, "run_of_another_replica", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	newer, err := ts.threads.GetThread(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer.Msgs = append(newer.Msgs, agent.UIMessage{ID: "u2", Role: agent.RoleUser, Parts: []agent.Part{{Type: "text", Text: "second, on the other replica"}}})
+	if err := ts.threads.PutThread(ctx, newer); err != nil {
+		t.Fatal(err)
+	}
+	close(release) // the first run goes on, then ends
+	for deadline := time.Now().Add(15 * time.Second); ts.runs.count() > 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first run never ended")
+		}
+	}
+	got, err := ts.threads.GetThread(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := got.Msgs[len(got.Msgs)-1]; last.ID != "u2" {
+		t.Errorf("the thread's last message is %q (%s): the run without its claim wrote over the other run's thread", last.ID, last.Role)
 	}
 }

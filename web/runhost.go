@@ -155,6 +155,26 @@ func (h *runHost) active(ctx context.Context, key string) (string, error) {
 	return h.reg.Active(ctx, key)
 }
 
+// errNotHolder: a run that no longer holds its key (its claim lapsed and
+// may be another run's now) must not write the key's state.
+var errNotHolder = errors.New("the run no longer holds its claim")
+
+// holds checks that runID still holds key in the registry (on Redis, one
+// GET), so that a run cut off past its lease does not write over state
+// another replica's run wrote since: errNotHolder when it does not.
+func (h *runHost) holds(ctx context.Context, key, runID string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	holder, err := h.reg.Active(ctx, key)
+	switch {
+	case err != nil:
+		return err
+	case holder != runID:
+		return errNotHolder
+	}
+	return nil
+}
+
 // activeKeys are the keys with a run on any replica that begin with
 // prefix.
 func (h *runHost) activeKeys(ctx context.Context, prefix string) ([]string, error) {
