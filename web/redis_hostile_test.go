@@ -191,3 +191,14 @@ func TestRunWithoutItsClaimDoesNotSave(t *testing.T) {
 		t.Errorf("the thread's last message is %q (%s): the run without its claim wrote over the other run's thread", last.ID, last.Role)
 	}
 }
+
+// A dead replica's workflow run ends with a workflow's words, not a
+// chat's ("send the message again").
+func TestLapsedErrorNamesTheRun(t *testing.T) {
+	if got := lapsedError(workflowRunKey("wfr_1")); got != lapsedWorkflowText || strings.Contains(got, "message") {
+		t.Errorf("workflow run: %q", got)
+	}
+	if got := lapsedError(agent.ThreadKey("u", "demo", "workflow-run:x")); got != lapsedText {
+		t.Errorf("chat turn: %q", got)
+	}
+}

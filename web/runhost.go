@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -322,8 +323,21 @@ func (h *runHost) sweep(sw runlease.Sweeper, every time.Duration) {
 	}
 }
 
-// lapsedText is the error a dead replica's run ends with.
-const lapsedText = "the server running this turn stopped before it finished; what it had done so far is saved — send the message again to continue"
+// lapsedText is the error a dead replica's chat turn ends with;
+// lapsedWorkflowText a workflow run's.
+const (
+	lapsedText         = "the server running this turn stopped before it finished; what it had done so far is saved — send the message again to continue"
+	lapsedWorkflowText = "the server running this workflow run stopped before it finished; the run is marked failed — start it again"
+)
+
+// lapsedError is the error the run claimed under key ends with when its
+// replica died.
+func lapsedError(key string) string {
+	if strings.HasPrefix(key, workflowRunKey("")) {
+		return lapsedWorkflowText
+	}
+	return lapsedText
+}
 
 // endLapsed ends the log of a run whose replica died (this replica was
 // handed the claim alone): an error chunk, then the end.
@@ -339,7 +353,7 @@ func (h *runHost) endLapsed(c runlease.Claim) {
 		return
 	}
 	if !st.Closed {
-		if _, err := h.events.Append(ctx, c.RunID, stream.Error{ErrorText: lapsedText}); err != nil && !errors.Is(err, stream.ErrRunClosed) {
+		if _, err := h.events.Append(ctx, c.RunID, stream.Error{ErrorText: lapsedError(c.Key)}); err != nil && !errors.Is(err, stream.ErrRunClosed) {
 			h.log.Warn("ending a dead replica's run", "run", c.RunID, "err", err)
 		}
 		if err := h.events.Close(ctx, c.RunID); err != nil {
