@@ -86,6 +86,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"run lease short", "redis_url: redis://127.0.0.1:6379\nrun_lease: 10ms\n", "trawl.yaml:2: run_lease: must be at least 1s"},
 		{"run lease long", "redis_url: redis://127.0.0.1:6379\nrun_lease: 1000h\n", "trawl.yaml:2: run_lease: must be at least 1s and at most 10m"},
 		{"redis url unparsable, password kept out", "redis_url: 'redis://:s3cretpw@[::1/0'\n", "trawl.yaml:1: redis_url: want redis://"},
+		{"redis password not encoded", "redis_url: 'redis://:s3cretpw/#x@127.0.0.1:6379/0'\n", "must be percent-encoded"},
 		{"mcp needs one", "mcp_servers:\n  - {id: f}\n", "command or url is required"},
 	}
 	for _, tt := range tests {

@@ -79,7 +79,7 @@ func (c *Config) checkRedis() error {
 		return nil
 	}
 	if _, err := redis.ParseURL(c.RedisURL); err != nil {
-		return c.errAt("redis_url", fmt.Sprintf("want redis://[user:password@]host:port[/db] or rediss://…: %v", redactURLError(err, c.RedisURL)))
+		return c.errAt("redis_url", badRedisURL(err, c.RedisURL))
 	}
 	if strings.ContainsAny(c.RedisPrefix, " \t\r\n*?[]") {
 		return c.errAt("redis_prefix", "must not hold spaces or the pattern characters * ? [ ]")
@@ -94,15 +94,35 @@ func (c *Config) checkRedis() error {
 // longer lease would only keep a dead replica's chats answering 409.
 const maxRunLease = runDeadline
 
+// badRedisURL says what is wrong with a redis_url that does not parse.
+func badRedisURL(err error, raw string) string {
+	msg := "want redis://[user:password@]host:port[/db] or rediss://…: " + redactURLError(err, raw)
+	if strings.Contains(raw, "@") {
+		msg += " (a password holding any of @ : / ? # % or a space must be percent-encoded)"
+	}
+	return msg
+}
+
 // redactURLError keeps a password in a redis_url out of an error message.
-// A URL that does not parse is never echoed: only what is wrong with it.
+// A URL that does not parse is never echoed, and when it holds user info
+// neither is what the parser says about it, which quotes parts of it
+// (`invalid port ":s3cret" after host`).
 func redactURLError(err error, raw string) string {
 	var uerr *url.Error
 	if errors.As(err, &uerr) {
+		if strings.Contains(raw, "@") {
+			return "it does not parse as a URL"
+		}
 		err = uerr.Err
 	}
+	u, perr := url.Parse(raw)
+	if perr == nil && u.User == nil && strings.Contains(raw, "@") {
+		// The user info was read as part of the path: the message
+		// would quote it.
+		return "its password is not where a URL's user info goes"
+	}
 	msg := err.Error()
-	if u, perr := url.Parse(raw); perr == nil && u.User != nil {
+	if perr == nil && u.User != nil {
 		if p, ok := u.User.Password(); ok && p != "" {
 			msg = strings.ReplaceAll(msg, p, "xxxxx")
 		}
@@ -217,7 +237,7 @@ func openRedisStores(ctx context.Context, cfg *Config, tel *telemetry) (_ *store
 	}
 	opt, err := redis.ParseURL(cfg.RedisURL)
 	if err != nil {
-		return nil, cfg.errAt("redis_url", redactURLError(err, cfg.RedisURL))
+		return nil, cfg.errAt("redis_url", badRedisURL(err, cfg.RedisURL))
 	}
 	st.redis = redis.NewClient(opt)
 	st.redis.AddHook(unavailableHook{})
