@@ -204,3 +204,48 @@ func TestLapsedErrorNamesTheRun(t *testing.T) {
 		t.Errorf("chat turn: %q", got)
 	}
 }
+
+// flakyLog fails its first appends and closes as a store that is briefly
+// away does.
+type flakyLog struct {
+	*stream.MemoryLog
+	fails atomic.Int32
+}
+
+func (l *flakyLog) Append(ctx context.Context, runID string, c stream.Chunk) (int64, error) {
+	if l.fails.Add(-1) >= 0 {
+		return 0, ErrStoreUnavailable
+	}
+	return l.MemoryLog.Append(ctx, runID, c)
+}
+
+func (l *flakyLog) Close(ctx context.Context, runID string) error {
+	if l.fails.Add(-1) >= 0 {
+		return ErrStoreUnavailable
+	}
+	return l.MemoryLog.Close(ctx, runID)
+}
+
+// The replica handed a dead replica's claim ends its log even when the
+// store fails for a moment: nobody else will be handed the claim, and
+// the run's followers would wait on a log nobody closes.
+func TestEndLapsedWaitsOutAShortOutage(t *testing.T) {
+	ctx := context.Background()
+	log := &flakyLog{MemoryLog: stream.NewMemoryLog(stream.MemoryLogOptions{})}
+	if err := log.Open(ctx, "run_1"); err != nil {
+		t.Fatal(err)
+	}
+	log.fails.Store(4)
+	h := newRunHost(ctx, runlease.NewMemory(), log, slog.New(slog.DiscardHandler), time.Second)
+	defer h.stopAll()
+	h.endLapsed(ctx, runlease.Claim{Key: "u=;a=demo;c=c1", RunID: "run_1"})
+	st, err := log.Stat(ctx, "run_1")
+	if err != nil || !st.Closed || st.LastSeq != 1 {
+		t.Fatalf("the dead run's log: %+v %v; want it closed after one error chunk", st, err)
+	}
+	for ev, err := range log.Read(ctx, "run_1", 0) {
+		if err != nil || !strings.Contains(string(ev.Data), "stopped before it finished") {
+			t.Errorf("event %s, %v", ev.Data, err)
+		}
+	}
+}

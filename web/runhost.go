@@ -317,9 +317,13 @@ func (h *runHost) sweep(sw runlease.Sweeper, every time.Duration) {
 			h.log.Info("looking for runs whose replica died works again")
 			failing = false
 		}
+		// The claims handed to this replica are ended within one bound,
+		// however many there are and however the store fares meanwhile.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(h.ctx), 30*time.Second)
 		for _, c := range claims {
-			h.endLapsed(c)
+			h.endLapsed(ctx, c)
 		}
+		cancel()
 	}
 }
 
@@ -340,11 +344,16 @@ func lapsedError(key string) string {
 }
 
 // endLapsed ends the log of a run whose replica died (this replica was
-// handed the claim alone): an error chunk, then the end.
-func (h *runHost) endLapsed(c runlease.Claim) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.ctx), 10*time.Second)
-	defer cancel()
-	st, err := h.events.Stat(ctx, c.RunID)
+// handed the claim alone): an error chunk, then the end. No other replica
+// will be handed the claim again, so a store that fails meanwhile is
+// retried until ctx ends rather than leaving the run's followers waiting
+// on a log nobody closes.
+func (h *runHost) endLapsed(ctx context.Context, c runlease.Claim) {
+	var st stream.RunState
+	err := h.retryStore(ctx, func() (err error) {
+		st, err = h.events.Stat(ctx, c.RunID)
+		return err
+	})
 	switch {
 	case errors.Is(err, stream.ErrRunNotFound):
 		return
@@ -353,15 +362,39 @@ func (h *runHost) endLapsed(c runlease.Claim) {
 		return
 	}
 	if !st.Closed {
-		if _, err := h.events.Append(ctx, c.RunID, stream.Error{ErrorText: lapsedError(c.Key)}); err != nil && !errors.Is(err, stream.ErrRunClosed) {
+		err := h.retryStore(ctx, func() error {
+			_, err := h.events.Append(ctx, c.RunID, stream.Error{ErrorText: lapsedError(c.Key)})
+			return err
+		})
+		if err != nil && !errors.Is(err, stream.ErrRunClosed) {
 			h.log.Warn("ending a dead replica's run", "run", c.RunID, "err", err)
 		}
-		if err := h.events.Close(ctx, c.RunID); err != nil {
+		if err := h.retryStore(ctx, func() error { return h.events.Close(ctx, c.RunID) }); err != nil {
 			h.log.Warn("ending a dead replica's run", "run", c.RunID, "err", err)
 		}
 		h.log.Info("ended a run whose replica stopped renewing its claim", "run", c.RunID, "key", c.Key)
 	}
 	if h.onLapsed != nil {
 		h.onLapsed(ctx, c)
+	}
+}
+
+// retryStore runs f until it does not fail with ErrStoreUnavailable, or
+// ctx ends, or the host stops: a short outage of the store is waited out.
+func (h *runHost) retryStore(ctx context.Context, f func() error) error {
+	wait := 100 * time.Millisecond
+	for {
+		err := f()
+		if !errors.Is(err, ErrStoreUnavailable) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-h.ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
 	}
 }
