@@ -170,12 +170,27 @@ func (s *Server) runTurn(ctx context.Context, key, runID string, thread *agent.T
 	if err != nil && !errors.Is(err, context.Canceled) {
 		s.log.InfoContext(ctx, "turn ended with an error", "thread", key, "err", err)
 	}
-	if err := save(ctx, thread); errors.Is(err, errNotHolder) {
+	// A store failing for a moment (an outage, a full Redis) is waited
+	// out, within 10 s, so the thread is saved and the stream's
+	// followers learn why the turn ended (its own error chunk may be
+	// what the store refused).
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if errors.Is(err, ErrStoreUnavailable) {
+		_ = retryStore(rctx, func() error {
+			_, err := s.events.Append(rctx, runID, stream.Error{ErrorText: storeFailedText})
+			return err
+		})
+	}
+	if err := retryStore(rctx, func() error { return save(rctx, thread) }); errors.Is(err, errNotHolder) {
 		s.log.WarnContext(ctx, "not saving the thread: this run lost its claim on the chat, which another replica may have taken", "thread", key, "run", runID)
 	} else if err != nil {
 		s.log.ErrorContext(ctx, "saving thread", "thread", key, "err", err)
 	}
 }
+
+// storeFailedText ends a turn that the deployment's store failed.
+const storeFailedText = "the deployment's store failed during this turn; what was saved before is kept — send the message again to continue"
 
 // saveThread stores t stamped with the time, on a context of its own: a
 // cancelled turn is still saved.

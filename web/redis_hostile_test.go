@@ -3,6 +3,7 @@ package web
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"strings"
@@ -247,5 +248,103 @@ func TestEndLapsedWaitsOutAShortOutage(t *testing.T) {
 		if err != nil || !strings.Contains(string(ev.Data), "stopped before it finished") {
 			t.Errorf("event %s, %v", ev.Data, err)
 		}
+	}
+}
+
+// A Redis that answers but cannot serve — out of memory under
+// noeviction, a replica made read-only by a failover — is a 503
+// store_unavailable, as a Redis that is down is, not a 500.
+func TestRedisThatCannotServeIs503(t *testing.T) {
+	rs := redistest.Start(t)
+	cfg := redisConfig(t, rs.Addr)
+	srv, err := New(context.Background(), cfg, Options{Stdout: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	ts := &testServer{Server: srv, URL: newHTTPServer(t, srv)}
+	c := rs.Client(t)
+	ctx := context.Background()
+	if err := c.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	st, b := ts.do(t, "POST", "/v1/sessions", "", map[string]any{"user_id": "ann"})
+	if st != 503 || errorCode(t, b) != "store_unavailable" {
+		t.Errorf("a session with Redis out of memory: %d %s", st, b)
+	}
+	if err := c.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if st, b := ts.do(t, "POST", "/v1/sessions", "", map[string]any{"user_id": "ann"}); st != 201 {
+		t.Errorf("a session once Redis has room: %d %s", st, b)
+	}
+	for _, reply := range []string{"READONLY You can't write against a read only replica.", "OOM command not allowed", "BUSY Redis is busy running a script", "ERR max number of clients reached"} {
+		if err := markUnavailable(replyError(reply)); !errors.Is(err, ErrStoreUnavailable) {
+			t.Errorf("%q is not marked unavailable", reply)
+		}
+	}
+	for _, reply := range []string{"ERR wrong number of arguments", "WRONGTYPE Operation against a key", "BUSYGROUP Consumer Group name already exists"} {
+		if err := markUnavailable(replyError(reply)); errors.Is(err, ErrStoreUnavailable) {
+			t.Errorf("%q is marked unavailable", reply)
+		}
+	}
+}
+
+// replyError is an error reply of a Redis server (a redis.Error).
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+func (replyError) RedisError()     {}
+
+// A turn the store fails for a moment (Redis out of memory) ends its
+// stream with an error chunk and [DONE] once the store takes writes
+// again, and its thread is saved — rather than leaving every follower on
+// a log nobody closes.
+func TestTurnOutlivesAFullRedis(t *testing.T) {
+	rs := redistest.Start(t)
+	release := make(chan struct{})
+	cfg := redisConfig(t, rs.Addr)
+	srv, err := New(context.Background(), cfg, Options{Stdout: io.Discard, Model: gateModel{release}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	ts := &testServer{Server: srv, URL: newHTTPServer(t, srv)}
+	resp := ts.post(t, "/v1/agents/demo/chat", "", chatBody("c1", "u1", "hi"))
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("before Redis filled: %v", err)
+		}
+		if strings.Contains(line, "text-delta") {
+			break
+		}
+	}
+	c := rs.Client(t)
+	ctx := context.Background()
+	c.ConfigSet(ctx, "maxmemory-policy", "noeviction")
+	if err := c.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	close(release) // the model goes on; its chunks meet a full Redis
+	time.Sleep(500 * time.Millisecond)
+	if err := c.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := io.ReadAll(br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(rest), storeFailedText) || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
+		t.Errorf("the stream after Redis filled: %q; want the store's error chunk, then [DONE]", rest)
+	}
+	th, err := ts.threads.GetThread(ctx, agent.ThreadKey("", "demo", "c1"))
+	if err != nil || len(th.Msgs) != 2 {
+		t.Errorf("the thread: %+v %v; want the user's message and the answer so far", th, err)
 	}
 }

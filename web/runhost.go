@@ -129,10 +129,12 @@ func (h *runHost) finish(r *activeRun) {
 	r.cancel()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 10*time.Second)
 	defer cancel()
-	if err := h.events.Close(ctx, r.id); err != nil {
+	// Every follower waits for the log's end: a store failing for a
+	// moment (an outage, a full Redis) is waited out, within 10 s.
+	if err := retryStore(ctx, func() error { return h.events.Close(ctx, r.id) }); err != nil {
 		h.log.Error("closing run log", "run", r.id, "err", err)
 	}
-	if err := r.lease.Release(ctx); err != nil {
+	if err := retryStore(ctx, func() error { return r.lease.Release(ctx) }); err != nil {
 		h.log.Warn("releasing a run claim", "run", r.id, "err", err)
 	}
 	h.remove(r)
@@ -319,7 +321,7 @@ func (h *runHost) sweep(sw runlease.Sweeper, every time.Duration) {
 		}
 		// The claims handed to this replica are ended within one bound,
 		// however many there are and however the store fares meanwhile.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(h.ctx), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(h.ctx), 10*time.Second)
 		for _, c := range claims {
 			h.endLapsed(ctx, c)
 		}
@@ -350,7 +352,7 @@ func lapsedError(key string) string {
 // on a log nobody closes.
 func (h *runHost) endLapsed(ctx context.Context, c runlease.Claim) {
 	var st stream.RunState
-	err := h.retryStore(ctx, func() (err error) {
+	err := retryStore(ctx, func() (err error) {
 		st, err = h.events.Stat(ctx, c.RunID)
 		return err
 	})
@@ -362,14 +364,14 @@ func (h *runHost) endLapsed(ctx context.Context, c runlease.Claim) {
 		return
 	}
 	if !st.Closed {
-		err := h.retryStore(ctx, func() error {
+		err := retryStore(ctx, func() error {
 			_, err := h.events.Append(ctx, c.RunID, stream.Error{ErrorText: lapsedError(c.Key)})
 			return err
 		})
 		if err != nil && !errors.Is(err, stream.ErrRunClosed) {
 			h.log.Warn("ending a dead replica's run", "run", c.RunID, "err", err)
 		}
-		if err := h.retryStore(ctx, func() error { return h.events.Close(ctx, c.RunID) }); err != nil {
+		if err := retryStore(ctx, func() error { return h.events.Close(ctx, c.RunID) }); err != nil {
 			h.log.Warn("ending a dead replica's run", "run", c.RunID, "err", err)
 		}
 		h.log.Info("ended a run whose replica stopped renewing its claim", "run", c.RunID, "key", c.Key)
@@ -380,8 +382,8 @@ func (h *runHost) endLapsed(ctx context.Context, c runlease.Claim) {
 }
 
 // retryStore runs f until it does not fail with ErrStoreUnavailable, or
-// ctx ends, or the host stops: a short outage of the store is waited out.
-func (h *runHost) retryStore(ctx context.Context, f func() error) error {
+// ctx ends: a short outage of the store is waited out.
+func retryStore(ctx context.Context, f func() error) error {
 	wait := 100 * time.Millisecond
 	for {
 		err := f()
@@ -390,8 +392,6 @@ func (h *runHost) retryStore(ctx context.Context, f func() error) error {
 		}
 		select {
 		case <-ctx.Done():
-			return err
-		case <-h.ctx.Done():
 			return err
 		case <-time.After(wait):
 		}

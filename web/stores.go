@@ -343,10 +343,20 @@ func (unavailableHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (unavailableHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
+		var outage error
 		for _, cmd := range cmds {
 			if e := cmd.Err(); e != nil {
-				cmd.SetErr(markUnavailable(e))
+				marked := markUnavailable(e)
+				cmd.SetErr(marked)
+				if outage == nil && errors.Is(marked, ErrStoreUnavailable) {
+					outage = marked
+				}
 			}
+		}
+		if err != nil && outage != nil {
+			// A transaction that Redis discarded (EXECABORT) because a
+			// command in it met an outage (OOM) failed for that.
+			return outage
 		}
 		return markUnavailable(err)
 	}
@@ -358,10 +368,29 @@ func markUnavailable(err error) error {
 	case err == nil, errors.Is(err, redis.Nil), errors.Is(err, ErrStoreUnavailable),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
-	case errors.As(err, &reply) && !errors.Is(err, redis.ErrClosed) && !strings.HasPrefix(reply.Error(), "LOADING"):
+	case errors.As(err, &reply) && !errors.Is(err, redis.ErrClosed) && !outageReply(reply.Error()):
 		return err // the server answered: not an outage
 	}
 	return &unavailableError{err}
+}
+
+// outageReplies begin the error replies of a Redis that cannot serve
+// for now — loading its data, out of memory, a read-only replica after a
+// failover, a failing snapshot, a script that blocks it, a password
+// changed under the replicas — rather than a fault of the command.
+var outageReplies = []string{"LOADING ", "OOM ", "READONLY ", "MASTERDOWN ", "MISCONF ", "BUSY ",
+	"TRYAGAIN ", "CLUSTERDOWN ", "NOREPLICAS ", "NOAUTH ", "WRONGPASS "}
+
+func outageReply(msg string) bool {
+	if msg == "ERR max number of clients reached" {
+		return true
+	}
+	for _, p := range outageReplies {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 type unavailableError struct{ err error }
