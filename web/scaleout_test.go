@@ -1,0 +1,610 @@
+package web
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"iter"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/stream/redistest"
+)
+
+// These tests run two trawl deployments in this process on one real
+// redis-server (started per test, persistence off), behind loopback
+// listeners, against one shared upstream: what a client does on replica A
+// must hold on replica B.
+
+const (
+	scaleAdminKey  = "trawl_admin_scaleout_test_key_0123456789"
+	scaleSecretKey = "5ca1e0a75ca1e0a75ca1e0a75ca1e0a75ca1e0a75ca1e0a75ca1e0a75ca1e0a7"
+	scaleLease     = 2 * time.Second
+	// scaleItems and scalePerPage shape the upstream's list: five pages.
+	scaleItems   = 50
+	scalePerPage = 10
+	scalePages   = scaleItems / scalePerPage
+)
+
+const scaleSpec = `openapi: 3.0.3
+info: {title: items, version: "1"}
+paths:
+  /items:
+    get:
+      operationId: list_items
+      summary: List items
+      description: Returns the items, paginated by page number; request page=1, page=2, … until a page comes back with fewer than per_page items or page × per_page reaches total.
+      parameters:
+        - {name: page, in: query, schema: {type: integer, minimum: 1}}
+        - {name: per_page, in: query, schema: {type: integer, minimum: 1, maximum: 10}}
+      responses:
+        "200":
+          description: A page of items.
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [data, total]
+                properties:
+                  data: {type: array, items: {type: object, properties: {id: {type: integer}, name: {type: string}}}}
+                  total: {type: integer}
+`
+
+// scaleUpstream is the one upstream both replicas call: a paginated list
+// that counts its requests and can hold pages from a given number on.
+type scaleUpstream struct {
+	*httptest.Server
+	mu       sync.Mutex
+	requests int
+	holdFrom int           // 0: never hold
+	hold     chan struct{} // closed: the held pages go on
+}
+
+func newScaleUpstream(t *testing.T) *scaleUpstream {
+	u := &scaleUpstream{hold: make(chan struct{})}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/items" {
+			http.NotFound(w, r)
+			return
+		}
+		page, _ := strconv.Atoi(r.URL.Query().Get("page"))
+		page = max(page, 1)
+		u.mu.Lock()
+		u.requests++
+		holdFrom, hold := u.holdFrom, u.hold
+		u.mu.Unlock()
+		if holdFrom > 0 && page >= holdFrom {
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		var items []map[string]any
+		for i := (page-1)*scalePerPage + 1; i <= min(page*scalePerPage, scaleItems); i++ {
+			items = append(items, map[string]any{"id": i, "name": fmt.Sprintf("item %d %s", i, strings.Repeat("x", 40))})
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"data": items, "total": scaleItems})
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+func (u *scaleUpstream) count() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.requests
+}
+
+// holdPages makes pages from n on wait until release is called.
+func (u *scaleUpstream) holdPages(n int) (release func()) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.holdFrom, u.hold = n, make(chan struct{})
+	hold := u.hold
+	var once sync.Once
+	return func() { once.Do(func() { close(hold) }) }
+}
+
+// scaleModel is the replicas' model, a function of the request alone, so
+// that each replica's copy answers alike: to "walk" it calls list_items for every page,
+// then says how much it read; to "block" it says "hello" and waits until
+// the turn is stopped.
+type scaleModel struct{}
+
+func (scaleModel) Stream(ctx context.Context, req agent.ModelRequest) iter.Seq2[agent.ModelEvent, error] {
+	return func(yield func(agent.ModelEvent, error) bool) {
+		last := req.Messages[len(req.Messages)-1]
+		var evs []agent.ModelEvent
+		switch {
+		case last.Role == agent.RoleUser && strings.Contains(last.Content, "block"):
+			if !yield(agent.ModelEvent{Kind: agent.EventTextDelta, Text: "hello"}, nil) {
+				return
+			}
+			<-ctx.Done()
+			yield(agent.ModelEvent{}, ctx.Err())
+			return
+		case last.Role == agent.RoleUser:
+			evs = toolCall("call_1", "list_items", `{"_all_pages":true}`)
+		default:
+			evs = []agent.ModelEvent{{Kind: agent.EventTextDelta, Text: fmt.Sprintf("walked (%d bytes)", len(last.Content))},
+				{Kind: agent.EventFinish, FinishReason: "stop"}}
+		}
+		for _, ev := range evs {
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+}
+
+// replicas are two deployments on one Redis and one upstream.
+type replicas struct {
+	a, b  *testServer
+	up    *scaleUpstream
+	redis *redistest.Server
+}
+
+// startReplicas starts a redis-server, the upstream and two replicas;
+// extra is YAML added to both configs.
+func startReplicas(t *testing.T, extra string) *replicas {
+	t.Helper()
+	r := &replicas{redis: redistest.Start(t), up: newScaleUpstream(t)}
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "items.yaml")
+	if err := os.WriteFile(spec, []byte(scaleSpec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A prefix of the test's own: the replicas share it, nothing else does.
+	prefix := "trawl-test-" + randomHex(4) + ":"
+	start := func(name string) *testServer {
+		yaml := fmt.Sprintf(`data_dir: %s
+admin_key: %s
+secret_key: %s
+redis_url: redis://%s/0
+redis_prefix: %q
+run_lease: %s
+providers:
+  - {id: up, openapi: %s, base_url: %q}
+agents:
+  - id: scale
+    max_steps: 4
+    agentTools: [{tool_id: up.list_items, provider_id: up, loop_responses: true}]
+%s`, filepath.Join(dir, name), scaleAdminKey, scaleSecretKey, r.redis.Addr, prefix, scaleLease, spec, r.up.URL, extra)
+		path := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := LoadConfig(path)
+		if err != nil {
+			if strings.Contains(err.Error(), "secret_key") || strings.Contains(err.Error(), "redis") {
+				t.Skip("waiting for the redis_url wiring (issue 12) on main: " + err.Error())
+			}
+			t.Fatal(err)
+		}
+		logs := &syncBuffer{}
+		srv, err := New(context.Background(), cfg, Options{Stdout: io.Discard, Model: scaleModel{},
+			Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+		if err != nil {
+			t.Fatalf("replica %s: %v", name, err)
+		}
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("replica %s logs:\n%s", name, logs.String())
+			}
+		})
+		return &testServer{Server: srv, URL: newHTTPServer(t, srv), logs: logs}
+	}
+	r.a, r.b = start("a"), start("b")
+	return r
+}
+
+// sseStream reads a stream's events one at a time.
+type sseStream struct {
+	resp *http.Response
+	sc   *bufio.Scanner
+}
+
+func newSSEStream(t *testing.T, resp *http.Response) *sseStream {
+	t.Helper()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("stream: %d %s", resp.StatusCode, b)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 8<<20)
+	return &sseStream{resp: resp, sc: sc}
+}
+
+// next is the next event; false when the stream ended.
+func (s *sseStream) next() (sseEvent, bool) {
+	var cur sseEvent
+	for s.sc.Scan() {
+		line := s.sc.Text()
+		switch {
+		case line == "":
+			if cur.Data != "" {
+				return cur, true
+			}
+		case strings.HasPrefix(line, "id: "):
+			cur.ID, _ = strconv.ParseInt(line[4:], 10, 64)
+		case strings.HasPrefix(line, "data: "):
+			cur.Data = line[6:]
+		}
+	}
+	return sseEvent{}, false
+}
+
+// until reads events up to and including the first whose type is typ.
+func (s *sseStream) until(t *testing.T, typ string) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	for {
+		ev, ok := s.next()
+		if !ok {
+			t.Fatalf("the stream ended before a %s chunk: %v", typ, chunkTypes(out))
+		}
+		out = append(out, ev)
+		if chunkTypes([]sseEvent{ev})[0] == typ {
+			return out
+		}
+	}
+}
+
+// rest reads the events up to the end of the stream and closes it.
+func (s *sseStream) rest() []sseEvent {
+	defer s.resp.Body.Close()
+	var out []sseEvent
+	for {
+		ev, ok := s.next()
+		if !ok {
+			return out
+		}
+		out = append(out, ev)
+	}
+}
+
+// resumeOn opens GET …/chat/{chatId}/stream on ts.
+func resumeOn(t *testing.T, ts *testServer, chatID, lastID string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("GET", ts.URL+"/v1/agents/scale/chat/"+chatID+"/stream", nil)
+	req.Header.Set("Authorization", "Bearer "+ts.AdminKey())
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// checkWhole checks that events are a whole run's stream: ids 1…n in
+// order, then finish and [DONE].
+func checkWhole(t *testing.T, name string, evs []sseEvent) {
+	t.Helper()
+	types := chunkTypes(evs)
+	if len(evs) < 3 || types[0] != "start" || types[len(types)-2] != "finish" || types[len(types)-1] != "[DONE]" {
+		t.Fatalf("%s: not a whole stream: %v", name, types)
+	}
+	for i, e := range evs[:len(evs)-1] {
+		if e.ID != int64(i+1) {
+			t.Fatalf("%s: event %d has id %d: %v", name, i, e.ID, ids(evs))
+		}
+	}
+}
+
+func sameEvents(a, b []sseEvent) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestScaleOutResumeOnOtherReplica: a turn starts on A and its client
+// goes after a progress chunk; a client resuming on B with Last-Event-ID
+// gets every later event once, none skipped, to finish; the whole log
+// reads the same on both replicas, and so does the thread.
+func TestScaleOutResumeOnOtherReplica(t *testing.T) {
+	r := startReplicas(t, "")
+	release := r.up.holdPages(3) // the walk pauses after two pages
+	defer release()
+	onA := newSSEStream(t, r.a.post(t, "/v1/agents/scale/chat", "", chatBody("c1", "u1", "walk")))
+	seen := onA.until(t, "data-tool-loop-progress")
+	onA.resp.Body.Close() // the client is gone; the run goes on
+	last := seen[len(seen)-1].ID
+
+	afterB := newSSEStream(t, resumeOn(t, r.b, "c1", strconv.FormatInt(last, 10)))
+	fullB := newSSEStream(t, resumeOn(t, r.b, "c1", ""))
+	fullA := newSSEStream(t, resumeOn(t, r.a, "c1", ""))
+	release()
+	rest := afterB.rest()
+	if len(rest) == 0 || rest[0].ID != last+1 {
+		t.Fatalf("resumed on B after event %d: %v", last, ids(rest))
+	}
+	whole := append(append([]sseEvent(nil), seen...), rest...)
+	checkWhole(t, "A's events then B's", whole)
+	b, a := fullB.rest(), fullA.rest()
+	checkWhole(t, "the whole log on B", b)
+	if !sameEvents(whole, b) || !sameEvents(a, b) {
+		t.Errorf("the log differs:\nA then B %v\nwhole on B %v\nwhole on A %v", ids(whole), ids(b), ids(a))
+	}
+	if n := r.up.count(); n != scalePages {
+		t.Errorf("the upstream served %d requests; want one walk of %d pages", n, scalePages)
+	}
+
+	// The thread is the same on both replicas, and the run is over on both.
+	stA, thA := r.a.do(t, "GET", "/v1/agents/scale/chats/c1", "", nil)
+	stB, thB := r.b.do(t, "GET", "/v1/agents/scale/chats/c1", "", nil)
+	if stA != 200 || stB != 200 || string(thA) != string(thB) || !strings.Contains(string(thB), "walked") {
+		t.Errorf("thread on A %d %.300s\non B %d %.300s", stA, thA, stB, thB)
+	}
+	for _, ts := range []*testServer{r.a, r.b} {
+		if st, _ := ts.do(t, "GET", "/v1/agents/scale/chat/c1/stream", "", nil); st != 204 {
+			t.Errorf("resume after the run: %d; want 204", st)
+		}
+	}
+}
+
+// mintSession mints a session on ts and returns its token.
+func mintSession(t *testing.T, ts *testServer, user string) string {
+	t.Helper()
+	st, b := ts.do(t, "POST", "/v1/sessions", "", map[string]any{"user_id": user, "ttl_seconds": 600,
+		"runtime_credentials": map[string]string{"up": "runtime-token-" + user}})
+	var out struct{ Token string }
+	if json.Unmarshal(b, &out); st != 201 || out.Token == "" {
+		t.Fatalf("mint a session: %d %s", st, b)
+	}
+	return out.Token
+}
+
+// invokeItems calls list_items through the invoke endpoint of ts with
+// body's fields, and returns the decoded view.
+func invokeItems(t *testing.T, ts *testServer, body map[string]any) map[string]any {
+	t.Helper()
+	st, b := ts.do(t, "POST", "/v1/tools/up.list_items/invoke", "", body)
+	var view map[string]any
+	if err := json.Unmarshal(b, &view); st != 200 || err != nil {
+		t.Fatalf("invoke %v: %d %s", body, st, b)
+	}
+	return view
+}
+
+// TestScaleOutSessionsAndAgents: a session minted on A works on B (and
+// its revocation on B holds on A); an agent put on A is served by B; a
+// binding edited on A applies to B's next call and next turn.
+func TestScaleOutSessionsAndAgents(t *testing.T) {
+	r := startReplicas(t, "")
+	alice := mintSession(t, r.a, "alice")
+	resp := r.b.post(t, "/v1/agents/scale/chat", alice, chatBody("s1", "u1", "walk"))
+	checkWhole(t, "alice's turn on B", newSSEStream(t, resp).rest())
+	stA, thA := r.a.do(t, "GET", "/v1/agents/scale/chats/s1", alice, nil)
+	stB, thB := r.b.do(t, "GET", "/v1/agents/scale/chats/s1", alice, nil)
+	if stA != 200 || string(thA) != string(thB) || !strings.Contains(string(thA), "walked") {
+		t.Errorf("alice's thread on A %d %.300s\non B %d %.300s", stA, thA, stB, thB)
+	}
+	if st, _ := r.a.do(t, "GET", "/v1/agents/scale/chats/s1", "", nil); st != 404 {
+		t.Errorf("the admin's namespace reads alice's chat on A: %d", st)
+	}
+	if st, b := r.a.do(t, "GET", "/v1/agents/scale/chats", alice, nil); st != 200 || !strings.Contains(string(b), `"chatId":"s1"`) {
+		t.Errorf("alice's chats on A: %d %s", st, b)
+	}
+	if st, b := r.b.do(t, "DELETE", "/v1/sessions/"+alice, alice, nil); st/100 != 2 {
+		t.Fatalf("revoke on B: %d %s", st, b)
+	}
+	if st, _ := r.a.do(t, "GET", "/v1/agents/scale/chats", alice, nil); st != 401 {
+		t.Errorf("a session revoked on B still works on A: %d", st)
+	}
+
+	// An agent put on A is there on B.
+	if st, b := r.a.do(t, "PUT", "/v1/agents/second", "", map[string]any{"system": "s", "agentTools": []any{
+		map[string]any{"tool_id": "up.list_items", "provider_id": "up", "loop_responses": true}}}); st != 200 {
+		t.Fatalf("put an agent on A: %d %s", st, b)
+	}
+	if st, b := r.b.do(t, "GET", "/v1/agents/second", "", nil); st != 200 || !strings.Contains(string(b), "up.list_items") {
+		t.Errorf("the agent put on A, on B: %d %s", st, b)
+	}
+
+	// With looping on, B's call as the agent walks every page.
+	before := r.up.count()
+	v := invokeItems(t, r.b, map[string]any{"agent_id": "second", "args": map[string]any{"_all_pages": true}})
+	if v["_pagingComplete"] != true || r.up.count()-before != scalePages {
+		t.Fatalf("looping on: %d requests, _pagingComplete %v", r.up.count()-before, v["_pagingComplete"])
+	}
+	// loop_responses off on A: B's next call and next turn make one
+	// request and no walk.
+	if st, b := r.a.do(t, "PATCH", "/v1/agents/second/tools/up.list_items", "", map[string]any{"loop_responses": false}); st != 200 {
+		t.Fatalf("patch on A: %d %s", st, b)
+	}
+	if _, b := r.b.do(t, "GET", "/v1/agents/second", "", nil); strings.Contains(string(b), `"loop_responses":true`) {
+		t.Errorf("the patched agent on B: %s", b)
+	}
+	before = r.up.count()
+	v = invokeItems(t, r.b, map[string]any{"agent_id": "second", "args": map[string]any{"_all_pages": true}})
+	if n := r.up.count() - before; n != 1 || v["_pagingComplete"] == true || v["_cache"] != nil {
+		t.Errorf("looping off on A, B's call: %d requests, view %.300v", n, v)
+	}
+	before = r.up.count()
+	resp = r.b.post(t, "/v1/agents/second/chat", "", chatBody("s2", "u1", "walk"))
+	checkWhole(t, "B's turn after the patch", newSSEStream(t, resp).rest())
+	if n := r.up.count() - before; n != 1 {
+		t.Errorf("looping off on A, B's next turn made %d upstream requests; want 1", n)
+	}
+}
+
+// TestScaleOutConflictAndStop: while A runs a turn, a second turn on the
+// same chat on B is refused with 409; B resumes it; a stop on B ends A's
+// run within a second (the issue's bound), and the chat is free again.
+func TestScaleOutConflictAndStop(t *testing.T) {
+	r := startReplicas(t, "")
+	onA := newSSEStream(t, r.a.post(t, "/v1/agents/scale/chat", "", chatBody("k1", "u1", "block")))
+	onA.until(t, "text-delta") // the model said hello and now waits
+	ended := make(chan []sseEvent, 1)
+	var endedAt time.Time
+	go func() {
+		rest := onA.rest()
+		endedAt = time.Now()
+		ended <- rest
+	}()
+
+	resp := r.b.post(t, "/v1/agents/scale/chat", "", chatBody("k1", "u2", "walk"))
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 409 || errorCode(t, b) != "conflict" {
+		t.Errorf("a second turn on B while A runs one: %d %s", resp.StatusCode, b)
+	}
+	if st, b := r.b.do(t, "GET", "/v1/agents/scale/chats", "", nil); st != 200 || !strings.Contains(string(b), `"active":true`) {
+		t.Errorf("B's chat list while A runs the turn: %d %s", st, b)
+	}
+	onB := newSSEStream(t, resumeOn(t, r.b, "k1", ""))
+	if got := onB.until(t, "text-delta"); got[0].ID != 1 {
+		t.Errorf("resume on B starts at event %d", got[0].ID)
+	}
+
+	sent := time.Now()
+	st, b := r.b.do(t, "POST", "/v1/agents/scale/chat/k1/stop", "", nil)
+	returned := time.Now()
+	if st != 200 || !strings.Contains(string(b), `"stopped":true`) {
+		t.Fatalf("stop on B: %d %s", st, b)
+	}
+	var rest []sseEvent
+	select {
+	case rest = <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("A's stream had not ended 10 s after the stop on B")
+	}
+	t.Logf("stop on B returned after %v; A's stream ended %v after it was sent", returned.Sub(sent).Round(time.Millisecond), endedAt.Sub(sent).Round(time.Millisecond))
+	if d := endedAt.Sub(sent); d > time.Second {
+		t.Errorf("A's run ended %v after the stop on B; the bound is 1 s", d)
+	}
+	if types := chunkTypes(rest); len(types) < 2 || types[len(types)-2] != "abort" || types[len(types)-1] != "[DONE]" {
+		t.Errorf("A's stopped stream ends %v", types)
+	}
+	if types := chunkTypes(onB.rest()); len(types) < 2 || types[len(types)-2] != "abort" {
+		t.Errorf("B's resumed stream ends %v", types)
+	}
+	_, th := r.b.do(t, "GET", "/v1/agents/scale/chats/k1", "", nil)
+	if !strings.Contains(string(th), "hello") {
+		t.Errorf("the stopped turn keeps what it said: %s", th)
+	}
+	// The chat is free on every replica: a new turn on B runs.
+	resp = r.b.post(t, "/v1/agents/scale/chat", "", chatBody("k1", "u3", "walk"))
+	checkWhole(t, "the next turn on B", newSSEStream(t, resp).rest())
+	if st, _ := r.a.do(t, "POST", "/v1/agents/scale/chat/k1/stop", "", nil); st != 200 {
+		t.Errorf("stop with no run: %d", st)
+	}
+}
+
+// TestScaleOutCacheAndResults: a complete walk on A is a cache hit on B
+// with no second walk; a _resultId from A reads on B in its thread, and
+// is not found in another thread.
+func TestScaleOutCacheAndResults(t *testing.T) {
+	r := startReplicas(t, "limits: {view_chars: 2000}\n") // small: the view is cut, the result stored
+	all := map[string]any{"_all_pages": true}
+	va := invokeItems(t, r.a, map[string]any{"args": all, "thread_id": "t1"})
+	id, _ := va["_resultId"].(string)
+	if va["_pagingComplete"] != true || va["_cache"] != nil || id == "" || r.up.count() != scalePages {
+		t.Fatalf("the walk on A: %d requests, view %.400v", r.up.count(), va)
+	}
+	vb := invokeItems(t, r.b, map[string]any{"args": all, "thread_id": "t1"})
+	hit, _ := vb["_cache"].(map[string]any)
+	if hit["hit"] != true || vb["_pagingComplete"] != true || r.up.count() != scalePages {
+		t.Errorf("the same call on B: %d upstream requests (want %d), _cache %v", r.up.count(), scalePages, vb["_cache"])
+	}
+
+	query := func(ts *testServer, thread string) (int, []byte) {
+		return ts.do(t, "POST", "/v1/tools/queryToolResult/invoke", "", map[string]any{"thread_id": thread,
+			"args": map[string]any{"resultId": id, "offset": 45, "limit": 5}})
+	}
+	st, b := query(r.b, "t1")
+	if st != 200 || !strings.Contains(string(b), "item 46 ") || !strings.Contains(string(b), "item 50 ") {
+		t.Errorf("A's result read on B in its thread: %d %.400s", st, b)
+	}
+	for _, thread := range []string{"t2", ""} {
+		for _, ts := range []*testServer{r.a, r.b} {
+			if st, b := query(ts, thread); st != 404 || errorCode(t, b) != "not_found" {
+				t.Errorf("A's result read in thread %q: %d %.300s", thread, st, b)
+			}
+		}
+	}
+}
+
+// TestScaleOutRedisRestart: while Redis is down, requests that need it
+// fail at once with 503 store_unavailable, never served from local
+// state; once it is back (empty: persistence is off), they work again.
+func TestScaleOutRedisRestart(t *testing.T) {
+	r := startReplicas(t, "")
+	alice := mintSession(t, r.a, "alice")
+	if st, _ := r.b.do(t, "GET", "/v1/agents/scale/chats", alice, nil); st != 200 {
+		t.Fatalf("alice on B: %d", st)
+	}
+	r.redis.Stop()
+	down := []struct {
+		ts           *testServer
+		method, path string
+		token        string
+		body         any
+	}{
+		{r.a, "POST", "/v1/sessions", "", map[string]any{"user_id": "bob"}},
+		{r.b, "GET", "/v1/agents/scale/chats", alice, nil},
+		{r.a, "GET", "/v1/agents/scale/chats/s1", "", nil},
+		{r.b, "POST", "/v1/agents/scale/chat", "", chatBody("d1", "u1", "walk")},
+		{r.a, "GET", "/v1/agents/scale/chat/d1/stream", "", nil},
+	}
+	for _, d := range down {
+		began := time.Now()
+		st, b := d.ts.do(t, d.method, d.path, d.token, d.body)
+		took := time.Since(began)
+		if st != 503 || errorCode(t, b) != "store_unavailable" {
+			t.Errorf("%s %s with Redis down: %d %.300s; want 503 store_unavailable", d.method, d.path, st, b)
+		}
+		if took > 5*time.Second {
+			t.Errorf("%s %s with Redis down took %v to fail", d.method, d.path, took)
+		}
+	}
+	// A call may go on uncached (a dataset cache failure is counted and
+	// the walk made, loop.CacheStats.Errors), but never passes for a hit.
+	st, b := r.b.do(t, "POST", "/v1/tools/up.list_items/invoke", "", map[string]any{"args": map[string]any{"_all_pages": true}})
+	switch {
+	case st == 503 && errorCode(t, b) == "store_unavailable":
+	case st == 200 && strings.Contains(string(b), `"_pagingComplete":true`) && !strings.Contains(string(b), `"_cache"`):
+	default:
+		t.Errorf("a walk with Redis down: %d %.300s", st, b)
+	}
+	r.redis.Restart(t)
+	var bob string
+	waitFor(t, func() bool {
+		st, b := r.a.do(t, "POST", "/v1/sessions", "", map[string]any{"user_id": "bob"})
+		var out struct{ Token string }
+		json.Unmarshal(b, &out)
+		bob = out.Token
+		return st == 201
+	})
+	// Redis came back empty: alice's session is gone, bob's works on B.
+	if st, _ := r.b.do(t, "GET", "/v1/agents/scale/chats", alice, nil); st != 401 {
+		t.Errorf("alice's session after Redis lost it: %d", st)
+	}
+	resp := r.b.post(t, "/v1/agents/scale/chat", bob, chatBody("d1", "u1", "walk"))
+	checkWhole(t, "a turn on B after the restart", newSSEStream(t, resp).rest())
+	if st, b := r.a.do(t, "GET", "/v1/agents/scale/chats/d1", bob, nil); st != 200 || !strings.Contains(string(b), "walked") {
+		t.Errorf("bob's thread on A after the restart: %d %.300s", st, b)
+	}
+}
