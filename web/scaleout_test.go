@@ -608,3 +608,49 @@ func TestScaleOutRedisRestart(t *testing.T) {
 		t.Errorf("bob's thread on A after the restart: %d %.300s", st, b)
 	}
 }
+
+// TestScaleOutCollapsedWalk: A and B asked for the same walk at once make
+// it once: B waits for A's walk and reads what it recorded.
+func TestScaleOutCollapsedWalk(t *testing.T) {
+	r := startReplicas(t, "")
+	release := r.up.holdPages(2)
+	defer release()
+	views := make(chan string, 2)
+	call := func(ts *testServer) {
+		b, _ := json.Marshal(map[string]any{"args": map[string]any{"_all_pages": true}})
+		req, _ := http.NewRequest("POST", ts.URL+"/v1/tools/up.list_items/invoke", strings.NewReader(string(b)))
+		req.Header.Set("Authorization", "Bearer "+ts.AdminKey())
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			views <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		views <- fmt.Sprintf("%d %s", resp.StatusCode, out)
+	}
+	go call(r.a)
+	waitFor(t, func() bool { return r.up.count() == 2 }) // A walks, held at page 2
+	go call(r.b)
+	// B looked the walk up, missed, and waits for A's; a moment more for
+	// it to reach the shared lock.
+	waitFor(t, func() bool { return r.b.cache.Stats().Misses == 1 })
+	time.Sleep(200 * time.Millisecond)
+	release()
+	for range 2 {
+		select {
+		case v := <-views:
+			if !strings.HasPrefix(v, "200 ") || !strings.Contains(v, `"_pagingComplete":true`) {
+				t.Errorf("a collapsed call: %.300s", v)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the calls did not return")
+		}
+	}
+	if n := r.up.count(); n != scalePages {
+		t.Errorf("two replicas asked for one walk at once: %d upstream requests; want one walk of %d", n, scalePages)
+	}
+	if st := r.b.cache.Stats(); st.Walks != 0 {
+		t.Errorf("B's cache: %+v; want no walk of its own", st)
+	}
+}
