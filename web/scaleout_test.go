@@ -332,6 +332,21 @@ func TestScaleOutResumeOnOtherReplica(t *testing.T) {
 	afterB := newSSEStream(t, resumeOn(t, r.b, "c1", strconv.FormatInt(last, 10)))
 	fullB := newSSEStream(t, resumeOn(t, r.b, "c1", ""))
 	fullA := newSSEStream(t, resumeOn(t, r.a, "c1", ""))
+	// Resumes from every earlier event id too, on either replica.
+	var fromEvery []*sseStream
+	for k := range last {
+		ts := []*testServer{r.a, r.b}[k%2]
+		fromEvery = append(fromEvery, newSSEStream(t, resumeOn(t, ts, "c1", strconv.FormatInt(k, 10))))
+	}
+	// Ids that are no event of the run are refused on B as on A.
+	for _, bad := range []string{"abc", "-1", strconv.FormatInt(last+1000, 10)} {
+		resp := resumeOn(t, r.b, "c1", bad)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 {
+			t.Errorf("resume on B with Last-Event-ID %q: %d %s", bad, resp.StatusCode, b)
+		}
+	}
 	release()
 	rest := afterB.rest()
 	if len(rest) == 0 || rest[0].ID != last+1 {
@@ -343,6 +358,11 @@ func TestScaleOutResumeOnOtherReplica(t *testing.T) {
 	checkWhole(t, "the whole log on B", b)
 	if !sameEvents(whole, b) || !sameEvents(a, b) {
 		t.Errorf("the log differs:\nA then B %v\nwhole on B %v\nwhole on A %v", ids(whole), ids(b), ids(a))
+	}
+	for k, st := range fromEvery {
+		if got := st.rest(); !sameEvents(got, whole[k:]) {
+			t.Errorf("resumed after event %d: %v; want %v", k, ids(got), ids(whole[k:]))
+		}
 	}
 	if n := r.up.count(); n != scalePages {
 		t.Errorf("the upstream served %d requests; want one walk of %d pages", n, scalePages)
@@ -653,5 +673,75 @@ func TestScaleOutCollapsedWalk(t *testing.T) {
 	}
 	if st := r.b.cache.Stats(); st.Walks != 0 {
 		t.Errorf("B's cache: %+v; want no walk of its own", st)
+	}
+}
+
+// TestScaleOutOneTurnPerChat: many turns on one chat sent at once to
+// both replicas: exactly one runs, every other is refused with 409.
+func TestScaleOutOneTurnPerChat(t *testing.T) {
+	r := startReplicas(t, "")
+	const n = 8
+	type answer struct {
+		replica string
+		status  int
+		body    string
+		resp    *http.Response
+	}
+	answers := make(chan answer, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		ts, name := r.a, "A"
+		if i%2 == 1 {
+			ts, name = r.b, "B"
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, _ := json.Marshal(chatBody("race", fmt.Sprintf("u%d", i), "block"))
+			req, _ := http.NewRequest("POST", ts.URL+"/v1/agents/scale/chat", strings.NewReader(string(b)))
+			req.Header.Set("Authorization", "Bearer "+ts.AdminKey())
+			<-start
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				answers <- answer{replica: name, body: err.Error()}
+				return
+			}
+			a := answer{replica: name, status: resp.StatusCode}
+			if resp.StatusCode == 200 {
+				a.resp = resp // the running turn's stream
+			} else {
+				out, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				a.body = string(out)
+			}
+			answers <- a
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(answers)
+	var running []answer
+	for a := range answers {
+		switch {
+		case a.status == 200:
+			running = append(running, a)
+		case a.status != 409 || !strings.Contains(a.body, `"conflict"`):
+			t.Errorf("a concurrent turn on %s: %d %s", a.replica, a.status, a.body)
+		}
+	}
+	if len(running) != 1 {
+		t.Fatalf("%d of %d concurrent turns on one chat ran; want exactly one", len(running), n)
+	}
+	// Stopped from the other replica, it ends.
+	other := r.b
+	if running[0].replica == "B" {
+		other = r.a
+	}
+	if st, b := other.do(t, "POST", "/v1/agents/scale/chat/race/stop", "", nil); st != 200 || !strings.Contains(string(b), `"stopped":true`) {
+		t.Fatalf("stop on the other replica: %d %s", st, b)
+	}
+	if types := chunkTypes(newSSEStream(t, running[0].resp).rest()); len(types) < 2 || types[len(types)-2] != "abort" {
+		t.Errorf("the running turn's stream ends %v", types)
 	}
 }
