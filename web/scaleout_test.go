@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -743,5 +744,55 @@ func TestScaleOutOneTurnPerChat(t *testing.T) {
 	}
 	if types := chunkTypes(newSSEStream(t, running[0].resp).rest()); len(types) < 2 || types[len(types)-2] != "abort" {
 		t.Errorf("the running turn's stream ends %v", types)
+	}
+}
+
+// TestScaleOutConnectAcrossReplicas: a connect link minted on A opens on
+// B and its form submits on A (a load balancer may send each request
+// anywhere); the credential, sealed with the shared secret_key, opens on
+// both; the spent link is spent on both.
+func TestScaleOutConnectAcrossReplicas(t *testing.T) {
+	rs := redistest.Start(t)
+	prefix := "trawl-test-" + randomHex(4) + ":"
+	start := func() *testServer {
+		cfg := redisConfig(t, rs.Addr)
+		cfg.RedisPrefix, cfg.toolkitNoOrgToken = prefix, true
+		srv, err := New(context.Background(), cfg, Options{Stdout: io.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &testServer{Server: srv, URL: newHTTPServer(t, srv)}
+	}
+	a, b := start(), start()
+	_, sb := a.do(t, "POST", "/v1/sessions", "", map[string]any{"user_id": "ann"})
+	var sess struct{ Token string }
+	if json.Unmarshal(sb, &sess); sess.Token == "" {
+		t.Fatalf("mint a session: %s", sb)
+	}
+	link, err := userConnections{s: a.Server, user: "ann", sessionHash: tokenHash(sess.Token)}.ConnectLink(context.Background(), "chat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(link)
+	// The browser opens the link on B; its cookie (cookies ignore the
+	// port) goes to A as it would through one host name.
+	ann, csrf, _ := openConnect(t, b.URL+u.Path+"?"+u.RawQuery)
+	if st, body := get(t, newBrowser(t), a.URL+u.Path+"?"+u.RawQuery); st != 400 || !strings.Contains(body, "already opened") {
+		t.Errorf("a second browser opening the link on A: %d %.200s", st, body)
+	}
+	if st, body := submitConnect(t, ann, a.URL+u.Path, a.URL, csrf, "ann-token"); st != 200 || !strings.Contains(body, "connected for account <code>ann</code>") {
+		t.Fatalf("the submit on A of the form opened on B: %d %.300s", st, body)
+	}
+	for name, ts := range map[string]*testServer{"A": a, "B": b} {
+		cred, ok, err := ts.conns.Credential(context.Background(), "ann", "chat")
+		if err != nil || !ok || cred != "ann-token" {
+			t.Errorf("ann's credential on %s: %q %v %v", name, cred, ok, err)
+		}
+	}
+	if st, _ := submitConnect(t, ann, b.URL+u.Path, b.URL, csrf, "again"); st != 403 {
+		t.Errorf("the spent form replayed on B: %d", st)
+	}
+	if cred, _, _ := b.conns.Credential(context.Background(), "ann", "chat"); cred != "ann-token" {
+		t.Errorf("stored %q after the replay", cred)
 	}
 }
