@@ -278,16 +278,7 @@ func (s *sseStream) rest() []sseEvent {
 // resumeOn opens GET …/chat/{chatId}/stream on ts.
 func resumeOn(t *testing.T, ts *testServer, chatID, lastID string) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequest("GET", ts.URL+"/v1/agents/scale/chat/"+chatID+"/stream", nil)
-	req.Header.Set("Authorization", "Bearer "+ts.AdminKey())
-	if lastID != "" {
-		req.Header.Set("Last-Event-ID", lastID)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp
+	return resumeAt(t, ts, "/v1/agents/scale/chat/"+chatID+"/stream", lastID)
 }
 
 // checkWhole checks that events are a whole run's stream: ids 1…n in
@@ -795,4 +786,75 @@ func TestScaleOutConnectAcrossReplicas(t *testing.T) {
 	if cred, _, _ := b.conns.Credential(context.Background(), "ann", "chat"); cred != "ann-token" {
 		t.Errorf("stored %q after the replay", cred)
 	}
+}
+
+// TestScaleOutWorkflowRun: a workflow put on A runs on B; A resumes the
+// run's stream and stops it; both read the stopped run; a run started on
+// A completes and B reads its result.
+func TestScaleOutWorkflowRun(t *testing.T) {
+	r := startReplicas(t, "")
+	def := `{"steps": [{"id": "items", "type": "tool", "tool": "up.list_items", "loop": {"all_pages": true, "fields": ["id"]}}]}`
+	req, _ := http.NewRequest("PUT", r.a.URL+"/v1/workflows/all", strings.NewReader(def))
+	req.Header.Set("Authorization", "Bearer "+scaleAdminKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 {
+		t.Fatalf("put the workflow on A: %d %s", resp.StatusCode, b)
+	}
+	resp.Body.Close()
+
+	release := r.up.holdPages(2)
+	defer release()
+	onB := newSSEStream(t, r.b.post(t, "/v1/workflows/all/runs", "", nil))
+	runID := onB.resp.Header.Get("X-Trawl-Run-Id")
+	onB.until(t, "data-tool-loop-progress") // the walk is held at page 2
+	fromA := newSSEStream(t, resumeAt(t, r.a, "/v1/workflows/all/runs/"+runID+"/stream", ""))
+	if first := fromA.until(t, "start"); first[0].ID != 1 {
+		t.Errorf("A resumes B's run at event %d", first[0].ID)
+	}
+	if st, b := r.a.do(t, "POST", "/v1/workflows/all/runs/"+runID+"/stop", "", nil); st != 200 || !strings.Contains(string(b), `"stopped":true`) {
+		t.Fatalf("stop on A of B's run: %d %s", st, b)
+	}
+	for name, s := range map[string]*sseStream{"B's": onB, "A's resumed": fromA} {
+		if types := chunkTypes(s.rest()); len(types) < 2 || types[len(types)-2] != "abort" {
+			t.Errorf("%s stream of the stopped run ends %v", name, types)
+		}
+	}
+	for name, ts := range map[string]*testServer{"A": r.a, "B": r.b} {
+		if st, b := ts.do(t, "GET", "/v1/workflows/all/runs/"+runID, "", nil); st != 200 || !strings.Contains(string(b), `"status":"stopped"`) {
+			t.Errorf("the stopped run on %s: %d %.300s", name, st, b)
+		}
+	}
+	release()
+
+	onA := newSSEStream(t, r.a.post(t, "/v1/workflows/all/runs", "", nil))
+	done := onA.resp.Header.Get("X-Trawl-Run-Id")
+	if types := chunkTypes(onA.rest()); len(types) < 2 || types[len(types)-2] != "finish" {
+		t.Errorf("the run on A ends %v", types)
+	}
+	st, b := r.b.do(t, "GET", "/v1/workflows/all/runs/"+done, "", nil)
+	if st != 200 || !strings.Contains(string(b), `"status":"done"`) || !strings.Contains(string(b), `"id":50`) {
+		t.Errorf("A's finished run on B: %d %.300s", st, b)
+	}
+	if st, b := r.b.do(t, "GET", "/v1/workflows/all/runs", "", nil); st != 200 || !strings.Contains(string(b), runID) || !strings.Contains(string(b), done) {
+		t.Errorf("the runs listed on B: %d %.300s", st, b)
+	}
+}
+
+// resumeAt opens GET path on ts with the admin key and, unless it is
+// "", Last-Event-ID.
+func resumeAt(t *testing.T, ts *testServer, path, lastID string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("GET", ts.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+ts.AdminKey())
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }
