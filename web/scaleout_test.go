@@ -858,3 +858,52 @@ func resumeAt(t *testing.T, ts *testServer, path, lastID string) *http.Response 
 	}
 	return resp
 }
+
+// TestScaleOutTurnOutlivesItsLease: a turn that runs for longer than the
+// lease on a live replica is not taken for a dead replica's: B's resumed
+// stream stays quiet, B still refuses a second turn, and the turn ends
+// only when stopped.
+func TestScaleOutTurnOutlivesItsLease(t *testing.T) {
+	r := startReplicas(t, "")
+	onA := newSSEStream(t, r.a.post(t, "/v1/agents/scale/chat", "", chatBody("long", "u1", "block")))
+	onA.until(t, "text-delta")
+	onB := newSSEStream(t, resumeOn(t, r.b, "long", ""))
+	onB.until(t, "text-delta")
+	events := make(chan sseEvent, 16)
+	go func() {
+		for {
+			ev, ok := onB.next()
+			if !ok {
+				close(events)
+				return
+			}
+			events <- ev
+		}
+	}()
+	// Two and a half leases: a claim that is not renewed has lapsed, and
+	// the sweeps (several per lease) had their chances to end it.
+	select {
+	case ev, ok := <-events:
+		t.Fatalf("B's resumed stream of a live turn, within %v: %v %.200s (open %v)", 5*scaleLease/2, ev.ID, ev.Data, ok)
+	case <-time.After(5 * scaleLease / 2):
+	}
+	resp := r.b.post(t, "/v1/agents/scale/chat", "", chatBody("long", "u2", "walk"))
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 409 {
+		t.Errorf("a second turn on B after %v: %d %s", 5*scaleLease/2, resp.StatusCode, b)
+	}
+	if st, b := r.b.do(t, "POST", "/v1/agents/scale/chat/long/stop", "", nil); st != 200 || !strings.Contains(string(b), `"stopped":true`) {
+		t.Fatalf("stop on B: %d %s", st, b)
+	}
+	var rest []string
+	for ev := range events {
+		rest = append(rest, chunkTypes([]sseEvent{ev})...)
+	}
+	if len(rest) < 2 || rest[len(rest)-2] != "abort" {
+		t.Errorf("B's resumed stream ends %v", rest)
+	}
+	if types := chunkTypes(onA.rest()); len(types) < 2 || types[len(types)-2] != "abort" {
+		t.Errorf("A's stream ends %v", types)
+	}
+}

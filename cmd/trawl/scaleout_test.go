@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -90,17 +91,94 @@ func readEvents(r *bufio.Scanner, seen func(event)) []event {
 	return out
 }
 
+// resumeStream resumes path on p after lastID and reads the stream in
+// the background; the channel gets its events when it ends.
+func resumeStream(t *testing.T, p *process, path string, lastID int64) <-chan []event {
+	t.Helper()
+	r, err := p.request("GET", path, nil, "Last-Event-ID", strconv.FormatInt(lastID, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.StatusCode != 200 {
+		r.Body.Close()
+		t.Fatalf("resume %s: %d; want the run's stream", path, r.StatusCode)
+	}
+	sc := bufio.NewScanner(r.Body)
+	sc.Buffer(make([]byte, 1<<20), 8<<20)
+	ended := make(chan []event, 1)
+	go func() {
+		defer r.Body.Close()
+		ended <- readEvents(sc, nil)
+	}()
+	return ended
+}
+
+// endBy waits for a resumed stream's end until deadline.
+func endBy(t *testing.T, name string, ended <-chan []event, deadline time.Time) []event {
+	t.Helper()
+	select {
+	case evs := <-ended:
+		return evs
+	case <-time.After(time.Until(deadline)):
+		t.Fatalf("%s had not ended by the deadline", name)
+		return nil
+	}
+}
+
+// checkLapsed checks a resumed stream of a run whose replica died: the
+// events after lastID in order, an error chunk, [DONE].
+func checkLapsed(t *testing.T, name string, evs []event, lastID int64) {
+	t.Helper()
+	var types []string
+	hasError := false
+	for i, e := range evs {
+		types = append(types, cmp.Or(e.typ, e.data))
+		hasError = hasError || e.typ == "error"
+		if !e.final && e.id != lastID+int64(i)+1 {
+			t.Errorf("%s: resumed event %d has id %d after Last-Event-ID %d", name, i, e.id, lastID)
+		}
+	}
+	if !hasError || len(evs) == 0 || !evs[len(evs)-1].final {
+		t.Errorf("%s: %v; want an error chunk, then [DONE]", name, types)
+	}
+	t.Logf("%s: %v", name, types)
+}
+
 // TestScaleOutSIGKILL: replica A is killed (SIGKILL) in the middle of a
-// turn; a client resuming the chat on replica B gets the events after its
-// last one, then, within the run lease plus 5 s of the kill, an error
-// chunk, and the stream ends. The thread, read on B, holds every step
-// completed before the kill, and the chat is free for a new turn on B.
+// chat turn and of a workflow run; a client resuming either on replica B
+// gets the events after its last one, then, within the run lease plus
+// 5 s of the kill, an error chunk, and the stream ends. The thread, read
+// on B, holds every step completed before the kill, and the chat is free
+// for a new turn on B; the workflow run reads as failed.
 func TestScaleOutSIGKILL(t *testing.T) {
 	bin := buildTrawl(t)
 	rs := redistest.Start(t)
 	cfgs, addrs := scaleDirs(t, slowUpstream(t).URL, rs.Addr)
 	a := startTrawl(t, bin, cfgs[0], addrs[0])
 	b := startTrawl(t, bin, cfgs[1], addrs[1])
+
+	// A workflow of lifecycleSteps slow calls, put on B, runs on A.
+	var steps []map[string]any
+	for i := range lifecycleSteps {
+		steps = append(steps, map[string]any{"id": fmt.Sprintf("w%d", i+1), "type": "tool", "tool": "slow.wait", "input": map[string]any{"step": i + 1}})
+	}
+	if r, err := b.request("PUT", "/v1/workflows/slow", map[string]any{"steps": steps}); err != nil || r.StatusCode != 200 {
+		t.Fatalf("put the workflow on B: %v %v", err, r)
+	}
+	wf, err := a.request("POST", "/v1/workflows/slow/runs", nil)
+	if err != nil || wf.StatusCode != 200 {
+		t.Fatalf("workflow run on A: %v %v", err, wf)
+	}
+	defer wf.Body.Close()
+	runID := wf.Header.Get("X-Trawl-Run-Id")
+	var wfLast int64
+	wfRead := make(chan struct{})
+	wsc := bufio.NewScanner(wf.Body)
+	wsc.Buffer(make([]byte, 1<<20), 8<<20)
+	go func() {
+		defer close(wfRead)
+		readEvents(wsc, func(e event) { wfLast = e.id })
+	}()
 
 	resp, err := a.request("POST", "/v1/agents/slow/chat", chatRequest("k1"))
 	if err != nil || resp.StatusCode != 200 {
@@ -111,7 +189,7 @@ func TestScaleOutSIGKILL(t *testing.T) {
 	var last int64
 	var killedAt time.Time
 	killed := make(chan struct{})
-	steps := 0
+	started := 0
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 8<<20)
 	go readEvents(sc, func(e event) {
@@ -121,7 +199,7 @@ func TestScaleOutSIGKILL(t *testing.T) {
 		// The step after the fourth has started: the runner saved the
 		// thread before starting it.
 		if e.typ == "start-step" {
-			if steps++; steps == completed+1 {
+			if started++; started == completed+1 {
 				a.cmd.Process.Kill()
 				killedAt = time.Now()
 				close(killed)
@@ -135,41 +213,17 @@ func TestScaleOutSIGKILL(t *testing.T) {
 	}
 	<-a.exited
 	a.exited <- nil
+	<-wfRead // the workflow stream broke off with A
 
-	r, err := b.request("GET", "/v1/agents/slow/chat/k1/stream", nil, "Last-Event-ID", strconv.FormatInt(last, 10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Body.Close()
-	if r.StatusCode != 200 {
-		t.Fatalf("resume on B %v after the kill: %d; want the run's stream", time.Since(killedAt), r.StatusCode)
-	}
-	rsc := bufio.NewScanner(r.Body)
-	rsc.Buffer(make([]byte, 1<<20), 8<<20)
-	ended := make(chan []event, 1)
-	go func() { ended <- readEvents(rsc, nil) }()
-	var rest []event
-	select {
-	case rest = <-ended:
-	case <-time.After(scaleLease + 5*time.Second):
-		t.Fatalf("B's resumed stream had not ended %v after A was killed (lease %v)", time.Since(killedAt).Round(time.Millisecond), scaleLease)
-	}
-	took := time.Since(killedAt).Round(time.Millisecond)
-	var types []string
-	hasError := false
-	for i, e := range rest {
-		types = append(types, cmp.Or(e.typ, e.data))
-		if e.typ == "error" {
-			hasError = true
-		}
-		if !e.final && e.id != last+int64(i)+1 {
-			t.Errorf("resumed event %d has id %d after Last-Event-ID %d", i, e.id, last)
-		}
-	}
-	t.Logf("B's resumed stream ended %v after A was killed (lease %v): %v", took, scaleLease, types)
-	if !hasError || len(rest) == 0 || !rest[len(rest)-1].final {
-		t.Errorf("B's resumed stream: %v; want an error chunk, then [DONE]", types)
-	}
+	// Both resumed at once on B: each ends with an error within the lease
+	// plus 5 s of the kill.
+	chatEnd := resumeStream(t, b, "/v1/agents/slow/chat/k1/stream", last)
+	runEnd := resumeStream(t, b, "/v1/workflows/slow/runs/"+runID+"/stream", wfLast)
+	deadline := killedAt.Add(scaleLease + 5*time.Second)
+	chat := endBy(t, "the chat resumed on B", chatEnd, deadline)
+	t.Logf("B's resumed chat stream ended %v after A was killed (lease %v)", time.Since(killedAt).Round(time.Millisecond), scaleLease)
+	checkLapsed(t, "the chat resumed on B", chat, last)
+	checkLapsed(t, "the workflow run resumed on B", endBy(t, "the workflow run resumed on B", runEnd, deadline), wfLast)
 
 	th := b.thread(t, "k1")
 	if len(th) != 2 || th[1].Role != "assistant" {
@@ -177,6 +231,15 @@ func TestScaleOutSIGKILL(t *testing.T) {
 	}
 	if n := completedCalls(th); n < completed || n > completed+1 {
 		t.Errorf("the thread holds %d completed calls; want the %d finished before the kill", n, completed)
+	}
+	if r, err := b.request("GET", "/v1/workflows/slow/runs/"+runID, nil); err != nil {
+		t.Error(err)
+	} else {
+		body, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		if r.StatusCode != 200 || !strings.Contains(string(body), `"status":"failed"`) {
+			t.Errorf("the dead replica's workflow run on B: %d %.300s", r.StatusCode, body)
+		}
 	}
 	// The dead run no longer holds the chat: nothing to resume, and a
 	// new turn on B runs (stopped again at once).
