@@ -68,12 +68,13 @@ type scaleUpstream struct {
 	*httptest.Server
 	mu       sync.Mutex
 	requests int
-	holdFrom int           // 0: never hold
-	hold     chan struct{} // closed: the held pages go on
+	auth     map[string]int // requests by Authorization header
+	holdFrom int            // 0: never hold
+	hold     chan struct{}  // closed: the held pages go on
 }
 
 func newScaleUpstream(t *testing.T) *scaleUpstream {
-	u := &scaleUpstream{hold: make(chan struct{})}
+	u := &scaleUpstream{hold: make(chan struct{}), auth: map[string]int{}}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/items" {
 			http.NotFound(w, r)
@@ -83,6 +84,7 @@ func newScaleUpstream(t *testing.T) *scaleUpstream {
 		page = max(page, 1)
 		u.mu.Lock()
 		u.requests++
+		u.auth[r.Header.Get("Authorization")]++
 		holdFrom, hold := u.holdFrom, u.hold
 		u.mu.Unlock()
 		if holdFrom > 0 && page >= holdFrom {
@@ -109,6 +111,13 @@ func (u *scaleUpstream) count() int {
 	return u.requests
 }
 
+// countAuth is how many requests came with the Authorization header h.
+func (u *scaleUpstream) countAuth(h string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.auth[h]
+}
+
 // holdPages makes pages from n on wait until release is called.
 func (u *scaleUpstream) holdPages(n int) (release func()) {
 	u.mu.Lock()
@@ -120,25 +129,35 @@ func (u *scaleUpstream) holdPages(n int) (release func()) {
 }
 
 // scaleModel is the replicas' model, a function of the request alone, so
-// that each replica's copy answers alike: to "walk" it calls list_items for every page,
-// then says how much it read; to "block" it says "hello" and waits until
-// the turn is stopped.
+// that each replica's copy answers alike: to "walk" it calls list_items
+// for every page (to "walk twice", in two steps), then says how much it
+// read; to "block" it says "hello" and waits until the turn is stopped.
 type scaleModel struct{}
 
 func (scaleModel) Stream(ctx context.Context, req agent.ModelRequest) iter.Seq2[agent.ModelEvent, error] {
 	return func(yield func(agent.ModelEvent, error) bool) {
 		last := req.Messages[len(req.Messages)-1]
+		var user string
+		calls := 0
+		for _, m := range req.Messages {
+			switch m.Role {
+			case agent.RoleUser:
+				user, calls = m.Content, 0
+			case agent.RoleTool:
+				calls++
+			}
+		}
 		var evs []agent.ModelEvent
 		switch {
-		case last.Role == agent.RoleUser && strings.Contains(last.Content, "block"):
+		case last.Role == agent.RoleUser && strings.Contains(user, "block"):
 			if !yield(agent.ModelEvent{Kind: agent.EventTextDelta, Text: "hello"}, nil) {
 				return
 			}
 			<-ctx.Done()
 			yield(agent.ModelEvent{}, ctx.Err())
 			return
-		case last.Role == agent.RoleUser:
-			evs = toolCall("call_1", "list_items", `{"_all_pages":true}`)
+		case calls == 0 || (calls == 1 && strings.Contains(user, "twice")):
+			evs = toolCall(fmt.Sprintf("call_%d", calls+1), "list_items", `{"_all_pages":true}`)
 		default:
 			evs = []agent.ModelEvent{{Kind: agent.EventTextDelta, Text: fmt.Sprintf("walked (%d bytes)", len(last.Content))},
 				{Kind: agent.EventFinish, FinishReason: "stop"}}
@@ -178,12 +197,16 @@ redis_url: redis://%s/0
 redis_prefix: %q
 run_lease: %s
 providers:
-  - {id: up, openapi: %s, base_url: %q}
+  - {id: up, openapi: %[7]s, base_url: %[8]q}
+  - {id: mine, openapi: %[7]s, base_url: %[8]q, runtime_auth: {type: bearer}}
 agents:
   - id: scale
     max_steps: 4
     agentTools: [{tool_id: up.list_items, provider_id: up, loop_responses: true}]
-%s`, filepath.Join(dir, name), scaleAdminKey, scaleSecretKey, r.redis.Addr, prefix, scaleLease, spec, r.up.URL, extra)
+  - id: mine
+    max_steps: 4
+    agentTools: [{tool_id: mine.list_items, provider_id: mine, loop_responses: true}]
+%[9]s`, filepath.Join(dir, name), scaleAdminKey, scaleSecretKey, r.redis.Addr, prefix, scaleLease, spec, r.up.URL, extra)
 		path := filepath.Join(dir, name+".yaml")
 		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 			t.Fatal(err)
@@ -377,7 +400,7 @@ func TestScaleOutResumeOnOtherReplica(t *testing.T) {
 func mintSession(t *testing.T, ts *testServer, user string) string {
 	t.Helper()
 	st, b := ts.do(t, "POST", "/v1/sessions", "", map[string]any{"user_id": user, "ttl_seconds": 600,
-		"runtime_credentials": map[string]string{"up": "runtime-token-" + user}})
+		"runtime_credentials": map[string]string{"mine": "runtime-token-" + user}})
 	var out struct{ Token string }
 	if json.Unmarshal(b, &out); st != 201 || out.Token == "" {
 		t.Fatalf("mint a session: %d %s", st, b)
@@ -432,9 +455,10 @@ func TestScaleOutSessionsAndAgents(t *testing.T) {
 		t.Errorf("the agent put on A, on B: %d %s", st, b)
 	}
 
-	// With looping on, B's call as the agent walks every page.
+	// With looping on, B's call as the agent walks every page (anew:
+	// alice's turn left the walk in the cache).
 	before := r.up.count()
-	v := invokeItems(t, r.b, map[string]any{"agent_id": "second", "args": map[string]any{"_all_pages": true}})
+	v := invokeItems(t, r.b, map[string]any{"agent_id": "second", "args": map[string]any{"_all_pages": true, "_refresh": true}})
 	if v["_pagingComplete"] != true || r.up.count()-before != scalePages {
 		t.Fatalf("looping on: %d requests, _pagingComplete %v", r.up.count()-before, v["_pagingComplete"])
 	}
@@ -456,6 +480,48 @@ func TestScaleOutSessionsAndAgents(t *testing.T) {
 	checkWhole(t, "B's turn after the patch", newSSEStream(t, resp).rest())
 	if n := r.up.count() - before; n != 1 {
 		t.Errorf("looping off on A, B's next turn made %d upstream requests; want 1", n)
+	}
+
+	// An agent deleted on B is gone on A.
+	if st, b := r.b.do(t, "DELETE", "/v1/agents/second", "", nil); st != 204 {
+		t.Fatalf("delete on B: %d %s", st, b)
+	}
+	if st, _ := r.a.do(t, "GET", "/v1/agents/second", "", nil); st != 404 {
+		t.Errorf("the agent deleted on B, on A: %d", st)
+	}
+	resp = r.a.post(t, "/v1/agents/second/chat", "", chatBody("s3", "u1", "walk"))
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Errorf("a turn on A with the agent deleted on B: %d %.200s", resp.StatusCode, b)
+	}
+}
+
+// TestScaleOutPatchAppliesFromTheNextStep: a binding edited on A while
+// B runs a turn applies from the turn's next step.
+func TestScaleOutPatchAppliesFromTheNextStep(t *testing.T) {
+	r := startReplicas(t, "")
+	release := r.up.holdPages(2)
+	defer release()
+	onB := newSSEStream(t, r.b.post(t, "/v1/agents/scale/chat", "", chatBody("p1", "u1", "walk twice")))
+	seen := onB.until(t, "data-tool-loop-progress") // the first step's walk is held at page 2
+	if st, b := r.a.do(t, "PATCH", "/v1/agents/scale/tools/up.list_items", "", map[string]any{"loop_responses": false}); st != 200 {
+		t.Fatalf("patch on A: %d %s", st, b)
+	}
+	release()
+	events := onB.rest()
+	checkWhole(t, "the turn on B", append(seen, events...))
+	var outputs []string
+	for _, e := range events {
+		if strings.Contains(e.Data, `"type":"tool-output-available"`) {
+			outputs = append(outputs, e.Data)
+		}
+	}
+	if len(outputs) != 2 || !strings.Contains(outputs[0], `"_pagingComplete":true`) || strings.Contains(outputs[1], `"_pagingComplete":true`) {
+		t.Errorf("the turn's two calls: %.300q", outputs)
+	}
+	if n := r.up.count(); n != scalePages+1 {
+		t.Errorf("the upstream served %d requests; want a walk of %d pages, then one request", n, scalePages)
 	}
 }
 
@@ -905,5 +971,49 @@ func TestScaleOutTurnOutlivesItsLease(t *testing.T) {
 	}
 	if types := chunkTypes(onA.rest()); len(types) < 2 || types[len(types)-2] != "abort" {
 		t.Errorf("A's stream ends %v", types)
+	}
+}
+
+// toolOutputs are the tool-output-available chunks of a stream.
+func toolOutputs(evs []sseEvent) []string {
+	var out []string
+	for _, e := range evs {
+		if strings.Contains(e.Data, `"type":"tool-output-available"`) {
+			out = append(out, e.Data)
+		}
+	}
+	return out
+}
+
+// TestScaleOutCacheKeepsCredentialScopes: walks made with a user's own
+// credential are cached for that user on every replica, and never served
+// to another user on any.
+func TestScaleOutCacheKeepsCredentialScopes(t *testing.T) {
+	r := startReplicas(t, "")
+	alice, bob := mintSession(t, r.a, "alice"), mintSession(t, r.b, "bob")
+	turn := func(ts *testServer, token, chat string) []string {
+		t.Helper()
+		evs := newSSEStream(t, ts.post(t, "/v1/agents/mine/chat", token, chatBody(chat, "u1", "walk"))).rest()
+		checkWhole(t, "turn "+chat, evs)
+		return toolOutputs(evs)
+	}
+	aliceAuth, bobAuth := "Bearer runtime-token-alice", "Bearer runtime-token-bob"
+	if out := turn(r.a, alice, "r1"); len(out) != 1 || strings.Contains(out[0], `"_cache"`) || r.up.countAuth(aliceAuth) != scalePages {
+		t.Fatalf("alice's walk on A: %d requests with her credential, %.300q", r.up.countAuth(aliceAuth), out)
+	}
+	if out := turn(r.b, bob, "r1"); len(out) != 1 || strings.Contains(out[0], `"_cache"`) || r.up.countAuth(bobAuth) != scalePages {
+		t.Errorf("bob's walk on B: %d requests with his credential, %.300q", r.up.countAuth(bobAuth), out)
+	}
+	if out := turn(r.b, alice, "r2"); len(out) != 1 || !strings.Contains(out[0], `"_cache":{"hit":true`) || r.up.countAuth(aliceAuth) != scalePages {
+		t.Errorf("alice's same walk on B: %d requests with her credential (want %d), %.300q", r.up.countAuth(aliceAuth), scalePages, out)
+	}
+	if n := r.up.count(); n != 2*scalePages {
+		t.Errorf("the upstream served %d requests; want two walks (alice's, bob's)", n)
+	}
+	// The organization has no credential for this provider: the admin's
+	// call is refused, never answered from a user's walk.
+	st, b := r.a.do(t, "POST", "/v1/tools/mine.list_items/invoke", "", map[string]any{"args": map[string]any{"_all_pages": true}})
+	if st == 200 || strings.Contains(string(b), "item 1 ") {
+		t.Errorf("the admin's call of a user-credential tool: %d %.300s", st, b)
 	}
 }
