@@ -131,10 +131,11 @@ func (u *scaleUpstream) holdPages(n int) (release func()) {
 // scaleModel is the replicas' model, a function of the request alone, so
 // that each replica's copy answers alike: to "walk" it calls list_items
 // for every page (to "walk twice", in two steps), then says how much it
-// read; to "block" it says "hello" and waits until the turn is stopped.
-type scaleModel struct{}
+// read; to "block" it says "hello" and waits until the turn is stopped,
+// then sends the time to cancelled (when there is room).
+type scaleModel struct{ cancelled chan<- time.Time }
 
-func (scaleModel) Stream(ctx context.Context, req agent.ModelRequest) iter.Seq2[agent.ModelEvent, error] {
+func (m scaleModel) Stream(ctx context.Context, req agent.ModelRequest) iter.Seq2[agent.ModelEvent, error] {
 	return func(yield func(agent.ModelEvent, error) bool) {
 		last := req.Messages[len(req.Messages)-1]
 		var user string
@@ -154,6 +155,10 @@ func (scaleModel) Stream(ctx context.Context, req agent.ModelRequest) iter.Seq2[
 				return
 			}
 			<-ctx.Done()
+			select {
+			case m.cancelled <- time.Now():
+			default:
+			}
 			yield(agent.ModelEvent{}, ctx.Err())
 			return
 		case calls == 0 || (calls == 1 && strings.Contains(user, "twice")):
@@ -175,13 +180,15 @@ type replicas struct {
 	a, b  *testServer
 	up    *scaleUpstream
 	redis *redistest.Server
+	// cancelled gets the time each blocked turn saw its context end.
+	cancelled chan time.Time
 }
 
 // startReplicas starts a redis-server, the upstream and two replicas;
 // extra is YAML added to both configs.
 func startReplicas(t *testing.T, extra string) *replicas {
 	t.Helper()
-	r := &replicas{redis: redistest.Start(t), up: newScaleUpstream(t)}
+	r := &replicas{redis: redistest.Start(t), up: newScaleUpstream(t), cancelled: make(chan time.Time, 64)}
 	dir := t.TempDir()
 	spec := filepath.Join(dir, "items.yaml")
 	if err := os.WriteFile(spec, []byte(scaleSpec), 0o600); err != nil {
@@ -216,7 +223,7 @@ agents:
 			t.Fatal(err)
 		}
 		logs := &syncBuffer{}
-		srv, err := New(context.Background(), cfg, Options{Stdout: io.Discard, Model: scaleModel{},
+		srv, err := New(context.Background(), cfg, Options{Stdout: io.Discard, Model: scaleModel{cancelled: r.cancelled},
 			Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 		if err != nil {
 			t.Fatalf("replica %s: %v", name, err)
@@ -631,7 +638,19 @@ func TestScaleOutRedisRestart(t *testing.T) {
 	if st, _ := r.b.do(t, "GET", "/v1/agents/scale/chats", alice, nil); st != 200 {
 		t.Fatalf("alice on B: %d", st)
 	}
+	// A turn runs on A when Redis goes: A cannot renew its claim, so it
+	// must end the turn within the lease (another replica could take the
+	// chat once the claim lapsed).
+	live := newSSEStream(t, r.a.post(t, "/v1/agents/scale/chat", "", chatBody("live", "u1", "block")))
+	live.until(t, "text-delta")
+	liveEnded := make(chan time.Time, 1)
+	var liveRest []sseEvent
+	go func() {
+		liveRest = live.rest()
+		liveEnded <- time.Now()
+	}()
 	r.redis.Stop()
+	stopped := time.Now()
 	down := []struct {
 		ts           *testServer
 		method, path string
@@ -656,6 +675,32 @@ func TestScaleOutRedisRestart(t *testing.T) {
 		}
 		t.Logf("%s %s with Redis down: %d in %v", d.method, d.path, st, took.Round(time.Millisecond))
 	}
+	for name, ts := range map[string]*testServer{"A": r.a, "B": r.b} {
+		if st, _ := ts.do(t, "GET", "/readyz", "-", nil); st != 503 {
+			t.Errorf("/readyz on %s with Redis down: %d", name, st)
+		}
+	}
+	// The turn itself ends on A (its stream broke off already: the log it
+	// reads is in Redis).
+	select {
+	case at := <-r.cancelled:
+		d := at.Sub(stopped)
+		t.Logf("the turn running on A when Redis went was cancelled %v later (lease %v)", d.Round(time.Millisecond), scaleLease)
+		// Its claim was last renewed before Redis went and lapses a lease
+		// after that; the holder gives its turn up then (renewals are
+		// tried every third of the lease: a second of slack).
+		if d > scaleLease+time.Second {
+			t.Errorf("the turn on A was cancelled %v after Redis went, well after its claim lapsed (lease %v)", d.Round(time.Millisecond), scaleLease)
+		}
+	case <-time.After(time.Until(stopped.Add(scaleLease + 5*time.Second))):
+		t.Errorf("the turn running on A was still running %v after Redis went (lease %v)", time.Since(stopped).Round(time.Millisecond), scaleLease)
+	}
+	select {
+	case at := <-liveEnded:
+		t.Logf("its stream ended %v after Redis went, after %v", at.Sub(stopped).Round(time.Millisecond), chunkTypes(liveRest))
+	case <-time.After(5 * time.Second):
+		t.Errorf("the stream of the turn A ended was still open")
+	}
 	// A call may go on uncached (a dataset cache failure is counted and
 	// the walk made, loop.CacheStats.Errors), but never passes for a hit.
 	st, b := r.b.do(t, "POST", "/v1/tools/up.list_items/invoke", "", map[string]any{"args": map[string]any{"_all_pages": true}})
@@ -676,12 +721,20 @@ func TestScaleOutRedisRestart(t *testing.T) {
 		})
 	}
 	t.Logf("both replicas served again %v after Redis was back", time.Since(back).Round(time.Millisecond))
+	for name, ts := range map[string]*testServer{"A": r.a, "B": r.b} {
+		if st, _ := ts.do(t, "GET", "/readyz", "-", nil); st != 200 {
+			t.Errorf("/readyz on %s with Redis back: %d", name, st)
+		}
+	}
+	// The turn A ended holds nothing: a new turn on the chat runs on B.
+	resp := r.b.post(t, "/v1/agents/scale/chat", "", chatBody("live", "u2", "walk"))
+	checkWhole(t, "a new turn on the chat A ended", newSSEStream(t, resp).rest())
 	bob := mintSession(t, r.a, "bob")
 	// Redis came back empty: alice's session is gone, bob's works on B.
 	if st, _ := r.b.do(t, "GET", "/v1/agents/scale/chats", alice, nil); st != 401 {
 		t.Errorf("alice's session after Redis lost it: %d", st)
 	}
-	resp := r.b.post(t, "/v1/agents/scale/chat", bob, chatBody("d1", "u1", "walk"))
+	resp = r.b.post(t, "/v1/agents/scale/chat", bob, chatBody("d1", "u1", "walk"))
 	checkWhole(t, "a turn on B after the restart", newSSEStream(t, resp).rest())
 	if st, b := r.a.do(t, "GET", "/v1/agents/scale/chats/d1", bob, nil); st != 200 || !strings.Contains(string(b), "walked") {
 		t.Errorf("bob's thread on A after the restart: %d %.300s", st, b)
