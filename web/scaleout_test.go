@@ -1070,3 +1070,73 @@ func TestScaleOutCacheKeepsCredentialScopes(t *testing.T) {
 		t.Errorf("the admin's call of a user-credential tool: %d %.300s", st, b)
 	}
 }
+
+// TestScaleOutConcurrentPatchesAllLand: patches of one agent sent at once
+// to both replicas, each changing something else, all land.
+func TestScaleOutConcurrentPatchesAllLand(t *testing.T) {
+	r := startReplicas(t, "")
+	if st, b := r.a.do(t, "PUT", "/v1/agents/many", "", map[string]any{"system": "s", "agentTools": []any{
+		map[string]any{"tool_id": "up.list_items", "provider_id": "up", "loop_responses": true},
+		map[string]any{"tool_id": "mine.list_items", "provider_id": "mine", "loop_responses": true},
+	}}); st != 200 {
+		t.Fatalf("put the agent: %d %s", st, b)
+	}
+	for round := 1; round <= 5; round++ {
+		patches := []struct {
+			ts   *testServer
+			tool string
+			body map[string]any
+		}{
+			{r.a, "up.list_items", map[string]any{"dataset_ttl_hours": round}},
+			{r.b, "mine.list_items", map[string]any{"dataset_ttl_hours": 10 + round}},
+			{r.b, "up.list_items", map[string]any{"loop_responses": round%2 == 0}},
+			{r.a, "mine.list_items", map[string]any{"loop_responses": round%2 == 1}},
+		}
+		start := make(chan struct{})
+		errs := make(chan string, len(patches))
+		var wg sync.WaitGroup
+		for _, p := range patches {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				b, _ := json.Marshal(p.body)
+				req, _ := http.NewRequest("PATCH", p.ts.URL+"/v1/agents/many/tools/"+p.tool, strings.NewReader(string(b)))
+				req.Header.Set("Authorization", "Bearer "+scaleAdminKey)
+				req.Header.Set("Content-Type", "application/json")
+				<-start
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					errs <- err.Error()
+					return
+				}
+				out, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					errs <- fmt.Sprintf("PATCH %s %s: %d %s", p.tool, b, resp.StatusCode, out)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Errorf("round %d: %s", round, e)
+		}
+		for name, ts := range map[string]*testServer{"A": r.a, "B": r.b} {
+			_, b := ts.do(t, "GET", "/v1/agents/many", "", nil)
+			var d agent.Definition
+			if err := json.Unmarshal(b, &d); err != nil {
+				t.Fatalf("the agent on %s: %s", name, b)
+			}
+			got := map[string]agent.Binding{}
+			for _, bnd := range d.AgentTools {
+				got[bnd.ToolID] = bnd
+			}
+			up, mine := got["up.list_items"], got["mine.list_items"]
+			if up.DatasetTTLHours != float64(round) || mine.DatasetTTLHours != float64(10+round) ||
+				up.LoopResponses != (round%2 == 0) || mine.LoopResponses != (round%2 == 1) {
+				t.Errorf("round %d, the agent on %s: up %+v, mine %+v", round, name, up, mine)
+			}
+		}
+	}
+}
