@@ -8,10 +8,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,10 +25,10 @@ import (
 const scaleLease = 2 * time.Second
 
 // scaleDirs writes the configs of two replicas of the lifecycle
-// deployment (agent "slow", lifecycleSteps tool calls per turn) on one
-// Redis: the same keys, prefix and lease, each its own address and data
-// dir.
-func scaleDirs(t *testing.T, upstream, redisAddr string) (cfgs, addrs [2]string) {
+// deployment (agent "slow", lifecycleSteps tool calls per turn, and the
+// provider "pages" of pagedSpec on pages) on one Redis: the same keys,
+// prefix and lease, each its own address and data dir.
+func scaleDirs(t *testing.T, upstream, pages, redisAddr string) (cfgs, addrs [2]string) {
 	t.Helper()
 	base, _ := lifecycleDir(t, upstream, testGrace)
 	dir := filepath.Dir(base)
@@ -34,8 +36,12 @@ func scaleDirs(t *testing.T, upstream, redisAddr string) (cfgs, addrs [2]string)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(dir, "pages.yaml"), []byte(pagedSpec), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	_, rest, _ := strings.Cut(string(orig), "\n") // drop the listen line
 	rest = strings.Replace(rest, "data_dir: ./data\n", "", 1)
+	rest = strings.Replace(rest, "agents:\n", fmt.Sprintf("  - {id: pages, openapi: ./pages.yaml, base_url: %q}\nagents:\n", pages), 1)
 	for i, name := range []string{"a", "b"} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -51,6 +57,76 @@ func scaleDirs(t *testing.T, upstream, redisAddr string) (cfgs, addrs [2]string)
 		}
 	}
 	return cfgs, addrs
+}
+
+const pagedSpec = `openapi: 3.0.3
+info: {title: pages, version: "1"}
+paths:
+  /items:
+    get:
+      operationId: list_items
+      summary: List items
+      description: Paginated by page number; request page=1, page=2, … until page × per_page reaches total.
+      parameters:
+        - {name: page, in: query, schema: {type: integer, minimum: 1}}
+        - {name: per_page, in: query, schema: {type: integer, minimum: 1, maximum: 10}}
+      responses:
+        "200":
+          description: A page of items.
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [data, total]
+                properties:
+                  data: {type: array, items: {type: object, properties: {id: {type: integer}}}}
+                  total: {type: integer}
+`
+
+// pagedItems is the size of pagedUpstream's list: five pages of ten.
+const pagedItems = 50
+
+// pagedUpstream serves pagedSpec's list, records the pages asked for, and
+// can hold every page from the second on.
+type pagedUpstream struct {
+	*httptest.Server
+	mu    sync.Mutex
+	pages []int
+	held  bool
+	hold  chan struct{}
+}
+
+func newPagedUpstream(t *testing.T) *pagedUpstream {
+	u := &pagedUpstream{hold: make(chan struct{})}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		page, _ := strconv.Atoi(r.URL.Query().Get("page"))
+		page = max(page, 1)
+		u.mu.Lock()
+		u.pages = append(u.pages, page)
+		held, hold := u.held, u.hold
+		u.mu.Unlock()
+		if held && page >= 2 {
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		var items []map[string]any
+		for i := (page-1)*10 + 1; i <= min(page*10, pagedItems); i++ {
+			items = append(items, map[string]any{"id": i})
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"data": items, "total": pagedItems})
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+func (u *pagedUpstream) asked() []int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]int(nil), u.pages...)
 }
 
 // event is one SSE event with its id.
@@ -153,7 +229,7 @@ func checkLapsed(t *testing.T, name string, evs []event, lastID int64) {
 func TestScaleOutSIGKILL(t *testing.T) {
 	bin := buildTrawl(t)
 	rs := redistest.Start(t)
-	cfgs, addrs := scaleDirs(t, slowUpstream(t).URL, rs.Addr)
+	cfgs, addrs := scaleDirs(t, slowUpstream(t).URL, newPagedUpstream(t).URL, rs.Addr)
 	a := startTrawl(t, bin, cfgs[0], addrs[0])
 	b := startTrawl(t, bin, cfgs[1], addrs[1])
 
@@ -259,5 +335,71 @@ func TestScaleOutSIGKILL(t *testing.T) {
 	}
 	if stop, err := b.request("POST", "/v1/agents/slow/chat/k1/stop", nil); err == nil {
 		stop.Body.Close()
+	}
+}
+
+// TestScaleOutSIGKILLMidWalk: B asks for the walk A is making and waits
+// for it (two replicas make one walk); A is killed mid-walk: B's call
+// does not wait on the dead replica's walk forever — within the lease
+// plus 5 s it walks itself and answers complete.
+func TestScaleOutSIGKILLMidWalk(t *testing.T) {
+	bin := buildTrawl(t)
+	rs := redistest.Start(t)
+	up := newPagedUpstream(t)
+	cfgs, addrs := scaleDirs(t, slowUpstream(t).URL, up.URL, rs.Addr)
+	a := startTrawl(t, bin, cfgs[0], addrs[0])
+	b := startTrawl(t, bin, cfgs[1], addrs[1])
+	up.mu.Lock()
+	up.held = true
+	up.mu.Unlock()
+
+	body := map[string]any{"args": map[string]any{"_all_pages": true}}
+	go func() {
+		if r, err := a.request("POST", "/v1/tools/pages.list_items/invoke", body); err == nil {
+			r.Body.Close()
+		}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); len(up.asked()) < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("A's walk never reached page 2: %v", up.asked())
+		}
+	}
+	type answer struct {
+		status int
+		body   string
+		at     time.Time
+	}
+	got := make(chan answer, 1)
+	go func() {
+		r, err := b.request("POST", "/v1/tools/pages.list_items/invoke", body)
+		if err != nil {
+			got <- answer{body: err.Error(), at: time.Now()}
+			return
+		}
+		out, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		got <- answer{r.StatusCode, string(out), time.Now()}
+	}()
+	// B's call joins A's walk rather than making its own.
+	time.Sleep(300 * time.Millisecond)
+	if pages := up.asked(); len(pages) != 2 {
+		t.Fatalf("B walked beside A's walk: pages asked %v", pages)
+	}
+	a.cmd.Process.Kill()
+	killedAt := time.Now()
+	<-a.exited
+	a.exited <- nil
+	up.mu.Lock()
+	up.held = false
+	close(up.hold)
+	up.mu.Unlock()
+	select {
+	case ans := <-got:
+		t.Logf("B answered %v after A was killed (lease %v); pages asked: %v", ans.at.Sub(killedAt).Round(time.Millisecond), scaleLease, up.asked())
+		if ans.status != 200 || !strings.Contains(ans.body, `"_pagingComplete":true`) {
+			t.Errorf("B's call after A died mid-walk: %d %.300s", ans.status, ans.body)
+		}
+	case <-time.After(scaleLease + 5*time.Second):
+		t.Fatalf("B's call still waited %v after A died mid-walk (lease %v)", time.Since(killedAt).Round(time.Millisecond), scaleLease)
 	}
 }
