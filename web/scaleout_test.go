@@ -2,6 +2,7 @@ package web
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -308,7 +309,7 @@ func (s *sseStream) rest() []sseEvent {
 // resumeOn opens GET …/chat/{chatId}/stream on ts.
 func resumeOn(t *testing.T, ts *testServer, chatID, lastID string) *http.Response {
 	t.Helper()
-	return resumeAt(t, ts, "/v1/agents/scale/chat/"+chatID+"/stream", lastID)
+	return resumeAt(t, ts, "/v1/agents/scale/chat/"+chatID+"/stream", "", lastID)
 }
 
 // checkWhole checks that events are a whole run's stream: ids 1…n in
@@ -929,7 +930,7 @@ func TestScaleOutWorkflowRun(t *testing.T) {
 	onB := newSSEStream(t, r.b.post(t, "/v1/workflows/all/runs", "", nil))
 	runID := onB.resp.Header.Get("X-Trawl-Run-Id")
 	onB.until(t, "data-tool-loop-progress") // the walk is held at page 2
-	fromA := newSSEStream(t, resumeAt(t, r.a, "/v1/workflows/all/runs/"+runID+"/stream", ""))
+	fromA := newSSEStream(t, resumeAt(t, r.a, "/v1/workflows/all/runs/"+runID+"/stream", "", ""))
 	if first := fromA.until(t, "start"); first[0].ID != 1 {
 		t.Errorf("A resumes B's run at event %d", first[0].ID)
 	}
@@ -962,12 +963,12 @@ func TestScaleOutWorkflowRun(t *testing.T) {
 	}
 }
 
-// resumeAt opens GET path on ts with the admin key and, unless it is
-// "", Last-Event-ID.
-func resumeAt(t *testing.T, ts *testServer, path, lastID string) *http.Response {
+// resumeAt opens GET path on ts with token ("": the admin key) and,
+// unless it is "", Last-Event-ID.
+func resumeAt(t *testing.T, ts *testServer, path, token, lastID string) *http.Response {
 	t.Helper()
 	req, _ := http.NewRequest("GET", ts.URL+path, nil)
-	req.Header.Set("Authorization", "Bearer "+ts.AdminKey())
+	req.Header.Set("Authorization", "Bearer "+cmp.Or(token, ts.AdminKey()))
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
@@ -1139,4 +1140,33 @@ func TestScaleOutConcurrentPatchesAllLand(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestScaleOutRunsStayWithTheirUser: another user, on the other replica,
+// can neither resume, stop nor block a user's running turn on a chat of
+// the same id.
+func TestScaleOutRunsStayWithTheirUser(t *testing.T) {
+	r := startReplicas(t, "")
+	alice, bob := mintSession(t, r.a, "alice"), mintSession(t, r.a, "bob")
+	onA := newSSEStream(t, r.a.post(t, "/v1/agents/scale/chat", alice, chatBody("same", "u1", "block")))
+	onA.until(t, "text-delta")
+	if st, _ := r.b.do(t, "GET", "/v1/agents/scale/chat/same/stream", bob, nil); st != 204 {
+		t.Errorf("bob resumes alice's chat on B: %d", st)
+	}
+	if _, b := r.b.do(t, "POST", "/v1/agents/scale/chat/same/stop", bob, nil); !strings.Contains(string(b), `"stopped":false`) {
+		t.Errorf("bob stops alice's chat on B: %s", b)
+	}
+	// Bob's own chat of the same id runs beside hers.
+	resp := r.b.post(t, "/v1/agents/scale/chat", bob, chatBody("same", "u1", "walk"))
+	checkWhole(t, "bob's turn on B", newSSEStream(t, resp).rest())
+	// Alice's turn still runs: she resumes it on B and stops it there.
+	onB := newSSEStream(t, resumeAt(t, r.b, "/v1/agents/scale/chat/same/stream", alice, ""))
+	onB.until(t, "text-delta")
+	if _, b := r.b.do(t, "POST", "/v1/agents/scale/chat/same/stop", alice, nil); !strings.Contains(string(b), `"stopped":true`) {
+		t.Errorf("alice stops her chat on B: %s", b)
+	}
+	if types := chunkTypes(onA.rest()); len(types) < 2 || types[len(types)-2] != "abort" {
+		t.Errorf("alice's stream on A ends %v", types)
+	}
+	onB.rest()
 }
