@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -401,5 +402,37 @@ func TestScaleOutSIGKILLMidWalk(t *testing.T) {
 		}
 	case <-time.After(scaleLease + 5*time.Second):
 		t.Fatalf("B's call still waited %v after A died mid-walk (lease %v)", time.Since(killedAt).Round(time.Millisecond), scaleLease)
+	}
+}
+
+// TestScaleOutRedisDownAtStart: a replica whose Redis does not answer
+// does not start: it exits at once with an error naming redis_url.
+func TestScaleOutRedisDownAtStart(t *testing.T) {
+	bin := buildTrawl(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String() // nothing answers here once closed
+	ln.Close()
+	cfgs, _ := scaleDirs(t, "http://127.0.0.1:1", "http://127.0.0.1:1", dead)
+	cmd := exec.Command(bin, "serve", "--config", cfgs[0])
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(stderr.String(), "redis_url") || !strings.Contains(stderr.String(), dead) {
+			t.Errorf("trawl serve with Redis down: %v\n%s", err, stderr.String())
+		}
+		t.Logf("%v: %s", err, strings.TrimSpace(stderr.String()))
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("trawl serve with Redis down did not exit:\n%s", stderr.String())
 	}
 }
