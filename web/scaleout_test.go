@@ -133,8 +133,13 @@ func (u *scaleUpstream) holdPages(n int) (release func()) {
 // that each replica's copy answers alike: to "walk" it calls list_items
 // for every page (to "walk twice", in two steps), then says how much it
 // read; to "block" it says "hello" and waits until the turn is stopped,
-// then sends the time to cancelled (when there is room).
-type scaleModel struct{ cancelled chan<- time.Time }
+// then sends the time to cancelled (when there is room); to "chatty N" it
+// says the numbers 0 to N-1, one text delta each, and ends once chatty is
+// closed.
+type scaleModel struct {
+	cancelled chan<- time.Time
+	chatty    <-chan struct{} // closed: a chatty turn, its numbers said, may end
+}
 
 func (m scaleModel) Stream(ctx context.Context, req agent.ModelRequest) iter.Seq2[agent.ModelEvent, error] {
 	return func(yield func(agent.ModelEvent, error) bool) {
@@ -162,6 +167,20 @@ func (m scaleModel) Stream(ctx context.Context, req agent.ModelRequest) iter.Seq
 			}
 			yield(agent.ModelEvent{}, ctx.Err())
 			return
+		case last.Role == agent.RoleUser && strings.HasPrefix(user, "chatty "):
+			n, _ := strconv.Atoi(strings.TrimPrefix(user, "chatty "))
+			for i := range n {
+				if !yield(agent.ModelEvent{Kind: agent.EventTextDelta, Text: fmt.Sprintf("%d ", i)}, nil) {
+					return
+				}
+			}
+			select {
+			case <-m.chatty:
+			case <-ctx.Done():
+				yield(agent.ModelEvent{}, ctx.Err())
+				return
+			}
+			evs = []agent.ModelEvent{{Kind: agent.EventFinish, FinishReason: "stop"}}
 		case calls == 0 || (calls == 1 && strings.Contains(user, "twice")):
 			evs = toolCall(fmt.Sprintf("call_%d", calls+1), "list_items", `{"_all_pages":true}`)
 		default:
@@ -183,6 +202,8 @@ type replicas struct {
 	redis *redistest.Server
 	// cancelled gets the time each blocked turn saw its context end.
 	cancelled chan time.Time
+	// endChatty lets chatty turns end.
+	endChatty func()
 }
 
 // startReplicas starts a redis-server, the upstream and two replicas;
@@ -190,6 +211,10 @@ type replicas struct {
 func startReplicas(t *testing.T, extra string) *replicas {
 	t.Helper()
 	r := &replicas{redis: redistest.Start(t), up: newScaleUpstream(t), cancelled: make(chan time.Time, 64)}
+	chatty := make(chan struct{})
+	var once sync.Once
+	r.endChatty = func() { once.Do(func() { close(chatty) }) }
+	t.Cleanup(r.endChatty)
 	dir := t.TempDir()
 	spec := filepath.Join(dir, "items.yaml")
 	if err := os.WriteFile(spec, []byte(scaleSpec), 0o600); err != nil {
@@ -224,7 +249,7 @@ agents:
 			t.Fatal(err)
 		}
 		logs := &syncBuffer{}
-		srv, err := New(context.Background(), cfg, Options{Stdout: io.Discard, Model: scaleModel{cancelled: r.cancelled},
+		srv, err := New(context.Background(), cfg, Options{Stdout: io.Discard, Model: scaleModel{cancelled: r.cancelled, chatty: chatty},
 			Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 		if err != nil {
 			t.Fatalf("replica %s: %v", name, err)
@@ -934,11 +959,29 @@ func TestScaleOutWorkflowRun(t *testing.T) {
 	if first := fromA.until(t, "start"); first[0].ID != 1 {
 		t.Errorf("A resumes B's run at event %d", first[0].ID)
 	}
+	// Stopped from A in the middle of its walk, B's run ends within a
+	// second: the held upstream request is given up.
+	ended := make(chan time.Time, 1)
+	var onBRest []sseEvent
+	go func() {
+		onBRest = onB.rest()
+		ended <- time.Now()
+	}()
+	sent := time.Now()
 	if st, b := r.a.do(t, "POST", "/v1/workflows/all/runs/"+runID+"/stop", "", nil); st != 200 || !strings.Contains(string(b), `"stopped":true`) {
 		t.Fatalf("stop on A of B's run: %d %s", st, b)
 	}
-	for name, s := range map[string]*sseStream{"B's": onB, "A's resumed": fromA} {
-		if types := chunkTypes(s.rest()); len(types) < 2 || types[len(types)-2] != "abort" {
+	select {
+	case at := <-ended:
+		t.Logf("B's run, stopped on A mid-walk, ended %v after the stop was sent", at.Sub(sent).Round(time.Millisecond))
+		if at.Sub(sent) > time.Second {
+			t.Errorf("B's run ended %v after the stop on A; the bound is 1 s", at.Sub(sent))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("B's run had not ended 10 s after the stop on A")
+	}
+	for name, types := range map[string][]string{"B's": chunkTypes(onBRest), "A's resumed": chunkTypes(fromA.rest())} {
+		if len(types) < 2 || types[len(types)-2] != "abort" {
 			t.Errorf("%s stream of the stopped run ends %v", name, types)
 		}
 	}
@@ -1169,4 +1212,44 @@ func TestScaleOutRunsStayWithTheirUser(t *testing.T) {
 		t.Errorf("alice's stream on A ends %v", types)
 	}
 	onB.rest()
+}
+
+// TestScaleOutResumeALongLog: a turn of thousands of chunks, its client
+// gone in the middle, resumes on B from there: every later event once, in
+// order, to the end; and the whole log reads the same on B from the start.
+func TestScaleOutResumeALongLog(t *testing.T) {
+	r := startReplicas(t, "")
+	const n = 3000
+	onA := newSSEStream(t, r.a.post(t, "/v1/agents/scale/chat", "", chatBody("long", "u1", fmt.Sprintf("chatty %d", n))))
+	var seen []sseEvent
+	for len(seen) < n/2 {
+		ev, ok := onA.next()
+		if !ok {
+			t.Fatalf("A's stream ended after %d events", len(seen))
+		}
+		seen = append(seen, ev)
+	}
+	onA.resp.Body.Close()
+	last := seen[len(seen)-1].ID
+	onB := newSSEStream(t, resumeOn(t, r.b, "long", strconv.FormatInt(last, 10)))
+	fullB := newSSEStream(t, resumeOn(t, r.b, "long", ""))
+	r.endChatty()
+	rest := onB.rest()
+	whole := append(append([]sseEvent(nil), seen...), rest...)
+	checkWhole(t, "A's events then B's", whole)
+	deltas := 0
+	for _, e := range whole {
+		if strings.Contains(e.Data, `"type":"text-delta"`) {
+			if want := fmt.Sprintf(`"delta":"%d "`, deltas); !strings.Contains(e.Data, want) {
+				t.Fatalf("delta %d: %s", deltas, e.Data)
+			}
+			deltas++
+		}
+	}
+	if deltas != n {
+		t.Errorf("%d text deltas across A and B; want %d", deltas, n)
+	}
+	if full := fullB.rest(); !sameEvents(full, whole) {
+		t.Errorf("the whole log on B: %d events; A's then B's: %d", len(full), len(whole))
+	}
 }
