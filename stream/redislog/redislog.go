@@ -299,7 +299,7 @@ func (l *Log) Read(ctx context.Context, runID string, after int64) iter.Seq2[str
 		meta, events := l.keys(runID)
 		poll := time.NewTimer(l.opt.Block)
 		defer poll.Stop()
-		for {
+		for first := true; ; first = false {
 			if err := ctx.Err(); err != nil {
 				yield(stream.Event{}, err)
 				return
@@ -329,8 +329,13 @@ func (l *Log) Read(ctx context.Context, runID string, after int64) iter.Seq2[str
 				}
 				after = seq
 			}
-			if len(msgs) > 0 {
-				continue // more may have come meanwhile
+			// Read on at once only when the batch was full, or on the first
+			// read (the subscription may not have been live yet when it
+			// ran). Otherwise anything appended since is notified: the
+			// notification waits in wake (an append's notification that
+			// arrives after its entry was read costs one empty read).
+			if len(msgs) == readBatch || (first && len(msgs) > 0) {
+				continue
 			}
 			poll.Reset(l.opt.Block)
 			select {
