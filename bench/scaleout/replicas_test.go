@@ -324,3 +324,19 @@ func readEvents(body io.Reader, each func(sseEvent) bool) error {
 		}
 	}
 }
+
+// getJSON GETs path on r as benchUser's session and decodes the answer.
+func (d *deployment) getJSON(ctx context.Context, r *replica, path string, v any) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+d.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 500))
+		return fmt.Errorf("GET %s: %s %s", path, resp.Status, body)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}

@@ -1,0 +1,121 @@
+package scaleout_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/agent/redisstore"
+)
+
+// seedThreads stores n threads of two turns each (about 3 KB of JSON):
+// a tenth of them benchUser's, the rest 100 to a user, updated over the
+// last 30 days.
+func seedThreads(ctx context.Context, s agent.ThreadStore, n int) error {
+	output, _ := json.Marshal(map[string]any{"_boundary": "complete: 7 pages, 364 items", "_resultId": "r_0123456789abcdef",
+		"items": strings.Repeat(`{"id":"o_1","total":120.5,"currency":"EUR"},`, 20)})
+	now := time.Now().UTC()
+	mine := max(1, n/10)
+	for i := range n {
+		user := benchUser
+		if i >= mine {
+			user = fmt.Sprintf("user-%d", (i-mine)/100)
+		}
+		chat := fmt.Sprintf("seed-%d", i)
+		t := &agent.Thread{Key: agent.ThreadKey(user, "demo", chat), ChatID: chat, AgentID: "demo", UserID: user,
+			Created: now.Add(-30 * 24 * time.Hour), Updated: now.Add(-time.Duration(n-i) * 30 * 24 * time.Hour / time.Duration(n))}
+		for turn := range 2 {
+			t.Msgs = append(t.Msgs,
+				agent.UIMessage{ID: fmt.Sprintf("u%d", turn), Role: agent.RoleUser, Parts: []agent.Part{{Type: "text", Text: demoQuestions[turn]}}},
+				agent.UIMessage{ID: fmt.Sprintf("a%d", turn), Role: agent.RoleAssistant, Parts: []agent.Part{
+					{Type: "step-start"},
+					{Type: "dynamic-tool", ToolName: "acme.list_orders", ToolCallID: fmt.Sprintf("call_%d", turn), State: "output-available",
+						Input: json.RawMessage(`{"status":"open","_all_pages":true}`), Output: output},
+					{Type: "text", Text: strings.Repeat("You have 278 open orders worth more than 100. ", 8), State: "done"},
+				}})
+		}
+		if err := s.PutThread(ctx, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// seedEmbedded seeds the bbolt file of a data directory before trawl
+// opens it.
+func seedEmbedded(b *testing.B, dataDir string, n int) {
+	db, err := bolt.Open(filepath.Join(dataDir, "trawl.db"), 0o600, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	db.NoSync = true // seeding only; trawl opens it afterwards as usual
+	s, err := agent.NewBoltStore(db, agent.Retention{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := seedThreads(context.Background(), s, n); err != nil {
+		b.Fatal(err)
+	}
+	if err := db.Sync(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkTurnsThreadsStored: the per-turn cost of BenchmarkTurns (one
+// replica, 20 conversations, 10 at once) with 10 and with 10,000 threads
+// already stored (a tenth of them the benching user's), on the embedded
+// default and on Redis. Target: nothing in a turn's cost grows with the
+// threads stored.
+func BenchmarkTurnsThreadsStored(b *testing.B) {
+	l := load{Conversations: 20, Concurrent: 10}
+	for _, onRedis := range []bool{false, true} {
+		for _, n := range []int{10, 10000} {
+			name := fmt.Sprintf("embedded/threads=%d", n)
+			if onRedis {
+				name = fmt.Sprintf("redis/threads=%d", n)
+			}
+			b.Run(name, func(b *testing.B) {
+				seed := func(dataDir string, c *redis.Client, prefix string) {
+					if c == nil {
+						seedEmbedded(b, dataDir, n)
+						return
+					}
+					if err := seedThreads(context.Background(), redisstore.New(c, prefix, agent.Retention{}), n); err != nil {
+						b.Fatal(err)
+					}
+				}
+				d := startDeployment(b, 1, onRedis, seed)
+				if err := d.checkSeeded(context.Background(), min(100, max(1, n/10))); err != nil {
+					b.Fatal(err)
+				}
+				for i := range b.N {
+					d.measure(b, l, fmt.Sprint(i))
+				}
+			})
+		}
+	}
+}
+
+// checkSeeded asks the deployment for benchUser's chats: the seeded ones
+// must be there (else the seed went where trawl does not look).
+func (d *deployment) checkSeeded(ctx context.Context, want int) error {
+	var out struct {
+		Chats []json.RawMessage `json:"chats"`
+	}
+	if err := d.getJSON(ctx, d.replicas[0], "/v1/agents/demo/chats", &out); err != nil {
+		return err
+	}
+	if len(out.Chats) < want {
+		return fmt.Errorf("trawl lists %d chats of %s, want %d seeded ones", len(out.Chats), benchUser, want)
+	}
+	return nil
+}
