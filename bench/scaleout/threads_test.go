@@ -14,16 +14,16 @@ import (
 
 	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/agent/redisstore"
+	"github.com/trawl-dev/trawl/stream/redistest"
 )
 
 // seedThreads stores n threads of two turns each (about 3 KB of JSON):
-// a tenth of them benchUser's, the rest 100 to a user, updated over the
+// mine of them benchUser's, the rest 100 to a user, updated over the
 // last 30 days.
-func seedThreads(ctx context.Context, s agent.ThreadStore, n int) error {
+func seedThreads(ctx context.Context, s agent.ThreadStore, n, mine int) error {
 	output, _ := json.Marshal(map[string]any{"_boundary": "complete: 7 pages, 364 items", "_resultId": "r_0123456789abcdef",
 		"items": strings.Repeat(`{"id":"o_1","total":120.5,"currency":"EUR"},`, 20)})
 	now := time.Now().UTC()
-	mine := max(1, n/10)
 	for i := range n {
 		user := benchUser
 		if i >= mine {
@@ -51,7 +51,7 @@ func seedThreads(ctx context.Context, s agent.ThreadStore, n int) error {
 
 // seedEmbedded seeds the bbolt file of a data directory before trawl
 // opens it.
-func seedEmbedded(b *testing.B, dataDir string, n int) {
+func seedEmbedded(b *testing.B, dataDir string, n, mine int) {
 	db, err := bolt.Open(filepath.Join(dataDir, "trawl.db"), 0o600, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -62,7 +62,7 @@ func seedEmbedded(b *testing.B, dataDir string, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := seedThreads(context.Background(), s, n); err != nil {
+	if err := seedThreads(context.Background(), s, n, mine); err != nil {
 		b.Fatal(err)
 	}
 	if err := db.Sync(); err != nil {
@@ -86,10 +86,10 @@ func BenchmarkTurnsThreadsStored(b *testing.B) {
 			b.Run(name, func(b *testing.B) {
 				seed := func(dataDir string, c *redis.Client, prefix string) {
 					if c == nil {
-						seedEmbedded(b, dataDir, n)
+						seedEmbedded(b, dataDir, n, max(1, n/10))
 						return
 					}
-					if err := seedThreads(context.Background(), redisstore.New(c, prefix, agent.Retention{}), n); err != nil {
+					if err := seedThreads(context.Background(), redisstore.New(c, prefix, agent.Retention{}), n, max(1, n/10)); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -118,4 +118,102 @@ func (d *deployment) checkSeeded(ctx context.Context, want int) error {
 		return fmt.Errorf("trawl lists %d chats of %s, want %d seeded ones", len(out.Chats), benchUser, want)
 	}
 	return nil
+}
+
+// BenchmarkThreadStoreTurn: a turn's work on the thread store alone — a
+// new chat of benchUser read (a miss), its user message saved, then three
+// checkpoints and the final save of the growing thread — with 10 and
+// 10,000 threads stored (1 or 1,000 of them benchUser's: at 1,000, the
+// per-user bound, each new chat pushes out the oldest), on bbolt and on
+// Redis. The end-to-end figure is
+// BenchmarkTurnsThreadsStored; this one isolates the store.
+func BenchmarkThreadStoreTurn(b *testing.B) {
+	srv := redistest.Start(b).Addr
+	for _, backend := range []string{"bolt", "redis"} {
+		for _, sc := range []struct{ n, mine int }{{10, 1}, {10000, 1}, {10000, 1000}} {
+			n := sc.n
+			b.Run(fmt.Sprintf("%s/threads=%d/mine=%d", backend, sc.n, sc.mine), func(b *testing.B) {
+				ctx := context.Background()
+				var s agent.ThreadStore
+				var counter cmdCounter
+				var admin *redis.Client
+				switch backend {
+				case "bolt":
+					db, err := bolt.Open(filepath.Join(b.TempDir(), "trawl.db"), 0o600, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer db.Close()
+					db.NoSync = true
+					bs, err := agent.NewBoltStore(db, agent.Retention{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := seedThreads(ctx, bs, n, sc.mine); err != nil {
+						b.Fatal(err)
+					}
+					db.NoSync = false
+					s = bs
+				case "redis":
+					c := redis.NewClient(&redis.Options{Addr: srv})
+					defer c.Close()
+					prefix := "t" + randomHex(4) + ":"
+					if err := seedThreads(ctx, redisstore.New(c, prefix, agent.Retention{}), n, sc.mine); err != nil {
+						b.Fatal(err)
+					}
+					c.AddHook(&counter)
+					s = redisstore.New(c, prefix, agent.Retention{})
+					admin = c
+				}
+				var seeded agent.Thread
+				turn := func(i int) {
+					chat := fmt.Sprintf("bench-%d", i)
+					key := agent.ThreadKey(benchUser, "demo", chat)
+					if _, err := s.GetThread(ctx, key); err == nil {
+						b.Fatal("a new chat found")
+					}
+					t := &agent.Thread{Key: key, ChatID: chat, AgentID: "demo", UserID: benchUser, Created: time.Now()}
+					t.Msgs = append(t.Msgs, seeded.Msgs[0])
+					for step := range 5 {
+						if step > 0 && step < len(seeded.Msgs) {
+							t.Msgs = append(t.Msgs, seeded.Msgs[step])
+						}
+						t.Updated = time.Now()
+						if err := s.PutThread(ctx, t); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				got, err := s.GetThread(ctx, agent.ThreadKey(benchUser, "demo", "seed-0"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				seeded = *got
+				sent0 := counter.n.Load()
+				var rs0 redisStats
+				if admin != nil {
+					if rs0, err = readRedisStats(ctx, admin); err != nil {
+						b.Fatal(err)
+					}
+				}
+				cpu0 := processCPU()
+				for i := 0; b.Loop(); i++ {
+					turn(i)
+				}
+				cpu := processCPU() - cpu0
+				if admin != nil {
+					rs1, err := readRedisStats(ctx, admin)
+					if err != nil {
+						b.Fatal(err)
+					}
+					d := rs1.sub(rs0)
+					cpu += d.CPU
+					b.ReportMetric(float64(counter.n.Load()-sent0)/float64(b.N), "sent-cmds/turn")
+					b.ReportMetric(float64(d.Commands)/float64(b.N), "redis-cmds/turn")
+				}
+				// This process and, on Redis, the server.
+				b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/turn")
+			})
+		}
+	}
 }
