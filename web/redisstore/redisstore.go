@@ -150,3 +150,41 @@ func (s *Sessions[T]) DeleteSession(ctx context.Context, hash string) error {
 	}
 	return nil
 }
+
+// Grants keeps short-lived records by key until they expire (connect
+// codes and attempts): "<prefix>grant:<key>" with the record's TTL, so a
+// link minted on one replica opens on any. A spend is GETDEL: of two
+// concurrent spends only one gets the record.
+type Grants struct {
+	c      redis.UniversalClient
+	prefix string
+}
+
+// NewGrants returns the grant store of client under prefix.
+func NewGrants(client redis.UniversalClient, prefix string) *Grants {
+	return &Grants{c: client, prefix: prefix + "grant:"}
+}
+
+// PutGrant stores v under k for ttl.
+func (g *Grants) PutGrant(ctx context.Context, k string, v []byte, ttl time.Duration) error {
+	if err := g.c.Set(ctx, g.prefix+k, v, ttl).Err(); err != nil {
+		return fmt.Errorf("grants: redis: %w", err)
+	}
+	return nil
+}
+
+// TakeGrant returns the live value under k; spend removes it.
+func (g *Grants) TakeGrant(ctx context.Context, k string, spend bool) ([]byte, bool, error) {
+	cmd := g.c.Get(ctx, g.prefix+k)
+	if spend {
+		cmd = g.c.GetDel(ctx, g.prefix+k)
+	}
+	v, err := cmd.Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("grants: redis: %w", err)
+	}
+	return v, true, nil
+}

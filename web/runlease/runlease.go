@@ -10,6 +10,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -33,6 +35,19 @@ type Registry interface {
 	// Wait returns when runID no longer holds key: released, or its
 	// holder died and the lease ran out.
 	Wait(ctx context.Context, key, runID string) error
+	// ActiveKeys are the held keys that begin with prefix.
+	ActiveKeys(ctx context.Context, prefix string) ([]string, error)
+}
+
+// Claim is a key and the run that held it.
+type Claim struct{ Key, RunID string }
+
+// Sweeper is a Registry whose claims can lapse: a replica died holding
+// them. Lapsed returns the claims that lapsed since they were last
+// swept, each to exactly one caller across every replica, so exactly one
+// replica ends each dead run.
+type Sweeper interface {
+	Lapsed(ctx context.Context) ([]Claim, error)
 }
 
 // Lease is a held claim. The holder ends its run when Done closes and
@@ -152,6 +167,20 @@ func (m *Memory) Active(_ context.Context, key string) (string, error) {
 		return h.id, nil
 	}
 	return "", nil
+}
+
+// ActiveKeys implements Registry.
+func (m *Memory) ActiveKeys(_ context.Context, prefix string) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for k := range m.runs {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // Stop implements Registry.

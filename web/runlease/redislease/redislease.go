@@ -10,12 +10,19 @@
 // reconnect. A holder that cannot renew for a whole lease (Redis
 // unreachable) loses its claim: Done closes with ErrLost, because another
 // replica may claim the key meanwhile.
+//
+// Every claim is also a member "<key>\n<run id>" of the sorted set
+// "<prefix>leases", scored by its lease's deadline, so Lapsed finds the
+// claims whose holder died (the deadline passed and the lease key no
+// longer names the run) and hands each to one caller. The scripts name
+// keys they build, so this registry needs a single Redis, not a cluster.
 package redislease
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -62,6 +69,11 @@ func (r *Registry) Close() error {
 
 func (r *Registry) leaseKey(key string) string { return r.prefix + "lease:" + key }
 func (r *Registry) stopKey(key string) string  { return r.prefix + "stop:" + key }
+func (r *Registry) setKey() string             { return r.prefix + "leases" }
+
+func member(key, runID string) string { return key + "\n" + runID }
+
+func (r *Registry) deadline() float64 { return float64(time.Now().Add(r.lease).UnixMilli()) }
 
 // subscribe starts the stop subscription once; r.mu is held.
 func (r *Registry) subscribe(ctx context.Context) error {
@@ -121,6 +133,10 @@ func (r *Registry) Acquire(ctx context.Context, key, runID string) (runlease.Lea
 		}
 		return nil, &runlease.HeldError{Key: key, RunID: holder}
 	}
+	if err := r.c.ZAdd(ctx, r.setKey(), redis.Z{Score: r.deadline(), Member: member(key, runID)}).Err(); err != nil {
+		r.c.Del(context.WithoutCancel(ctx), r.leaseKey(key))
+		return nil, fmt.Errorf("run registry: redis: %w", err)
+	}
 	// A stop meant for an earlier run of this id must not stop this one.
 	if err := r.c.Del(ctx, r.stopKey(key)).Err(); err != nil {
 		return nil, fmt.Errorf("run registry: redis: %w", err)
@@ -133,11 +149,12 @@ func (r *Registry) Acquire(ctx context.Context, key, runID string) (runlease.Lea
 	return l, nil
 }
 
-// renewScript: KEYS lease, stop; ARGV run id, lease ms. Returns 0: lost,
-// 1: held, 2: held and asked to stop.
+// renewScript: KEYS lease, stop, leases; ARGV run id, lease ms, member,
+// deadline. Returns 0: lost, 1: held, 2: held and asked to stop.
 var renewScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
 if redis.call('GET', KEYS[2]) == ARGV[1] then return 2 end
 return 1`)
 
@@ -154,7 +171,8 @@ func (l *lease) renew() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), every)
-		res, err := renewScript.Run(ctx, l.r.c, []string{l.r.leaseKey(l.key), l.r.stopKey(l.key)}, l.id, l.r.lease.Milliseconds()).Int()
+		res, err := renewScript.Run(ctx, l.r.c, []string{l.r.leaseKey(l.key), l.r.stopKey(l.key), l.r.setKey()},
+			l.id, l.r.lease.Milliseconds(), member(l.key, l.id), l.r.deadline()).Int()
 		cancel()
 		switch {
 		case err != nil:
@@ -171,7 +189,9 @@ func (l *lease) renew() {
 	}
 }
 
+// releaseScript: KEYS lease, stop, leases; ARGV run id, member.
 var releaseScript = redis.NewScript(`
+redis.call('ZREM', KEYS[3], ARGV[2])
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   redis.call('DEL', KEYS[2])
@@ -188,7 +208,7 @@ func (l *lease) Release(ctx context.Context) error {
 		delete(l.r.local, l.key)
 	}
 	l.r.mu.Unlock()
-	if err := releaseScript.Run(ctx, l.r.c, []string{l.r.leaseKey(l.key), l.r.stopKey(l.key)}, l.id).Err(); err != nil {
+	if err := releaseScript.Run(ctx, l.r.c, []string{l.r.leaseKey(l.key), l.r.stopKey(l.key), l.r.setKey()}, l.id, member(l.key, l.id)).Err(); err != nil {
 		return fmt.Errorf("run registry: release: redis: %w (the claim lapses within the lease)", err)
 	}
 	return nil
@@ -244,3 +264,68 @@ func (r *Registry) Wait(ctx context.Context, key, runID string) error {
 		}
 	}
 }
+
+// ActiveKeys implements runlease.Registry (one SCAN over the held keys
+// that begin with prefix).
+func (r *Registry) ActiveKeys(ctx context.Context, prefix string) ([]string, error) {
+	pattern := r.leaseKey(globEscape(prefix)) + "*"
+	var out []string
+	iter := r.c.Scan(ctx, 0, pattern, 500).Iterator()
+	for iter.Next(ctx) {
+		out = append(out, strings.TrimPrefix(iter.Val(), r.leaseKey("")))
+	}
+	if err := iter.Err(); err != nil {
+		return nil, fmt.Errorf("run registry: redis: %w", err)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// globEscape escapes the characters Redis's glob patterns give meaning.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '*', '?', '[', ']', '\\', '^', '-':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// lapsedScript: KEYS leases; ARGV now (ms), the lease key prefix. It
+// removes and returns the members whose deadline passed and whose lease
+// key no longer names their run.
+var lapsedScript = redis.NewScript(`
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 100)
+local out = {}
+for _, m in ipairs(due) do
+  local nl = string.find(m, '\n', 1, true)
+  if nl then
+    local key, id = string.sub(m, 1, nl - 1), string.sub(m, nl + 1)
+    if redis.call('GET', ARGV[2] .. key) ~= id then
+      redis.call('ZREM', KEYS[1], m)
+      table.insert(out, m)
+    end
+  else
+    redis.call('ZREM', KEYS[1], m)
+  end
+end
+return out`)
+
+// Lapsed implements runlease.Sweeper.
+func (r *Registry) Lapsed(ctx context.Context) ([]runlease.Claim, error) {
+	ms, err := lapsedScript.Run(ctx, r.c, []string{r.setKey()}, time.Now().UnixMilli(), r.leaseKey("")).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("run registry: redis: %w", err)
+	}
+	out := make([]runlease.Claim, 0, len(ms))
+	for _, m := range ms {
+		key, id, _ := strings.Cut(m, "\n")
+		out = append(out, runlease.Claim{Key: key, RunID: id})
+	}
+	return out, nil
+}
+
+var _ runlease.Sweeper = (*Registry)(nil)

@@ -109,3 +109,58 @@ func TestRedisRestart(t *testing.T) {
 	l.Release(ctx)
 	l2.Release(ctx)
 }
+
+// A dead holder's claim is swept exactly once, by one replica, after its
+// lease; a live claim and a released one never are.
+func TestLapsedSweepsDeadClaimsOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	const leaseFor = 300 * time.Millisecond
+	dying := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	a := redislease.New(dying, "p:", leaseFor)
+	b := redislease.New(srv.Client(t), "p:", leaseFor)
+	c := redislease.New(srv.Client(t), "p:", leaseFor)
+	defer b.Close()
+	defer c.Close()
+	if _, err := a.Acquire(ctx, "u=x;a=demo;c=dead", "run-dead"); err != nil {
+		t.Fatal(err)
+	}
+	live, err := b.Acquire(ctx, "u=x;a=demo;c=live", "run-live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Release(ctx)
+	gone, err := b.Acquire(ctx, "u=x;a=demo;c=gone", "run-gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone.Release(ctx)
+	dying.Close()
+	if got, err := b.Lapsed(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("before the lease ran out: %v, %v", got, err)
+	}
+	var swept []runlease.Claim
+	deadline := time.Now().Add(5 * time.Second)
+	for len(swept) == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		for _, r := range []*redislease.Registry{b, c} { // two replicas sweep at once
+			got, err := r.Lapsed(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			swept = append(swept, got...)
+		}
+	}
+	time.Sleep(2 * leaseFor) // the live claim's deadline passes too; it is renewed
+	for _, r := range []*redislease.Registry{b, c} {
+		got, _ := r.Lapsed(ctx)
+		swept = append(swept, got...)
+	}
+	if len(swept) != 1 || swept[0] != (runlease.Claim{Key: "u=x;a=demo;c=dead", RunID: "run-dead"}) {
+		t.Fatalf("swept %v, want the dead claim once", swept)
+	}
+	keys, err := c.ActiveKeys(ctx, "u=x;a=demo;")
+	if err != nil || len(keys) != 1 || keys[0] != "u=x;a=demo;c=live" {
+		t.Fatalf("ActiveKeys = %v, %v", keys, err)
+	}
+}

@@ -58,6 +58,37 @@ func Run(t *testing.T, newPair New) {
 		}
 		l2.Release(ctx)
 	})
+	t.Run("ActiveKeysByPrefix", func(t *testing.T) {
+		a, b := newPair(t, time.Second)
+		var held []runlease.Lease
+		for _, k := range []string{"u=ann;a=x;c=1", "u=ann;a=x;c=2", "u=ann;a=y;c=1", "u=a*n;a=x;c=1", "u=bob;a=x;c=1"} {
+			l, err := a.Acquire(ctx, k, "run-"+k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, l)
+		}
+		defer func() {
+			for _, l := range held[1:] {
+				l.Release(ctx)
+			}
+		}()
+		got, err := b.ActiveKeys(ctx, "u=ann;a=x;")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != "[u=ann;a=x;c=1 u=ann;a=x;c=2]" {
+			t.Fatalf("ActiveKeys = %v", got)
+		}
+		// A prefix with pattern characters is a prefix, not a pattern.
+		if got, _ := b.ActiveKeys(ctx, "u=a*"); fmt.Sprint(got) != "[u=a*n;a=x;c=1]" {
+			t.Fatalf("ActiveKeys(u=a*) = %v", got)
+		}
+		held[0].Release(ctx)
+		if got, _ := b.ActiveKeys(ctx, "u=ann;a=x;"); fmt.Sprint(got) != "[u=ann;a=x;c=2]" {
+			t.Fatalf("after a release: %v", got)
+		}
+	})
 	t.Run("ConcurrentAcquire", func(t *testing.T) {
 		a, b := newPair(t, time.Second)
 		var won atomic.Int64
