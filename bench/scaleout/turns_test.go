@@ -179,6 +179,7 @@ type turnResults struct {
 	cross     []time.Duration // publish → read, on the replica the client resumed on
 	resumes   int
 	conflicts int
+	events    int64 // the last event id of each turn, summed
 }
 
 // load is the chat traffic of one measurement.
@@ -309,6 +310,7 @@ func (d *deployment) measure(b *testing.B, l load, tag string) {
 		b.ReportMetric(float64(res.resumes)/turns, "resumes/turn")
 	}
 	b.ReportMetric(float64(res.conflicts)/turns, "409s/turn")
+	b.ReportMetric(float64(res.events)/turns, "events/turn")
 }
 
 // conversation is one chat of the demo's turns; turn i is posted on
@@ -372,7 +374,7 @@ func (d *deployment) turn(ctx context.Context, home, other *replica, chatID, msg
 	resumed := false
 	if left {
 		var err error
-		cross, resumed, err = d.resume(ctx, other, chatID, last, pub)
+		cross, resumed, last, err = d.resume(ctx, other, chatID, last, pub)
 		if err != nil {
 			return err
 		}
@@ -381,6 +383,7 @@ func (d *deployment) turn(ctx context.Context, home, other *replica, chatID, msg
 	defer res.mu.Unlock()
 	res.turns++
 	res.conflicts += conflicts
+	res.events += last
 	res.ttfc = append(res.ttfc, first.Sub(sent))
 	res.cross = append(res.cross, cross...)
 	if resumed {
@@ -390,14 +393,15 @@ func (d *deployment) turn(ctx context.Context, home, other *replica, chatID, msg
 }
 
 // resume reads the rest of a turn on r after event last, and returns the
-// delay from publish to read of each event published after it asked.
-func (d *deployment) resume(ctx context.Context, r *replica, chatID string, last int64, pub *publishTimes) ([]time.Duration, bool, error) {
+// delay from publish to read of each event published after it asked, and
+// the last event's id.
+func (d *deployment) resume(ctx context.Context, r *replica, chatID string, last int64, pub *publishTimes) ([]time.Duration, bool, int64, error) {
 	runID := ""
 	if pub != nil {
 		// The run's id, from the active-run registry (web/runlease/redislease).
 		v, err := d.admin.Get(ctx, d.cfg.Prefix+"lease:"+agent.ThreadKey(benchUser, "demo", chatID)).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, false, err
+			return nil, false, last, err
 		}
 		runID = v
 	}
@@ -407,15 +411,15 @@ func (d *deployment) resume(ctx context.Context, r *replica, chatID string, last
 	asked := time.Now()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, false, err
+		return nil, false, last, err
 	}
 	defer resp.Body.Close()
 	switch resp.StatusCode {
 	case http.StatusNoContent:
-		return nil, false, nil // the turn ended meanwhile
+		return nil, false, last, nil // the turn ended meanwhile
 	case http.StatusOK:
 	default:
-		return nil, false, fmt.Errorf("GET stream: %s", resp.Status)
+		return nil, false, last, fmt.Errorf("GET stream: %s", resp.Status)
 	}
 	var delays []time.Duration
 	next := last + 1
@@ -433,7 +437,7 @@ func (d *deployment) resume(ctx context.Context, r *replica, chatID string, last
 		}
 		return true
 	})
-	return delays, true, err
+	return delays, true, next - 1, err
 }
 
 // BenchmarkTurns: 40 conversations of the demo's two turns (80 turns),
