@@ -22,32 +22,86 @@ type Registry struct {
 	// patches of one agent (a console flipping a whole group) all land.
 	patch sync.Mutex
 
-	mu   sync.RWMutex
-	defs map[string]Definition
+	config []Definition // the file's definitions, under the stored ones
+
+	mu      sync.RWMutex
+	defs    map[string]Definition
+	version string // the store's DefinitionsVersion the defs were loaded at
+}
+
+// DefinitionVersioner is a DefinitionStore other processes write too (the
+// replicas of a deployment on Redis): its version changes with every put
+// and delete, so Sync sees their edits.
+type DefinitionVersioner interface {
+	DefinitionsVersion(ctx context.Context) (string, error)
 }
 
 // NewRegistry loads the config's definitions, then the stored ones over
 // them. check validates each binding of a definition put through the API
 // (nil: no check).
 func NewRegistry(ctx context.Context, config []Definition, store DefinitionStore, check func(Binding) error) (*Registry, error) {
-	r := &Registry{store: store, check: check, defs: map[string]Definition{}}
-	for _, d := range config {
-		r.defs[d.ID] = d
+	r := &Registry{store: store, check: check, config: slices.Clone(config)}
+	if err := r.load(ctx); err != nil {
+		return nil, err
 	}
-	if store != nil {
-		stored, err := store.ListDefinitions(ctx)
+	return r, nil
+}
+
+// load reads the definitions afresh: the config's, then the stored ones
+// over them. The version is read first, so a put landing in between
+// only causes one more load.
+func (r *Registry) load(ctx context.Context) error {
+	var version string
+	if v, ok := r.store.(DefinitionVersioner); ok {
+		var err error
+		if version, err = v.DefinitionsVersion(ctx); err != nil {
+			return fmt.Errorf("loading stored agents: %w", err)
+		}
+	}
+	defs := map[string]Definition{}
+	for _, d := range r.config {
+		defs[d.ID] = cloneDef(d)
+	}
+	if r.store != nil {
+		stored, err := r.store.ListDefinitions(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("loading stored agents: %w", err)
+			return fmt.Errorf("loading stored agents: %w", err)
 		}
 		for _, d := range stored {
 			if d.Deleted {
-				delete(r.defs, d.ID)
+				delete(defs, d.ID)
 				continue
 			}
-			r.defs[d.ID] = d
+			defs[d.ID] = d
 		}
 	}
-	return r, nil
+	r.mu.Lock()
+	r.defs, r.version = defs, version
+	r.mu.Unlock()
+	return nil
+}
+
+// Sync reloads the definitions when another process changed them since
+// they were loaded (a store that is not a DefinitionVersioner has no
+// other writer: Sync does nothing). A deployment calls it before each
+// request and each step, so an edit on one replica applies on every other
+// from its next request or step. It costs one read of the version.
+func (r *Registry) Sync(ctx context.Context) error {
+	v, ok := r.store.(DefinitionVersioner)
+	if !ok {
+		return nil
+	}
+	version, err := v.DefinitionsVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("agent definitions: %w", err)
+	}
+	r.mu.RLock()
+	same := version == r.version
+	r.mu.RUnlock()
+	if same {
+		return nil
+	}
+	return r.load(ctx)
 }
 
 // Get returns the agent with id.
@@ -128,6 +182,9 @@ type BindingPatch struct {
 func (r *Registry) PatchBinding(ctx context.Context, id, toolID string, toolkitOf func(string) string, p BindingPatch) (Definition, error) {
 	r.patch.Lock()
 	defer r.patch.Unlock()
+	if err := r.Sync(ctx); err != nil {
+		return Definition{}, err
+	}
 	r.mu.RLock()
 	d, ok := r.defs[id]
 	r.mu.RUnlock()

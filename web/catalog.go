@@ -11,7 +11,7 @@ import (
 
 // loadCatalog imports every tool source of the config and registers each
 // provider's credentials with the invoker.
-func (s *Server) loadCatalog(ctx context.Context) (*tools.Catalog, error) {
+func (s *Deployment) loadCatalog(ctx context.Context) (*tools.Catalog, error) {
 	cfg := s.cfg
 	cat := tools.NewCatalog()
 	for i, p := range cfg.Providers {
@@ -65,7 +65,7 @@ func (s *Server) loadCatalog(ctx context.Context) (*tools.Catalog, error) {
 // logImport keeps a provider's import warnings for GET /v1/tools and
 // summarises them in the start-up log: one line per provider, with the
 // first few warnings when the document needed repairs or skips.
-func (s *Server) logImport(provider string, r *tools.ImportReport) {
+func (s *Deployment) logImport(provider string, r *tools.ImportReport) {
 	if len(r.Warnings) == 0 {
 		s.log.Debug("provider imported", "provider", provider, "tools", len(r.Tools))
 		return
@@ -86,7 +86,7 @@ func (s *Server) logImport(provider string, r *tools.ImportReport) {
 
 // connectMCP connects an MCP server and adds its tools; when the server
 // announces a new tool list, the catalog follows it.
-func (s *Server) connectMCP(ctx context.Context, cat *tools.Catalog, mc tools.MCPConfig) error {
+func (s *Deployment) connectMCP(ctx context.Context, cat *tools.Catalog, mc tools.MCPConfig) error {
 	s.invoker.AddSecrets(mc.Secrets()...)
 	src, err := tools.ConnectMCP(ctx, mc, tools.MCPOptions{
 		Logger: s.log.With("mcp", mc.ID), Log: s.activity, HTTPClient: s.tel.mcpClient(s.cfg.Telemetry, mc.ID),
@@ -107,7 +107,7 @@ func (s *Server) connectMCP(ctx context.Context, cat *tools.Catalog, mc tools.MC
 	return nil
 }
 
-func (s *Server) addToolkit(cat *tools.Catalog, m *tools.Manifest) error {
+func (s *Deployment) addToolkit(cat *tools.Catalog, m *tools.Manifest) error {
 	ts, err := m.Tools()
 	if err != nil {
 		return err
@@ -129,7 +129,7 @@ func (s *Server) addToolkit(cat *tools.Catalog, m *tools.Manifest) error {
 
 // checkBindings rejects agents bound to tools or toolkits that do not
 // exist, naming the config line.
-func (s *Server) checkBindings() error {
+func (s *Deployment) checkBindings() error {
 	for i, a := range s.cfg.Agents {
 		for j, b := range a.AgentTools {
 			at := fmt.Sprintf("agents[%d].agentTools[%d]", i, j)
@@ -141,7 +141,7 @@ func (s *Server) checkBindings() error {
 	return nil
 }
 
-func (s *Server) checkBinding(toolID, providerID, toolkit string) error {
+func (s *Deployment) checkBinding(toolID, providerID, toolkit string) error {
 	if toolkit != "" {
 		if len(s.catalog.Provider(toolkit)) == 0 {
 			return fmt.Errorf("unknown toolkit %q (known: %v)", toolkit, s.toolkits())
@@ -158,7 +158,7 @@ func (s *Server) checkBinding(toolID, providerID, toolkit string) error {
 	return nil
 }
 
-func (s *Server) toolkits() []string {
+func (s *Deployment) toolkits() []string {
 	seen := map[string]bool{}
 	for _, t := range s.catalog.All() {
 		if t.Kind == tools.KindApp {

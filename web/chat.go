@@ -7,107 +7,13 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/stream"
+	"github.com/trawl-dev/trawl/web/runlease"
 )
-
-// runDeadline bounds one turn, whoever is or is not listening.
-const runDeadline = 10 * time.Minute
-
-// activeRun is a turn or workflow run in progress. cancel is set before
-// the run is claimed.
-type activeRun struct {
-	id     string
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-// runSet tracks the turn in progress per thread (one at a time) and the
-// running workflow runs.
-type runSet struct {
-	mu sync.Mutex
-	m  map[string]*activeRun
-	// idle is closed (and replaced) whenever a run ends, to wake waitIdle.
-	idle chan struct{}
-}
-
-func (rs *runSet) get(key string) *activeRun {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	return rs.m[key]
-}
-
-// claim registers a new run for key, or reports that one is active.
-func (rs *runSet) claim(key string, r *activeRun) bool {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	if rs.m == nil {
-		rs.m = map[string]*activeRun{}
-	}
-	if _, busy := rs.m[key]; busy {
-		return false
-	}
-	rs.m[key] = r
-	return true
-}
-
-func (rs *runSet) release(key string) {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	delete(rs.m, key)
-	if rs.idle != nil {
-		close(rs.idle)
-		rs.idle = nil
-	}
-}
-
-func (rs *runSet) count() int {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	return len(rs.m)
-}
-
-// waitIdle waits until no run is active or d has passed (d < 0: no
-// limit); it reports whether none is.
-func (rs *runSet) waitIdle(d time.Duration) bool {
-	var timeout <-chan time.Time
-	if d >= 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		timeout = t.C
-	}
-	for {
-		rs.mu.Lock()
-		if len(rs.m) == 0 {
-			rs.mu.Unlock()
-			return true
-		}
-		if rs.idle == nil {
-			rs.idle = make(chan struct{})
-		}
-		wake := rs.idle
-		rs.mu.Unlock()
-		select {
-		case <-wake:
-		case <-timeout:
-			return false
-		}
-	}
-}
-
-// stopAll cancels every run and waits for them to save their threads.
-func (rs *runSet) stopAll() {
-	rs.mu.Lock()
-	for _, r := range rs.m {
-		r.cancel()
-	}
-	rs.mu.Unlock()
-	rs.waitIdle(-1)
-}
 
 // chatRequest is the AI SDK's request body (DefaultChatTransport). Fields
 // a client adds of its own are ignored.
@@ -137,24 +43,23 @@ func (s *Server) chat(c echo.Context) error {
 	ctx := c.Request().Context()
 	key := agent.ThreadKey(p.UserID, agentID, req.ID)
 	// The run ends with its deadline, a stop, or the end of the shutdown
-	// grace (baseCtx), never with the request.
-	runCtx, cancel := context.WithTimeout(carryRequest(s.baseCtx, ctx), runDeadline)
-	run := &activeRun{id: "run_" + randomHex(16), done: make(chan struct{}), cancel: cancel}
-	if !s.runs.claim(key, run) {
-		cancel()
-		return apiErr(http.StatusConflict, "conflict", "a turn is already running on this chat; resume its stream or stop it first")
+	// grace, never with the request.
+	run, err := s.runs.claim(ctx, key, "run_"+randomHex(16))
+	if errors.Is(err, runlease.ErrHeld) {
+		return errConflict("a turn is already running on this chat; resume its stream or stop it first")
+	} else if err != nil {
+		return internal(err)
 	}
 	started := false
 	defer func() {
 		if !started {
-			cancel()
-			s.runs.release(key)
+			s.runs.drop(run)
 		}
 	}()
 	thread, err := s.threads.GetThread(ctx, key)
 	switch {
 	case errors.Is(err, agent.ErrNotFound):
-		now := time.Now().UTC()
+		now := s.now().UTC()
 		thread = &agent.Thread{Key: key, ChatID: req.ID, AgentID: agentID, UserID: p.UserID, Created: now}
 	case err != nil:
 		return internal(err)
@@ -167,7 +72,7 @@ func (s *Server) chat(c echo.Context) error {
 	}
 	// The user's message is saved before the turn starts, and the thread
 	// again after every step, so a crash loses at most the step in flight.
-	thread.Updated = time.Now().UTC()
+	thread.Updated = s.now().UTC()
 	if err := s.threads.PutThread(ctx, thread); err != nil {
 		return internal(err)
 	}
@@ -175,12 +80,8 @@ func (s *Server) chat(c echo.Context) error {
 		return internal(err)
 	}
 	started = true
-	go s.runTurn(runCtx, key, run, thread, p)
-	err = stream.Serve(c.Response(), c.Request(), s.events, run.id, stream.ServeOptions{})
-	if err != nil && ctx.Err() == nil && !c.Response().Committed {
-		return internal(err)
-	}
-	return nil
+	s.runs.start(run, func(ctx context.Context) { s.runTurn(ctx, key, run.id, thread, p) })
+	return s.runs.serveRun(c, run.id)
 }
 
 // applyRequest adds the request's new user message to the thread, or —
@@ -237,18 +138,22 @@ func applyRequest(t *agent.Thread, req chatRequest) error {
 	return nil
 }
 
-// runTurn runs a turn to its end and saves the thread.
-func (s *Server) runTurn(ctx context.Context, key string, run *activeRun, thread *agent.Thread, p principal) {
-	defer close(run.done)
-	defer s.runs.release(key)
-	defer run.cancel()
+// runTurn runs a turn to its end and saves the thread (the run host
+// then closes its log).
+func (s *Server) runTurn(ctx context.Context, key, runID string, thread *agent.Thread, p principal) {
 	agentID := thread.AgentID
 	err := s.runner.Run(ctx, &agent.Turn{
-		Agent:  func() (agent.Definition, bool) { return s.agents.Get(agentID) },
+		Agent: func() (agent.Definition, bool) {
+			// An edit on another replica applies from the next step.
+			if err := s.agents.Sync(ctx); err != nil {
+				s.log.WarnContext(ctx, "reading agent definitions: using the last known", "err", err)
+			}
+			return s.agents.Get(agentID)
+		},
 		Thread: thread, Org: s.cfg.Org, User: p.UserID, CacheScope: p.CacheScope, Credentials: p.Credentials,
 		Connections: userConnections{s: s, user: p.UserID, session: p.Credentials, sessionHash: p.Session},
 		Emit: func(ch stream.Chunk) error {
-			_, err := s.events.Append(context.WithoutCancel(ctx), run.id, ch)
+			_, err := s.events.Append(context.WithoutCancel(ctx), runID, ch)
 			return err
 		},
 		Checkpoint: s.saveThread,
@@ -259,52 +164,31 @@ func (s *Server) runTurn(ctx context.Context, key string, run *activeRun, thread
 	if err := s.saveThread(ctx, thread); err != nil {
 		s.log.ErrorContext(ctx, "saving thread", "thread", key, "err", err)
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := s.events.Close(sctx, run.id); err != nil {
-		s.log.Error("closing run log", "run", run.id, "err", err)
-	}
 }
 
 // saveThread stores t stamped with the time, on a context of its own: a
 // cancelled turn is still saved.
 func (s *Server) saveThread(ctx context.Context, t *agent.Thread) error {
-	t.Updated = time.Now().UTC()
+	t.Updated = s.now().UTC()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	return s.threads.PutThread(sctx, t)
 }
 
-// resume streams the active run of a chat: 204 when none is active.
+// resume streams the active run of a chat, on whichever replica it runs:
+// 204 when none is active.
 func (s *Server) resume(c echo.Context) error {
-	key := agent.ThreadKey(principalOf(c).UserID, c.Param("id"), c.Param("chatId"))
-	run := s.runs.get(key)
-	if run == nil {
-		return c.NoContent(http.StatusNoContent)
-	}
-	err := stream.Serve(c.Response(), c.Request(), s.events, run.id, stream.ServeOptions{})
-	switch {
-	case errors.Is(err, stream.ErrRunNotFound):
-		return c.NoContent(http.StatusNoContent)
-	case errors.Is(err, stream.ErrUnknownEventID):
-		return badRequest("Last-Event-ID is not an event of this run")
-	}
-	return nil
+	return s.runs.serve(c, agent.ThreadKey(principalOf(c).UserID, c.Param("id"), c.Param("chatId")))
 }
 
-// stop ends the active run of a chat.
+// stop ends the active run of a chat, wherever it runs.
 func (s *Server) stop(c echo.Context) error {
 	key := agent.ThreadKey(principalOf(c).UserID, c.Param("id"), c.Param("chatId"))
-	run := s.runs.get(key)
-	if run == nil {
-		return c.JSON(http.StatusOK, map[string]bool{"stopped": false})
+	stopped, err := s.runs.stop(c.Request().Context(), key)
+	if err != nil {
+		return internal(err)
 	}
-	run.cancel()
-	select {
-	case <-run.done:
-	case <-time.After(10 * time.Second):
-	}
-	return c.JSON(http.StatusOK, map[string]bool{"stopped": true})
+	return c.JSON(http.StatusOK, map[string]bool{"stopped": stopped})
 }
 
 // getChat returns a thread as AI SDK UIMessage[].

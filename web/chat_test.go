@@ -194,7 +194,7 @@ func newHTTPServer(t *testing.T, srv *Server) string {
 func waitActive(t *testing.T, ts *testServer, key string) {
 	t.Helper()
 	for i := 0; i < 500; i++ {
-		if ts.runs.get(key) != nil {
+		if id, _ := ts.runs.active(context.Background(), key); id != "" {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -38,7 +38,14 @@ func (s *Server) listChats(c echo.Context) error {
 		return internal(err)
 	}
 	prefix := agent.ThreadKey(p.UserID, agentID, "")
-	active := s.runs.activeKeys(prefix)
+	active, err := s.runs.activeKeys(c.Request().Context(), prefix)
+	if err != nil {
+		return internal(err)
+	}
+	running := map[string]bool{}
+	for _, k := range active {
+		running[k] = true
+	}
 	out := []chatSummary{}
 	seen := map[string]bool{}
 	for _, key := range active {
@@ -51,7 +58,7 @@ func (s *Server) listChats(c echo.Context) error {
 			continue
 		}
 		seen[t.Key] = true
-		sum := chatSummary{ChatID: t.ChatID, Messages: len(t.Msgs), Updated: t.Updated, Active: s.runs.get(t.Key) != nil}
+		sum := chatSummary{ChatID: t.ChatID, Messages: len(t.Msgs), Updated: t.Updated, Active: running[t.Key]}
 		for _, m := range t.Msgs {
 			if m.Role == agent.RoleUser {
 				sum.Title = shorten(m.Text(), 80)
@@ -79,20 +86,6 @@ func chatIDOf(key, prefix string) string {
 		return u
 	}
 	return id
-}
-
-// activeKeys are the thread keys with a running turn that start with
-// prefix.
-func (rs *runSet) activeKeys(prefix string) []string {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	var keys []string
-	for k := range rs.m {
-		if strings.HasPrefix(k, prefix) {
-			keys = append(keys, k)
-		}
-	}
-	return keys
 }
 
 // shorten cuts s to n runes on a word boundary where it can.

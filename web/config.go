@@ -24,11 +24,26 @@ import (
 // String values may hold ${ENV} (or ${ENV:-default}); relative paths are
 // relative to the file.
 type Config struct {
-	Org        string             `yaml:"org"`
-	Listen     string             `yaml:"listen"`
-	PublicURL  string             `yaml:"public_url"` // where users reach trawl (connect links); zero: http://<listen>
-	DataDir    string             `yaml:"data_dir"`
-	RedisURL   string             `yaml:"redis_url"`
+	Org       string `yaml:"org"`
+	Listen    string `yaml:"listen"`
+	PublicURL string `yaml:"public_url"` // where users reach trawl (connect links); zero: http://<listen>
+	DataDir   string `yaml:"data_dir"`
+	// RedisURL (redis:// or rediss://, with password and db) puts every
+	// piece of shared state in that Redis, so several replicas serve one
+	// deployment (see stores.go). Zero: the embedded store in data_dir.
+	RedisURL string `yaml:"redis_url"`
+	// RedisPrefix begins every key trawl writes, so deployments can share
+	// one Redis. Zero: "trawl:".
+	RedisPrefix string `yaml:"redis_prefix"`
+	// RunLease is how long a replica's claim on a running turn or
+	// workflow run outlives its last renewal: a replica that dies has its
+	// runs ended (an error chunk, the log closed) within about this long.
+	// Zero: 15 s. Redis only.
+	RunLease time.Duration `yaml:"run_lease"`
+	// SecretKey (64 hex digits) seals stored connection tokens. Zero: a
+	// key generated in data_dir; with redis_url it is required (every
+	// replica must open what another sealed, and it never goes to Redis).
+	SecretKey  string             `yaml:"secret_key"`
 	AdminKey   string             `yaml:"admin_key"`
 	Cache      CacheConfig        `yaml:"cache"`
 	Model      ModelConfig        `yaml:"model"`
@@ -79,8 +94,9 @@ type Config struct {
 	// toolkitNoOrgToken (tests) keeps the demo toolkits without an
 	// organization credential, so users must connect them.
 	toolkitNoOrgToken bool
-	// adminKeyFromEnv: AdminKey came from TRAWL_ADMIN_KEY, not the file.
-	adminKeyFromEnv bool
+	// adminKeyFromEnv: AdminKey came from TRAWL_ADMIN_KEY, not the file;
+	// secretKeyFromEnv: SecretKey from TRAWL_SECRET_KEY.
+	adminKeyFromEnv, secretKeyFromEnv bool
 }
 
 // DemoSettings tune the built-in demo upstream.
@@ -464,10 +480,8 @@ func (c *Config) validate() error {
 	if !validIdent(c.Org) {
 		return c.errAt("org", "must be letters, digits, '-' or '_'")
 	}
-	if c.RedisURL != "" {
-		// Refused rather than ignored: a deployment that asks for shared
-		// state must not run on per-process state without knowing it.
-		return c.errAt("redis_url", "a deployment cannot run on Redis yet (its stores exist but are not wired to the config); remove redis_url to use the embedded store (one process)")
+	if err := c.checkRedis(); err != nil {
+		return err
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return c.errAt("listen", fmt.Sprintf("must be host:port, not %q", c.Listen))
@@ -669,11 +683,15 @@ func (c *Config) resolvePaths(dir string) {
 }
 
 // ApplyEnv fills what the environment provides and the file left unset:
-// TRAWL_ADMIN_KEY as the admin key, and OPENAI_API_KEY as the model's key
+// TRAWL_ADMIN_KEY as the admin key, TRAWL_SECRET_KEY as the secret key,
+// and OPENAI_API_KEY as the model's key
 // (which selects the openai provider unless another is named).
 func (c *Config) ApplyEnv(lookup func(string) (string, bool)) {
 	if v, ok := lookup("TRAWL_ADMIN_KEY"); ok && v != "" && c.AdminKey == "" {
 		c.AdminKey, c.adminKeyFromEnv = v, true
+	}
+	if v, ok := lookup("TRAWL_SECRET_KEY"); ok && v != "" && c.SecretKey == "" {
+		c.SecretKey, c.secretKeyFromEnv = v, true
 	}
 	if v, ok := lookup("OPENAI_API_KEY"); ok && v != "" && c.Model.APIKey == "" && (c.Model.Provider == "" || c.Model.Provider == "openai") {
 		c.Model.APIKey, c.Model.Provider = v, "openai"

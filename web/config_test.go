@@ -78,7 +78,12 @@ func TestParseConfigErrors(t *testing.T) {
 		{"malformed env", "admin_key: ${OOPS\n", "malformed ${…} reference"},
 		{"not a mapping", "- a\n- b\n", "the top level must be a mapping"},
 		{"syntax", "org: [a\n", "trawl.yaml"},
-		{"redis not yet", "redis_url: redis://127.0.0.1:6379\n", "trawl.yaml:1: redis_url: a deployment cannot run on Redis yet"},
+		{"redis url scheme", "redis_url: http://127.0.0.1:6379\n", "trawl.yaml:1: redis_url: want redis://"},
+		{"redis url password kept out", "redis_url: redis://:s3cretpw@127.0.0.1:6379/notadb\n", "trawl.yaml:1: redis_url: want redis://"},
+		{"redis prefix alone", "redis_prefix: x\n", "trawl.yaml:1: redis_prefix: is only for a deployment on Redis"},
+		{"redis prefix pattern", "redis_url: redis://127.0.0.1:6379\nredis_prefix: 'a*'\n", "trawl.yaml:2: redis_prefix: must not hold"},
+		{"run lease alone", "run_lease: 5s\n", "trawl.yaml:1: run_lease: is only for a deployment on Redis"},
+		{"run lease short", "redis_url: redis://127.0.0.1:6379\nrun_lease: 10ms\n", "trawl.yaml:2: run_lease: must be at least 1s"},
 		{"mcp needs one", "mcp_servers:\n  - {id: f}\n", "command or url is required"},
 	}
 	for _, tt := range tests {
@@ -92,6 +97,9 @@ func TestParseConfigErrors(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), "\n") {
 				t.Errorf("error spans lines: %q", err)
+			}
+			if strings.Contains(err.Error(), "s3cretpw") {
+				t.Errorf("the error shows the password: %q", err)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -17,11 +18,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/trawl-dev/trawl/tools"
 )
@@ -38,14 +37,11 @@ import (
 // someone else opens first or a form posted from another site stores
 // nothing, and the page names the account it connects.
 type connections struct {
-	db     *bolt.DB
+	sealed records // sealed credentials by connKey
+	grants grants  // codes ("code:<hash>") and attempts ("attempt:<hash>")
 	aead   cipher.AEAD
 	orgTKs func(toolkit string) bool // toolkits with an organization credential
 	now    func() time.Time
-
-	mu       sync.Mutex
-	codes    map[string]connectGrant // by code hash
-	attempts map[string]connectGrant // by cookie hash
 }
 
 // connectGrant is what a code or an attempt lets its holder do: store a
@@ -56,8 +52,6 @@ type connectGrant struct {
 	CSRF          string // attempts only
 	Expires       time.Time
 }
-
-var bucketConnections = []byte("connections")
 
 // connectCodeTTL is how long a connect link works; connectAttemptTTL is
 // how long the page, once opened, accepts the form; connectPending
@@ -72,11 +66,7 @@ const (
 // the link.
 const connectCookie = "trawl_connect"
 
-func newConnections(db *bolt.DB, dataDir string, orgTKs func(string) bool, now func() time.Time) (*connections, error) {
-	key, err := deploymentKey(dataDir)
-	if err != nil {
-		return nil, err
-	}
+func newConnections(sealed records, grants grants, key []byte, orgTKs func(string) bool, now func() time.Time) (*connections, error) {
 	block, err := aes.NewCipher(key)
 	if err != nil {
 		return nil, err
@@ -85,14 +75,7 @@ func newConnections(db *bolt.DB, dataDir string, orgTKs func(string) bool, now f
 	if err != nil {
 		return nil, err
 	}
-	if err := db.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(bucketConnections)
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	return &connections{db: db, aead: aead, orgTKs: orgTKs, now: now,
-		codes: map[string]connectGrant{}, attempts: map[string]connectGrant{}}, nil
+	return &connections{sealed: sealed, grants: grants, aead: aead, orgTKs: orgTKs, now: now}, nil
 }
 
 // deploymentKey is a 256-bit key generated on first start and kept in
@@ -115,40 +98,34 @@ func deploymentKey(dataDir string) ([]byte, error) {
 	return k, nil
 }
 
-func connKey(user, toolkit string) []byte {
-	return []byte("u=" + url.PathEscape(user) + ";t=" + url.PathEscape(toolkit))
+func connKey(user, toolkit string) string {
+	return "u=" + url.PathEscape(user) + ";t=" + url.PathEscape(toolkit)
 }
 
 // Credential returns the credential user stored for toolkit, if any.
 func (c *connections) Credential(ctx context.Context, user, toolkit string) (string, bool, error) {
-	var sealed []byte
-	err := c.db.View(func(tx *bolt.Tx) error {
-		sealed = append(sealed, tx.Bucket(bucketConnections).Get(connKey(user, toolkit))...)
-		return nil
-	})
-	if err != nil || len(sealed) == 0 {
+	sealed, ok, err := c.sealed.Get(ctx, connKey(user, toolkit))
+	if err != nil || !ok || len(sealed) == 0 {
 		return "", false, err
 	}
 	n := c.aead.NonceSize()
 	if len(sealed) < n {
 		return "", false, errors.New("stored connection is damaged")
 	}
-	plain, err := c.aead.Open(nil, sealed[:n], sealed[n:], connKey(user, toolkit))
+	plain, err := c.aead.Open(nil, sealed[:n], sealed[n:], []byte(connKey(user, toolkit)))
 	if err != nil {
 		return "", false, fmt.Errorf("opening a stored connection: %w", err)
 	}
 	return string(plain), true, nil
 }
 
-func (c *connections) store(user, toolkit, credential string) error {
+func (c *connections) store(ctx context.Context, user, toolkit, credential string) error {
 	nonce := make([]byte, c.aead.NonceSize())
 	if _, err := rand.Read(nonce); err != nil {
 		return err
 	}
-	sealed := c.aead.Seal(nonce, nonce, []byte(credential), connKey(user, toolkit))
-	return c.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketConnections).Put(connKey(user, toolkit), sealed)
-	})
+	sealed := c.aead.Seal(nonce, nonce, []byte(credential), []byte(connKey(user, toolkit)))
+	return c.sealed.Put(ctx, connKey(user, toolkit), sealed)
 }
 
 // Connected reports whether toolkit's calls have a credential for user:
@@ -164,66 +141,65 @@ func (c *connections) Connected(ctx context.Context, user string, session map[st
 // errTooManyPending refuses a connect link while too many are pending.
 var errTooManyPending = errors.New("too many connect links are pending; try again in a few minutes")
 
-// put stores g under a new random secret in m and returns the secret;
-// c.mu is held.
-func (c *connections) put(m map[string]connectGrant, g connectGrant) (string, error) {
-	now := c.now()
-	for k, v := range m {
-		if now.After(v.Expires) {
-			delete(m, k)
-		}
-	}
-	if len(m) >= connectPending {
-		return "", errTooManyPending
+// put stores g under a new random secret of kind ("code", "attempt")
+// until g expires, and returns the secret.
+func (c *connections) put(ctx context.Context, kind string, g connectGrant) (string, error) {
+	v, err := json.Marshal(g)
+	if err != nil {
+		return "", err
 	}
 	secret := randomHex(20)
-	m[tokenHash(secret)] = g
+	if err := c.grants.PutGrant(ctx, kind+":"+tokenHash(secret), v, g.Expires.Sub(c.now())); err != nil {
+		return "", err
+	}
 	return secret, nil
 }
 
-// take returns the unexpired grant for toolkit stored under secret in m;
-// spend removes it.
-func (c *connections) take(m map[string]connectGrant, secret, toolkit string, spend bool) (connectGrant, bool) {
+// take returns the unexpired grant of kind for toolkit stored under
+// secret; spend removes it (a grant for another toolkit is left alone).
+func (c *connections) take(ctx context.Context, kind, secret, toolkit string, spend bool) (connectGrant, bool, error) {
 	if secret == "" {
-		return connectGrant{}, false
+		return connectGrant{}, false, nil
 	}
-	h := tokenHash(secret)
-	g, ok := m[h]
-	if !ok || g.Toolkit != toolkit || c.now().After(g.Expires) {
-		return connectGrant{}, false
+	k := kind + ":" + tokenHash(secret)
+	read := func(spend bool) (connectGrant, bool, error) {
+		var g connectGrant
+		v, ok, err := c.grants.TakeGrant(ctx, k, spend)
+		if err != nil || !ok {
+			return g, false, err
+		}
+		if err := json.Unmarshal(v, &g); err != nil {
+			return g, false, fmt.Errorf("a stored connect grant is damaged: %w", err)
+		}
+		return g, g.Toolkit == toolkit && !c.now().After(g.Expires), nil
 	}
-	if spend {
-		delete(m, h)
+	g, ok, err := read(false)
+	if !ok || !spend {
+		return g, ok, err
 	}
-	return g, true
+	return read(true) // of two concurrent spends, one gets it
 }
 
 // code mints a connect code for the user of a session and toolkit.
-func (c *connections) code(user, session, toolkit string) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.put(c.codes, connectGrant{User: user, Toolkit: toolkit, Session: session, Expires: c.now().Add(connectCodeTTL)})
+func (c *connections) code(ctx context.Context, user, session, toolkit string) (string, error) {
+	return c.put(ctx, "code", connectGrant{User: user, Toolkit: toolkit, Session: session, Expires: c.now().Add(connectCodeTTL)})
 }
 
 // open spends a code and starts an attempt: it returns the attempt's
 // cookie value.
-func (c *connections) open(code, toolkit string) (string, connectGrant, bool, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	g, ok := c.take(c.codes, code, toolkit, true)
-	if !ok {
-		return "", g, false, nil
+func (c *connections) open(ctx context.Context, code, toolkit string) (string, connectGrant, bool, error) {
+	g, ok, err := c.take(ctx, "code", code, toolkit, true)
+	if !ok || err != nil {
+		return "", g, false, err
 	}
 	g.CSRF, g.Expires = randomHex(32), c.now().Add(connectAttemptTTL)
-	cookie, err := c.put(c.attempts, g)
+	cookie, err := c.put(ctx, "attempt", g)
 	return cookie, g, err == nil, err
 }
 
 // attempt returns the attempt a cookie binds; spend ends it.
-func (c *connections) attempt(cookie, toolkit string, spend bool) (connectGrant, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.take(c.attempts, cookie, toolkit, spend)
+func (c *connections) attempt(ctx context.Context, cookie, toolkit string, spend bool) (connectGrant, bool, error) {
+	return c.take(ctx, "attempt", cookie, toolkit, spend)
 }
 
 // connectStyle is the page's only style; the CSP admits it by hash.
@@ -326,9 +302,11 @@ func (s *Server) connectForm(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	if code := c.QueryParam("code"); code != "" {
-		cookie, g, ok, err := s.conns.open(code, tk)
-		if err != nil {
+		cookie, g, ok, err := s.conns.open(ctx, code, tk)
+		if errors.Is(err, errTooManyPending) {
 			return apiErr(http.StatusServiceUnavailable, "unavailable", err.Error())
+		} else if err != nil {
+			return internal(err)
 		}
 		if !ok {
 			return s.renderConnect(c, http.StatusBadRequest, connectView{Name: name, Invalid: connectExpired})
@@ -341,7 +319,10 @@ func (s *Server) connectForm(c echo.Context) error {
 		c.SetCookie(s.connectCookie(c, tk, cookie, int(connectAttemptTTL/time.Second)))
 		return c.Redirect(http.StatusSeeOther, connectPath(tk))
 	}
-	g, ok := s.conns.attempt(cookieValue(c), tk, false)
+	g, ok, err := s.conns.attempt(ctx, cookieValue(c), tk, false)
+	if err != nil {
+		return internal(err)
+	}
 	if !ok {
 		return s.renderConnect(c, http.StatusBadRequest, connectView{Name: name, Invalid: connectExpired})
 	}
@@ -365,8 +346,11 @@ func (s *Server) connectSubmit(c echo.Context) error {
 	if err := s.authAllowed(c, client); err != nil {
 		return err
 	}
-	cookie := cookieValue(c)
-	g, ok := s.conns.attempt(cookie, tk, false)
+	cookie, ctx := cookieValue(c), c.Request().Context()
+	g, ok, err := s.conns.attempt(ctx, cookie, tk, false)
+	if err != nil {
+		return internal(err)
+	}
 	if !ok || subtle.ConstantTimeCompare([]byte(c.FormValue("csrf")), []byte(g.CSRF)) != 1 {
 		s.authFails.fail(client)
 		return s.renderConnect(c, http.StatusForbidden, connectView{Name: name, Invalid: connectExpired})
@@ -376,17 +360,19 @@ func (s *Server) connectSubmit(c echo.Context) error {
 		return s.renderConnect(c, http.StatusBadRequest, connectView{Name: name, Toolkit: tk,
 			Account: accountName(g.User), CSRF: g.CSRF, Description: "Enter the access token."})
 	}
-	if live, err := s.sessionLive(c.Request().Context(), g); err != nil {
+	if live, err := s.sessionLive(ctx, g); err != nil {
 		return err
 	} else if !live {
-		s.conns.attempt(cookie, tk, true)
+		_, _, _ = s.conns.attempt(ctx, cookie, tk, true)
 		return s.renderConnect(c, http.StatusBadRequest, connectView{Name: name, Invalid: connectEnded})
 	}
-	if _, ok := s.conns.attempt(cookie, tk, true); !ok {
+	if _, ok, err := s.conns.attempt(ctx, cookie, tk, true); err != nil {
+		return internal(err)
+	} else if !ok {
 		// Spent by a concurrent post with the same cookie.
 		return s.renderConnect(c, http.StatusForbidden, connectView{Name: name, Invalid: connectExpired})
 	}
-	if err := s.conns.store(g.User, tk, cred); err != nil {
+	if err := s.conns.store(ctx, g.User, tk, cred); err != nil {
 		return internal(err)
 	}
 	c.SetCookie(s.connectCookie(c, tk, "", -1))
@@ -460,8 +446,8 @@ func (u userConnections) Credential(ctx context.Context, toolkit string) (string
 	return c, err
 }
 
-func (u userConnections) ConnectLink(_ context.Context, toolkit string) (string, error) {
-	code, err := u.s.conns.code(u.user, u.sessionHash, toolkit)
+func (u userConnections) ConnectLink(ctx context.Context, toolkit string) (string, error) {
+	code, err := u.s.conns.code(ctx, u.user, u.sessionHash, toolkit)
 	if err != nil {
 		return "", err
 	}

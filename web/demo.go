@@ -60,7 +60,7 @@ func demoAgent(acme []*tools.Tool, toolkits []string) agent.Definition {
 
 // startDemo starts the Acme upstream on a loopback port and fills cfg
 // with its provider, toolkits and agent.
-func (s *Server) startDemo(cfg *Config) error {
+func (s *Deployment) startDemo(cfg *Config) error {
 	token := "demo_" + randomHex(16)
 	opt := demo.Options{Token: token}
 	if cfg.Demo != nil {

@@ -33,6 +33,11 @@ func apiErr(status int, code, msg string) *APIError {
 func badRequest(msg string) *APIError { return apiErr(http.StatusBadRequest, "bad_request", msg) }
 func notFound(msg string) *APIError   { return apiErr(http.StatusNotFound, "not_found", msg) }
 func internal(cause error) *APIError {
+	if errors.Is(cause, ErrStoreUnavailable) {
+		// Redis is down or unreachable: a clear 503, never local state.
+		return &APIError{Status: http.StatusServiceUnavailable, Code: "store_unavailable",
+			Message: "the deployment's shared store (Redis) is unavailable; retry shortly", Cause: cause}
+	}
 	return &APIError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error", Cause: cause}
 }
 

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	bolt "go.etcd.io/bbolt"
 )
 
 // readyTimeout bounds each check of /readyz.
@@ -58,11 +57,9 @@ func (s *Server) readiness(ctx context.Context) Readiness {
 		kind, name string
 		run        func(context.Context) error
 	}
-	checks := []check{{"store", "bolt", func(context.Context) error { return s.db.View(func(*bolt.Tx) error { return nil }) }}}
-	for name, st := range map[string]any{"threads": s.threads, "sessions": s.sessions, "events": s.events} {
-		if p, ok := st.(pinger); ok {
-			checks = append(checks, check{"store", name, p.Ping})
-		}
+	var checks []check
+	for name, p := range s.stores.pingers {
+		checks = append(checks, check{"store", name, p.Ping})
 	}
 	for id, m := range s.mcp {
 		checks = append(checks, check{"mcp", id, m.Ping})

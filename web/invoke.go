@@ -13,22 +13,15 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/loop"
-	"github.com/trawl-dev/trawl/loop/boltstore"
 	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/tools"
 )
 
 // newEngine builds the looping engine with the deployment's budgets,
 // result store and dataset cache.
-func (s *Server) newEngine() (*loop.Engine, error) {
-	s.results = loop.NewRetrieval(loop.RetrievalOptions{Budget: s.cfg.Limits.ViewChars})
-	// The dataset cache (and shadow mode's records) persist in the bbolt
-	// file, so a restart keeps them until they expire.
-	datasets, err := boltstore.New(s.db, boltstore.Options{})
-	if err != nil {
-		return nil, err
-	}
-	cache, err := loop.NewDatasetCache(loop.CacheOptions{Mode: loop.CacheMode(s.cfg.Cache.Mode), Store: datasets})
+func (s *Deployment) newEngine() (*loop.Engine, error) {
+	s.results = loop.NewRetrieval(loop.RetrievalOptions{Budget: s.cfg.Limits.ViewChars, Store: s.stores.results})
+	cache, err := loop.NewDatasetCache(loop.CacheOptions{Mode: loop.CacheMode(s.cfg.Cache.Mode), Store: s.stores.datasets, Shared: s.stores.walks})
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +148,7 @@ func decodeJSON(c echo.Context, v any) error {
 // CallTool runs one tool call through the engine with looping on, as
 // `trawl call` does: no model, the organization's credentials, progress
 // reported to progress (may be nil).
-func (s *Server) CallTool(ctx context.Context, toolID string, args map[string]any, progress func(loop.Progress)) (*loop.Outcome, error) {
+func (s *Deployment) CallTool(ctx context.Context, toolID string, args map[string]any, progress func(loop.Progress)) (*loop.Outcome, error) {
 	t, ok := s.catalog.Get(toolID)
 	if !ok {
 		if byName := s.toolByName(toolID); byName != nil {
@@ -171,7 +164,7 @@ func (s *Server) CallTool(ctx context.Context, toolID string, args map[string]an
 }
 
 // toolByName finds a tool by its model-facing name when that is unique.
-func (s *Server) toolByName(name string) *tools.Tool {
+func (s *Deployment) toolByName(name string) *tools.Tool {
 	var found *tools.Tool
 	for _, t := range s.catalog.All() {
 		if t.Name == name {

@@ -12,7 +12,7 @@ import (
 // base URL is configured, the replay model when asked for (or, in the
 // demo, when no key is set: the bundled conversation). Nil means no model
 // is configured; chat then answers 503.
-func (s *Server) newModel() (agent.Model, error) {
+func (s *Deployment) newModel() (agent.Model, error) {
 	m := s.cfg.Model
 	switch m.Provider {
 	case "openai":

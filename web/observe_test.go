@@ -139,7 +139,7 @@ func TestReadyzReportsEachPart(t *testing.T) {
 	if !strings.Contains(ts.logs.String(), "readiness check failed") {
 		t.Errorf("cause not logged")
 	}
-	ts.db.Close()
+	ts.stores.db.Close()
 	if st, b = ts.do(t, "GET", "/readyz", "-", nil); st != 503 || !strings.Contains(string(b), `"bolt":"unreachable"`) {
 		t.Errorf("readyz with the store closed: %d %s", st, b)
 	}

@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/stream"
@@ -14,7 +13,7 @@ import (
 // message is sent to agentID ("" means the only agent, or "demo") and the
 // replay model plays the recorded steps while the tools run. emit receives
 // every chunk (may be nil). It returns the resulting thread.
-func (s *Server) Replay(ctx context.Context, t *agent.Transcript, agentID string, emit func(stream.Chunk)) (*agent.Thread, error) {
+func (s *Deployment) Replay(ctx context.Context, t *agent.Transcript, agentID string, emit func(stream.Chunk)) (*agent.Thread, error) {
 	if agentID == "" {
 		switch defs := s.agents.List(); {
 		case len(defs) == 1:
@@ -37,11 +36,14 @@ func (s *Server) Replay(ctx context.Context, t *agent.Transcript, agentID string
 	if err := t.Validate(names); err != nil {
 		return nil, err
 	}
-	runner := agent.NewRunner(agent.RunnerOptions{
-		Model: agent.NewReplay(t, agent.ReplayOptions{}), Engine: s.engine, Retrieval: s.results,
-		Catalog: s.catalog, Logger: s.log,
-	})
-	now := time.Now().UTC()
+	// The deployment's runner options (discovery budget, telemetry), with
+	// the transcript as the model.
+	opts, err := s.runnerOptions(agent.NewReplay(t, agent.ReplayOptions{}), false)
+	if err != nil {
+		return nil, err
+	}
+	runner := agent.NewRunner(opts)
+	now := s.now().UTC()
 	chat := "replay-" + randomHex(6)
 	thread := &agent.Thread{Key: agent.ThreadKey("", agentID, chat), ChatID: chat, AgentID: agentID, Created: now}
 	for i, turn := range t.Turns {
@@ -61,13 +63,16 @@ func (s *Server) Replay(ctx context.Context, t *agent.Transcript, agentID string
 			return thread, fmt.Errorf("turn %d: %w", i, err)
 		}
 	}
-	thread.Updated = time.Now().UTC()
+	thread.Updated = s.now().UTC()
+	if s.threads == nil { // a replay of its own (trawl replay): nothing to keep it in
+		return thread, nil
+	}
 	return thread, s.threads.PutThread(ctx, thread)
 }
 
 // toolNames are the function names the agent offers a model, meta-tools
 // included.
-func (s *Server) toolNames(def agent.Definition) ([]string, error) {
+func (s *Deployment) toolNames(def agent.Definition) ([]string, error) {
 	names, err := agent.ToolNames(def, s.catalog)
 	if err != nil {
 		return nil, err

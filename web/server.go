@@ -1,8 +1,10 @@
 // Package web is trawl's HTTP server: the Echo routes of the API, admin-key
 // and session auth, one central error renderer, the chat stream endpoints,
-// and the Studio console's embedded assets. It also assembles a deployment
-// from its Config: the embedded store, the tool catalog, the invoker, the
-// looping engine and the agents.
+// and the Studio console's embedded assets. A Deployment (deployment.go) is
+// what a Config assembles without HTTP — the stores, embedded or on Redis
+// (stores.go), the tool catalog, the invoker, the looping engine and the
+// agents; a Server serves one, with one host for detached runs
+// (runhost.go).
 //
 //	cfg, err := web.LoadConfig("trawl.yaml") // or web.DemoConfig()
 //	srv, err := web.New(ctx, cfg, web.Options{})
@@ -10,6 +12,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -19,20 +22,13 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/trawl-dev/trawl/agent"
-	"github.com/trawl-dev/trawl/agent/workflow"
-	"github.com/trawl-dev/trawl/loop"
-	"github.com/trawl-dev/trawl/stream"
-	"github.com/trawl-dev/trawl/tools"
-	bolt "go.etcd.io/bbolt"
 )
 
 // Options are the process-level settings of a Server. The zero value is
@@ -78,83 +74,32 @@ func (t Timeouts) withDefaults() Timeouts {
 	return t
 }
 
-// Server is one trawl deployment.
+// Server serves one Deployment over HTTP: the routes, admin-key and
+// session auth, the run host (chat turns and workflow runs, detached from
+// their requests) and a graceful shutdown.
 type Server struct {
-	cfg       *Config
-	log       *slog.Logger
-	out       io.Writer
-	db        *bolt.DB
-	adminKey  string
-	keyIsNew  bool
-	catalog   *tools.Catalog
-	imported  map[string][]tools.ImportWarning // by provider: repairs and skips of its OpenAPI import
-	invoker   *tools.Invoker
-	mcp       map[string]*tools.MCPSource // by server id
-	activity  *tools.ActivityLog
-	engine    *loop.Engine
-	results   *loop.Retrieval
-	cache     *loop.DatasetCache
-	agents    *agent.Registry
-	threads   agent.ThreadStore
-	sessions  SessionStore
-	events    stream.EventLog
-	model     agent.Model // nil when no model is configured
-	runner    *agent.Runner
-	conns     *connections
-	workflows *workflow.Runner
-	runs      runSet
-	now       func() time.Time // session expiry, rate limits; tests move it
+	*Deployment
 	echo      *echo.Echo
-	closers   []func() error
+	runs      *runHost
 	timeouts  Timeouts
 	proxies   []netip.Prefix  // trusted reverse proxies
 	origins   map[string]bool // CORS allowed origins
 	authFails *failLimiter
-	tel       *telemetry // traces and metrics; its providers are nil when off
 	// draining is set when shutdown begins: /readyz answers 503 and new
 	// turns and runs are refused.
 	draining atomic.Bool
-	bg       sync.WaitGroup // background work that uses the store
-
-	// baseCtx outlives requests: turns run on it, detached from the
-	// request that started them, until Close.
-	baseCtx    context.Context
-	cancelBase context.CancelFunc
 }
 
-// New assembles a deployment from cfg: it opens the store, imports every
-// tool source and checks every agent binding. Nothing listens yet.
+// New assembles a deployment from cfg (OpenDeployment with PartsServe)
+// and the server around it. Nothing listens yet.
 func New(ctx context.Context, cfg *Config, opt Options) (*Server, error) {
-	s := &Server{cfg: cfg, log: opt.Logger, out: opt.Stdout, mcp: map[string]*tools.MCPSource{}, now: time.Now,
-		timeouts: opt.Timeouts.withDefaults()}
-	var err error
-	s.baseCtx, s.cancelBase = context.WithCancel(context.WithoutCancel(ctx))
-	if s.log == nil {
-		s.log = slog.Default()
-	}
-	s.log = withContextIDs(s.log)
-	if s.out == nil {
-		s.out = os.Stdout
-	}
-	ready := false
-	defer func() {
-		if !ready {
-			s.Close()
-		}
-	}()
-	if cfg.demo {
-		if err := s.startDemo(cfg); err != nil {
-			return nil, err
-		}
-	}
-	if s.db, err = openStore(cfg.DataDir); err != nil {
+	d, err := OpenDeployment(ctx, cfg, DeploymentOptions{Logger: opt.Logger, Stdout: opt.Stdout, Model: opt.Model})
+	if err != nil {
 		return nil, err
 	}
-	s.closers = append(s.closers, s.db.Close)
-	if err := cfg.checkAdminKey(); err != nil {
-		return nil, err
-	}
+	s := &Server{Deployment: d, timeouts: opt.Timeouts.withDefaults()}
 	if s.proxies, err = cfg.trustedProxies(); err != nil {
+		d.Close()
 		return nil, err
 	}
 	s.origins = map[string]bool{}
@@ -162,50 +107,15 @@ func New(ctx context.Context, cfg *Config, opt Options) (*Server, error) {
 		s.origins[strings.ToLower(o)] = true
 	}
 	s.authFails = newFailLimiter(func() time.Time { return s.now() })
-	if s.adminKey, s.keyIsNew, err = adminKey(cfg.AdminKey, cfg.DataDir); err != nil {
-		return nil, err
-	}
-	if err := s.setupTelemetry(ctx, os.LookupEnv); err != nil {
-		return nil, err
-	}
-	astore, err := tools.NewBoltActivityStore(s.db, 0)
-	if err != nil {
-		return nil, err
-	}
-	s.activity = tools.NewActivityLog(astore, 0)
-	s.invoker = tools.NewInvoker(tools.InvokerOptions{Log: s.activity, Client: s.tel.httpClient(false)})
-	if s.catalog, err = s.loadCatalog(ctx); err != nil {
-		return nil, err
-	}
-	if err := s.checkBindings(); err != nil {
-		return nil, err
-	}
-	if s.engine, err = s.newEngine(); err != nil {
-		return nil, err
-	}
-	if err := s.newAgents(ctx, opt.Model); err != nil {
-		return nil, err
-	}
-	if err := s.initWorkflows(); err != nil {
-		return nil, err
-	}
-	if p, ok := s.threads.(threadPruner); ok {
-		s.bg.Add(1)
-		go s.pruneThreads(p)
-	}
+	s.runs = newRunHost(d.ctx, d.stores.runs, d.events, d.log, cfg.RunLease)
+	s.runs.onLapsed = s.endLapsedRun
+	d.countRuns = s.runs.count
 	s.echo = s.routes(opt)
-	ready = true
 	return s, nil
 }
 
 // Handler is the server's HTTP handler (for tests and embedding).
 func (s *Server) Handler() http.Handler { return s.echo }
-
-// AdminKey is the key that authorises the admin API.
-func (s *Server) AdminKey() string { return s.adminKey }
-
-// Catalog is the deployment's tool catalog.
-func (s *Server) Catalog() *tools.Catalog { return s.catalog }
 
 // Run listens on the configured address and serves until ctx ends, then
 // shuts down as Serve does.
@@ -275,7 +185,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if !s.runs.waitIdle(grace) {
 		s.log.Info("shutdown grace is over: cancelling the running turns and runs", "running", s.runs.count())
 	}
-	s.cancelBase()
 	s.runs.stopAll()
 	var err error
 	select {
@@ -291,62 +200,29 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// threadPruner is a thread store that deletes threads past their age.
-type threadPruner interface {
-	Prune(ctx context.Context) (int, error)
-}
-
-// pruneInterval is how often threads past their age are deleted.
-const pruneInterval = time.Hour
-
-// pruneThreads prunes the thread store now and then hourly, until the
-// server closes.
-func (s *Server) pruneThreads(p threadPruner) {
-	defer s.bg.Done()
-	t := time.NewTicker(pruneInterval)
-	defer t.Stop()
-	for {
-		if n, err := p.Prune(s.baseCtx); err != nil {
-			s.log.Error("pruning threads", "err", err)
-		} else if n > 0 {
-			s.log.Info("pruned threads past their age", "threads", n)
-		}
-		select {
-		case <-s.baseCtx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
 func (s *Server) banner(addr string) {
 	fmt.Fprintf(s.out, "trawl listening on http://%s\n", addr)
 	if s.cfg.demo {
 		fmt.Fprintf(s.out, "demo: the Acme sample API and toolkits, agent %q\n", "demo")
 	}
-	if s.keyIsNew {
+	switch {
+	case s.keyIsNew:
 		fmt.Fprintf(s.out, "admin key (generated, saved in %s; shown once): %s\n", s.cfg.DataDir, s.adminKey)
-	} else if s.cfg.AdminKey == "" {
+	case s.cfg.AdminKey == "":
 		fmt.Fprintf(s.out, "admin key: saved in %s/admin_key\n", s.cfg.DataDir)
+	}
+	if s.stores.kind == "redis" {
+		fmt.Fprintf(s.out, "state: shared in Redis (prefix %q); replicas on the same redis_url serve one deployment\n", cmp.Or(s.cfg.RedisPrefix, DefaultRedisPrefix))
 	}
 	fmt.Fprintf(s.out, "studio: http://%s/studio/\n", addr)
 	fmt.Fprintf(s.out, "try: curl -H 'Authorization: Bearer <admin key>' http://%s/v1/tools\n", addr)
 }
 
-// Close stops the running turns (they save their threads), releases the
-// store and stops the demo upstream.
+// Close stops the running turns (they save their threads) and closes the
+// deployment.
 func (s *Server) Close() error {
-	if s.cancelBase != nil {
-		s.cancelBase()
-	}
 	s.runs.stopAll()
-	s.bg.Wait()
-	var errs []error
-	for i := len(s.closers) - 1; i >= 0; i-- {
-		errs = append(errs, s.closers[i]())
-	}
-	s.closers = nil
-	return errors.Join(errs...)
+	return s.Deployment.Close()
 }
 
 func (s *Server) routes(opt Options) *echo.Echo {
@@ -372,7 +248,7 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	e.GET("/studio", redirectStudio)
 	e.Match([]string{http.MethodGet, http.MethodHead}, "/studio/*", serveStudio)
 
-	admin := e.Group("/v1", s.requireAdmin, body)
+	admin := e.Group("/v1", s.requireAdmin, body, s.syncAgents)
 	admin.GET("/tools", s.listTools)
 	admin.GET("/tools/:tool_id", s.getTool)
 	admin.POST("/tools/:tool_id/invoke", s.invokeTool)
@@ -399,13 +275,26 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	e.GET("/connect/:toolkit", s.connectForm, connectHeaders)
 	e.POST("/connect/:toolkit", s.connectSubmit, connectHeaders, readBody(connectBodyLimit, min(s.timeouts.Body, connectBodyTimeout)))
 
-	user := e.Group("/v1/agents/:id", s.requireUser, body)
+	user := e.Group("/v1/agents/:id", s.requireUser, body, s.syncAgents)
 	user.POST("/chat", s.chat, s.refuseWhenDraining, s.requireModel)
 	user.GET("/chat/:chatId/stream", s.resume)
 	user.POST("/chat/:chatId/stop", s.stop)
 	user.GET("/chats", s.listChats)
 	user.GET("/chats/:chatId", s.getChat)
 	return e
+}
+
+// syncAgents brings the agent definitions up to date before a request
+// (one read of a version on Redis; nothing on the embedded store), so an
+// edit on another replica applies to this one's next request. A store
+// that does not answer fails the request with 503.
+func (s *Server) syncAgents(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if err := s.agents.Sync(c.Request().Context()); err != nil {
+			return internal(err)
+		}
+		return next(c)
+	}
 }
 
 // refuseWhenDraining answers 503 with Retry-After once shutdown began,

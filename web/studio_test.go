@@ -669,7 +669,7 @@ func TestStudioChatInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ts.runs.get(agent.ThreadKey("", "demo", hash)) != nil {
+	if id, _ := ts.runs.active(context.Background(), agent.ThreadKey("", "demo", hash)); id != "" {
 		t.Error("the turn still runs on the server after Stop")
 	}
 	if got := br.text(`.msg-assistant[data-state="stopped"]`); strings.Contains(got, "278 open orders") {

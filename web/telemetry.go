@@ -59,7 +59,7 @@ var traceEnv = []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTL
 
 // setupTelemetry builds the providers cfg asks for; closers shut them
 // down (flushing the spans still buffered).
-func (s *Server) setupTelemetry(ctx context.Context, lookup func(string) (string, bool)) error {
+func (s *Deployment) setupTelemetry(ctx context.Context, lookup func(string) (string, bool)) error {
 	tc := s.cfg.Telemetry
 	t := &telemetry{content: tc.RecordContent, prop: propagation.TraceContext{}}
 	s.tel = t
@@ -128,7 +128,7 @@ func (t *telemetry) useTracer(tp trace.TracerProvider) {
 
 // instruments makes the web's own instruments: upstream requests, and
 // gauges read from the server's state when scraped.
-func (t *telemetry) instruments(s *Server) error {
+func (t *telemetry) instruments(s *Deployment) error {
 	m := t.mp.Meter(webInstrumentation)
 	t.upRequests, _ = m.Int64Counter("trawl.upstream.requests", metric.WithDescription("Upstream requests, by provider and status class (1xx…5xx, error)."))
 	t.upRetries, _ = m.Int64Counter("trawl.upstream.retries", metric.WithDescription("Upstream requests that re-sent a page, by provider."))
@@ -146,7 +146,7 @@ func (t *telemetry) instruments(s *Server) error {
 	resN, _ := m.Int64ObservableGauge("trawl.results.held", metric.WithDescription("Stored results (for queryToolResult/fetchToolResult) held now."))
 	resB, _ := m.Int64ObservableGauge("trawl.results.size", metric.WithUnit("By"), metric.WithDescription("Bytes of the stored results held now."))
 	_, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		o.ObserveInt64(active, int64(s.runs.count()))
+		o.ObserveInt64(active, int64(s.countRuns()))
 		o.ObserveInt64(clients, t.streamClients.Load())
 		if s.cache != nil {
 			st := s.cache.Stats()
@@ -268,7 +268,7 @@ type observedCaller struct {
 	noPropagate map[string]bool // provider ids
 }
 
-func (s *Server) observeCaller(next paginate.Caller) paginate.Caller {
+func (s *Deployment) observeCaller(next paginate.Caller) paginate.Caller {
 	if s.tel.tp == nil && s.tel.mp == nil {
 		return next
 	}

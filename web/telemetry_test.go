@@ -404,7 +404,7 @@ func TestMetricsListenAndEnv(t *testing.T) {
 		t.Errorf("metrics listener: %d %.300s", resp.StatusCode, b)
 	}
 
-	s := &Server{cfg: &Config{}}
+	s := &Deployment{cfg: &Config{}}
 	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"}
 	if err := s.setupTelemetry(context.Background(), func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil || s.tel.tp == nil {
 		t.Errorf("env endpoint: %v, traces on %v", err, s.tel.tp != nil)
@@ -412,7 +412,7 @@ func TestMetricsListenAndEnv(t *testing.T) {
 	for _, c := range s.closers {
 		c()
 	}
-	s = &Server{cfg: &Config{Telemetry: TelemetryConfig{OTLPEndpoint: "127.0.0.1:4318"}}}
+	s = &Deployment{cfg: &Config{Telemetry: TelemetryConfig{OTLPEndpoint: "127.0.0.1:4318"}}}
 	if err := s.setupTelemetry(context.Background(), func(string) (string, bool) { return "", false }); err == nil || !strings.Contains(err.Error(), "telemetry.otlp_endpoint") {
 		t.Errorf("bad endpoint: %v", err)
 	}
@@ -438,7 +438,7 @@ func TestInvokerPropagates(t *testing.T) {
 	}))
 	defer up.Close()
 	off := false
-	s := &Server{cfg: &Config{Providers: []ProviderConfig{{ID: "quiet", PropagateTrace: &off}}}, tel: &telemetry{prop: propagation.TraceContext{}}}
+	s := &Deployment{cfg: &Config{Providers: []ProviderConfig{{ID: "quiet", PropagateTrace: &off}}}, tel: &telemetry{prop: propagation.TraceContext{}}}
 	rec := tracetest.NewSpanRecorder()
 	s.tel.useTracer(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
 	inv := tools.NewInvoker(tools.InvokerOptions{Client: s.tel.httpClient(false)})

@@ -27,7 +27,7 @@ type ToolView struct {
 	Pagination  paginate.Plan  `json:"pagination"`
 }
 
-func (s *Server) view(t *tools.Tool) ToolView {
+func (s *Deployment) view(t *tools.Tool) ToolView {
 	return ToolView{
 		ID: t.ID, Name: t.Name, Description: t.Description, Kind: t.Kind, Provider: t.Provider,
 		Toolkit: t.Toolkit, Method: t.Method, Path: t.Path, OperationID: t.OperationID,
@@ -38,7 +38,7 @@ func (s *Server) view(t *tools.Tool) ToolView {
 }
 
 // ToolViews is every tool of the catalog as GET /v1/tools shows it.
-func (s *Server) ToolViews() []ToolView {
+func (s *Deployment) ToolViews() []ToolView {
 	all := s.catalog.All()
 	out := make([]ToolView, 0, len(all))
 	for _, t := range all {

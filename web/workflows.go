@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"sort"
@@ -11,15 +10,10 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/trawl-dev/trawl/agent/workflow"
 	"github.com/trawl-dev/trawl/stream"
-)
-
-var (
-	bucketWorkflows    = []byte("workflows")
-	bucketWorkflowRuns = []byte("workflow_runs")
+	"github.com/trawl-dev/trawl/web/runlease"
 )
 
 // workflowRun is what a run leaves: its state and, once ended, its result.
@@ -30,32 +24,16 @@ type workflowRun struct {
 	Started  time.Time        `json:"started"`
 	Ended    *time.Time       `json:"ended,omitempty"`
 	Result   *workflow.Result `json:"result,omitempty"`
+	// Error says why a run failed without a result (its replica died).
+	Error string `json:"error,omitempty"`
 }
 
-func (s *Server) initWorkflows() error {
-	s.workflows = workflow.NewRunner(workflow.RunnerOptions{Engine: s.engine, Catalog: s.catalog, Logger: s.log})
-	return s.db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketWorkflows, bucketWorkflowRuns} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-func (s *Server) getWorkflowDef(id string) (*workflow.Definition, error) {
-	var def *workflow.Definition
-	err := s.db.View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketWorkflows).Get([]byte(id))
-		if v == nil {
-			return nil
-		}
-		var err error
-		def, err = workflow.Parse(v)
-		return err
-	})
-	return def, err
+func (s *Server) getWorkflowDef(ctx context.Context, id string) (*workflow.Definition, error) {
+	v, ok, err := s.stores.workflows.Get(ctx, id)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return workflow.Parse(v)
 }
 
 // putWorkflow creates or replaces a workflow definition.
@@ -81,14 +59,14 @@ func (s *Server) putWorkflow(c echo.Context) error {
 	if err != nil {
 		return internal(err)
 	}
-	if err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketWorkflows).Put([]byte(def.ID), b) }); err != nil {
+	if err := s.stores.workflows.Put(c.Request().Context(), def.ID, b); err != nil {
 		return internal(err)
 	}
 	return c.JSONBlob(http.StatusOK, b)
 }
 
 func (s *Server) getWorkflow(c echo.Context) error {
-	def, err := s.getWorkflowDef(c.Param("id"))
+	def, err := s.getWorkflowDef(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return internal(err)
 	}
@@ -100,11 +78,9 @@ func (s *Server) getWorkflow(c echo.Context) error {
 
 func (s *Server) listWorkflows(c echo.Context) error {
 	out := []json.RawMessage{}
-	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketWorkflows).ForEach(func(_, v []byte) error {
-			out = append(out, append(json.RawMessage(nil), v...))
-			return nil
-		})
+	err := s.stores.workflows.ForEach(c.Request().Context(), func(_ string, v []byte) error {
+		out = append(out, append(json.RawMessage(nil), v...))
+		return nil
 	})
 	if err != nil {
 		return internal(err)
@@ -113,12 +89,7 @@ func (s *Server) listWorkflows(c echo.Context) error {
 }
 
 func (s *Server) deleteWorkflow(c echo.Context) error {
-	var found bool
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketWorkflows)
-		found = b.Get([]byte(c.Param("id"))) != nil
-		return b.Delete([]byte(c.Param("id")))
-	})
+	found, err := s.stores.workflows.Delete(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return internal(err)
 	}
@@ -132,7 +103,7 @@ func (s *Server) deleteWorkflow(c echo.Context) error {
 // streams. Like a turn, the run is detached from the request: resume it
 // at …/runs/{runId}/stream, read its result at …/runs/{runId}.
 func (s *Server) startWorkflowRun(c echo.Context) error {
-	def, err := s.getWorkflowDef(c.Param("id"))
+	def, err := s.getWorkflowDef(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return internal(err)
 	}
@@ -144,35 +115,28 @@ func (s *Server) startWorkflowRun(c echo.Context) error {
 		return apiErr(http.StatusConflict, "invalid_workflow", err.Error())
 	}
 	runID := "wfr_" + randomHex(12)
-	ctx, cancel := context.WithTimeout(carryRequest(s.baseCtx, c.Request().Context()), runDeadline) // ends at the shutdown grace
-	run := &activeRun{id: runID, done: make(chan struct{}), cancel: cancel}
-	key := "workflow-run:" + runID
-	if !s.runs.claim(key, run) {
-		cancel()
-		return internal(errors.New("run id collision"))
-	}
-	rec := workflowRun{ID: runID, Workflow: def.ID, Status: "running", Started: time.Now().UTC()}
-	if err := s.saveWorkflowRun(c.Request().Context(), rec); err != nil {
-		cancel()
-		s.runs.release(key)
+	ctx := c.Request().Context()
+	run, err := s.runs.claim(ctx, workflowRunKey(runID), runID)
+	if err != nil {
 		return internal(err)
 	}
-	if err := s.events.Open(c.Request().Context(), runID); err != nil {
-		cancel()
-		s.runs.release(key)
+	rec := workflowRun{ID: runID, Workflow: def.ID, Status: "running", Started: s.now().UTC()}
+	if err := s.saveWorkflowRun(ctx, rec); err != nil {
+		s.runs.drop(run)
 		return internal(err)
 	}
-	go func() {
-		defer close(run.done)
-		defer s.runs.release(key)
-		defer cancel()
+	if err := s.events.Open(ctx, runID); err != nil {
+		s.runs.drop(run)
+		return internal(err)
+	}
+	s.runs.start(run, func(ctx context.Context) {
 		ctx, observed := s.tel.workflowRun(ctx, def.ID)
 		res, err := s.workflows.Run(ctx, def, workflow.RunInput{Org: s.cfg.Org, RunID: runID,
 			Emit: func(ch stream.Chunk) error {
 				_, err := s.events.Append(context.WithoutCancel(ctx), runID, ch)
 				return err
 			}})
-		ended := time.Now().UTC()
+		ended := s.now().UTC()
 		rec.Ended, rec.Result, rec.Status = &ended, res, "done"
 		switch {
 		case ctx.Err() != nil:
@@ -186,44 +150,62 @@ func (s *Server) startWorkflowRun(c echo.Context) error {
 		if err := s.saveWorkflowRun(sctx, rec); err != nil {
 			s.log.Error("saving workflow run", "run", runID, "err", err)
 		}
-		if err := s.events.Close(sctx, runID); err != nil {
-			s.log.Error("closing run log", "run", runID, "err", err)
-		}
-	}()
+	})
 	c.Response().Header().Set("X-Trawl-Run-Id", runID)
-	if err := stream.Serve(c.Response(), c.Request(), s.events, runID, stream.ServeOptions{}); err != nil && !c.Response().Committed {
-		return internal(err)
-	}
-	return nil
+	return s.runs.serveRun(c, runID)
 }
 
-func (s *Server) saveWorkflowRun(_ context.Context, r workflowRun) error {
+// workflowRunKey is a workflow run's key in the run registry.
+func workflowRunKey(runID string) string { return "workflow-run:" + runID }
+
+// endLapsedRun records a run whose replica died (its log was ended by
+// the run host): a workflow run is marked failed with the reason. A
+// chat's thread needs nothing: it was saved after every step.
+func (s *Server) endLapsedRun(ctx context.Context, c runlease.Claim) {
+	if c.Key != workflowRunKey(c.RunID) {
+		return
+	}
+	v, ok, err := s.stores.workflowRuns.Get(ctx, c.RunID)
+	if err != nil || !ok {
+		return
+	}
+	var r workflowRun
+	if json.Unmarshal(v, &r) != nil || r.Status != "running" {
+		return
+	}
+	ended := s.now().UTC()
+	r.Status, r.Ended, r.Error = "failed", &ended, lapsedText
+	if err := s.saveWorkflowRun(ctx, r); err != nil {
+		s.log.Warn("marking a dead replica's workflow run failed", "run", r.ID, "err", err)
+	}
+}
+
+func (s *Server) saveWorkflowRun(ctx context.Context, r workflowRun) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketWorkflowRuns).Put([]byte(r.ID), b) })
+	return s.stores.workflowRuns.Put(ctx, r.ID, b)
 }
 
-func (s *Server) loadWorkflowRun(id, workflowID string) (*workflowRun, error) {
-	var r *workflowRun
-	err := s.db.View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketWorkflowRuns).Get([]byte(id))
-		if v == nil {
-			return nil
-		}
-		r = new(workflowRun)
-		return json.Unmarshal(v, r)
-	})
-	if r != nil && r.Workflow != workflowID {
-		r = nil
+func (s *Server) loadWorkflowRun(ctx context.Context, id, workflowID string) (*workflowRun, error) {
+	v, ok, err := s.stores.workflowRuns.Get(ctx, id)
+	if err != nil || !ok {
+		return nil, err
 	}
-	return r, err
+	r := new(workflowRun)
+	if err := json.Unmarshal(v, r); err != nil {
+		return nil, err
+	}
+	if r.Workflow != workflowID {
+		return nil, nil
+	}
+	return r, nil
 }
 
 // getWorkflowRun returns a run's state and, once it ended, its result.
 func (s *Server) getWorkflowRun(c echo.Context) error {
-	r, err := s.loadWorkflowRun(c.Param("runId"), c.Param("id"))
+	r, err := s.loadWorkflowRun(c.Request().Context(), c.Param("runId"), c.Param("id"))
 	if err != nil {
 		return internal(err)
 	}
@@ -236,18 +218,16 @@ func (s *Server) getWorkflowRun(c echo.Context) error {
 // listWorkflowRuns lists a workflow's runs, newest first, without results.
 func (s *Server) listWorkflowRuns(c echo.Context) error {
 	var out []workflowRun
-	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketWorkflowRuns).ForEach(func(_, v []byte) error {
-			var r workflowRun
-			if err := json.Unmarshal(v, &r); err != nil {
-				return err
-			}
-			if r.Workflow == c.Param("id") {
-				r.Result = nil
-				out = append(out, r)
-			}
-			return nil
-		})
+	err := s.stores.workflowRuns.ForEach(c.Request().Context(), func(_ string, v []byte) error {
+		var r workflowRun
+		if err := json.Unmarshal(v, &r); err != nil {
+			return err
+		}
+		if r.Workflow == c.Param("id") {
+			r.Result = nil
+			out = append(out, r)
+		}
+		return nil
 	})
 	if err != nil {
 		return internal(err)
@@ -259,32 +239,33 @@ func (s *Server) listWorkflowRuns(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"runs": out})
 }
 
-// resumeWorkflowRun streams an active run (204 when it is not running).
+// resumeWorkflowRun streams an active run, wherever it runs (204 when it
+// is not running).
 func (s *Server) resumeWorkflowRun(c echo.Context) error {
 	runID := c.Param("runId")
-	if r, _ := s.loadWorkflowRun(runID, c.Param("id")); r == nil || s.runs.get("workflow-run:"+runID) == nil {
+	r, err := s.loadWorkflowRun(c.Request().Context(), runID, c.Param("id"))
+	if err != nil {
+		return internal(err)
+	}
+	if r == nil {
 		return c.NoContent(http.StatusNoContent)
 	}
-	err := stream.Serve(c.Response(), c.Request(), s.events, runID, stream.ServeOptions{})
-	switch {
-	case errors.Is(err, stream.ErrRunNotFound):
-		return c.NoContent(http.StatusNoContent)
-	case errors.Is(err, stream.ErrUnknownEventID):
-		return badRequest("Last-Event-ID is not an event of this run")
-	}
-	return nil
+	return s.runs.serve(c, workflowRunKey(runID))
 }
 
-// stopWorkflowRun ends a running run.
+// stopWorkflowRun ends a running run, wherever it runs.
 func (s *Server) stopWorkflowRun(c echo.Context) error {
-	run := s.runs.get("workflow-run:" + c.Param("runId"))
-	if r, _ := s.loadWorkflowRun(c.Param("runId"), c.Param("id")); r == nil || run == nil {
+	ctx := c.Request().Context()
+	r, err := s.loadWorkflowRun(ctx, c.Param("runId"), c.Param("id"))
+	if err != nil {
+		return internal(err)
+	}
+	if r == nil {
 		return c.JSON(http.StatusOK, map[string]bool{"stopped": false})
 	}
-	run.cancel()
-	select {
-	case <-run.done:
-	case <-time.After(10 * time.Second):
+	stopped, err := s.runs.stop(ctx, workflowRunKey(r.ID))
+	if err != nil {
+		return internal(err)
 	}
-	return c.JSON(http.StatusOK, map[string]bool{"stopped": true})
+	return c.JSON(http.StatusOK, map[string]bool{"stopped": stopped})
 }

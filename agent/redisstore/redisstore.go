@@ -35,8 +35,10 @@ type Store struct {
 }
 
 var (
-	_ agent.ThreadStore     = (*Store)(nil)
-	_ agent.DefinitionStore = (*Store)(nil)
+	_ agent.ThreadStore         = (*Store)(nil)
+	_ agent.DefinitionStore     = (*Store)(nil)
+	_ agent.DefinitionVersioner = (*Store)(nil)
+	_ agent.ThreadLister        = (*Store)(nil)
 )
 
 // New returns the store of client; every key begins with prefix.
@@ -65,6 +67,46 @@ func (s *Store) GetThread(ctx context.Context, key string) (*agent.Thread, error
 		return nil, fmt.Errorf("thread store: %w", err)
 	}
 	return t, nil
+}
+
+// ListThreads implements agent.ThreadLister: the owner's threads by last
+// update (the owner set, bounded by MaxThreadsPerUser), those with
+// agentID, newest first.
+func (s *Store) ListThreads(ctx context.Context, userID, agentID string, limit int) ([]*agent.Thread, error) {
+	prefix := agent.ThreadKey(userID, agentID, "")
+	keys, err := s.c.ZRevRange(ctx, s.prefix+"threads-of:"+owner(prefix), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("thread store: redis: %w", err)
+	}
+	var want []string
+	for _, k := range keys {
+		if strings.HasPrefix(k, prefix) {
+			want = append(want, s.prefix+"thread:"+k)
+			if limit > 0 && len(want) == limit {
+				break
+			}
+		}
+	}
+	if len(want) == 0 {
+		return nil, nil
+	}
+	vals, err := s.c.MGet(ctx, want...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("thread store: redis: %w", err)
+	}
+	out := make([]*agent.Thread, 0, len(vals))
+	for i, v := range vals {
+		str, ok := v.(string)
+		if !ok {
+			continue // deleted since the set was read
+		}
+		t := new(agent.Thread)
+		if err := json.Unmarshal([]byte(str), t); err != nil {
+			return nil, fmt.Errorf("thread %q: %w", want[i], err)
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
 // putScript: KEYS thread, owner set, age set; ARGV JSON, score, key,
@@ -168,10 +210,29 @@ func (s *Store) PutDefinition(ctx context.Context, d agent.Definition) error {
 	if err != nil {
 		return err
 	}
-	if err := s.c.HSet(ctx, s.prefix+"agents", d.ID, v).Err(); err != nil {
+	_, err = s.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, s.prefix+"agents", d.ID, v)
+		p.Incr(ctx, s.prefix+"agents:version")
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("agent store: redis: %w", err)
 	}
 	return nil
+}
+
+// DefinitionsVersion implements agent.DefinitionVersioner: a counter
+// every put and delete increments (in the same transaction), so each
+// replica's Registry sees another's edits.
+func (s *Store) DefinitionsVersion(ctx context.Context) (string, error) {
+	v, err := s.c.Get(ctx, s.prefix+"agents:version").Result()
+	if errors.Is(err, redis.Nil) {
+		return "0", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("agent store: redis: %w", err)
+	}
+	return v, nil
 }
 
 // DeleteDefinition implements agent.DefinitionStore: the deletion is kept

@@ -72,3 +72,50 @@ func TestRedisRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Two registries on one Redis (two replicas): a put, a patch and a delete
+// on A are seen by B's next Sync, and a file definition B was started
+// with stays under the stored ones.
+func TestRegistriesSyncAcrossReplicas(t *testing.T) {
+	c := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	file := []agent.Definition{{ID: "filed", Name: "from the file", Model: "m"}}
+	a, err := agent.NewRegistry(ctx, file, redisstore.New(c, "p:", agent.Retention{}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := agent.NewRegistry(ctx, file, redisstore.New(c, "p:", agent.Retention{}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Put(ctx, agent.Definition{ID: "x", Name: "v1", Model: "m"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Get("x"); ok {
+		t.Fatal("B saw the put before it synced (the test proves nothing)")
+	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := b.Get("x"); !ok || d.Name != "v1" {
+		t.Fatalf("B after Sync: %+v %v", d, ok)
+	}
+	if d, ok := b.Get("filed"); !ok || d.Name != "from the file" {
+		t.Fatalf("the file's agent is gone after a Sync: %+v %v", d, ok)
+	}
+	if err := a.Put(ctx, agent.Definition{ID: "x", Name: "v2", Model: "m"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Delete(ctx, "filed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := b.Get("x"); d.Name != "v2" {
+		t.Fatalf("B has %q after the second put", d.Name)
+	}
+	if _, ok := b.Get("filed"); ok {
+		t.Fatal("a delete on A did not apply on B")
+	}
+}

@@ -21,6 +21,7 @@ import (
 type Store interface {
 	agent.ThreadStore
 	agent.DefinitionStore
+	agent.ThreadLister
 	// Prune deletes the threads not updated within Retention.MaxAge and
 	// reports how many.
 	Prune(ctx context.Context) (int, error)
@@ -37,6 +38,7 @@ func Run(t *testing.T, newStore New) {
 	t.Run("MaxAge", func(t *testing.T) { maxAge(t, newStore) })
 	t.Run("ConcurrentPuts", func(t *testing.T) { concurrentPuts(t, newStore) })
 	t.Run("Definitions", func(t *testing.T) { definitions(t, newStore) })
+	t.Run("ListThreads", func(t *testing.T) { listThreads(t, newStore) })
 }
 
 func textMsg(id string, role agent.Role, text string) agent.UIMessage {
@@ -252,5 +254,44 @@ func definitions(t *testing.T, newStore New) {
 	want := []string{"a:changed:false", "b:Agent b:false", "c::true", "from-config::true"}
 	if !slices.Equal(got, want) {
 		t.Errorf("definitions %v, want %v (sorted by id; deletions kept as tombstones)", got, want)
+	}
+}
+
+// listThreads: a user's threads with one agent, newest first, at most
+// limit; never another user's (even one whose id is a prefix) or another
+// agent's.
+func listThreads(t *testing.T, newStore New) {
+	s := newStore(t, agent.Retention{})
+	ctx := context.Background()
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	put := func(user, ag, chat string, minute int) {
+		th := &agent.Thread{Key: agent.ThreadKey(user, ag, chat), ChatID: chat, AgentID: ag, UserID: user,
+			Created: at, Updated: at.Add(time.Duration(minute) * time.Minute)}
+		if err := s.PutThread(ctx, th); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("ann", "a", "old", 1)
+	put("ann", "a", "new", 3)
+	put("ann", "a", "mid", 2)
+	put("ann", "b", "other-agent", 4)
+	put("anne", "a", "prefix-user", 5)
+	put("bob", "a", "other-user", 6)
+	got, err := s.ListThreads(ctx, "ann", "a", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chats []string
+	for _, th := range got {
+		chats = append(chats, th.ChatID)
+	}
+	if fmt.Sprint(chats) != "[new mid old]" {
+		t.Fatalf("ListThreads(ann, a) = %v, want [new mid old]", chats)
+	}
+	if got, _ := s.ListThreads(ctx, "ann", "a", 2); len(got) != 2 || got[0].ChatID != "new" {
+		t.Fatalf("limit 2: %d threads", len(got))
+	}
+	if got, _ := s.ListThreads(ctx, "nobody", "a", 0); len(got) != 0 {
+		t.Fatalf("a user with no threads lists %d", len(got))
 	}
 }

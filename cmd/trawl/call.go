@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/trawl-dev/trawl/web"
 	"io"
 	"os"
 	"strings"
@@ -39,7 +40,7 @@ func call(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usagef("call: --args %v", err)
 	}
-	srv, done, err := openEphemeral(ctx, *cfgPath, stderr)
+	srv, done, err := openParts(ctx, *cfgPath, stderr, web.PartsCall)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/trawl-dev/trawl/web"
 	"io"
 	"strings"
 
@@ -34,7 +35,7 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	srv, done, err := openEphemeral(ctx, *cfgPath, stderr)
+	srv, done, err := openParts(ctx, *cfgPath, stderr, web.PartsReplay)
 	if err != nil {
 		return err
 	}

@@ -144,10 +144,27 @@ func exitOnSecondSignal(ctx context.Context, stderr io.Writer) (stop func()) {
 	}
 }
 
-// openEphemeral assembles a deployment for one command (call, replay) that
-// listens nowhere and keeps nothing: its own temporary data folder also
-// keeps it clear of the lock a running server holds on the deployment's
+// openParts opens only what one command needs of the deployment (a call,
+// the tool list, a replay): no store on disk, no admin key, nothing that
+// listens — so it also runs beside a server that holds the deployment's
 // store. done releases it.
+func openParts(ctx context.Context, cfgPath string, stderr io.Writer, parts web.Parts) (d *web.Deployment, done func(), err error) {
+	cfg, err := loadConfig(cfgPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	quiet := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	d, err = web.OpenDeployment(ctx, cfg, web.DeploymentOptions{Parts: parts, Logger: quiet, Stdout: io.Discard})
+	if err != nil {
+		return nil, nil, err
+	}
+	return d, func() { d.Close() }, nil
+}
+
+// openEphemeral assembles a whole server for `trawl chat` without --url
+// that keeps nothing: its own temporary data folder also keeps it clear of
+// the lock a running server holds on the deployment's store. done
+// releases it.
 func openEphemeral(ctx context.Context, cfgPath string, stderr io.Writer) (srv *web.Server, done func(), err error) {
 	cfg, err := loadConfig(cfgPath)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/trawl-dev/trawl/web"
 	"io"
 	"text/tabwriter"
 )
@@ -20,7 +21,7 @@ func listTools(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() > 0 {
 		return usagef("tools: unexpected argument %q", fs.Arg(0))
 	}
-	srv, done, err := openEphemeral(ctx, *cfgPath, stderr)
+	srv, done, err := openParts(ctx, *cfgPath, stderr, web.PartsCall)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,311 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/trawl-dev/trawl/stream"
+	"github.com/trawl-dev/trawl/web/runlease"
+)
+
+// runDeadline bounds one run, whoever is or is not listening.
+const runDeadline = 10 * time.Minute
+
+// runHost is the one host of detached runs — chat turns and workflow
+// runs share launch, resume and stop. Each run is claimed in the
+// deployment's run registry under a key (a chat's thread key,
+// "workflow-run:<id>"), so one run per key is active across every
+// replica; it runs detached from the request that started it; a stop from
+// any replica reaches it through its lease; and on a registry whose
+// claims can lapse (Redis), the host ends the runs whose replica died: an
+// error chunk, then the log closes, so every reader's stream ends.
+type runHost struct {
+	ctx      context.Context // runs derive from it; cancelled by stopAll
+	cancel   context.CancelFunc
+	reg      runlease.Registry
+	events   stream.EventLog
+	log      *slog.Logger
+	onLapsed func(ctx context.Context, c runlease.Claim) // after a dead run's log was ended (may be nil)
+	sweeps   sync.WaitGroup
+
+	mu    sync.Mutex
+	local map[string]*activeRun // the runs of this process, by key
+	idle  chan struct{}         // closed (and replaced) when a run ends, to wake waitIdle
+}
+
+// activeRun is a run of this process.
+type activeRun struct {
+	key, id string
+	ctx     context.Context
+	cancel  context.CancelFunc
+	lease   runlease.Lease
+	done    chan struct{} // closed once the run has ended and released its claim
+}
+
+// sweepEvery is how often a host looks for runs whose replica died: a
+// third of the lease, so such a run ends within about 1⅓ leases.
+func sweepEvery(lease time.Duration) time.Duration {
+	if lease <= 0 {
+		lease = runlease.DefaultLease
+	}
+	return max(lease/3, 100*time.Millisecond)
+}
+
+func newRunHost(base context.Context, reg runlease.Registry, events stream.EventLog, log *slog.Logger, lease time.Duration) *runHost {
+	h := &runHost{reg: reg, events: events, log: log, local: map[string]*activeRun{}}
+	h.ctx, h.cancel = context.WithCancel(base)
+	if sw, ok := reg.(runlease.Sweeper); ok {
+		h.sweeps.Add(1)
+		go h.sweep(sw, sweepEvery(lease))
+	}
+	return h
+}
+
+// claim claims key for a new run with id runID. It fails with a
+// *runlease.HeldError when another run holds key on any replica. The
+// run's context carries the request's ids but not its cancellation.
+func (h *runHost) claim(req context.Context, key, runID string) (*activeRun, error) {
+	lease, err := h.reg.Acquire(req, key, runID)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(carryRequest(h.ctx, req), runDeadline)
+	r := &activeRun{key: key, id: runID, ctx: ctx, cancel: cancel, lease: lease, done: make(chan struct{})}
+	h.mu.Lock()
+	h.local[key] = r
+	h.mu.Unlock()
+	return r, nil
+}
+
+// errConflict is the answer to a run claimed while another holds its key.
+func errConflict(what string) error {
+	return apiErr(http.StatusConflict, "conflict", what)
+}
+
+// drop gives up a claimed run that did not start.
+func (h *runHost) drop(r *activeRun) {
+	r.cancel()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 10*time.Second)
+	defer cancel()
+	if err := r.lease.Release(ctx); err != nil {
+		h.log.Warn("releasing a run claim", "run", r.id, "err", err)
+	}
+	h.remove(r)
+	close(r.done)
+}
+
+// start runs fn detached from the request, until fn returns; its context
+// ends with a stop from any replica, a lost claim, the deadline or the
+// end of the shutdown grace. Then the run's log is closed and its claim
+// released, in that order: a replica that sees the claim gone finds the
+// log ended.
+func (h *runHost) start(r *activeRun, fn func(ctx context.Context)) {
+	go func() {
+		select {
+		case <-r.lease.Done():
+			if err := r.lease.Err(); errors.Is(err, runlease.ErrLost) {
+				h.log.Warn("run claim lost: ending the run", "run", r.id, "err", err)
+			}
+			r.cancel()
+		case <-r.ctx.Done():
+		}
+	}()
+	go func() {
+		defer h.finish(r)
+		fn(r.ctx)
+	}()
+}
+
+func (h *runHost) finish(r *activeRun) {
+	r.cancel()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 10*time.Second)
+	defer cancel()
+	if err := h.events.Close(ctx, r.id); err != nil {
+		h.log.Error("closing run log", "run", r.id, "err", err)
+	}
+	if err := r.lease.Release(ctx); err != nil {
+		h.log.Warn("releasing a run claim", "run", r.id, "err", err)
+	}
+	h.remove(r)
+	close(r.done)
+}
+
+func (h *runHost) remove(r *activeRun) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.local[r.key] == r {
+		delete(h.local, r.key)
+	}
+	if h.idle != nil {
+		close(h.idle)
+		h.idle = nil
+	}
+}
+
+// active is the run holding key on any replica ("" when none).
+func (h *runHost) active(ctx context.Context, key string) (string, error) {
+	return h.reg.Active(ctx, key)
+}
+
+// activeKeys are the keys with a run on any replica that begin with
+// prefix.
+func (h *runHost) activeKeys(ctx context.Context, prefix string) ([]string, error) {
+	return h.reg.ActiveKeys(ctx, prefix)
+}
+
+// serve streams the run holding key from the client's Last-Event-ID,
+// wherever it runs: 204 when none is active.
+func (h *runHost) serve(c echo.Context, key string) error {
+	runID, err := h.active(c.Request().Context(), key)
+	if err != nil {
+		return internal(err)
+	}
+	if runID == "" {
+		return c.NoContent(http.StatusNoContent)
+	}
+	return h.serveRun(c, runID)
+}
+
+// serveRun streams runID (its claim already checked).
+func (h *runHost) serveRun(c echo.Context, runID string) error {
+	err := stream.Serve(c.Response(), c.Request(), h.events, runID, stream.ServeOptions{})
+	switch {
+	case err == nil, c.Response().Committed:
+		return nil
+	case errors.Is(err, stream.ErrRunNotFound):
+		return c.NoContent(http.StatusNoContent)
+	case errors.Is(err, stream.ErrUnknownEventID):
+		return badRequest("Last-Event-ID is not an event of this run")
+	case c.Request().Context().Err() != nil:
+		return nil
+	}
+	return internal(err)
+}
+
+// stop asks the run holding key to stop, wherever it runs, and waits (up
+// to 10 s) until it has ended; it reports whether a run held key.
+func (h *runHost) stop(ctx context.Context, key string) (bool, error) {
+	runID, err := h.reg.Active(ctx, key)
+	if err != nil || runID == "" {
+		return false, err
+	}
+	held, err := h.reg.Stop(ctx, key)
+	if err != nil || !held {
+		return false, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := h.reg.Wait(wctx, key, runID); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return true, err
+	}
+	return true, nil
+}
+
+// count is how many runs this process runs.
+func (h *runHost) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.local)
+}
+
+// waitIdle waits until this process runs nothing or d has passed (d < 0:
+// no limit); it reports whether it runs nothing.
+func (h *runHost) waitIdle(d time.Duration) bool {
+	var timeout <-chan time.Time
+	if d >= 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		h.mu.Lock()
+		if len(h.local) == 0 {
+			h.mu.Unlock()
+			return true
+		}
+		if h.idle == nil {
+			h.idle = make(chan struct{})
+		}
+		wake := h.idle
+		h.mu.Unlock()
+		select {
+		case <-wake:
+		case <-timeout:
+			return false
+		}
+	}
+}
+
+// stopAll cancels every run of this process and waits until each has
+// saved its state, closed its log and released its claim; then it stops
+// sweeping.
+func (h *runHost) stopAll() {
+	h.cancel()
+	h.mu.Lock()
+	for _, r := range h.local {
+		r.cancel()
+	}
+	h.mu.Unlock()
+	h.waitIdle(-1)
+	h.sweeps.Wait()
+}
+
+// sweep ends, every interval, the runs whose replica died.
+func (h *runHost) sweep(sw runlease.Sweeper, every time.Duration) {
+	defer h.sweeps.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-t.C:
+		}
+		claims, err := sw.Lapsed(h.ctx)
+		if err != nil {
+			if h.ctx.Err() == nil {
+				h.log.Warn("looking for runs whose replica died", "err", err)
+			}
+			continue
+		}
+		for _, c := range claims {
+			h.endLapsed(c)
+		}
+	}
+}
+
+// lapsedText is the error a dead replica's run ends with.
+const lapsedText = "the server running this turn stopped before it finished; what it had done so far is saved — send the message again to continue"
+
+// endLapsed ends the log of a run whose replica died (this replica was
+// handed the claim alone): an error chunk, then the end.
+func (h *runHost) endLapsed(c runlease.Claim) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.ctx), 10*time.Second)
+	defer cancel()
+	st, err := h.events.Stat(ctx, c.RunID)
+	switch {
+	case errors.Is(err, stream.ErrRunNotFound):
+		return
+	case err != nil:
+		h.log.Warn("ending a dead replica's run", "run", c.RunID, "err", err)
+		return
+	}
+	if !st.Closed {
+		if _, err := h.events.Append(ctx, c.RunID, stream.Error{ErrorText: lapsedText}); err != nil && !errors.Is(err, stream.ErrRunClosed) {
+			h.log.Warn("ending a dead replica's run", "run", c.RunID, "err", err)
+		}
+		if err := h.events.Close(ctx, c.RunID); err != nil {
+			h.log.Warn("ending a dead replica's run", "run", c.RunID, "err", err)
+		}
+		h.log.Info("ended a run whose replica stopped renewing its claim", "run", c.RunID, "key", c.Key)
+	}
+	if h.onLapsed != nil {
+		h.onLapsed(ctx, c)
+	}
+}
