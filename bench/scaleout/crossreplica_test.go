@@ -133,5 +133,6 @@ func BenchmarkCrossReplicaAppendToRead(b *testing.B) {
 		b.ReportMetric(float64(d.NetBytes)/n, "redis-B/event")
 		b.ReportMetric(float64(cpu.Microseconds())/n, "cpu-µs/event")
 		b.ReportMetric(float64(d.CPU.Microseconds())/n, "redis-cpu-µs/event")
+		b.Log(d.top(10, n, "event"))
 	}
 }

@@ -24,10 +24,35 @@ type redisStats struct {
 	NetBytes int64
 	// CPU is the server process's user + system time.
 	CPU time.Duration
+	// Calls counts the commands by name.
+	Calls map[string]int64
 }
 
 func (a redisStats) sub(b redisStats) redisStats {
-	return redisStats{Commands: a.Commands - b.Commands, NetBytes: a.NetBytes - b.NetBytes, CPU: a.CPU - b.CPU}
+	d := redisStats{Commands: a.Commands - b.Commands, NetBytes: a.NetBytes - b.NetBytes, CPU: a.CPU - b.CPU, Calls: map[string]int64{}}
+	for k, v := range a.Calls {
+		if n := v - b.Calls[k]; n != 0 {
+			d.Calls[k] = n
+		}
+	}
+	return d
+}
+
+// top names the commands called most, with their calls per unit.
+func (a redisStats) top(n int, per float64, unit string) string {
+	names := make([]string, 0, len(a.Calls))
+	for k := range a.Calls {
+		names = append(names, k)
+	}
+	slices.SortFunc(names, func(x, y string) int { return int(a.Calls[y] - a.Calls[x]) })
+	var s strings.Builder
+	for i, k := range names {
+		if i == n {
+			break
+		}
+		fmt.Fprintf(&s, "%s %.1f, ", k, float64(a.Calls[k])/per)
+	}
+	return strings.TrimSuffix(s.String(), ", ") + " per " + unit
 }
 
 // readRedisStats reads INFO commandstats, stats and cpu.
@@ -36,7 +61,7 @@ func readRedisStats(ctx context.Context, c *redis.Client) (redisStats, error) {
 	if err != nil {
 		return redisStats{}, fmt.Errorf("INFO: %w", err)
 	}
-	var s redisStats
+	s := redisStats{Calls: map[string]int64{}}
 	var cpu float64
 	for line := range strings.SplitSeq(info, "\n") {
 		line = strings.TrimSpace(line)
@@ -56,6 +81,7 @@ func readRedisStats(ctx context.Context, c *redis.Client) (redisStats, error) {
 				return redisStats{}, fmt.Errorf("INFO %s: %q", k, v)
 			}
 			s.Commands += n
+			s.Calls[strings.TrimPrefix(k, "cmdstat_")] = n
 		case k == "total_net_input_bytes" || k == "total_net_output_bytes":
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {

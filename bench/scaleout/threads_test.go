@@ -73,36 +73,37 @@ func seedEmbedded(b *testing.B, dataDir string, n, mine int) {
 // BenchmarkTurnsThreadsStored: the per-turn cost of BenchmarkTurns (one
 // replica, 20 conversations, 10 at once) with 10 and with 10,000 threads
 // already stored (a tenth of them the benching user's), on the embedded
-// default and on Redis. Target: nothing in a turn's cost grows with the
-// threads stored.
+// default and on Redis, the four side by side and measured in turn.
+// Target: nothing in a turn's cost grows with the threads stored.
 func BenchmarkTurnsThreadsStored(b *testing.B) {
 	l := load{Conversations: 20, Concurrent: 10}
+	var ms []measurement
 	for _, onRedis := range []bool{false, true} {
 		for _, n := range []int{10, 10000} {
-			name := fmt.Sprintf("embedded/threads=%d", n)
+			kind := "embedded"
 			if onRedis {
-				name = fmt.Sprintf("redis/threads=%d", n)
+				kind = "redis"
 			}
-			b.Run(name, func(b *testing.B) {
-				seed := func(dataDir string, c *redis.Client, prefix string) {
-					if c == nil {
-						seedEmbedded(b, dataDir, n, max(1, n/10))
-						return
-					}
-					if err := seedThreads(context.Background(), redisstore.New(c, prefix, agent.Retention{}), n, max(1, n/10)); err != nil {
-						b.Fatal(err)
-					}
+			seed := func(dataDir string, c *redis.Client, prefix string) {
+				if c == nil {
+					seedEmbedded(b, dataDir, n, n/10)
+					return
 				}
-				d := startDeployment(b, 1, onRedis, seed)
-				if err := d.checkSeeded(context.Background(), min(100, max(1, n/10))); err != nil {
+				if err := seedThreads(context.Background(), redisstore.New(c, prefix, agent.Retention{}), n, n/10); err != nil {
 					b.Fatal(err)
 				}
-				for i := range b.N {
-					d.measure(b, l, fmt.Sprint(i))
-				}
-			})
+			}
+			d := startDeployment(b, 1, onRedis, seed)
+			if err := d.checkSeeded(context.Background(), min(100, n/10)); err != nil {
+				b.Fatal(err)
+			}
+			ms = append(ms, measurement{fmt.Sprintf("%s/threads=%d", kind, n), d, l})
 		}
 	}
+	interleave(b, ms, map[string][2]string{
+		"embedded-10000/10-cpu": {"embedded/threads=10000", "embedded/threads=10"},
+		"redis-10000/10-cpu":    {"redis/threads=10000", "redis/threads=10"},
+	})
 }
 
 // checkSeeded asks the deployment for benchUser's chats: the seeded ones

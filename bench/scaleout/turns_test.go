@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -149,7 +150,9 @@ func watchPublishes(b *testing.B, c *redis.Client, prefix string) *publishTimes 
 			now := time.Now()
 			run, ok := strings.CutPrefix(m.Channel, prefix+"run:{")
 			run, ok2 := strings.CutSuffix(run, "}:n")
-			seq, err := strconv.ParseInt(m.Payload, 10, 64)
+			// "d<seq> <data>" or "e<seq>" (stream/redislog).
+			num, _, _ := strings.Cut(strings.TrimLeft(m.Payload, "de"), " ")
+			seq, err := strconv.ParseInt(num, 10, 64)
 			if !ok || !ok2 || err != nil {
 				continue
 			}
@@ -191,12 +194,17 @@ type load struct {
 	Resume bool
 }
 
+// rounds is how many times each deployment is measured, interleaved with
+// the others', so that a ratio is read within one run.
+const rounds = 5
+
 // measure runs l on d and reports per turn: CPU of the replicas and
 // redis-server together, Redis commands and bytes, memory per active
 // turn, time to first chunk and, when resuming, publish-to-read on the
 // other replica.
-func (d *deployment) measure(b *testing.B, l load, tag string) {
+func (d *deployment) measure(b *testing.B, l load, round int) (cpuPerTurn float64) {
 	b.Helper()
+	tag := strconv.Itoa(round)
 	ctx := context.Background()
 	var pub *publishTimes
 	if l.Resume && d.admin != nil {
@@ -275,9 +283,13 @@ func (d *deployment) measure(b *testing.B, l load, tag string) {
 		b.Fatal(*err)
 	}
 	turns := float64(res.turns)
-	b.ReportMetric(float64(cpu.Microseconds())/1000/turns, "cpu-ms/turn")
+	cpuPerTurn = float64(cpu.Microseconds()) / 1000 / turns
+	b.ReportMetric(cpuPerTurn, "cpu-ms/turn")
 	b.ReportMetric(turns/wall.Seconds(), "turns/s")
-	b.ReportMetric(float64(peakPerRun.Load())/1024, "rss-KiB/active-turn")
+	if round == 0 {
+		// Later rounds start with the heap the first grew to.
+		b.ReportMetric(float64(peakPerRun.Load())/1024, "rss-KiB/active-turn")
+	}
 	// Live heap per active turn: the peak over the GCs of the measured part
 	// over the last one before it, summed over replicas, per concurrent
 	// turn.
@@ -300,6 +312,10 @@ func (d *deployment) measure(b *testing.B, l load, tag string) {
 		b.ReportMetric(float64(ds.Commands)/turns, "redis-cmds/turn")
 		b.ReportMetric(float64(ds.NetBytes)/1024/turns, "redis-KiB/turn")
 		b.ReportMetric(float64(ds.CPU.Microseconds())/1000/turns, "redis-cpu-ms/turn")
+		b.Log(ds.top(12, turns, "turn"))
+		if held, err := d.heldByKind(ctx); err == nil {
+			b.Log("held in Redis after the run, by key kind: " + held)
+		}
 	}
 	percentiles(b, res.ttfc, "ttfc-")
 	if l.Resume {
@@ -311,6 +327,7 @@ func (d *deployment) measure(b *testing.B, l load, tag string) {
 	}
 	b.ReportMetric(float64(res.conflicts)/turns, "409s/turn")
 	b.ReportMetric(float64(res.events)/turns, "events/turn")
+	return cpuPerTurn
 }
 
 // conversation is one chat of the demo's turns; turn i is posted on
@@ -445,27 +462,89 @@ func (d *deployment) resume(ctx context.Context, r *replica, chatID string, last
 // dataset cache off (every turn walks): on the embedded default, on
 // Redis with one replica, and on Redis with two replicas where every
 // turn's client leaves after its first progress chunk and resumes on the
-// other replica.
+// other replica. The three run side by side, measured in turn, rounds
+// times; "ratios" gives the medians' ratios of CPU per turn.
 func BenchmarkTurns(b *testing.B) {
 	l := load{Conversations: 40, Concurrent: 20}
-	b.Run("embedded", func(b *testing.B) {
-		d := startDeployment(b, 1, false, nil)
-		for i := range b.N {
-			d.measure(b, l, strconv.Itoa(i))
+	resume := l
+	resume.Resume = true
+	interleave(b, []measurement{
+		{"embedded", startDeployment(b, 1, false, nil), l},
+		{"redis-1", startDeployment(b, 1, true, nil), l},
+		{"redis-2-resume", startDeployment(b, 2, true, nil), resume},
+	}, map[string][2]string{
+		"redis-1/embedded-cpu":        {"redis-1", "embedded"},
+		"redis-2-resume/embedded-cpu": {"redis-2-resume", "embedded"},
+	})
+}
+
+// measurement is one deployment under one load.
+type measurement struct {
+	name string
+	d    *deployment
+	l    load
+}
+
+// interleave measures each of ms in turn, rounds times, then reports
+// the ratio of the median CPU per turn for each pair {numerator,
+// denominator} of ratios.
+func interleave(b *testing.B, ms []measurement, ratios map[string][2]string) {
+	cpu := map[string][]float64{}
+	for round := range rounds {
+		for _, m := range ms {
+			b.Run(m.name, func(b *testing.B) {
+				cpu[m.name] = append(cpu[m.name], m.d.measure(b, m.l, round))
+			})
+		}
+	}
+	b.Run("ratios", func(b *testing.B) {
+		for name, p := range ratios {
+			num, den := median(cpu[p[0]]), median(cpu[p[1]])
+			if num == 0 || den == 0 {
+				b.Fatalf("%s: no figures", name)
+			}
+			b.ReportMetric(num/den, name)
 		}
 	})
-	b.Run("redis-1", func(b *testing.B) {
-		d := startDeployment(b, 1, true, nil)
-		for i := range b.N {
-			d.measure(b, l, strconv.Itoa(i))
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+// heldByKind sums MEMORY USAGE of the deployment's keys by their kind
+// (the key's first segment after the prefix).
+func (d *deployment) heldByKind(ctx context.Context) (string, error) {
+	sums := map[string]int64{}
+	iter := d.admin.Scan(ctx, 0, d.cfg.Prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		k := iter.Val()
+		kind := strings.TrimPrefix(k, d.cfg.Prefix)
+		if i := strings.IndexAny(kind, ":{"); i > 0 {
+			kind = kind[:i]
 		}
-	})
-	b.Run("redis-2-resume", func(b *testing.B) {
-		d := startDeployment(b, 2, true, nil)
-		l := l
-		l.Resume = true
-		for i := range b.N {
-			d.measure(b, l, strconv.Itoa(i))
+		n, err := d.admin.MemoryUsage(ctx, k).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return "", err
 		}
-	})
+		sums[kind] += n
+	}
+	if err := iter.Err(); err != nil {
+		return "", err
+	}
+	kinds := make([]string, 0, len(sums))
+	for k := range sums {
+		kinds = append(kinds, k)
+	}
+	slices.SortFunc(kinds, func(a, b string) int { return int(sums[b] - sums[a]) })
+	var out strings.Builder
+	for _, k := range kinds {
+		fmt.Fprintf(&out, "%s %d KiB, ", k, sums[k]>>10)
+	}
+	return strings.TrimSuffix(out.String(), ", "), nil
 }
