@@ -73,7 +73,8 @@ func seedEmbedded(b *testing.B, dataDir string, n, mine int) {
 // BenchmarkTurnsThreadsStored: the per-turn cost of BenchmarkTurns (one
 // replica, 20 conversations, 10 at once) with 10 and with 10,000 threads
 // already stored (a tenth of them the benching user's), on the embedded
-// default and on Redis, the four side by side and measured in turn.
+// default and on Redis, the four side by side and measured in turn,
+// three times.
 // Target: nothing in a turn's cost grows with the threads stored.
 func BenchmarkTurnsThreadsStored(b *testing.B) {
 	l := load{Conversations: 20, Concurrent: 10}
@@ -100,7 +101,7 @@ func BenchmarkTurnsThreadsStored(b *testing.B) {
 			ms = append(ms, measurement{fmt.Sprintf("%s/threads=%d", kind, n), d, l})
 		}
 	}
-	interleave(b, ms, map[string][2]string{
+	interleave(b, 3, ms, map[string][2]string{
 		"embedded-10000/10-cpu": {"embedded/threads=10000", "embedded/threads=10"},
 		"redis-10000/10-cpu":    {"redis/threads=10000", "redis/threads=10"},
 	})
@@ -126,95 +127,113 @@ func (d *deployment) checkSeeded(ctx context.Context, want int) error {
 // checkpoints and the final save of the growing thread — with 10 and
 // 10,000 threads stored (1 or 1,000 of them benchUser's: at 1,000, the
 // per-user bound, each new chat pushes out the oldest), on bbolt and on
-// Redis. The end-to-end figure is
-// BenchmarkTurnsThreadsStored; this one isolates the store.
+// Redis: six stores, measured in turn, rounds times; "ratios" gives the
+// medians' ratios. CPU is this process's and, on Redis, the server's.
+// The end-to-end figure is BenchmarkTurnsThreadsStored.
 func BenchmarkThreadStoreTurn(b *testing.B) {
+	ctx := context.Background()
 	srv := redistest.Start(b).Addr
+	type store struct {
+		name    string
+		s       agent.ThreadStore
+		admin   *redis.Client // nil for bolt
+		counter *cmdCounter
+		next    int // the next new chat
+	}
+	var stores []*store
 	for _, backend := range []string{"bolt", "redis"} {
 		for _, sc := range []struct{ n, mine int }{{10, 1}, {10000, 1}, {10000, 1000}} {
-			n := sc.n
-			b.Run(fmt.Sprintf("%s/threads=%d/mine=%d", backend, sc.n, sc.mine), func(b *testing.B) {
-				ctx := context.Background()
-				var s agent.ThreadStore
-				var counter cmdCounter
-				var admin *redis.Client
-				switch backend {
-				case "bolt":
-					db, err := bolt.Open(filepath.Join(b.TempDir(), "trawl.db"), 0o600, nil)
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer db.Close()
-					db.NoSync = true
-					bs, err := agent.NewBoltStore(db, agent.Retention{})
-					if err != nil {
-						b.Fatal(err)
-					}
-					if err := seedThreads(ctx, bs, n, sc.mine); err != nil {
-						b.Fatal(err)
-					}
-					db.NoSync = false
-					s = bs
-				case "redis":
-					c := redis.NewClient(&redis.Options{Addr: srv})
-					defer c.Close()
-					prefix := "t" + randomHex(4) + ":"
-					if err := seedThreads(ctx, redisstore.New(c, prefix, agent.Retention{}), n, sc.mine); err != nil {
-						b.Fatal(err)
-					}
-					c.AddHook(&counter)
-					s = redisstore.New(c, prefix, agent.Retention{})
-					admin = c
-				}
-				var seeded agent.Thread
-				turn := func(i int) {
-					chat := fmt.Sprintf("bench-%d", i)
-					key := agent.ThreadKey(benchUser, "demo", chat)
-					if _, err := s.GetThread(ctx, key); err == nil {
-						b.Fatal("a new chat found")
-					}
-					t := &agent.Thread{Key: key, ChatID: chat, AgentID: "demo", UserID: benchUser, Created: time.Now()}
-					t.Msgs = append(t.Msgs, seeded.Msgs[0])
-					for step := range 5 {
-						if step > 0 && step < len(seeded.Msgs) {
-							t.Msgs = append(t.Msgs, seeded.Msgs[step])
-						}
-						t.Updated = time.Now()
-						if err := s.PutThread(ctx, t); err != nil {
-							b.Fatal(err)
-						}
-					}
-				}
-				got, err := s.GetThread(ctx, agent.ThreadKey(benchUser, "demo", "seed-0"))
+			st := &store{name: fmt.Sprintf("%s/threads=%d/mine=%d", backend, sc.n, sc.mine), counter: &cmdCounter{}}
+			switch backend {
+			case "bolt":
+				db, err := bolt.Open(filepath.Join(b.TempDir(), "trawl.db"), 0o600, nil)
 				if err != nil {
 					b.Fatal(err)
 				}
-				seeded = *got
-				sent0 := counter.n.Load()
+				b.Cleanup(func() { db.Close() })
+				db.NoSync = true
+				bs, err := agent.NewBoltStore(db, agent.Retention{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := seedThreads(ctx, bs, sc.n, sc.mine); err != nil {
+					b.Fatal(err)
+				}
+				db.NoSync = false
+				st.s = bs
+			case "redis":
+				c := redis.NewClient(&redis.Options{Addr: srv})
+				b.Cleanup(func() { c.Close() })
+				prefix := "t" + randomHex(4) + ":"
+				if err := seedThreads(ctx, redisstore.New(c, prefix, agent.Retention{}), sc.n, sc.mine); err != nil {
+					b.Fatal(err)
+				}
+				c.AddHook(st.counter)
+				st.s, st.admin = redisstore.New(c, prefix, agent.Retention{}), c
+			}
+			stores = append(stores, st)
+		}
+	}
+	seeded, err := stores[0].s.GetThread(ctx, agent.ThreadKey(benchUser, "demo", "seed-0"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	turn := func(b *testing.B, st *store) {
+		chat := fmt.Sprintf("bench-%d", st.next)
+		st.next++
+		key := agent.ThreadKey(benchUser, "demo", chat)
+		if _, err := st.s.GetThread(ctx, key); err == nil {
+			b.Fatal("a new chat found")
+		}
+		t := &agent.Thread{Key: key, ChatID: chat, AgentID: "demo", UserID: benchUser, Created: time.Now()}
+		t.Msgs = append(t.Msgs, seeded.Msgs[0])
+		for step := range 5 {
+			if step > 0 && step < len(seeded.Msgs) {
+				t.Msgs = append(t.Msgs, seeded.Msgs[step])
+			}
+			t.Updated = time.Now()
+			if err := st.s.PutThread(ctx, t); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	cpu := map[string][]float64{}
+	for range rounds {
+		for _, st := range stores {
+			b.Run(st.name, func(b *testing.B) {
+				sent0 := st.counter.n.Load()
 				var rs0 redisStats
-				if admin != nil {
-					if rs0, err = readRedisStats(ctx, admin); err != nil {
+				if st.admin != nil {
+					if rs0, err = readRedisStats(ctx, st.admin); err != nil {
 						b.Fatal(err)
 					}
 				}
 				cpu0 := processCPU()
-				for i := 0; b.Loop(); i++ {
-					turn(i)
+				for b.Loop() {
+					turn(b, st)
 				}
-				cpu := processCPU() - cpu0
-				if admin != nil {
-					rs1, err := readRedisStats(ctx, admin)
+				used := processCPU() - cpu0
+				if st.admin != nil {
+					rs1, err := readRedisStats(ctx, st.admin)
 					if err != nil {
 						b.Fatal(err)
 					}
 					d := rs1.sub(rs0)
-					cpu += d.CPU
-					b.ReportMetric(float64(counter.n.Load()-sent0)/float64(b.N), "sent-cmds/turn")
+					used += d.CPU
+					b.ReportMetric(float64(st.counter.n.Load()-sent0)/float64(b.N), "sent-cmds/turn")
 					b.ReportMetric(float64(d.Commands)/float64(b.N), "redis-cmds/turn")
 				}
-				// This process and, on Redis, the server.
-				b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/turn")
+				per := float64(used.Microseconds()) / float64(b.N)
+				b.ReportMetric(per, "cpu-µs/turn")
+				cpu[st.name] = append(cpu[st.name], per)
 			})
 		}
 	}
+	b.Run("ratios", func(b *testing.B) {
+		for _, backend := range []string{"bolt", "redis"} {
+			base := median(cpu[backend+"/threads=10/mine=1"])
+			b.ReportMetric(median(cpu[backend+"/threads=10000/mine=1"])/base, backend+"-10000/10-cpu")
+			b.ReportMetric(median(cpu[backend+"/threads=10000/mine=1000"])/base, backend+"-10000-mine1000/10-cpu")
+		}
+	})
 }

@@ -194,8 +194,8 @@ type load struct {
 	Resume bool
 }
 
-// rounds is how many times each deployment is measured, interleaved with
-// the others', so that a ratio is read within one run.
+// rounds is how many times each deployment (or store) is measured,
+// interleaved with the others', so that a ratio is read within one run.
 const rounds = 5
 
 // measure runs l on d and reports per turn: CPU of the replicas and
@@ -471,7 +471,7 @@ func BenchmarkTurns(b *testing.B) {
 	l := load{Conversations: 40, Concurrent: 20}
 	resume := l
 	resume.Resume = true
-	interleave(b, []measurement{
+	interleave(b, rounds, []measurement{
 		{"embedded", startDeployment(b, 1, false, nil), l},
 		{"redis-1", startDeployment(b, 1, true, nil), l},
 		{"redis-2", startDeployment(b, 2, true, nil), l},
@@ -490,12 +490,12 @@ type measurement struct {
 	l    load
 }
 
-// interleave measures each of ms in turn, rounds times, then reports
-// the ratio of the median CPU per turn for each pair {numerator,
-// denominator} of ratios.
-func interleave(b *testing.B, ms []measurement, ratios map[string][2]string) {
+// interleave measures each of ms in turn, n times, then reports the
+// ratio of the median CPU per turn for each pair {numerator, denominator}
+// of ratios.
+func interleave(b *testing.B, n int, ms []measurement, ratios map[string][2]string) {
 	cpu := map[string][]float64{}
-	for round := range rounds {
+	for round := range n {
 		for _, m := range ms {
 			b.Run(m.name, func(b *testing.B) {
 				cpu[m.name] = append(cpu[m.name], m.d.measure(b, m.l, round))
