@@ -180,6 +180,7 @@ type turnResults struct {
 	turns     int
 	ttfc      []time.Duration // POST sent → first event read
 	cross     []time.Duration // publish → read, on the replica the client resumed on
+	home      []time.Duration // publish → read, on the replica running the turn
 	resumes   int
 	conflicts int
 	events    int64 // the last event id of each turn, summed
@@ -192,6 +193,9 @@ type load struct {
 	// Resume: each turn's client leaves after its first progress chunk
 	// and resumes (Last-Event-ID) on the next replica.
 	Resume bool
+	// Delays: measure publish-to-read on the replica running the turn
+	// (on Redis; the bench's own subscription costs Redis a little).
+	Delays bool
 }
 
 // rounds is how many times each deployment (or store) is measured,
@@ -207,7 +211,7 @@ func (d *deployment) measure(b *testing.B, l load, round int) (cpuPerTurn float6
 	tag := strconv.Itoa(round)
 	ctx := context.Background()
 	var pub *publishTimes
-	if l.Resume && d.admin != nil {
+	if (l.Resume || l.Delays) && d.admin != nil {
 		pub = watchPublishes(b, d.admin, d.cfg.Prefix)
 	}
 	res := &turnResults{}
@@ -327,6 +331,9 @@ func (d *deployment) measure(b *testing.B, l load, round int) (cpuPerTurn float6
 		percentiles(b, res.cross, "cross-")
 		b.ReportMetric(float64(res.resumes)/turns, "resumes/turn")
 	}
+	if l.Delays && pub != nil {
+		percentiles(b, res.home, "home-")
+	}
 	b.ReportMetric(float64(res.conflicts)/turns, "409s/turn")
 	b.ReportMetric(float64(res.events)/turns, "events/turn")
 	return cpuPerTurn
@@ -374,9 +381,17 @@ func (d *deployment) turn(ctx context.Context, home, other *replica, chatID, msg
 	var first time.Time
 	var last int64
 	left := false
+	var read []sseEvent
+	runID := ""
 	err := readEvents(resp.Body, func(ev sseEvent) bool {
 		if first.IsZero() {
 			first = ev.At
+			if pub != nil && !resume {
+				runID, _ = d.runID(ctx, chatID)
+			}
+		}
+		if runID != "" {
+			read = append(read, ev)
 		}
 		last = ev.Seq
 		if resume && home != other && ev.Type == "data-"+stream.ProgressName {
@@ -405,6 +420,11 @@ func (d *deployment) turn(ctx context.Context, home, other *replica, chatID, msg
 	res.events += last
 	res.ttfc = append(res.ttfc, first.Sub(sent))
 	res.cross = append(res.cross, cross...)
+	for _, ev := range read {
+		if at, ok := pub.get(runID, ev.Seq); ok {
+			res.home = append(res.home, ev.At.Sub(at))
+		}
+	}
 	if resumed {
 		res.resumes++
 	}
@@ -417,12 +437,10 @@ func (d *deployment) turn(ctx context.Context, home, other *replica, chatID, msg
 func (d *deployment) resume(ctx context.Context, r *replica, chatID string, last int64, pub *publishTimes) ([]time.Duration, bool, int64, error) {
 	runID := ""
 	if pub != nil {
-		// The run's id, from the active-run registry (web/runlease/redislease).
-		v, err := d.admin.Get(ctx, d.cfg.Prefix+"lease:"+agent.ThreadKey(benchUser, "demo", chatID)).Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
+		var err error
+		if runID, err = d.runID(ctx, chatID); err != nil {
 			return nil, false, last, err
 		}
-		runID = v
 	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.URL+"/v1/agents/demo/chat/"+chatID+"/stream", nil)
 	req.Header.Set("Authorization", "Bearer "+d.token)
@@ -463,18 +481,22 @@ func (d *deployment) resume(ctx context.Context, r *replica, chatID string, last
 // 20 at once, the demo upstream answering each page in 50 ms and the
 // dataset cache off (every turn walks): on the embedded default, on
 // Redis with one replica, on Redis with two (a conversation's turns
-// alternate between them), and on two where every turn's client leaves
-// after its first progress chunk and resumes on the other replica. The
+// alternate between them; publish-to-read measured on the replica running
+// the turn), and on two where every turn's client leaves after its first
+// progress chunk and resumes on the other replica (publish-to-read
+// measured there). The
 // four run side by side, measured in turn, rounds times; "ratios" gives
 // the medians' ratios of CPU per turn.
 func BenchmarkTurns(b *testing.B) {
 	l := load{Conversations: 40, Concurrent: 20}
+	delays := l
+	delays.Delays = true
 	resume := l
 	resume.Resume = true
 	interleave(b, rounds, []measurement{
 		{"embedded", startDeployment(b, 1, false, nil), l},
 		{"redis-1", startDeployment(b, 1, true, nil), l},
-		{"redis-2", startDeployment(b, 2, true, nil), l},
+		{"redis-2", startDeployment(b, 2, true, nil), delays},
 		{"redis-2-resume", startDeployment(b, 2, true, nil), resume},
 	}, map[string][2]string{
 		"redis-1/embedded-cpu":        {"redis-1", "embedded"},
@@ -520,6 +542,16 @@ func median(v []float64) float64 {
 	v = slices.Clone(v)
 	slices.Sort(v)
 	return v[len(v)/2]
+}
+
+// runID is the id of the chat's active run, from the active-run
+// registry (web/runlease/redislease): "" when none is active.
+func (d *deployment) runID(ctx context.Context, chatID string) (string, error) {
+	v, err := d.admin.Get(ctx, d.cfg.Prefix+"lease:"+agent.ThreadKey(benchUser, "demo", chatID)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	return v, err
 }
 
 // heldByKind sums MEMORY USAGE of the deployment's keys by their kind
