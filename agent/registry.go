@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -34,6 +35,10 @@ type Registry struct {
 // and delete, so Sync sees their edits.
 type DefinitionVersioner interface {
 	DefinitionsVersion(ctx context.Context) (string, error)
+	// PutDefinitionAt stores d only while the version is still version
+	// (ok false when another process wrote since), so a read-modify-write
+	// such as PatchBinding never loses a concurrent edit.
+	PutDefinitionAt(ctx context.Context, d Definition, version string) (ok bool, err error)
 }
 
 // NewRegistry loads the config's definitions, then the stored ones over
@@ -127,6 +132,19 @@ func (r *Registry) List() []Definition {
 // Put validates and stores d (creating or replacing it).
 func (r *Registry) Put(ctx context.Context, d Definition) error {
 	d.Deleted = false
+	if err := r.validate(d); err != nil {
+		return err
+	}
+	if r.store != nil {
+		if err := r.store.PutDefinition(ctx, d); err != nil {
+			return err
+		}
+	}
+	r.keep(d)
+	return nil
+}
+
+func (r *Registry) validate(d Definition) error {
 	if err := d.Validate(); err != nil {
 		return err
 	}
@@ -137,16 +155,18 @@ func (r *Registry) Put(ctx context.Context, d Definition) error {
 			}
 		}
 	}
-	if r.store != nil {
-		if err := r.store.PutDefinition(ctx, d); err != nil {
-			return err
-		}
-	}
+	return nil
+}
+
+func (r *Registry) keep(d Definition) {
 	r.mu.Lock()
 	r.defs[d.ID] = cloneDef(d)
 	r.mu.Unlock()
-	return nil
 }
+
+// ErrEditConflict: PatchBinding kept losing to concurrent edits from
+// other processes.
+var ErrEditConflict = errors.New("the agent is being edited concurrently; retry")
 
 // Delete removes the agent with id.
 func (r *Registry) Delete(ctx context.Context, id string) error {
@@ -182,16 +202,47 @@ type BindingPatch struct {
 func (r *Registry) PatchBinding(ctx context.Context, id, toolID string, toolkitOf func(string) string, p BindingPatch) (Definition, error) {
 	r.patch.Lock()
 	defer r.patch.Unlock()
-	if err := r.Sync(ctx); err != nil {
-		return Definition{}, err
+	v, shared := r.store.(DefinitionVersioner)
+	for range 20 {
+		if err := r.Sync(ctx); err != nil {
+			return Definition{}, err
+		}
+		r.mu.RLock()
+		d, ok := r.defs[id]
+		version := r.version
+		r.mu.RUnlock()
+		if !ok {
+			return Definition{}, ErrNotFound
+		}
+		d, err := patched(cloneDef(d), id, toolID, toolkitOf, p)
+		if err != nil {
+			return Definition{}, err
+		}
+		if !shared {
+			if err := r.Put(ctx, d); err != nil {
+				return Definition{}, err
+			}
+			return d, nil
+		}
+		if err := r.validate(d); err != nil {
+			return Definition{}, err
+		}
+		// Another process may edit the agent between the read and the
+		// write: store only if nothing was written since, else read again.
+		stored, err := v.PutDefinitionAt(ctx, d, version)
+		if err != nil {
+			return Definition{}, err
+		}
+		if stored {
+			r.keep(d)
+			return d, nil
+		}
 	}
-	r.mu.RLock()
-	d, ok := r.defs[id]
-	r.mu.RUnlock()
-	if !ok {
-		return Definition{}, ErrNotFound
-	}
-	d = cloneDef(d)
+	return Definition{}, ErrEditConflict
+}
+
+// patched applies p to the binding of toolID in d.
+func patched(d Definition, id, toolID string, toolkitOf func(string) string, p BindingPatch) (Definition, error) {
 	if p.DatasetTTLHours != nil && *p.DatasetTTLHours < 0 {
 		return Definition{}, &FieldError{Field: "dataset_ttl_hours", Msg: "must not be negative"}
 	}
@@ -230,9 +281,6 @@ func (r *Registry) PatchBinding(ctx context.Context, id, toolID string, toolkitO
 		b.Approval = *p.Approval
 	}
 	if err := d.Validate(); err != nil {
-		return Definition{}, err
-	}
-	if err := r.Put(ctx, d); err != nil {
 		return Definition{}, err
 	}
 	return d, nil

@@ -71,6 +71,9 @@ func (s *Server) patchBinding(c echo.Context) error {
 	if errors.Is(err, agent.ErrNotFound) {
 		return notFound("no agent " + strconv.Quote(c.Param("id")))
 	}
+	if errors.Is(err, agent.ErrEditConflict) {
+		return errConflict(err.Error())
+	}
 	if err != nil {
 		return definitionError(err)
 	}

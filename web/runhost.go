@@ -49,12 +49,14 @@ type activeRun struct {
 }
 
 // sweepEvery is how often a host looks for runs whose replica died: a
-// third of the lease, so such a run ends within about 1⅓ leases.
+// fifteenth of the lease, at most a second, so such a run ends within
+// the lease of the holder's last renewal plus about a second. A sweep is
+// one short script, whatever the number of claims.
 func sweepEvery(lease time.Duration) time.Duration {
 	if lease <= 0 {
 		lease = runlease.DefaultLease
 	}
-	return max(lease/3, 100*time.Millisecond)
+	return max(min(lease/15, time.Second), 100*time.Millisecond)
 }
 
 func newRunHost(base context.Context, reg runlease.Registry, events stream.EventLog, log *slog.Logger, lease time.Duration) *runHost {

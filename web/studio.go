@@ -130,6 +130,9 @@ func serveStudio(c echo.Context) error {
 // deployment — above all whether the model is a replay, whose answers
 // are recorded while the tool calls run live.
 type deploymentInfo struct {
+	// Store is where the deployment's state lives: "embedded" (one
+	// process) or "redis" (replicas share it).
+	Store string    `json:"store"`
 	Demo  bool      `json:"demo"`
 	Model modelInfo `json:"model"`
 }
@@ -144,7 +147,7 @@ type modelInfo struct {
 }
 
 func (s *Server) info(c echo.Context) error {
-	in := deploymentInfo{Demo: s.cfg.demo}
+	in := deploymentInfo{Demo: s.cfg.demo, Store: s.stores.kind}
 	switch m := s.model.(type) {
 	case nil:
 	case *agent.Replay:

@@ -221,6 +221,28 @@ func (s *Store) PutDefinition(ctx context.Context, d agent.Definition) error {
 	return nil
 }
 
+// putAtScript: KEYS agents, version; ARGV id, JSON, expected version.
+var putAtScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[2]) or '0'
+if v ~= ARGV[3] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('INCR', KEYS[2])
+return 1`)
+
+// PutDefinitionAt implements agent.DefinitionVersioner: one script, so
+// the check and the write are atomic.
+func (s *Store) PutDefinitionAt(ctx context.Context, d agent.Definition, version string) (bool, error) {
+	v, err := json.Marshal(d)
+	if err != nil {
+		return false, err
+	}
+	n, err := putAtScript.Run(ctx, s.c, []string{s.prefix + "agents", s.prefix + "agents:version"}, d.ID, v, version).Int()
+	if err != nil {
+		return false, fmt.Errorf("agent store: redis: %w", err)
+	}
+	return n == 1, nil
+}
+
 // DefinitionsVersion implements agent.DefinitionVersioner: a counter
 // every put and delete increments (in the same transaction), so each
 // replica's Registry sees another's edits.

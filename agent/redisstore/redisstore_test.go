@@ -119,3 +119,47 @@ func TestRegistriesSyncAcrossReplicas(t *testing.T) {
 		t.Fatal("a delete on A did not apply on B")
 	}
 }
+
+// Patches of one agent from two replicas at once all land: each is a
+// read-modify-write, and a write that lost the race reads again.
+func TestConcurrentPatchesAcrossReplicas(t *testing.T) {
+	c := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	var tools []agent.Binding
+	for i := range 12 {
+		tools = append(tools, agent.Binding{ToolID: fmt.Sprintf("p.t%d", i), ProviderID: "p"})
+	}
+	file := []agent.Definition{{ID: "x", Name: "x", Model: "m", AgentTools: tools}}
+	var regs []*agent.Registry
+	for range 2 {
+		r, err := agent.NewRegistry(ctx, file, redisstore.New(c, "p:", agent.Retention{}), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		regs = append(regs, r)
+	}
+	on := true
+	errs := make(chan error, len(tools))
+	for i, b := range tools {
+		go func() {
+			_, err := regs[i%2].PatchBinding(ctx, "x", b.ToolID, func(string) string { return "" }, agent.BindingPatch{LoopResponses: &on})
+			errs <- err
+		}()
+	}
+	for range tools {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range regs {
+		if err := r.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d, _ := r.Get("x")
+		for _, b := range d.AgentTools {
+			if !b.LoopResponses {
+				t.Fatalf("the patch of %s was lost", b.ToolID)
+			}
+		}
+	}
+}

@@ -14,7 +14,9 @@
 // Every claim is also a member "<key>\n<run id>" of the sorted set
 // "<prefix>leases", scored by its lease's deadline, so Lapsed finds the
 // claims whose holder died (the deadline passed and the lease key no
-// longer names the run) and hands each to one caller. The scripts name
+// longer names the run) and hands each to one caller; and of
+// "<prefix>leases-by-key" (score 0, ordered by name), so ActiveKeys reads
+// a prefix's claims without scanning the keyspace. The scripts name
 // keys they build, so this registry needs a single Redis, not a cluster.
 package redislease
 
@@ -70,6 +72,7 @@ func (r *Registry) Close() error {
 func (r *Registry) leaseKey(key string) string { return r.prefix + "lease:" + key }
 func (r *Registry) stopKey(key string) string  { return r.prefix + "stop:" + key }
 func (r *Registry) setKey() string             { return r.prefix + "leases" }
+func (r *Registry) byKeyKey() string           { return r.prefix + "leases-by-key" }
 
 func member(key, runID string) string { return key + "\n" + runID }
 
@@ -133,7 +136,12 @@ func (r *Registry) Acquire(ctx context.Context, key, runID string) (runlease.Lea
 		}
 		return nil, &runlease.HeldError{Key: key, RunID: holder}
 	}
-	if err := r.c.ZAdd(ctx, r.setKey(), redis.Z{Score: r.deadline(), Member: member(key, runID)}).Err(); err != nil {
+	_, err = r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZAdd(ctx, r.setKey(), redis.Z{Score: r.deadline(), Member: member(key, runID)})
+		p.ZAdd(ctx, r.byKeyKey(), redis.Z{Member: member(key, runID)})
+		return nil
+	})
+	if err != nil {
 		r.c.Del(context.WithoutCancel(ctx), r.leaseKey(key))
 		return nil, fmt.Errorf("run registry: redis: %w", err)
 	}
@@ -189,9 +197,11 @@ func (l *lease) renew() {
 	}
 }
 
-// releaseScript: KEYS lease, stop, leases; ARGV run id, member.
+// releaseScript: KEYS lease, stop, leases, leases-by-key; ARGV run id,
+// member.
 var releaseScript = redis.NewScript(`
 redis.call('ZREM', KEYS[3], ARGV[2])
+redis.call('ZREM', KEYS[4], ARGV[2])
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   redis.call('DEL', KEYS[2])
@@ -208,7 +218,7 @@ func (l *lease) Release(ctx context.Context) error {
 		delete(l.r.local, l.key)
 	}
 	l.r.mu.Unlock()
-	if err := releaseScript.Run(ctx, l.r.c, []string{l.r.leaseKey(l.key), l.r.stopKey(l.key), l.r.setKey()}, l.id, member(l.key, l.id)).Err(); err != nil {
+	if err := releaseScript.Run(ctx, l.r.c, []string{l.r.leaseKey(l.key), l.r.stopKey(l.key), l.r.setKey(), l.r.byKeyKey()}, l.id, member(l.key, l.id)).Err(); err != nil {
 		return fmt.Errorf("run registry: release: redis: %w (the claim lapses within the lease)", err)
 	}
 	return nil
@@ -265,36 +275,44 @@ func (r *Registry) Wait(ctx context.Context, key, runID string) error {
 	}
 }
 
-// ActiveKeys implements runlease.Registry (one SCAN over the held keys
-// that begin with prefix).
+// ActiveKeys implements runlease.Registry: a lexicographic range of
+// "<prefix>leases-by-key" (every claim as "<key>\n<run id>", score 0),
+// each checked against its lease key, so its cost follows the matching
+// claims, not the size of the keyspace.
 func (r *Registry) ActiveKeys(ctx context.Context, prefix string) ([]string, error) {
-	pattern := r.leaseKey(globEscape(prefix)) + "*"
-	var out []string
-	iter := r.c.Scan(ctx, 0, pattern, 500).Iterator()
-	for iter.Next(ctx) {
-		out = append(out, strings.TrimPrefix(iter.Val(), r.leaseKey("")))
-	}
-	if err := iter.Err(); err != nil {
+	ms, err := r.c.ZRangeByLex(ctx, r.byKeyKey(), &redis.ZRangeBy{Min: "[" + prefix, Max: "[" + prefix + "\xff"}).Result()
+	if err != nil {
 		return nil, fmt.Errorf("run registry: redis: %w", err)
+	}
+	var keys, ids []string
+	for _, m := range ms {
+		key, id, _ := strings.Cut(m, "\n")
+		if strings.HasPrefix(key, prefix) {
+			keys, ids = append(keys, key), append(ids, id)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	lk := make([]string, len(keys))
+	for i, k := range keys {
+		lk[i] = r.leaseKey(k)
+	}
+	held, err := r.c.MGet(ctx, lk...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("run registry: redis: %w", err)
+	}
+	var out []string
+	for i, h := range held {
+		if id, ok := h.(string); ok && id == ids[i] {
+			out = append(out, keys[i]) // a lapsed claim not yet swept is not active
+		}
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
 }
 
-// globEscape escapes the characters Redis's glob patterns give meaning.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch r {
-		case '*', '?', '[', ']', '\\', '^', '-':
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-// lapsedScript: KEYS leases; ARGV now (ms), the lease key prefix. It
+// lapsedScript: KEYS leases, leases-by-key; ARGV now (ms), the lease key prefix. It
 // removes and returns the members whose deadline passed and whose lease
 // key no longer names their run.
 var lapsedScript = redis.NewScript(`
@@ -306,17 +324,19 @@ for _, m in ipairs(due) do
     local key, id = string.sub(m, 1, nl - 1), string.sub(m, nl + 1)
     if redis.call('GET', ARGV[2] .. key) ~= id then
       redis.call('ZREM', KEYS[1], m)
+      redis.call('ZREM', KEYS[2], m)
       table.insert(out, m)
     end
   else
     redis.call('ZREM', KEYS[1], m)
+    redis.call('ZREM', KEYS[2], m)
   end
 end
 return out`)
 
 // Lapsed implements runlease.Sweeper.
 func (r *Registry) Lapsed(ctx context.Context) ([]runlease.Claim, error) {
-	ms, err := lapsedScript.Run(ctx, r.c, []string{r.setKey()}, time.Now().UnixMilli(), r.leaseKey("")).StringSlice()
+	ms, err := lapsedScript.Run(ctx, r.c, []string{r.setKey(), r.byKeyKey()}, time.Now().UnixMilli(), r.leaseKey("")).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("run registry: redis: %w", err)
 	}
