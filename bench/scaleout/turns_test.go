@@ -70,9 +70,6 @@ func startDeployment(b *testing.B, n int, onRedis bool, seed func(dataDir string
 	for range n {
 		r, err := startReplica(b, d.cfg, dataDir)
 		if err != nil {
-			if onRedis && strings.Contains(err.Error(), "redis") {
-				b.Skipf("this trawl does not run on Redis yet: %v", err)
-			}
 			b.Fatal(err)
 		}
 		d.replicas = append(d.replicas, r)
