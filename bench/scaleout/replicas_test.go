@@ -20,6 +20,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/trawl-dev/trawl/stream"
 )
 
 // The trawl binary, built once per test process (real processes, so that
@@ -308,7 +310,7 @@ func readEvents(body io.Reader, each func(sseEvent) bool) error {
 			}
 		case strings.HasPrefix(line, "data: "):
 			data := strings.TrimPrefix(line, "data: ")
-			if data == "[DONE]" {
+			if data == stream.Done {
 				return nil
 			}
 			at := time.Now()
