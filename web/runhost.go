@@ -32,7 +32,9 @@ type runHost struct {
 	events   stream.EventLog
 	log      *slog.Logger
 	onLapsed func(ctx context.Context, c runlease.Claim) // after a dead run's log was ended (may be nil)
-	sweeps   sync.WaitGroup
+	// lapsedText is the error a dead replica's run of key ends with.
+	lapsedText func(key string) string
+	sweeps     sync.WaitGroup
 
 	mu    sync.Mutex
 	local map[string]*activeRun // the runs of this process, by key
@@ -282,8 +284,11 @@ func (h *runHost) sweep(sw runlease.Sweeper, every time.Duration) {
 	}
 }
 
-// lapsedText is the error a dead replica's run ends with.
-const lapsedText = "the server running this turn stopped before it finished; what it had done so far is saved — send the message again to continue"
+// Errors a dead replica's run ends with: a chat turn's, any other run's.
+const (
+	lapsedTurnText = "the server running this turn stopped before it finished; what it had done so far is saved — send the message again to continue"
+	lapsedRunText  = "the server running this run stopped before it finished; start the run again"
+)
 
 // endLapsed ends the log of a run whose replica died (this replica was
 // handed the claim alone): an error chunk, then the end.
@@ -299,7 +304,11 @@ func (h *runHost) endLapsed(c runlease.Claim) {
 		return
 	}
 	if !st.Closed {
-		if _, err := h.events.Append(ctx, c.RunID, stream.Error{ErrorText: lapsedText}); err != nil && !errors.Is(err, stream.ErrRunClosed) {
+		text := lapsedRunText
+		if h.lapsedText != nil {
+			text = h.lapsedText(c.Key)
+		}
+		if _, err := h.events.Append(ctx, c.RunID, stream.Error{ErrorText: text}); err != nil && !errors.Is(err, stream.ErrRunClosed) {
 			h.log.Warn("ending a dead replica's run", "run", c.RunID, "err", err)
 		}
 		if err := h.events.Close(ctx, c.RunID); err != nil {
