@@ -195,17 +195,6 @@ func TestRunWithoutItsClaimDoesNotSave(t *testing.T) {
 	}
 }
 
-// A dead replica's workflow run ends with a workflow's words, not a
-// chat's ("send the message again").
-func TestLapsedErrorNamesTheRun(t *testing.T) {
-	if got := lapsedError(workflowRunKey("wfr_1")); got != lapsedWorkflowText || strings.Contains(got, "message") {
-		t.Errorf("workflow run: %q", got)
-	}
-	if got := lapsedError(agent.ThreadKey("u", "demo", "workflow-run:x")); got != lapsedText {
-		t.Errorf("chat turn: %q", got)
-	}
-}
-
 // flakyLog fails its first appends and closes as a store that is briefly
 // away does.
 type flakyLog struct {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -33,7 +32,9 @@ type runHost struct {
 	events   stream.EventLog
 	log      *slog.Logger
 	onLapsed func(ctx context.Context, c runlease.Claim) // after a dead run's log was ended (may be nil)
-	sweeps   sync.WaitGroup
+	// lapsedText is the error a dead replica's run of key ends with.
+	lapsedText func(key string) string
+	sweeps     sync.WaitGroup
 
 	mu    sync.Mutex
 	local map[string]*activeRun // the runs of this process, by key
@@ -329,21 +330,11 @@ func (h *runHost) sweep(sw runlease.Sweeper, every time.Duration) {
 	}
 }
 
-// lapsedText is the error a dead replica's chat turn ends with;
-// lapsedWorkflowText a workflow run's.
+// Errors a dead replica's run ends with: a chat turn's, any other run's.
 const (
-	lapsedText         = "the server running this turn stopped before it finished; what it had done so far is saved — send the message again to continue"
-	lapsedWorkflowText = "the server running this workflow run stopped before it finished; the run is marked failed — start it again"
+	lapsedTurnText = "the server running this turn stopped before it finished; what it had done so far is saved — send the message again to continue"
+	lapsedRunText  = "the server running this run stopped before it finished; start the run again"
 )
-
-// lapsedError is the error the run claimed under key ends with when its
-// replica died.
-func lapsedError(key string) string {
-	if strings.HasPrefix(key, workflowRunKey("")) {
-		return lapsedWorkflowText
-	}
-	return lapsedText
-}
 
 // endLapsed ends the log of a run whose replica died (this replica was
 // handed the claim alone): an error chunk, then the end. No other replica
@@ -364,8 +355,12 @@ func (h *runHost) endLapsed(ctx context.Context, c runlease.Claim) {
 		return
 	}
 	if !st.Closed {
+		text := lapsedRunText
+		if h.lapsedText != nil {
+			text = h.lapsedText(c.Key)
+		}
 		err := retryStore(ctx, func() error {
-			_, err := h.events.Append(ctx, c.RunID, stream.Error{ErrorText: lapsedError(c.Key)})
+			_, err := h.events.Append(ctx, c.RunID, stream.Error{ErrorText: text})
 			return err
 		})
 		if err != nil && !errors.Is(err, stream.ErrRunClosed) {

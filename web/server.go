@@ -109,6 +109,12 @@ func New(ctx context.Context, cfg *Config, opt Options) (*Server, error) {
 	s.authFails = newFailLimiter(func() time.Time { return s.now() })
 	s.runs = newRunHost(d.ctx, d.stores.runs, d.events, d.log, cfg.RunLease)
 	s.runs.onLapsed = s.endLapsedRun
+	s.runs.lapsedText = func(key string) string {
+		if strings.HasPrefix(key, workflowRunKey("")) {
+			return lapsedRunText
+		}
+		return lapsedTurnText
+	}
 	d.countRuns = s.runs.count
 	s.echo = s.routes(opt)
 	return s, nil

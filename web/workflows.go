@@ -174,7 +174,7 @@ func (s *Server) endLapsedRun(ctx context.Context, c runlease.Claim) {
 		return
 	}
 	ended := s.now().UTC()
-	r.Status, r.Ended, r.Error = "failed", &ended, lapsedWorkflowText
+	r.Status, r.Ended, r.Error = "failed", &ended, lapsedRunText
 	if err := s.saveWorkflowRun(ctx, r); err != nil {
 		s.log.Warn("marking a dead replica's workflow run failed", "run", r.ID, "err", err)
 	}

@@ -11,10 +11,14 @@
 // over; readers never yield it.
 //
 // Readers hold no connection while they wait: every append (and the end)
-// is published on "<prefix>run:{<id>}:n", each Log keeps one pub/sub
-// connection subscribed to the runs its readers follow, and a reader woken
-// by it reads the new entries with XRANGE. A notification lost to a
-// reconnect is made up by a poll every Options.Block.
+// is published on "<prefix>run:{<id>}:n" with the entry itself
+// ("d<seq> <data>", or "e<seq>" for the end), and each Log keeps one
+// pub/sub connection subscribed to the runs its readers follow. A live
+// reader takes each next event from its notification, so following a run
+// costs no command per event; it reads with XRANGE only to catch up (the
+// backlog when it starts, a gap, a notification it could not hold). A
+// notification lost to a reconnect is made up by a poll every
+// Options.Block.
 //
 // Bounds: MaxRunBytes as MemoryLog counts it (past it the run ends with
 // stream.OverflowChunk). A run is trimmed whole: a closed run's keys
@@ -65,8 +69,21 @@ type Log struct {
 
 	mu      sync.Mutex
 	sub     *redis.PubSub
-	waiters map[string]map[chan struct{}]bool // by notification channel
+	waiters map[string]map[*waiter]bool // by notification channel
+	// pending: channels whose SUBSCRIBE is not confirmed yet, closed
+	// when it is.
+	pending map[string]chan struct{}
 }
+
+// waiter is one reader's inbox of notifications.
+type waiter struct {
+	notes chan string   // notification payloads, in publish order
+	lost  chan struct{} // a payload did not fit in notes: catch up
+}
+
+// waiterNotes is how many notifications a reader holds before it drops
+// them and catches up with XRANGE instead.
+const waiterNotes = 64
 
 var _ stream.EventLog = (*Log)(nil)
 
@@ -84,7 +101,8 @@ func New(client redis.UniversalClient, opts Options) *Log {
 	if opts.Block <= 0 {
 		opts.Block = time.Second
 	}
-	return &Log{c: client, opt: opts, waiters: map[string]map[chan struct{}]bool{}}
+	return &Log{c: client, opt: opts, waiters: map[string]map[*waiter]bool{},
+		pending: map[string]chan struct{}{}}
 }
 
 func (l *Log) keys(runID string) (meta, events string) {
@@ -107,29 +125,46 @@ func (l *Log) Shutdown() error {
 	return err
 }
 
-// watch subscribes wake to runID's notifications; stop ends it.
-func (l *Log) watch(ctx context.Context, runID string) (wake chan struct{}, stop func(), err error) {
+// watch subscribes a waiter to runID's notifications; stop ends it. It
+// returns once Redis confirmed the subscription (or after Block without
+// a confirmation: the poll then covers), so that every append after the
+// reader's next XRANGE is notified to it.
+func (l *Log) watch(ctx context.Context, runID string) (w *waiter, stop func(), err error) {
 	ch := l.notifyChannel(runID)
-	wake = make(chan struct{}, 1)
+	w = &waiter{notes: make(chan string, waiterNotes), lost: make(chan struct{}, 1)}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.sub == nil {
 		sub := l.c.Subscribe(context.WithoutCancel(ctx))
 		l.sub = sub
 		go l.dispatch(sub)
 	}
 	if len(l.waiters[ch]) == 0 {
+		if l.pending[ch] == nil {
+			l.pending[ch] = make(chan struct{})
+		}
 		if err := l.sub.Subscribe(ctx, ch); err != nil {
+			l.mu.Unlock()
 			return nil, nil, fmt.Errorf("reading run %q: redis: %w", runID, err)
 		}
-		l.waiters[ch] = map[chan struct{}]bool{}
+		l.waiters[ch] = map[*waiter]bool{}
 	}
-	l.waiters[ch][wake] = true
+	l.waiters[ch][w] = true
 	sub := l.sub
-	return wake, func() {
+	ready := l.pending[ch]
+	l.mu.Unlock()
+	if ready != nil {
+		t := time.NewTimer(l.opt.Block)
+		select {
+		case <-ready:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	return w, func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		delete(l.waiters[ch], wake)
+		delete(l.waiters[ch], w)
 		if len(l.waiters[ch]) == 0 {
 			delete(l.waiters, ch)
 			if l.sub == sub {
@@ -140,12 +175,28 @@ func (l *Log) watch(ctx context.Context, runID string) (wake chan struct{}, stop
 }
 
 func (l *Log) dispatch(sub *redis.PubSub) {
-	for m := range sub.Channel() {
+	for v := range sub.ChannelWithSubscriptions() {
+		m, ok := v.(*redis.Message)
+		if !ok {
+			if s, ok := v.(*redis.Subscription); ok && s.Kind == "subscribe" {
+				l.mu.Lock()
+				if ready := l.pending[s.Channel]; ready != nil {
+					close(ready)
+					delete(l.pending, s.Channel)
+				}
+				l.mu.Unlock()
+			}
+			continue
+		}
 		l.mu.Lock()
 		for w := range l.waiters[m.Channel] {
 			select {
-			case w <- struct{}{}:
-			default: // already due to look
+			case w.notes <- m.Payload:
+			default: // the reader is behind: it catches up from the log
+				select {
+				case w.lost <- struct{}{}:
+				default:
+				}
 			}
 		}
 		l.mu.Unlock()
@@ -193,14 +244,15 @@ if bytes + n > tonumber(ARGV[3]) then
   redis.call('HSET', KEYS[1], 'seq', seq + 1, 'closed', 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[6])
   redis.call('PEXPIRE', KEYS[2], ARGV[6])
-  redis.call('PUBLISH', ARGV[7], seq + 2)
+  redis.call('PUBLISH', ARGV[7], 'd' .. (seq + 1) .. ' ' .. ARGV[4])
+  redis.call('PUBLISH', ARGV[7], 'e' .. (seq + 2))
   return {-3, bytes}
 end
 redis.call('XADD', KEYS[2], '0-' .. (seq + 1), 'd', ARGV[1])
 redis.call('HSET', KEYS[1], 'seq', seq + 1, 'bytes', bytes + n)
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
-redis.call('PUBLISH', ARGV[7], seq + 1)
+redis.call('PUBLISH', ARGV[7], 'd' .. (seq + 1) .. ' ' .. ARGV[1])
 return {seq + 1, bytes + n}`)
 
 var overflowData = func() string {
@@ -242,7 +294,7 @@ redis.call('XADD', KEYS[2], '0-' .. (tonumber(m[1]) + 1), 'e', '1')
 redis.call('HSET', KEYS[1], 'closed', 1)
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[2], ARGV[1])
-redis.call('PUBLISH', ARGV[2], tonumber(m[1]) + 1)
+redis.call('PUBLISH', ARGV[2], 'e' .. (tonumber(m[1]) + 1))
 return 1`)
 
 // Close implements stream.EventLog.
@@ -290,7 +342,7 @@ func (l *Log) Read(ctx context.Context, runID string, after int64) iter.Seq2[str
 			yield(stream.Event{}, fmt.Errorf("reading run %q after %d (last is %d): %w", runID, after, st.LastSeq, stream.ErrUnknownEventID))
 			return
 		}
-		wake, stop, err := l.watch(ctx, runID)
+		w, stop, err := l.watch(ctx, runID)
 		if err != nil {
 			yield(stream.Event{}, err)
 			return
@@ -329,17 +381,44 @@ func (l *Log) Read(ctx context.Context, runID string, after int64) iter.Seq2[str
 				}
 				after = seq
 			}
-			if len(msgs) > 0 {
-				continue // more may have come meanwhile
+			// Read on at once only when the batch was full: what comes next
+			// is in the notifications (the subscription was live before
+			// this read).
+			if len(msgs) == readBatch {
+				continue
 			}
 			poll.Reset(l.opt.Block)
-			select {
-			case <-wake:
+			polled := false
+		follow:
+			for {
+				select {
+				case note := <-w.notes:
+					end, seq, data, ok := parseNote(note)
+					switch {
+					case ok && seq <= after:
+						continue // read already (from the log)
+					case !ok || seq > after+1:
+						break follow // a gap (or a payload without the entry): catch up
+					case end:
+						return
+					}
+					if !yield(stream.Event{Seq: seq, Data: []byte(data)}, nil) {
+						return
+					}
+					after = seq
+					poll.Reset(l.opt.Block)
+				case <-w.lost:
+					break follow
+				case <-ctx.Done():
+					yield(stream.Event{}, ctx.Err())
+					return
+				case <-poll.C:
+					polled = true
+					break follow
+				}
+			}
+			if !polled {
 				continue
-			case <-ctx.Done():
-				yield(stream.Event{}, ctx.Err())
-				return
-			case <-poll.C:
 			}
 			// Nothing new within Block: the run may have expired.
 			n, err := l.c.Exists(ctx, meta).Result()
@@ -356,6 +435,32 @@ func (l *Log) Read(ctx context.Context, runID string, after int64) iter.Seq2[str
 			}
 		}
 	}
+}
+
+// parseNote reads a notification payload: "d<seq> <data>" or
+// "e<seq>". ok is false for any other (the reader then reads the log).
+func parseNote(p string) (end bool, seq int64, data string, ok bool) {
+	if len(p) < 2 {
+		return false, 0, "", false
+	}
+	num := p[1:]
+	switch p[0] {
+	case 'e':
+		end = true
+	case 'd':
+		var found bool
+		num, data, found = strings.Cut(num, " ")
+		if !found {
+			return false, 0, "", false
+		}
+	default:
+		return false, 0, "", false
+	}
+	seq, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || seq <= 0 {
+		return false, 0, "", false
+	}
+	return end, seq, data, true
 }
 
 func seqOf(id string) (int64, error) {

@@ -27,6 +27,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -171,29 +172,41 @@ func (l *lease) renew() {
 	every := l.r.lease / 3
 	t := time.NewTicker(every)
 	defer t.Stop()
-	last := time.Now() // of the last successful renewal
+	// The holder gives its claim up a third of the lease before the claim
+	// could lapse in Redis (counted from the start of the last renewal
+	// that succeeded), so a replica cut off from Redis has ended its run
+	// before another replica may take the key.
+	giveUpAfter := l.r.lease - every
+	var lastErr atomic.Pointer[error] // of the failed renewals since
+	giveUp := time.AfterFunc(giveUpAfter, func() {
+		var err error
+		if p := lastErr.Load(); p != nil {
+			err = *p
+		}
+		l.Fire(fmt.Errorf("%w: could not renew it for %v: %v", runlease.ErrLost, giveUpAfter, err))
+	})
+	defer giveUp.Stop()
 	for {
 		select {
 		case <-l.release:
 			return
 		case <-t.C:
 		}
+		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), every)
 		res, err := renewScript.Run(ctx, l.r.c, []string{l.r.leaseKey(l.key), l.r.stopKey(l.key), l.r.setKey()},
 			l.id, l.r.lease.Milliseconds(), member(l.key, l.id), l.r.deadline()).Int()
 		cancel()
 		switch {
 		case err != nil:
-			if time.Since(last) >= l.r.lease {
-				l.Fire(fmt.Errorf("%w: could not renew it for %v: %v", runlease.ErrLost, l.r.lease, err))
-			}
+			lastErr.Store(&err)
 			continue
 		case res == 0:
 			l.Fire(fmt.Errorf("%w: the claim lapsed", runlease.ErrLost))
 		case res == 2:
 			l.Fire(runlease.ErrStopped)
 		}
-		last = time.Now()
+		giveUp.Reset(time.Until(start.Add(giveUpAfter)))
 	}
 }
 

@@ -164,3 +164,31 @@ func TestLapsedSweepsDeadClaimsOnce(t *testing.T) {
 		t.Fatalf("ActiveKeys = %v, %v", keys, err)
 	}
 }
+
+// A holder cut off from Redis gives its claim up before the claim can
+// lapse there, so its run has ended before another replica may take the
+// key: Done closes within two thirds of the lease of the last renewal.
+func TestHolderGivesUpBeforeTheClaimLapses(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	const leaseFor = 900 * time.Millisecond
+	r := redislease.New(srv.Client(t), "", leaseFor)
+	defer r.Close()
+	l, err := r.Acquire(ctx, "chat", "run1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	acquired := time.Now()
+	srv.Stop() // no renewal succeeds from here: the claim lapses at acquired + lease at the latest
+	select {
+	case <-l.Done():
+		if !errors.Is(l.Err(), runlease.ErrLost) {
+			t.Fatalf("Err: %v, want ErrLost", l.Err())
+		}
+		if el := time.Since(acquired); el >= leaseFor {
+			t.Errorf("gave up %v after the last renewal, not before the lease (%v) ran out", el, leaseFor)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("a holder that cannot renew kept its claim")
+	}
+}
