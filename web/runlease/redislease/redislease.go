@@ -179,11 +179,11 @@ func (l *lease) renew() {
 	giveUpAfter := l.r.lease - every
 	var lastErr atomic.Pointer[error] // of the failed renewals since
 	giveUp := time.AfterFunc(giveUpAfter, func() {
-		var err error
+		why := "no renewal came through (was the process paused?)"
 		if p := lastErr.Load(); p != nil {
-			err = *p
+			why = (*p).Error()
 		}
-		l.Fire(fmt.Errorf("%w: could not renew it for %v: %v", runlease.ErrLost, giveUpAfter, err))
+		l.Fire(fmt.Errorf("%w: could not renew it for %v: %s", runlease.ErrLost, giveUpAfter, why))
 	})
 	defer giveUp.Stop()
 	for {
