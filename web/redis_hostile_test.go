@@ -337,3 +337,42 @@ func TestTurnOutlivesAFullRedis(t *testing.T) {
 		t.Errorf("the thread: %+v %v; want the user's message and the answer so far", th, err)
 	}
 }
+
+// A replica started with other keys than its peers' on the same Redis
+// and prefix is refused at start (its peers could not open its
+// connections nor accept its admin key); another prefix is another
+// deployment, with keys of its own.
+func TestReplicaWithOtherKeysRefused(t *testing.T) {
+	rs := redistest.Start(t)
+	ctx := context.Background()
+	open := func(mutate func(*Config)) error {
+		cfg := redisConfig(t, rs.Addr)
+		mutate(cfg)
+		srv, err := New(ctx, cfg, Options{Stdout: io.Discard})
+		if err == nil {
+			srv.Close()
+		}
+		return err
+	}
+	if err := open(func(*Config) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := open(func(*Config) {}); err != nil {
+		t.Fatalf("a second replica with the same keys: %v", err)
+	}
+	for name, mutate := range map[string]func(*Config){
+		"other secret key": func(c *Config) { c.SecretKey = strings.Repeat("ab", 32) },
+		"other admin key":  func(c *Config) { c.AdminKey = "trawl_admin_other_key_0123456789" },
+	} {
+		err := open(mutate)
+		if err == nil || !strings.Contains(err.Error(), "secret_key or admin_key is not the one the deployment's other replicas use") {
+			t.Errorf("%s: %v", name, err)
+		}
+		if err != nil && (strings.Contains(err.Error(), testSecretKey) || strings.Contains(err.Error(), "trawl_admin")) {
+			t.Errorf("%s: the error shows a key: %v", name, err)
+		}
+	}
+	if err := open(func(c *Config) { c.RedisPrefix = "other:"; c.SecretKey = strings.Repeat("ab", 32) }); err != nil {
+		t.Errorf("another deployment (prefix) with its own keys: %v", err)
+	}
+}

@@ -2,6 +2,8 @@ package web
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -252,6 +254,9 @@ func openRedisStores(ctx context.Context, cfg *Config, tel *telemetry) (_ *store
 		prefix = DefaultRedisPrefix
 	}
 	c := st.redis
+	if err := checkSharedKeys(pctx, c, prefix, st.adminKey, st.secretKey); err != nil {
+		return nil, cfg.errAt("secret_key", err.Error())
+	}
 	st.pingers["redis"] = pingFunc(func(ctx context.Context) error { return c.Ping(ctx).Err() })
 	threads := agentredis.New(c, prefix, cfg.retention())
 	st.threads, st.defs = threads, threads
@@ -274,6 +279,33 @@ func openRedisStores(ctx context.Context, cfg *Config, tel *telemetry) (_ *store
 	st.connections = webredis.NewBucket(c, prefix, "connections")
 	st.grants = webredis.NewGrants(c, prefix)
 	return st, nil
+}
+
+// keyCheckKey holds, under the prefix, a MAC of the deployment's admin
+// key under its secret key: the first replica writes it, every other
+// checks it, so a replica started with other keys than its peers — whose
+// connections the others could not open, whose admin key they would
+// refuse behind the same load balancer — does not start. It reveals
+// nothing of either key without the secret key.
+const keyCheckKey = "keycheck"
+
+func checkSharedKeys(ctx context.Context, c *redis.Client, prefix, adminKey string, secretKey []byte) error {
+	mac := hmac.New(sha256.New, secretKey)
+	mac.Write([]byte("trawl replica key check v1\n" + adminKey))
+	want := hex.EncodeToString(mac.Sum(nil))
+	key := prefix + keyCheckKey
+	if err := c.SetNX(ctx, key, want, 0).Err(); err != nil {
+		return fmt.Errorf("checking the keys against the other replicas': %w", err)
+	}
+	got, err := c.Get(ctx, key).Result()
+	if err != nil {
+		return fmt.Errorf("checking the keys against the other replicas': %w", err)
+	}
+	if got != want {
+		return fmt.Errorf("this replica's secret_key or admin_key is not the one the deployment's other replicas use "+
+			"(redis_prefix %q); start every replica with the same keys (after changing them on purpose on every replica, delete the Redis key %q)", prefix, key)
+	}
+	return nil
 }
 
 // redisLogger sends go-redis's own logs (a dial that failed, a pool that
