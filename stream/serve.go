@@ -23,11 +23,12 @@ type ServeOptions struct {
 	WriteTimeout time.Duration
 
 	// ReadError, when set, names a failure to read the log after the
-	// stream began (the store went away, the run's log vanished): its
-	// text goes to the client as an error chunk, then "data: [DONE]",
-	// so the client is told rather than cut off. The chunk carries no
-	// id, so a later resume continues after the last event delivered.
-	// Nil (or ""): the stream just ends.
+	// stream began (the store went away, the run's log vanished, the
+	// request's context ended): its text goes to the client as an error
+	// chunk, then "data: [DONE]", so the client is told rather than cut
+	// off. The chunk carries no id, so a later resume continues after
+	// the last event delivered. Nil, or "" (say, for a client that went
+	// away): the stream just ends.
 	ReadError func(error) string
 }
 
@@ -76,7 +77,7 @@ func Serve(w http.ResponseWriter, r *http.Request, log EventLog, runID string, o
 			if f := hb.failure(); f != nil {
 				return f
 			}
-			if r.Context().Err() == nil && opts.ReadError != nil {
+			if opts.ReadError != nil {
 				if text := opts.ReadError(err); text != "" {
 					data, _ := Encode(Error{ErrorText: text})
 					_ = hb.write(func() error { return sw.writeUnnumbered(data) })

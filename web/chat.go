@@ -81,7 +81,7 @@ func (s *Server) chat(c echo.Context) error {
 	}
 	started = true
 	s.runs.start(run, func(ctx context.Context) { s.runTurn(ctx, key, run.id, thread, p) })
-	return s.runs.serveRun(c, run.id)
+	return s.runs.serveRun(c, key, run.id)
 }
 
 // applyRequest adds the request's new user message to the thread, or —

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -374,5 +375,53 @@ func TestReplicaWithOtherKeysRefused(t *testing.T) {
 	}
 	if err := open(func(c *Config) { c.RedisPrefix = "other:"; c.SecretKey = strings.Repeat("ab", 32) }); err != nil {
 		t.Errorf("another deployment (prefix) with its own keys: %v", err)
+	}
+}
+
+// A run left neither claimed nor ended — its replica died, and so did
+// the one that was ending it — ends its followers' streams with an error
+// chunk once it has been so for a while, rather than keeping them on
+// pings until the log expires a day later.
+func TestOrphanedRunEndsItsFollowers(t *testing.T) {
+	rs := redistest.Start(t)
+	cfg := redisConfig(t, rs.Addr)
+	srv, err := New(context.Background(), cfg, Options{Stdout: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	srv.runs.watchEvery, srv.runs.orphanAfter = 100*time.Millisecond, 300*time.Millisecond
+	ts := &testServer{Server: srv, URL: newHTTPServer(t, srv)}
+	ctx := context.Background()
+	// The dead replica's run: a log with a chunk, a claim about to lapse
+	// that no sweep will be handed.
+	if err := srv.events.Open(ctx, "run_orphan"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.events.Append(ctx, "run_orphan", stream.Start{MessageID: "m"}); err != nil {
+		t.Fatal(err)
+	}
+	key := agent.ThreadKey("", "demo", "c1")
+	if err := rs.Client(t).Set(ctx, "trawl:lease:"+key, "run_orphan", time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", ts.URL+"/v1/agents/demo/chat/c1/stream", nil)
+	req.Header.Set("Authorization", "Bearer "+ts.AdminKey())
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(rctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("resume: %d", resp.StatusCode)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("the follower's stream did not end: %v (read %q)", err, body)
+	}
+	if !strings.Contains(string(body), orphanedText) || !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
+		t.Errorf("the follower's stream: %q", body)
 	}
 }

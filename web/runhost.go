@@ -32,6 +32,11 @@ type runHost struct {
 	events   stream.EventLog
 	log      *slog.Logger
 	onLapsed func(ctx context.Context, c runlease.Claim) // after a dead run's log was ended (may be nil)
+	// watchEvery is how often a stream checks that its run is still
+	// claimed, or its log ended (0: never, on a registry whose claims do
+	// not lapse); orphanAfter how long a run may be neither before its
+	// followers are told it is gone.
+	watchEvery, orphanAfter time.Duration
 	// lapsedText is the error a dead replica's run of key ends with.
 	lapsedText func(key string) string
 	sweeps     sync.WaitGroup
@@ -67,6 +72,12 @@ func newRunHost(base context.Context, reg runlease.Registry, events stream.Event
 	if sw, ok := reg.(runlease.Sweeper); ok {
 		h.sweeps.Add(1)
 		go h.sweep(sw, sweepEvery(lease))
+		if lease <= 0 {
+			lease = runlease.DefaultLease
+		}
+		// Past the sweep that ends a dead replica's run and the 10 s a
+		// finishing run (or that sweep) waits out a failing store.
+		h.watchEvery, h.orphanAfter = lease, lease+15*time.Second
 	}
 	return h
 }
@@ -195,12 +206,39 @@ func (h *runHost) serve(c echo.Context, key string) error {
 	if runID == "" {
 		return c.NoContent(http.StatusNoContent)
 	}
-	return h.serveRun(c, runID)
+	return h.serveRun(c, key, runID)
 }
 
-// serveRun streams runID (its claim already checked).
-func (h *runHost) serveRun(c echo.Context, runID string) error {
-	err := stream.Serve(c.Response(), c.Request(), h.events, runID, stream.ServeOptions{ReadError: streamReadError})
+// errOrphaned ends the stream of a run that neither holds its claim nor
+// ended its log.
+var errOrphaned = errors.New("the run's log was left open")
+
+// orphanedText tells a follower that the run it follows is gone.
+const orphanedText = "the server running this run stopped without ending its stream; what it saved is kept"
+
+// serveRun streams runID, claimed under key (its claim already checked).
+// On a registry whose claims lapse, the stream checks now and then that
+// the run still holds its claim or has ended its log: a run that has
+// done neither for orphanAfter (its replica died and so did the one that
+// was ending it, or the store refused its end) ends every follower's
+// stream with an error chunk, rather than pings for a day.
+func (h *runHost) serveRun(c echo.Context, key, runID string) error {
+	ctx, cancel := context.WithCancelCause(c.Request().Context())
+	defer cancel(nil)
+	if h.watchEvery > 0 {
+		stop := h.watchOrphan(ctx, cancel, key, runID)
+		defer stop()
+	}
+	readError := func(err error) string {
+		switch {
+		case errors.Is(context.Cause(ctx), errOrphaned):
+			return orphanedText
+		case ctx.Err() != nil:
+			return "" // the client went away
+		}
+		return streamReadError(err)
+	}
+	err := stream.Serve(c.Response(), c.Request().WithContext(ctx), h.events, runID, stream.ServeOptions{ReadError: readError})
 	switch {
 	case err == nil, c.Response().Committed:
 		return nil
@@ -212,6 +250,53 @@ func (h *runHost) serveRun(c echo.Context, runID string) error {
 		return nil
 	}
 	return internal(err)
+}
+
+// watchOrphan checks every watchEvery, on a timer rather than a
+// goroutine of its own, whether runID still holds key or has ended its
+// log, and cancels ctx with errOrphaned once it has done neither for
+// orphanAfter. A check the store fails counts for nothing.
+func (h *runHost) watchOrphan(ctx context.Context, cancel context.CancelCauseFunc, key, runID string) (stop func()) {
+	var (
+		mu      sync.Mutex
+		t       *time.Timer
+		stopped bool
+		since   time.Time // when the run was first seen neither claimed nor ended
+	)
+	check := func() {
+		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		defer ccancel()
+		holder, err := h.reg.Active(cctx, key)
+		switch {
+		case err != nil || holder == runID:
+			since = time.Time{}
+		default:
+			st, err := h.events.Stat(cctx, runID)
+			switch {
+			case err != nil && !errors.Is(err, stream.ErrRunNotFound), err == nil && st.Closed:
+				since = time.Time{}
+			case since.IsZero():
+				since = time.Now()
+			case time.Since(since) >= h.orphanAfter:
+				cancel(errOrphaned)
+				return
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			t.Reset(h.watchEvery)
+		}
+	}
+	mu.Lock()
+	t = time.AfterFunc(h.watchEvery, check)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+	}
 }
 
 // streamReadError is what a client is told when its stream's log fails

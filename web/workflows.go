@@ -152,7 +152,7 @@ func (s *Server) startWorkflowRun(c echo.Context) error {
 		}
 	})
 	c.Response().Header().Set("X-Trawl-Run-Id", runID)
-	return s.runs.serveRun(c, runID)
+	return s.runs.serveRun(c, workflowRunKey(runID), runID)
 }
 
 // workflowRunKey is a workflow run's key in the run registry.
