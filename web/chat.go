@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/trawl-dev/trawl/agent"
+	agentredis "github.com/trawl-dev/trawl/agent/redisstore"
 	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/web/runlease"
 )
@@ -144,8 +145,19 @@ func (s *Server) runTurn(ctx context.Context, key, runID string, thread *agent.T
 	agentID := thread.AgentID
 	// A run saves only while it holds the chat's claim: a replica that
 	// was cut off (or paused) past its lease must not write its stale
-	// thread over a turn another replica ran meanwhile.
+	// thread over a turn another replica ran meanwhile. On Redis the
+	// check is in the write's own script; in one process, a look-up.
 	save := func(ctx context.Context, t *agent.Thread) error {
+		if fenced, ok := s.threads.(fencedThreads); ok && s.runs.fenceKey != nil {
+			t.Updated = s.now().UTC()
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			err := fenced.PutThreadFenced(sctx, t, s.runs.fenceKey(key), runID)
+			if errors.Is(err, agentredis.ErrFenced) {
+				return errNotHolder
+			}
+			return err
+		}
 		if err := s.runs.holds(ctx, key, runID); err != nil {
 			return err
 		}
@@ -191,6 +203,12 @@ func (s *Server) runTurn(ctx context.Context, key, runID string, thread *agent.T
 
 // storeFailedText ends a turn that the deployment's store failed.
 const storeFailedText = "the deployment's store failed during this turn; what was saved before is kept — send the message again to continue"
+
+// fencedThreads is a thread store that writes a thread only while a
+// fence key holds a value (agent/redisstore: the run's claim).
+type fencedThreads interface {
+	PutThreadFenced(ctx context.Context, t *agent.Thread, fenceKey, fenceValue string) error
+}
 
 // saveThread stores t stamped with the time, on a context of its own: a
 // cancelled turn is still saved.

@@ -37,6 +37,9 @@ type runHost struct {
 	// not lapse); orphanAfter how long a run may be neither before its
 	// followers are told it is gone.
 	watchEvery, orphanAfter time.Duration
+	// fenceKey, on a registry whose claims can lapse, names the store key
+	// holding key's claim, for writes fenced on it (nil: none).
+	fenceKey func(key string) string
 	// lapsedText is the error a dead replica's run of key ends with.
 	lapsedText func(key string) string
 	sweeps     sync.WaitGroup
@@ -69,6 +72,9 @@ func sweepEvery(lease time.Duration) time.Duration {
 func newRunHost(base context.Context, reg runlease.Registry, events stream.EventLog, log *slog.Logger, lease time.Duration) *runHost {
 	h := &runHost{reg: reg, events: events, log: log, local: map[string]*activeRun{}}
 	h.ctx, h.cancel = context.WithCancel(base)
+	if f, ok := reg.(interface{ FenceKey(string) string }); ok {
+		h.fenceKey = f.FenceKey
+	}
 	if sw, ok := reg.(runlease.Sweeper); ok {
 		h.sweeps.Add(1)
 		go h.sweep(sw, sweepEvery(lease))

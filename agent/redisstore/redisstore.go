@@ -109,9 +109,12 @@ func (s *Store) ListThreads(ctx context.Context, userID, agentID string, limit i
 	return out, nil
 }
 
-// putScript: KEYS thread, owner set, age set; ARGV JSON, score, key,
-// max per user, key prefix of threads.
+// putScript: KEYS thread, owner set, age set[, fence]; ARGV JSON,
+// score, key, max per user, key prefix of threads[, fence value]. With a
+// fence, nothing is written unless the fence key holds the fence value
+// (-1).
 var putScript = redis.NewScript(`
+if #KEYS == 4 and redis.call('GET', KEYS[4]) ~= ARGV[6] then return -1 end
 local isNew = redis.call('EXISTS', KEYS[1]) == 0
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
@@ -134,6 +137,22 @@ return dropped`)
 
 // PutThread implements agent.ThreadStore.
 func (s *Store) PutThread(ctx context.Context, t *agent.Thread) error {
+	return s.put(ctx, t, "", "")
+}
+
+// ErrFenced: PutThreadFenced's fence key did not hold its value.
+var ErrFenced = errors.New("thread store: the write's fence does not hold (another writer owns the thread now)")
+
+// PutThreadFenced stores t only if fenceKey holds fenceValue, in the same
+// script as the write: a writer whose claim on the thread lapsed (a
+// replica paused or cut off past its lease) cannot overwrite what the
+// thread's new owner wrote, however late its write arrives. It fails with
+// ErrFenced then.
+func (s *Store) PutThreadFenced(ctx context.Context, t *agent.Thread, fenceKey, fenceValue string) error {
+	return s.put(ctx, t, fenceKey, fenceValue)
+}
+
+func (s *Store) put(ctx context.Context, t *agent.Thread, fenceKey, fenceValue string) error {
 	v, err := s.ret.Encode(t)
 	if err != nil {
 		return err
@@ -142,10 +161,17 @@ func (s *Store) PutThread(ctx context.Context, t *agent.Thread) error {
 	if !t.Updated.IsZero() {
 		score = t.Updated.UnixNano()
 	}
-	err = putScript.Run(ctx, s.c, []string{s.prefix + "thread:" + t.Key, s.prefix + "threads-of:" + owner(t.Key), s.prefix + "threads-by-age"},
-		v, score, t.Key, s.ret.MaxThreadsPerUser, s.prefix+"thread:").Err()
+	keys := []string{s.prefix + "thread:" + t.Key, s.prefix + "threads-of:" + owner(t.Key), s.prefix + "threads-by-age"}
+	args := []any{v, score, t.Key, s.ret.MaxThreadsPerUser, s.prefix + "thread:"}
+	if fenceKey != "" {
+		keys, args = append(keys, fenceKey), append(args, fenceValue)
+	}
+	n, err := putScript.Run(ctx, s.c, keys, args...).Int()
 	if err != nil {
 		return fmt.Errorf("thread store: redis: %w", err)
+	}
+	if n < 0 {
+		return ErrFenced
 	}
 	return nil
 }

@@ -163,3 +163,34 @@ func TestConcurrentPatchesAcrossReplicas(t *testing.T) {
 		}
 	}
 }
+
+// A fenced write lands only while the fence key holds the writer's value,
+// checked in the write's own script.
+func TestPutThreadFenced(t *testing.T) {
+	c := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	s := redisstore.New(c, "p:", agent.Retention{})
+	th := &agent.Thread{Key: agent.ThreadKey("u", "a", "c"), UserID: "u", Updated: time.Now(),
+		Msgs: []agent.UIMessage{{ID: "m1", Role: agent.RoleUser, Parts: []agent.Part{{Type: "text", Text: "first"}}}}}
+	if err := c.Set(ctx, "p:lease:chat", "run-1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutThreadFenced(ctx, th, "p:lease:chat", "run-1"); err != nil {
+		t.Fatalf("the holder's write: %v", err)
+	}
+	c.Set(ctx, "p:lease:chat", "run-2", 0) // another run holds the chat now
+	stale := *th
+	stale.Msgs = append([]agent.UIMessage(nil), th.Msgs...)
+	stale.Msgs[0].Parts = []agent.Part{{Type: "text", Text: "stale"}}
+	if err := s.PutThreadFenced(ctx, &stale, "p:lease:chat", "run-1"); !errors.Is(err, redisstore.ErrFenced) {
+		t.Fatalf("a write after the claim moved on: %v, want ErrFenced", err)
+	}
+	c.Del(ctx, "p:lease:chat") // and with no claim at all
+	if err := s.PutThreadFenced(ctx, &stale, "p:lease:chat", "run-1"); !errors.Is(err, redisstore.ErrFenced) {
+		t.Fatalf("a write with no claim: %v, want ErrFenced", err)
+	}
+	got, err := s.GetThread(ctx, th.Key)
+	if err != nil || got.Msgs[0].Text() != "first" {
+		t.Fatalf("the thread is %v (%v); the fenced writes must not have landed", got.Msgs, err)
+	}
+}

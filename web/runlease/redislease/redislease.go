@@ -71,6 +71,11 @@ func (r *Registry) Close() error {
 }
 
 func (r *Registry) leaseKey(key string) string { return r.prefix + "lease:" + key }
+
+// FenceKey is the Redis key holding key's claim: its value is the id of
+// the run holding it. A store that fences a write on it (in the same
+// script as the write) writes only for the current holder.
+func (r *Registry) FenceKey(key string) string { return r.leaseKey(key) }
 func (r *Registry) stopKey(key string) string  { return r.prefix + "stop:" + key }
 func (r *Registry) setKey() string             { return r.prefix + "leases" }
 func (r *Registry) byKeyKey() string           { return r.prefix + "leases-by-key" }
