@@ -37,6 +37,10 @@ type Options struct {
 	Results *Retrieval
 	// Cache serves complete walks again within their TTL. Nil: no cache.
 	Cache *DatasetCache
+	// ScopeKey keys the credential fingerprints in cache scopes (derive
+	// it from a deployment secret): without it, whoever reads the cache's
+	// keys could test guessed tokens against them. Nil: a fixed key.
+	ScopeKey []byte
 	// FanOut bounds the _for_each values fetched at once. Zero: 4.
 	FanOut int
 	// Logger receives operational logs. Nil: slog.Default().
@@ -373,7 +377,7 @@ func (e *Engine) fetch(ctx context.Context, q walkRequest) (*walked, *CacheHit, 
 	if c.Workflow {
 		ttl = c.CacheTTL
 	}
-	req := CacheRequest{ToolID: c.Tool.ID, Args: c.Args, Scope: c.Scope.WithCredential(c.Credential), Runtime: c.Credential != "",
+	req := CacheRequest{ToolID: c.Tool.ID, Args: c.Args, Scope: c.Scope.WithCredentialKeyed(e.opt.ScopeKey, c.Credential), Runtime: c.Credential != "",
 		TTL: ttl, Refresh: q.r.Refresh, Experiment: c.Experiment}
 	if q.values != nil {
 		req.ForEachKey, req.ForEachValues = q.r.ForEach.Key, q.values

@@ -37,10 +37,23 @@ type Scope struct {
 // for cache scopes: a keyed SHA-256 (HMAC, so it matches no plain hash of
 // the token kept elsewhere), first 16 bytes in hex. "" for "".
 func CredentialFingerprint(credential string) string {
+	return CredentialFingerprintKeyed(nil, credential)
+}
+
+// defaultScopeKey keys fingerprints when the deployment gives no key.
+var defaultScopeKey = []byte("trawl dataset cache scope v1")
+
+// CredentialFingerprintKeyed is CredentialFingerprint under key (nil: a
+// fixed key): with a deployment's secret, a store's reader cannot test
+// guessed tokens against the scopes it sees.
+func CredentialFingerprintKeyed(key []byte, credential string) string {
 	if credential == "" {
 		return ""
 	}
-	h := hmac.New(sha256.New, []byte("trawl dataset cache scope v1"))
+	if key == nil {
+		key = defaultScopeKey
+	}
+	h := hmac.New(sha256.New, key)
 	h.Write([]byte(credential))
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
@@ -48,7 +61,12 @@ func CredentialFingerprint(credential string) string {
 // WithCredential is s carrying the fingerprint of credential (the call's
 // runtime credential; "" for the organization's).
 func (s Scope) WithCredential(credential string) Scope {
-	s.Credential = CredentialFingerprint(credential)
+	return s.WithCredentialKeyed(nil, credential)
+}
+
+// WithCredentialKeyed is WithCredential with the fingerprint under key.
+func (s Scope) WithCredentialKeyed(key []byte, credential string) Scope {
+	s.Credential = CredentialFingerprintKeyed(key, credential)
 	return s
 }
 

@@ -81,3 +81,24 @@ func TestCacheNotServedAcrossCredentials(t *testing.T) {
 		t.Error("the refused call reached the upstream")
 	}
 }
+
+// A deployment's key changes every fingerprint: one read from a store's
+// keys cannot be matched against a guessed token without the key.
+func TestCredentialFingerprintKeyed(t *testing.T) {
+	const tok = "sk_live_guessable"
+	plain := CredentialFingerprint(tok)
+	k1 := CredentialFingerprintKeyed([]byte("deployment one"), tok)
+	k2 := CredentialFingerprintKeyed([]byte("deployment two"), tok)
+	if k1 == plain || k1 == k2 || len(k1) != 32 {
+		t.Fatalf("keyed fingerprints: plain %s, one %s, two %s", plain, k1, k2)
+	}
+	if k1 != CredentialFingerprintKeyed([]byte("deployment one"), tok) {
+		t.Fatal("a keyed fingerprint is not stable")
+	}
+	if CredentialFingerprintKeyed([]byte("k"), "") != "" {
+		t.Fatal("the organization's credential has a fingerprint")
+	}
+	if s := (Scope{Org: "o", User: "u"}).WithCredentialKeyed([]byte("deployment one"), tok); s.Credential != k1 {
+		t.Fatalf("scope fingerprint %s", s.Credential)
+	}
+}

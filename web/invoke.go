@@ -32,6 +32,7 @@ func (s *Deployment) newEngine() (*loop.Engine, error) {
 		ViewChars: s.cfg.Limits.ViewChars,
 		Results:   s.results,
 		Cache:     cache,
+		ScopeKey:  s.stores.scopeKey(),
 		Logger:    s.log,
 
 		TracerProvider: s.tel.tracerProvider(), MeterProvider: s.tel.meterProvider(),

@@ -320,6 +320,19 @@ func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.log.DebugContext(ctx, "redis: "+fmt.Sprintf(format, v...))
 }
 
+// scopeKey keys the credential fingerprints of cache scopes: derived
+// from the secret key (never the key itself), so whoever reads the cache's
+// keys in Redis or the bbolt file cannot test guessed tokens against them.
+// Nil (a fixed key) for a store of its own in memory.
+func (st *stores) scopeKey() []byte {
+	if st.secretKey == nil {
+		return nil
+	}
+	mac := hmac.New(sha256.New, st.secretKey)
+	mac.Write([]byte("trawl dataset cache scope v1"))
+	return mac.Sum(nil)
+}
+
 // secretKey is the configured secret_key, nil when none is.
 func (c *Config) secretKey() ([]byte, error) {
 	if c.SecretKey == "" {
