@@ -228,11 +228,11 @@ func (s *Server) resume(c echo.Context) error {
 // stop ends the active run of a chat, wherever it runs.
 func (s *Server) stop(c echo.Context) error {
 	key := agent.ThreadKey(principalOf(c).UserID, c.Param("id"), c.Param("chatId"))
-	stopped, err := s.runs.stop(c.Request().Context(), key)
+	stopped, ended, err := s.runs.stop(c.Request().Context(), key)
 	if err != nil {
 		return internal(err)
 	}
-	return c.JSON(http.StatusOK, map[string]bool{"stopped": stopped})
+	return c.JSON(http.StatusOK, stopAnswer(stopped, ended))
 }
 
 // getChat returns a thread as AI SDK UIMessage[].

@@ -257,7 +257,7 @@ func ParseConfig(name string, data []byte, lookup func(string) (string, bool)) (
 		return nil, err
 	}
 	if err := root.Decode(cfg); err != nil {
-		return nil, yamlError(name, err)
+		return nil, namedYAMLError(yamlError(name, err), cfg.lines)
 	}
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
@@ -266,7 +266,28 @@ func ParseConfig(name string, data []byte, lookup func(string) (string, bool)) (
 	return cfg, nil
 }
 
-var yamlLine = regexp.MustCompile(`line (\d+): `)
+var (
+	yamlLine     = regexp.MustCompile(`line (\d+): `)
+	yamlDuration = regexp.MustCompile("^cannot unmarshal !!\\w+ `(.*)` into time.Duration$")
+)
+
+// namedYAMLError names the key of a value that did not decode (the
+// deepest key on its line) and says what a duration looks like.
+func namedYAMLError(err error, lines map[string]int) error {
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Line == 0 || ce.Key != "" {
+		return err
+	}
+	for path, line := range lines {
+		if line == ce.Line && len(path) > len(ce.Key) {
+			ce.Key = path
+		}
+	}
+	if m := yamlDuration.FindStringSubmatch(ce.Msg); m != nil {
+		ce.Msg = fmt.Sprintf("want a duration such as 15s, 2m or 1h30m, not %q", m[1])
+	}
+	return ce
+}
 
 // yamlError rewrites yaml.v3's messages into file:line form.
 func yamlError(name string, err error) error {
@@ -646,6 +667,9 @@ func (c *Config) checkAdminKey() error {
 		return nil
 	}
 	msg := fmt.Sprintf("is %d characters; an admin key must be at least %d (or leave it unset to have one generated)", len(c.AdminKey), MinAdminKeyLength)
+	if c.RedisURL != "" {
+		msg = fmt.Sprintf("is %d characters; an admin key must be at least %d (every replica on redis_url uses the same one)", len(c.AdminKey), MinAdminKeyLength)
+	}
 	if c.adminKeyFromEnv {
 		return &ConfigError{File: "environment", Key: "TRAWL_ADMIN_KEY", Msg: msg}
 	}

@@ -317,23 +317,41 @@ func streamReadError(err error) string {
 	return "reading this run's stream failed"
 }
 
+// stopWait bounds how long a stop waits for its run to end.
+const stopWait = 10 * time.Second
+
 // stop asks the run holding key to stop, wherever it runs, and waits (up
-// to 10 s) until it has ended; it reports whether a run held key.
-func (h *runHost) stop(ctx context.Context, key string) (bool, error) {
+// to stopWait) until it has ended: stopped reports whether a run held
+// key, ended whether it ended within the wait (a holder paused or cut off
+// from the store ends later, at the latest when its claim lapses).
+func (h *runHost) stop(ctx context.Context, key string) (stopped, ended bool, err error) {
 	runID, err := h.reg.Active(ctx, key)
 	if err != nil || runID == "" {
-		return false, err
+		return false, false, err
 	}
 	held, err := h.reg.Stop(ctx, key)
 	if err != nil || !held {
-		return false, err
+		return false, false, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, stopWait)
 	defer cancel()
-	if err := h.reg.Wait(wctx, key, runID); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return true, err
+	switch err := h.reg.Wait(wctx, key, runID); {
+	case err == nil:
+		return true, true, nil
+	case errors.Is(err, context.DeadlineExceeded):
+		return true, false, nil
+	default:
+		return true, false, err
 	}
-	return true, nil
+}
+
+// stopAnswer is the body of a stop: ended is false when the run was asked
+// to stop but had not ended within the wait.
+func stopAnswer(stopped, ended bool) map[string]bool {
+	if !stopped {
+		return map[string]bool{"stopped": false}
+	}
+	return map[string]bool{"stopped": true, "ended": ended}
 }
 
 // count is how many runs this process runs.

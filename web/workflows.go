@@ -263,9 +263,9 @@ func (s *Server) stopWorkflowRun(c echo.Context) error {
 	if r == nil {
 		return c.JSON(http.StatusOK, map[string]bool{"stopped": false})
 	}
-	stopped, err := s.runs.stop(ctx, workflowRunKey(r.ID))
+	stopped, ended, err := s.runs.stop(ctx, workflowRunKey(r.ID))
 	if err != nil {
 		return internal(err)
 	}
-	return c.JSON(http.StatusOK, map[string]bool{"stopped": stopped})
+	return c.JSON(http.StatusOK, stopAnswer(stopped, ended))
 }
