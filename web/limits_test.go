@@ -469,9 +469,9 @@ trusted_proxies: [10.0.0.0/8, "::1"]
 		t.Errorf("retention: %+v", r)
 	}
 	for _, tt := range []struct{ text, want string }{
-		{"shutdown_grace: 20\n", "trawl.yaml:1: cannot unmarshal !!int `20` into time.Duration"},
+		{"shutdown_grace: 20\n", `trawl.yaml:1: shutdown_grace: want a duration such as 15s, 2m or 1h30m, not "20"`},
 		{"shutdown_grace: -1s\n", "trawl.yaml:1: shutdown_grace: must not be negative"},
-		{"shutdown_delay: soon\n", "trawl.yaml:1: cannot unmarshal"},
+		{"shutdown_delay: soon\n", `trawl.yaml:1: shutdown_delay: want a duration such as 15s, 2m or 1h30m, not "soon"`},
 		{"threads: {max_per_user: -2}\n", "trawl.yaml:1: threads.max_per_user: must be positive"},
 		{"threads:\n  max_bytes: 1000\n", "trawl.yaml:2: threads.max_bytes: must be at least 65536"},
 		{"trusted_proxies: [10.0.0.0/33]\n", `trawl.yaml:1: trusted_proxies[0]: "10.0.0.0/33" is not an address or CIDR`},
