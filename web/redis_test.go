@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"iter"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -146,5 +148,46 @@ func TestServesOnRedis(t *testing.T) {
 	// Nothing of the deployment's state went to data_dir.
 	if files, _ := filepath.Glob(cfg.DataDir + "/*"); len(files) != 0 {
 		t.Errorf("data_dir holds %v on a Redis deployment", files)
+	}
+}
+
+// A client that read a turn's stream to its end and at once sends the
+// next message is not refused with 409 while the finished run releases
+// its claim (it closes its log first, then releases), on either store.
+func TestNextTurnRightAfterTheStreamEnds(t *testing.T) {
+	rs := redistest.Start(t)
+	for _, store := range []string{"embedded", "redis"} {
+		t.Run(store, func(t *testing.T) {
+			cfg := DemoConfig()
+			cfg.DataDir = t.TempDir()
+			if store == "redis" {
+				cfg = redisConfig(t, rs.Addr)
+				cfg.RedisPrefix = "next:"
+			}
+			srv, err := New(context.Background(), cfg, Options{Stdout: io.Discard, Model: instantModel{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts := &testServer{Server: srv, URL: newHTTPServer(t, srv)}
+			for i := range 20 {
+				resp := ts.post(t, "/v1/agents/demo/chat", "", chatBody("c1", "m"+strconv.Itoa(i), "hi"))
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || !strings.Contains(string(b), "[DONE]") {
+					t.Fatalf("turn %d: %d %.300s", i, resp.StatusCode, b)
+				}
+			}
+		})
+	}
+}
+
+// instantModel answers every step with one word at once.
+type instantModel struct{}
+
+func (instantModel) Stream(ctx context.Context, req agent.ModelRequest) iter.Seq2[agent.ModelEvent, error] {
+	return func(yield func(agent.ModelEvent, error) bool) {
+		if yield(agent.ModelEvent{Kind: agent.EventTextDelta, Text: "ok"}, nil) {
+			yield(agent.ModelEvent{Kind: agent.EventFinish, FinishReason: "stop"}, nil)
+		}
 	}
 }

@@ -92,7 +92,7 @@ func newRunHost(base context.Context, reg runlease.Registry, events stream.Event
 // *runlease.HeldError when another run holds key on any replica. The
 // run's context carries the request's ids but not its cancellation.
 func (h *runHost) claim(req context.Context, key, runID string) (*activeRun, error) {
-	lease, err := h.reg.Acquire(req, key, runID)
+	lease, err := h.acquire(req, key, runID)
 	if err != nil {
 		return nil, err
 	}
@@ -103,6 +103,34 @@ func (h *runHost) claim(req context.Context, key, runID string) (*activeRun, err
 	h.mu.Unlock()
 	return r, nil
 }
+
+// acquire claims key. A holder whose log has already ended is releasing
+// its claim (a run closes its log first, then releases): a client that
+// read a stream to its end and at once starts the next turn waits for
+// that release (up to releaseWait) rather than getting a 409.
+func (h *runHost) acquire(ctx context.Context, key, runID string) (runlease.Lease, error) {
+	deadline := time.Now().Add(releaseWait)
+	for {
+		lease, err := h.reg.Acquire(ctx, key, runID)
+		var held *runlease.HeldError
+		if !errors.As(err, &held) || time.Now().After(deadline) {
+			return lease, err
+		}
+		st, serr := h.events.Stat(ctx, held.RunID)
+		if serr != nil || !st.Closed {
+			return nil, err // running (or unknown): a real conflict
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// releaseWait bounds how long a claim waits for a finished run to release
+// its key.
+const releaseWait = 2 * time.Second
 
 // errConflict is the answer to a run claimed while another holds its key.
 func errConflict(what string) error {
