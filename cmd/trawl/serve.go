@@ -175,6 +175,10 @@ func openEphemeral(ctx context.Context, cfgPath string, stderr io.Writer) (srv *
 		return nil, nil, err
 	}
 	cfg.DataDir = dataDir
+	// Keeping nothing includes the deployment's Redis: a terminal chat
+	// joining it would write its threads there and sweep the replicas'
+	// runs as a replica does.
+	cfg.RedisURL = ""
 	quiet := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	srv, err = web.New(ctx, cfg, web.Options{Logger: quiet, Stdout: io.Discard})
 	if err != nil {
