@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"sort"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/trawl-dev/trawl/agent/workflow"
 	"github.com/trawl-dev/trawl/stream"
+	webredis "github.com/trawl-dev/trawl/web/redisstore"
 	"github.com/trawl-dev/trawl/web/runlease"
 )
 
@@ -145,9 +147,17 @@ func (s *Server) startWorkflowRun(c echo.Context) error {
 			rec.Status = "failed"
 		}
 		observed(rec.Status)
+		// Saved only while the run holds its claim (as a turn's thread
+		// is): once it lapsed, a surviving replica has marked the run
+		// failed, and a replica paused or cut off past its lease must
+		// not write its "stopped" over that. A short store failure is
+		// waited out.
 		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer scancel()
-		if err := s.saveWorkflowRun(sctx, rec); err != nil {
+		err = retryStore(sctx, func() error { return s.saveHeldWorkflowRun(sctx, rec) })
+		if errors.Is(err, errNotHolder) {
+			s.log.Warn("not saving the workflow run: it lost its claim, and another replica has ended it", "run", runID)
+		} else if err != nil {
 			s.log.Error("saving workflow run", "run", runID, "err", err)
 		}
 	})
@@ -178,6 +188,34 @@ func (s *Server) endLapsedRun(ctx context.Context, c runlease.Claim) {
 	if err := s.saveWorkflowRun(ctx, r); err != nil {
 		s.log.Warn("marking a dead replica's workflow run failed", "run", r.ID, "err", err)
 	}
+}
+
+// fencedRecords is a store of records that writes one only while a
+// fence key holds a value (web/redisstore: the run's claim).
+type fencedRecords interface {
+	PutFenced(ctx context.Context, k string, v []byte, fenceKey, fenceValue string) error
+}
+
+// saveHeldWorkflowRun saves r while its run holds its claim:
+// errNotHolder when it does not. On Redis the check is in the write's
+// own script; in one process, a look-up.
+func (s *Server) saveHeldWorkflowRun(ctx context.Context, r workflowRun) error {
+	key := workflowRunKey(r.ID)
+	if fenced, ok := s.stores.workflowRuns.(fencedRecords); ok && s.runs.fenceKey != nil {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		err = fenced.PutFenced(ctx, r.ID, b, s.runs.fenceKey(key), r.ID)
+		if errors.Is(err, webredis.ErrFenced) {
+			return errNotHolder
+		}
+		return err
+	}
+	if err := s.runs.holds(ctx, key, r.ID); err != nil {
+		return err
+	}
+	return s.saveWorkflowRun(ctx, r)
 }
 
 func (s *Server) saveWorkflowRun(ctx context.Context, r workflowRun) error {
