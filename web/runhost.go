@@ -357,7 +357,7 @@ func (h *runHost) stop(ctx context.Context, key string) (stopped, ended bool, er
 	if err != nil || runID == "" {
 		return false, false, err
 	}
-	held, err := h.reg.Stop(ctx, key)
+	held, err := h.reg.Stop(ctx, key, runID)
 	if err != nil || !held {
 		return false, false, err
 	}

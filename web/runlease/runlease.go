@@ -28,10 +28,11 @@ type Registry interface {
 	Acquire(ctx context.Context, key, runID string) (Lease, error)
 	// Active is the run holding key, "" when none does.
 	Active(ctx context.Context, key string) (string, error)
-	// Stop asks the run holding key to stop, wherever it runs (its
-	// Lease's Done closes, Err is ErrStopped); it reports whether a run
-	// held key.
-	Stop(ctx context.Context, key string) (bool, error)
+	// Stop asks run runID, if it holds key, to stop, wherever it runs
+	// (its Lease's Done closes, Err is ErrStopped); it reports whether
+	// runID held key. Naming the run keeps a stop meant for a run that
+	// has just ended from stopping the next run of the key.
+	Stop(ctx context.Context, key, runID string) (bool, error)
 	// Wait returns when runID no longer holds key: released, or its
 	// holder died and the lease ran out.
 	Wait(ctx context.Context, key, runID string) error
@@ -184,11 +185,11 @@ func (m *Memory) ActiveKeys(_ context.Context, prefix string) ([]string, error) 
 }
 
 // Stop implements Registry.
-func (m *Memory) Stop(_ context.Context, key string) (bool, error) {
+func (m *Memory) Stop(_ context.Context, key, runID string) (bool, error) {
 	m.mu.Lock()
 	h := m.runs[key]
 	m.mu.Unlock()
-	if h == nil {
+	if h == nil || h.id != runID {
 		return false, nil
 	}
 	h.Fire(ErrStopped)

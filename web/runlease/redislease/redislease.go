@@ -254,17 +254,17 @@ func (r *Registry) Active(ctx context.Context, key string) (string, error) {
 	return id, nil
 }
 
-// stopScript: KEYS lease, stop; ARGV stop channel, key, lease ms.
+// stopScript: KEYS lease, stop; ARGV stop channel, key, lease ms, run id.
 var stopScript = redis.NewScript(`
 local h = redis.call('GET', KEYS[1])
-if not h then return 0 end
+if h ~= ARGV[4] then return 0 end
 redis.call('SET', KEYS[2], h, 'PX', ARGV[3])
 redis.call('PUBLISH', ARGV[1], ARGV[2] .. '\n' .. h)
 return 1`)
 
 // Stop implements runlease.Registry.
-func (r *Registry) Stop(ctx context.Context, key string) (bool, error) {
-	n, err := stopScript.Run(ctx, r.c, []string{r.leaseKey(key), r.stopKey(key)}, r.prefix+"stop", key, r.lease.Milliseconds()).Int()
+func (r *Registry) Stop(ctx context.Context, key, runID string) (bool, error) {
+	n, err := stopScript.Run(ctx, r.c, []string{r.leaseKey(key), r.stopKey(key)}, r.prefix+"stop", key, r.lease.Milliseconds(), runID).Int()
 	if err != nil {
 		return false, fmt.Errorf("run registry: redis: %w", err)
 	}

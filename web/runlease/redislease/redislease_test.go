@@ -85,7 +85,7 @@ func TestRedisRestart(t *testing.T) {
 	if _, err := r.Acquire(short, "other", "run2"); err == nil || errors.Is(err, runlease.ErrHeld) {
 		t.Errorf("Acquire with Redis down: %v, want a Redis error", err)
 	}
-	if _, err := r.Stop(short, "chat"); err == nil {
+	if _, err := r.Stop(short, "chat", "run1"); err == nil {
 		t.Error("Stop with Redis down: no error")
 	}
 	if _, err := r.Active(short, "chat"); err == nil {
@@ -98,7 +98,7 @@ func TestRedisRestart(t *testing.T) {
 	}
 	// The subscription reconnected: a stop still arrives at once.
 	time.Sleep(200 * time.Millisecond)
-	if ok, err := r.Stop(ctx, "chat"); !ok || err != nil {
+	if ok, err := r.Stop(ctx, "chat", "run3"); !ok || err != nil {
 		t.Fatalf("Stop after restart: %v, %v", ok, err)
 	}
 	select {

@@ -121,11 +121,21 @@ func Run(t *testing.T, newPair New) {
 			t.Fatal(err)
 		}
 		defer l.Release(ctx)
-		if ok, err := b.Stop(ctx, "nothing"); ok || err != nil {
+		if ok, err := b.Stop(ctx, "nothing", "run1"); ok || err != nil {
 			t.Errorf("Stop of an idle key: %v, %v", ok, err)
 		}
+		// A stop meant for another run of the key (one that has just
+		// ended) does not stop the run holding it now.
+		if ok, err := b.Stop(ctx, "chat", "run0"); ok || err != nil {
+			t.Errorf("Stop of another run of the key: %v, %v", ok, err)
+		}
+		select {
+		case <-l.Done():
+			t.Fatalf("a stop meant for another run stopped the holder: %v", l.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
 		start := time.Now()
-		if ok, err := b.Stop(ctx, "chat"); !ok || err != nil {
+		if ok, err := b.Stop(ctx, "chat", "run1"); !ok || err != nil {
 			t.Fatalf("Stop: %v, %v", ok, err)
 		}
 		select {
