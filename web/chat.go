@@ -148,20 +148,16 @@ func (s *Server) runTurn(ctx context.Context, key, runID string, thread *agent.T
 	// thread over a turn another replica ran meanwhile. On Redis the
 	// check is in the write's own script; in one process, a look-up.
 	save := func(ctx context.Context, t *agent.Thread) error {
-		if fenced, ok := s.threads.(fencedThreads); ok && s.runs.fenceKey != nil {
-			t.Updated = s.now().UTC()
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			err := fenced.PutThreadFenced(sctx, t, s.runs.fenceKey(key), runID)
-			if errors.Is(err, agentredis.ErrFenced) {
-				return errNotHolder
+		var fenced func(string) error
+		if ft, ok := s.threads.(fencedThreads); ok {
+			fenced = func(fenceKey string) error {
+				t.Updated = s.now().UTC()
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				defer cancel()
+				return ft.PutThreadFenced(sctx, t, fenceKey, runID)
 			}
-			return err
 		}
-		if err := s.runs.holds(ctx, key, runID); err != nil {
-			return err
-		}
-		return s.saveThread(ctx, t)
+		return s.runs.saveHeld(ctx, key, runID, fenced, agentredis.ErrFenced, func() error { return s.saveThread(ctx, t) })
 	}
 	err := s.runner.Run(ctx, &agent.Turn{
 		Agent: func() (agent.Definition, bool) {

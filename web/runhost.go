@@ -208,6 +208,27 @@ func (h *runHost) active(ctx context.Context, key string) (string, error) {
 // may be another run's now) must not write the key's state.
 var errNotHolder = errors.New("the run no longer holds its claim")
 
+// saveHeld writes a run's state only while runID holds key, so a run cut
+// off or paused past its lease cannot write over what the key's next run
+// wrote: errNotHolder when it does not hold it. fenced (nil when the
+// store cannot fence) writes with the check inside the store's own
+// script, given the fence key, and reports a fence that did not hold as
+// fencedErr; otherwise the holder is looked up, then plain writes (in one
+// process the look-up is exact).
+func (h *runHost) saveHeld(ctx context.Context, key, runID string, fenced func(fenceKey string) error, fencedErr error, plain func() error) error {
+	if fenced != nil && h.fenceKey != nil {
+		err := fenced(h.fenceKey(key))
+		if errors.Is(err, fencedErr) {
+			return errNotHolder
+		}
+		return err
+	}
+	if err := h.holds(ctx, key, runID); err != nil {
+		return err
+	}
+	return plain()
+}
+
 // holds checks that runID still holds key in the registry (on Redis, one
 // GET), so that a run cut off past its lease does not write over state
 // another replica's run wrote since: errNotHolder when it does not.
@@ -349,9 +370,10 @@ func streamReadError(err error) string {
 const stopWait = 10 * time.Second
 
 // stop asks the run holding key to stop, wherever it runs, and waits (up
-// to stopWait) until it has ended: stopped reports whether a run held
-// key, ended whether it ended within the wait (a holder paused or cut off
-// from the store ends later, at the latest when its claim lapses).
+// to stopWait) until it no longer holds key: stopped reports whether a
+// run held key, ended whether it let go within the wait — it ended, or
+// its claim lapsed (a holder paused or cut off from the store), after
+// which its saves are refused and the sweep ends its stream.
 func (h *runHost) stop(ctx context.Context, key string) (stopped, ended bool, err error) {
 	runID, err := h.reg.Active(ctx, key)
 	if err != nil || runID == "" {

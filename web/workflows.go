@@ -200,22 +200,17 @@ type fencedRecords interface {
 // errNotHolder when it does not. On Redis the check is in the write's
 // own script; in one process, a look-up.
 func (s *Server) saveHeldWorkflowRun(ctx context.Context, r workflowRun) error {
-	key := workflowRunKey(r.ID)
-	if fenced, ok := s.stores.workflowRuns.(fencedRecords); ok && s.runs.fenceKey != nil {
-		b, err := json.Marshal(r)
-		if err != nil {
-			return err
+	var fenced func(string) error
+	if fr, ok := s.stores.workflowRuns.(fencedRecords); ok {
+		fenced = func(fenceKey string) error {
+			b, err := json.Marshal(r)
+			if err != nil {
+				return err
+			}
+			return fr.PutFenced(ctx, r.ID, b, fenceKey, r.ID)
 		}
-		err = fenced.PutFenced(ctx, r.ID, b, s.runs.fenceKey(key), r.ID)
-		if errors.Is(err, webredis.ErrFenced) {
-			return errNotHolder
-		}
-		return err
 	}
-	if err := s.runs.holds(ctx, key, r.ID); err != nil {
-		return err
-	}
-	return s.saveWorkflowRun(ctx, r)
+	return s.runs.saveHeld(ctx, workflowRunKey(r.ID), r.ID, fenced, webredis.ErrFenced, func() error { return s.saveWorkflowRun(ctx, r) })
 }
 
 func (s *Server) saveWorkflowRun(ctx context.Context, r workflowRun) error {
