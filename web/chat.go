@@ -13,6 +13,7 @@ import (
 	"github.com/trawl-dev/trawl/agent"
 	agentredis "github.com/trawl-dev/trawl/agent/redisstore"
 	"github.com/trawl-dev/trawl/stream"
+	"github.com/trawl-dev/trawl/web/deploy"
 	"github.com/trawl-dev/trawl/web/runlease"
 )
 
@@ -45,7 +46,7 @@ func (s *Server) chat(c echo.Context) error {
 	key := agent.ThreadKey(p.UserID, agentID, req.ID)
 	// The run ends with its deadline, a stop, or the end of the shutdown
 	// grace, never with the request.
-	run, err := s.runs.claim(ctx, key, "run_"+randomHex(16))
+	run, err := s.runs.Claim(ctx, key, "run_"+randomHex(16))
 	if errors.Is(err, runlease.ErrHeld) {
 		return errConflict("a turn is already running on this chat; resume its stream or stop it first")
 	} else if err != nil {
@@ -54,7 +55,7 @@ func (s *Server) chat(c echo.Context) error {
 	started := false
 	defer func() {
 		if !started {
-			s.runs.drop(run)
+			s.runs.Drop(run)
 		}
 	}()
 	thread, err := s.threads.GetThread(ctx, key)
@@ -77,12 +78,12 @@ func (s *Server) chat(c echo.Context) error {
 	if err := s.threads.PutThread(ctx, thread); err != nil {
 		return internal(err)
 	}
-	if err := s.events.Open(ctx, run.id); err != nil {
+	if err := s.events.Open(ctx, run.ID()); err != nil {
 		return internal(err)
 	}
 	started = true
-	s.runs.start(run, func(ctx context.Context) { s.runTurn(ctx, key, run.id, thread, p) })
-	return s.runs.serveRun(c, key, run.id)
+	s.runs.Start(run, func(ctx context.Context) { s.runTurn(ctx, key, run.ID(), thread, p) })
+	return s.serveRun(c, key, run.ID())
 }
 
 // applyRequest adds the request's new user message to the thread, or —
@@ -157,7 +158,7 @@ func (s *Server) runTurn(ctx context.Context, key, runID string, thread *agent.T
 				return ft.PutThreadFenced(sctx, t, fenceKey, runID)
 			}
 		}
-		return s.runs.saveHeld(ctx, key, runID, fenced, agentredis.ErrFenced, func() error { return s.saveThread(ctx, t) })
+		return s.runs.SaveHeld(ctx, key, runID, fenced, agentredis.ErrFenced, func() error { return s.saveThread(ctx, t) })
 	}
 	err := s.runner.Run(ctx, &agent.Turn{
 		Agent: func() (agent.Definition, bool) {
@@ -184,13 +185,13 @@ func (s *Server) runTurn(ctx context.Context, key, runID string, thread *agent.T
 	// what the store refused).
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if errors.Is(err, ErrStoreUnavailable) {
-		_ = retryStore(rctx, func() error {
+	if errors.Is(err, deploy.ErrStoreUnavailable) {
+		_ = deploy.RetryStore(rctx, func() error {
 			_, err := s.events.Append(rctx, runID, stream.Error{ErrorText: storeFailedText})
 			return err
 		})
 	}
-	if err := retryStore(rctx, func() error { return save(rctx, thread) }); errors.Is(err, errNotHolder) {
+	if err := deploy.RetryStore(rctx, func() error { return save(rctx, thread) }); errors.Is(err, deploy.ErrNotHolder) {
 		s.log.WarnContext(ctx, "not saving the thread: this run lost its claim on the chat, which another replica may have taken", "thread", key, "run", runID)
 	} else if err != nil {
 		s.log.ErrorContext(ctx, "saving thread", "thread", key, "err", err)
@@ -218,13 +219,13 @@ func (s *Server) saveThread(ctx context.Context, t *agent.Thread) error {
 // resume streams the active run of a chat, on whichever replica it runs:
 // 204 when none is active.
 func (s *Server) resume(c echo.Context) error {
-	return s.runs.serve(c, agent.ThreadKey(principalOf(c).UserID, c.Param("id"), c.Param("chatId")))
+	return s.serveActive(c, agent.ThreadKey(principalOf(c).UserID, c.Param("id"), c.Param("chatId")))
 }
 
 // stop ends the active run of a chat, wherever it runs.
 func (s *Server) stop(c echo.Context) error {
 	key := agent.ThreadKey(principalOf(c).UserID, c.Param("id"), c.Param("chatId"))
-	stopped, ended, err := s.runs.stop(c.Request().Context(), key)
+	stopped, ended, err := s.runs.Stop(c.Request().Context(), key)
 	if err != nil {
 		return internal(err)
 	}

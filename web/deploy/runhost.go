@@ -1,14 +1,12 @@
-package web
+package deploy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
-
-	"github.com/labstack/echo/v4"
 
 	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/web/runlease"
@@ -17,7 +15,7 @@ import (
 // runDeadline bounds one run, whoever is or is not listening.
 const runDeadline = 10 * time.Minute
 
-// runHost is the one host of detached runs — chat turns and workflow
+// RunHost is the one host of detached runs — chat turns and workflow
 // runs share launch, resume and stop. Each run is claimed in the
 // deployment's run registry under a key (a chat's thread key,
 // "workflow-run:<id>"), so one run per key is active across every
@@ -25,8 +23,8 @@ const runDeadline = 10 * time.Minute
 // any replica reaches it through its lease; and on a registry whose
 // claims can lapse (Redis), the host ends the runs whose replica died: an
 // error chunk, then the log closes, so every reader's stream ends.
-type runHost struct {
-	ctx      context.Context // runs derive from it; cancelled by stopAll
+type RunHost struct {
+	ctx      context.Context // runs derive from it; cancelled by StopAll
 	cancel   context.CancelFunc
 	reg      runlease.Registry
 	events   stream.EventLog
@@ -45,18 +43,21 @@ type runHost struct {
 	sweeps     sync.WaitGroup
 
 	mu    sync.Mutex
-	local map[string]*activeRun // the runs of this process, by key
-	idle  chan struct{}         // closed (and replaced) when a run ends, to wake waitIdle
+	local map[string]*Run // the runs of this process, by key
+	idle  chan struct{}   // closed (and replaced) when a run ends, to wake WaitIdle
 }
 
-// activeRun is a run of this process.
-type activeRun struct {
+// Run is a run of this process.
+type Run struct {
 	key, id string
 	ctx     context.Context
 	cancel  context.CancelFunc
 	lease   runlease.Lease
 	done    chan struct{} // closed once the run has ended and released its claim
 }
+
+// ID is the run's id.
+func (r *Run) ID() string { return r.id }
 
 // sweepEvery is how often a host looks for runs whose replica died: a
 // fifteenth of the lease, at most a second, so such a run ends within
@@ -69,35 +70,67 @@ func sweepEvery(lease time.Duration) time.Duration {
 	return max(min(lease/15, time.Second), 100*time.Millisecond)
 }
 
-func newRunHost(base context.Context, reg runlease.Registry, events stream.EventLog, log *slog.Logger, lease time.Duration) *runHost {
-	h := &runHost{reg: reg, events: events, log: log, local: map[string]*activeRun{}}
+// RunTimings are a run host's waits. The zero value means the defaults.
+type RunTimings struct {
+	// WatchEvery is how often a follower's stream checks that its run
+	// still holds its claim, or has ended its log. Zero: the lease. A
+	// registry whose claims do not lapse (one process) is never watched.
+	WatchEvery time.Duration
+	// OrphanAfter is how long a run may be neither claimed nor ended
+	// before its followers are told it is gone. Zero: the lease plus 15 s
+	// (past the sweep that ends a dead replica's run and the 10 s a
+	// finishing run, or that sweep, waits out a failing store).
+	OrphanAfter time.Duration
+}
+
+// runHostOptions are what a run host is built from.
+type runHostOptions struct {
+	Registry runlease.Registry
+	Events   stream.EventLog
+	Logger   *slog.Logger
+	// Lease is the registry's lease. Zero: runlease.DefaultLease.
+	Lease time.Duration
+	// OnLapsed runs after a dead replica's run had its log ended. Zero:
+	// nothing more.
+	OnLapsed func(ctx context.Context, c runlease.Claim)
+	// LapsedText is the error a dead replica's run of key ends with.
+	// Zero: lapsedRunText.
+	LapsedText func(key string) string
+	Timings    RunTimings
+}
+
+func newRunHost(base context.Context, opt runHostOptions) *RunHost {
+	h := &RunHost{reg: opt.Registry, events: opt.Events, log: opt.Logger, onLapsed: opt.OnLapsed, lapsedText: opt.LapsedText,
+		local: map[string]*Run{}}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
 	h.ctx, h.cancel = context.WithCancel(base)
-	if f, ok := reg.(interface{ FenceKey(string) string }); ok {
+	if f, ok := h.reg.(interface{ FenceKey(string) string }); ok {
 		h.fenceKey = f.FenceKey
 	}
-	if sw, ok := reg.(runlease.Sweeper); ok {
+	lease := opt.Lease
+	if sw, ok := h.reg.(runlease.Sweeper); ok {
 		h.sweeps.Add(1)
 		go h.sweep(sw, sweepEvery(lease))
 		if lease <= 0 {
 			lease = runlease.DefaultLease
 		}
-		// Past the sweep that ends a dead replica's run and the 10 s a
-		// finishing run (or that sweep) waits out a failing store.
-		h.watchEvery, h.orphanAfter = lease, lease+15*time.Second
+		h.watchEvery, h.orphanAfter = cmp.Or(opt.Timings.WatchEvery, lease), cmp.Or(opt.Timings.OrphanAfter, lease+15*time.Second)
 	}
 	return h
 }
 
-// claim claims key for a new run with id runID. It fails with a
+// Claim claims key for a new run with id runID. It fails with a
 // *runlease.HeldError when another run holds key on any replica. The
 // run's context carries the request's ids but not its cancellation.
-func (h *runHost) claim(req context.Context, key, runID string) (*activeRun, error) {
+func (h *RunHost) Claim(req context.Context, key, runID string) (*Run, error) {
 	lease, err := h.acquire(req, key, runID)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(carryRequest(h.ctx, req), runDeadline)
-	r := &activeRun{key: key, id: runID, ctx: ctx, cancel: cancel, lease: lease, done: make(chan struct{})}
+	r := &Run{key: key, id: runID, ctx: ctx, cancel: cancel, lease: lease, done: make(chan struct{})}
 	h.mu.Lock()
 	h.local[key] = r
 	h.mu.Unlock()
@@ -108,7 +141,7 @@ func (h *runHost) claim(req context.Context, key, runID string) (*activeRun, err
 // its claim (a run closes its log first, then releases): a client that
 // read a stream to its end and at once starts the next turn waits for
 // that release (up to releaseWait) rather than getting a 409.
-func (h *runHost) acquire(ctx context.Context, key, runID string) (runlease.Lease, error) {
+func (h *RunHost) acquire(ctx context.Context, key, runID string) (runlease.Lease, error) {
 	deadline := time.Now().Add(releaseWait)
 	for {
 		lease, err := h.reg.Acquire(ctx, key, runID)
@@ -132,13 +165,8 @@ func (h *runHost) acquire(ctx context.Context, key, runID string) (runlease.Leas
 // its key.
 const releaseWait = 2 * time.Second
 
-// errConflict is the answer to a run claimed while another holds its key.
-func errConflict(what string) error {
-	return apiErr(http.StatusConflict, "conflict", what)
-}
-
-// drop gives up a claimed run that did not start.
-func (h *runHost) drop(r *activeRun) {
+// Drop gives up a claimed run that did not start.
+func (h *RunHost) Drop(r *Run) {
 	r.cancel()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 10*time.Second)
 	defer cancel()
@@ -149,12 +177,12 @@ func (h *runHost) drop(r *activeRun) {
 	close(r.done)
 }
 
-// start runs fn detached from the request, until fn returns; its context
+// Start runs fn detached from the request, until fn returns; its context
 // ends with a stop from any replica, a lost claim, the deadline or the
 // end of the shutdown grace. Then the run's log is closed and its claim
 // released, in that order: a replica that sees the claim gone finds the
 // log ended.
-func (h *runHost) start(r *activeRun, fn func(ctx context.Context)) {
+func (h *RunHost) Start(r *Run, fn func(ctx context.Context)) {
 	go func() {
 		select {
 		case <-r.lease.Done():
@@ -171,23 +199,23 @@ func (h *runHost) start(r *activeRun, fn func(ctx context.Context)) {
 	}()
 }
 
-func (h *runHost) finish(r *activeRun) {
+func (h *RunHost) finish(r *Run) {
 	r.cancel()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 10*time.Second)
 	defer cancel()
 	// Every follower waits for the log's end: a store failing for a
 	// moment (an outage, a full Redis) is waited out, within 10 s.
-	if err := retryStore(ctx, func() error { return h.events.Close(ctx, r.id) }); err != nil {
+	if err := RetryStore(ctx, func() error { return h.events.Close(ctx, r.id) }); err != nil {
 		h.log.Error("closing run log", "run", r.id, "err", err)
 	}
-	if err := retryStore(ctx, func() error { return r.lease.Release(ctx) }); err != nil {
+	if err := RetryStore(ctx, func() error { return r.lease.Release(ctx) }); err != nil {
 		h.log.Warn("releasing a run claim", "run", r.id, "err", err)
 	}
 	h.remove(r)
 	close(r.done)
 }
 
-func (h *runHost) remove(r *activeRun) {
+func (h *RunHost) remove(r *Run) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.local[r.key] == r {
@@ -199,27 +227,27 @@ func (h *runHost) remove(r *activeRun) {
 	}
 }
 
-// active is the run holding key on any replica ("" when none).
-func (h *runHost) active(ctx context.Context, key string) (string, error) {
+// Active is the run holding key on any replica ("" when none).
+func (h *RunHost) Active(ctx context.Context, key string) (string, error) {
 	return h.reg.Active(ctx, key)
 }
 
-// errNotHolder: a run that no longer holds its key (its claim lapsed and
+// ErrNotHolder: a run that no longer holds its key (its claim lapsed and
 // may be another run's now) must not write the key's state.
-var errNotHolder = errors.New("the run no longer holds its claim")
+var ErrNotHolder = errors.New("the run no longer holds its claim")
 
-// saveHeld writes a run's state only while runID holds key, so a run cut
+// SaveHeld writes a run's state only while runID holds key, so a run cut
 // off or paused past its lease cannot write over what the key's next run
-// wrote: errNotHolder when it does not hold it. fenced (nil when the
+// wrote: ErrNotHolder when it does not hold it. fenced (nil when the
 // store cannot fence) writes with the check inside the store's own
 // script, given the fence key, and reports a fence that did not hold as
 // fencedErr; otherwise the holder is looked up, then plain writes (in one
 // process the look-up is exact).
-func (h *runHost) saveHeld(ctx context.Context, key, runID string, fenced func(fenceKey string) error, fencedErr error, plain func() error) error {
+func (h *RunHost) SaveHeld(ctx context.Context, key, runID string, fenced func(fenceKey string) error, fencedErr error, plain func() error) error {
 	if fenced != nil && h.fenceKey != nil {
 		err := fenced(h.fenceKey(key))
 		if errors.Is(err, fencedErr) {
-			return errNotHolder
+			return ErrNotHolder
 		}
 		return err
 	}
@@ -231,8 +259,8 @@ func (h *runHost) saveHeld(ctx context.Context, key, runID string, fenced func(f
 
 // holds checks that runID still holds key in the registry (on Redis, one
 // GET), so that a run cut off past its lease does not write over state
-// another replica's run wrote since: errNotHolder when it does not.
-func (h *runHost) holds(ctx context.Context, key, runID string) error {
+// another replica's run wrote since: ErrNotHolder when it does not.
+func (h *RunHost) holds(ctx context.Context, key, runID string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	holder, err := h.reg.Active(ctx, key)
@@ -240,78 +268,30 @@ func (h *runHost) holds(ctx context.Context, key, runID string) error {
 	case err != nil:
 		return err
 	case holder != runID:
-		return errNotHolder
+		return ErrNotHolder
 	}
 	return nil
 }
 
-// activeKeys are the keys with a run on any replica that begin with
+// ActiveKeys are the keys with a run on any replica that begin with
 // prefix.
-func (h *runHost) activeKeys(ctx context.Context, prefix string) ([]string, error) {
+func (h *RunHost) ActiveKeys(ctx context.Context, prefix string) ([]string, error) {
 	return h.reg.ActiveKeys(ctx, prefix)
 }
 
-// serve streams the run holding key from the client's Last-Event-ID,
-// wherever it runs: 204 when none is active.
-func (h *runHost) serve(c echo.Context, key string) error {
-	runID, err := h.active(c.Request().Context(), key)
-	if err != nil {
-		return internal(err)
-	}
-	if runID == "" {
-		return c.NoContent(http.StatusNoContent)
-	}
-	return h.serveRun(c, key, runID)
-}
-
-// errOrphaned ends the stream of a run that neither holds its claim nor
+// ErrOrphaned ends the stream of a run that neither holds its claim nor
 // ended its log.
-var errOrphaned = errors.New("the run's log was left open")
+var ErrOrphaned = errors.New("the run's log was left open")
 
-// orphanedText tells a follower that the run it follows is gone.
-const orphanedText = "the server running this run stopped without ending its stream; what it saved is kept"
-
-// serveRun streams runID, claimed under key (its claim already checked).
-// On a registry whose claims lapse, the stream checks now and then that
-// the run still holds its claim or has ended its log: a run that has
-// done neither for orphanAfter (its replica died and so did the one that
-// was ending it, or the store refused its end) ends every follower's
-// stream with an error chunk, rather than pings for a day.
-func (h *runHost) serveRun(c echo.Context, key, runID string) error {
-	ctx, cancel := context.WithCancelCause(c.Request().Context())
-	defer cancel(nil)
-	if h.watchEvery > 0 {
-		stop := h.watchOrphan(ctx, cancel, key, runID)
-		defer stop()
-	}
-	readError := func(err error) string {
-		switch {
-		case errors.Is(context.Cause(ctx), errOrphaned):
-			return orphanedText
-		case ctx.Err() != nil:
-			return "" // the client went away
-		}
-		return streamReadError(err)
-	}
-	err := stream.Serve(c.Response(), c.Request().WithContext(ctx), h.events, runID, stream.ServeOptions{ReadError: readError})
-	switch {
-	case err == nil, c.Response().Committed:
-		return nil
-	case errors.Is(err, stream.ErrRunNotFound):
-		return c.NoContent(http.StatusNoContent)
-	case errors.Is(err, stream.ErrUnknownEventID):
-		return badRequest("Last-Event-ID is not an event of this run")
-	case c.Request().Context().Err() != nil:
-		return nil
-	}
-	return internal(err)
-}
-
-// watchOrphan checks every watchEvery, on a timer rather than a
+// WatchOrphan checks every watchEvery, on a timer rather than a
 // goroutine of its own, whether runID still holds key or has ended its
-// log, and cancels ctx with errOrphaned once it has done neither for
-// orphanAfter. A check the store fails counts for nothing.
-func (h *runHost) watchOrphan(ctx context.Context, cancel context.CancelCauseFunc, key, runID string) (stop func()) {
+// log, and cancels ctx with ErrOrphaned once it has done neither for
+// orphanAfter. A check the store fails counts for nothing. On a registry
+// whose claims do not lapse it watches nothing.
+func (h *RunHost) WatchOrphan(ctx context.Context, cancel context.CancelCauseFunc, key, runID string) (stop func()) {
+	if h.watchEvery <= 0 {
+		return func() {}
+	}
 	var (
 		mu      sync.Mutex
 		t       *time.Timer
@@ -333,7 +313,7 @@ func (h *runHost) watchOrphan(ctx context.Context, cancel context.CancelCauseFun
 			case since.IsZero():
 				since = time.Now()
 			case time.Since(since) >= h.orphanAfter:
-				cancel(errOrphaned)
+				cancel(ErrOrphaned)
 				return
 			}
 		}
@@ -354,27 +334,15 @@ func (h *runHost) watchOrphan(ctx context.Context, cancel context.CancelCauseFun
 	}
 }
 
-// streamReadError is what a client is told when its stream's log fails
-// to read mid-stream, instead of a stream that just stops.
-func streamReadError(err error) string {
-	switch {
-	case errors.Is(err, ErrStoreUnavailable):
-		return "lost the connection to the deployment's store; resume this stream shortly to follow the run"
-	case errors.Is(err, stream.ErrRunNotFound):
-		return "this run's stream is no longer in the deployment's store (it was cleared or expired); what the run saved is kept"
-	}
-	return "reading this run's stream failed"
-}
-
 // stopWait bounds how long a stop waits for its run to end.
 const stopWait = 10 * time.Second
 
-// stop asks the run holding key to stop, wherever it runs, and waits (up
+// Stop asks the run holding key to stop, wherever it runs, and waits (up
 // to stopWait) until it no longer holds key: stopped reports whether a
 // run held key, ended whether it let go within the wait — it ended, or
 // its claim lapsed (a holder paused or cut off from the store), after
 // which its saves are refused and the sweep ends its stream.
-func (h *runHost) stop(ctx context.Context, key string) (stopped, ended bool, err error) {
+func (h *RunHost) Stop(ctx context.Context, key string) (stopped, ended bool, err error) {
 	runID, err := h.reg.Active(ctx, key)
 	if err != nil || runID == "" {
 		return false, false, err
@@ -395,25 +363,20 @@ func (h *runHost) stop(ctx context.Context, key string) (stopped, ended bool, er
 	}
 }
 
-// stopAnswer is the body of a stop: ended is false when the run was asked
-// to stop but had not ended within the wait.
-func stopAnswer(stopped, ended bool) map[string]bool {
-	if !stopped {
-		return map[string]bool{"stopped": false}
+// Count is how many runs this process runs (0 on a nil host: a
+// deployment that runs none).
+func (h *RunHost) Count() int {
+	if h == nil {
+		return 0
 	}
-	return map[string]bool{"stopped": true, "ended": ended}
-}
-
-// count is how many runs this process runs.
-func (h *runHost) count() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.local)
 }
 
-// waitIdle waits until this process runs nothing or d has passed (d < 0:
+// WaitIdle waits until this process runs nothing or d has passed (d < 0:
 // no limit); it reports whether it runs nothing.
-func (h *runHost) waitIdle(d time.Duration) bool {
+func (h *RunHost) WaitIdle(d time.Duration) bool {
 	var timeout <-chan time.Time
 	if d >= 0 {
 		t := time.NewTimer(d)
@@ -439,24 +402,24 @@ func (h *runHost) waitIdle(d time.Duration) bool {
 	}
 }
 
-// stopAll cancels every run of this process and waits until each has
+// StopAll cancels every run of this process and waits until each has
 // saved its state, closed its log and released its claim; then it stops
 // sweeping.
-func (h *runHost) stopAll() {
+func (h *RunHost) StopAll() {
 	h.cancel()
 	h.mu.Lock()
 	for _, r := range h.local {
 		r.cancel()
 	}
 	h.mu.Unlock()
-	h.waitIdle(-1)
+	h.WaitIdle(-1)
 	h.sweeps.Wait()
 }
 
 // sweep ends, every interval, the runs whose replica died. A registry
 // that fails is logged once, and once more when it works again, not at
 // every sweep (an outage shows in /readyz and as 503s).
-func (h *runHost) sweep(sw runlease.Sweeper, every time.Duration) {
+func (h *RunHost) sweep(sw runlease.Sweeper, every time.Duration) {
 	defer h.sweeps.Done()
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -500,9 +463,9 @@ const (
 // will be handed the claim again, so a store that fails meanwhile is
 // retried until ctx ends rather than leaving the run's followers waiting
 // on a log nobody closes.
-func (h *runHost) endLapsed(ctx context.Context, c runlease.Claim) {
+func (h *RunHost) endLapsed(ctx context.Context, c runlease.Claim) {
 	var st stream.RunState
-	err := retryStore(ctx, func() (err error) {
+	err := RetryStore(ctx, func() (err error) {
 		st, err = h.events.Stat(ctx, c.RunID)
 		return err
 	})
@@ -518,14 +481,14 @@ func (h *runHost) endLapsed(ctx context.Context, c runlease.Claim) {
 		if h.lapsedText != nil {
 			text = h.lapsedText(c.Key)
 		}
-		err := retryStore(ctx, func() error {
+		err := RetryStore(ctx, func() error {
 			_, err := h.events.Append(ctx, c.RunID, stream.Error{ErrorText: text})
 			return err
 		})
 		if err != nil && !errors.Is(err, stream.ErrRunClosed) {
 			h.log.Warn("ending a dead replica's run", "run", c.RunID, "err", err)
 		}
-		if err := retryStore(ctx, func() error { return h.events.Close(ctx, c.RunID) }); err != nil {
+		if err := RetryStore(ctx, func() error { return h.events.Close(ctx, c.RunID) }); err != nil {
 			h.log.Warn("ending a dead replica's run", "run", c.RunID, "err", err)
 		}
 		h.log.Info("ended a run whose replica stopped renewing its claim", "run", c.RunID, "key", c.Key)
@@ -535,9 +498,9 @@ func (h *runHost) endLapsed(ctx context.Context, c runlease.Claim) {
 	}
 }
 
-// retryStore runs f until it does not fail with ErrStoreUnavailable, or
+// RetryStore runs f until it does not fail with ErrStoreUnavailable, or
 // ctx ends: a short outage of the store is waited out.
-func retryStore(ctx context.Context, f func() error) error {
+func RetryStore(ctx context.Context, f func() error) error {
 	wait := 100 * time.Millisecond
 	for {
 		err := f()
