@@ -1,8 +1,9 @@
-// Package redisstore holds the Redis backends of the web package's state:
-// sessions (Sessions, a web.SessionStore for web's own session type) and
-// the plain keyed records web keeps in bbolt buckets today — workflow
-// definitions, workflow runs, sealed connection tokens (Bucket). It
-// imports nothing of web, so web and the deployment can both use it.
+// Package redisstore holds the Redis backends of a deployment's own state
+// (package web/deploy): sessions (Sessions, a deploy.SessionStore for the
+// deployment's Session type) and the plain keyed records the embedded
+// store keeps in bbolt buckets — workflow definitions, workflow runs,
+// sealed connection tokens (Bucket). It imports nothing of web or
+// web/deploy, so the deployment can use it.
 package redisstore
 
 import (
