@@ -11,7 +11,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/trawl-dev/trawl/agent"
-	agentredis "github.com/trawl-dev/trawl/agent/redisstore"
 	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/web/deploy"
 	"github.com/trawl-dev/trawl/web/runlease"
@@ -146,20 +145,8 @@ func (s *Server) runTurn(ctx context.Context, key, runID string, thread *agent.T
 	agentID := thread.AgentID
 	// A run saves only while it holds the chat's claim: a replica that
 	// was cut off (or paused) past its lease must not write its stale
-	// thread over a turn another replica ran meanwhile. On Redis the
-	// check is in the write's own script; in one process, a look-up.
-	save := func(ctx context.Context, t *agent.Thread) error {
-		var fenced func(string) error
-		if ft, ok := s.threads.(fencedThreads); ok {
-			fenced = func(fenceKey string) error {
-				t.Updated = s.now().UTC()
-				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-				defer cancel()
-				return ft.PutThreadFenced(sctx, t, fenceKey, runID)
-			}
-		}
-		return s.runs.SaveHeld(ctx, key, runID, fenced, agentredis.ErrFenced, func() error { return s.saveThread(ctx, t) })
-	}
+	// thread over a turn another replica ran meanwhile.
+	save := func(ctx context.Context, t *agent.Thread) error { return s.dep.SaveHeldThread(ctx, key, runID, t) }
 	err := s.runner.Run(ctx, &agent.Turn{
 		Agent: func() (agent.Definition, bool) {
 			// An edit on another replica applies from the next step.
@@ -191,7 +178,7 @@ func (s *Server) runTurn(ctx context.Context, key, runID string, thread *agent.T
 			return err
 		})
 	}
-	if err := deploy.RetryStore(rctx, func() error { return save(rctx, thread) }); errors.Is(err, deploy.ErrNotHolder) {
+	if err := deploy.RetryStore(rctx, func() error { return save(rctx, thread) }); errors.Is(err, runlease.ErrFenced) {
 		s.log.WarnContext(ctx, "not saving the thread: this run lost its claim on the chat, which another replica may have taken", "thread", key, "run", runID)
 	} else if err != nil {
 		s.log.ErrorContext(ctx, "saving thread", "thread", key, "err", err)
@@ -200,21 +187,6 @@ func (s *Server) runTurn(ctx context.Context, key, runID string, thread *agent.T
 
 // storeFailedText ends a turn that the deployment's store failed.
 const storeFailedText = "the deployment's store failed during this turn; what was saved before is kept — send the message again to continue"
-
-// fencedThreads is a thread store that writes a thread only while a
-// fence key holds a value (agent/redisstore: the run's claim).
-type fencedThreads interface {
-	PutThreadFenced(ctx context.Context, t *agent.Thread, fenceKey, fenceValue string) error
-}
-
-// saveThread stores t stamped with the time, on a context of its own: a
-// cancelled turn is still saved.
-func (s *Server) saveThread(ctx context.Context, t *agent.Thread) error {
-	t.Updated = s.now().UTC()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	return s.threads.PutThread(sctx, t)
-}
 
 // resume streams the active run of a chat, on whichever replica it runs:
 // 204 when none is active.

@@ -14,6 +14,7 @@ import (
 	"github.com/trawl-dev/trawl/agent/workflow"
 	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/web/deploy"
+	"github.com/trawl-dev/trawl/web/runlease"
 )
 
 func (s *Server) getWorkflowDef(ctx context.Context, id string) (*workflow.Definition, error) {
@@ -141,7 +142,7 @@ func (s *Server) startWorkflowRun(c echo.Context) error {
 		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer scancel()
 		err = deploy.RetryStore(sctx, func() error { return s.dep.SaveHeldWorkflowRun(sctx, rec) })
-		if errors.Is(err, deploy.ErrNotHolder) {
+		if errors.Is(err, runlease.ErrFenced) {
 			s.log.Warn("not saving the workflow run: it lost its claim, and another replica has ended it", "run", runID)
 		} else if err != nil {
 			s.log.Error("saving workflow run", "run", runID, "err", err)

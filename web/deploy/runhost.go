@@ -35,9 +35,9 @@ type RunHost struct {
 	// not lapse); orphanAfter how long a run may be neither before its
 	// followers are told it is gone.
 	watchEvery, orphanAfter time.Duration
-	// fenceKey, on a registry whose claims can lapse, names the store key
-	// holding key's claim, for writes fenced on it (nil: none).
-	fenceKey func(key string) string
+	// fencer, on a registry whose claims can lapse, names the store key
+	// holding a key's claim, for writes fenced on it (nil: none).
+	fencer runlease.Fencer
 	// lapsedText is the error a dead replica's run of key ends with.
 	lapsedText func(key string) string
 	sweeps     sync.WaitGroup
@@ -106,9 +106,7 @@ func newRunHost(base context.Context, opt runHostOptions) *RunHost {
 		h.log = slog.Default()
 	}
 	h.ctx, h.cancel = context.WithCancel(base)
-	if f, ok := h.reg.(interface{ FenceKey(string) string }); ok {
-		h.fenceKey = f.FenceKey
-	}
+	h.fencer, _ = h.reg.(runlease.Fencer)
 	lease := opt.Lease
 	if sw, ok := h.reg.(runlease.Sweeper); ok {
 		h.sweeps.Add(1)
@@ -232,22 +230,18 @@ func (h *RunHost) Active(ctx context.Context, key string) (string, error) {
 	return h.reg.Active(ctx, key)
 }
 
-// ErrNotHolder: a run that no longer holds its key (its claim lapsed and
-// may be another run's now) must not write the key's state.
-var ErrNotHolder = errors.New("the run no longer holds its claim")
-
 // SaveHeld writes a run's state only while runID holds key, so a run cut
 // off or paused past its lease cannot write over what the key's next run
-// wrote: ErrNotHolder when it does not hold it. fenced (nil when the
-// store cannot fence) writes with the check inside the store's own
-// script, given the fence key, and reports a fence that did not hold as
-// fencedErr; otherwise the holder is looked up, then plain writes (in one
-// process the look-up is exact).
-func (h *RunHost) SaveHeld(ctx context.Context, key, runID string, fenced func(fenceKey string) error, fencedErr error, plain func() error) error {
-	if fenced != nil && h.fenceKey != nil {
-		err := fenced(h.fenceKey(key))
-		if errors.Is(err, fencedErr) {
-			return ErrNotHolder
+// wrote: runlease.ErrFenced when it does not hold it. fenced (nil when
+// the store cannot fence) writes with the check inside the store's own
+// write, given the registry's fence key (runlease.Fencer), and reports
+// whether it wrote; otherwise the holder is looked up, then plain writes
+// (in one process the look-up is exact).
+func (h *RunHost) SaveHeld(ctx context.Context, key, runID string, fenced func(fenceKey string) (bool, error), plain func() error) error {
+	if fenced != nil && h.fencer != nil {
+		written, err := fenced(h.fencer.FenceKey(key))
+		if err == nil && !written {
+			return runlease.ErrFenced
 		}
 		return err
 	}
@@ -259,7 +253,7 @@ func (h *RunHost) SaveHeld(ctx context.Context, key, runID string, fenced func(f
 
 // holds checks that runID still holds key in the registry (on Redis, one
 // GET), so that a run cut off past its lease does not write over state
-// another replica's run wrote since: ErrNotHolder when it does not.
+// another replica's run wrote since: runlease.ErrFenced when it does not.
 func (h *RunHost) holds(ctx context.Context, key, runID string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
@@ -268,7 +262,7 @@ func (h *RunHost) holds(ctx context.Context, key, runID string) error {
 	case err != nil:
 		return err
 	case holder != runID:
-		return ErrNotHolder
+		return runlease.ErrFenced
 	}
 	return nil
 }

@@ -3,7 +3,9 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -98,5 +100,58 @@ func TestEndLapsedWaitsOutAShortOutage(t *testing.T) {
 		if err != nil || !strings.Contains(string(ev.Data), "stopped before it finished") {
 			t.Errorf("event %s, %v", ev.Data, err)
 		}
+	}
+}
+
+// fencingRegistry is a registry whose claims fence writes, as Redis's
+// do: the fence key of k is "fence:"+k.
+type fencingRegistry struct{ *runlease.Memory }
+
+func (fencingRegistry) FenceKey(key string) string { return "fence:" + key }
+
+// SaveHeld writes only while the run holds its key: with a registry that
+// fences, the store's own fenced write decides (a refused write is
+// runlease.ErrFenced); without, the holder is looked up first.
+func TestSaveHeld(t *testing.T) {
+	ctx := context.Background()
+	for _, fences := range []bool{false, true} {
+		reg := runlease.NewMemory()
+		var r runlease.Registry = reg
+		if fences {
+			r = fencingRegistry{reg}
+		}
+		h := newRunHost(ctx, runHostOptions{Registry: r, Events: stream.NewMemoryLog(stream.MemoryLogOptions{}), Logger: slog.New(slog.DiscardHandler)})
+		lease, err := reg.Acquire(ctx, "k", "run_1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wrote []string
+		save := func(runID string, holds bool) error {
+			fenced := func(fenceKey string) (bool, error) {
+				if fenceKey != "fence:k" {
+					t.Errorf("fence key %q", fenceKey)
+				}
+				if holds {
+					wrote = append(wrote, "fenced "+runID)
+				}
+				return holds, nil
+			}
+			return h.SaveHeld(ctx, "k", runID, fenced, func() error { wrote = append(wrote, "plain "+runID); return nil })
+		}
+		if err := save("run_1", true); err != nil {
+			t.Errorf("fences %v: the holder's save: %v", fences, err)
+		}
+		if err := save("run_0", false); !errors.Is(err, runlease.ErrFenced) {
+			t.Errorf("fences %v: a save of a run that holds nothing: %v, want ErrFenced", fences, err)
+		}
+		lease.Release(ctx)
+		want := []string{"plain run_1"}
+		if fences {
+			want = []string{"fenced run_1"}
+		}
+		if !slices.Equal(wrote, want) {
+			t.Errorf("fences %v: wrote %q, want %q", fences, wrote, want)
+		}
+		h.StopAll()
 	}
 }

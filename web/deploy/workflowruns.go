@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/trawl-dev/trawl/agent/workflow"
-	webredis "github.com/trawl-dev/trawl/web/redisstore"
 	"github.com/trawl-dev/trawl/web/runlease"
 )
 
@@ -52,24 +51,24 @@ func (s *Deployment) endLapsedRun(ctx context.Context, c runlease.Claim) {
 // fencedRecords is a store of records that writes one only while a
 // fence key holds a value (web/redisstore: the run's claim).
 type fencedRecords interface {
-	PutFenced(ctx context.Context, k string, v []byte, fenceKey, fenceValue string) error
+	PutFenced(ctx context.Context, k string, v []byte, fenceKey, fenceValue string) (written bool, err error)
 }
 
 // SaveHeldWorkflowRun saves r while its run holds its claim:
-// ErrNotHolder when it does not. On Redis the check is in the write's
+// runlease.ErrFenced when it does not. On Redis the check is in the write's
 // own script; in one process, a look-up.
 func (s *Deployment) SaveHeldWorkflowRun(ctx context.Context, r WorkflowRun) error {
-	var fenced func(string) error
+	var fenced func(string) (bool, error)
 	if fr, ok := s.stores.workflowRuns.(fencedRecords); ok {
-		fenced = func(fenceKey string) error {
+		fenced = func(fenceKey string) (bool, error) {
 			b, err := json.Marshal(r)
 			if err != nil {
-				return err
+				return false, err
 			}
 			return fr.PutFenced(ctx, r.ID, b, fenceKey, r.ID)
 		}
 	}
-	return s.runs.SaveHeld(ctx, WorkflowRunKey(r.ID), r.ID, fenced, webredis.ErrFenced, func() error { return s.SaveWorkflowRun(ctx, r) })
+	return s.runs.SaveHeld(ctx, WorkflowRunKey(r.ID), r.ID, fenced, func() error { return s.SaveWorkflowRun(ctx, r) })
 }
 
 // SaveWorkflowRun stores r.
