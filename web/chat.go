@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/trawl-dev/trawl/agent"
@@ -167,22 +166,13 @@ func (s *Server) runTurn(ctx context.Context, key, runID string, thread *agent.T
 		s.log.InfoContext(ctx, "turn ended with an error", "thread", key, "err", err)
 	}
 	// A store failing for a moment (an outage, a full Redis) is waited
-	// out, within 10 s, so the thread is saved and the stream's
-	// followers learn why the turn ended (its own error chunk may be
-	// what the store refused).
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
+	// out, so the thread is saved and the stream's followers learn why
+	// the turn ended (its own error chunk may be what the store refused).
+	var last stream.Chunk
 	if errors.Is(err, deploy.ErrStoreUnavailable) {
-		_ = deploy.RetryStore(rctx, func() error {
-			_, err := s.events.Append(rctx, runID, stream.Error{ErrorText: storeFailedText})
-			return err
-		})
+		last = stream.Error{ErrorText: storeFailedText}
 	}
-	if err := deploy.RetryStore(rctx, func() error { return save(rctx, thread) }); errors.Is(err, runlease.ErrFenced) {
-		s.log.WarnContext(ctx, "not saving the thread: this run lost its claim on the chat, which another replica may have taken", "thread", key, "run", runID)
-	} else if err != nil {
-		s.log.ErrorContext(ctx, "saving thread", "thread", key, "err", err)
-	}
+	s.runs.EndRun(ctx, key, runID, "thread", last, func(ctx context.Context) error { return save(ctx, thread) })
 }
 
 // storeFailedText ends a turn that the deployment's store failed.

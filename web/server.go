@@ -53,7 +53,7 @@ type Options struct {
 	// Now is the deployment's clock (sessions, connect links, rate
 	// limits, thread stamps). Zero: time.Now.
 	Now func() time.Time
-	// Runs tunes the run host's waits. Zero: the defaults.
+	// Runs are the run host's clock and waits. Zero: the defaults.
 	Runs deploy.RunTimings
 }
 

@@ -3,18 +3,15 @@ package web
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/trawl-dev/trawl/agent/workflow"
 	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/web/deploy"
-	"github.com/trawl-dev/trawl/web/runlease"
 )
 
 func (s *Server) getWorkflowDef(ctx context.Context, id string) (*workflow.Definition, error) {
@@ -139,14 +136,8 @@ func (s *Server) startWorkflowRun(c echo.Context) error {
 		// failed, and a replica paused or cut off past its lease must
 		// not write its "stopped" over that. A short store failure is
 		// waited out.
-		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer scancel()
-		err = deploy.RetryStore(sctx, func() error { return s.dep.SaveHeldWorkflowRun(sctx, rec) })
-		if errors.Is(err, runlease.ErrFenced) {
-			s.log.Warn("not saving the workflow run: it lost its claim, and another replica has ended it", "run", runID)
-		} else if err != nil {
-			s.log.Error("saving workflow run", "run", runID, "err", err)
-		}
+		s.runs.EndRun(ctx, deploy.WorkflowRunKey(runID), runID, "workflow run", nil,
+			func(ctx context.Context) error { return s.dep.SaveHeldWorkflowRun(ctx, rec) })
 	})
 	c.Response().Header().Set("X-Trawl-Run-Id", runID)
 	return s.serveRun(c, deploy.WorkflowRunKey(runID), runID)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/web/runlease"
 )
@@ -30,11 +31,9 @@ type RunHost struct {
 	events   stream.EventLog
 	log      *slog.Logger
 	onLapsed func(ctx context.Context, c runlease.Claim) // after a dead run's log was ended (may be nil)
-	// watchEvery is how often a stream checks that its run is still
-	// claimed, or its log ended (0: never, on a registry whose claims do
-	// not lapse); orphanAfter how long a run may be neither before its
-	// followers are told it is gone.
-	watchEvery, orphanAfter time.Duration
+	// t are the host's clock and waits, defaults filled in. WatchEvery is
+	// 0 on a registry whose claims do not lapse: streams are not watched.
+	t RunTimings
 	// fencer, on a registry whose claims can lapse, names the store key
 	// holding a key's claim, for writes fenced on it (nil: none).
 	fencer runlease.Fencer
@@ -70,17 +69,56 @@ func sweepEvery(lease time.Duration) time.Duration {
 	return max(min(lease/15, time.Second), 100*time.Millisecond)
 }
 
-// RunTimings are a run host's waits. The zero value means the defaults.
+// RunTimings are a run host's clock and waits. The zero value means the
+// defaults.
 type RunTimings struct {
+	// Clock is the host's time: the release wait's deadline, the
+	// backoff while a store fails, how long a run has been orphaned.
+	// Zero: the system clock.
+	Clock paginate.Clock
+	// StoreWait bounds how long the end of a run — what it leaves, its
+	// log's end, its claim's release — and a sweep's end of dead runs
+	// wait out a failing store. Zero: 10 s.
+	StoreWait time.Duration
+	// CheckTimeout bounds one look-up of a key's holder: before a save a
+	// store cannot fence, and each check of a follower's watch. Zero: 5 s.
+	CheckTimeout time.Duration
+	// StopWait bounds how long a stop waits for its run to end. Zero: 10 s.
+	StopWait time.Duration
+	// ReleaseWait bounds how long a claim waits for a run that ended its
+	// log to release the key. Zero: 2 s.
+	ReleaseWait time.Duration
 	// WatchEvery is how often a follower's stream checks that its run
 	// still holds its claim, or has ended its log. Zero: the lease. A
 	// registry whose claims do not lapse (one process) is never watched.
 	WatchEvery time.Duration
 	// OrphanAfter is how long a run may be neither claimed nor ended
-	// before its followers are told it is gone. Zero: the lease plus 15 s
-	// (past the sweep that ends a dead replica's run and the 10 s a
-	// finishing run, or that sweep, waits out a failing store).
+	// before its followers are told it is gone. Zero: the lease plus the
+	// store wait plus 5 s (past the sweep that ends a dead replica's run,
+	// and the store wait of a finishing run or of that sweep).
 	OrphanAfter time.Duration
+}
+
+// withDefaults fills the zero fields; lapses says whether the registry's
+// claims can lapse (only then are streams watched).
+func (t RunTimings) withDefaults(lease time.Duration, lapses bool) RunTimings {
+	if t.Clock == nil {
+		t.Clock = paginate.SystemClock{}
+	}
+	t.StoreWait = cmp.Or(t.StoreWait, 10*time.Second)
+	t.CheckTimeout = cmp.Or(t.CheckTimeout, 5*time.Second)
+	t.StopWait = cmp.Or(t.StopWait, 10*time.Second)
+	t.ReleaseWait = cmp.Or(t.ReleaseWait, 2*time.Second)
+	if !lapses {
+		t.WatchEvery, t.OrphanAfter = 0, 0
+		return t
+	}
+	if lease <= 0 {
+		lease = runlease.DefaultLease
+	}
+	t.WatchEvery = cmp.Or(t.WatchEvery, lease)
+	t.OrphanAfter = cmp.Or(t.OrphanAfter, lease+t.StoreWait+5*time.Second)
+	return t
 }
 
 // runHostOptions are what a run host is built from.
@@ -107,14 +145,11 @@ func newRunHost(base context.Context, opt runHostOptions) *RunHost {
 	}
 	h.ctx, h.cancel = context.WithCancel(base)
 	h.fencer, _ = h.reg.(runlease.Fencer)
-	lease := opt.Lease
-	if sw, ok := h.reg.(runlease.Sweeper); ok {
+	sw, lapses := h.reg.(runlease.Sweeper)
+	h.t = opt.Timings.withDefaults(opt.Lease, lapses)
+	if lapses {
 		h.sweeps.Add(1)
-		go h.sweep(sw, sweepEvery(lease))
-		if lease <= 0 {
-			lease = runlease.DefaultLease
-		}
-		h.watchEvery, h.orphanAfter = cmp.Or(opt.Timings.WatchEvery, lease), cmp.Or(opt.Timings.OrphanAfter, lease+15*time.Second)
+		go h.sweep(sw, sweepEvery(opt.Lease))
 	}
 	return h
 }
@@ -138,35 +173,33 @@ func (h *RunHost) Claim(req context.Context, key, runID string) (*Run, error) {
 // acquire claims key. A holder whose log has already ended is releasing
 // its claim (a run closes its log first, then releases): a client that
 // read a stream to its end and at once starts the next turn waits for
-// that release (up to releaseWait) rather than getting a 409.
+// that release (up to ReleaseWait) rather than getting a 409. A holder
+// that was gone by the time the registry looked it up (it released the
+// key between the two) is no holder: the claim is tried again.
 func (h *RunHost) acquire(ctx context.Context, key, runID string) (runlease.Lease, error) {
-	deadline := time.Now().Add(releaseWait)
+	deadline := h.t.Clock.Now().Add(h.t.ReleaseWait)
 	for {
 		lease, err := h.reg.Acquire(ctx, key, runID)
 		var held *runlease.HeldError
-		if !errors.As(err, &held) || time.Now().After(deadline) {
+		if !errors.As(err, &held) || h.t.Clock.Now().After(deadline) {
 			return lease, err
 		}
-		st, serr := h.events.Stat(ctx, held.RunID)
-		if serr != nil || !st.Closed {
-			return nil, err // running (or unknown): a real conflict
+		if held.RunID != "" {
+			st, serr := h.events.Stat(ctx, held.RunID)
+			if serr != nil || !st.Closed {
+				return nil, err // running (or unknown): a real conflict
+			}
 		}
-		select {
-		case <-ctx.Done():
+		if h.t.Clock.Sleep(ctx, 20*time.Millisecond) != nil {
 			return nil, err
-		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
 
-// releaseWait bounds how long a claim waits for a finished run to release
-// its key.
-const releaseWait = 2 * time.Second
-
 // Drop gives up a claimed run that did not start.
 func (h *RunHost) Drop(r *Run) {
 	r.cancel()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), h.t.StoreWait)
 	defer cancel()
 	if err := r.lease.Release(ctx); err != nil {
 		h.log.Warn("releasing a run claim", "run", r.id, "err", err)
@@ -199,14 +232,14 @@ func (h *RunHost) Start(r *Run, fn func(ctx context.Context)) {
 
 func (h *RunHost) finish(r *Run) {
 	r.cancel()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), h.t.StoreWait)
 	defer cancel()
 	// Every follower waits for the log's end: a store failing for a
-	// moment (an outage, a full Redis) is waited out, within 10 s.
-	if err := RetryStore(ctx, func() error { return h.events.Close(ctx, r.id) }); err != nil {
+	// moment (an outage, a full Redis) is waited out, within StoreWait.
+	if err := h.retryStore(ctx, func() error { return h.events.Close(ctx, r.id) }); err != nil {
 		h.log.Error("closing run log", "run", r.id, "err", err)
 	}
-	if err := RetryStore(ctx, func() error { return r.lease.Release(ctx) }); err != nil {
+	if err := h.retryStore(ctx, func() error { return r.lease.Release(ctx) }); err != nil {
 		h.log.Warn("releasing a run claim", "run", r.id, "err", err)
 	}
 	h.remove(r)
@@ -255,7 +288,7 @@ func (h *RunHost) SaveHeld(ctx context.Context, key, runID string, fenced func(f
 // GET), so that a run cut off past its lease does not write over state
 // another replica's run wrote since: runlease.ErrFenced when it does not.
 func (h *RunHost) holds(ctx context.Context, key, runID string) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.t.CheckTimeout)
 	defer cancel()
 	holder, err := h.reg.Active(ctx, key)
 	switch {
@@ -277,13 +310,13 @@ func (h *RunHost) ActiveKeys(ctx context.Context, prefix string) ([]string, erro
 // ended its log.
 var ErrOrphaned = errors.New("the run's log was left open")
 
-// WatchOrphan checks every watchEvery, on a timer rather than a
+// WatchOrphan checks every WatchEvery, on a timer rather than a
 // goroutine of its own, whether runID still holds key or has ended its
 // log, and cancels ctx with ErrOrphaned once it has done neither for
-// orphanAfter. A check the store fails counts for nothing. On a registry
+// OrphanAfter. A check the store fails counts for nothing. On a registry
 // whose claims do not lapse it watches nothing.
 func (h *RunHost) WatchOrphan(ctx context.Context, cancel context.CancelCauseFunc, key, runID string) (stop func()) {
-	if h.watchEvery <= 0 {
+	if h.t.WatchEvery <= 0 {
 		return func() {}
 	}
 	var (
@@ -293,7 +326,7 @@ func (h *RunHost) WatchOrphan(ctx context.Context, cancel context.CancelCauseFun
 		since   time.Time // when the run was first seen neither claimed nor ended
 	)
 	check := func() {
-		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		cctx, ccancel := context.WithTimeout(ctx, h.t.CheckTimeout)
 		defer ccancel()
 		holder, err := h.reg.Active(cctx, key)
 		switch {
@@ -305,8 +338,8 @@ func (h *RunHost) WatchOrphan(ctx context.Context, cancel context.CancelCauseFun
 			case err != nil && !errors.Is(err, stream.ErrRunNotFound), err == nil && st.Closed:
 				since = time.Time{}
 			case since.IsZero():
-				since = time.Now()
-			case time.Since(since) >= h.orphanAfter:
+				since = h.t.Clock.Now()
+			case h.t.Clock.Now().Sub(since) >= h.t.OrphanAfter:
 				cancel(ErrOrphaned)
 				return
 			}
@@ -314,11 +347,11 @@ func (h *RunHost) WatchOrphan(ctx context.Context, cancel context.CancelCauseFun
 		mu.Lock()
 		defer mu.Unlock()
 		if !stopped {
-			t.Reset(h.watchEvery)
+			t.Reset(h.t.WatchEvery)
 		}
 	}
 	mu.Lock()
-	t = time.AfterFunc(h.watchEvery, check)
+	t = time.AfterFunc(h.t.WatchEvery, check)
 	mu.Unlock()
 	return func() {
 		mu.Lock()
@@ -328,11 +361,8 @@ func (h *RunHost) WatchOrphan(ctx context.Context, cancel context.CancelCauseFun
 	}
 }
 
-// stopWait bounds how long a stop waits for its run to end.
-const stopWait = 10 * time.Second
-
 // Stop asks the run holding key to stop, wherever it runs, and waits (up
-// to stopWait) until it no longer holds key: stopped reports whether a
+// to StopWait) until it no longer holds key: stopped reports whether a
 // run held key, ended whether it let go within the wait — it ended, or
 // its claim lapsed (a holder paused or cut off from the store), after
 // which its saves are refused and the sweep ends its stream.
@@ -345,7 +375,7 @@ func (h *RunHost) Stop(ctx context.Context, key string) (stopped, ended bool, er
 	if err != nil || !held {
 		return false, false, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, stopWait)
+	wctx, cancel := context.WithTimeout(ctx, h.t.StopWait)
 	defer cancel()
 	switch err := h.reg.Wait(wctx, key, runID); {
 	case err == nil:
@@ -438,7 +468,7 @@ func (h *RunHost) sweep(sw runlease.Sweeper, every time.Duration) {
 		}
 		// The claims handed to this replica are ended within one bound,
 		// however many there are and however the store fares meanwhile.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(h.ctx), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(h.ctx), h.t.StoreWait)
 		for _, c := range claims {
 			h.endLapsed(ctx, c)
 		}
@@ -459,7 +489,7 @@ const (
 // on a log nobody closes.
 func (h *RunHost) endLapsed(ctx context.Context, c runlease.Claim) {
 	var st stream.RunState
-	err := RetryStore(ctx, func() (err error) {
+	err := h.retryStore(ctx, func() (err error) {
 		st, err = h.events.Stat(ctx, c.RunID)
 		return err
 	})
@@ -475,14 +505,14 @@ func (h *RunHost) endLapsed(ctx context.Context, c runlease.Claim) {
 		if h.lapsedText != nil {
 			text = h.lapsedText(c.Key)
 		}
-		err := RetryStore(ctx, func() error {
+		err := h.retryStore(ctx, func() error {
 			_, err := h.events.Append(ctx, c.RunID, stream.Error{ErrorText: text})
 			return err
 		})
 		if err != nil && !errors.Is(err, stream.ErrRunClosed) {
 			h.log.Warn("ending a dead replica's run", "run", c.RunID, "err", err)
 		}
-		if err := RetryStore(ctx, func() error { return h.events.Close(ctx, c.RunID) }); err != nil {
+		if err := h.retryStore(ctx, func() error { return h.events.Close(ctx, c.RunID) }); err != nil {
 			h.log.Warn("ending a dead replica's run", "run", c.RunID, "err", err)
 		}
 		h.log.Info("ended a run whose replica stopped renewing its claim", "run", c.RunID, "key", c.Key)
@@ -492,20 +522,43 @@ func (h *RunHost) endLapsed(ctx context.Context, c runlease.Claim) {
 	}
 }
 
-// RetryStore runs f until it does not fail with ErrStoreUnavailable, or
+// retryStore runs f until it does not fail with ErrStoreUnavailable, or
 // ctx ends: a short outage of the store is waited out.
-func RetryStore(ctx context.Context, f func() error) error {
+func (h *RunHost) retryStore(ctx context.Context, f func() error) error {
 	wait := 100 * time.Millisecond
 	for {
 		err := f()
 		if !errors.Is(err, ErrStoreUnavailable) {
 			return err
 		}
-		select {
-		case <-ctx.Done():
+		if h.t.Clock.Sleep(ctx, wait) != nil {
 			return err
-		case <-time.After(wait):
 		}
 		wait = min(2*wait, time.Second)
+	}
+}
+
+// EndRun writes what a run leaves once its work has returned, for turns
+// and workflow runs alike. On a context of its own (a cancelled run is
+// still saved), within StoreWait, waiting out a short store outage, it
+// appends last to the run's log (why the run ended, for its followers;
+// nil: nothing), then calls save, which writes the run's state only while
+// the run holds its claim (SaveHeld). A save refused because the run lost
+// its claim is logged as such, any other failure as an error; what names
+// the state in the log.
+func (h *RunHost) EndRun(ctx context.Context, key, runID, what string, last stream.Chunk, save func(ctx context.Context) error) {
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.t.StoreWait)
+	defer cancel()
+	if last != nil {
+		_ = h.retryStore(ectx, func() error {
+			_, err := h.events.Append(ectx, runID, last)
+			return err
+		})
+	}
+	switch err := h.retryStore(ectx, func() error { return save(ectx) }); {
+	case errors.Is(err, runlease.ErrFenced):
+		h.log.WarnContext(ctx, "not saving the "+what+": the run lost its claim, and another replica may have taken the key or ended the run", "key", key, "run", runID)
+	case err != nil:
+		h.log.ErrorContext(ctx, "saving the "+what, "key", key, "run", runID, "err", err)
 	}
 }

@@ -2,7 +2,6 @@ package deploy
 
 import (
 	"context"
-	"time"
 
 	"github.com/trawl-dev/trawl/agent"
 )
@@ -24,7 +23,7 @@ func (d *Deployment) SaveHeldThread(ctx context.Context, key, runID string, t *a
 	if ft, ok := d.threads.(fencedThreads); ok {
 		fenced = func(fenceKey string) (bool, error) {
 			t.Updated = d.now().UTC()
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.runs.t.StoreWait)
 			defer cancel()
 			return ft.PutThreadFenced(sctx, t, fenceKey, runID)
 		}
@@ -36,7 +35,7 @@ func (d *Deployment) SaveHeldThread(ctx context.Context, key, runID string, t *a
 // cancelled turn is still saved.
 func (d *Deployment) saveThread(ctx context.Context, t *agent.Thread) error {
 	t.Updated = d.now().UTC()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.runs.t.StoreWait)
 	defer cancel()
 	return d.threads.PutThread(sctx, t)
 }
