@@ -666,15 +666,15 @@ func awaitsRun(m UIMessage) bool {
 // shows the evidence (the arguments and the turn's reads) and emits
 // tool-approval-request. The turn ends after this step.
 func (r *Runner) askApproval(st *turnState, part Part, effect tools.Effect) (Part, error) {
-	id := "apr_" + randomHex(16)
-	h, err := argsHash(part.Input)
+	issued, err := issueApproval(part.ToolCallID, part.ToolName, part.Input)
 	if err != nil {
 		return part, err
 	}
+	id := issued.ID
 	ev := ApprovalEvidence{ApprovalID: id, ToolCallID: part.ToolCallID, ToolName: part.ToolName,
 		Effect: string(effect), Input: part.Input}
 	st.mu.Lock()
-	st.Thread.Approvals = append(st.Thread.Approvals, IssuedApproval{ID: id, ToolCallID: part.ToolCallID, ToolName: part.ToolName, ArgsHash: h})
+	st.Thread.Approvals = append(st.Thread.Approvals, issued)
 	st.waiting = true
 	ev.Reads = append([]string{}, st.reads...)
 	data, _ := json.Marshal(ev)
