@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -100,32 +99,6 @@ func (s *Server) invokeTool(c echo.Context) error {
 		return toolError(err)
 	}
 	return c.JSONBlob(http.StatusOK, out.View)
-}
-
-// toolError renders an engine error with its code (invalid_filter,
-// invalid_for_each_key, upstream_error …): what the caller can fix is a
-// 400, an upstream failure a 502, anything else internal.
-func toolError(err error) error {
-	var te *loop.ToolError
-	if !errors.As(err, &te) {
-		return internal(err)
-	}
-	status := http.StatusBadRequest
-	if te.Code == loop.CodeUpstream || te.Code == loop.CodeOutcomeUnknown {
-		status = http.StatusBadGateway
-	}
-	return apiErr(status, te.Code, te.Message)
-}
-
-func retrievalError(err error) error {
-	var ae *loop.RetrievalArgError
-	switch {
-	case errors.As(err, &ae):
-		return apiErr(http.StatusBadRequest, ae.ErrorCode(), strings.TrimPrefix(ae.Error(), ae.ErrorCode()+": "))
-	case errors.Is(err, loop.ErrResultNotFound), errors.Is(err, loop.ErrResultExpired):
-		return apiErr(http.StatusNotFound, "not_found", err.Error())
-	}
-	return internal(err)
 }
 
 // decodeJSON reads a JSON request body strictly: unknown fields and
