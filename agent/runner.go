@@ -495,6 +495,11 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl 
 		effect := r.opt.Engine.Effect(bt.tool, bt.loopBinding())
 		part.Effect = string(effect)
 		if r.needsApproval(st, def, tl, c) {
+			// Nobody is asked to approve a call that can never run.
+			if err := r.opt.Engine.Check(loop.Call{Tool: bt.tool, Args: args, Binding: bt.loopBinding()}); err != nil {
+				part.State, part.ErrorText = "output-error", toolErrorText(err)
+				return part, st.Emit(stream.ToolOutputError{ToolCallID: c.ID, ErrorText: part.ErrorText, Dynamic: true})
+			}
 			return r.askApproval(st, part, effect)
 		}
 	}

@@ -59,6 +59,9 @@ type invokeRequest struct {
 	// Bulk lets a write take _for_each (without agent_id there is no
 	// binding to say so).
 	Bulk bool `json:"bulk"`
+	// ApprovalID is the approval a call that needs one comes back with
+	// (agent_id only; see approvals.go).
+	ApprovalID string `json:"approval_id"`
 }
 
 // invokeTool runs one tool call through the engine, no model involved.
@@ -91,6 +94,9 @@ func (s *Server) invokeTool(c echo.Context) error {
 		return err
 	}
 	call := loop.Call{Tool: t, Args: req.Args, Scope: scope, Experiment: req.Experiment, Binding: binding}
+	if err := s.invokeApproval(ctx, req, call); err != nil {
+		return err
+	}
 	if wantsEventStream(c.Request()) {
 		return s.invokeStream(c, call)
 	}
