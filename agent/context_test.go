@@ -5,11 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,10 +24,7 @@ import (
 // result with queryToolResult; any other is answered in text. Each answer
 // reports usage, prompt_tokens being the characters sent / 3.5.
 type oaiRecorder struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	reqs []oaiRequestBody
-	next func(user string) (name, args string)
+	*oaiScript
 }
 
 type oaiRequestBody struct {
@@ -76,46 +70,18 @@ func (b *oaiRequestBody) chars() int {
 }
 
 func newOAIRecorder(t *testing.T, next func(user string) (string, string)) *oaiRecorder {
-	f := &oaiRecorder{next: next}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		raw, _ := io.ReadAll(r.Body)
-		var body oaiRequestBody
-		if err := json.Unmarshal(raw, &body); err != nil {
-			http.Error(w, err.Error(), 400)
-			return
-		}
-		f.mu.Lock()
-		f.reqs = append(f.reqs, body)
-		n := len(f.reqs)
-		f.mu.Unlock()
-		usage := fmt.Sprintf(`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":5,"total_tokens":%d}}`,
-			int(float64(body.chars())/3.5), int(float64(body.chars())/3.5)+5)
+	return &oaiRecorder{newOAIScript(t, func(w http.ResponseWriter, n int, body oaiRequestBody, _ map[string]json.RawMessage) {
 		last := body.Messages[len(body.Messages)-1]
-		required := string(body.ToolChoice) == `"required"`
-		if last.Role == "user" || required {
-			name, args := "", ""
-			if required {
-				name, args = loop.QueryToolResult, fmt.Sprintf(`{"resultId":%q,"fields":["id"],"limit":3}`, lastResultID(body))
-			} else {
-				name, args = f.next(last.Content)
-			}
-			a, _ := json.Marshal(args)
-			oaiWriteSSE(w,
-				oaiDelta(fmt.Sprintf(`{"role":"assistant","tool_calls":[{"index":0,"id":"call_%d","type":"function","function":{"name":%q,"arguments":%s}}]}`, n, name, a)),
-				oaiFinish("tool_calls"), usage)
-		} else {
-			oaiWriteSSE(w, oaiDelta(`{"role":"assistant","content":"Here is what I found."}`), oaiFinish("stop"), usage)
+		switch {
+		case string(body.ToolChoice) == `"required"`:
+			oaiToolCall(w, body, fmt.Sprintf("call_%d", n+1), loop.QueryToolResult, fmt.Sprintf(`{"resultId":%q,"fields":["id"],"limit":3}`, lastResultID(body)))
+		case last.Role == "user":
+			name, args := next(last.Content)
+			oaiToolCall(w, body, fmt.Sprintf("call_%d", n+1), name, args)
+		default:
+			oaiText(w, body, "Here is what I found.")
 		}
-		fmt.Fprint(w, "data: [DONE]\n\n")
-	}))
-	t.Cleanup(f.srv.Close)
-	return f
-}
-
-func (f *oaiRecorder) requests() []oaiRequestBody {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]oaiRequestBody(nil), f.reqs...)
+	})}
 }
 
 // demoRig is a runner on the demo Acme API with the dataset cache and
