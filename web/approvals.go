@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -17,8 +16,9 @@ import (
 )
 
 // The approvals inbox over HTTP, and the approval policy of the invoke
-// API. The inbox itself (agent.Inbox) knows nothing of HTTP: `trawl call
-// --agent` and the MCP server use it the same way.
+// API and `trawl call --agent`. The inbox (agent.Inbox) and the gate
+// (agent.Gate) know nothing of HTTP: the MCP server uses them the same
+// way, with its own source.
 
 // newInbox is the deployment's approvals inbox on its store: the
 // embedded file, Redis, or memory for a process that keeps nothing.
@@ -33,12 +33,16 @@ func (d *Deployment) newInbox(st *stores) *agent.Inbox {
 // Inbox is the deployment's approvals inbox.
 func (d *Deployment) Inbox() *agent.Inbox { return d.inbox }
 
+// gate is the approval gate of the deployment's doors other than chat.
+func (d *Deployment) gate(source string) agent.Gate {
+	return agent.Gate{Inbox: d.inbox, Engine: d.engine, Catalog: d.catalog, Source: source}
+}
+
 // invokeApproval applies the agent's approval policy to an invoke with
-// agent_id, as chat does: nil when the call may run now. A call that
-// needs approval and can never run is refused first (engine.Check);
-// without approval_id its request is put in the inbox and the answer is
-// 409 approval_required carrying it; with one, the approval is taken —
-// once, for this agent, tool and arguments — or refused.
+// agent_id, as chat does (agent.Gate): nil when the call may run now,
+// else the API error that says why not — 409 approval_required with the
+// request beside it, 403 approval_denied, 400 approval_refused, or the
+// call's own error when it can never run.
 func (s *Server) invokeApproval(ctx context.Context, req invokeRequest, call loop.Call) error {
 	if req.AgentID == "" {
 		if req.ApprovalID != "" {
@@ -50,95 +54,37 @@ func (s *Server) invokeApproval(ctx context.Context, req invokeRequest, call loo
 	if !ok {
 		return notFound("no agent " + strconv.Quote(req.AgentID))
 	}
-	_, err := s.Deployment.gateApproval(ctx, def, call, "invoke", req.ApprovalID)
-	return err
+	_, err := s.gate("invoke").Admit(ctx, def, call, req.ApprovalID)
+	return gateError(err)
 }
 
-// gateApproval is the approval gate of every door but chat: nil when
-// call, by agent def, may run — it needs no approval, or approvalID is
-// an approval of it now taken. Otherwise the error says why, as an
-// *APIError: the call can never run (its tool error), it waits (409
-// approval_required, the request put in the inbox when approvalID is
-// empty), it was denied (403), or the approval does not fit it (400).
-// The request is returned when one is involved.
-func (d *Deployment) gateApproval(ctx context.Context, def agent.Definition, call loop.Call, source, approvalID string) (*agent.PendingApproval, error) {
-	t := call.Tool
-	bc, bound, err := agent.Bind(def, d.catalog, d.engine, t.ID)
-	switch {
-	case err != nil:
-		return nil, internal(err)
-	case !bound:
-		return nil, apiErr(http.StatusBadRequest, "not_bound", "agent "+strconv.Quote(def.ID)+" does not bind "+strconv.Quote(t.ID))
-	case !bc.NeedsApproval:
-		if approvalID != "" {
-			return nil, apiErr(http.StatusBadRequest, agent.CodeApprovalRefused, fmt.Sprintf(
-				"approval %q was given, but agent %q runs %s without approval", approvalID, def.ID, t.ID))
-		}
-		return nil, nil
-	}
-	// Nobody is asked to approve a call that can never run.
-	if err := d.engine.Check(call); err != nil {
-		return nil, toolError(err)
-	}
-	args := call.Args
-	if args == nil {
-		args = map[string]any{}
-	}
-	input, err := json.Marshal(args)
-	if err != nil {
-		return nil, badRequest("the arguments are not JSON: " + err.Error())
-	}
-	if approvalID == "" {
-		a, err := d.inbox.Request(ctx, agent.ApprovalRequest{Source: source, AgentID: def.ID, ToolID: t.ID,
-			ToolName: t.Name, Effect: string(bc.Effect), Input: input, Action: actionText(call)})
-		if errors.Is(err, agent.ErrInboxFull) {
-			return nil, apiErr(http.StatusTooManyRequests, "inbox_full", err.Error())
-		}
-		if err != nil {
-			return nil, internal(err)
-		}
-		return &a, approvalRequired(a, false)
-	}
-	a, err := d.inbox.Take(ctx, approvalID, def.ID, t.ID, input)
+// gateError renders what agent.Gate.Admit refused, as the API answers it.
+func gateError(err error) error {
+	var wait *agent.ApprovalWait
+	var denial *agent.ApprovalDenial
+	var te *loop.ToolError
 	switch {
 	case err == nil:
-		return &a, nil
-	case errors.Is(err, agent.ErrApprovalPending):
-		return &a, approvalRequired(a, true)
-	case errors.Is(err, agent.ErrApprovalDenied):
-		msg := fmt.Sprintf("approval %s was denied: %s was not run", a.ID, t.ID)
-		if a.Reason != "" {
-			msg += " (" + a.Reason + ")"
-		}
-		return &a, &APIError{Status: toolStatus(agent.CodeApprovalDenied), Code: agent.CodeApprovalDenied, Message: msg,
+		return nil
+	case errors.As(err, &te):
+		return toolError(err)
+	case errors.As(err, &wait):
+		a := wait.Approval
+		msg := fmt.Sprintf("%s; it waits until %s: approve it (POST /v1/approvals/%s, or the Studio's Approvals page), then send the same call again with \"approval_id\": %q",
+			err.Error(), a.Expires.UTC().Format(time.RFC3339), a.ID, a.ID)
+		return &APIError{Status: toolStatus(agent.CodeApprovalRequired), Code: agent.CodeApprovalRequired, Message: msg,
 			With: map[string]any{"approval": a}}
+	case errors.As(err, &denial):
+		return &APIError{Status: toolStatus(agent.CodeApprovalDenied), Code: agent.CodeApprovalDenied, Message: err.Error(),
+			With: map[string]any{"approval": denial.Approval}}
 	case errors.Is(err, agent.ErrApproval):
-		return nil, apiErr(toolStatus(agent.CodeApprovalRefused), agent.CodeApprovalRefused, err.Error())
+		return apiErr(toolStatus(agent.CodeApprovalRefused), agent.CodeApprovalRefused, err.Error())
+	case errors.Is(err, agent.ErrNotBound):
+		return apiErr(http.StatusBadRequest, "not_bound", err.Error())
+	case errors.Is(err, agent.ErrInboxFull):
+		return apiErr(http.StatusTooManyRequests, "inbox_full", err.Error())
 	}
-	return nil, internal(err)
-}
-
-// approvalRequired is the 409 of a call that waits: the request rides
-// beside the error.
-func approvalRequired(a agent.PendingApproval, again bool) *APIError {
-	msg := fmt.Sprintf("%s needs a human's approval before it runs: it waits in the approvals inbox as %s until %s; "+
-		"approve it (POST /v1/approvals/%s, or the Studio's Approvals page), then send the same call again with \"approval_id\": %q",
-		a.ToolID, a.ID, a.Expires.UTC().Format(time.RFC3339), a.ID, a.ID)
-	if again {
-		msg = fmt.Sprintf("approval %s has not been answered yet: %s", a.ID, msg)
-	}
-	return &APIError{Status: toolStatus(agent.CodeApprovalRequired), Code: agent.CodeApprovalRequired, Message: msg,
-		With: map[string]any{"approval": a}}
-}
-
-// actionText says what a call would do, for the evidence: method and
-// path of an HTTP tool, the tool of an MCP one.
-func actionText(call loop.Call) string {
-	t := call.Tool
-	if t.Method != "" {
-		return t.Method + " " + t.Path
-	}
-	return "call " + t.ID
+	return internal(err)
 }
 
 // listApprovals: GET /v1/approvals?status=pending (default), a comma
@@ -242,32 +188,34 @@ func (d *Deployment) CallAs(ctx context.Context, agentID, toolID string, args ma
 		return nil, fmt.Errorf("agent %q does not bind %s", agentID, t.ID)
 	}
 	call := loop.Call{Tool: t, Args: args, Scope: loop.Scope{Org: d.cfg.Org, Thread: "cli"}, Binding: bc.Binding, Progress: progress}
-	a, err := d.gateApproval(ctx, def, call, "cli", "")
-	if err != nil {
-		var ae *APIError
-		if a == nil || !errors.As(err, &ae) || ae.Code != agent.CodeApprovalRequired {
-			return nil, cliError(err)
-		}
-		approved, reason, aerr := ask(ctx, *a)
+	gate := d.gate("cli")
+	_, err = gate.Admit(ctx, def, call, "")
+	var wait *agent.ApprovalWait
+	if errors.As(err, &wait) {
+		approved, reason, aerr := ask(ctx, wait.Approval)
 		if aerr != nil {
 			return nil, aerr
 		}
-		if _, err := d.inbox.Answer(ctx, a.ID, approved, reason); err != nil {
-			return nil, err
+		if _, aerr := d.inbox.Answer(ctx, wait.Approval.ID, approved, reason); aerr != nil {
+			return nil, aerr
 		}
-		if _, err := d.gateApproval(ctx, def, call, "cli", a.ID); err != nil {
-			return nil, cliError(err)
-		}
+		_, err = gate.Admit(ctx, def, call, wait.Approval.ID)
+	}
+	if err != nil {
+		return nil, withCode(err)
 	}
 	return d.engine.Call(ctx, call)
 }
 
-// cliError words an API error for one line of stderr: its code first,
-// as a tool error reads.
-func cliError(err error) error {
-	var ae *APIError
-	if errors.As(err, &ae) && ae.Status < 500 {
-		return fmt.Errorf("%s: %s", ae.Code, ae.Message)
+// withCode puts an approval refusal's code before its message, as a
+// tool error reads on one line of stderr.
+func withCode(err error) error {
+	var denial *agent.ApprovalDenial
+	switch {
+	case errors.As(err, &denial):
+		return fmt.Errorf("%s: %w", agent.CodeApprovalDenied, err)
+	case errors.Is(err, agent.ErrApproval):
+		return fmt.Errorf("%s: %w", agent.CodeApprovalRefused, err)
 	}
 	return err
 }
