@@ -121,7 +121,10 @@ func checkWrite(t *tools.Tool, effect tools.Effect, r Request, b Binding) error 
 		return refuse(ArgRefresh, "a write is never cached, so there is nothing to refresh")
 	case r.Filter != nil:
 		return refuse(ArgFilter, "filter what a read returns, then act on the objects you chose")
-	case r.ForEach != nil && !(b.Bulk && b.LoopResponses):
+	case r.ForEach != nil && b.Bulk && !b.LoopResponses:
+		// bulk is set: what is missing is looping, which _for_each is part of.
+		return refuse(ArgForEach, "_for_each is a looping argument, and this binding has loop_responses off (bulk: true alone does not turn it on); turn on loop_responses for the binding, or call it once per object")
+	case r.ForEach != nil && !b.Bulk:
 		return refuse(ArgForEach, "one change per call unless the agent's binding sets bulk: true; call it once per object, after saying how many objects and which scope")
 	}
 	return nil
@@ -249,43 +252,16 @@ func (e *Engine) Call(ctx context.Context, c Call) (out *Outcome, err error) {
 	}
 	ctx, observed := e.obs.call(ctx, c.Tool, c.Binding.LoopResponses)
 	defer func() { observed(out, err) }()
-	own, r, err := ParseRequest(c.Args)
+	p, err := e.prepare(c)
 	if err != nil {
 		return nil, err
-	}
-	if c.Request != nil {
-		r = *c.Request
-	}
-	effect := e.Effect(c.Tool, c.Binding)
-	if effect.Writes() {
-		if err := checkWrite(c.Tool, effect, r, c.Binding); err != nil {
-			return nil, err
-		}
 	}
 	if !c.Binding.LoopResponses {
 		// Reserved arguments are stripped but ignored: one plain call,
 		// size-guarded.
-		if err := checkArgs(c.Tool, own, ""); err != nil {
-			return nil, err
-		}
-		return e.plainCall(ctx, c, own)
+		return e.plainCall(ctx, c, p.own, p.unknown)
 	}
-	budget := e.opt.Budget.Merge(c.Binding.Budget).Resolved()
-	if effect.Writes() {
-		budget.ForEachValues = min(budget.ForEachValues, bulkValues(c.Binding))
-	}
-	var values []any
-	key := ""
-	if r.ForEach != nil {
-		if values, err = forEachValues(c.Tool, r.ForEach, budget.ForEachValues); err != nil {
-			return nil, err
-		}
-		key = r.ForEach.Key
-	}
-	if err := checkArgs(c.Tool, own, key); err != nil {
-		return nil, err
-	}
-	req := walkRequest{call: c, own: own, r: r, values: values, budget: budget, plan: e.Plan(c.Tool), effect: effect}
+	req := walkRequest{call: c, own: p.own, r: p.r, values: p.values, budget: p.budget, plan: e.Plan(c.Tool), effect: p.effect, unknown: p.unknown}
 	data, hit, err := e.fetch(ctx, req)
 	if err != nil {
 		return nil, err
@@ -302,6 +278,9 @@ type walkRequest struct {
 	budget paginate.Budget
 	plan   paginate.Plan
 	effect tools.Effect
+	// unknown are the arguments the schema admits without declaring
+	// them, listed in _unknownArgs.
+	unknown []string
 }
 
 // walked is what one looping call collected: the merged, unprojected,

@@ -15,8 +15,9 @@ import (
 )
 
 // plainCall is a call under a binding that does not loop: one request,
-// no reserved argument honoured, the size guard only.
-func (e *Engine) plainCall(ctx context.Context, c Call, own map[string]any) (*Outcome, error) {
+// no reserved argument honoured, the size guard only (and _unknownArgs
+// when arguments the schema admits without declaring them were sent).
+func (e *Engine) plainCall(ctx context.Context, c Call, own map[string]any, unknown []string) (*Outcome, error) {
 	plan := e.Plan(c.Tool)
 	res, err := paginate.Walk(ctx, paginate.WalkOptions{
 		Caller: e.opt.Caller, Clock: e.clock, Tool: c.Tool, Args: own, Plan: plan, Effect: e.Effect(c.Tool, c.Binding),
@@ -30,6 +31,11 @@ func (e *Engine) plainCall(ctx context.Context, c Call, own map[string]any) (*Ou
 	out := &Outcome{View: body}
 	if !hasItems {
 		path = ""
+	}
+	if len(unknown) > 0 && query.FirstByte(body) == '{' {
+		if b, err := query.SetMembers(body, []query.Member{unknownArgsMember(unknown)}); err == nil {
+			body = b
+		}
 	}
 	return e.guard(ctx, c, out, body, path, func() (*StoredResult, error) {
 		return NewStoredResult(c.Tool.ID, body, path)
@@ -167,6 +173,9 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 		}
 		members = v.members()
 	}
+	if len(q.unknown) > 0 {
+		members = append(members, unknownArgsMember(q.unknown))
+	}
 	if view, err = query.SetMembers(view, members); err != nil {
 		return nil, fmt.Errorf("envelope: %w", err)
 	}
@@ -185,6 +194,13 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 		v.ResultExpires = e.clock.Now().Add(e.opt.Results.TTL())
 	}
 	return out, nil
+}
+
+// unknownArgsMember is the envelope's _unknownArgs: the arguments sent
+// that no parameter declares, which the tool's schema admits.
+func unknownArgsMember(names []string) query.Member {
+	b, _ := json.Marshal(names)
+	return query.Member{Key: "_unknownArgs", Value: b}
 }
 
 // withPath is f with path added when it lacks it.

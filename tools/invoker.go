@@ -494,6 +494,13 @@ func buildURL(t *Tool, args map[string]any) (*url.URL, error) {
 			addQuery(q, p.WireName(), v)
 		}
 	}
+	if t.OpenArgs == InQuery {
+		for _, k := range t.Undeclared(args) {
+			if v := args[k]; v != nil {
+				addQuery(q, k, v)
+			}
+		}
+	}
 	if i := strings.IndexByte(path, '{'); i >= 0 {
 		name := path[i+1:]
 		if j := strings.IndexByte(name, '}'); j >= 0 {
@@ -559,6 +566,14 @@ func buildBody(t *Tool, args map[string]any) ([]byte, string, error) {
 			continue
 		}
 		obj[p.WireName()] = v
+	}
+	if t.OpenArgs == InBody {
+		// Arguments the body admits beyond its properties go as they are.
+		for _, k := range t.Undeclared(args) {
+			if _, taken := obj[k]; !taken {
+				obj[k], hasBody = args[k], true
+			}
+		}
 	}
 	if !hasBody {
 		return nil, "", nil

@@ -346,7 +346,7 @@ func (m *Manifest) Tools() ([]*Tool, error) {
 			Params:             []Param{},
 		}
 		if schema != nil {
-			t.Params = manifestParams(conv, schema, mt.HTTP.Path, method)
+			t.Params, t.OpenArgs = manifestParams(conv, schema, mt.HTTP.Path, method)
 		}
 		if mt.Effect != "" {
 			t.Effect, _ = ParseEffect(mt.Effect) // validated above
@@ -362,10 +362,24 @@ func (m *Manifest) Tools() ([]*Tool, error) {
 	return out, nil
 }
 
-func manifestParams(conv *schemaConverter, schema *openapi3.Schema, path, method string) []Param {
+// manifestParams are a manifest tool's parameters from its input schema:
+// path placeholders in the path, the other properties in the query (GET,
+// HEAD, DELETE) or the body. It also says where arguments the schema
+// does not list go: that same location when the schema admits them
+// (additionalProperties true or a schema), else "".
+func manifestParams(conv *schemaConverter, schema *openapi3.Schema, path, method string) ([]Param, Location) {
 	s := conv.convert(&openapi3.SchemaRef{Value: schema}, modeRequest)
+	rest := InBody
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodDelete:
+		rest = InQuery
+	}
+	var open Location
+	if s != nil && s.AdditionalProperties {
+		open = rest
+	}
 	if s == nil || len(s.Properties) == 0 {
-		return []Param{}
+		return []Param{}, open
 	}
 	inPath, _ := pathPlaceholders(path) // validated by the caller
 	props := make([]string, 0, len(s.Properties))
@@ -377,11 +391,6 @@ func manifestParams(conv *schemaConverter, schema *openapi3.Schema, path, method
 	slices.Sort(props)
 	props = append(slices.Clone(inPath), props...)
 
-	rest := InBody
-	switch method {
-	case http.MethodGet, http.MethodHead, http.MethodDelete:
-		rest = InQuery
-	}
 	out := make([]Param, 0, len(props))
 	taken := map[string]bool{}
 	for _, prop := range props {
@@ -407,5 +416,5 @@ func manifestParams(conv *schemaConverter, schema *openapi3.Schema, path, method
 		}
 		out = append(out, p)
 	}
-	return out
+	return out, open
 }

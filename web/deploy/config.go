@@ -442,31 +442,11 @@ func yamlFields(t reflect.Type) map[string]reflect.Type {
 func closest(s string, known []string) string {
 	best, bestD := "", 3
 	for _, k := range known {
-		if d := editDistance(strings.ToLower(s), strings.ToLower(k)); d < bestD {
+		if d := tools.EditDistance(strings.ToLower(s), strings.ToLower(k)); d < bestD {
 			best, bestD = k, d
 		}
 	}
 	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := prev[j-1]
-			if a[i-1] != b[j-1] {
-				c++
-			}
-			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // Line returns the line of a key path ("agents[0].agentTools[1]"), or 0.

@@ -46,6 +46,8 @@ type Deployment struct {
 	model    agent.Model // nil when no model is configured
 	runner   *agent.Runner
 	conns    *Connections
+	// inbox is where approvals no chat answers wait (approvals.go).
+	inbox *agent.Inbox
 	// workflows runs workflow definitions (PartsServe).
 	workflows *workflow.Runner
 	// now is the deployment's one clock: sessions, connect links, rate
@@ -138,6 +140,7 @@ func Open(ctx context.Context, cfg *Config, opt Options) (_ *Deployment, err err
 	d.closers = append(d.closers, st.close)
 	d.adminKey, d.keyIsNew = st.adminKey, st.keyIsNew
 	d.threads, d.sessions, d.events = st.threads, st.sessions, st.events
+	d.inbox = d.newInbox(st)
 	d.activity = tools.NewActivityLog(st.activity, 0)
 	d.invoker = tools.NewInvoker(tools.InvokerOptions{Log: d.activity, Client: d.tel.httpClient(false)})
 	if d.catalog, err = d.loadCatalog(ctx); err != nil {

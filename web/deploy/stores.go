@@ -50,6 +50,8 @@ type stores struct {
 	activity tools.ActivityStore
 	vectors  discovery.VectorCache
 	runs     runlease.Registry
+	// approvals is the approvals inbox's store; nil: memory.
+	approvals agent.ApprovalStore
 
 	workflows, workflowRuns, connections Records
 	grants                               grants // connect codes and attempts
@@ -206,6 +208,9 @@ func openEmbeddedStores(cfg *Config, tel *Telemetry) (_ *stores, err error) {
 		return nil, err
 	}
 	st.runs = runlease.NewMemory()
+	if st.approvals, err = agent.NewBoltApprovals(st.db); err != nil {
+		return nil, err
+	}
 	for _, b := range []struct {
 		to   *Records
 		name string
@@ -274,6 +279,7 @@ func openRedisStores(ctx context.Context, cfg *Config, tel *Telemetry) (_ *store
 	runs := redislease.New(c, prefix, cfg.RunLease)
 	st.closers = append(st.closers, runs.Close)
 	st.runs = runs
+	st.approvals = agentredis.NewApprovals(c, prefix)
 	st.workflows = webredis.NewBucket(c, prefix, "workflows")
 	st.workflowRuns = webredis.NewBucket(c, prefix, "workflow_runs")
 	st.connections = webredis.NewBucket(c, prefix, "connections")
