@@ -209,7 +209,12 @@ func (e *Engine) verdict(q walkRequest, w *walked, hit *CacheHit) *Verdict {
 		LastCursor: w.LastCur, Uninspected: w.Uninsp, Cause: w.Cause, Scope: scopeText(q),
 		Empty:  !w.HasItems && len(bytes.TrimSpace(w.Envelope)) == 0,
 		Action: actionOf(q.call.Tool, q.effect, w.Requests), Values: w.Values,
-		ForEachErrors: w.Errors, ForEachSkipped: w.Skipped, Cache: hit,
+		ForEachErrors: w.Errors, ForEachSkipped: w.Skipped, ForEachPartial: w.Partial, Cache: hit,
+		Shifted: w.Shifted, Unproven: w.Unproven, Probes: w.Probes, Status: w.Status,
+	}
+	if hit != nil {
+		// The rows come from a walk made earlier: this call sent nothing.
+		v.Requests, v.Retries, v.Probes = 0, 0, 0
 	}
 	if q.r.ForEach != nil {
 		v.ForEachKey = q.r.ForEach.Key
@@ -219,7 +224,7 @@ func (e *Engine) verdict(q walkRequest, w *walked, hit *CacheHit) *Verdict {
 		v.ReportedTotal = w.Total
 	}
 	switch {
-	case len(w.Errors) > 0 || len(w.Skipped) > 0:
+	case len(w.Errors) > 0 || len(w.Skipped) > 0 || len(w.Partial) > 0:
 		v.Completion = Partial
 	case !w.HasItems:
 		v.Completion, v.StopReason = SingleResponse, StopSingleResponse

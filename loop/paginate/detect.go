@@ -73,6 +73,12 @@ func Detect(t *tools.Tool) Plan {
 			p.because(Low, fmt.Sprintf("%s is a time, taken from the last item's %s: the document does not say which of its times", p.CursorParam, p.CursorFromItem))
 		}
 		grade(&p, req, res)
+		if p.Strategy == Offset || p.Strategy == PageNumber {
+			if why := snapshotEvidence(t, req, p); why != "" {
+				p.Snapshot = true
+				p.Evidence = append(p.Evidence, why)
+			}
+		}
 	}
 	switch {
 	case t.Response != nil || req.any():
@@ -81,6 +87,31 @@ func Detect(t *tools.Tool) Plan {
 		p.Provenance = "none"
 	}
 	return p
+}
+
+// snapshotWords find a description saying that an offset or page walk
+// reads one snapshot of the collection, so that rows cannot move between
+// pages.
+var snapshotWords = regexp.MustCompile(`(?i)\bsnapshot\b|\bpoint[- ]in[- ]time\b|\bconsistent (across|between) (pages|requests|calls)\b|\b(will|does|do) not change (while|during|between) (paging|pages|pagination|requests)\b`)
+
+// snapshotEvidence says why an offset or page-number plan may trust its
+// positions ("" when nothing says so): the operation's x-trawl-snapshot
+// extension, or its description or its offset or page parameter's
+// describing a snapshot.
+func snapshotEvidence(t *tools.Tool, req paramOffer, p Plan) string {
+	if v, ok := t.Extensions["x-trawl-snapshot"].(bool); ok {
+		if v {
+			return "x-trawl-snapshot: the pages come from one snapshot, so rows cannot shift between them"
+		}
+		return ""
+	}
+	param := firstNonEmpty(p.OffsetParam, p.PageParam)
+	for _, text := range []string{req.descs[param], t.Description} {
+		if m := snapshotWords.FindString(text); m != "" {
+			return fmt.Sprintf("the document says the pages come from a %s (%q), so rows cannot shift between them", "snapshot", m)
+		}
+	}
+	return ""
 }
 
 // ---- what the schema alone cannot say ----
