@@ -531,6 +531,8 @@ type hcol struct {
 	dups        int             // pages that repeated a row
 	faults      int             // error statuses and garbage bodies answered
 	lastLen     int             // rows on the last page delivered
+	capped      bool            // a page was asked for more rows than the server serves
+	changedAt   [4]int          // changes by where they hit (whereAny … whereTail)
 	probes      int             // page style: pages delivered again (boundary probes)
 	initial     map[string]bool // the rows before the walk's first request
 	deleted     map[string]bool // rows deleted during the walk
@@ -782,6 +784,7 @@ func (h *hostile) position(c *hcol, q url.Values, n int) (pos position, size int
 	}
 	asked := size
 	size = min(size, sc.Cap)
+	c.capped = c.capped || asked > size
 	start := position{keyset: sc.Keyset, after: -1}
 	token := func(name string) (position, bool) {
 		tok := q.Get(name)
@@ -1000,6 +1003,7 @@ func (h *hostile) mutateAt(c *hcol, ev event, dir int) {
 		}
 	}
 	c.mutations++
+	c.changedAt[ev.Where]++
 	if h.sc.Total == totalExact {
 		c.gapDir = dir
 	}
@@ -1018,7 +1022,10 @@ func (h *hostile) page(w http.ResponseWriter, c *hcol, pos position, size int, q
 	}
 	if dup && len(items) > 0 {
 		switch {
-		case start > 0: // the page overlaps the last one
+		case start > 0 && c.rows[start-1].id != c.lastID:
+			// The page overlaps the last one. (Not when the row before it
+			// is the last row delivered: an overlapping walker asks for
+			// that row again itself, and would take the repeat for it.)
 			items = append([]hrow{c.rows[start-1]}, items[:len(items)-1]...)
 			consumed--
 			c.dups++

@@ -709,6 +709,39 @@ var hostileRegressions = []struct {
 	name string
 	sc   scenario
 }{
+	// Issue 21: per_page 100 answered with 50, page n starting at row
+	// (n-1)×100 — "Complete: all 70 rows" of 120.
+	{"page-size-capped-offsets-from-the-size-asked", scenario{Seed: 21, Style: stylePage, AllPages: true, SizeMax: 100, Cap: 50, Default: 20, AskedOffsets: true, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 120}}}},
+	// Issue 21: the same with the model's own size and a total.
+	{"model-page-size-capped-offsets-from-the-size-asked", scenario{Seed: 22, Style: stylePage, AllPages: true, ModelSize: 20, Cap: 7, Default: 7, AskedOffsets: true, Total: totalExact, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 40}}}},
+	// Issue 21: an offset walk losing rows at its head between pages, no
+	// total, no duplicates — "Complete: all 172 rows".
+	{"offset-rows-deleted-at-the-head-without-a-total", scenario{Seed: 23, Style: styleOffset, AllPages: true, SizeMax: 10, Cap: 10, Default: 10, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 45, Events: []event{{At: 2, Kind: evMutate, Ops: 1, Dir: -1, Where: whereHead}, {At: 3, Kind: evMutate, Ops: 2, Dir: -1, Where: whereHead}}}}}},
+	// Issue 21: the same for a page-number walk, rows added in the middle
+	// and removed at the tail.
+	{"page-rows-changed-without-a-total", scenario{Seed: 24, Style: stylePage, AllPages: true, SizeMax: 10, Cap: 10, Default: 10, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 35, Events: []event{{At: 2, Kind: evMutate, Ops: 1, Dir: 1, Where: whereMiddle}, {At: 4, Kind: evMutate, Ops: 1, Dir: -1, Where: whereHead}, {At: 5, Kind: evMutate, Ops: 1, Dir: -1, Where: whereTail}}}}}},
+	// Issue 21: a fan-out whose shared request budget runs out while values
+	// are mid-walk — "21 of 50 values succeeded", two of them cut short.
+	{"fan-out-budget-runs-out-mid-value", scenario{Seed: 25, Style: styleCursor, AllPages: true, Cap: 3, Default: 3, ForEach: true, FanOut: 4, Budget: paginate.Budget{Requests: 10},
+		Cols: []collection{{Value: "L0", Rows: 9}, {Value: "L1", Rows: 9}, {Value: "L2", Rows: 12}, {Value: "L3", Rows: 9}, {Value: "L4", Rows: 9}}}},
+	// Found by the sweep while overlapping pages were built, shrunk: a page
+	// walk with a more flag whose second page repeats a row (short, more
+	// said) was taken for a page size not honoured.
+	{"page-walk-with-more-flag-repeats-a-row", scenario{Seed: 5002261, Style: stylePage, AllPages: true, SizeMax: 5, Cap: 5, Default: 1, MoreFlag: true, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 6, Events: []event{{At: 2, Kind: evDup}}}}}},
+	// Found by the sweep, shrunk: rows removed before page 2 and one added
+	// before the probe of page 1, so that page's last row was back in
+	// place; the probe compares the whole page.
+	{"page-probe-after-a-change-back", scenario{Seed: 8002506, Style: stylePage, AllPages: true, SizeMax: 10, Cap: 10, Default: 6, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 18, Events: []event{{At: 2, Kind: evMutate, Ops: 3, Dir: -1}, {At: 3, Kind: evMutate, Ops: 1, Dir: 1}, {At: 3, Kind: evStatus, Status: 429, RetryAfter: 3}}}}}},
+	// Found by the sweep, shrunk: the probe of a page boundary answered 404;
+	// the walk must not ask for the next page after it.
+	{"boundary-probe-refused", scenario{Seed: 5002338, Style: stylePage, AllPages: true, Cap: 4, Default: 3, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 8, FailFrom: 3, FailStatus: 404}}}},
 	// Issue 9: per_page 20 asked by the model, 7 served, no total, no
 	// continuation — "Complete: all 7 rows" of 95.
 	{"model-page-size-silently-capped", scenario{Seed: 1, Style: stylePage, AllPages: true, ModelSize: 20, Cap: 7, Default: 7, FanOut: 1,
@@ -836,6 +869,8 @@ func TestHostileUpstreams(t *testing.T) {
 		groups := map[string]*group{}
 		styles := map[style]int{}
 		var adversary struct{ mutations, dups, faults, empty, foreign, cycles, failed, requests int }
+		// The shapes of issue 21 the generator must keep making.
+		var shapes struct{ askedOffsets, head, middle, tail, cutMidValue, probes, shifted int }
 		for i := range n {
 			seed := *hostileSeed*1_000_000 + uint64(i)
 			res := rig.run(generate(seed))
@@ -851,6 +886,34 @@ func TestHostileUpstreams(t *testing.T) {
 			adversary.requests += res.h.requests
 			if res.err != nil {
 				adversary.failed++
+			}
+			if sc := res.sc; sc.Style == stylePage && sc.AskedOffsets && sc.AllPages {
+				for _, c := range res.h.cols {
+					if c.pages > 1 && c.capped {
+						shapes.askedOffsets++
+					}
+				}
+			}
+			for _, c := range res.h.cols {
+				shapes.head += c.changedAt[whereHead]
+				shapes.middle += c.changedAt[whereMiddle]
+				shapes.tail += c.changedAt[whereTail]
+			}
+			var view map[string]any
+			if json.Unmarshal(res.view, &view) == nil {
+				for _, p := range fanOutEntries(view["_forEachPartial"]) {
+					if obj, _ := p.raw.(map[string]any); strings.HasPrefix(fmt.Sprint(obj["stopReason"]), "budget_") {
+						shapes.cutMidValue++
+						break
+					}
+				}
+				b, _ := view["_boundary"].(map[string]any)
+				if n, _ := b["probes"].(float64); n > 0 {
+					shapes.probes++
+				}
+				if note, _ := view["_note"].(string); strings.Contains(note, "moved across a page boundary") {
+					shapes.shifted++
+				}
 			}
 			seen := map[string]bool{}
 			for _, v := range res.violations {
@@ -881,11 +944,16 @@ func TestHostileUpstreams(t *testing.T) {
 			}
 			for what, k := range map[string]int{"changed rows": adversary.mutations, "repeated rows": adversary.dups,
 				"empty pages": adversary.empty, "error answers": adversary.faults, "foreign next URLs": adversary.foreign,
-				"cursor cycles": adversary.cycles} {
+				"cursor cycles": adversary.cycles,
+				"capped page-number walks numbered by the size asked": shapes.askedOffsets,
+				"changes at the head": shapes.head, "changes in the middle": shapes.middle, "changes at the tail": shapes.tail,
+				"fan-out values cut mid-walk by the shared budget": shapes.cutMidValue,
+				"walks checked by a probe":                         shapes.probes, "shifts seen across a page boundary": shapes.shifted} {
 				if k == 0 {
 					t.Errorf("no %s in %d cases", what, n)
 				}
 			}
+			t.Logf("issue 21 shapes: %+v", shapes)
 		}
 		shrinkRuns := 400
 		rules := make([]string, 0, len(groups))

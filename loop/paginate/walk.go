@@ -9,6 +9,7 @@ import (
 	"hash/maphash"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -330,18 +331,19 @@ const (
 	// page: the total must not move and must equal the distinct rows.
 	proofTotal
 	// proofProbe: a page-number walk without a total: once the page after
-	// a full page is read, the full page is read again and its last row
-	// must be the row the walk received there.
+	// a full page is read, the full page is read again and must hold the
+	// same rows in the same order. Its last row alone would show a shift
+	// between the two first reads, but a change the other way before the
+	// probe could hide it; the whole page cannot be restored so.
 	proofProbe
 )
 
 // pageEnd is a full page of a page-number walk, whose boundary is probed
 // once the page after it has been read.
 type pageEnd struct {
-	page int    // its page number
-	size int    // the page size it was read at (0: the server's own)
-	rows int    // rows it held
-	key  []byte // its last row's key (rowKey)
+	page int      // its page number
+	size int      // the page size it was read at (0: the server's own)
+	keys [][]byte // its rows' keys (rowKey), in order
 }
 
 // walker is the state of one Walk.
@@ -704,7 +706,7 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 				return w.finish(refused.reason, refused.why), nil
 			}
 			if w.received > 0 && (w.pageSize == 0 || w.received >= w.pageSize) {
-				w.pending = &pageEnd{page: w.page, size: w.pageSize, rows: w.received, key: w.lastKey}
+				w.pending = &pageEnd{page: w.page, size: w.pageSize, keys: w.keysOf(sig.items)}
 			}
 		}
 		if d.stop != "" {
@@ -1004,7 +1006,7 @@ func (w *walker) rewalk(sig signals, before int) (stop, why string) {
 	setArg(t, w.args, p.PageParam, next)
 	w.answered = false
 	if keep && w.proof == proofProbe {
-		w.pending = &pageEnd{page: base, size: served, rows: served, key: w.lastKey}
+		w.pending = &pageEnd{page: base, size: served, keys: w.keysOf(sig.items)}
 		w.keepProbe()
 	}
 	if keep && pages == 0 {
@@ -1016,8 +1018,10 @@ func (w *walker) rewalk(sig signals, before int) (stop, why string) {
 
 // probeBoundary reads again the full page before the page just read
 // (proofProbe) — the very request the walk sent for it — and compares its
-// last row with the row the walk received there: another row, or none,
-// means rows shifted across the boundary between the two reads.
+// rows with the rows the walk received there: other rows, or in another
+// order, mean rows shifted across the boundary between the reads (or
+// changed within the page: the walk cannot tell, and says rows may be
+// missing).
 //
 // refused is set when the probe was answered with a status no retry
 // changes (401, 403, 404, 410): the walk cannot go on.
@@ -1048,10 +1052,19 @@ func (w *walker) probeBoundary(ctx context.Context) (refused *failure, err error
 		}
 		return nil, nil
 	}
-	if last := pe.rows - 1; last >= len(items) || !bytes.Equal(w.rowKey(items[last]), pe.key) {
+	if !slices.EqualFunc(w.keysOf(items), pe.keys, bytes.Equal) {
 		w.res.Shifted = true
 	}
 	return nil, nil
+}
+
+// keysOf is the rows' keys (rowKey), in order.
+func (w *walker) keysOf(items [][]byte) [][]byte {
+	keys := make([][]byte, len(items))
+	for i, it := range items {
+		keys[i] = w.rowKey(it)
+	}
+	return keys
 }
 
 // probe sends one probe request and returns its rows; fail is set when
