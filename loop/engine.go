@@ -263,12 +263,18 @@ func (e *Engine) Call(ctx context.Context, c Call) (out *Outcome, err error) {
 		}
 	}
 	if !c.Binding.LoopResponses {
-		// Reserved arguments are stripped but ignored: one plain call,
-		// size-guarded.
+		// Reserved arguments are stripped but ignored — and the model is
+		// told so: one plain call, size-guarded.
 		if err := checkArgs(c.Tool, own, ""); err != nil {
 			return nil, err
 		}
-		return e.plainCall(ctx, c, own)
+		var ignored []string
+		for _, k := range reservedArgs {
+			if _, ok := c.Args[k]; ok {
+				ignored = append(ignored, k)
+			}
+		}
+		return e.plainCall(ctx, c, own, ignored)
 	}
 	budget := e.opt.Budget.Merge(c.Binding.Budget).Resolved()
 	if effect.Writes() {

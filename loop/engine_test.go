@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -365,8 +366,16 @@ func TestNotPaginatedAndPlainBinding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(plain.View) != `{"orders":2400,"customers":1337,"region":"eu","nested":{"a":1}}` || plain.Verdict != nil {
+	// The payload as it is, no verdict, and a note that _fields was not
+	// honoured (issue 21: it was dropped without a word).
+	pv := decode(t, plain.View)
+	note, _ := pv["_note"].(string)
+	delete(pv, "_note")
+	if want := map[string]any{"orders": 2400.0, "customers": 1337.0, "region": "eu", "nested": map[string]any{"a": 1.0}}; !reflect.DeepEqual(pv, want) || plain.Verdict != nil {
 		t.Errorf("plain binding view = %s", plain.View)
+	}
+	if !strings.Contains(note, "_fields was ignored") || !strings.Contains(note, "looping is off") {
+		t.Errorf("plain binding note %q", note)
 	}
 }
 

@@ -2,6 +2,7 @@ package loop
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/tools"
@@ -321,4 +323,207 @@ func (a *countingActivity) count() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.n
+}
+
+// Issue 21's smaller false statements, each made true.
+
+// A total that ignores the filter the call sends (the server reports every
+// row, the filter keeps 20): the walk saw nothing change, so its note must
+// not say the collection changed — only that the total disagrees, and why
+// it may.
+func TestTotalThatIgnoresTheFilterIsNotAChange(t *testing.T) {
+	var open []string
+	for i := range 100 {
+		if i%5 == 0 {
+			open = append(open, fmt.Sprintf("r%03d", i))
+		}
+	}
+	up := newCounted(t, func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		page, _ := strconv.Atoi(q.Get("page"))
+		page = max(page, 1)
+		start := min((page-1)*10, len(open))
+		end := min(start+10, len(open))
+		fmt.Fprintf(w, `{"data":%s,"total":100}`, rowsJSON(open[start:end])) // every row, not the filtered ones
+	})
+	tool := pageTool(up.URL, 10)
+	tool.Params = append(tool.Params, tools.Param{Name: "status", In: tools.InQuery, Schema: &tools.Schema{Type: "string"}})
+	out, v := looping(t, newTestEngine(t, Options{}), tool, map[string]any{"_all_pages": true, "status": "open"})
+	b := checkBoundary(t, v)
+	note := v["_note"].(string)
+	if b["completion"] != "unstable" || len(v["data"].([]any)) != 20 || b["reportedTotal"] != float64(100) {
+		t.Fatalf("completion %v, %d rows, reported %v", b["completion"], len(v["data"].([]any)), b["reportedTotal"])
+	}
+	if strings.Contains(note, "but the collection changed during the walk") || !strings.Contains(note, "does not count what this call returns") ||
+		!strings.Contains(note, "ignores a filter") || out.Verdict.Shifted {
+		t.Errorf("note %q", note)
+	}
+	if u := b["uninspected"].(string); strings.Contains(u, "moved across a page boundary") {
+		t.Errorf("uninspected %q blames a change the walk never saw", u)
+	}
+}
+
+// A 403 on a later page: the boundary says authorization errors are not
+// retried, and the note no longer tells the model to call again.
+func TestLaterPageRefusedIsNotCalledAgain(t *testing.T) {
+	up := newCounted(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("cursor") != "" {
+			w.WriteHeader(http.StatusForbidden)
+			fmt.Fprint(w, `{"message":"missing scope"}`)
+			return
+		}
+		fmt.Fprintf(w, `{"data":%s,"next_cursor":"10"}`, rowsJSON(ids(10)))
+	})
+	out, v := looping(t, newTestEngine(t, Options{}), cursorTool(up.URL), map[string]any{"_all_pages": true, "list": "a"})
+	b := checkBoundary(t, v)
+	note := v["_note"].(string)
+	if b["completion"] != "partial" || v["_stoppedBy"] != paginate.StopHTTPError || out.Verdict.Status != 403 {
+		t.Fatalf("completion %v, stopped by %v, status %d", b["completion"], v["_stoppedBy"], out.Verdict.Status)
+	}
+	if strings.Contains(note, "call again to retry") || strings.Contains(note, "may succeed") ||
+		!strings.Contains(note, "authorization errors are not retried") || !strings.Contains(b["uninspected"].(string), "not retried") {
+		t.Errorf("note %q, uninspected %q", note, b["uninspected"])
+	}
+	if up.n.Load() != 2 {
+		t.Errorf("%d requests: the 403 was retried", up.n.Load())
+	}
+}
+
+// A text result cut by the size guard: _shownChars and _totalChars count
+// the text's own characters, and fetchToolResult reads the kept text (not
+// its JSON wrapper, escapes and all), so reading on at _shownChars gives
+// exactly the rest.
+func TestTextResultOffsetsMatchShownChars(t *testing.T) {
+	text := strings.Repeat("line \"quoted\"\ttab é 😀\n", 300)
+	up := newCounted(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprint(w, text)
+	})
+	tool := &tools.Tool{ID: "x.dir", Provider: "x", Name: "dir", Kind: tools.KindAPI, Method: "GET", Path: "/d", Origin: up.URL}
+	ret := NewRetrieval(RetrievalOptions{})
+	e := newTestEngine(t, Options{Results: ret, ViewChars: 1500})
+	for _, looped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("loop_responses=%v", looped), func(t *testing.T) {
+			out, err := e.Call(context.Background(), Call{Tool: tool, Scope: scope, Binding: Binding{LoopResponses: looped}, Args: map[string]any{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := decode(t, out.View)
+			shownText, _ := v["text"].(string)
+			shown, total := int(v["_shownChars"].(float64)), int(v["_totalChars"].(float64))
+			if total != len([]rune(text)) || shown != len([]rune(shownText)) || !strings.HasPrefix(text, shownText) || out.ResultID == "" {
+				t.Fatalf("shown %d (the view holds %d), total %d (the text has %d), id %q", shown, len([]rune(shownText)), total, len([]rune(text)), out.ResultID)
+			}
+			got := shownText
+			for offset := shown; offset < total; {
+				raw, err := ret.Call(context.Background(), scope, FetchToolResult, []byte(fmt.Sprintf(`{"resultId":%q,"offset":%d}`, out.ResultID, offset)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var slice struct {
+					Text        string `json:"text"`
+					NextOffset  *int   `json:"nextOffset"`
+					TotalLength int    `json:"totalLength"`
+				}
+				if err := json.Unmarshal(raw, &slice); err != nil || slice.TotalLength != total {
+					t.Fatalf("fetch: %s %v", raw, err)
+				}
+				got += slice.Text
+				if slice.NextOffset == nil {
+					break
+				}
+				offset = *slice.NextOffset
+			}
+			if got != text {
+				t.Errorf("the view and the slices read on from _shownChars do not make the text (%d of %d characters)", len([]rune(got)), total)
+			}
+		})
+	}
+}
+
+// _fields on a single object: the projected object, no _pagingComplete
+// (nothing was paged; false would read as incomplete), and a _resultId
+// for the unprojected payload.
+func TestFieldsOnASingleObjectKeepsTheWholeObject(t *testing.T) {
+	up := newCounted(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"id":"ord_1","total":825,"status":"paid","lines":[{"sku":"a"}],"notes":"fragile"}`)
+	})
+	tool := &tools.Tool{ID: "x.get_order", Provider: "x", Name: "get_order", Kind: tools.KindAPI, Method: "GET", Path: "/orders/1", Origin: up.URL}
+	ret := NewRetrieval(RetrievalOptions{})
+	out, v := looping(t, newTestEngine(t, Options{Results: ret}), tool, map[string]any{"_fields": []any{"id", "status"}})
+	if _, has := v["_pagingComplete"]; has || v["_boundary"].(map[string]any)["completion"] != "single_response" {
+		t.Errorf("single object view %s", out.View)
+	}
+	if v["notes"] != nil || v["status"] != "paid" {
+		t.Errorf("not projected: %s", out.View)
+	}
+	id, _ := v["_resultId"].(string)
+	if id == "" || out.Verdict.ResultID != id {
+		t.Fatalf("no _resultId for the unprojected object: %s", out.View)
+	}
+	raw, err := ret.Call(context.Background(), scope, FetchToolResult, []byte(fmt.Sprintf(`{"resultId":%q}`, id)))
+	if err != nil || !strings.Contains(string(raw), `fragile`) {
+		t.Errorf("fetchToolResult: %s %v", raw, err)
+	}
+}
+
+// A workflow step's output holds only _loop: its note points at
+// _loop.forEachErrors, which holds the failed values; a step served from
+// the cache reports no request of its own.
+func TestWorkflowStepNoteAndCache(t *testing.T) {
+	up := newCounted(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("list") == "bad" {
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"message":"no such list"}`)
+			return
+		}
+		fmt.Fprintf(w, `{"data":%s,"next_cursor":null}`, rowsJSON(ids(3)))
+	})
+	cache, err := NewDatasetCache(CacheOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newTestEngine(t, Options{Cache: cache})
+	step := func(values ...any) (*Outcome, map[string]any) {
+		t.Helper()
+		out, err := e.Call(context.Background(), Call{Tool: cursorTool(up.URL), Scope: scope, Binding: Binding{LoopResponses: true},
+			Workflow: true, CacheTTL: time.Hour,
+			Args: map[string]any{"_all_pages": true, "_for_each": map[string]any{"key": "list", "values": values}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := decode(t, out.View)
+		return out, v["_loop"].(map[string]any)
+	}
+	_, l := step("a", "bad")
+	errs, _ := l["forEachErrors"].([]any)
+	if note := l["note"].(string); !strings.Contains(note, "see _loop.forEachErrors") || strings.Contains(note, "see _forEachErrors") || len(errs) != 1 {
+		t.Errorf("_loop %v", l)
+	}
+	first, l1 := step("a", "b")
+	second, l2 := step("a", "b")
+	if l1["requests"] != float64(2) || l2["requests"] != float64(0) || first.Verdict.Cache != nil || second.Verdict.Cache == nil {
+		t.Errorf("first _loop %v, cached _loop %v; want 2 requests, then none", l1, l2)
+	}
+	if note := l2["note"].(string); !strings.Contains(note, "sent no request") {
+		t.Errorf("cached note %q", note)
+	}
+}
+
+// With looping off, a model's _all_pages is not dropped without a word.
+func TestPlainCallSaysAllPagesWasIgnored(t *testing.T) {
+	up := newCounted(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"data":%s,"next_cursor":"10"}`, rowsJSON(ids(10)))
+	})
+	out, err := newTestEngine(t, Options{}).Call(context.Background(), Call{Tool: cursorTool(up.URL), Scope: scope,
+		Args: map[string]any{"_all_pages": true, "list": "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := decode(t, out.View)
+	note, _ := v["_note"].(string)
+	if out.Verdict != nil || len(v["data"].([]any)) != 10 || !strings.Contains(note, "_all_pages was ignored") ||
+		!strings.Contains(note, "first page only") || up.n.Load() != 1 {
+		t.Errorf("plain call: %s", out.View)
+	}
 }
