@@ -546,6 +546,15 @@ func TestFixtureShapesWalk(t *testing.T) {
 				end := min(off+limit, n)
 				reply(w, 200, fmt.Sprintf(`{"total_count":%d,"limit":%d,"offset":%d,"entries":%s}`, n, limit, off, items(ids[min(off, end):end]...)))
 			}},
+		{"box offset mode with a null next_marker", tool("testdata/specs/box-platform.excerpt.json", "GET", "/users"), nil,
+			func(w http.ResponseWriter, r *http.Request, _ string) {
+				q := r.URL.Query()
+				off, _ := strconv.Atoi(firstOf(q.Get("offset"), "0"))
+				limit := min(10, atoiOr(q.Get("limit"), 10))
+				end := min(off+limit, n)
+				// The answer names the other mode's cursor, empty: no end.
+				reply(w, 200, fmt.Sprintf(`{"total_count":%d,"limit":%d,"offset":%d,"next_marker":null,"entries":%s}`, n, limit, off, items(ids[min(off, end):end]...)))
+			}},
 		{"spotify albums wrapper", tool("testdata/specs/spotify-web-api.excerpt.yml", "GET", "/browse/new-releases"), nil,
 			func(w http.ResponseWriter, r *http.Request, origin string) {
 				q := r.URL.Query()
