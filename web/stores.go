@@ -27,6 +27,7 @@ import (
 	"github.com/trawl-dev/trawl/stream/redislog"
 	"github.com/trawl-dev/trawl/tools"
 	"github.com/trawl-dev/trawl/tools/redisactivity"
+	"github.com/trawl-dev/trawl/tools/redislimit"
 	webredis "github.com/trawl-dev/trawl/web/redisstore"
 	"github.com/trawl-dev/trawl/web/runlease"
 	"github.com/trawl-dev/trawl/web/runlease/redislease"
@@ -48,6 +49,7 @@ type stores struct {
 	datasets loop.DatasetStore // the dataset cache (and shadow records)
 	walks    loop.SharedWalks  // nil: collapsed walks within this process
 	activity tools.ActivityStore
+	limiter  tools.RateLimiter // nil: one of the process's own
 	vectors  discovery.VectorCache
 	runs     runlease.Registry
 
@@ -270,6 +272,9 @@ func openRedisStores(ctx context.Context, cfg *Config, tel *telemetry) (_ *store
 	st.datasets = datasets
 	st.walks = loopredis.NewWalks(c, datasets, loopredis.WalksOptions{Prefix: prefix, Lease: cfg.RunLease})
 	st.activity = redisactivity.New(c, redisactivity.Options{Prefix: prefix})
+	limiter := redislimit.New(c, redislimit.Options{Prefix: prefix})
+	st.limiter = limiter
+	st.closers = append(st.closers, limiter.Close)
 	st.vectors = redisvectors.New(c, prefix)
 	runs := redislease.New(c, prefix, cfg.RunLease)
 	st.closers = append(st.closers, runs.Close)

@@ -625,6 +625,9 @@ func (w *walker) uninspected(reason, why string) string {
 		fmt.Fprintf(&b, "the byte budget (%d bytes per call) was reached", w.budget.Bytes)
 	case StopBudgetTime:
 		fmt.Fprintf(&b, "the time budget (%s per call) ran out", w.budget.Time)
+		if why != "" { // the rate limit's wait that did not fit
+			b.WriteString(": " + why)
+		}
 	case StopRepeatedCursor:
 		b.WriteString("the server handed back a cursor it had already given (a cycle), so the walk stopped rather than loop")
 	case StopForeignNextURL:
