@@ -33,7 +33,7 @@ type Deployment struct {
 	catalog  *tools.Catalog
 	imported map[string][]tools.ImportWarning // by provider: repairs and skips of its OpenAPI import
 	invoker  *tools.Invoker
-	limiter  tools.RateLimiter // every provider's pace, shared by the invoker and MCP servers
+	limiter  tools.RateLimiter           // every provider's pace, shared by the invoker and MCP servers
 	mcp      map[string]*tools.MCPSource // by server id
 	activity *tools.ActivityLog
 	engine   *loop.Engine
