@@ -23,8 +23,8 @@ type RateLimit struct {
 	// RequestsPerSecond is the sustained rate. Zero: none.
 	RequestsPerSecond float64 `json:"requests_per_second,omitempty" yaml:"requests_per_second"`
 	// Burst is how many requests may start at once after a quiet spell.
-	// Zero: RequestsPerSecond rounded up (at least 1). Needs
-	// RequestsPerSecond.
+	// Zero: 1, so requests are evenly spaced and no window of a second
+	// sees more than RequestsPerSecond of them. Needs RequestsPerSecond.
 	Burst int `json:"burst,omitempty" yaml:"burst"`
 	// Concurrency bounds the requests in flight at once. Zero: none until
 	// the upstream answers 429 (then it is learned, see RateLimiter).
@@ -48,10 +48,7 @@ func (r RateLimit) Validate() error {
 
 // BurstOrDefault is Burst with its default.
 func (r RateLimit) BurstOrDefault() int {
-	if r.Burst > 0 {
-		return r.Burst
-	}
-	return max(1, int(math.Ceil(r.RequestsPerSecond)))
+	return max(r.Burst, 1)
 }
 
 // LimitScope is what one request counts against: its provider (with the

@@ -70,7 +70,7 @@ func TestRateLimitValidate(t *testing.T) {
 			t.Errorf("%+v: err = %v", tc.rl, err)
 		}
 	}
-	if got := (RateLimit{RequestsPerSecond: 2.5}).BurstOrDefault(); got != 3 {
-		t.Errorf("default burst of 2.5/s = %d, want 3", got)
+	if got := (RateLimit{RequestsPerSecond: 2.5}).BurstOrDefault(); got != 1 {
+		t.Errorf("default burst of 2.5/s = %d, want 1", got)
 	}
 }

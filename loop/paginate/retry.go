@@ -88,8 +88,8 @@ func (w *walker) fetch(ctx context.Context, req tools.Request) (*tools.Response,
 				if attempt > 0 {
 					w.res.Retries--
 				}
-				f := w.budgetFailure(StopBudgetTime, limited.Error())
-				f.why = limited.Error()
+				f := w.budgetFailure(StopBudgetTime, "")
+				f.why, f.err = limited.Error(), limited
 				return nil, f, nil
 			case ctx.Err() != nil || timedOut:
 				f := w.budgetFailure(StopBudgetTime, "the time budget ran out while waiting for the upstream")

@@ -192,7 +192,10 @@ type PageError struct {
 
 func (e *PageError) Error() string {
 	var b strings.Builder
+	var limited *tools.RateLimitError
 	switch {
+	case errors.As(e.Err, &limited):
+		b.WriteString("upstream request not sent: " + limited.Error())
 	case e.Status > 0:
 		fmt.Fprintf(&b, "upstream answered %d %s", e.Status, http.StatusText(e.Status))
 	case e.Err != nil:
