@@ -201,9 +201,12 @@ func openEmbeddedStores(cfg *Config, tel *telemetry) (_ *stores, err error) {
 	if st.datasets, err = boltstore.New(st.db, boltstore.Options{}); err != nil {
 		return nil, err
 	}
-	if st.activity, err = tools.NewBoltActivityStore(st.db, 0); err != nil {
+	activity, err := tools.NewBoltActivityStore(st.db, tools.BoltActivityOptions{})
+	if err != nil {
 		return nil, err
 	}
+	st.activity = activity
+	st.closers = append(st.closers, activity.Close) // before the file closes
 	if st.vectors, err = discovery.NewBoltVectors(st.db, 0); err != nil {
 		return nil, err
 	}
