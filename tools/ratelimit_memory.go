@@ -391,8 +391,8 @@ func (p *memoryPermit) Release(o Outcome) {
 				learnInto(st, l, micros(now), p.id, p.epochs[i], conf)
 			}
 			delete(st.permits, p.id)
-			if st.idle(micros(now)) {
-				delete(m.scopes, id)
+			if id.credential != "" && st.idle(micros(now)) {
+				delete(m.scopes, id) // providers are few (the config's); credentials are not
 			}
 		}
 		close(m.changed)

@@ -74,8 +74,9 @@ func (u *pacedUpstream) busiestSecond() (most, total int) {
 }
 
 // startPaced starts n deployments (n > 1: on one Redis) whose provider
-// "up" is the upstream, with rate_limit extra (YAML) on the provider.
-func startPaced(t *testing.T, n int, up *pacedUpstream, rateLimit string) []*testServer {
+// "up" is the upstream with rateLimit (YAML) as its rate_limit; extra is
+// more top-level YAML.
+func startPaced(t *testing.T, n int, up *pacedUpstream, rateLimit, extra string) []*testServer {
 	t.Helper()
 	dir := t.TempDir()
 	spec := filepath.Join(dir, "items.yaml")
@@ -93,13 +94,13 @@ func startPaced(t *testing.T, n int, up *pacedUpstream, rateLimit string) []*tes
 		yaml := fmt.Sprintf(`data_dir: %s
 admin_key: %s
 cache: {mode: "off"}
-%sproviders:
+%s%sproviders:
   - {id: up, openapi: %s, base_url: %q, rate_limit: %s}
 agents:
   - id: scale
     max_steps: 4
     agentTools: [{tool_id: up.list_items, provider_id: up, loop_responses: true}]
-`, filepath.Join(dir, name), scaleAdminKey, redisConf, spec, up.URL, rateLimit)
+`, filepath.Join(dir, name), scaleAdminKey, redisConf, extra, spec, up.URL, rateLimit)
 		path := filepath.Join(dir, name+".yaml")
 		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 			t.Fatal(err)
@@ -143,8 +144,14 @@ func walkBoth(t *testing.T, a, b *testServer) {
 // request on the window's edge), and both walks complete.
 func TestRateLimitTwoChatsShareTheProvidersPace(t *testing.T) {
 	up := newPacedUpstream(t)
-	ts := startPaced(t, 1, up, "{requests_per_second: 5}")[0]
+	ts := startPaced(t, 1, up, "{requests_per_second: 5}", "metrics: {enabled: true}\n")[0]
 	walkBoth(t, ts, ts)
+	status, metrics := ts.do(t, http.MethodGet, "/metrics", "", nil)
+	for _, want := range []string{`trawl_upstream_wait_seconds_bucket{provider="up",le="1"}`, `trawl_upstream_concurrency{provider="up"} 0`, `trawl_upstream_in_flight{provider="up"} 0`} {
+		if status != http.StatusOK || !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics (%d) lacks %s", status, want)
+		}
+	}
 	most, total := up.busiestSecond()
 	if total != 2*pacedItems/pacedPerPage {
 		t.Errorf("the upstream saw %d requests, want %d", total, 2*pacedItems/pacedPerPage)
@@ -157,7 +164,7 @@ func TestRateLimitTwoChatsShareTheProvidersPace(t *testing.T) {
 // The same from two replicas on one Redis: the pace is the deployment's.
 func TestRateLimitTwoReplicasShareTheProvidersPace(t *testing.T) {
 	up := newPacedUpstream(t)
-	rs := startPaced(t, 2, up, "{requests_per_second: 5}")
+	rs := startPaced(t, 2, up, "{requests_per_second: 5}", "")
 	walkBoth(t, rs[0], rs[1])
 	most, total := up.busiestSecond()
 	if total != 2*pacedItems/pacedPerPage {
@@ -175,7 +182,7 @@ func TestRateLimitTwoReplicasShareTheProvidersPace(t *testing.T) {
 func TestRateLimitSpentQuotaStopsTheWalk(t *testing.T) {
 	up := newPacedUpstream(t)
 	up.spent = true
-	ts := startPaced(t, 1, up, "{}")[0]
+	ts := startPaced(t, 1, up, "{}", "")[0]
 	invoke := func() (int, []byte) {
 		return ts.do(t, http.MethodPost, "/v1/tools/up.list_items/invoke", "", map[string]any{"args": map[string]any{"_all_pages": true}})
 	}
