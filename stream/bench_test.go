@@ -157,7 +157,9 @@ var appendCases = []struct {
 	{"text", schedule{1000, 50 * time.Millisecond, 1, 3 * time.Second}, 1},
 }
 
-func (s schedule) spread(r int) time.Duration { return s.every * time.Duration(r) / time.Duration(s.runs) }
+func (s schedule) spread(r int) time.Duration {
+	return s.every * time.Duration(r) / time.Duration(s.runs)
+}
 
 // intervals is how many intervals run r emits.
 func (s schedule) intervals(r int) int {
