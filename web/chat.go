@@ -7,12 +7,11 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/trawl-dev/trawl/agent"
-	agentredis "github.com/trawl-dev/trawl/agent/redisstore"
 	"github.com/trawl-dev/trawl/stream"
+	"github.com/trawl-dev/trawl/web/deploy"
 	"github.com/trawl-dev/trawl/web/runlease"
 )
 
@@ -45,7 +44,7 @@ func (s *Server) chat(c echo.Context) error {
 	key := agent.ThreadKey(p.UserID, agentID, req.ID)
 	// The run ends with its deadline, a stop, or the end of the shutdown
 	// grace, never with the request.
-	run, err := s.runs.claim(ctx, key, "run_"+randomHex(16))
+	run, err := s.runs.Claim(ctx, key, "run_"+randomHex(16))
 	if errors.Is(err, runlease.ErrHeld) {
 		return errConflict("a turn is already running on this chat; resume its stream or stop it first")
 	} else if err != nil {
@@ -54,7 +53,7 @@ func (s *Server) chat(c echo.Context) error {
 	started := false
 	defer func() {
 		if !started {
-			s.runs.drop(run)
+			s.runs.Drop(run)
 		}
 	}()
 	thread, err := s.threads.GetThread(ctx, key)
@@ -77,12 +76,12 @@ func (s *Server) chat(c echo.Context) error {
 	if err := s.threads.PutThread(ctx, thread); err != nil {
 		return internal(err)
 	}
-	if err := s.events.Open(ctx, run.id); err != nil {
+	if err := s.events.Open(ctx, run.ID()); err != nil {
 		return internal(err)
 	}
 	started = true
-	s.runs.start(run, func(ctx context.Context) { s.runTurn(ctx, key, run.id, thread, p) })
-	return s.runs.serveRun(c, key, run.id)
+	s.runs.Start(run, func(ctx context.Context) { s.runTurn(ctx, key, run.ID(), thread, p) })
+	return s.serveRun(c, key, run.ID())
 }
 
 // applyRequest adds the request's new user message to the thread, or —
@@ -145,20 +144,8 @@ func (s *Server) runTurn(ctx context.Context, key, runID string, thread *agent.T
 	agentID := thread.AgentID
 	// A run saves only while it holds the chat's claim: a replica that
 	// was cut off (or paused) past its lease must not write its stale
-	// thread over a turn another replica ran meanwhile. On Redis the
-	// check is in the write's own script; in one process, a look-up.
-	save := func(ctx context.Context, t *agent.Thread) error {
-		var fenced func(string) error
-		if ft, ok := s.threads.(fencedThreads); ok {
-			fenced = func(fenceKey string) error {
-				t.Updated = s.now().UTC()
-				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-				defer cancel()
-				return ft.PutThreadFenced(sctx, t, fenceKey, runID)
-			}
-		}
-		return s.runs.saveHeld(ctx, key, runID, fenced, agentredis.ErrFenced, func() error { return s.saveThread(ctx, t) })
-	}
+	// thread over a turn another replica ran meanwhile.
+	save := func(ctx context.Context, t *agent.Thread) error { return s.dep.SaveHeldThread(ctx, key, runID, t) }
 	err := s.runner.Run(ctx, &agent.Turn{
 		Agent: func() (agent.Definition, bool) {
 			// An edit on another replica applies from the next step.
@@ -179,52 +166,28 @@ func (s *Server) runTurn(ctx context.Context, key, runID string, thread *agent.T
 		s.log.InfoContext(ctx, "turn ended with an error", "thread", key, "err", err)
 	}
 	// A store failing for a moment (an outage, a full Redis) is waited
-	// out, within 10 s, so the thread is saved and the stream's
-	// followers learn why the turn ended (its own error chunk may be
-	// what the store refused).
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if errors.Is(err, ErrStoreUnavailable) {
-		_ = retryStore(rctx, func() error {
-			_, err := s.events.Append(rctx, runID, stream.Error{ErrorText: storeFailedText})
-			return err
-		})
+	// out, so the thread is saved and the stream's followers learn why
+	// the turn ended (its own error chunk may be what the store refused).
+	var last stream.Chunk
+	if errors.Is(err, deploy.ErrStoreUnavailable) {
+		last = stream.Error{ErrorText: storeFailedText}
 	}
-	if err := retryStore(rctx, func() error { return save(rctx, thread) }); errors.Is(err, errNotHolder) {
-		s.log.WarnContext(ctx, "not saving the thread: this run lost its claim on the chat, which another replica may have taken", "thread", key, "run", runID)
-	} else if err != nil {
-		s.log.ErrorContext(ctx, "saving thread", "thread", key, "err", err)
-	}
+	s.runs.EndRun(ctx, key, runID, "thread", last, func(ctx context.Context) error { return save(ctx, thread) })
 }
 
 // storeFailedText ends a turn that the deployment's store failed.
 const storeFailedText = "the deployment's store failed during this turn; what was saved before is kept — send the message again to continue"
 
-// fencedThreads is a thread store that writes a thread only while a
-// fence key holds a value (agent/redisstore: the run's claim).
-type fencedThreads interface {
-	PutThreadFenced(ctx context.Context, t *agent.Thread, fenceKey, fenceValue string) error
-}
-
-// saveThread stores t stamped with the time, on a context of its own: a
-// cancelled turn is still saved.
-func (s *Server) saveThread(ctx context.Context, t *agent.Thread) error {
-	t.Updated = s.now().UTC()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	return s.threads.PutThread(sctx, t)
-}
-
 // resume streams the active run of a chat, on whichever replica it runs:
 // 204 when none is active.
 func (s *Server) resume(c echo.Context) error {
-	return s.runs.serve(c, agent.ThreadKey(principalOf(c).UserID, c.Param("id"), c.Param("chatId")))
+	return s.serveActive(c, agent.ThreadKey(principalOf(c).UserID, c.Param("id"), c.Param("chatId")))
 }
 
 // stop ends the active run of a chat, wherever it runs.
 func (s *Server) stop(c echo.Context) error {
 	key := agent.ThreadKey(principalOf(c).UserID, c.Param("id"), c.Param("chatId"))
-	stopped, ended, err := s.runs.stop(c.Request().Context(), key)
+	stopped, ended, err := s.runs.Stop(c.Request().Context(), key)
 	if err != nil {
 		return internal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+	"github.com/trawl-dev/trawl/web/deploy"
 )
 
 // APIError is an error meant for an API client: a status, a stable code,
@@ -33,7 +34,7 @@ func apiErr(status int, code, msg string) *APIError {
 func badRequest(msg string) *APIError { return apiErr(http.StatusBadRequest, "bad_request", msg) }
 func notFound(msg string) *APIError   { return apiErr(http.StatusNotFound, "not_found", msg) }
 func internal(cause error) *APIError {
-	if errors.Is(cause, ErrStoreUnavailable) {
+	if errors.Is(cause, deploy.ErrStoreUnavailable) {
 		// Redis is down or unreachable: a clear 503, never local state.
 		return &APIError{Status: http.StatusServiceUnavailable, Code: "store_unavailable",
 			Message: "the deployment's shared store (Redis) is unavailable; retry shortly", Cause: cause}
@@ -77,7 +78,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		}
 		var body errorBody
 		body.Error.Code, body.Error.Message = ae.Code, ae.Message
-		body.Error.RequestID = RequestID(c.Request().Context())
+		body.Error.RequestID = deploy.RequestID(c.Request().Context())
 		if c.Request().Method == http.MethodHead {
 			_ = c.NoContent(ae.Status)
 			return

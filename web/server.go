@@ -1,12 +1,10 @@
 // Package web is trawl's HTTP server: the Echo routes of the API, admin-key
-// and session auth, one central error renderer, the chat stream endpoints,
-// and the Studio console's embedded assets. A Deployment (deployment.go) is
-// what a Config assembles without HTTP — the stores, embedded or on Redis
-// (stores.go), the tool catalog, the invoker, the looping engine and the
-// agents; a Server serves one, with one host for detached runs
-// (runhost.go).
+// and session auth, one central error renderer, the chat and workflow
+// stream endpoints, the connect page and the Studio console's embedded
+// assets. It serves a deploy.Deployment — what a config assembles without
+// HTTP (package web/deploy) — taking the parts it serves from it once.
 //
-//	cfg, err := web.LoadConfig("trawl.yaml") // or web.DemoConfig()
+//	cfg, err := deploy.LoadConfig("trawl.yaml") // or deploy.DemoConfig()
 //	srv, err := web.New(ctx, cfg, web.Options{})
 //	err = srv.Run(ctx) // until ctx is cancelled; then a graceful shutdown
 package web
@@ -29,6 +27,11 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/agent/workflow"
+	"github.com/trawl-dev/trawl/loop"
+	"github.com/trawl-dev/trawl/stream"
+	"github.com/trawl-dev/trawl/tools"
+	"github.com/trawl-dev/trawl/web/deploy"
 )
 
 // Options are the process-level settings of a Server. The zero value is
@@ -47,6 +50,11 @@ type Options struct {
 	// Model replaces the configured model (tests, embedding). Zero: the
 	// model the config names.
 	Model agent.Model
+	// Now is the deployment's clock (sessions, connect links, rate
+	// limits, thread stamps). Zero: time.Now.
+	Now func() time.Time
+	// Runs are the run host's clock and waits. Zero: the defaults.
+	Runs deploy.RunTimings
 }
 
 // Timeouts bound how long the HTTP server waits on a client. Responses
@@ -74,13 +82,32 @@ func (t Timeouts) withDefaults() Timeouts {
 	return t
 }
 
-// Server serves one Deployment over HTTP: the routes, admin-key and
-// session auth, the run host (chat turns and workflow runs, detached from
-// their requests) and a graceful shutdown.
+// Server serves one deploy.Deployment over HTTP: the routes, admin-key
+// and session auth, the streams of its runs (chat turns and workflow
+// runs, detached from their requests) and a graceful shutdown.
 type Server struct {
-	*Deployment
+	dep *deploy.Deployment
+	// The parts of the deployment the handlers serve, taken once.
+	cfg          *deploy.Config
+	log          *slog.Logger
+	out          io.Writer
+	catalog      *tools.Catalog
+	engine       *loop.Engine
+	results      *loop.Retrieval
+	activity     *tools.ActivityLog
+	agents       *agent.Registry
+	runner       *agent.Runner
+	model        agent.Model // nil when no model is configured
+	threads      agent.ThreadStore
+	sessions     deploy.SessionStore
+	events       stream.EventLog
+	conns        *deploy.Connections
+	workflows    *workflow.Runner
+	workflowDefs deploy.Records
+	runs         *deploy.RunHost
+	tel          *deploy.Telemetry
+
 	echo      *echo.Echo
-	runs      *runHost
 	timeouts  Timeouts
 	proxies   []netip.Prefix  // trusted reverse proxies
 	origins   map[string]bool // CORS allowed origins
@@ -90,15 +117,18 @@ type Server struct {
 	draining atomic.Bool
 }
 
-// New assembles a deployment from cfg (OpenDeployment with PartsServe)
-// and the server around it. Nothing listens yet.
-func New(ctx context.Context, cfg *Config, opt Options) (*Server, error) {
-	d, err := OpenDeployment(ctx, cfg, DeploymentOptions{Logger: opt.Logger, Stdout: opt.Stdout, Model: opt.Model})
+// New assembles a deployment from cfg (deploy.Open with PartsServe) and
+// the server around it. Nothing listens yet.
+func New(ctx context.Context, cfg *deploy.Config, opt Options) (*Server, error) {
+	d, err := deploy.Open(ctx, cfg, deploy.Options{Logger: opt.Logger, Stdout: opt.Stdout, Model: opt.Model, Now: opt.Now, Runs: opt.Runs})
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Deployment: d, timeouts: opt.Timeouts.withDefaults()}
-	if s.proxies, err = cfg.trustedProxies(); err != nil {
+	s := &Server{dep: d, cfg: d.Config(), log: d.Logger(), out: d.Stdout(), catalog: d.Catalog(), engine: d.Engine(),
+		results: d.Results(), activity: d.Activity(), agents: d.Agents(), runner: d.Runner(), model: d.Model(),
+		threads: d.Threads(), sessions: d.Sessions(), events: d.Events(), conns: d.Connections(), workflows: d.Workflows(),
+		workflowDefs: d.WorkflowDefs(), runs: d.Runs(), tel: d.Telemetry(), timeouts: opt.Timeouts.withDefaults()}
+	if s.proxies, err = cfg.ProxyPrefixes(); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -107,18 +137,18 @@ func New(ctx context.Context, cfg *Config, opt Options) (*Server, error) {
 		s.origins[strings.ToLower(o)] = true
 	}
 	s.authFails = newFailLimiter(func() time.Time { return s.now() })
-	s.runs = newRunHost(d.ctx, d.stores.runs, d.events, d.log, cfg.RunLease)
-	s.runs.onLapsed = s.endLapsedRun
-	s.runs.lapsedText = func(key string) string {
-		if strings.HasPrefix(key, workflowRunKey("")) {
-			return lapsedRunText
-		}
-		return lapsedTurnText
-	}
-	d.countRuns = s.runs.count
 	s.echo = s.routes(opt)
 	return s, nil
 }
+
+// Deployment is the deployment the server serves.
+func (s *Server) Deployment() *deploy.Deployment { return s.dep }
+
+// AdminKey is the key that authorises the admin API.
+func (s *Server) AdminKey() string { return s.dep.AdminKey() }
+
+// now reads the deployment's clock.
+func (s *Server) now() time.Time { return s.dep.Now() }
 
 // Handler is the server's HTTP handler (for tests and embedding).
 func (s *Server) Handler() http.Handler { return s.echo }
@@ -186,12 +216,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if grace == 0 {
 		grace = DefaultShutdownGrace
 	}
-	n := s.runs.count()
+	n := s.runs.Count()
 	s.log.Info("shutting down: the listener is closed", "running", n, "grace", grace)
-	if !s.runs.waitIdle(grace) {
-		s.log.Info("shutdown grace is over: cancelling the running turns and runs", "running", s.runs.count())
+	if !s.runs.WaitIdle(grace) {
+		s.log.Info("shutdown grace is over: cancelling the running turns and runs", "running", s.runs.Count())
 	}
-	s.runs.stopAll()
+	s.runs.StopAll()
 	var err error
 	select {
 	case err = <-shut:
@@ -208,17 +238,17 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 func (s *Server) banner(addr string) {
 	fmt.Fprintf(s.out, "trawl listening on http://%s\n", addr)
-	if s.cfg.demo {
+	if s.cfg.IsDemo() {
 		fmt.Fprintf(s.out, "demo: the Acme sample API and toolkits, agent %q\n", "demo")
 	}
 	switch {
-	case s.keyIsNew:
-		fmt.Fprintf(s.out, "admin key (generated, saved in %s; shown once): %s\n", s.cfg.DataDir, s.adminKey)
+	case s.dep.AdminKeyIsNew():
+		fmt.Fprintf(s.out, "admin key (generated, saved in %s; shown once): %s\n", s.cfg.DataDir, s.AdminKey())
 	case s.cfg.AdminKey == "":
 		fmt.Fprintf(s.out, "admin key: saved in %s/admin_key\n", s.cfg.DataDir)
 	}
-	if s.stores.kind == "redis" {
-		fmt.Fprintf(s.out, "state: shared in Redis (prefix %q); replicas on the same redis_url serve one deployment\n", cmp.Or(s.cfg.RedisPrefix, DefaultRedisPrefix))
+	if s.dep.StoreKind() == "redis" {
+		fmt.Fprintf(s.out, "state: shared in Redis (prefix %q); replicas on the same redis_url serve one deployment\n", cmp.Or(s.cfg.RedisPrefix, deploy.DefaultRedisPrefix))
 	}
 	fmt.Fprintf(s.out, "studio: http://%s/studio/\n", addr)
 	fmt.Fprintf(s.out, "try: curl -H 'Authorization: Bearer <admin key>' http://%s/v1/tools\n", addr)
@@ -226,10 +256,7 @@ func (s *Server) banner(addr string) {
 
 // Close stops the running turns (they save their threads) and closes the
 // deployment.
-func (s *Server) Close() error {
-	s.runs.stopAll()
-	return s.Deployment.Close()
-}
+func (s *Server) Close() error { return s.dep.Close() }
 
 func (s *Server) routes(opt Options) *echo.Echo {
 	e := echo.New()
@@ -327,7 +354,7 @@ func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		tok, ok := bearer(c.Request())
-		if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(s.adminKey)) != 1 {
+		if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(s.AdminKey())) != 1 {
 			s.authFails.fail(client)
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="trawl"`)
 			return apiErr(http.StatusUnauthorized, "unauthorized", "a valid admin key is required (Authorization: Bearer <key>)")

@@ -669,7 +669,7 @@ func TestStudioChatInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id, _ := ts.runs.active(context.Background(), agent.ThreadKey("", "demo", hash)); id != "" {
+	if id, _ := ts.runs.Active(context.Background(), agent.ThreadKey("", "demo", hash)); id != "" {
 		t.Error("the turn still runs on the server after Stop")
 	}
 	if got := br.text(`.msg-assistant[data-state="stopped"]`); strings.Contains(got, "278 open orders") {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/trawl-dev/trawl/web"
 	"io"
 	"os"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/trawl-dev/trawl/loop"
+	"github.com/trawl-dev/trawl/web/deploy"
 )
 
 // call walks one tool call completely and prints the envelope as JSON on
@@ -40,7 +40,7 @@ func call(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usagef("call: --args %v", err)
 	}
-	srv, done, err := openParts(ctx, *cfgPath, stderr, web.PartsCall)
+	srv, done, err := openParts(ctx, *cfgPath, stderr, deploy.PartsCall)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/trawl-dev/trawl/web"
+	"github.com/trawl-dev/trawl/web/deploy"
 )
 
 // dropAfter passes n event writes through, then breaks the connection.
@@ -39,7 +40,7 @@ func (d *dropAfter) Unwrap() http.ResponseWriter { return d.ResponseWriter }
 // closes them without ending the response): the client resumes with
 // Last-Event-ID each time and prints the whole answer exactly once.
 func TestChatResumesAfterADrop(t *testing.T) {
-	cfg := web.DemoConfig()
+	cfg := deploy.DemoConfig()
 	cfg.DataDir = t.TempDir()
 	if err := cfg.SetDemoLatency(150); err != nil {
 		t.Fatal(err)

@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/trawl-dev/trawl/web"
 	"io"
 	"strings"
 
 	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/stream"
+	"github.com/trawl-dev/trawl/web/deploy"
 )
 
 // replay plays a recorded conversation against the live tools as an
@@ -35,7 +35,7 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	srv, done, err := openParts(ctx, *cfgPath, stderr, web.PartsReplay)
+	srv, done, err := openParts(ctx, *cfgPath, stderr, deploy.PartsReplay)
 	if err != nil {
 		return err
 	}

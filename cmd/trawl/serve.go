@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/trawl-dev/trawl/web"
+	"github.com/trawl-dev/trawl/web/deploy"
 )
 
 // flagSet returns a FlagSet whose errors become usage errors (see
@@ -61,26 +62,6 @@ func configFlag(fs *flag.FlagSet) *string {
 	return fs.String("config", "", "read the config from file `F` (default ./trawl.yaml, else the built-in demo)")
 }
 
-// loadConfig reads --config, else ./trawl.yaml when present, else the demo.
-func loadConfig(path string) (*web.Config, error) {
-	if path == "" {
-		if _, err := os.Stat("trawl.yaml"); err == nil {
-			path = "trawl.yaml"
-		}
-	}
-	var cfg *web.Config
-	if path == "" {
-		cfg = web.DemoConfig()
-	} else {
-		var err error
-		if cfg, err = web.LoadConfig(path); err != nil {
-			return nil, err
-		}
-	}
-	cfg.ApplyEnv(os.LookupEnv)
-	return cfg, nil
-}
-
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flagSet("serve", stderr)
 	cfgPath := configFlag(fs)
@@ -108,7 +89,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *dataDir != "" {
 		cfg.DataDir = *dataDir
 	}
-	srv, err := web.New(ctx, cfg, web.Options{Logger: web.NewLogger(stderr, cfg.Log), Stdout: stdout})
+	srv, err := web.New(ctx, cfg, web.Options{Logger: deploy.NewLogger(stderr, cfg.Log), Stdout: stdout})
 	if err != nil {
 		return err
 	}
@@ -142,23 +123,6 @@ func exitOnSecondSignal(ctx context.Context, stderr io.Writer) (stop func()) {
 		signal.Stop(sig)
 		close(done)
 	}
-}
-
-// openParts opens only what one command needs of the deployment (a call,
-// the tool list, a replay): no store on disk, no admin key, nothing that
-// listens — so it also runs beside a server that holds the deployment's
-// store. done releases it.
-func openParts(ctx context.Context, cfgPath string, stderr io.Writer, parts web.Parts) (d *web.Deployment, done func(), err error) {
-	cfg, err := loadConfig(cfgPath)
-	if err != nil {
-		return nil, nil, err
-	}
-	quiet := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	d, err = web.OpenDeployment(ctx, cfg, web.DeploymentOptions{Parts: parts, Logger: quiet, Stdout: io.Discard})
-	if err != nil {
-		return nil, nil, err
-	}
-	return d, func() { d.Close() }, nil
 }
 
 // openEphemeral assembles a whole server for `trawl chat` without --url

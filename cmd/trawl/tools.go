@@ -4,9 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/trawl-dev/trawl/web"
 	"io"
 	"text/tabwriter"
+
+	"github.com/trawl-dev/trawl/web/deploy"
 )
 
 // listTools prints the deployment's tools: a table, or with --json the
@@ -21,7 +22,7 @@ func listTools(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() > 0 {
 		return usagef("tools: unexpected argument %q", fs.Arg(0))
 	}
-	srv, done, err := openParts(ctx, *cfgPath, stderr, web.PartsCall)
+	srv, done, err := openParts(ctx, *cfgPath, stderr, deploy.PartsCall)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package web
+package deploy
 
 import (
 	"context"
@@ -20,8 +20,9 @@ import (
 // Deployment is what a config assembles, apart from any HTTP: the stores
 // (openStores picks embedded or Redis, in one place), the tool catalog
 // and invoker, the looping engine, the agents and the runner, workflows
-// and connections, and one clock. `trawl serve` wraps it in a Server;
-// `trawl call` and `trawl replay` open only the parts they need.
+// and connections, the run host, and one clock. `trawl serve` wraps it in
+// a web.Server; `trawl call` and `trawl replay` open only the parts they
+// need.
 type Deployment struct {
 	cfg      *Config
 	parts    Parts
@@ -45,17 +46,16 @@ type Deployment struct {
 	events   stream.EventLog
 	model    agent.Model // nil when no model is configured
 	runner   *agent.Runner
-	conns    *connections
+	conns    *Connections
 	// workflows runs workflow definitions (PartsServe).
 	workflows *workflow.Runner
 	// now is the deployment's one clock: sessions, connect links, rate
 	// limits, thread stamps. Tests move it.
 	now     func() time.Time
-	tel     *telemetry // traces and metrics; its providers are nil when off
+	tel     *Telemetry // traces and metrics; its providers are nil when off
 	closers []func() error
-	// countRuns is how many turns and workflow runs this process runs
-	// (the metrics gauge); the Server sets it.
-	countRuns func() int
+	// runs hosts the turns and workflow runs (PartsServe).
+	runs *RunHost
 
 	bg sync.WaitGroup // background work that uses the stores
 	// ctx outlives requests: background work and detached runs use it,
@@ -64,7 +64,7 @@ type Deployment struct {
 	cancel context.CancelFunc
 }
 
-// Parts says what OpenDeployment assembles.
+// Parts says what Open assembles.
 type Parts int
 
 const (
@@ -81,8 +81,9 @@ const (
 	PartsReplay
 )
 
-// DeploymentOptions are the process-level settings of a Deployment.
-type DeploymentOptions struct {
+// Options are the process-level settings of a Deployment. The zero value
+// is usable.
+type Options struct {
 	// Parts is what to assemble. Zero: PartsServe.
 	Parts Parts
 	// Logger receives operational logs. Zero: slog.Default().
@@ -91,13 +92,21 @@ type DeploymentOptions struct {
 	Stdout io.Writer
 	// Model replaces the configured model (tests, embedding).
 	Model agent.Model
+	// Now is the deployment's clock: sessions, connect links, thread
+	// stamps. Zero: time.Now.
+	Now func() time.Time
+	// Runs are the run host's clock and waits. Zero: the defaults.
+	Runs RunTimings
 }
 
-// OpenDeployment assembles what cfg describes: it opens the stores,
-// imports every tool source and checks every agent binding. Close it.
-func OpenDeployment(ctx context.Context, cfg *Config, opt DeploymentOptions) (_ *Deployment, err error) {
+// Open assembles what cfg describes: it opens the stores, imports every
+// tool source and checks every agent binding. Close it.
+func Open(ctx context.Context, cfg *Config, opt Options) (_ *Deployment, err error) {
 	d := &Deployment{cfg: cfg, parts: opt.Parts, log: opt.Logger, out: opt.Stdout, mcp: map[string]*tools.MCPSource{},
-		now: time.Now, countRuns: func() int { return 0 }}
+		now: opt.Now}
+	if d.now == nil {
+		d.now = time.Now
+	}
 	d.ctx, d.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if d.log == nil {
 		d.log = slog.Default()
@@ -162,6 +171,8 @@ func OpenDeployment(ctx context.Context, cfg *Config, opt DeploymentOptions) (_ 
 		return nil, err
 	}
 	d.workflows = workflow.NewRunner(workflow.RunnerOptions{Engine: d.engine, Catalog: d.catalog, Logger: d.log})
+	d.runs = newRunHost(d.ctx, runHostOptions{Registry: st.runs, Events: d.events, Logger: d.log, Lease: cfg.RunLease,
+		OnLapsed: d.endLapsedRun, LapsedText: lapsedText, Timings: opt.Runs})
 	prune := map[string]pruner{}
 	if p, ok := d.threads.(pruner); ok {
 		prune["threads past their age"] = p
@@ -228,9 +239,13 @@ func (d *Deployment) pruneHourly(stores map[string]pruner) {
 	}
 }
 
-// Close stops background work and releases the stores and the demo
+// Close stops the running turns and workflow runs (they save their
+// state) and background work, and releases the stores and the demo
 // upstream.
 func (d *Deployment) Close() error {
+	if d.runs != nil {
+		d.runs.StopAll()
+	}
 	if d.cancel != nil {
 		d.cancel()
 	}

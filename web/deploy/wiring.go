@@ -1,10 +1,8 @@
-package web
+package deploy
 
 import (
 	"cmp"
-	"net/http"
 
-	"github.com/labstack/echo/v4"
 	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/discovery"
 )
@@ -27,15 +25,4 @@ func (s *Deployment) searchOptions() (discovery.IndexOptions, error) {
 		return discovery.IndexOptions{}, s.cfg.errAt("discovery.embeddings", err.Error())
 	}
 	return discovery.IndexOptions{Semantic: &discovery.Semantic{Embedder: emb, Model: e.Model, Cache: s.stores.vectors, Logger: s.log}}, nil
-}
-
-// requireModel answers 503 when no model is configured.
-func (s *Server) requireModel(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if s.model == nil {
-			return apiErr(http.StatusServiceUnavailable, "no_model",
-				"no model is configured: set model.api_key (or OPENAI_API_KEY) or model.provider: replay")
-		}
-		return next(c)
-	}
 }

@@ -1,17 +1,10 @@
-package web
+package deploy
 
 import (
 	"context"
-	"net/http"
 	"sort"
 	"sync"
-	"time"
-
-	"github.com/labstack/echo/v4"
 )
-
-// readyTimeout bounds each check of /readyz.
-const readyTimeout = 2 * time.Second
 
 // Readiness is the body of /readyz: each store and MCP server with its
 // state. Status is "ready" (every store answers; MCP servers too),
@@ -37,22 +30,8 @@ type pinger interface {
 	Ping(ctx context.Context) error
 }
 
-func (s *Server) readyz(c echo.Context) error {
-	if s.draining.Load() {
-		return apiErr(http.StatusServiceUnavailable, "shutting_down", "the server is shutting down")
-	}
-	ctx, cancel := context.WithTimeout(c.Request().Context(), readyTimeout)
-	defer cancel()
-	r := s.readiness(ctx)
-	st := http.StatusOK
-	if r.Status == "unavailable" {
-		st = http.StatusServiceUnavailable
-	}
-	return c.JSON(st, r)
-}
-
-// readiness checks every store and MCP server at once, each within ctx.
-func (s *Server) readiness(ctx context.Context) Readiness {
+// Ready checks every store and MCP server at once, each within ctx.
+func (s *Deployment) Ready(ctx context.Context) Readiness {
 	type check struct {
 		kind, name string
 		run        func(context.Context) error

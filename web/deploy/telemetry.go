@@ -1,10 +1,9 @@
-package web
+package deploy
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -12,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -31,13 +29,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// telemetry is a deployment's traces and metrics. Its providers are nil
+// Telemetry is a deployment's traces and metrics. Its providers are nil
 // when off (the default): the packages then skip their instrumentation
 // entirely. Metrics use the OpenTelemetry API, like traces, so each
 // package has one instrumentation API and no global state; the
 // OpenTelemetry Prometheus exporter renders them on /metrics from a
 // registry of the server's own.
-type telemetry struct {
+type Telemetry struct {
 	tp      trace.TracerProvider // nil: traces off
 	mp      metric.MeterProvider // nil: metrics off
 	content bool
@@ -61,7 +59,7 @@ var traceEnv = []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTL
 // down (flushing the spans still buffered).
 func (s *Deployment) setupTelemetry(ctx context.Context, lookup func(string) (string, bool)) error {
 	tc := s.cfg.Telemetry
-	t := &telemetry{content: tc.RecordContent, prop: propagation.TraceContext{}}
+	t := &Telemetry{content: tc.RecordContent, prop: propagation.TraceContext{}}
 	s.tel = t
 	endpoint := tc.OTLPEndpoint
 	fromEnv := false
@@ -121,14 +119,14 @@ func (s *Deployment) setupTelemetry(ctx context.Context, lookup func(string) (st
 }
 
 // useTracer turns traces on with tp.
-func (t *telemetry) useTracer(tp trace.TracerProvider) {
+func (t *Telemetry) useTracer(tp trace.TracerProvider) {
 	t.tp = tp
 	t.tracer = tp.Tracer(webInstrumentation)
 }
 
 // instruments makes the web's own instruments: upstream requests, and
 // gauges read from the server's state when scraped.
-func (t *telemetry) instruments(s *Deployment) error {
+func (t *Telemetry) instruments(s *Deployment) error {
 	m := t.mp.Meter(webInstrumentation)
 	t.upRequests, _ = m.Int64Counter("trawl.upstream.requests", metric.WithDescription("Upstream requests, by provider and status class (1xx…5xx, error)."))
 	t.upRetries, _ = m.Int64Counter("trawl.upstream.retries", metric.WithDescription("Upstream requests that re-sent a page, by provider."))
@@ -146,7 +144,7 @@ func (t *telemetry) instruments(s *Deployment) error {
 	resN, _ := m.Int64ObservableGauge("trawl.results.held", metric.WithDescription("Stored results (for queryToolResult/fetchToolResult) held now."))
 	resB, _ := m.Int64ObservableGauge("trawl.results.size", metric.WithUnit("By"), metric.WithDescription("Bytes of the stored results held now."))
 	_, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		o.ObserveInt64(active, int64(s.countRuns()))
+		o.ObserveInt64(active, int64(s.runs.Count()))
 		o.ObserveInt64(clients, t.streamClients.Load())
 		if s.cache != nil {
 			st := s.cache.Stats()
@@ -171,30 +169,34 @@ func (t *telemetry) instruments(s *Deployment) error {
 
 // tracerProvider and meterProvider are what the packages get: nil when
 // off.
-func (t *telemetry) tracerProvider() trace.TracerProvider {
+func (t *Telemetry) tracerProvider() trace.TracerProvider {
 	if t == nil {
 		return nil
 	}
 	return t.tp
 }
 
-func (t *telemetry) meterProvider() metric.MeterProvider {
+func (t *Telemetry) meterProvider() metric.MeterProvider {
 	if t == nil {
 		return nil
 	}
 	return t.mp
 }
 
-// startHTTP starts a request's server span, continuing the caller's
-// traceparent. Only the route template is recorded, never the path (a
-// session token can be in it) or the query.
-func (t *telemetry) startHTTP(req *http.Request) (context.Context, trace.Span) {
+// Tracing reports whether traces are on.
+func (t *Telemetry) Tracing() bool { return t != nil && t.tracer != nil }
+
+// StartHTTP starts a request's server span, continuing the caller's
+// traceparent (traces must be on). Only the route template is recorded,
+// never the path (a session token can be in it) or the query.
+func (t *Telemetry) StartHTTP(req *http.Request) (context.Context, trace.Span) {
 	ctx := t.prop.Extract(req.Context(), propagation.HeaderCarrier(req.Header))
 	return t.tracer.Start(ctx, req.Method, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("http.request.method", req.Method)))
 }
 
-func endHTTP(span trace.Span, method, route string, status int) {
+// EndHTTP names and ends a request's server span.
+func EndHTTP(span trace.Span, method, route string, status int) {
 	span.SetName(method + " " + route)
 	span.SetAttributes(attribute.String("http.route", route), attribute.Int("http.response.status_code", status))
 	if status >= 500 {
@@ -203,57 +205,23 @@ func endHTTP(span trace.Span, method, route string, status int) {
 	span.End()
 }
 
-// countStreams counts the clients connected to a run's stream.
-func (s *Server) countStreams(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if s.tel.mp == nil || c.Request().Method == http.MethodPost && !strings.HasSuffix(c.Path(), "/chat") ||
-			c.Request().Method == http.MethodGet && !strings.HasSuffix(c.Path(), "/stream") {
-			return next(c)
-		}
-		s.tel.streamClients.Add(1)
-		defer s.tel.streamClients.Add(-1)
-		return next(c)
+// MetricsHandler renders the registry in the Prometheus text format; nil
+// when metrics are off.
+func (t *Telemetry) MetricsHandler() http.Handler {
+	if t == nil || t.reg == nil {
+		return nil
 	}
-}
-
-// metricsHandler renders the registry in the Prometheus text format.
-func (t *telemetry) metricsHandler() http.Handler {
 	return promhttp.HandlerFor(t.reg, promhttp.HandlerOpts{})
 }
 
-// serveMetrics is GET /metrics on the main listener (admin key).
-func (s *Server) serveMetrics(c echo.Context) error {
-	if s.tel.reg == nil {
-		return notFound("metrics are off; set metrics.enabled (or metrics.listen) in the config")
+// CountStream counts a client connected to a run's stream until done is
+// called (nothing when metrics are off).
+func (t *Telemetry) CountStream() (done func()) {
+	if t == nil || t.mp == nil {
+		return func() {}
 	}
-	s.tel.metricsHandler().ServeHTTP(c.Response(), c.Request())
-	return nil
-}
-
-// listenMetrics serves /metrics without auth on metrics.listen until ctx
-// ends.
-func (s *Server) listenMetrics(ctx context.Context) error {
-	if s.cfg.Metrics.Listen == "" {
-		return nil
-	}
-	ln, err := net.Listen("tcp", s.cfg.Metrics.Listen)
-	if err != nil {
-		return fmt.Errorf("metrics.listen %s: %w", s.cfg.Metrics.Listen, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", s.tel.metricsHandler())
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		hs.Close()
-	}()
-	go func() {
-		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("metrics listener", "err", err)
-		}
-	}()
-	fmt.Fprintf(s.out, "metrics: http://%s/metrics\n", ln.Addr())
-	return nil
+	t.streamClients.Add(1)
+	return func() { t.streamClients.Add(-1) }
 }
 
 // noPropagateKey marks a context whose upstream requests must not carry
@@ -264,7 +232,7 @@ type noPropagateKey struct{}
 // upstream metrics per request.
 type observedCaller struct {
 	next        paginate.Caller
-	t           *telemetry
+	t           *Telemetry
 	noPropagate map[string]bool // provider ids
 }
 
@@ -389,7 +357,7 @@ func (pt propagatingTransport) RoundTrip(req *http.Request) (*http.Response, err
 // httpClient is the client for upstream APIs and MCP servers: nil (each
 // keeps its own default) unless traces are on, when it propagates the
 // trace context.
-func (t *telemetry) httpClient(noPropagate bool) *http.Client {
+func (t *Telemetry) httpClient(noPropagate bool) *http.Client {
 	if t.tp == nil || noPropagate {
 		return nil
 	}
@@ -399,7 +367,7 @@ func (t *telemetry) httpClient(noPropagate bool) *http.Client {
 }
 
 // mcpClient is the HTTP client of MCP server id (see httpClient).
-func (t *telemetry) mcpClient(tc TelemetryConfig, id string) *http.Client {
+func (t *Telemetry) mcpClient(tc TelemetryConfig, id string) *http.Client {
 	for _, n := range tc.NoPropagate {
 		if n == id {
 			return nil
@@ -408,9 +376,9 @@ func (t *telemetry) mcpClient(tc TelemetryConfig, id string) *http.Client {
 	return t.httpClient(false)
 }
 
-// workflowRun starts a workflow run's span; end records its status
+// WorkflowRun starts a workflow run's span; end records its status
 // (done, failed, stopped).
-func (t *telemetry) workflowRun(ctx context.Context, workflowID string) (context.Context, func(status string)) {
+func (t *Telemetry) WorkflowRun(ctx context.Context, workflowID string) (context.Context, func(status string)) {
 	span := trace.SpanFromContext(ctx)
 	if t.tracer != nil {
 		ctx, span = t.tracer.Start(ctx, "invoke_workflow "+workflowID, trace.WithAttributes(
@@ -470,7 +438,7 @@ func (o observedLimiter) Acquire(ctx context.Context, s tools.LimitScope) (tools
 }
 
 // wrapEvents is the event log l, measuring its lag when metrics are on.
-func (t *telemetry) wrapEvents(l stream.EventLog) stream.EventLog {
+func (t *Telemetry) wrapEvents(l stream.EventLog) stream.EventLog {
 	if t == nil || t.mp == nil {
 		return l
 	}

@@ -1,4 +1,4 @@
-package web
+package deploy
 
 import (
 	"fmt"
@@ -61,7 +61,7 @@ func demoAgent(acme []*tools.Tool, toolkits []string) agent.Definition {
 // startDemo starts the Acme upstream on a loopback port and fills cfg
 // with its provider, toolkits and agent.
 func (s *Deployment) startDemo(cfg *Config) error {
-	token := "demo_" + randomHex(16)
+	token := "demo_" + RandomHex(16)
 	opt := demo.Options{Token: token}
 	if cfg.Demo != nil {
 		opt.Latency = time.Duration(cfg.Demo.LatencyMs) * time.Millisecond
@@ -93,3 +93,12 @@ func (s *Deployment) startDemo(cfg *Config) error {
 	cfg.Agents = []agent.Definition{demoAgent(acme, names)}
 	return nil
 }
+
+// DemoToken is the credential the demo upstream and its toolkits accept
+// ("" until the deployment started the demo).
+func (c *Config) DemoToken() string { return c.toolkitToken }
+
+// ConnectDemoToolkits leaves the demo's toolkits without an organization
+// credential, so each user connects them on the connect page (as a real
+// connected app would be), rather than the demo connecting them for all.
+func (c *Config) ConnectDemoToolkits() { c.toolkitNoOrgToken = true }

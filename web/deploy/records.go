@@ -1,4 +1,4 @@
-package web
+package deploy
 
 import (
 	"context"
@@ -8,10 +8,10 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// records is a named set of opaque records by key — workflow definitions,
+// Records is a named set of opaque records by key — workflow definitions,
 // workflow runs, sealed connection tokens: a bucket of the embedded store
 // (boltRecords) or a Redis hash (redisstore.Bucket). stores.go picks.
-type records interface {
+type Records interface {
 	Put(ctx context.Context, k string, v []byte) error
 	// Get returns the value under k; ok is false when there is none.
 	Get(ctx context.Context, k string) (v []byte, ok bool, err error)
@@ -70,7 +70,7 @@ func (b *boltRecords) ForEach(_ context.Context, fn func(k string, v []byte) err
 // when replicas share a deployment (a link minted on one replica opens on
 // any).
 type grants interface {
-	// PutGrant stores v under k for ttl. It fails with errTooManyPending
+	// PutGrant stores v under k for ttl. It fails with ErrTooManyPending
 	// when the store holds its bound of live grants.
 	PutGrant(ctx context.Context, k string, v []byte, ttl time.Duration) error
 	// TakeGrant returns the live value under k; spend removes it, so of
@@ -106,7 +106,7 @@ func (g *memGrants) PutGrant(_ context.Context, k string, v []byte, ttl time.Dur
 		}
 	}
 	if len(g.m) >= g.max {
-		return errTooManyPending
+		return ErrTooManyPending
 	}
 	g.m[k] = memGrant{v: v, expires: now.Add(ttl)}
 	return nil

@@ -1,4 +1,4 @@
-package web
+package deploy
 
 import (
 	"context"
@@ -53,7 +53,7 @@ type stores struct {
 	vectors  discovery.VectorCache
 	runs     runlease.Registry
 
-	workflows, workflowRuns, connections records
+	workflows, workflowRuns, connections Records
 	grants                               grants // connect codes and attempts
 
 	// adminKey is the admin API's key; keyIsNew when it was generated
@@ -156,7 +156,7 @@ func redisStartError(addr string, err error, raw string) string {
 
 // openStores opens the deployment's state as cfg says. A Redis that does
 // not answer is a start-up error naming redis_url.
-func openStores(ctx context.Context, cfg *Config, tel *telemetry, log *slog.Logger) (*stores, error) {
+func openStores(ctx context.Context, cfg *Config, tel *Telemetry, log *slog.Logger) (*stores, error) {
 	if cfg.RedisURL != "" {
 		redisLogOnce.Do(func() { redis.SetLogger(redisLogger{log}) })
 		return openRedisStores(ctx, cfg, tel)
@@ -164,7 +164,7 @@ func openStores(ctx context.Context, cfg *Config, tel *telemetry, log *slog.Logg
 	return openEmbeddedStores(cfg, tel)
 }
 
-func openEmbeddedStores(cfg *Config, tel *telemetry) (_ *stores, err error) {
+func openEmbeddedStores(cfg *Config, tel *Telemetry) (_ *stores, err error) {
 	st := &stores{kind: "embedded", pingers: map[string]pinger{}}
 	defer func() {
 		if err != nil {
@@ -212,7 +212,7 @@ func openEmbeddedStores(cfg *Config, tel *telemetry) (_ *stores, err error) {
 	}
 	st.runs = runlease.NewMemory()
 	for _, b := range []struct {
-		to   *records
+		to   *Records
 		name string
 	}{{&st.workflows, "workflows"}, {&st.workflowRuns, "workflow_runs"}, {&st.connections, "connections"}} {
 		if *b.to, err = newBoltRecords(st.db, b.name); err != nil {
@@ -223,7 +223,7 @@ func openEmbeddedStores(cfg *Config, tel *telemetry) (_ *stores, err error) {
 	return st, nil
 }
 
-func openRedisStores(ctx context.Context, cfg *Config, tel *telemetry) (_ *stores, err error) {
+func openRedisStores(ctx context.Context, cfg *Config, tel *Telemetry) (_ *stores, err error) {
 	st := &stores{kind: "redis", pingers: map[string]pinger{}}
 	defer func() {
 		if err != nil {
@@ -265,7 +265,7 @@ func openRedisStores(ctx context.Context, cfg *Config, tel *telemetry) (_ *store
 	st.pingers["redis"] = pingFunc(func(ctx context.Context) error { return c.Ping(ctx).Err() })
 	threads := agentredis.New(c, prefix, cfg.retention())
 	st.threads, st.defs = threads, threads
-	st.sessions = webredis.NewSessions[session](c, prefix, func(s session) time.Time { return s.Expires })
+	st.sessions = webredis.NewSessions[Session](c, prefix, func(s Session) time.Time { return s.Expires })
 	events := redislog.New(c, redislog.Options{Prefix: prefix})
 	st.closers = append(st.closers, events.Shutdown)
 	st.events = tel.wrapEvents(events)

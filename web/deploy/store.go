@@ -1,4 +1,4 @@
-package web
+package deploy
 
 import (
 	"crypto/rand"
@@ -52,15 +52,15 @@ func adminKey(configured, dataDir string) (key string, generated bool, err error
 			return k, false, nil
 		}
 	}
-	key = "trawl_admin_" + randomHex(24)
+	key = "trawl_admin_" + RandomHex(24)
 	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
 		return "", false, fmt.Errorf("saving the generated admin key: %w", err)
 	}
 	return key, true, nil
 }
 
-// randomHex returns n random bytes from crypto/rand, hex-encoded.
-func randomHex(n int) string {
+// RandomHex returns n random bytes from crypto/rand, hex-encoded.
+func RandomHex(n int) string {
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {
 		panic("crypto/rand: " + err.Error()) // never fails on supported platforms

@@ -1,4 +1,4 @@
-package web
+package deploy
 
 import (
 	"os"
@@ -8,7 +8,7 @@ import (
 
 // TestReadmeConfigParses keeps the README's config example valid.
 func TestReadmeConfigParses(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}

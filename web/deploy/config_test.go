@@ -1,4 +1,4 @@
-package web
+package deploy
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func env(vars map[string]string) func(string) (string, bool) {
@@ -150,5 +151,35 @@ func TestApplyEnv(t *testing.T) {
 	replay.ApplyEnv(env(map[string]string{"OPENAI_API_KEY": "sk-x"}))
 	if replay.Model.Provider != "replay" || replay.Model.APIKey != "" {
 		t.Errorf("a named provider must stay: %+v", replay.Model)
+	}
+}
+
+func TestLifecycleConfig(t *testing.T) {
+	cfg, err := ParseConfig("trawl.yaml", []byte(`shutdown_grace: 5s
+shutdown_delay: 2s
+threads: {max_per_user: 10, max_bytes: -1, max_age_days: 7}
+trusted_proxies: [10.0.0.0/8, "::1"]
+`), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ShutdownGrace != 5*time.Second || cfg.ShutdownDelay != 2*time.Second {
+		t.Errorf("durations: %v %v", cfg.ShutdownGrace, cfg.ShutdownDelay)
+	}
+	if r := cfg.retention(); r.MaxThreadsPerUser != 10 || r.MaxThreadBytes != -1 || r.MaxAge != 7*24*time.Hour {
+		t.Errorf("retention: %+v", r)
+	}
+	for _, tt := range []struct{ text, want string }{
+		{"shutdown_grace: 20\n", `trawl.yaml:1: shutdown_grace: want a duration such as 15s, 2m or 1h30m, not "20"`},
+		{"shutdown_grace: -1s\n", "trawl.yaml:1: shutdown_grace: must not be negative"},
+		{"shutdown_delay: soon\n", `trawl.yaml:1: shutdown_delay: want a duration such as 15s, 2m or 1h30m, not "soon"`},
+		{"threads: {max_per_user: -2}\n", "trawl.yaml:1: threads.max_per_user: must be positive"},
+		{"threads:\n  max_bytes: 1000\n", "trawl.yaml:2: threads.max_bytes: must be at least 65536"},
+		{"trusted_proxies: [10.0.0.0/33]\n", `trawl.yaml:1: trusted_proxies[0]: "10.0.0.0/33" is not an address or CIDR`},
+		{"trusted_proxies: [proxy.internal]\n", "trusted_proxies[0]"},
+	} {
+		if _, err := ParseConfig("trawl.yaml", []byte(tt.text), env(nil)); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: %v; want %q", tt.text, err, tt.want)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package web
+package deploy
 
 import (
 	"errors"
@@ -550,7 +550,7 @@ func (c *Config) validate() error {
 	if c.Threads.MaxBytes > 0 && c.Threads.MaxBytes < 64<<10 {
 		return c.errAt("threads.max_bytes", "must be at least 65536 (64 KiB)")
 	}
-	if _, err := c.trustedProxies(); err != nil {
+	if _, err := c.ProxyPrefixes(); err != nil {
 		return err
 	}
 	if err := c.checkAdminKey(); err != nil {
@@ -636,8 +636,8 @@ func checkOrigin(o string) error {
 	return nil
 }
 
-// trustedProxies parses TrustedProxies.
-func (c *Config) trustedProxies() ([]netip.Prefix, error) {
+// ProxyPrefixes parses TrustedProxies.
+func (c *Config) ProxyPrefixes() ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for i, p := range c.TrustedProxies {
 		pfx, err := parsePrefix(p)

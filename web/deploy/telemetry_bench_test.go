@@ -1,4 +1,4 @@
-package web
+package deploy
 
 import (
 	"context"
@@ -54,7 +54,7 @@ func BenchmarkWalkPageTelemetry(b *testing.B) {
 			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 			defer tp.Shutdown(context.Background())
 			defer mp.Shutdown(context.Background())
-			s := &Deployment{cfg: &Config{}, tel: &telemetry{prop: propagation.TraceContext{}, mp: mp}, countRuns: func() int { return 0 }}
+			s := &Deployment{cfg: &Config{}, tel: &Telemetry{prop: propagation.TraceContext{}, mp: mp}}
 			s.tel.useTracer(tp)
 			if err := s.tel.instruments(s); err != nil {
 				b.Fatal(err)

@@ -1,4 +1,4 @@
-package web
+package deploy
 
 import (
 	"context"
@@ -12,14 +12,14 @@ import (
 	"github.com/trawl-dev/trawl/web/redisstore"
 )
 
-// The Redis session store is a SessionStore for web's own session type.
-var _ SessionStore = (*redisstore.Sessions[session])(nil)
+// The Redis session store is a SessionStore for the deployment's Session
+// type.
+var _ SessionStore = (*redisstore.Sessions[Session])(nil)
 
-// testSessionStore is the SessionStore conformance suite (session is
-// unexported, so the suite lives beside it).
+// testSessionStore is the SessionStore conformance suite.
 func testSessionStore(t *testing.T, s SessionStore) {
 	ctx := context.Background()
-	live := session{UserID: "u", CacheScope: "acme", Sealed: []byte{0, 1, 2, 255}, Expires: time.Now().Add(time.Hour).Truncate(time.Millisecond)}
+	live := Session{UserID: "u", CacheScope: "acme", Sealed: []byte{0, 1, 2, 255}, Expires: time.Now().Add(time.Hour).Truncate(time.Millisecond)}
 	if err := s.PutSession(ctx, "h1", live); err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +56,6 @@ func TestSessionStoresConform(t *testing.T) {
 	})
 	t.Run("redis", func(t *testing.T) {
 		c := redistest.Start(t).Client(t)
-		testSessionStore(t, redisstore.NewSessions(c, "trawl:", func(s session) time.Time { return s.Expires }))
+		testSessionStore(t, redisstore.NewSessions(c, "trawl:", func(s Session) time.Time { return s.Expires }))
 	})
 }

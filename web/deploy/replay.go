@@ -1,4 +1,4 @@
-package web
+package deploy
 
 import (
 	"context"
@@ -44,7 +44,7 @@ func (s *Deployment) Replay(ctx context.Context, t *agent.Transcript, agentID st
 	}
 	runner := agent.NewRunner(opts)
 	now := s.now().UTC()
-	chat := "replay-" + randomHex(6)
+	chat := "replay-" + RandomHex(6)
 	thread := &agent.Thread{Key: agent.ThreadKey("", agentID, chat), ChatID: chat, AgentID: agentID, Created: now}
 	for i, turn := range t.Turns {
 		thread.Msgs = append(thread.Msgs, agent.UIMessage{ID: fmt.Sprintf("user_%d", i), Role: agent.RoleUser,
