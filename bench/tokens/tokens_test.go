@@ -18,6 +18,7 @@ import (
 	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/tools/demo"
 	"github.com/trawl-dev/trawl/web"
+	"github.com/trawl-dev/trawl/web/deploy"
 )
 
 // modelName is the model trawl believes it talks to: a gpt-4.1 window
@@ -479,9 +480,9 @@ func run(b *testing.B, f *fakeModel, looping bool) tally {
 	b.Helper()
 	fake := httptest.NewServer(f)
 	defer fake.Close()
-	cfg := web.DemoConfig()
+	cfg := deploy.DemoConfig()
 	cfg.DataDir = b.TempDir()
-	cfg.Model = web.ModelConfig{Provider: "openai", BaseURL: fake.URL + "/v1", APIKey: "sk-bench", Name: modelName}
+	cfg.Model = deploy.ModelConfig{Provider: "openai", BaseURL: fake.URL + "/v1", APIKey: "sk-bench", Name: modelName}
 	ctx := context.Background()
 	srv, err := web.New(ctx, cfg, web.Options{Logger: slog.New(slog.DiscardHandler), Stdout: io.Discard})
 	if err != nil {

@@ -401,7 +401,7 @@ func (t *Telemetry) WorkflowRun(ctx context.Context, workflowID string) (context
 // wrapLimiter is the rate limiter l, recording each request's wait
 // (trawl_upstream_wait_seconds{provider}) and reporting each provider's
 // learned concurrency and permits in flight when metrics are on.
-func (t *telemetry) wrapLimiter(l tools.RateLimiter) tools.RateLimiter {
+func (t *Telemetry) wrapLimiter(l tools.RateLimiter) tools.RateLimiter {
 	if t == nil || t.mp == nil {
 		return l
 	}
