@@ -493,6 +493,11 @@ func note(v *Verdict, b paginate.Budget, workflow bool) string {
 			s += " (" + v.Cause + ")"
 		}
 		s += "."
+	case v.StopReason == paginate.StopBudgetTime && strings.Contains(v.Cause, "rate limit"):
+		// The provider's rate limit would have kept the next page past
+		// the time budget (the walker's cause ends with its words).
+		_, why, _ := strings.Cut(v.Cause, ": ")
+		s = fmt.Sprintf("Partial: %s fetched, and more exist. The walk stopped before the time limit of %s because %s; call again later for the rest.", rows, b.Time, why)
 	default:
 		s = fmt.Sprintf("Partial: %s fetched, and more exist. %s", rows, stopAdvice(v, b))
 	}

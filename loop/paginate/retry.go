@@ -97,10 +97,22 @@ func (w *walker) fetch(ctx context.Context, req tools.Request, probe bool) (*too
 			return nil, &failure{reason: StopHTTPError, err: err,
 				why: fmt.Sprintf("page %d could not be requested (%s)", req.Page, refused.Error())}, nil
 		}
+		var limited *tools.RateLimitError
 		if err != nil {
 			switch {
 			case errors.Is(ctx.Err(), context.Canceled):
 				return nil, nil, ctx.Err()
+			case errors.As(err, &limited):
+				// Not sent: waiting for the provider's rate limit would have
+				// overrun the time budget.
+				w.meter.returnRequest()
+				w.res.Requests--
+				if attempt > 0 {
+					w.res.Retries--
+				}
+				f := w.budgetFailure(StopBudgetTime, "")
+				f.why, f.err = limited.Error(), limited
+				return nil, f, nil
 			case ctx.Err() != nil || timedOut:
 				f := w.budgetFailure(StopBudgetTime, "the time budget ran out while waiting for the upstream")
 				f.unsure = !w.retryable

@@ -222,7 +222,10 @@ type PageError struct {
 
 func (e *PageError) Error() string {
 	var b strings.Builder
+	var limited *tools.RateLimitError
 	switch {
+	case errors.As(e.Err, &limited):
+		b.WriteString("upstream request not sent: " + limited.Error())
 	case e.Status > 0:
 		fmt.Fprintf(&b, "upstream answered %d %s", e.Status, http.StatusText(e.Status))
 	case e.Err != nil:
@@ -1121,6 +1124,9 @@ func (w *walker) uninspected(reason, why string) string {
 		fmt.Fprintf(&b, "the byte budget (%d bytes per call) was reached", w.budget.Bytes)
 	case StopBudgetTime:
 		fmt.Fprintf(&b, "the time budget (%s per call) ran out", w.budget.Time)
+		if why != "" { // the rate limit's wait that did not fit
+			b.WriteString(": " + why)
+		}
 	case StopRepeatedCursor:
 		b.WriteString("the server handed back a cursor it had already given (a cycle), so the walk stopped rather than loop")
 	case StopForeignNextURL:
