@@ -121,6 +121,8 @@ func checkWrite(t *tools.Tool, effect tools.Effect, r Request, b Binding) error 
 		return refuse(ArgRefresh, "a write is never cached, so there is nothing to refresh")
 	case r.Filter != nil:
 		return refuse(ArgFilter, "filter what a read returns, then act on the objects you chose")
+	case r.Aggregate != nil:
+		return refuse(ArgAggregate, "aggregate what a read returns")
 	case r.ForEach != nil && !(b.Bulk && b.LoopResponses):
 		return refuse(ArgForEach, "one change per call unless the agent's binding sets bulk: true; call it once per object, after saying how many objects and which scope")
 	}
@@ -195,6 +197,9 @@ type Outcome struct {
 	// Verdict is the looping call's verdict; nil when the binding does
 	// not loop (a plain call claims nothing).
 	Verdict *Verdict
+	// Aggregate is what _aggregate computed, with the verdict of the rows
+	// it ran over; nil without _aggregate.
+	Aggregate *Aggregated
 }
 
 // Plan returns the pagination detected for t (computed once per tool).
