@@ -63,7 +63,7 @@ import (
 //     queryToolResult).
 //   - tool_calls[k].arguments: a JSON object, optional (absent or null:
 //     {}). Reserved arguments (_all_pages, _fields, _for_each, _filter,
-//     _refresh) are written like any other. A string argument may hold
+//     _aggregate, _refresh) are written like any other. A string argument may hold
 //     {{lastResultId}}, replaced when played by the newest _resultId a
 //     tool result of the conversation carried (so a recorded
 //     queryToolResult can name a result handed out live).
@@ -549,7 +549,7 @@ func (r *Replay) isAnswer(turn, step int) bool {
 
 // replayReserved are the reserved arguments whose effect a recorded
 // answer relies on.
-var replayReserved = []string{"_all_pages", "_for_each", "_fields", "_filter"}
+var replayReserved = []string{"_all_pages", "_for_each", "_fields", "_filter", "_aggregate"}
 
 // replayDeviations says how the live tool calls of the current turn
 // differed from the recording: a call the runner refused or that failed

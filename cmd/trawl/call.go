@@ -23,7 +23,7 @@ import (
 // otherwise) and the boundary statement at the end.
 func call(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flagSet("call", stderr)
-	argsJSON := fs.String("args", "{}", "the tool's arguments as a `JSON` object, reserved ones (_all_pages, _fields, _for_each, _filter) included")
+	argsJSON := fs.String("args", "{}", "the tool's arguments as a `JSON` object, reserved ones (_all_pages, _fields, _for_each, _filter, _aggregate) included")
 	cfgPath := configFlag(fs)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -138,6 +138,11 @@ func printVerdict(w io.Writer, out *loop.Outcome) {
 	}
 	if v.Note != "" {
 		fmt.Fprintf(w, "note: %s\n", v.Note)
+	}
+	if out.Aggregate != nil {
+		for _, line := range out.Aggregate.Lines() {
+			fmt.Fprintln(w, line)
+		}
 	}
 	if v.ResultID != "" && !v.ResultExpires.IsZero() {
 		fmt.Fprintf(w, "result: %s (kept until %s)\n", v.ResultID, v.ResultExpires.UTC().Format(time.RFC3339))
