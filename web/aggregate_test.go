@@ -92,3 +92,67 @@ func TestDemoFirstQuestionFromAggregate(t *testing.T) {
 		t.Errorf("answer's table (-the test's own count, +the answer):\n%s", diff)
 	}
 }
+
+// TestPartialAggregateSaysSoEverywhere: with a deployment limit that cuts
+// the walk, the aggregate says partial — and never reads as totals — in
+// the JSON invoke, the streamed invoke, and the chat, whose recorded
+// answer (counted over every row) is not played.
+func TestPartialAggregateSaysSoEverywhere(t *testing.T) {
+	ts := startDemo(t, func(c *Config) { c.Limits.Pages, c.Cache.Mode = 2, "off" })
+	args := map[string]any{"status": "open", "_all_pages": true,
+		"_aggregate": map[string]any{"group_by": []string{"currency"}, "metrics": []any{map[string]any{"op": "count"}}}}
+	const verdict = "over the 200 rows fetched of at least 364 (partial): rows are missing, so these are not totals"
+	check := func(where string, out []byte) {
+		t.Helper()
+		rep, ok, err := loop.ReadAggregate(out)
+		if err != nil || !ok || rep.Completion != loop.Partial || rep.Verdict != verdict || strings.Contains(string(out), "(complete)") {
+			t.Errorf("%s: %+v %v %v\n%.400s", where, rep, ok, err, out)
+		}
+	}
+	st, body := ts.do(t, "POST", "/v1/tools/acme.list_orders/invoke", "", map[string]any{"args": args})
+	if st != 200 {
+		t.Fatalf("invoke: %d %s", st, body)
+	}
+	check("invoke", body)
+
+	resp, err := ts.invokeSSE(t, context.Background(), "acme.list_orders", map[string]any{"args": args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := readSSE(t, resp.Body)
+	resp.Body.Close()
+	found := false
+	for _, e := range events {
+		var c struct {
+			Type   string          `json:"type"`
+			Output json.RawMessage `json:"output"`
+		}
+		if json.Unmarshal([]byte(e.Data), &c) == nil && c.Type == "tool-output-available" {
+			check("stream", c.Output)
+			found = true
+		}
+	}
+	if !found {
+		t.Error("the stream has no tool output")
+	}
+
+	q := "How many open orders worth more than 100 do we have, and how do they split by currency?"
+	resp = ts.post(t, "/v1/agents/demo/chat", "", chatBody("partial", "u1", q))
+	events = readSSE(t, resp.Body)
+	resp.Body.Close()
+	for _, e := range events {
+		var c struct {
+			Type   string          `json:"type"`
+			Output json.RawMessage `json:"output"`
+		}
+		if json.Unmarshal([]byte(e.Data), &c) == nil && c.Type == "tool-output-available" {
+			if rep, ok, _ := loop.ReadAggregate(c.Output); !ok || rep.Completion != loop.Partial || !strings.HasSuffix(rep.Verdict, "these are not totals") {
+				t.Errorf("chat: the model's envelope says %+v", rep)
+			}
+		}
+	}
+	text := turnText(t, events)
+	if strings.Contains(text, "278") || !strings.Contains(text, "`list_orders` came back partial (stopped by budget_pages)") {
+		t.Errorf("chat answer over a partial walk:\n%s", text)
+	}
+}
