@@ -147,18 +147,24 @@ func (a *Aggregated) Lines() []string {
 // aggregateRows aggregates the rows that pass filter (nil: all), and
 // counts those.
 func aggregateRows(rows [][]byte, filter *query.Filter, agg *query.Aggregate) (*query.AggregateResult, int, error) {
-	kept := 0
-	res, err := agg.Run(func(yield func([]byte) bool) {
-		for _, r := range rows {
-			if filter.Match(r) {
-				kept++
-				if !yield(r) {
-					return
+	res, err := agg.RunIndexed(len(rows), func(i int) []byte { return rows[i] }, filter)
+	if err != nil {
+		return nil, 0, err
+	}
+	kept := len(rows)
+	if filter != nil {
+		if agg.Filter() == nil {
+			kept = res.Rows
+		} else {
+			kept = 0
+			for _, r := range rows {
+				if filter.Match(r) {
+					kept++
 				}
 			}
 		}
-	})
-	return res, kept, err
+	}
+	return res, kept, nil
 }
 
 // withoutItems is the envelope without its primary array, to carry an
@@ -206,13 +212,7 @@ func (r *Retrieval) aggregate(ctx context.Context, scope Scope, id string, filte
 		return nil, &RetrievalArgError{Tool: tool, Arg: "resultId", Msg: "this result has no list of items to aggregate; read it with fetchToolResult"}
 	}
 	total := rec.NumItems()
-	res, err := agg.Run(func(yield func([]byte) bool) {
-		for i := range total {
-			if item := rec.Item(i); filter.Match(item) && !yield(item) {
-				return
-			}
-		}
-	})
+	res, err := agg.RunIndexed(total, rec.Item, filter)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", tool, err)
 	}

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"iter"
 	"math/big"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Aggregate is a compiled aggregate: rows grouped by the values of some
@@ -48,6 +50,7 @@ type Aggregate struct {
 	names   []string
 	groupAt []string // group_by paths as written
 	metrics []metricDef
+	nums    []numPath
 	paths   []aggPath
 	first   []string
 	byFirst [][]int
@@ -77,6 +80,14 @@ type metricDef struct {
 	op    aggOp
 	field string // as written; "" for a count of rows
 	path  int    // -1 for a count of rows
+	num   int    // sum, avg, min, max: index into Aggregate.nums; else -1
+}
+
+// numPath is a path that sum, avg, min or max read: its numbers are
+// accumulated once per row for all of them.
+type numPath struct {
+	path     int
+	min, max bool // a min or max metric reads it
 }
 
 func (m metricDef) numeric() bool { return m.op >= aggSum }
@@ -151,7 +162,7 @@ func CompileAggregate(s AggregateSpec) (*Aggregate, error) {
 			}
 			return nil, aggErr(at+".op", "unknown op %q (ops: %s)", m.Op, strings.Join(AggregateOps, ", "))
 		}
-		d := metricDef{op: op, path: -1, field: strings.TrimSpace(m.Field)}
+		d := metricDef{op: op, path: -1, num: -1, field: strings.TrimSpace(m.Field)}
 		if d.field == "" && op != aggCount {
 			return nil, aggErr(at+".field", "%s needs a field (a dot-path such as \"total\")", name)
 		}
@@ -163,6 +174,17 @@ func CompileAggregate(s AggregateSpec) (*Aggregate, error) {
 			d.path = addPath(keys)
 			if d.numeric() {
 				a.paths[d.path].numeric = true
+				d.num = len(a.nums)
+				for k, np := range a.nums {
+					if np.path == d.path {
+						d.num = k
+					}
+				}
+				if d.num == len(a.nums) {
+					a.nums = append(a.nums, numPath{path: d.path})
+				}
+				a.nums[d.num].min = a.nums[d.num].min || op == aggMin
+				a.nums[d.num].max = a.nums[d.num].max || op == aggMax
 			}
 		}
 		d.name = strings.TrimSpace(m.As)
@@ -437,14 +459,21 @@ type rowPath struct {
 	hit  bool // some row reached a value or a null
 }
 
+// mstate is a count's or a distinct count's state in one group.
 type mstate struct {
 	sk    Skipped
-	strs  int
 	count int
-	sum   acc
-	ext   dec
-	has   bool
 	set   map[string]struct{}
+}
+
+// nstate is a numeric path's state in one group, shared by its sum, avg,
+// min and max.
+type nstate struct {
+	sk       Skipped
+	strs     int
+	count    int // numbers read
+	sum      acc
+	min, max dec
 }
 
 type keyPart struct {
@@ -458,7 +487,12 @@ type keyPart struct {
 type groupState struct {
 	key  []keyPart
 	rows int
-	ms   []mstate
+	ms   []mstate // by metric (counts and distinct counts)
+	ns   []nstate // by numeric path
+}
+
+func (a *Aggregate) newGroup() *groupState {
+	return &groupState{ms: make([]mstate, len(a.metrics)), ns: make([]nstate, len(a.nums))}
 }
 
 // key ranks: how group keys of different kinds order.
@@ -475,56 +509,167 @@ const (
 // Elements splits them). Rows that do not pass the aggregate's filter are
 // left out. A malformed row is an error naming it.
 func (a *Aggregate) Run(rows iter.Seq[[]byte]) (*AggregateResult, error) {
-	scratch := make([]rowPath, len(a.paths))
-	index := map[string]int{}
-	var groups []*groupState
-	var key []byte
-	n, i := 0, -1
-	var err error
+	r := a.newRun()
+	i := 0
 	for row := range rows {
+		if err := r.add(row, i); err != nil {
+			return nil, err
+		}
 		i++
-		if a.filter != nil && !a.filter.Match(row) {
-			continue
-		}
-		if err = a.read(row, scratch); err != nil {
-			err = fmt.Errorf("query: aggregate: row %d: %w", i, err)
-			break
-		}
-		n++
-		key = key[:0]
-		for _, p := range a.groupBy {
-			key = appendKeyCanon(key, &scratch[p])
-		}
-		gi, ok := index[string(key)]
-		if !ok {
-			gi = len(groups)
-			index[string(key)] = gi
-			g := &groupState{ms: make([]mstate, len(a.metrics))}
-			for _, p := range a.groupBy {
-				g.key = append(g.key, keyPartOf(&scratch[p]))
-			}
-			groups = append(groups, g)
-		}
-		a.update(groups[gi], scratch, &key)
 	}
-	if err != nil {
-		return nil, err
-	}
-	if len(a.groupBy) == 0 && len(groups) == 0 {
-		groups = append(groups, &groupState{ms: make([]mstate, len(a.metrics))})
-	}
-	return a.result(n, groups, scratch), nil
+	return r.result(), nil
 }
 
 // RunRows is Run over a slice of rows.
 func (a *Aggregate) RunRows(rows [][]byte) (*AggregateResult, error) {
-	return a.Run(func(yield func([]byte) bool) {
-		for _, r := range rows {
-			if !yield(r) {
-				return
+	return a.RunIndexed(len(rows), func(i int) []byte { return rows[i] }, nil)
+}
+
+// parallelRows is how many rows make RunIndexed split its work.
+const parallelRows = 1 << 14
+
+// RunIndexed is Run over the rows row(0) … row(n-1) that pass pre (nil:
+// all) as well as the aggregate's own filter. Many rows are aggregated in
+// contiguous chunks at once, one per CPU (at most four), and the chunks
+// merged in order, so the result is exactly Run's. row must be safe to
+// call concurrently.
+func (a *Aggregate) RunIndexed(n int, row func(int) []byte, pre *Filter) (*AggregateResult, error) {
+	workers := min(runtime.GOMAXPROCS(0), 4, n/parallelRows)
+	if workers <= 1 {
+		r := a.newRun()
+		for i := range n {
+			if item := row(i); pre.Match(item) {
+				if err := r.add(item, i); err != nil {
+					return nil, err
+				}
 			}
 		}
-	})
+		return r.result(), nil
+	}
+	runs := make([]*aggRun, workers)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		from, to := n*w/workers, n*(w+1)/workers
+		runs[w] = a.newRun()
+		wg.Go(func() {
+			for i := from; i < to; i++ {
+				if item := row(i); pre.Match(item) {
+					if errs[w] = runs[w].add(item, i); errs[w] != nil {
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, o := range runs[1:] {
+		runs[0].merge(o)
+	}
+	return runs[0].result(), nil
+}
+
+// aggRun is one pass of an aggregate over rows.
+type aggRun struct {
+	a       *Aggregate
+	scratch []rowPath
+	index   map[string]int
+	keys    []string // each group's canonical key, for merging
+	groups  []*groupState
+	key     []byte
+	rows    int
+}
+
+func (a *Aggregate) newRun() *aggRun {
+	return &aggRun{a: a, scratch: make([]rowPath, len(a.paths)), index: map[string]int{}}
+}
+
+// add aggregates row, the i-th.
+func (r *aggRun) add(row []byte, i int) error {
+	a := r.a
+	if a.filter != nil && !a.filter.Match(row) {
+		return nil
+	}
+	if err := a.read(row, r.scratch); err != nil {
+		return fmt.Errorf("query: aggregate: row %d: %w", i, err)
+	}
+	r.rows++
+	r.key = r.key[:0]
+	for _, p := range a.groupBy {
+		r.key = appendKeyCanon(r.key, &r.scratch[p])
+	}
+	gi, ok := r.index[string(r.key)]
+	if !ok {
+		gi = len(r.groups)
+		k := string(r.key)
+		r.index[k] = gi
+		r.keys = append(r.keys, k)
+		g := a.newGroup()
+		for _, p := range a.groupBy {
+			g.key = append(g.key, keyPartOf(&r.scratch[p]))
+		}
+		r.groups = append(r.groups, g)
+	}
+	a.update(r.groups[gi], r.scratch, &r.key)
+	return nil
+}
+
+// merge adds the run over the rows after r's: groups first seen there
+// come after r's, and what r saw first stays first.
+func (r *aggRun) merge(o *aggRun) {
+	r.rows += o.rows
+	for p := range r.scratch {
+		r.scratch[p].hit = r.scratch[p].hit || o.scratch[p].hit
+	}
+	for oi, og := range o.groups {
+		gi, ok := r.index[o.keys[oi]]
+		if !ok {
+			r.index[o.keys[oi]] = len(r.groups)
+			r.keys = append(r.keys, o.keys[oi])
+			r.groups = append(r.groups, og)
+			continue
+		}
+		g := r.groups[gi]
+		g.rows += og.rows
+		for mi := range g.ms {
+			m, om := &g.ms[mi], &og.ms[mi]
+			m.sk.add(om.sk)
+			m.count += om.count
+			if om.set != nil && m.set == nil {
+				m.set = map[string]struct{}{}
+			}
+			for k := range om.set {
+				m.set[k] = struct{}{}
+			}
+		}
+		for ni := range g.ns {
+			ns, on := &g.ns[ni], &og.ns[ni]
+			ns.sk.add(on.sk)
+			ns.strs += on.strs
+			if on.count > 0 {
+				if ns.count == 0 || cmpDec(on.min, ns.min) < 0 {
+					ns.min = on.min
+				}
+				if ns.count == 0 || cmpDec(on.max, ns.max) > 0 {
+					ns.max = on.max
+				}
+				ns.sum.merge(&on.sum)
+			}
+			ns.count += on.count
+		}
+	}
+}
+
+func (r *aggRun) result() *AggregateResult {
+	if len(r.a.groupBy) == 0 && len(r.groups) == 0 {
+		r.groups = append(r.groups, r.a.newGroup())
+	}
+	return r.a.result(r.rows, r.groups, r.scratch)
 }
 
 // read collects what every path reaches in row.
@@ -828,12 +973,38 @@ func cmpKeyPart(x, y keyPart) int {
 func (a *Aggregate) update(g *groupState, scratch []rowPath, key *[]byte) {
 	g.rows++
 	for mi, m := range a.metrics {
+		if m.num >= 0 {
+			continue // below, once per path
+		}
 		st := &g.ms[mi]
 		if m.path < 0 {
 			st.count++
 			continue
 		}
-		s := &scratch[m.path]
+		for _, o := range scratch[m.path].obs {
+			switch o.kind {
+			case obsNull:
+				st.sk.Null++
+			case obsMissing:
+				st.sk.Missing++
+			default:
+				if m.op == aggCount {
+					st.count++
+					continue
+				}
+				if st.set == nil {
+					st.set = map[string]struct{}{}
+				}
+				*key = appendCanon((*key)[:0], o.v)
+				if _, ok := st.set[string(*key)]; !ok {
+					st.set[string(*key)] = struct{}{}
+				}
+			}
+		}
+	}
+	for ni, np := range a.nums {
+		st := &g.ns[ni]
+		s := &scratch[np.path]
 		for k, o := range s.obs {
 			switch o.kind {
 			case obsNull:
@@ -843,21 +1014,7 @@ func (a *Aggregate) update(g *groupState, scratch []rowPath, key *[]byte) {
 				st.sk.Missing++
 				continue
 			}
-			switch m.op {
-			case aggCount:
-				st.count++
-				continue
-			case aggCountDistinct:
-				if st.set == nil {
-					st.set = map[string]struct{}{}
-				}
-				*key = appendCanon((*key)[:0], o.v)
-				if _, ok := st.set[string(*key)]; !ok {
-					st.set[string(*key)] = struct{}{}
-				}
-				continue
-			}
-			nv := s.nums[k]
+			nv := &s.nums[k]
 			if nv.fromStr && nv.class != numNaN {
 				st.strs++
 			}
@@ -869,51 +1026,55 @@ func (a *Aggregate) update(g *groupState, scratch []rowPath, key *[]byte) {
 				st.sk.OutOfRange++
 				continue
 			}
-			st.count++
-			switch m.op {
-			case aggSum, aggAvg:
-				st.sum.add(nv.d)
-			case aggMin:
-				if !st.has || cmpDec(nv.d, st.ext) < 0 {
-					st.ext = nv.d
-				}
-			case aggMax:
-				if !st.has || cmpDec(nv.d, st.ext) > 0 {
-					st.ext = nv.d
-				}
+			st.sum.add(nv.d)
+			if np.min && (st.count == 0 || cmpDec(nv.d, st.min) < 0) {
+				st.min = nv.d
 			}
-			st.has = true
+			if np.max && (st.count == 0 || cmpDec(nv.d, st.max) > 0) {
+				st.max = nv.d
+			}
+			st.count++
 		}
 	}
 }
 
 // valueOf is a group's metric as a Value, and as a dec for having and
 // ordering (ok false when null).
-func (a *Aggregate) valueOf(mi int, st *mstate) (Value, dec, bool) {
+func (a *Aggregate) valueOf(mi int, g *groupState) (Value, dec, bool) {
 	m := a.metrics[mi]
 	switch m.op {
 	case aggCount:
+		st := &g.ms[mi]
 		return Value{Text: strconv.Itoa(st.count), Count: true}, dec{c: int64(st.count)}, true
 	case aggCountDistinct:
+		st := &g.ms[mi]
 		return Value{Text: strconv.Itoa(len(st.set)), Count: true}, dec{c: int64(len(st.set))}, true
 	}
-	if !st.has {
+	st := &g.ns[m.num]
+	if st.count == 0 {
 		return Value{}, dec{}, false
 	}
 	var d dec
-	var text []byte
 	switch m.op {
 	case aggSum:
 		d = st.sum.value()
-		text = appendDec(nil, d)
 	case aggAvg:
 		d = avgOf(st.sum.value(), st.count)
-		text = appendDec(nil, d)
+	case aggMin:
+		d = st.min
 	default:
-		d = st.ext
-		text = appendDec(nil, d)
+		d = st.max
 	}
-	return Value{Text: string(text)}, d, true
+	return Value{Text: string(appendDec(nil, d))}, d, true
+}
+
+// skippedOf is a group's metric's skipped values and numbers read from
+// strings.
+func (a *Aggregate) skippedOf(mi int, g *groupState) (Skipped, int) {
+	if m := a.metrics[mi]; m.num >= 0 {
+		return g.ns[m.num].sk, g.ns[m.num].strs
+	}
+	return g.ms[mi].sk, 0
 }
 
 type builtGroup struct {
@@ -939,9 +1100,10 @@ func (a *Aggregate) result(rows int, groups []*groupState, scratch []rowPath) *A
 	for _, g := range groups {
 		b := builtGroup{g: g, values: make([]Value, len(a.metrics)), decs: make([]dec, len(a.metrics)), ok: make([]bool, len(a.metrics))}
 		for mi := range a.metrics {
-			b.values[mi], b.decs[mi], b.ok[mi] = a.valueOf(mi, &g.ms[mi])
-			r.Skipped[mi].add(g.ms[mi].sk)
-			r.NumericStrings[mi] += g.ms[mi].strs
+			b.values[mi], b.decs[mi], b.ok[mi] = a.valueOf(mi, g)
+			sk, strs := a.skippedOf(mi, g)
+			r.Skipped[mi].add(sk)
+			r.NumericStrings[mi] += strs
 		}
 		if a.keep(b) {
 			built = append(built, b)
@@ -955,8 +1117,7 @@ func (a *Aggregate) result(rows int, groups []*groupState, scratch []rowPath) *A
 			g.Key = append(g.Key, k.raw)
 		}
 		for mi := range a.metrics {
-			g.Skipped[mi] = b.g.ms[mi].sk
-			g.NumericStrings[mi] = b.g.ms[mi].strs
+			g.Skipped[mi], g.NumericStrings[mi] = a.skippedOf(mi, b.g)
 		}
 		r.Groups = append(r.Groups, g)
 	}

@@ -7,6 +7,8 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"regexp"
+	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -767,6 +769,40 @@ func compareOracle(t *testing.T, name string, spec AggregateSpec, rows [][]byte,
 			case got.Metrics[mi].Op == "avg" && strings.Contains(gv.Text, ".") && strings.HasSuffix(gv.Text, "0"):
 				fail("group %d avg %q ends in a zero after the point", gi, gv.Text)
 			}
+		}
+	}
+}
+
+// TestAggregateParallelIsRun: many rows are aggregated in chunks at
+// once; the merged result is exactly the one pass's, and the oracle's.
+func TestAggregateParallelIsRun(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	r := rand.New(rand.NewPCG(7, 11))
+	rows := make([][]byte, 2*parallelRows+17)
+	for i := range rows {
+		rows[i] = genRow(r)
+	}
+	for run := range 6 {
+		spec := genSpec(r)
+		spec.Limit = MaxAggregateLimit
+		a, err := CompileAggregate(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		par, err := a.RunRows(rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq, err := a.Run(slices.Values(rows))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(seq, par); diff != "" {
+			b, _ := json.Marshal(spec)
+			t.Errorf("run %d, spec %s: chunked (-one pass +chunks):\n%s", run, b, diff)
+		}
+		if run == 0 {
+			compareOracle(t, fmt.Sprintf("parallel run %d", run), spec, rows[:0], par, oracleAggregate(t, spec, rows))
 		}
 	}
 }

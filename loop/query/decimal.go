@@ -251,6 +251,16 @@ func (a *acc) add(x dec) {
 	a.b.Add(a.b, v)
 }
 
+// merge adds the sum o.
+func (a *acc) merge(o *acc) {
+	if o.n == 0 {
+		return
+	}
+	n := a.n + o.n
+	a.add(o.value())
+	a.n = n
+}
+
 // value is the sum as a dec (a copy: the accumulator may go on).
 func (a *acc) value() dec {
 	if a.b != nil {
