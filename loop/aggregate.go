@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -54,7 +55,7 @@ func aggregateSchema() map[string]any {
 			"metrics": map[string]any{"type": "array", "description": "What to compute per group.", "items": map[string]any{
 				"type": "object",
 				"properties": map[string]any{
-					"op":    map[string]any{"type": "string", "enum": query.AggregateOps},
+					"op":    map[string]any{"type": "string", "enum": slices.Clone(query.AggregateOps)},
 					"field": map[string]any{"type": "string", "description": "Dot-path of the field (not for a count of rows)."},
 					"as":    map[string]any{"type": "string", "description": "Name of the metric; default e.g. sum(total)."},
 				},
