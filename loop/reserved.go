@@ -182,9 +182,10 @@ func Describe(t *tools.Tool, effect tools.Effect) string {
 
 // Schema returns the tool's input schema as the model sees it under a
 // binding: with looping on, it gains _fields, _all_pages (only when
-// pagination was detected), _for_each, _aggregate and _refresh. _filter is honoured
-// but never advertised: next to the API's own filter parameters a model
-// would reach for it and fetch everything to filter afterwards.
+// pagination was detected), _for_each, _aggregate and _refresh. _filter
+// is honoured but never advertised: next to the API's own filter
+// parameters a model would reach for it and fetch everything to filter
+// afterwards.
 func Schema(t *tools.Tool, plan paginate.Plan, looping bool) map[string]any {
 	return SchemaFor(t, plan, looping, tools.EffectRead, false, 0)
 }
