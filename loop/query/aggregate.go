@@ -703,6 +703,18 @@ func (a *Aggregate) read(row []byte, scratch []rowPath) error {
 				if vs >= len(row) {
 					return syntaxErr(row, vs, "value")
 				}
+				if c := row[vs]; len(a.byFirst[j]) == 1 && len(a.paths[a.byFirst[j][0]].keys) == 1 && c != '[' && c != '{' && c != 'n' {
+					// A top-level scalar, the common case: read it once,
+					// and let the members go on from its end.
+					end, err := skipValueDepth(row, vs, 1)
+					if err != nil {
+						return err
+					}
+					s := &scratch[a.byFirst[j][0]]
+					s.obs = append(s.obs, obs{v: row[vs:end]})
+					m.i, m.pending = end, false
+					break
+				}
 				for _, p := range a.byFirst[j] {
 					if err := reachPath(&scratch[p], a.paths[p].keys, row, vs, 1, 1); err != nil {
 						return err
