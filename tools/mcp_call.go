@@ -64,7 +64,11 @@ func (s *MCPSource) Call(ctx context.Context, req Request) (*Response, error) {
 		Path: name, Page: req.Page, Retry: req.Retry, Cursor: Fingerprint(req.Cursor),
 		Effect: req.EffectOf(), Writes: req.EffectOf().Writes(),
 	}
-	res, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: wireArgs(req.Tool, req.Args)})
+	args := wireArgs(req.Tool, withIdempotency(ctx, req))
+	if err := passWriteGate(ctx, req); err != nil {
+		return nil, err
+	}
+	res, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
 	var out *Response
 	var wire *jsonrpc.Error
 	switch {

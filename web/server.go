@@ -138,6 +138,8 @@ func New(ctx context.Context, cfg *deploy.Config, opt Options) (*Server, error) 
 	}
 	s.authFails = newFailLimiter(func() time.Time { return s.now() })
 	s.echo = s.routes(opt)
+	// Turns a dead replica (or a restart) interrupted go on from here.
+	s.runs.Continue(map[string]deploy.Continuer{deploy.KindTurn: s.continueTurn})
 	return s, nil
 }
 
@@ -218,10 +220,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	n := s.runs.Count()
 	s.log.Info("shutting down: the listener is closed", "running", n, "grace", grace)
+	// With replicas, each turn is handed off at its next checkpoint and
+	// another replica continues it at once.
+	s.runs.Drain()
 	if !s.runs.WaitIdle(grace) {
-		s.log.Info("shutdown grace is over: cancelling the running turns and runs", "running", s.runs.Count())
+		s.log.Info("shutdown grace is over: leaving the running turns to be continued from their checkpoints", "running", s.runs.Count())
 	}
-	s.runs.StopAll()
+	s.runs.HandOffAll()
 	var err error
 	select {
 	case err = <-shut:

@@ -56,6 +56,8 @@ type stores struct {
 	approvals agent.ApprovalStore
 
 	workflows, workflowRuns, connections Records
+	// runRecords keeps each running run's record (durable.go).
+	runRecords Records
 	grants                               grants // connect codes and attempts
 
 	// adminKey is the admin API's key; keyIsNew when it was generated
@@ -219,7 +221,7 @@ func openEmbeddedStores(cfg *Config, tel *Telemetry) (_ *stores, err error) {
 	for _, b := range []struct {
 		to   *Records
 		name string
-	}{{&st.workflows, "workflows"}, {&st.workflowRuns, "workflow_runs"}, {&st.connections, "connections"}} {
+	}{{&st.workflows, "workflows"}, {&st.workflowRuns, "workflow_runs"}, {&st.connections, "connections"}, {&st.runRecords, "run_records"}} {
 		if *b.to, err = newBoltRecords(st.db, b.name); err != nil {
 			return nil, err
 		}
@@ -291,6 +293,7 @@ func openRedisStores(ctx context.Context, cfg *Config, tel *Telemetry) (_ *store
 	st.workflows = webredis.NewBucket(c, prefix, "workflows")
 	st.workflowRuns = webredis.NewBucket(c, prefix, "workflow_runs")
 	st.connections = webredis.NewBucket(c, prefix, "connections")
+	st.runRecords = webredis.NewBucket(c, prefix, "run_records")
 	st.grants = webredis.NewGrants(c, prefix)
 	return st, nil
 }

@@ -48,24 +48,18 @@ func (s *Deployment) endLapsedRun(ctx context.Context, c runlease.Claim) {
 	}
 }
 
-// fencedRecords is a store of records that writes one only while a
-// fence key holds a value (web/redisstore: the run's claim).
-type fencedRecords interface {
-	PutFenced(ctx context.Context, k string, v []byte, fenceKey, fenceValue string) (written bool, err error)
-}
-
 // SaveHeldWorkflowRun saves r while its run holds its claim:
 // runlease.ErrFenced when it does not. On Redis the check is in the write's
 // own script; in one process, a look-up.
 func (s *Deployment) SaveHeldWorkflowRun(ctx context.Context, r WorkflowRun) error {
-	var fenced func(string) (bool, error)
+	var fenced func(string, string) (bool, error)
 	if fr, ok := s.stores.workflowRuns.(fencedRecords); ok {
-		fenced = func(fenceKey string) (bool, error) {
+		fenced = func(fenceKey, fenceValue string) (bool, error) {
 			b, err := json.Marshal(r)
 			if err != nil {
 				return false, err
 			}
-			return fr.PutFenced(ctx, r.ID, b, fenceKey, r.ID)
+			return fr.PutFenced(ctx, r.ID, b, fenceKey, fenceValue)
 		}
 	}
 	return s.runs.SaveHeld(ctx, WorkflowRunKey(r.ID), r.ID, fenced, func() error { return s.SaveWorkflowRun(ctx, r) })
