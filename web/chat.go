@@ -238,10 +238,10 @@ func (s *Server) runTurn(ctx context.Context, run *deploy.Run, thread *agent.Thr
 		},
 		Thread: thread, Org: s.cfg.Org, User: p.UserID, CacheScope: p.CacheScope, Credentials: p.Credentials,
 		Connections: userConnections{s: s, user: p.UserID, session: p.Credentials, sessionHash: p.Session},
-		Emit:       func(ch stream.Chunk) error { return s.runs.Emit(context.WithoutCancel(ctx), run, ch) },
-		Checkpoint: save,
-		Journal:    turnJournal{runs: s.runs, run: run},
-		Resume:     resume,
+		Emit:        func(ch stream.Chunk) error { return s.runs.Emit(context.WithoutCancel(ctx), run, ch) },
+		Checkpoint:  save,
+		Journal:     turnJournal{runs: s.runs, run: run},
+		Resume:      resume,
 	})
 	if errors.Is(err, agent.ErrHandOff) {
 		return

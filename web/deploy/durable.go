@@ -169,7 +169,9 @@ func (h *RunHost) putRecord(ctx context.Context, r *Run, rec *RunRecord) error {
 	}
 	var fenced func(string, string) (bool, error)
 	if fr, ok := h.records.(fencedRecords); ok {
-		fenced = func(fenceKey, fenceValue string) (bool, error) { return fr.PutFenced(ctx, r.key, b, fenceKey, fenceValue) }
+		fenced = func(fenceKey, fenceValue string) (bool, error) {
+			return fr.PutFenced(ctx, r.key, b, fenceKey, fenceValue)
+		}
 	}
 	return h.SaveHeld(ctx, r.key, r.id, fenced, func() error { return h.records.Put(ctx, r.key, b) })
 }

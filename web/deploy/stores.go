@@ -58,7 +58,7 @@ type stores struct {
 	workflows, workflowRuns, connections Records
 	// runRecords keeps each running run's record (durable.go).
 	runRecords Records
-	grants                               grants // connect codes and attempts
+	grants     grants // connect codes and attempts
 
 	// adminKey is the admin API's key; keyIsNew when it was generated
 	// now (the banner shows it once). secretKey seals connections.
