@@ -215,10 +215,11 @@ type thread []struct {
 	ID    string `json:"id"`
 	Role  string `json:"role"`
 	Parts []struct {
-		Type   string          `json:"type"`
-		State  string          `json:"state"`
-		Text   string          `json:"text"`
-		Output json.RawMessage `json:"output"`
+		Type       string          `json:"type"`
+		State      string          `json:"state"`
+		Text       string          `json:"text"`
+		ToolCallID string          `json:"toolCallId"`
+		Output     json.RawMessage `json:"output"`
 	} `json:"parts"`
 }
 
