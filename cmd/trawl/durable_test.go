@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -593,4 +594,82 @@ func (th thread) text() string {
 		}
 	}
 	return b.String()
+}
+
+// TestHandOffSIGTERM: the replica running a turn gets SIGTERM in the
+// middle of the turn's walk: it hands the turn off at its next
+// checkpoint (the walk's end) and another replica continues it at once —
+// no lease to wait out, nothing done twice. The client following the
+// draining replica sees the continuation there, and its stream ends
+// when that replica exits; resumed on the survivor, the turn ends with
+// finish. The continuation follows the draining replica's last chunk
+// within 1 s.
+func TestHandOffSIGTERM(t *testing.T) {
+	bin := buildTrawl(t)
+	rs := redistest.Start(t)
+	up := newDurableUpstream(t)
+	model := newFakeModel(t, 20*time.Millisecond)
+	cfgs, addrs := durableReplicas(t, 2, up.URL, model.URL, rs.Addr, "handoff:", 0)
+	a := startTrawl(t, bin, cfgs[0], addrs[0])
+	b := startTrawl(t, bin, cfgs[1], addrs[1])
+	var once sync.Once
+	sentAt := make(chan time.Time, 1)
+	up.set(func(r *http.Request) {
+		if r.URL.Query().Get("page") == "3" {
+			once.Do(func() {
+				a.cmd.Process.Signal(syscall.SIGTERM)
+				sentAt <- time.Now()
+			})
+		}
+	})
+	resp, err := a.request("POST", "/v1/agents/durable/chat", chatRequest("h1"))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("chat on A: %v %v", err, resp)
+	}
+	seen := readSSE(resp.Body, nil)
+	resp.Body.Close()
+	sent := <-sentAt
+	select {
+	case err := <-a.exited:
+		a.exited <- err
+		if err != nil {
+			t.Errorf("A's exit: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("A did not exit")
+	}
+	t.Logf("A exited %v after SIGTERM", time.Since(sent).Round(time.Millisecond))
+	if len(seen) == 0 {
+		t.Fatal("nothing streamed from A")
+	}
+	last := seen[len(seen)-1].id
+	var rest []sseEvent
+	if seen[len(seen)-1].typ != "[DONE]" {
+		r, err := b.request("GET", "/v1/agents/durable/chat/h1/stream", nil, "Last-Event-ID", strconv.FormatInt(last, 10))
+		if err != nil || r.StatusCode != 200 {
+			t.Fatalf("resume on B: %v %v", err, r)
+		}
+		rest = readSSE(r.Body, nil)
+		r.Body.Close()
+	}
+	whole := append(slices.Clone(seen), rest...)
+	checkWholeStream(t, whole)
+	aiSDKAccepts(t, whole, "--expect-tool", "list_items", "--expect-tool", "record", "--expect-data", "turn-resumed", "--expect-text", "recorded as asked")
+	for i, e := range whole {
+		if e.typ != "data-turn-resumed" {
+			continue
+		}
+		if !strings.Contains(e.data, `"reason":"handoff"`) {
+			t.Errorf("the continuation says %s; want reason handoff", e.data)
+		}
+		gap := e.at.Sub(whole[i-1].at)
+		t.Logf("the continuation came %v after the draining replica's last chunk (%s); %d of %d events streamed by A", gap.Round(time.Millisecond), whole[i-1].typ, len(seen), len(whole))
+		if gap > time.Second {
+			t.Errorf("the hand-off took %v; want within 1 s", gap)
+		}
+	}
+	writes, pages := up.counts()
+	if writes != 1 || len(pages) != 8 {
+		t.Errorf("the upstream got %d writes and pages %v; want one write and each page once", writes, pages)
+	}
 }

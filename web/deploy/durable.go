@@ -40,8 +40,13 @@ type RunRecord struct {
 	RunID   string    `json:"runId"`
 	Kind    string    `json:"kind"`
 	Started time.Time `json:"started"`
-	// Takeovers counts the continuations so far.
-	Takeovers int `json:"takeovers,omitempty"`
+	// Takeovers counts the continuations after the run's process died;
+	// Continuations every continuation (hand-offs too).
+	Takeovers     int `json:"takeovers,omitempty"`
+	Continuations int `json:"continuations,omitempty"`
+	// HandedOff says the run's process handed it off (it drained), rather
+	// than died.
+	HandedOff bool `json:"handedOff,omitempty"`
 	// Spec is the kind's description of the run; State its last
 	// checkpoint (none before the first); Seq the last event of the log
 	// when State was saved.
@@ -53,8 +58,8 @@ type RunRecord struct {
 // Continuation says how a run is continued.
 type Continuation struct {
 	// By names the replica continuing it; Reason is "takeover" (its
-	// replica died), "handoff" (it drained) or "restart"; Count is the
-	// record's Takeovers, this one included.
+	// replica died), "handoff" (it drained) or "restart" (this process
+	// restarted); Count is the record's Continuations, this one included.
 	By, Reason string
 	Count      int
 	// Tail are the chunks of the run's log after the record's Seq.
@@ -147,9 +152,26 @@ func (h *RunHost) Checkpoint(ctx context.Context, r *Run, state any, idle bool) 
 	}
 	r.rec = &rec
 	if idle && h.handsOff() {
+		r.handedOff.Store(true)
 		return agent.ErrHandOff
 	}
 	return nil
+}
+
+// Resumable is the run a client resuming key follows: the one holding
+// it on any replica, or else one waiting to be continued (its replica
+// died or handed it off, and no replica has taken it over yet); "" when
+// none.
+func (h *RunHost) Resumable(ctx context.Context, key string) (string, error) {
+	id, err := h.reg.Active(ctx, key)
+	if err != nil || id != "" || h.records == nil {
+		return id, err
+	}
+	rec, ok, err := h.getRecord(ctx, key)
+	if err != nil || !ok {
+		return "", err
+	}
+	return rec.RunID, nil
 }
 
 // handsOff reports whether runs hand off at their next idle checkpoint:
@@ -219,6 +241,15 @@ func (h *RunHost) deleteRecord(ctx context.Context, r *Run) {
 // off (freed and swept at once elsewhere) or, in one process, released;
 // its log and record stay.
 func (h *RunHost) handOff(ctx context.Context, r *Run) {
+	r.recMu.Lock()
+	if r.rec != nil {
+		rec := *r.rec
+		rec.HandedOff = true
+		if err := h.putRecord(ctx, r, &rec); err != nil {
+			h.log.Warn("marking a run handed off", "run", r.id, "err", err)
+		}
+	}
+	r.recMu.Unlock()
 	if ho, ok := r.lease.(runlease.HandOff); ok {
 		if _, err := ho.HandOff(ctx); err != nil {
 			h.log.Warn("handing a run off", "run", r.id, "err", err)
@@ -306,7 +337,14 @@ func (h *RunHost) HandOffAll() {
 	}
 	h.mu.Unlock()
 	h.StopAll()
+	h.releasedOnce.Do(func() { close(h.released) })
 }
+
+// Released closes once this process runs no more runs (HandOffAll): the
+// streams it serves end then, without a last chunk, and their clients
+// resume wherever the runs go on — another replica, or this deployment
+// after its restart.
+func (h *RunHost) Released() <-chan struct{} { return h.released }
 
 // continueLapsed continues a run whose replica died (or handed it off):
 // this replica was handed the claim alone. A run that cannot be
@@ -325,8 +363,7 @@ func (h *RunHost) continueLapsed(ctx context.Context, c runlease.Claim) {
 		h.endLapsed(ctx, c)
 		return
 	}
-	reason := "takeover"
-	h.continueRecord(ctx, rec, reason)
+	h.continueRecord(ctx, rec, "takeover")
 }
 
 // continueRecord claims rec's key for its run again and continues it.
@@ -363,7 +400,10 @@ func (h *RunHost) continueRecord(ctx context.Context, rec RunRecord, reason stri
 		}
 		return
 	}
-	if rec.Takeovers >= MaxTakeovers {
+	if rec.HandedOff && reason == "takeover" {
+		reason = "handoff"
+	}
+	if !rec.HandedOff && rec.Takeovers >= MaxTakeovers {
 		h.log.Warn("not continuing a run again: it was continued too often", "run", rec.RunID, "key", rec.Key, "takeovers", rec.Takeovers)
 		end(fmt.Sprintf(poisonText, rec.Takeovers))
 		return
@@ -375,7 +415,11 @@ func (h *RunHost) continueRecord(ctx context.Context, rec RunRecord, reason stri
 		h.endWith(ctx, c, "")
 		return
 	}
-	rec.Takeovers++
+	if !rec.HandedOff {
+		rec.Takeovers++
+	}
+	rec.Continuations++
+	rec.HandedOff = false
 	remaining := max(time.Until(rec.Started.Add(runDeadline)), 30*time.Second)
 	r := h.newRun(h.ctx, rec.Key, rec.RunID, lease, remaining)
 	r.lastSeq.Store(st.LastSeq)
@@ -398,12 +442,12 @@ func (h *RunHost) continueRecord(ctx context.Context, rec RunRecord, reason stri
 		abandon("continuing a run: reading its log", err)
 		return
 	}
-	work, err := fn(r.ctx, r, rec, Continuation{By: h.replica, Reason: reason, Count: rec.Takeovers, Tail: tail})
+	work, err := fn(r.ctx, r, rec, Continuation{By: h.replica, Reason: reason, Count: rec.Continuations, Tail: tail})
 	if err != nil {
 		abandon("continuing a run", err)
 		return
 	}
-	h.log.Info("continuing a run from its checkpoint", "run", rec.RunID, "key", rec.Key, "reason", reason, "count", rec.Takeovers)
+	h.log.Info("continuing a run from its checkpoint", "run", rec.RunID, "key", rec.Key, "reason", reason, "count", rec.Continuations)
 	h.Start(r, work)
 }
 

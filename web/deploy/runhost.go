@@ -55,6 +55,9 @@ type RunHost struct {
 	continuers map[string]Continuer
 	serving    bool // Continue was called
 	draining   bool // Drain was called: runs hand off, none is taken over
+	// released closes when the process runs no more runs (HandOffAll).
+	released     chan struct{}
+	releasedOnce sync.Once
 }
 
 // Run is a run of this process.
@@ -165,7 +168,7 @@ type runHostOptions struct {
 
 func newRunHost(base context.Context, opt runHostOptions) *RunHost {
 	h := &RunHost{reg: opt.Registry, events: opt.Events, log: opt.Logger, onLapsed: opt.OnLapsed, lapsedText: opt.LapsedText,
-		local: map[string]*Run{}}
+		local: map[string]*Run{}, released: make(chan struct{})}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
