@@ -244,6 +244,10 @@ func durableReplicas(t *testing.T, n int, upstream, model, redisAddr, prefix str
 	if lease > 0 {
 		leaseLine = fmt.Sprintf("run_lease: %s\n", lease)
 	}
+	redisLines := ""
+	if redisAddr != "" { // "": the embedded default
+		redisLines = fmt.Sprintf("redis_url: redis://%s/0\nredis_prefix: %q\n", redisAddr, prefix)
+	}
 	for i := range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -255,9 +259,7 @@ func durableReplicas(t *testing.T, n int, upstream, model, redisAddr, prefix str
 data_dir: ./data-%d
 admin_key: %s
 shutdown_grace: 20s
-redis_url: redis://%s/0
-redis_prefix: %q
-%ssecret_key: %s
+%s%ssecret_key: %s
 model: {provider: openai, base_url: %q, api_key: sk-test, name: gpt-4o-mini}
 providers:
   - {id: d, openapi: ./durable.yaml, base_url: %q}
@@ -267,7 +269,7 @@ agents:
     agentTools:
       - {tool_id: d.list_items, provider_id: d, loop_responses: true}
       - {tool_id: d.record, provider_id: d}
-`, addr, i, lifecycleKey, redisAddr, prefix, leaseLine, strings.Repeat("5ca1e0a7", 8), model+"/v1", upstream)
+`, addr, i, lifecycleKey, redisLines, leaseLine, strings.Repeat("5ca1e0a7", 8), model+"/v1", upstream)
 		path := filepath.Join(dir, fmt.Sprintf("trawl-%d.yaml", i))
 		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
@@ -671,5 +673,79 @@ func TestHandOffSIGTERM(t *testing.T) {
 	writes, pages := up.counts()
 	if writes != 1 || len(pages) != 8 {
 		t.Errorf("the upstream got %d writes and pages %v; want one write and each page once", writes, pages)
+	}
+}
+
+// TestRestartSIGKILL: the embedded default (no Redis), one real binary
+// SIGKILLed mid-walk and started again on the same data dir: the new
+// process continues the turn from its last checkpoint into the same
+// event log (bbolt), so the client that resumes with its Last-Event-ID
+// gets every event after its last through finish, with no gap, no repeat
+// and no error; the write reaches the upstream once and the thread holds
+// each step once.
+func TestRestartSIGKILL(t *testing.T) {
+	bin := buildTrawl(t)
+	up := newDurableUpstream(t)
+	model := newFakeModel(t, 20*time.Millisecond)
+	cfgs, addrs := durableReplicas(t, 1, up.URL, model.URL, "", "", 0)
+	a := startTrawl(t, bin, cfgs[0], addrs[0])
+	var once sync.Once
+	killed := make(chan struct{})
+	up.set(func(r *http.Request) {
+		if r.URL.Query().Get("page") == "4" {
+			once.Do(func() {
+				a.cmd.Process.Kill()
+				close(killed)
+			})
+		}
+	})
+	resp, err := a.request("POST", "/v1/agents/durable/chat", chatRequest("r1"))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("chat: %v %v", err, resp)
+	}
+	seen := readSSE(resp.Body, nil)
+	resp.Body.Close()
+	<-killed
+	<-a.exited
+	a.exited <- nil
+	up.set(nil)
+	if len(seen) == 0 {
+		t.Fatal("nothing streamed before the kill")
+	}
+	last := seen[len(seen)-1].id
+
+	b := startTrawl(t, bin, cfgs[0], addrs[0])
+	r, err := b.request("GET", "/v1/agents/durable/chat/r1/stream", nil, "Last-Event-ID", strconv.FormatInt(last, 10))
+	if err != nil || r.StatusCode != 200 {
+		t.Fatalf("resume after the restart: %v %v", err, r)
+	}
+	rest := readSSE(r.Body, nil)
+	r.Body.Close()
+	whole := append(slices.Clone(seen), rest...)
+	checkWholeStream(t, whole)
+	aiSDKAccepts(t, whole, "--expect-tool", "list_items", "--expect-tool", "record", "--expect-data", "turn-resumed", "--expect-text", "recorded as asked")
+	for _, e := range whole {
+		if e.typ == "data-turn-resumed" && !strings.Contains(e.data, `"reason":"restart"`) {
+			t.Errorf("the continuation says %s; want reason restart", e.data)
+		}
+	}
+	if writes, _ := up.counts(); writes != 1 {
+		t.Errorf("the upstream received %d writes; want 1", writes)
+	}
+	th := b.threadOf(t, "durable", "r1")
+	if len(th) != 2 {
+		t.Fatalf("thread: %d messages", len(th))
+	}
+	calls := map[string]int{}
+	for _, p := range th[1].Parts {
+		if p.Type == "dynamic-tool" {
+			calls[p.ToolCallID+" "+p.State]++
+		}
+	}
+	if calls["call_walk output-available"] != 1 || calls["call_write output-available"] != 1 || len(calls) != 2 {
+		t.Errorf("the thread's calls: %v", calls)
+	}
+	if !strings.Contains(th.text(), durableAnswer) {
+		t.Errorf("the thread lacks the answer: %q", th.text())
 	}
 }

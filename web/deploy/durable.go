@@ -147,6 +147,11 @@ func (h *RunHost) Checkpoint(ctx context.Context, r *Run, state any, idle bool) 
 	rec.State, rec.Seq = b, r.lastSeq.Load()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.t.StoreWait)
 	defer cancel()
+	// The checkpoint names the log's event Seq: that event must outlive
+	// a crash as surely as the checkpoint does.
+	if err := syncEvents(sctx, h.events); err != nil {
+		return err
+	}
 	if err := h.retryStore(sctx, func() error { return h.putRecord(sctx, r, &rec) }); err != nil {
 		return err
 	}
@@ -295,9 +300,47 @@ func (h *RunHost) Continue(continuers map[string]Continuer) {
 	if err != nil {
 		h.log.Error("reading the records of the runs a restart interrupted", "err", err)
 	}
+	continued := map[string]bool{}
 	for _, rec := range recs {
+		continued[rec.RunID] = true
 		h.continueRecord(h.ctx, rec, "restart")
 	}
+	// The logs the restart left open with no run to continue them (a run
+	// that was not durable, or whose record was dropped) end as a dead
+	// replica's do.
+	for _, id := range recoveredOf(h.events) {
+		if !continued[id] {
+			h.endLapsed(h.ctx, runlease.Claim{RunID: id})
+		}
+	}
+}
+
+// eventSyncer is an event log that commits in groups (boltlog): Sync
+// waits until what was appended is durable.
+type eventSyncer interface {
+	Sync(ctx context.Context) error
+}
+
+// syncEvents syncs l when it commits in groups.
+func syncEvents(ctx context.Context, l stream.EventLog) error {
+	if s, ok := l.(eventSyncer); ok {
+		return s.Sync(ctx)
+	}
+	return nil
+}
+
+// recoveredRuns is an event log that outlives its process (boltlog): it
+// lists the runs left open when the process stopped.
+type recoveredRuns interface {
+	Recovered() []string
+}
+
+// recoveredOf lists the runs l found open at its start.
+func recoveredOf(l stream.EventLog) []string {
+	if r, ok := l.(recoveredRuns); ok {
+		return r.Recovered()
+	}
+	return nil
 }
 
 // continuer is the continuer of kind (nil: none).

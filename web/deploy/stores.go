@@ -24,6 +24,7 @@ import (
 	"github.com/trawl-dev/trawl/loop/boltstore"
 	loopredis "github.com/trawl-dev/trawl/loop/redisstore"
 	"github.com/trawl-dev/trawl/stream"
+	"github.com/trawl-dev/trawl/stream/boltlog"
 	"github.com/trawl-dev/trawl/stream/redislog"
 	"github.com/trawl-dev/trawl/tools"
 	"github.com/trawl-dev/trawl/tools/redisactivity"
@@ -199,7 +200,15 @@ func openEmbeddedStores(cfg *Config, tel *Telemetry) (_ *stores, err error) {
 	if st.sessions, err = newBoltSessions(st.db); err != nil {
 		return nil, err
 	}
-	st.events = tel.wrapEvents(stream.NewMemoryLog(stream.MemoryLogOptions{}))
+	// The event log of the runs is in the bbolt file too (group commit),
+	// so the turns a restart interrupts are continued into their logs and
+	// their clients resume them.
+	events, err := boltlog.New(st.db, boltlog.Options{})
+	if err != nil {
+		return nil, err
+	}
+	st.closers = append(st.closers, events.Shutdown) // before the file closes
+	st.events = tel.wrapEvents(events)
 	// The dataset cache (and shadow mode's records) persist in the bbolt
 	// file, so a restart keeps them until they expire.
 	if st.datasets, err = boltstore.New(st.db, boltstore.Options{}); err != nil {

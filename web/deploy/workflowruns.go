@@ -28,9 +28,11 @@ func WorkflowRunKey(runID string) string { return "workflow-run:" + runID }
 
 // endLapsedRun records a run whose replica died (its log was ended by
 // the run host): a workflow run is marked failed with the reason. A
-// chat's thread needs nothing: it was saved after every step.
+// chat's thread needs nothing: it was saved after every step. A claim
+// with no key is a log a restart left open (its run may be a workflow
+// run's).
 func (s *Deployment) endLapsedRun(ctx context.Context, c runlease.Claim) {
-	if c.Key != WorkflowRunKey(c.RunID) {
+	if c.Key != WorkflowRunKey(c.RunID) && c.Key != "" {
 		return
 	}
 	v, ok, err := s.stores.workflowRuns.Get(ctx, c.RunID)
