@@ -245,7 +245,10 @@ func durableReplicas(t *testing.T, n int, upstream, model, redisAddr, prefix str
 		leaseLine = fmt.Sprintf("run_lease: %s\n", lease)
 	}
 	redisLines := ""
-	if redisAddr != "" { // "": the embedded default
+	switch {
+	case strings.Contains(redisAddr, "://"): // a URL (a cluster's)
+		redisLines = fmt.Sprintf("redis_url: %s\nredis_prefix: %q\n", redisAddr, prefix)
+	case redisAddr != "": // "": the embedded default
 		redisLines = fmt.Sprintf("redis_url: redis://%s/0\nredis_prefix: %q\n", redisAddr, prefix)
 	}
 	for i := range n {
@@ -608,10 +611,19 @@ func (th thread) text() string {
 // within 1 s.
 func TestHandOffSIGTERM(t *testing.T) {
 	bin := buildTrawl(t)
-	rs := redistest.Start(t)
+	t.Run("redis", func(t *testing.T) { handOffSIGTERM(t, bin, redistest.Start(t).Addr) })
+	// The same on a three-master Redis Cluster (redis+cluster://).
+	t.Run("cluster", func(t *testing.T) {
+		cl := redistest.StartCluster(t)
+		url := "redis+cluster://" + cl.Addrs[0] + "?addr=" + cl.Addrs[1] + "&addr=" + cl.Addrs[2]
+		handOffSIGTERM(t, bin, url)
+	})
+}
+
+func handOffSIGTERM(t *testing.T, bin, redisAddr string) {
 	up := newDurableUpstream(t)
 	model := newFakeModel(t, 20*time.Millisecond)
-	cfgs, addrs := durableReplicas(t, 2, up.URL, model.URL, rs.Addr, "handoff:", 0)
+	cfgs, addrs := durableReplicas(t, 2, up.URL, model.URL, redisAddr, "handoff:", 0)
 	a := startTrawl(t, bin, cfgs[0], addrs[0])
 	b := startTrawl(t, bin, cfgs[1], addrs[1])
 	var once sync.Once

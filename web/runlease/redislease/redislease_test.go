@@ -16,16 +16,17 @@ import (
 )
 
 func TestRegistryConforms(t *testing.T) {
-	srv := redistest.Start(t)
-	n := 0
-	runleasetest.Run(t, func(t *testing.T, lease time.Duration) (runlease.Registry, runlease.Registry) {
-		n++
-		prefix := fmt.Sprintf("t%d:", n)
-		// Two replicas: two clients, two registries.
-		a := redislease.New(srv.Client(t), prefix, lease)
-		b := redislease.New(srv.Client(t), prefix, lease)
-		t.Cleanup(func() { a.Close(); b.Close() })
-		return a, b
+	redistest.Each(t, func(t *testing.T, srv redistest.Backend) {
+		n := 0
+		runleasetest.Run(t, func(t *testing.T, lease time.Duration) (runlease.Registry, runlease.Registry) {
+			n++
+			prefix := srv.Prefix(fmt.Sprintf("t%d:", n))
+			// Two replicas: two clients, two registries.
+			a := redislease.New(srv.Universal(t), prefix, lease)
+			b := redislease.New(srv.Universal(t), prefix, lease)
+			t.Cleanup(func() { a.Close(); b.Close() })
+			return a, b
+		})
 	})
 }
 
