@@ -15,7 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-func openDB(t *testing.T, path string) *bolt.DB {
+func openDB(t testing.TB, path string) *bolt.DB {
 	t.Helper()
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
