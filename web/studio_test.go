@@ -422,6 +422,8 @@ func TestStudioInBrowser(t *testing.T) {
 		chromedp.SetValue(chromedp.ID("key-input"), ts.AdminKey()),
 		chromedp.Click(chromedp.ID("key-submit")),
 		chromedp.WaitNotVisible(chromedp.ID("key-dialog")),
+		chromedp.WaitVisible(chromedp.ID("chat-input")), // it opens on Chat
+		chromedp.Click(chromedp.CSS(`a[data-nav="agents"]`)),
 		chromedp.Click(chromedp.CSS(`a[data-agent-id="demo"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`a[data-agent-id="demo"][aria-current="page"]`)))
 	if !eval(`sessionStorage.getItem('trawl.studio.adminKey') === ` + strconv.Quote(ts.AdminKey())) {

@@ -1,6 +1,6 @@
 // Command trawl is the trawl server and its command-line tools:
 //
-//	trawl [serve] [--config F] [--listen ADDR] [--data-dir DIR] [--demo-latency MS]
+//	trawl [serve] [--config F] [--listen ADDR] [--data-dir DIR] [--demo-latency MS] [--cache MODE]
 //	trawl tools [--config F] [--json]
 //	trawl inspect SPEC [--json]
 //	trawl call TOOL --args JSON [--config F]
@@ -83,7 +83,7 @@ type command struct {
 // commands in the order the help lists them. run is filled in init (it
 // refers to commands for `trawl help CMD`).
 var commands = []*command{
-	{name: "serve", synopsis: "trawl [serve] [--config F] [--listen ADDR] [--data-dir DIR] [--demo-latency MS]",
+	{name: "serve", synopsis: "trawl [serve] [--config F] [--listen ADDR] [--data-dir DIR] [--demo-latency MS] [--cache MODE]",
 		about: "Serve the API, the chat streams and the Studio console (/studio/) until interrupted.\n" +
 			"Without --config and without ./trawl.yaml, serve the built-in demo."},
 	{name: "tools", synopsis: "trawl tools [--config F] [--json]",

@@ -68,6 +68,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	listen := fs.String("listen", "", "listen on `ADDR`, host:port (overrides the config)")
 	dataDir := fs.String("data-dir", "", "keep the embedded store and generated keys in `DIR` (overrides the config)")
 	latency := fs.Int("demo-latency", 0, "delay every answer of the demo upstream by `MS` milliseconds, so progress is visible (the demo only)")
+	cacheMode := fs.String("cache", "", "the dataset cache's `MODE`: on, off (every walk walks) or shadow (overrides the config)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -82,6 +83,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err := cfg.SetDemoLatency(*latency); err != nil {
 			return usageError{"serve: " + err.Error()}
 		}
+	}
+	switch *cacheMode {
+	case "":
+	case "on", "off", "shadow":
+		cfg.Cache.Mode = *cacheMode
+	default:
+		return usagef("serve: --cache must be on, off or shadow, not %q", *cacheMode)
 	}
 	if *listen != "" {
 		cfg.Listen = *listen
