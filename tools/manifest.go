@@ -30,6 +30,9 @@ type Manifest struct {
 	Description string   `json:"description,omitempty"`
 	BaseURL     string   `json:"base_url"`
 	Auth        AuthSpec `json:"auth"`
+	// RateLimit paces the toolkit's requests across the deployment (see
+	// RateLimit). Zero: only what the app reports.
+	RateLimit RateLimit `json:"rate_limit,omitzero"`
 	// ToolSpecs are the manifest's "tools" entries; the Tools method
 	// turns them into *Tool values.
 	ToolSpecs []ManifestTool `json:"tools"`
@@ -59,7 +62,7 @@ type ManifestHTTP struct {
 // manifestKeys lists the keys each object of a manifest may hold;
 // ParseManifest rejects any other.
 var manifestKeys = struct{ top, auth, tool, http []string }{
-	top:  []string{"toolkit", "name", "description", "base_url", "auth", "tools"},
+	top:  []string{"toolkit", "name", "description", "base_url", "auth", "rate_limit", "tools"},
 	auth: []string{"type", "header", "query", "token", "username", "password"},
 	tool: []string{"name", "description", "inputSchema", "http", "effect"},
 	http: []string{"method", "path"},
@@ -173,6 +176,9 @@ func (m *Manifest) Validate() error {
 	u, err := url.Parse(m.BaseURL)
 	if m.BaseURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fail("base_url %q must be an absolute http(s) URL", m.BaseURL)
+	}
+	if err := m.RateLimit.Validate(); err != nil {
+		return fail("rate_limit: %s", err)
 	}
 	if err := m.Auth.Validate(); err != nil {
 		return fail("%v", err)

@@ -219,6 +219,9 @@ func printVerdict(w io.Writer, out *loop.Outcome) {
 	for _, s := range v.ForEachSkipped {
 		fmt.Fprintf(w, "for_each skipped: %s=%v: %s\n", v.ForEachKey, s.Value, s.Reason)
 	}
+	for _, p := range v.ForEachPartial {
+		fmt.Fprintf(w, "for_each partial: %s=%v: %d rows, stopped by %s, resumes %s\n", v.ForEachKey, p.Value, p.Rows, p.StopReason, p.Resume)
+	}
 	if v.Note != "" {
 		fmt.Fprintf(w, "note: %s\n", v.Note)
 	}

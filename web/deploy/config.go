@@ -192,6 +192,9 @@ type ProviderConfig struct {
 	// PropagateTrace false keeps the W3C trace context off this
 	// provider's requests. Zero: sent while traces are on.
 	PropagateTrace *bool `yaml:"propagate_trace"`
+	// RateLimit paces the provider's requests across the deployment (see
+	// tools.RateLimit). Zero: only what the upstream reports.
+	RateLimit tools.RateLimit `yaml:"rate_limit"`
 
 	specData []byte // a built-in spec, instead of the OpenAPI file
 }
@@ -619,6 +622,9 @@ func (c *Config) validate() error {
 		}
 		if err := p.RuntimeAuth.Validate(); err != nil {
 			return c.errAt(at+".runtime_auth", err.Error())
+		}
+		if err := p.RateLimit.Validate(); err != nil {
+			return c.errAt(at+".rate_limit", err.Error())
 		}
 	}
 	for i, m := range c.MCPServers {

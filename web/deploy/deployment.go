@@ -34,6 +34,7 @@ type Deployment struct {
 	catalog  *tools.Catalog
 	imported map[string][]tools.ImportWarning // by provider: repairs and skips of its OpenAPI import
 	invoker  *tools.Invoker
+	limiter  tools.RateLimiter           // every provider's pace, shared by the invoker and MCP servers
 	mcp      map[string]*tools.MCPSource // by server id
 	activity *tools.ActivityLog
 	engine   *loop.Engine
@@ -142,7 +143,12 @@ func Open(ctx context.Context, cfg *Config, opt Options) (_ *Deployment, err err
 	d.threads, d.sessions, d.events = st.threads, st.sessions, st.events
 	d.inbox = d.newInbox(st)
 	d.activity = tools.NewActivityLog(st.activity, 0)
-	d.invoker = tools.NewInvoker(tools.InvokerOptions{Log: d.activity, Client: d.tel.httpClient(false)})
+	limiter := st.limiter
+	if limiter == nil {
+		limiter = tools.NewMemoryLimiter(tools.LimiterOptions{})
+	}
+	d.limiter = d.tel.wrapLimiter(limiter)
+	d.invoker = tools.NewInvoker(tools.InvokerOptions{Log: d.activity, Client: d.tel.httpClient(false), Limiter: d.limiter, ScopeKey: st.scopeKey()})
 	if d.catalog, err = d.loadCatalog(ctx); err != nil {
 		return nil, err
 	}
