@@ -1,8 +1,8 @@
 // Command trawl is the trawl server and its command-line tools:
 //
 //	trawl [serve] [--config F] [--listen ADDR] [--data-dir DIR] [--demo-latency MS] [--cache MODE]
-//	trawl tools [--config F] [--json]
-//	trawl inspect SPEC [--json]
+//	trawl tools [--config F] [--json | --wide]
+//	trawl inspect SPEC [--json | --wide]
 //	trawl call TOOL --args JSON [--config F]
 //	trawl chat AGENT [--config F | --url URL --key KEY] [--chat ID] [--message TEXT]
 //	trawl replay TRANSCRIPT [--agent ID] [--config F]
@@ -86,9 +86,9 @@ var commands = []*command{
 	{name: "serve", synopsis: "trawl [serve] [--config F] [--listen ADDR] [--data-dir DIR] [--demo-latency MS] [--cache MODE]",
 		about: "Serve the API, the chat streams and the Studio console (/studio/) until interrupted.\n" +
 			"Without --config and without ./trawl.yaml, serve the built-in demo."},
-	{name: "tools", synopsis: "trawl tools [--config F] [--json]",
+	{name: "tools", synopsis: "trawl tools [--config F] [--json | --wide]",
 		about: "List the deployment's tools with their kind and the pagination detected for each."},
-	{name: "inspect", synopsis: "trawl inspect SPEC [--json]",
+	{name: "inspect", synopsis: "trawl inspect SPEC [--json | --wide]",
 		about: "Show the tools an OpenAPI document yields and the pagination detected for each."},
 	{name: "call", synopsis: "trawl call TOOL --args JSON [--agent ID] [--config F]",
 		about: "Run one tool call through the looping engine, no model: the envelope as JSON on stdout,\n" +
