@@ -341,3 +341,52 @@ func pageIDs(t *testing.T, br *browser) string {
 	}
 	return s
 }
+
+// TestStudioPages: the Agents and Tools pages at desktop and phone size:
+// no badge is clipped by its card, and a tool's Try it is on screen when
+// the page opens on it.
+func TestStudioPages(t *testing.T) {
+	for _, sc := range studioScreens {
+		t.Run(sc.name, func(t *testing.T) {
+			br := startBrowser(t, 2*time.Minute)
+			defer br.finish()
+			ts := startDemo(t, nil)
+			shot := func(name string) chromedp.Action[chromedp.Void] { return br.shot("pages-" + sc.name + "-" + name) }
+			br.run("the agents page", sc.emulate(), chromedp.Navigate(ts.URL+"/studio/#/agents/demo"),
+				chromedp.WaitVisible(chromedp.ID("key-input")),
+				chromedp.SetValue(chromedp.ID("key-input"), ts.AdminKey()),
+				chromedp.Click(chromedp.ID("key-submit")),
+				chromedp.WaitNotVisible(chromedp.ID("key-dialog")),
+				chromedp.WaitVisible(chromedp.CSS(`article[data-tool-id="acme.list_orders"]`)),
+				shot("agents"))
+			clipped := func() string {
+				s, err := chromedp.Run(br.ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('main .badge, main .pill')].filter((b) => {
+					const r = b.getBoundingClientRect(); if (!r.width) return false;
+					for (let p = b.parentElement; p && p !== document.body; p = p.parentElement) {
+						const s = getComputedStyle(p);
+						if (s.overflow !== 'visible' || s.overflowX !== 'visible') {
+							const q = p.getBoundingClientRect();
+							if (r.left < q.left - 0.5 || r.right > q.right + 0.5) return true;
+						}
+					}
+					return r.right > innerWidth + 0.5;
+				}).map((b) => b.textContent).slice(0, 5).join(', ')`))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s
+			}
+			if c := clipped(); c != "" {
+				t.Errorf("badges clipped on the agents page: %s", c)
+			}
+			br.run("a tool's page", chromedp.Navigate(ts.URL+"/studio/#/tools/acme.list_orders"),
+				chromedp.WaitVisible(chromedp.ID("try-args")), shot("tool"))
+			if !br.eval(onScreen("#try-run")) {
+				t.Error("Try it's Run is not on screen when the page opens on the tool")
+			}
+			if c := clipped(); c != "" {
+				t.Errorf("badges clipped on the tools page: %s", c)
+			}
+		})
+	}
+}
