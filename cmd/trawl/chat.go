@@ -499,6 +499,9 @@ func verdictLine(name string, output json.RawMessage) string {
 			Requests   *int   `json:"requests"`
 			StopReason string `json:"stopReason"`
 		} `json:"_boundary"`
+		Aggregate *struct {
+			Verdict string `json:"verdict"`
+		} `json:"_aggregate"`
 	}
 	_ = json.Unmarshal(output, &env)
 	completion := ""
@@ -536,6 +539,9 @@ func verdictLine(name string, output json.RawMessage) string {
 	}
 	if env.Truncated {
 		parts = append(parts, fmt.Sprintf("%d of %d rows shown, the rest stored as %s", env.Shown, env.Total, env.ResultID))
+	}
+	if a := env.Aggregate; a != nil && a.Verdict != "" {
+		parts = append(parts, "aggregate "+a.Verdict)
 	}
 	return strings.Join(parts, " · ")
 }

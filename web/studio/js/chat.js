@@ -15,7 +15,7 @@ import { call, openStream, readEvents, seg, tools } from './api.js';
 import { banner, clock, effectBadge, errorText, h, loading } from './dom.js';
 import { jsonView } from './json.js';
 import { markdown } from './markdown.js';
-import { boundaryTable, completionOf, finalText, isQueryAnswer, progressView, queryChips, rowsView, verdictBadge } from './verdict.js';
+import { aggregateView, boundaryTable, completionOf, finalText, isQueryAnswer, progressView, queryChips, rowsView, verdictBadge } from './verdict.js';
 
 const PENDING = 'trawl.studio.pending.';
 // A broken connection is resumed this many times within one turn.
@@ -659,12 +659,15 @@ export function chatView({ navigate }) {
         if (!c) firstPageOnly(env);
         const query = isQueryAnswer(env);
         const fields = Array.isArray(input._fields) ? input._fields : null;
-        const rows = rowsView(env, { scope, fields, callFilter: input._filter });
+        const agg = aggregateView(env);
+        // A queryToolResult aggregate has no rows of its own to list.
+        const rows = agg && !env._boundary ? null : rowsView(env, { scope, fields, callFilter: input._filter });
         result.replaceChildren(...[
           query ? queryChips(input) : null,
           env._note ? h('p', { class: 'note' }, env._note) : null,
           env._boundary ? h('details', { class: 'tc-boundary' }, h('summary', null, 'Boundary statement'), boundaryTable(env._boundary)) : null,
-          rows || jsonView('Output', out), // a result without rows (a write's answer) as it came
+          agg,
+          rows || (agg ? null : jsonView('Output', out)), // a result without rows (a write's answer) as it came
         ].filter(Boolean));
       },
       error(text) {
