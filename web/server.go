@@ -163,7 +163,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
-		return listenError(s.cfg.Listen, err)
+		return ListenError(s.cfg.Listen, err)
 	}
 	return s.Serve(ctx, ln)
 }
@@ -183,8 +183,8 @@ func CheckListenAddr(addr string) error {
 	return fmt.Errorf("listen %q: not a host:port address; give one such as 127.0.0.1:8080 (this machine only) or :8080 (every interface)", addr)
 }
 
-// listenError words a failure to listen on addr with what to do.
-func listenError(addr string, err error) error {
+// ListenError words a failure to listen on addr with what to do.
+func ListenError(addr string, err error) error {
 	switch {
 	case errors.Is(err, syscall.EADDRINUSE):
 		return fmt.Errorf("listen %s: the port is already in use (another trawl, or another program, listens there): stop it, or choose another port with --listen (listen: in the config), such as --listen %s", addr, nextPort(addr))

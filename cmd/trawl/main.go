@@ -4,7 +4,7 @@
 //	trawl tools [--config F] [--json | --wide]
 //	trawl inspect SPEC [--json | --wide]
 //	trawl call TOOL --args JSON [--config F]
-//	trawl chat AGENT [--config F | --url URL --key KEY] [--chat ID] [--message TEXT]
+//	trawl chat AGENT [--config F [--listen ADDR] | --url URL --key KEY] [--chat ID] [--message TEXT]
 //	trawl replay TRANSCRIPT [--agent ID] [--config F]
 //	trawl version
 //
@@ -45,6 +45,12 @@ func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(forma
 // the command's usage on stdout and exits 0.
 type helpRequested struct{ fs *flag.FlagSet }
 
+// silentExit ends a command with its status and no message: Ctrl-C at a
+// prompt (130), as shells report an interrupted program.
+type silentExit int
+
+func (e silentExit) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
 func (helpRequested) Error() string { return "help requested" }
 
 func main() {
@@ -57,6 +63,10 @@ func main() {
 func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
+	}
+	var silent silentExit
+	if errors.As(err, &silent) {
+		return int(silent)
 	}
 	fmt.Fprintln(stderr, "trawl: "+oneLine(err.Error()))
 	switch {
@@ -96,7 +106,7 @@ var commands = []*command{
 			"--agent applies that agent's binding and approval policy: a call that needs approval shows\n" +
 			"its evidence and asks on the terminal, and runs only on yes.\n" +
 			"Exit status 3 when the result is partial (a bound or an error ended the walk early)."},
-	{name: "chat", synopsis: "trawl chat AGENT [--config F | --url URL --key KEY] [--chat ID] [--message TEXT]",
+	{name: "chat", synopsis: "trawl chat AGENT [--config F [--listen ADDR] | --url URL --key KEY] [--chat ID] [--message TEXT]",
 		about: "Chat with an agent in the terminal over trawl's stream: text as it streams, a live progress\n" +
 			"line per looping tool call and its verdict. A dropped connection resumes where it broke.\n" +
 			"Without --url it starts the deployment (--config, ./trawl.yaml or the demo) in-process.\n" +
