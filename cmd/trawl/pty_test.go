@@ -34,8 +34,8 @@ type terminal struct {
 	tty  *os.File
 	cols int
 
-	mu     sync.Mutex
-	out    bytes.Buffer
+	mu      sync.Mutex
+	out     bytes.Buffer
 	wake    chan struct{} // a read happened
 	drained chan struct{} // closed once everything written was read
 	exited  chan error
