@@ -262,6 +262,10 @@ func studioFirstHour(t *testing.T, sc screen) {
 		t.Errorf("after Retry the page shows %s, the server %s", page, msgIDs(after))
 	}
 
+	// Copy takes the answer's text.
+	br.run("copy the answer", chromedp.Click(chromedp.CSS(`.msg-assistant[data-last="true"] .msg-copy`)),
+		jsTrue(`(document.querySelector('.msg-assistant[data-last="true"]').dataset.copied || '').includes('157 confirmed bookings')`))
+
 	// Edit the first question and rerun from it: the rest is replaced.
 	edited := "How many open orders worth more than 100?"
 	br.run("edit the first question",
