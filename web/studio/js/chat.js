@@ -633,9 +633,10 @@ export function chatView({ navigate }) {
       }
       if (!paged || el.dataset.verdict !== 'none' || isQueryAnswer(env)) return;
       el.dataset.verdict = 'first_page';
-      badge.replaceChildren(h('span', { class: ['pill', 'pill-partial'], dataset: { verdict: 'first_page' } }, 'First page only'));
-      result.prepend(h('p', { class: 'note first-page-note' },
-        'This call ran without looping (response looping is off for this tool in the agent’s binding), so it returned the first page only: more rows may exist beyond it.'));
+      badge.replaceChildren(h('span', {
+        class: ['pill', 'pill-partial'], dataset: { verdict: 'first_page' },
+        title: 'This call ran without looping (response looping is off for this tool in the agent’s binding): it saw the first page only, and more rows may exist beyond it.',
+      }, 'First page only'));
     };
     return {
       el,
