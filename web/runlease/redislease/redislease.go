@@ -384,38 +384,43 @@ func (r *Registry) ActiveKeys(ctx context.Context, prefix string) ([]string, err
 	return slices.Compact(out), nil
 }
 
-// lapsedScript: KEYS leases, leases-by-key; ARGV now (ms), the lease key prefix. It
-// removes and returns the members whose deadline passed and whose lease
-// key no longer names their run.
-var lapsedScript = redis.NewScript(luaRunOf + `
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 100)
-local out = {}
-for _, m in ipairs(due) do
-  local nl = string.find(m, '\n', 1, true)
-  if nl then
-    local key, id = string.sub(m, 1, nl - 1), string.sub(m, nl + 1)
-    if runOf(redis.call('GET', ARGV[2] .. key)) ~= id then
-      redis.call('ZREM', KEYS[1], m)
-      redis.call('ZREM', KEYS[2], m)
-      table.insert(out, m)
-    end
-  else
-    redis.call('ZREM', KEYS[1], m)
-    redis.call('ZREM', KEYS[2], m)
-  end
-end
-return out`)
+// sweepScript: KEYS leases, leases-by-key, the member's lease key; ARGV
+// member, run id, now (ms). It removes the member and returns 1 when its
+// deadline passed and its lease key no longer names its run — once,
+// whatever the number of replicas sweeping — else 0. Every key it
+// touches is named in KEYS.
+var sweepScript = redis.NewScript(luaRunOf + `
+local due = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not due or tonumber(due) > tonumber(ARGV[3]) then return 0 end
+if runOf(redis.call('GET', KEYS[3])) == ARGV[2] then return 0 end
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+return 1`)
 
-// Lapsed implements runlease.Sweeper.
+// Lapsed implements runlease.Sweeper: the members whose deadline passed
+// (up to 100 a sweep), each then swept by its own script.
 func (r *Registry) Lapsed(ctx context.Context) ([]runlease.Claim, error) {
-	ms, err := lapsedScript.Run(ctx, r.c, []string{r.setKey(), r.byKeyKey()}, time.Now().UnixMilli(), r.leaseKey("")).StringSlice()
+	now := time.Now().UnixMilli()
+	due, err := r.c.ZRangeArgs(ctx, redis.ZRangeArgs{Key: r.setKey(), Start: "-inf", Stop: now, ByScore: true, Count: 100}).Result()
 	if err != nil {
 		return nil, fmt.Errorf("run registry: redis: %w", err)
 	}
-	out := make([]runlease.Claim, 0, len(ms))
-	for _, m := range ms {
-		key, id, _ := strings.Cut(m, "\n")
-		out = append(out, runlease.Claim{Key: key, RunID: id})
+	var out []runlease.Claim
+	for _, m := range due {
+		key, id, ok := strings.Cut(m, "\n")
+		if !ok { // not a member this registry wrote
+			if err := r.c.ZRem(ctx, r.setKey(), m).Err(); err != nil {
+				return out, fmt.Errorf("run registry: redis: %w", err)
+			}
+			continue
+		}
+		n, err := sweepScript.Run(ctx, r.c, []string{r.setKey(), r.byKeyKey(), r.leaseKey(key)}, m, id, now).Int()
+		if err != nil {
+			return out, fmt.Errorf("run registry: redis: %w", err)
+		}
+		if n == 1 {
+			out = append(out, runlease.Claim{Key: key, RunID: id})
+		}
 	}
 	return out, nil
 }
