@@ -141,7 +141,7 @@ func New(ctx context.Context, cfg *deploy.Config, opt Options) (*Server, error) 
 	s.authFails = newFailLimiter(func() time.Time { return s.now() })
 	s.echo = s.routes(opt)
 	// Turns a dead replica (or a restart) interrupted go on from here.
-	s.runs.Continue(map[string]deploy.Continuer{deploy.KindTurn: s.continueTurn})
+	s.runs.Continue(map[string]deploy.Continuer{deploy.KindTurn: s.continueTurn, deploy.KindWorkflow: s.continueWorkflow})
 	return s, nil
 }
 

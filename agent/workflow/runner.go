@@ -140,7 +140,9 @@ type ResultData struct {
 // finish; Run returns a nil error then. Run returns an error when def is
 // invalid (an *InvalidError, before anything is emitted), when Emit fails,
 // or when ctx ends (the stream ends with abort, the result holds what
-// ran, the error is ctx's).
+// ran, the error is ctx's) — unless ctx ends with agent.ErrHandOff as its
+// cause, or Checkpoint returns it: then the run stops where it is, for
+// another process to continue it (no abort), and Run returns it.
 func (r *Runner) Run(ctx context.Context, def *Definition, in RunInput) (*Result, error) {
 	if r.opt.Engine == nil || r.opt.Catalog == nil {
 		return nil, errors.New("workflow: RunnerOptions.Engine and Catalog are required")
@@ -172,6 +174,10 @@ func (r *Runner) Run(ctx context.Context, def *Definition, in RunInput) (*Result
 	}
 	err := ru.steps(ctx, first)
 	switch {
+	case errors.Is(err, agent.ErrHandOff) || (err != nil && errors.Is(context.Cause(ctx), agent.ErrHandOff)):
+		// Another process continues the run from its checkpoint: the
+		// stream is not over.
+		return ru.res, agent.ErrHandOff
 	case err != nil && ctx.Err() != nil:
 		_ = ru.emit(stream.Abort{})
 		return ru.res, ctx.Err()

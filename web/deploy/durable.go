@@ -373,12 +373,18 @@ func (h *RunHost) isDraining() bool {
 func (h *RunHost) HandOffAll() {
 	h.Drain()
 	h.mu.Lock()
+	runs := make([]*Run, 0, len(h.local))
 	for _, r := range h.local {
+		runs = append(runs, r)
+	}
+	h.mu.Unlock()
+	// Not under h.mu: a run saving a checkpoint holds its recMu and
+	// then takes h.mu (handsOff).
+	for _, r := range runs {
 		if r.durable() {
 			r.cancel(agent.ErrHandOff)
 		}
 	}
-	h.mu.Unlock()
 	h.StopAll()
 	h.releasedOnce.Do(func() { close(h.released) })
 }
