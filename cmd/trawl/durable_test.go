@@ -82,6 +82,7 @@ type durableUpstream struct {
 	mu        sync.Mutex
 	pages     []int
 	writes    int
+	writesBy  map[string]int // by the write's name
 	onRequest func(r *http.Request)
 }
 
@@ -99,7 +100,14 @@ func newDurableUpstream(t *testing.T) *durableUpstream {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		if r.URL.Path == "/records" {
-			io.Copy(io.Discard, r.Body)
+			var body struct{ Name string }
+			json.NewDecoder(r.Body).Decode(&body)
+			u.mu.Lock()
+			if u.writesBy == nil {
+				u.writesBy = map[string]int{}
+			}
+			u.writesBy[body.Name]++
+			u.mu.Unlock()
 			fmt.Fprint(w, `{"id": "rec_1", "recorded": true}`)
 			return
 		}
@@ -157,11 +165,16 @@ func newFakeModel(t *testing.T, answerDelay time.Duration) *fakeModel {
 		m.mu.Lock()
 		m.requests = append(m.requests, body.Messages)
 		m.mu.Unlock()
-		step := 0
+		step, name := 0, "count"
 		for _, msg := range body.Messages {
 			switch msg["role"] {
 			case "user":
 				step = 0
+				// A user message other than "go" names the write (the
+				// chaos test tells each turn's write apart).
+				if c, ok := msg["content"].(string); ok && c != "go" && c != "" {
+					name = c
+				}
 			case "assistant":
 				step++
 			}
@@ -192,7 +205,7 @@ func newFakeModel(t *testing.T, answerDelay time.Duration) *fakeModel {
 			call("call_walk", "list_items", `{"_all_pages":true}`)
 		case 1:
 			send(text("Now I record the count."), "")
-			call("call_write", "record", `{"name":"count","value":80}`)
+			call("call_write", "record", `{"name":`+strconv.Quote(name)+`,"value":80}`)
 		default:
 			for _, word := range strings.SplitAfter(durableAnswer, " ") {
 				if !send(text(word), "") {
