@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -69,7 +70,8 @@ type Log struct {
 
 	mu        sync.Mutex
 	runs      map[string]*run
-	bytes     int64 // all runs held
+	closed    []string // the closed runs, in order of closing (so of expiry)
+	bytes     int64    // all runs held
 	pending   []op
 	appended  uint64        // ops queued so far
 	written   uint64        // ops written so far
@@ -195,6 +197,7 @@ func (l *Log) load() error {
 				if err := l.mem.Close(ctx, id); err != nil {
 					return err
 				}
+				l.closed = append(l.closed, id)
 			} else {
 				l.recovered = append(l.recovered, id)
 			}
@@ -210,6 +213,7 @@ func (l *Log) load() error {
 				return err
 			}
 		}
+		slices.SortStableFunc(l.closed, func(a, b string) int { return l.runs[a].closedAt.Compare(l.runs[b].closedAt) })
 		return nil
 	})
 	if err != nil {
@@ -305,6 +309,7 @@ func (l *Log) close(id string, r *run) {
 		return
 	}
 	r.closed, r.closedAt = true, time.Now()
+	l.closed = append(l.closed, id)
 	l.queue(op{kind: opClose, run: id, at: r.closedAt})
 }
 
@@ -406,8 +411,14 @@ func (l *Log) waitWritten(ctx context.Context, target uint64) error {
 // sweep drops the closed runs whose retention has passed; l.mu is held.
 func (l *Log) sweep() {
 	now := time.Now()
-	for id, r := range l.runs {
-		if r.closed && !now.Before(r.closedAt.Add(l.keep)) {
+	for len(l.closed) > 0 {
+		id := l.closed[0]
+		r := l.runs[id]
+		if r != nil && now.Before(r.closedAt.Add(l.keep)) {
+			return
+		}
+		l.closed = l.closed[1:]
+		if r != nil {
 			delete(l.runs, id)
 			l.bytes -= r.bytes
 			l.queue(op{kind: opDrop, run: id})
