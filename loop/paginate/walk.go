@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trawl-dev/trawl/loop/query"
 	"github.com/trawl-dev/trawl/tools"
 )
 
@@ -407,6 +408,7 @@ type walker struct {
 	pending    *pageEnd // proofProbe: the full page read before the last one
 
 	seen     map[string]struct{} // cursors, URLs and offsets sent
+	pageKeys map[string]bool     // the first page's members, when it was an object (notAPage)
 	lastPage uint64              // hash of the last non-empty page's items; 0 none
 	ids      idSet               // hashes of item ids received
 	seed     maphash.Seed
@@ -615,9 +617,18 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 			}
 			return w.finish(f.reason, f.why), nil
 		}
+		if why := w.notAPage(plan, resp.Body, sig.items, res.Pages+1); why != "" {
+			// A success status whose body is none of this API's pages (an
+			// error object): neither rows nor an end.
+			if probing {
+				return w.probeFailed(why), nil
+			}
+			return w.finish(StopInconsistent, why), nil
+		}
 		w.plan = plan
 		if first {
 			res.FirstBody = resp.Body
+			w.pageKeys = memberSet(resp.Body)
 			w.chooseProof(sig)
 		}
 		w.received = len(sig.items)
@@ -1061,6 +1072,51 @@ func (w *walker) probeBoundary(ctx context.Context) (refused *failure, err error
 	return nil, nil
 }
 
+// notAPage says why a later page's body is none of this API's pages, ""
+// when it may be one. The pages of an API whose rows sit in a member are
+// objects; a body that is not one, or an object holding members of which
+// the first page had none (an error object answered with a success
+// status: {"error": "internal"}), carries neither rows nor an end, and
+// reading it as an empty last page would end the walk "complete". An
+// empty object is an empty page (proto3 JSON omits empty members), and an
+// empty body is left to the rules of empty bodies (a 204).
+func (w *walker) notAPage(p Plan, body []byte, items [][]byte, page int) string {
+	if page < 2 || w.pageKeys == nil || !p.ItemsFound || p.Items == "" || len(items) > 0 {
+		return ""
+	}
+	b := bytes.TrimSpace(body)
+	if len(b) == 0 {
+		return ""
+	}
+	if query.FirstByte(b) != '{' {
+		return fmt.Sprintf("page %d is not an object like page 1 but %s", page, snippet(b, w.o.Credential))
+	}
+	keys, err := query.Keys(b)
+	if err != nil || len(keys) == 0 {
+		return ""
+	}
+	for _, k := range keys {
+		if w.pageKeys[k] {
+			return ""
+		}
+	}
+	return fmt.Sprintf("page %d holds none of the members of page 1, so it is not a page of this collection: %s", page, snippet(b, w.o.Credential))
+}
+
+// memberSet is the names of body's top-level members; nil when body is
+// not an object.
+func memberSet(body []byte) map[string]bool {
+	keys, err := query.Keys(bytes.TrimSpace(body))
+	if err != nil {
+		return nil
+	}
+	set := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		set[k] = true
+	}
+	return set
+}
+
 // keysOf is the rows' keys (rowKey), in order.
 func (w *walker) keysOf(items [][]byte) [][]byte {
 	keys := make([][]byte, len(items))
@@ -1083,6 +1139,9 @@ func (w *walker) probe(ctx context.Context, args map[string]any) (items [][]byte
 	sig, rerr := readPage(w.plan, resp.Body, resp.Header, w.base, nil)
 	if rerr != nil {
 		return nil, &failure{reason: StopInconsistent, detail: strings.TrimPrefix(rerr.Error(), errInconsistent.Error()+": ")}, nil
+	}
+	if why := w.notAPage(w.plan, resp.Body, sig.items, req.Page); why != "" {
+		return nil, &failure{reason: StopInconsistent, detail: why}, nil
 	}
 	if t := w.res.Total; sig.total >= 0 && t != nil && *t != sig.total {
 		w.res.TotalMoved = true // the probe saw the total move too

@@ -1,0 +1,305 @@
+package loop_test
+
+// Hostile upstreams, third round: each test builds an API on loopback that
+// behaves as some real API does (or misbehaves as some real API does), walks
+// it through the engine as a model would call it, and checks the verdict
+// trawl gives against what the upstream really held. The name of each test
+// is the behaviour it pins.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/trawl-dev/trawl/loop"
+	"github.com/trawl-dev/trawl/loop/paginate"
+	"github.com/trawl-dev/trawl/tools"
+)
+
+// h3Spec is an OpenAPI document of one GET operation at /items on base
+// with the given query parameters (name: type) and response schema
+// (YAML, indented for its place).
+func h3Spec(base, params, response string) string {
+	return fmt.Sprintf(`openapi: 3.0.3
+info: {title: hostile, version: "1"}
+servers: [{url: %q}]
+paths:
+  /items:
+    get:
+      operationId: list_items
+      parameters:
+%s
+      responses:
+        "200":
+          description: ok
+          content:
+            application/json:
+              schema:
+%s
+`, base, params, response)
+}
+
+// h3Tool imports spec and returns its one tool.
+func h3Tool(t *testing.T, spec string) *tools.Tool {
+	t.Helper()
+	ts, err := tools.ImportOpenAPIData([]byte(spec), tools.ImportOptions{ProviderID: "h"})
+	if err != nil {
+		t.Fatalf("import: %v", err)
+	}
+	if len(ts) != 1 {
+		t.Fatalf("import: %d tools, want 1", len(ts))
+	}
+	return ts[0]
+}
+
+// h3Server is an upstream that counts what it was asked.
+type h3Server struct {
+	*httptest.Server
+	mu       sync.Mutex
+	requests int
+	queries  []string
+}
+
+func h3Serve(t *testing.T, h func(w http.ResponseWriter, r *http.Request, n int)) *h3Server {
+	t.Helper()
+	s := &h3Server{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.requests++
+		n := s.requests
+		s.queries = append(s.queries, r.URL.RawQuery)
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		h(w, r, n)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *h3Server) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests
+}
+
+func (s *h3Server) log() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.queries...)
+}
+
+type h3Env struct {
+	engine *loop.Engine
+	clock  *paginate.FakeClock
+	cache  *loop.DatasetCache
+	res    *loop.Retrieval
+}
+
+func h3Engine(t *testing.T, b paginate.Budget) *h3Env {
+	t.Helper()
+	clock := paginate.NewFakeClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	cache, err := loop.NewDatasetCache(loop.CacheOptions{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := loop.NewRetrieval(loop.RetrievalOptions{Now: clock.Now})
+	e := loop.New(loop.Options{Caller: tools.NewInvoker(tools.InvokerOptions{}), Clock: clock, Budget: b, Cache: cache, Results: res})
+	return &h3Env{engine: e, clock: clock, cache: cache, res: res}
+}
+
+// h3View is the parts of a view the tests read.
+type h3View struct {
+	PagingComplete *bool           `json:"_pagingComplete"`
+	LikelyMore     bool            `json:"_likelyMoreRows"`
+	StoppedBy      string          `json:"_stoppedBy"`
+	Note           string          `json:"_note"`
+	Boundary       h3Boundary      `json:"_boundary"`
+	ResultID       string          `json:"_resultId"`
+	Cache          json.RawMessage `json:"_cache"`
+	Aggregate      json.RawMessage `json:"_aggregate"`
+	Items          []json.RawMessage
+	raw            map[string]json.RawMessage
+}
+
+type h3Boundary struct {
+	PageSize    *int   `json:"pageSize"`
+	Pages       int    `json:"pages"`
+	Requests    int    `json:"requests"`
+	Records     *int   `json:"records"`
+	Completion  string `json:"completion"`
+	StopReason  string `json:"stopReason"`
+	Uninspected string `json:"uninspected"`
+	Probes      int    `json:"probes"`
+	Retries     int    `json:"retries"`
+	Duplicates  *int   `json:"duplicates"`
+	Reported    *int   `json:"reportedTotal"`
+	Distinct    *int   `json:"distinctRecords"`
+}
+
+func (e *h3Env) call(t *testing.T, tool *tools.Tool, args map[string]any) (*h3View, *loop.Outcome) {
+	t.Helper()
+	out, err := e.engine.Call(context.Background(), loop.Call{Tool: tool, Args: args, Binding: loop.Binding{LoopResponses: true},
+		Scope: loop.Scope{Org: "o", Thread: "t"}, ViewChars: 1 << 20})
+	if err != nil {
+		t.Fatalf("call: %v", err)
+	}
+	return parseH3View(t, out.View, "data"), out
+}
+
+func parseH3View(t *testing.T, view []byte, items string) *h3View {
+	t.Helper()
+	v := &h3View{}
+	if err := json.Unmarshal(view, v); err != nil {
+		t.Fatalf("view: %v\n%s", err, view)
+	}
+	if err := json.Unmarshal(view, &v.raw); err != nil {
+		t.Fatalf("view: %v", err)
+	}
+	if a, ok := v.raw[items]; ok {
+		_ = json.Unmarshal(a, &v.Items)
+	}
+	return v
+}
+
+// ids are the "id" members of rows.
+func h3IDs(rows []json.RawMessage) []string {
+	var out []string
+	for _, r := range rows {
+		var m map[string]json.RawMessage
+		_ = json.Unmarshal(r, &m)
+		out = append(out, string(m["id"]))
+	}
+	return out
+}
+
+// rowsJSON renders rows {"id": i, "n": i} for ids.
+func h3Rows(ids []int) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = fmt.Sprintf(`{"id":%d,"n":%d}`, id, id)
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}
+
+func h3Range(from, to int) []int {
+	var out []int
+	for i := from; i <= to; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+func h3Atoi(s string, def int) int {
+	var n int
+	if _, err := fmt.Sscan(s, &n); err != nil {
+		return def
+	}
+	return n
+}
+
+// h3Claims fails the test when the view says complete.
+func h3NotComplete(t *testing.T, v *h3View, why string) {
+	t.Helper()
+	if v.Boundary.Completion == "complete" || (v.PagingComplete != nil && *v.PagingComplete) {
+		t.Errorf("%s, yet the verdict is complete (stoppedBy %s, %d records, note %q)", why, v.StoppedBy, derefH3(v.Boundary.Records), v.Note)
+	}
+}
+
+func derefH3(p *int) int {
+	if p == nil {
+		return -1
+	}
+	return *p
+}
+
+// The shapes of the upstreams below.
+const (
+	h3CursorParams = `        - {name: cursor, in: query, schema: {type: string}}
+        - {name: limit, in: query, schema: {type: integer}}`
+	h3PageParams = `        - {name: page, in: query, schema: {type: integer}}
+        - {name: per_page, in: query, schema: {type: integer, maximum: 3}}`
+	h3OffsetParams = `        - {name: offset, in: query, schema: {type: integer}}
+        - {name: limit, in: query, schema: {type: integer, maximum: 3}}`
+	h3DataCursor = `                type: object
+                properties:
+                  data:
+                    type: array
+                    items: {type: object, properties: {id: {type: integer}, n: {type: integer}}}
+                  next_cursor: {type: string, nullable: true}
+                  has_more: {type: boolean}`
+	h3Data = `                type: object
+                properties:
+                  data:
+                    type: array
+                    items: {type: object, properties: {id: {type: integer}, n: {type: integer}}}`
+)
+
+// TestHostile3LaterPageOfAnotherShapeIsNotTheEnd: a later page answered
+// with a success status but a body that is not one of this API's pages (an
+// error object, null, a bare array where pages are objects) holds neither
+// rows nor a continuation; reading it as an empty last page made a cursor
+// walk "complete", a page walk "complete" and an offset walk "unstable:
+// rows moved across a page boundary". None of those is true: the page
+// failed, and rows after it were never read.
+func TestHostile3LaterPageOfAnotherShapeIsNotTheEnd(t *testing.T) {
+	bodies := []string{`{"error":"internal"}`, `{"message":"upstream timeout","code":504}`, `null`, `[]`}
+	type api struct {
+		name, params, schema string
+		first                func(r *http.Request) (string, bool) // the first page's body; false for a later page
+	}
+	apis := []api{
+		{"cursor", h3CursorParams, h3DataCursor, func(r *http.Request) (string, bool) {
+			return fmt.Sprintf(`{"data":%s,"next_cursor":"A","has_more":true}`, h3Rows([]int{1, 2})), r.URL.Query().Get("cursor") == ""
+		}},
+		{"page", h3PageParams, h3Data, func(r *http.Request) (string, bool) {
+			return fmt.Sprintf(`{"data":%s}`, h3Rows([]int{1, 2, 3})), h3Atoi(r.URL.Query().Get("page"), 1) == 1
+		}},
+		{"offset", h3OffsetParams, h3Data, func(r *http.Request) (string, bool) {
+			return fmt.Sprintf(`{"data":%s}`, h3Rows([]int{1, 2, 3})), h3Atoi(r.URL.Query().Get("offset"), 0) == 0
+		}},
+	}
+	for _, a := range apis {
+		for _, body := range bodies {
+			t.Run(a.name+" "+body, func(t *testing.T) {
+				s := h3Serve(t, func(w http.ResponseWriter, r *http.Request, n int) {
+					if first, ok := a.first(r); ok {
+						fmt.Fprint(w, first)
+						return
+					}
+					fmt.Fprint(w, body)
+				})
+				v, _ := h3Engine(t, paginate.Budget{}).call(t, h3Tool(t, h3Spec(s.URL, a.params, a.schema)), map[string]any{"_all_pages": true})
+				if v.Boundary.Completion != "partial" || !v.LikelyMore {
+					t.Errorf("a later page answered %s, yet completion %s (stopped by %s, likely more %v): %q",
+						body, v.Boundary.Completion, v.StoppedBy, v.LikelyMore, v.Note)
+				}
+				if strings.Contains(v.Note, "rows moved") {
+					t.Errorf("no row moved, yet the note says so: %q", v.Note)
+				}
+			})
+		}
+	}
+	// What an API does send at its end stays the end: an empty object
+	// (proto3 JSON omits empty members) and members of its own pages.
+	for _, body := range []string{`{}`, `{"data":null,"next_cursor":null}`, `{"data":[],"has_more":false}`} {
+		t.Run("end "+body, func(t *testing.T) {
+			s := h3Serve(t, func(w http.ResponseWriter, r *http.Request, n int) {
+				if first, ok := apis[0].first(r); ok {
+					fmt.Fprint(w, first)
+					return
+				}
+				fmt.Fprint(w, body)
+			})
+			v, _ := h3Engine(t, paginate.Budget{}).call(t, h3Tool(t, h3Spec(s.URL, h3CursorParams, h3DataCursor)), map[string]any{"_all_pages": true})
+			if v.Boundary.Completion != "complete" || derefH3(v.Boundary.Records) != 2 {
+				t.Errorf("a last page %s: completion %s, %d records: %q", body, v.Boundary.Completion, derefH3(v.Boundary.Records), v.Note)
+			}
+		})
+	}
+}
