@@ -275,7 +275,9 @@ func (c *DatasetCache) Stats() CacheStats {
 // Walk returns the dataset of req: from the cache when a live entry
 // exists and the mode serves it (hit is then non-nil), else from walk,
 // recording the result when it is complete. In mode on, concurrent calls
-// with the same key share one run of walk; it runs on a context detached
+// with the same key share one run of walk (a call that joined a run which
+// did not end complete — cut short by its starter's budget, or failed —
+// then runs walk itself); it runs on a context detached
 // from any single caller and is cancelled only when every caller waiting
 // for it has gone, so one caller giving up never fails the others. walk
 // must bound its own duration (the walk budgets do).
@@ -350,7 +352,13 @@ func (c *DatasetCache) Walk(ctx context.Context, req CacheRequest, walk func(con
 	if c.shared != nil {
 		run = func(ctx context.Context) (*Dataset, error) { return c.shared.Do(ctx, key, record) }
 	}
-	d, err := c.flights.do(ctx, key, run)
+	d, joined, err := c.flights.do(ctx, key, run)
+	if joined && ctx.Err() == nil && (err != nil || d == nil || !d.Complete) {
+		// The walk this call joined ran under its own caller's budget and
+		// deadline: a partial set or an error of that call is not this
+		// one's answer, so it walks itself (as across replicas).
+		d, err = run(ctx)
+	}
 	return d, nil, err
 }
 
@@ -370,8 +378,9 @@ type flight struct {
 	cancel  context.CancelFunc
 }
 
-// do runs fn once for every concurrent caller with key.
-func (g *flights) do(ctx context.Context, key string, fn func(context.Context) (*Dataset, error)) (*Dataset, error) {
+// do runs fn once for every concurrent caller with key; joined reports
+// that this caller shared a run another caller started.
+func (g *flights) do(ctx context.Context, key string, fn func(context.Context) (*Dataset, error)) (d *Dataset, joined bool, err error) {
 	g.mu.Lock()
 	if g.m == nil {
 		g.m = map[string]*flight{}
@@ -405,7 +414,7 @@ func (g *flights) do(ctx context.Context, key string, fn func(context.Context) (
 	g.mu.Unlock()
 	select {
 	case <-f.done:
-		return f.d, f.err
+		return f.d, shared, f.err
 	case <-ctx.Done():
 		g.mu.Lock()
 		f.waiters--
@@ -416,7 +425,7 @@ func (g *flights) do(ctx context.Context, key string, fn func(context.Context) (
 			}
 		}
 		g.mu.Unlock()
-		return nil, ctx.Err()
+		return nil, shared, ctx.Err()
 	}
 }
 

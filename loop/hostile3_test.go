@@ -303,3 +303,60 @@ func TestHostile3LaterPageOfAnotherShapeIsNotTheEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestHostile3JoinedWalkIsNotAnotherCallersPartial: two identical calls at
+// once share one walk. When the walk that ran was cut short by its own
+// caller's budget (a binding that allows 2 pages), the call that joined it
+// was handed those 2 pages as its own partial result, its note saying the
+// walk "stopped at the limit of 20 pages per collection" — its own budget,
+// which it never reached and would have finished the walk within. A joined
+// walk is taken only when it is complete; otherwise the call walks itself.
+func TestHostile3JoinedWalkIsNotAnotherCallersPartial(t *testing.T) {
+	var env *h3Env
+	joined := make(chan struct{})
+	s := h3Serve(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		c := h3Atoi(strings.TrimPrefix(r.URL.Query().Get("cursor"), "c"), 0)
+		if n == 2 {
+			<-joined // the second call has joined this walk
+		}
+		next := fmt.Sprintf(`"c%d"`, c+2)
+		if c+2 >= 10 {
+			next = "null"
+		}
+		fmt.Fprintf(w, `{"data":%s,"next_cursor":%s,"has_more":%v}`, h3Rows([]int{c, c + 1}), next, next != "null")
+	})
+	tool := h3Tool(t, h3Spec(s.URL, h3CursorParams, h3DataCursor))
+	env = h3Engine(t, paginate.Budget{})
+	args := map[string]any{"_all_pages": true}
+	small := make(chan *loop.Outcome, 1)
+	go func() {
+		out, err := env.engine.Call(context.Background(), loop.Call{Tool: tool, Args: args,
+			Binding: loop.Binding{LoopResponses: true, Budget: paginate.Budget{Pages: 2}}, Scope: loop.Scope{Org: "o", Thread: "a"}})
+		if err != nil {
+			t.Error(err)
+		}
+		small <- out
+	}()
+	go func() {
+		for env.cache.Stats().Collapsed < 1 {
+			time.Sleep(time.Millisecond)
+		}
+		close(joined)
+	}()
+	for s.count() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	out, err := env.engine.Call(context.Background(), loop.Call{Tool: tool, Args: args, Binding: loop.Binding{LoopResponses: true},
+		Scope: loop.Scope{Org: "o", Thread: "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := parseH3View(t, (<-small).View, "data"); a.Boundary.Completion != "partial" || a.StoppedBy != paginate.StopBudgetPages {
+		t.Errorf("the 2-page call: %s, stopped by %s", a.Boundary.Completion, a.StoppedBy)
+	}
+	v := parseH3View(t, out.View, "data")
+	if v.Boundary.Completion != "complete" || derefH3(v.Boundary.Records) != 10 {
+		t.Errorf("the call whose budget holds every page: %s with %d rows after %d pages: %q",
+			v.Boundary.Completion, derefH3(v.Boundary.Records), v.Boundary.Pages, v.Note)
+	}
+}
