@@ -172,7 +172,9 @@ type CacheRequest struct {
 	Scope   Scope
 	Runtime bool
 	// TTL overrides the default TTL for this binding (dataset_ttl_hours,
-	// or a workflow step's ttl_minutes). Zero: OrgTTL or RuntimeTTL.
+	// or a workflow step's ttl_minutes). Zero: OrgTTL or RuntimeTTL. It
+	// bounds both how long a walk this call makes is kept and how old a
+	// cached walk it is served may be.
 	TTL time.Duration
 	// Refresh bypasses a cached entry and replaces it with the new walk.
 	Refresh bool
@@ -297,6 +299,13 @@ func (c *DatasetCache) Walk(ctx context.Context, req CacheRequest, walk func(con
 	if err != nil {
 		return nil, nil, err
 	}
+	ttl := req.TTL
+	if ttl <= 0 {
+		ttl = c.orgTTL
+		if req.Runtime {
+			ttl = c.runtimeTTL
+		}
+	}
 	switch {
 	case req.Experiment:
 		c.experiments.Add(1)
@@ -304,6 +313,11 @@ func (c *DatasetCache) Walk(ctx context.Context, req CacheRequest, walk func(con
 		c.refreshes.Add(1)
 	default:
 		d, cachedAt, expires, err := c.store.Get(ctx, key)
+		// An entry lives for the TTL of the call that made it, and is
+		// served only to a call whose own TTL admits its age: a workflow
+		// step asking for at most 5 minutes is not served a chat's day-old
+		// walk.
+		expires = minTime(expires, cachedAt.Add(ttl))
 		live := err == nil && c.now().Before(expires)
 		switch {
 		case err != nil && !errors.Is(err, ErrDatasetMiss):
@@ -317,13 +331,6 @@ func (c *DatasetCache) Walk(ctx context.Context, req CacheRequest, walk func(con
 			return d, &CacheHit{CachedAt: cachedAt, ExpiresAt: expires}, nil
 		default:
 			c.misses.Add(1)
-		}
-	}
-	ttl := req.TTL
-	if ttl <= 0 {
-		ttl = c.orgTTL
-		if req.Runtime {
-			ttl = c.runtimeTTL
 		}
 	}
 	record := func(ctx context.Context) (*Dataset, error) {
@@ -567,4 +574,11 @@ func appendFloat(dst []byte, f float64) []byte {
 		return strconv.AppendFloat(dst, f, 'f', -1, 64)
 	}
 	return strconv.AppendFloat(dst, f, 'g', -1, 64)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

@@ -360,3 +360,57 @@ func TestHostile3JoinedWalkIsNotAnotherCallersPartial(t *testing.T) {
 			v.Boundary.Completion, derefH3(v.Boundary.Records), v.Boundary.Pages, v.Note)
 	}
 }
+
+// TestHostile3ReadersTTLBoundsTheAgeOfAHit: a complete walk is cached
+// with the TTL of the call that made it (a chat binding's 24 hours). A
+// workflow step that opted into the cache with ttl_minutes: 5, or a
+// binding with dataset_ttl_hours: 1, was then served that walk two hours
+// later — the workflow's note saying it came "(the step's cache TTL)" —
+// although each asked for data at most that old. A hit is served only
+// within the reader's own TTL too.
+func TestHostile3ReadersTTLBoundsTheAgeOfAHit(t *testing.T) {
+	s := h3Serve(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		fmt.Fprintf(w, `{"data":%s,"next_cursor":null,"has_more":false}`, h3Rows(h3Range(1, n))) // one more row every call
+	})
+	tool := h3Tool(t, h3Spec(s.URL, h3CursorParams, h3DataCursor))
+	env := h3Engine(t, paginate.Budget{})
+	args := map[string]any{"_all_pages": true}
+	call := func(c loop.Call) *loop.Outcome {
+		t.Helper()
+		c.Tool, c.Args, c.Scope = tool, args, loop.Scope{Org: "o"}
+		c.Binding.LoopResponses = true
+		out, err := env.engine.Call(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	call(loop.Call{Binding: loop.Binding{DatasetTTL: 24 * time.Hour}})
+	env.clock.Advance(2 * time.Hour)
+
+	out := call(loop.Call{Workflow: true, CacheTTL: 5 * time.Minute})
+	var step struct {
+		Data []json.RawMessage `json:"data"`
+		Loop struct {
+			Requests int    `json:"requests"`
+			Note     string `json:"note"`
+		} `json:"_loop"`
+	}
+	if err := json.Unmarshal(out.View, &step); err != nil {
+		t.Fatal(err)
+	}
+	if step.Loop.Requests == 0 || len(step.Data) != 2 {
+		t.Errorf("a step with a 5-minute cache TTL was served a walk cached 2 hours before (%d rows, %d requests): %q", len(step.Data), step.Loop.Requests, step.Loop.Note)
+	}
+
+	env.clock.Advance(2 * time.Hour)
+	v := parseH3View(t, call(loop.Call{Binding: loop.Binding{DatasetTTL: time.Hour}}).View, "data")
+	if v.Cache != nil || v.Boundary.Requests == 0 {
+		t.Errorf("a binding with a 1-hour TTL was served a walk cached 2 hours before: %s", v.Cache)
+	}
+	// Within the reader's TTL the hit stands.
+	env.clock.Advance(10 * time.Minute)
+	if v := parseH3View(t, call(loop.Call{Binding: loop.Binding{DatasetTTL: time.Hour}}).View, "data"); v.Cache == nil {
+		t.Errorf("a walk cached 10 minutes before was not served to a binding with a 1-hour TTL")
+	}
+}
