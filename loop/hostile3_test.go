@@ -471,3 +471,39 @@ func TestHostile3UpstreamKeysDoNotPassAsTheVerdict(t *testing.T) {
 		check(t, out.View, false)
 	})
 }
+
+// TestHostile3UnpagedListCountedBeyondItsRowsSaysMore: an operation whose
+// document declares no paging parameters answered 2 rows and a total of
+// 50 (in "total", "total_count", "meta.total"…). It was a single response
+// with _likelyMoreRows false — "this tool does not paginate, so this is
+// what one call returns" — and an _aggregate over the 2 rows, while the
+// server itself said 48 more exist. Like a more flag on such an answer, a
+// total above the rows now makes it partial: more rows exist that nothing
+// here can reach. An object with its own id (an order and its lines,
+// whose "total" is money) stays one object.
+func TestHostile3UnpagedListCountedBeyondItsRowsSaysMore(t *testing.T) {
+	params := `        - {name: q, in: query, schema: {type: string}}`
+	for _, body := range []string{`{"data":%s,"total":50}`, `{"data":%s,"total_count":50}`, `{"data":%s,"meta":{"total":50}}`} {
+		for _, args := range []map[string]any{{"_all_pages": true, "_aggregate": map[string]any{}}, {}} {
+			t.Run(fmt.Sprint(body, args), func(t *testing.T) {
+				s := h3Serve(t, func(w http.ResponseWriter, r *http.Request, n int) { fmt.Fprintf(w, body, h3Rows([]int{1, 2})) })
+				v, _ := h3Engine(t, paginate.Budget{}).call(t, h3Tool(t, h3Spec(s.URL, params, h3Data)), args)
+				if !v.LikelyMore || v.Boundary.Completion == "single_response" || v.Boundary.Completion == "complete" {
+					t.Errorf("2 rows of a reported 50: completion %s, _likelyMoreRows %v: %q", v.Boundary.Completion, v.LikelyMore, v.Note)
+				}
+				if strings.Contains(string(v.Aggregate), `"complete"`) || strings.Contains(string(v.Aggregate), "single_response") {
+					t.Errorf("aggregate %s", v.Aggregate)
+				}
+			})
+		}
+	}
+	t.Run("an order", func(t *testing.T) {
+		s := h3Serve(t, func(w http.ResponseWriter, r *http.Request, n int) {
+			fmt.Fprint(w, `{"id":7,"total":250,"lines":[{"sku":"a"},{"sku":"b"}]}`)
+		})
+		v, _ := h3Engine(t, paginate.Budget{}).call(t, h3Tool(t, h3Spec(s.URL, params, `                type: object`)), map[string]any{"_all_pages": true})
+		if v.Boundary.Completion != "single_response" {
+			t.Errorf("an order with a money total: %s: %q", v.Boundary.Completion, v.Note)
+		}
+	})
+}

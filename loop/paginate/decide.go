@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/trawl-dev/trawl/loop/query"
 )
 
 // decision is what one page says to do next: stop (stop != "") or
@@ -19,8 +21,8 @@ func done(reason string) decision { return decision{stop: reason} }
 
 func inconsistent(why string) decision { return decision{stop: StopInconsistent, why: why} }
 
-// decide applies the stop rules to one page.
-func (w *walker) decide(s signals, received int, rerr error) decision {
+// decide applies the stop rules to one page (body is its raw body).
+func (w *walker) decide(s signals, body []byte, received int, rerr error) decision {
 	p := w.plan
 	if rerr != nil && !p.Paginated() {
 		// Nothing to walk: a field that does not read as a count (an
@@ -73,6 +75,12 @@ func (w *walker) decide(s signals, received int, rerr error) decision {
 	switch {
 	case p.Strategy == PageNumber || p.Strategy == Offset:
 	case p.Strategy == Cursor && p.CursorFromItem != "" && p.NextToken == "":
+	case !p.Paginated() && p.ItemsFound && s.total > received && !ownID(body):
+		// A list the server counts beyond what it sent, from an operation
+		// whose pagination is unknown: more rows exist, and nothing here
+		// can reach them. (An object with its own id is a record, whose
+		// "total" is its own, such as an order's.)
+		return inconsistent(fmt.Sprintf("the server reports %d rows but sent %d, and the operation's pagination is unknown", s.total, received))
 	default:
 		// Not paginated, or a token/URL strategy whose response carried
 		// none of its fields: nothing says there is more.
@@ -343,4 +351,11 @@ func lastKey(path string) string {
 		return path[i+1:]
 	}
 	return path
+}
+
+// ownID reports whether body is an object with its own "id": a record
+// (an order with its line items), not a list's envelope.
+func ownID(body []byte) bool {
+	_, ok := query.Get(body, "id")
+	return ok
 }

@@ -665,7 +665,7 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		}
 		w.report()
 
-		d := w.decide(sig, len(sig.items), rerr)
+		d := w.decide(sig, resp.Body, len(sig.items), rerr)
 		if w.pageSize > 0 && w.received == w.pageSize {
 			w.fullSeen = true // whatever decided the page (a more flag, a next link, the numbers)
 		}
