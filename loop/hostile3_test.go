@@ -507,3 +507,35 @@ func TestHostile3UnpagedListCountedBeyondItsRowsSaysMore(t *testing.T) {
 		}
 	})
 }
+
+// TestHostile3FailedPageNoteSaysRetriesOnlyWhenMade: a later page that
+// failed without being retried (a success status whose body says it
+// failed, {"ok": false}) was worded "A later page failed upstream after
+// retries" with _boundary.retries 0. The words follow the retries made.
+func TestHostile3FailedPageNoteSaysRetriesOnlyWhenMade(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		fail    func(w http.ResponseWriter)
+		retries bool
+	}{
+		{"ok false", func(w http.ResponseWriter) { fmt.Fprint(w, `{"ok":false,"error":"internal_error"}`) }, false},
+		{"503", func(w http.ResponseWriter) { w.WriteHeader(503) }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := h3Serve(t, func(w http.ResponseWriter, r *http.Request, n int) {
+				if r.URL.Query().Get("cursor") == "" {
+					fmt.Fprintf(w, `{"data":%s,"next_cursor":"A","has_more":true}`, h3Rows([]int{1, 2}))
+					return
+				}
+				tc.fail(w)
+			})
+			v, _ := h3Engine(t, paginate.Budget{}).call(t, h3Tool(t, h3Spec(s.URL, h3CursorParams, h3DataCursor)), map[string]any{"_all_pages": true})
+			if v.StoppedBy != paginate.StopHTTPError || (v.Boundary.Retries > 0) != tc.retries {
+				t.Fatalf("stopped by %s after %d retries", v.StoppedBy, v.Boundary.Retries)
+			}
+			if says := strings.Contains(v.Note, "after retries"); says != tc.retries {
+				t.Errorf("%d retries, note %q", v.Boundary.Retries, v.Note)
+			}
+		})
+	}
+}

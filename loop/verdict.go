@@ -612,6 +612,9 @@ func stopAdvice(v *Verdict, b paginate.Budget) string {
 		case st >= 400 && st < 500 && st != 429:
 			return fmt.Sprintf("A later page failed upstream (status %d), which a retry will not change.", st)
 		}
+		if v.Retries == 0 {
+			return "A later page failed upstream; calling again may succeed."
+		}
 		return "A later page failed upstream after retries; calling again may succeed."
 	case paginate.StopInconsistent:
 		return "The server's paging data could not be trusted, so the walk stopped (_boundary.uninspected says what was wrong)."
