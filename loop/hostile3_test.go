@@ -9,6 +9,7 @@ package loop_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -535,6 +536,65 @@ func TestHostile3FailedPageNoteSaysRetriesOnlyWhenMade(t *testing.T) {
 			}
 			if says := strings.Contains(v.Note, "after retries"); says != tc.retries {
 				t.Errorf("%d retries, note %q", v.Boundary.Retries, v.Note)
+			}
+		})
+	}
+}
+
+// TestHostile3FanOutValueAnsweringAnErrorObjectIsNoRow: _for_each over a
+// list tool, one value answered with a success status and an error object
+// ({"error": "customer_not_found"}) instead of a page. That object became
+// a row of the merged list, tagged with its value — "Complete: all 3 rows
+// of 2 _for_each values", 2 of them real — and so a count or a sum over
+// the set took it in. A value of a list tool whose answer is no page of
+// that API is a failed value (_forEachErrors, not retryable); one whose
+// answer is an empty page is a value without rows. Without a fan-out such
+// an answer is an upstream error naming the body, as an HTML page is.
+func TestHostile3FanOutValueAnsweringAnErrorObjectIsNoRow(t *testing.T) {
+	params := h3CursorParams + "\n        - {name: customer, in: query, schema: {type: string}}"
+	for _, tc := range []struct {
+		bad    string
+		failed bool // the value is a failure, not a value without rows
+	}{
+		{`{"error":"customer_not_found"}`, true},
+		{`null`, true},
+		{`"not found"`, true},
+		{`{}`, false},
+		{`{"data":null,"next_cursor":null}`, false},
+	} {
+		for _, order := range [][]any{{"c1", "c2"}, {"c2", "c1"}} {
+			t.Run(fmt.Sprint(tc.bad, order), func(t *testing.T) {
+				s := h3Serve(t, func(w http.ResponseWriter, r *http.Request, n int) {
+					if r.URL.Query().Get("customer") == "c1" {
+						fmt.Fprintf(w, `{"data":%s,"next_cursor":null,"has_more":false}`, h3Rows([]int{1, 2}))
+						return
+					}
+					fmt.Fprint(w, tc.bad)
+				})
+				v, _ := h3Engine(t, paginate.Budget{}).call(t, h3Tool(t, h3Spec(s.URL, params, h3DataCursor)), map[string]any{"_all_pages": true,
+					"_for_each": map[string]any{"key": "customer", "values": order}, "_aggregate": map[string]any{}})
+				if derefH3(v.Boundary.Records) != 2 || !strings.Contains(string(v.Aggregate), `"count":2`) {
+					t.Errorf("c2 answered %s: %d records, aggregate %s: %q", tc.bad, derefH3(v.Boundary.Records), v.Aggregate, v.Note)
+				}
+				errs, failed := v.raw["_forEachErrors"]
+				if failed != tc.failed || failed == (v.Boundary.Completion == "complete") {
+					t.Errorf("c2 answered %s: completion %s, _forEachErrors %s", tc.bad, v.Boundary.Completion, errs)
+				}
+				if failed && !strings.Contains(string(errs), `"retryable":false`) {
+					t.Errorf("c2 answered %s: _forEachErrors %s, want it not retryable", tc.bad, errs)
+				}
+			})
+		}
+		if !tc.failed {
+			continue
+		}
+		t.Run(fmt.Sprint(tc.bad, " alone"), func(t *testing.T) {
+			s := h3Serve(t, func(w http.ResponseWriter, r *http.Request, n int) { fmt.Fprint(w, tc.bad) })
+			_, err := h3Engine(t, paginate.Budget{}).engine.Call(context.Background(), loop.Call{Tool: h3Tool(t, h3Spec(s.URL, params, h3DataCursor)),
+				Args: map[string]any{"_all_pages": true}, Binding: loop.Binding{LoopResponses: true}, Scope: loop.Scope{Org: "o"}})
+			var te *loop.ToolError
+			if !errors.As(err, &te) || te.Code != loop.CodeUpstream || !strings.Contains(te.Message, "not a page") && !strings.Contains(te.Message, "not an object") {
+				t.Errorf("one call answered %s: error %v, want an upstream error saying it is no page", tc.bad, err)
 			}
 		})
 	}

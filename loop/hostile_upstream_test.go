@@ -98,18 +98,19 @@ const (
 
 // Event kinds.
 const (
-	evMutate    = iota + 1 // change the collection before answering
-	evStatus               // answer an error status
-	evGarbage              // answer 200 with an HTML body (tools that declare JSON)
-	evDup                  // repeat an already delivered row in the page
-	evEmptyMore            // an empty page that still says more (token styles)
-	evForeign              // the next page's URL is on another origin (next_url, link)
-	evCycle                // the next cursor is one already issued (token styles)
-	evCut                  // send a response head and half a body, then drop the connection
+	evMutate      = iota + 1 // change the collection before answering
+	evStatus                 // answer an error status
+	evGarbage                // answer 200 with an HTML body (tools that declare JSON)
+	evDup                    // repeat an already delivered row in the page
+	evEmptyMore              // an empty page that still says more (token styles)
+	evForeign                // the next page's URL is on another origin (next_url, link)
+	evCycle                  // the next cursor is one already issued (token styles)
+	evCut                    // send a response head and half a body, then drop the connection
+	evErrorObject            // answer 200 with a JSON error object, none of the API's pages
 )
 
 var eventNames = map[int]string{evMutate: "evMutate", evStatus: "evStatus", evGarbage: "evGarbage", evDup: "evDup",
-	evEmptyMore: "evEmptyMore", evForeign: "evForeign", evCycle: "evCycle", evCut: "evCut"}
+	evEmptyMore: "evEmptyMore", evForeign: "evForeign", evCycle: "evCycle", evCut: "evCut", evErrorObject: "evErrorObject"}
 
 // event happens when a collection receives its At-th request (1-based,
 // retries counted).
@@ -306,6 +307,8 @@ func randomEvent(r *rand.Rand, sc scenario) event {
 		ev.Kind = evGarbage
 	case n < 72:
 		ev.Kind = evCut
+	case n < 76 && sc.Style.paged() && sc.Style != styleLink:
+		ev.Kind = evErrorObject
 	default:
 		ev.Kind = evStatus
 		switch m := r.IntN(10); {
@@ -515,7 +518,7 @@ type hcol struct {
 	boundary    int            // rows[:boundary] were all delivered (server positions)
 	nextStart   int            // where the next page starts, if the walk goes on as it should
 	gapBehind   int            // inserts behind the delivered rows in the current gap
-	garbage     int            // HTML bodies answered with 200
+	garbage     int            // HTML bodies and JSON error objects answered with 200
 	lastID      string         // the last id of the most recent non-empty page
 	lastPage    int            // page style: the page number last delivered
 	nextOffset  int            // offset style: where the next page starts
@@ -642,7 +645,7 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if c.spec.FailFrom > 0 && n >= c.spec.FailFrom {
 		status = c.spec.FailStatus
 	}
-	garbage, dup, emptyMore, foreign, cycle, cut := false, false, false, false, false, false
+	garbage, dup, emptyMore, foreign, cycle, cut, errObject := false, false, false, false, false, false, false
 	for _, ev := range c.events[n] {
 		switch ev.Kind {
 		case evStatus:
@@ -661,6 +664,8 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			cycle = true
 		case evCut:
 			cut = status == 0
+		case evErrorObject:
+			errObject = true
 		}
 	}
 	if !ok && status == 0 {
@@ -695,6 +700,15 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.lastStatus = 200
+	if errObject {
+		// A success status and an error object: no page, so neither rows
+		// nor the end of the collection.
+		c.faults++
+		c.garbage++
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"error":"list_temporarily_unavailable"}`)
+		return
+	}
 	switch h.sc.Style {
 	case styleObject:
 		c.done = "the whole object was sent"

@@ -29,7 +29,8 @@ import (
 // token, last item id + has_more, next URL, Link header), pages silently
 // capped, rows inserted and deleted between pages, repeated rows, empty
 // pages that still say more, 429 with Retry-After, 5xx, 404, 401, HTML
-// error pages and connections cut mid-body at random requests, failing
+// error pages, JSON error objects answered 200 and connections cut
+// mid-body at random requests, failing
 // fan-out values, next URLs to another origin, cursor cycles, objects with
 // nested arrays, text bodies, misspelt filters and missing arguments. Whatever the upstream did, the
 // envelope the model reads (Outcome.View, DESIGN.md §5/§6) must keep the
@@ -789,6 +790,18 @@ var hostileRegressions = []struct {
 	// Found by the sweep, shrunk: a fan-out value whose first page is HTML.
 	{"fan-out-value-answers-html", scenario{Seed: 1000090, Style: stylePage, AllPages: true, Cap: 8, Default: 5, ForEach: true, FanOut: 1,
 		Cols: []collection{{Value: "L3", Rows: 0, Events: []event{{At: 1, Kind: evGarbage}}}}}},
+	// Hostile round 3, found by the sweep once it made them, shrunk: a
+	// fan-out value of a list answered 200 with a JSON error object — the
+	// object became a row ("Complete: all 3 rows" of 2), or, with the
+	// object read as an empty page, "Complete: all 0 rows" of 1.
+	{"fan-out-value-answers-an-error-object", scenario{Seed: 1000193, Style: styleCursor, AllPages: true, Cap: 6, Default: 9, ForEach: true, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 2}, {Value: "L1", Rows: 1, Events: []event{{At: 1, Kind: evErrorObject}}}}}},
+	// The same without a fan-out: a "single response, the whole answer".
+	{"paginated-tool-answers-an-error-object", scenario{Seed: 1000180, Style: styleOffset, AllPages: true, Cap: 9, Default: 8, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 1, Events: []event{{At: 1, Kind: evErrorObject}}}}}},
+	// And on a later page of a value: partial, its rows kept.
+	{"fan-out-later-page-answers-an-error-object", scenario{Seed: 26, Style: stylePage, AllPages: true, SizeMax: 3, Cap: 3, Default: 3, ForEach: true, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 7, Events: []event{{At: 2, Kind: evErrorObject}}}, {Value: "L1", Rows: 2}}}},
 	// Against the verdict branch: a paginated tool whose first page is an
 	// HTML error page with status 200.
 	{"paginated-tool-answers-html", scenario{Seed: 17, Style: stylePage, AllPages: true, Cap: 5, Default: 5, FanOut: 1,

@@ -617,6 +617,13 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 			}
 			return w.finish(f.reason, f.why), nil
 		}
+		if why := w.firstNotAPage(plan, resp.Body, sig.items, first); why != "" {
+			// The first page is none of this list's pages (an error object
+			// answered with a success status): an error, as an HTML page
+			// is — not a single response, and no row of a fan-out.
+			f := &failure{reason: StopInconsistent, status: resp.Status, detail: why}
+			return nil, f.pageError(res)
+		}
 		if why := w.notAPage(plan, resp.Body, sig.items, res.Pages+1); why != "" {
 			// A success status whose body is none of this API's pages (an
 			// error object): neither rows nor an end.
@@ -1101,6 +1108,44 @@ func (w *walker) notAPage(p Plan, body []byte, items [][]byte, page int) string 
 		}
 	}
 	return fmt.Sprintf("page %d holds none of the members of page 1, so it is not a page of this collection: %s", page, snippet(b, w.o.Credential))
+}
+
+// firstNotAPage is notAPage for the first page, which has no page before
+// it to compare with: the members the plan reads (the items, the next
+// token or link, the more flag, the totals) stand for it. An object
+// holding any array is left to detection (its rows may sit under a name
+// the plan did not expect), and an empty object or body is an empty page.
+func (w *walker) firstNotAPage(p Plan, body []byte, items [][]byte, first bool) string {
+	if !first || len(items) > 0 || !p.Paginated() || !p.ItemsFound || p.Items == "" {
+		return ""
+	}
+	b := bytes.TrimSpace(body)
+	if len(b) == 0 {
+		return ""
+	}
+	switch query.FirstByte(b) {
+	case '[':
+		return "" // rows, maybe, where the plan expected an envelope
+	case '{':
+	default:
+		return "its body is not an object like this list's pages but " + snippet(b, w.o.Credential)
+	}
+	known := map[string]bool{}
+	for _, path := range []string{p.Items, p.NextToken, p.NextURLField, p.MoreFlag, p.Total, p.TotalPages} {
+		if keys, err := query.SplitPath(path); err == nil && len(keys) > 0 {
+			known[keys[0]] = true
+		}
+	}
+	members, page := 0, false
+	err := query.EachMember(b, func(_ []byte, name string, value []byte) {
+		members++
+		// A member the plan reads (a page, maybe empty), or an array.
+		page = page || known[name] || query.FirstByte(value) == '['
+	})
+	if err != nil || members == 0 || page {
+		return ""
+	}
+	return "its body holds no rows and none of this list's members (" + p.Items + "), so it is not a page of the list: " + snippet(b, w.o.Credential)
 }
 
 // memberSet is the names of body's top-level members; nil when body is
