@@ -481,21 +481,25 @@ func TestHostile3UpstreamKeysDoNotPassAsTheVerdict(t *testing.T) {
 // server itself said 48 more exist. Like a more flag on such an answer, a
 // total above the rows now makes it partial: more rows exist that nothing
 // here can reach. An object with its own id (an order and its lines,
-// whose "total" is money) stays one object.
+// whose "total" is money) stays one object. The same when the response
+// schema declares a next token or a more flag the answer leaves out: their
+// absence ends a walk, and there is none here to end.
 func TestHostile3UnpagedListCountedBeyondItsRowsSaysMore(t *testing.T) {
 	params := `        - {name: q, in: query, schema: {type: string}}`
 	for _, body := range []string{`{"data":%s,"total":50}`, `{"data":%s,"total_count":50}`, `{"data":%s,"meta":{"total":50}}`} {
 		for _, args := range []map[string]any{{"_all_pages": true, "_aggregate": map[string]any{}}, {}} {
-			t.Run(fmt.Sprint(body, args), func(t *testing.T) {
-				s := h3Serve(t, func(w http.ResponseWriter, r *http.Request, n int) { fmt.Fprintf(w, body, h3Rows([]int{1, 2})) })
-				v, _ := h3Engine(t, paginate.Budget{}).call(t, h3Tool(t, h3Spec(s.URL, params, h3Data)), args)
-				if !v.LikelyMore || v.Boundary.Completion == "single_response" || v.Boundary.Completion == "complete" {
-					t.Errorf("2 rows of a reported 50: completion %s, _likelyMoreRows %v: %q", v.Boundary.Completion, v.LikelyMore, v.Note)
-				}
-				if strings.Contains(string(v.Aggregate), `"complete"`) || strings.Contains(string(v.Aggregate), "single_response") {
-					t.Errorf("aggregate %s", v.Aggregate)
-				}
-			})
+			for _, schema := range []string{h3Data, h3DataCursor} {
+				t.Run(fmt.Sprint(body, args, len(schema)), func(t *testing.T) {
+					s := h3Serve(t, func(w http.ResponseWriter, r *http.Request, n int) { fmt.Fprintf(w, body, h3Rows([]int{1, 2})) })
+					v, _ := h3Engine(t, paginate.Budget{}).call(t, h3Tool(t, h3Spec(s.URL, params, schema)), args)
+					if !v.LikelyMore || v.Boundary.Completion == "single_response" || v.Boundary.Completion == "complete" {
+						t.Errorf("2 rows of a reported 50: completion %s, _likelyMoreRows %v: %q", v.Boundary.Completion, v.LikelyMore, v.Note)
+					}
+					if strings.Contains(string(v.Aggregate), `"complete"`) || strings.Contains(string(v.Aggregate), "single_response") {
+						t.Errorf("aggregate %s", v.Aggregate)
+					}
+				})
+			}
 		}
 	}
 	t.Run("an order", func(t *testing.T) {

@@ -155,13 +155,13 @@ type scenario struct {
 	// offsets. Always true for last_id.
 	Keyset    bool
 	AllPages  bool
-	ModelSize int // the page size the model asks for; 0: trawl chooses
-	SizeMax   int // the size parameter's declared maximum; 0: none
-	Cap       int // the largest page the server serves (silently)
-	Default   int // the page size the server serves when none is asked
-	Total     int // totalNone, totalExact, totalOver
-	Over      int // totalOver: how far above
-	MoreFlag  bool
+	ModelSize int  // the page size the model asks for; 0: trawl chooses
+	SizeMax   int  // the size parameter's declared maximum; 0: none
+	Cap       int  // the largest page the server serves (silently); a list: the rows it sends, its count saying all
+	Default   int  // the page size the server serves when none is asked
+	Total     int  // totalNone, totalExact, totalOver
+	Over      int  // totalOver: how far above
+	MoreFlag  bool // a list: its schema declares a next token and a more flag it never sends
 	End       int  // token styles: endAbsent, endNull, endEmpty
 	Relative  bool // next_url: a path-absolute URL
 	Schema    bool // list, object: the response schema is declared
@@ -235,6 +235,13 @@ func generate(seed uint64) scenario {
 		sc.AskedOffsets = sc.Style == stylePage && r.IntN(2) == 0
 	}
 	sc.Schema = !sc.Style.paged() && r.IntN(2) == 0
+	if sc.Style == styleList && r.IntN(4) == 0 {
+		// A list without pagination that sends its first Cap rows and
+		// counts them all; its schema may declare paging members it never
+		// sends.
+		sc.Cap = 1 + r.IntN(12)
+		sc.MoreFlag = sc.Schema && r.IntN(2) == 0
+	}
 	sc.Fields = r.IntN(4) == 0
 	sc.Filter = sc.Style.rows() && r.IntN(5) == 0
 	sc.FilterTypo = sc.Filter && r.IntN(4) == 0
@@ -330,6 +337,20 @@ func randomEvent(r *rand.Rand, sc scenario) event {
 
 // declaresJSON says the tool declares a JSON response, so that an HTML
 // page in its place is an error page, not an answer.
+// capped says a list without pagination sends fewer rows than it counts
+// for some value.
+func (sc scenario) capped() bool {
+	if sc.Style != styleList || sc.Cap == 0 {
+		return false
+	}
+	for _, c := range sc.Cols {
+		if c.Rows > sc.Cap {
+			return true
+		}
+	}
+	return false
+}
+
 func (sc scenario) declaresJSON() bool {
 	return sc.Style.paged() || sc.Schema && (sc.Style == styleList || sc.Style == styleObject)
 }
@@ -418,6 +439,12 @@ func (sc scenario) tool(origin string) *tools.Tool {
 		return t
 	case styleList:
 		if sc.Schema {
+			if sc.MoreFlag {
+				// Declared, never sent: a paging member the operation's
+				// parameters cannot use.
+				env["next_cursor"] = str()
+				env["has_more"] = &tools.Schema{Type: "boolean"}
+			}
 			t.Response = &tools.Schema{Type: "object", Properties: env}
 		}
 		return t
@@ -723,11 +750,15 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, h.listing(c))
 		return
 	case styleList:
+		rows := c.rows
+		if h.sc.Cap > 0 && len(rows) > h.sc.Cap {
+			rows = rows[:h.sc.Cap] // the first rows only; the count says all
+		}
 		c.done = "the whole list was sent"
-		h.deliverIDs(c, c.rows)
+		h.deliverIDs(c, rows)
 		c.pages++
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"data":%s,"count":%d}`, rowsJSON(c.rows), len(c.rows))
+		fmt.Fprintf(w, `{"data":%s,"count":%d}`, rowsJSON(rows), len(c.rows))
 		return
 	}
 	h.page(w, c, pos, size, pageQuirks{dup: dup, emptyMore: emptyMore, foreign: foreign, cycle: cycle, probe: probe})

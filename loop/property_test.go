@@ -341,6 +341,8 @@ func checkCase(sc scenario, h *hostile, raw []byte, callErr error) []violation {
 		// Several whole responses merged: §2 does not say whether that is
 		// complete or a single response (complete must then be exact, and
 		// a failed value makes it partial).
+	case sc.Style == styleList && sc.capped() && completion == "partial":
+		// A list that counts more rows than it sent says more exist.
 	case !sc.Style.paged() && completion != "single_response":
 		add(ruleSingle, "a %s response has completion %q, not single_response", sc.Style, completion)
 	}
@@ -802,6 +804,14 @@ var hostileRegressions = []struct {
 	// And on a later page of a value: partial, its rows kept.
 	{"fan-out-later-page-answers-an-error-object", scenario{Seed: 26, Style: stylePage, AllPages: true, SizeMax: 3, Cap: 3, Default: 3, ForEach: true, FanOut: 1,
 		Cols: []collection{{Value: "L0", Rows: 7, Events: []event{{At: 2, Kind: evErrorObject}}}, {Value: "L1", Rows: 2}}}},
+	// Hostile round 3, found by the sweep once it made them, shrunk: a list
+	// without pagination sends 1 row and counts 2, and its schema declares a
+	// next token it never sends — "Single response", _likelyMoreRows false;
+	// in a fan-out "Complete: all 9 rows" of 10.
+	{"unpaged-list-counts-more-than-it-sent", scenario{Seed: 1000832, Style: styleList, Cap: 1, MoreFlag: true, Schema: true, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 2}}}},
+	{"fan-out-unpaged-list-counts-more-than-it-sent", scenario{Seed: 1005175, Style: styleList, Cap: 9, MoreFlag: true, Schema: true, ForEach: true, FanOut: 1,
+		Cols: []collection{{Value: "L1", Rows: 10}, {Value: "L2", Rows: 3}}}},
 	// Against the verdict branch: a paginated tool whose first page is an
 	// HTML error page with status 200.
 	{"paginated-tool-answers-html", scenario{Seed: 17, Style: stylePage, AllPages: true, Cap: 5, Default: 5, FanOut: 1,

@@ -34,6 +34,16 @@ func (w *walker) decide(s signals, body []byte, received int, rerr error) decisi
 		return inconsistent(strings.TrimPrefix(rerr.Error(), errInconsistent.Error()+": "))
 	}
 
+	if !p.Paginated() && p.ItemsFound && s.total > received && !ownID(body) {
+		// A list the server counts beyond what it sent, from an operation
+		// whose pagination is unknown: more rows exist, and nothing here
+		// can reach them — whatever else the answer says (a declared next
+		// token left out reads as "no more" only where there is a walk to
+		// end). An object with its own id is a record, whose "total" is
+		// its own, such as an order's.
+		return inconsistent(fmt.Sprintf("the server reports %d rows but sent %d, and the operation's pagination is unknown", s.total, received))
+	}
+
 	// Rules 1 and 2: what the server says explicitly.
 	explicit, next := w.explicit(s)
 	switch {
@@ -75,12 +85,6 @@ func (w *walker) decide(s signals, body []byte, received int, rerr error) decisi
 	switch {
 	case p.Strategy == PageNumber || p.Strategy == Offset:
 	case p.Strategy == Cursor && p.CursorFromItem != "" && p.NextToken == "":
-	case !p.Paginated() && p.ItemsFound && s.total > received && !ownID(body):
-		// A list the server counts beyond what it sent, from an operation
-		// whose pagination is unknown: more rows exist, and nothing here
-		// can reach them. (An object with its own id is a record, whose
-		// "total" is its own, such as an order's.)
-		return inconsistent(fmt.Sprintf("the server reports %d rows but sent %d, and the operation's pagination is unknown", s.total, received))
 	default:
 		// Not paginated, or a token/URL strategy whose response carried
 		// none of its fields: nothing says there is more.
