@@ -603,3 +603,45 @@ func TestHostile3FanOutValueAnsweringAnErrorObjectIsNoRow(t *testing.T) {
 		})
 	}
 }
+
+// TestHostile3AggregateNotePointsAtRowsOnlyWhenKept: an _aggregate call's
+// note said "queryToolResult reads the rows" whether or not any were kept
+// — on an engine without a result store, and over an empty set, where no
+// _resultId is given, the model was sent to a handle that does not exist.
+// The note names queryToolResult only beside a _resultId.
+func TestHostile3AggregateNotePointsAtRowsOnlyWhenKept(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		rows  []int
+		store bool
+	}{
+		{"rows kept", []int{1, 2}, true},
+		{"no rows", nil, true},
+		{"no store", []int{1, 2}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := h3Serve(t, func(w http.ResponseWriter, r *http.Request, n int) {
+				fmt.Fprintf(w, `{"data":%s,"next_cursor":null,"has_more":false}`, h3Rows(tc.rows))
+			})
+			tool := h3Tool(t, h3Spec(s.URL, h3CursorParams, h3DataCursor))
+			args := map[string]any{"_all_pages": true, "_aggregate": map[string]any{}}
+			var v *h3View
+			if tc.store {
+				v, _ = h3Engine(t, paginate.Budget{}).call(t, tool, args)
+			} else {
+				out, err := loop.New(loop.Options{Caller: tools.NewInvoker(tools.InvokerOptions{})}).Call(context.Background(),
+					loop.Call{Tool: tool, Args: args, Binding: loop.Binding{LoopResponses: true}, Scope: loop.Scope{Org: "o"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				v = parseH3View(t, out.View, "data")
+			}
+			if points := strings.Contains(v.Note, "queryToolResult"); points != (v.ResultID != "") || v.ResultID != "" != (tc.store && len(tc.rows) > 0) {
+				t.Errorf("_resultId %q, note %q", v.ResultID, v.Note)
+			}
+			if !strings.Contains(string(v.Aggregate), fmt.Sprintf(`"rows":%d`, len(tc.rows))) {
+				t.Errorf("aggregate %s", v.Aggregate)
+			}
+		})
+	}
+}

@@ -181,6 +181,10 @@ type scenario struct {
 	FanOut     int
 	Budget     paginate.Budget
 	Cols       []collection
+	// Aggregate: the call asks _aggregate (count, sum(n) and
+	// count_distinct(id), by list_id in a fan-out); the rows are read
+	// back with queryToolResult.
+	Aggregate bool
 }
 
 // generate builds the scenario of seed.
@@ -289,6 +293,7 @@ func generate(seed uint64) scenario {
 		slices.SortStableFunc(c.Events, func(a, b event) int { return a.At - b.At })
 		sc.Cols = append(sc.Cols, c)
 	}
+	sc.Aggregate = sc.Style.rows() && r.IntN(4) == 0 // drawn last: the seeds before it make what they made
 	return sc
 }
 
@@ -495,14 +500,30 @@ func (sc scenario) args() map[string]any {
 			a["_fields"] = []any{"id", "n"}
 		}
 	}
-	if sc.Filter {
-		field := "k"
-		if sc.FilterTypo {
-			field = "statsu"
+	if f := sc.filter(); f != nil {
+		a["_filter"] = f
+	}
+	if sc.Aggregate {
+		agg := map[string]any{"metrics": []any{map[string]any{"op": "count"}, map[string]any{"op": "sum", "field": "n"},
+			map[string]any{"op": "count_distinct", "field": "id"}}, "limit": 500}
+		if sc.ForEach {
+			agg["group_by"] = []any{"list_id"}
 		}
-		a["_filter"] = []any{map[string]any{"field": field, "op": "eq", "value": "a"}}
+		a["_aggregate"] = agg
 	}
 	return a
+}
+
+// filter is the call's _filter; nil without one.
+func (sc scenario) filter() []any {
+	if !sc.Filter {
+		return nil
+	}
+	field := "k"
+	if sc.FilterTypo {
+		field = "statsu"
+	}
+	return []any{map[string]any{"field": field, "op": "eq", "value": "a"}}
 }
 
 // ---- the model ----
@@ -1362,6 +1383,7 @@ func (sc scenario) goString() string {
 	field("Relative", sc.Relative, false)
 	field("Schema", sc.Schema, false)
 	field("Body", sc.Body, false)
+	field("AskedOffsets", sc.AskedOffsets, false)
 	field("Fields", sc.Fields, false)
 	field("Filter", sc.Filter, false)
 	field("FilterTypo", sc.FilterTypo, false)
@@ -1369,6 +1391,7 @@ func (sc scenario) goString() string {
 	field("ForEach", sc.ForEach, false)
 	field("DupValue", sc.DupValue, false)
 	field("FanOut", sc.FanOut, 0)
+	field("Aggregate", sc.Aggregate, false)
 	if sc.Budget != (paginate.Budget{}) {
 		fmt.Fprintf(&b, ", Budget: paginate.Budget{Pages: %d, Requests: %d}", sc.Budget.Pages, sc.Budget.Requests)
 	}

@@ -233,7 +233,6 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 		}
 		v.AvailableKeys, v.Sample = availableKeys(rows, len(v.UnmatchedFields) > 0)
 	}
-	v.Note = note(v, q.budget, c.Workflow)
 	text, isText := textOf(w.Envelope)
 	isText = isText && !w.HasItems
 	full := func() (*StoredResult, error) {
@@ -256,18 +255,20 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 		out.Aggregate = newAggregated(aggregated, v.Set(), filter != nil || q.r.Aggregate.Filter() != nil)
 		v.AggregateVerdict = out.Aggregate.Verdict
 	}
+	if !c.Workflow && (w.HasItems && len(w.Items) > 0 || !w.HasItems && fields != nil) {
+		// A walk's full set is kept whenever it holds rows, and an object
+		// whenever _fields projected it, so the model can come back for a
+		// field it projected away. Before the note, which points at it
+		// only when it was kept.
+		out.ResultID = e.keep(ctx, c, full)
+		v.ResultID = out.ResultID
+	}
+	v.Note = note(v, q.budget, c.Workflow)
 	var members []query.Member
 	if c.Workflow {
 		loop, _ := json.Marshal(v.LoopBlock())
 		members = []query.Member{{Key: "_loop", Value: loop}}
 	} else {
-		// A walk's full set is kept whenever it holds rows, and an object
-		// whenever _fields projected it, so the model can come back for a
-		// field it projected away.
-		if w.HasItems && len(w.Items) > 0 || !w.HasItems && fields != nil {
-			out.ResultID = e.keep(ctx, c, full)
-			v.ResultID = out.ResultID
-		}
 		members = v.members()
 	}
 	if len(q.unknown) > 0 {

@@ -110,22 +110,69 @@ const (
 	rulePlural         = "note-plurals"
 	ruleNoteCount      = "note-counts-are-true"
 	ruleFirstPage      = "first-page-only-is-not-a-budget"
-	ruleErrorPage      = "error-page-is-not-an-answer"  // HTML in place of the declared JSON
-	ruleArgument       = "argument-error-costs-nothing" // no request, no retry, no wait
-	ruleUnmatched      = "unmatched-filter-reported"    // a _filter field no row has is named
+	ruleErrorPage      = "error-page-is-not-an-answer"                  // HTML in place of the declared JSON
+	ruleArgument       = "argument-error-costs-nothing"                 // no request, no retry, no wait
+	ruleUnmatched      = "unmatched-filter-reported"                    // a _filter field no row has is named
+	ruleAggregate      = "aggregate-counts-the-rows-and-says-over-what" // _aggregate's numbers are those of the rows kept, its verdict the walk's
 	ruleHarness        = "harness"
 )
 
 // callEngine is the one place the test calls the engine: adjust it, and
 // only it, when the entry point changes.
 func callEngine(ctx context.Context, caller paginate.Caller, clock paginate.Clock, sc scenario, t *tools.Tool, thread string) ([]byte, error) {
-	e := loop.New(loop.Options{Caller: caller, Clock: clock, Budget: sc.Budget, FanOut: sc.FanOut, ViewChars: 1 << 22})
-	out, err := e.Call(ctx, loop.Call{Tool: t, Args: sc.args(), Binding: loop.Binding{LoopResponses: true},
-		Scope: loop.Scope{Org: "o1", Thread: thread}})
+	var results *loop.Retrieval
+	if sc.Aggregate {
+		results = loop.NewRetrieval(loop.RetrievalOptions{Budget: 1 << 22})
+	}
+	e := loop.New(loop.Options{Caller: caller, Clock: clock, Budget: sc.Budget, FanOut: sc.FanOut, ViewChars: 1 << 22, Results: results})
+	scope := loop.Scope{Org: "o1", Thread: thread}
+	out, err := e.Call(ctx, loop.Call{Tool: t, Args: sc.args(), Binding: loop.Binding{LoopResponses: true}, Scope: scope})
 	if err != nil {
 		return nil, err
 	}
-	return out.View, nil
+	if results == nil {
+		return out.View, nil
+	}
+	return withStoredRows(ctx, results, scope, sc, out.View)
+}
+
+// withStoredRows puts into an _aggregate call's view, which lists no rows,
+// the rows it kept under its _resultId (those that match the call's
+// _filter), read back with queryToolResult, where the rules look for
+// them: what the aggregate counted is checked against them, and they
+// against the upstream.
+func withStoredRows(ctx context.Context, res *loop.Retrieval, scope loop.Scope, sc scenario, view []byte) ([]byte, error) {
+	var v map[string]any
+	if err := json.Unmarshal(view, &v); err != nil {
+		return view, nil // the envelope rule says so
+	}
+	id, _ := v["_resultId"].(string)
+	rows := []any{} // none kept: the aggregate rule checks it counted none
+	for offset := 0; id != ""; {
+		args := map[string]any{"resultId": id, "offset": offset, "limit": loop.MaxQueryLimit}
+		if f := sc.filter(); f != nil {
+			args["filter"] = f
+		}
+		raw, _ := json.Marshal(args)
+		out, err := res.Call(ctx, scope, loop.QueryToolResult, raw)
+		if err != nil {
+			return nil, fmt.Errorf("harness: queryToolResult %s: %w", raw, err)
+		}
+		var page struct {
+			Items      []any `json:"items"`
+			NextOffset *int  `json:"nextOffset"`
+		}
+		if err := json.Unmarshal(out, &page); err != nil {
+			return nil, fmt.Errorf("harness: queryToolResult answered %s: %w", clip(string(out), 200), err)
+		}
+		rows = append(rows, page.Items...)
+		if page.NextOffset == nil || *page.NextOffset <= offset {
+			break
+		}
+		offset = *page.NextOffset
+	}
+	v[sc.itemsKey()] = rows
+	return json.Marshal(v)
 }
 
 // hostileRig is the server every case of a run shares (one path prefix
@@ -558,6 +605,10 @@ func checkCase(sc scenario, h *hostile, raw []byte, callErr error) []violation {
 		}
 	}
 
+	if sc.Aggregate {
+		vs = append(vs, checkAggregate(sc, v, completion)...)
+	}
+
 	// The note.
 	note, _ := v["_note"].(string)
 	if !complete && reCompleteWord.MatchString(note) {
@@ -893,7 +944,10 @@ func TestHostileUpstreams(t *testing.T) {
 		styles := map[style]int{}
 		var adversary struct{ mutations, dups, faults, empty, foreign, cycles, failed, requests int }
 		// The shapes of issue 21 the generator must keep making.
-		var shapes struct{ askedOffsets, head, middle, tail, cutMidValue, probes, shifted int }
+		var shapes struct {
+			askedOffsets, head, middle, tail, cutMidValue, probes, shifted int
+			aggregatesPartial, aggregatesUnstable, aggregatesFiltered      int // issue 24: _aggregate over sets that are not complete, or filtered
+		}
 		for i := range n {
 			seed := *hostileSeed*1_000_000 + uint64(i)
 			res := rig.run(generate(seed))
@@ -937,6 +991,17 @@ func TestHostileUpstreams(t *testing.T) {
 				if note, _ := view["_note"].(string); strings.Contains(note, "moved across a page boundary") {
 					shapes.shifted++
 				}
+				if agg, _ := view["_aggregate"].(map[string]any); agg != nil {
+					switch agg["completion"] {
+					case "partial":
+						shapes.aggregatesPartial++
+					case "unstable":
+						shapes.aggregatesUnstable++
+					}
+					if res.sc.Filter {
+						shapes.aggregatesFiltered++
+					}
+				}
 			}
 			seen := map[string]bool{}
 			for _, v := range res.violations {
@@ -971,12 +1036,14 @@ func TestHostileUpstreams(t *testing.T) {
 				"capped page-number walks numbered by the size asked": shapes.askedOffsets,
 				"changes at the head": shapes.head, "changes in the middle": shapes.middle, "changes at the tail": shapes.tail,
 				"fan-out values cut mid-walk by the shared budget": shapes.cutMidValue,
-				"walks checked by a probe":                         shapes.probes, "shifts seen across a page boundary": shapes.shifted} {
+				"walks checked by a probe":                         shapes.probes, "shifts seen across a page boundary": shapes.shifted,
+				"aggregates over partial sets": shapes.aggregatesPartial, "aggregates over unstable sets": shapes.aggregatesUnstable,
+				"aggregates over filtered rows": shapes.aggregatesFiltered} {
 				if k == 0 {
 					t.Errorf("no %s in %d cases", what, n)
 				}
 			}
-			t.Logf("issue 21 shapes: %+v", shapes)
+			t.Logf("issue 21 and 24 shapes: %+v", shapes)
 		}
 		shrinkRuns := 400
 		rules := make([]string, 0, len(groups))
@@ -1199,4 +1266,94 @@ func TestHostileModelCatchesBadWalker(t *testing.T) {
 	if got := rules(h); !slices.Equal(got, []string{ruleForeign}) {
 		t.Errorf("followed a foreign next URL: rules %v", got)
 	}
+}
+
+// checkAggregate checks an _aggregate call's aggregate against the rows it
+// kept (read back into the view by withStoredRows): its completion is the
+// walk's, its verdict words it, and its rows, groups, counts, sums and
+// distinct counts are those of the rows.
+func checkAggregate(sc scenario, v map[string]any, completion string) []violation {
+	var vs []violation
+	add := func(format string, args ...any) {
+		vs = append(vs, violation{ruleAggregate, fmt.Sprintf(format, args...)})
+	}
+	agg, _ := v["_aggregate"].(map[string]any)
+	if agg == nil {
+		add("the call asked _aggregate and the view has none (or no _resultId to read its rows): %v", clip(fmt.Sprint(v), 300))
+		return vs
+	}
+	if agg["completion"] != completion {
+		add("_aggregate.completion is %v; the walk's is %q", agg["completion"], completion)
+	}
+	verdict, _ := agg["verdict"].(string)
+	words := map[string]string{"complete": "all ", "partial": "not totals", "unstable": "at least", "single_response": "single response"}[completion]
+	if !strings.Contains(verdict, words) {
+		add("completion %q, and the aggregate's verdict does not say %q: %q", completion, words, verdict)
+	}
+	if completion != "complete" && strings.HasPrefix(verdict, "over all") {
+		add("completion %q, and the aggregate's verdict claims all rows: %q", completion, verdict)
+	}
+	rows, _ := v[sc.itemsKey()].([]any)
+	if n, _ := agg["rows"].(float64); int(n) != len(rows) {
+		add("_aggregate.rows is %v; %d rows were kept (matching the filter)", agg["rows"], len(rows))
+	}
+	type tally struct {
+		count int
+		sum   int64
+		ids   map[string]bool
+	}
+	want := map[string]*tally{}
+	for _, el := range rows {
+		row, _ := el.(map[string]any)
+		key := ""
+		if sc.ForEach {
+			key, _ = row["list_id"].(string)
+		}
+		t := want[key]
+		if t == nil {
+			t = &tally{ids: map[string]bool{}}
+			want[key] = t
+		}
+		t.count++
+		n, _ := row["n"].(float64)
+		t.sum += int64(n)
+		id, _ := row["id"].(string)
+		t.ids[id] = true
+	}
+	groups, _ := agg["groups"].([]any)
+	if n, _ := agg["groupCount"].(float64); len(rows) > 0 && int(n) != len(want) {
+		add("_aggregate.groupCount is %v; the rows kept have %d groups", agg["groupCount"], len(want))
+	}
+	seen := map[string]bool{}
+	for _, el := range groups {
+		g, _ := el.(map[string]any)
+		key := ""
+		if sc.ForEach {
+			key, _ = g["list_id"].(string)
+		}
+		count, _ := g["count"].(float64)
+		t := want[key]
+		if t == nil {
+			if count != 0 {
+				add("_aggregate has a group %v that no row kept is in", clip(fmt.Sprint(g), 200))
+			}
+			continue
+		}
+		seen[key] = true
+		if int(count) != t.count {
+			add("group %q: count %v; %d rows kept", key, g["count"], t.count)
+		}
+		if sum, _ := g["sum(n)"].(string); sum != strconv.FormatInt(t.sum, 10) {
+			add("group %q: sum(n) %v; the rows kept sum to %d", key, g["sum(n)"], t.sum)
+		}
+		if d, _ := g["count_distinct(id)"].(float64); int(d) != len(t.ids) {
+			add("group %q: count_distinct(id) %v; the rows kept have %d ids", key, g["count_distinct(id)"], len(t.ids))
+		}
+	}
+	for key := range want {
+		if !seen[key] {
+			add("group %q of %d rows kept is not in _aggregate.groups", key, want[key].count)
+		}
+	}
+	return vs
 }

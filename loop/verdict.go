@@ -521,8 +521,15 @@ func note(v *Verdict, b paginate.Budget, workflow bool) string {
 	if v.FilterIgnored {
 		s += " _filter applies to lists of rows, so this response was not filtered."
 	}
-	if v.Aggregated {
+	switch {
+	case !v.Aggregated:
+	case v.ResultID != "":
 		s += " The rows are not listed: _aggregate holds their numbers, and queryToolResult reads the rows."
+	case v.Records == 0:
+		s += " _aggregate holds the numbers."
+	default:
+		// No store, or one that could not take them: no handle to point at.
+		s += " The rows are not listed: _aggregate holds their numbers (the rows themselves were not kept)."
 	}
 	if v.AggregateIgnored {
 		s += " _aggregate applies to lists of rows, so this response was not aggregated."
