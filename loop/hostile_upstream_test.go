@@ -185,6 +185,9 @@ type scenario struct {
 	// count_distinct(id), by list_id in a fan-out); the rows are read
 	// back with queryToolResult.
 	Aggregate bool
+	// Cached: the engine has a dataset cache, and a call whose walk was
+	// complete is made a second time, to be served from it.
+	Cached bool
 }
 
 // generate builds the scenario of seed.
@@ -294,6 +297,7 @@ func generate(seed uint64) scenario {
 		sc.Cols = append(sc.Cols, c)
 	}
 	sc.Aggregate = sc.Style.rows() && r.IntN(4) == 0 // drawn last: the seeds before it make what they made
+	sc.Cached = (sc.AllPages || sc.ForEach) && r.IntN(5) == 0
 	return sc
 }
 
@@ -1392,6 +1396,7 @@ func (sc scenario) goString() string {
 	field("DupValue", sc.DupValue, false)
 	field("FanOut", sc.FanOut, 0)
 	field("Aggregate", sc.Aggregate, false)
+	field("Cached", sc.Cached, false)
 	if sc.Budget != (paginate.Budget{}) {
 		fmt.Fprintf(&b, ", Budget: paginate.Budget{Pages: %d, Requests: %d}", sc.Budget.Pages, sc.Budget.Requests)
 	}

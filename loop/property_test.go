@@ -1,6 +1,7 @@
 package loop_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -54,7 +55,13 @@ import (
 //     a 401/403/404, never a guessed cursor, never a skipped page or offset,
 //     never a foreign origin, at most 3 empty pages in a row;
 //   - no sentence of _note contradicts the typed verdict, and its counts
-//     are true.
+//     are true;
+//   - an _aggregate (asked on a quarter of the row cases; the rows are
+//     read back with queryToolResult) has the walk's completion, words it
+//     in its verdict, and counts, sums and groups exactly the rows kept;
+//   - a complete walk's call made again on an engine with a dataset cache
+//     is served from it: no request, the same completion, rows and
+//     aggregate, and a note that says the rows are cached.
 //
 // The sweep is seeded: case i of a run has seed -hostile.seed*1e6+i, and
 // -hostile.only=SEED replays one case with its request transcript. A case
@@ -114,26 +121,52 @@ const (
 	ruleArgument       = "argument-error-costs-nothing"                 // no request, no retry, no wait
 	ruleUnmatched      = "unmatched-filter-reported"                    // a _filter field no row has is named
 	ruleAggregate      = "aggregate-counts-the-rows-and-says-over-what" // _aggregate's numbers are those of the rows kept, its verdict the walk's
+	ruleCacheHit       = "cache-hit-is-the-walk-it-reuses"
 	ruleHarness        = "harness"
 )
 
 // callEngine is the one place the test calls the engine: adjust it, and
 // only it, when the entry point changes.
-func callEngine(ctx context.Context, caller paginate.Caller, clock paginate.Clock, sc scenario, t *tools.Tool, thread string) ([]byte, error) {
+//
+// With sc.Cached the engine has a dataset cache, and a call whose walk was
+// complete is made once more, as it was: again is that second view (nil
+// when there was none), and between runs before it.
+func callEngine(ctx context.Context, caller paginate.Caller, clock paginate.Clock, sc scenario, t *tools.Tool, thread string,
+	between func()) (view, again []byte, err error) {
 	var results *loop.Retrieval
 	if sc.Aggregate {
 		results = loop.NewRetrieval(loop.RetrievalOptions{Budget: 1 << 22})
 	}
-	e := loop.New(loop.Options{Caller: caller, Clock: clock, Budget: sc.Budget, FanOut: sc.FanOut, ViewChars: 1 << 22, Results: results})
+	var cache *loop.DatasetCache
+	if sc.Cached {
+		if cache, err = loop.NewDatasetCache(loop.CacheOptions{}); err != nil {
+			return nil, nil, err
+		}
+	}
+	e := loop.New(loop.Options{Caller: caller, Clock: clock, Budget: sc.Budget, FanOut: sc.FanOut, ViewChars: 1 << 22, Results: results, Cache: cache})
 	scope := loop.Scope{Org: "o1", Thread: thread}
-	out, err := e.Call(ctx, loop.Call{Tool: t, Args: sc.args(), Binding: loop.Binding{LoopResponses: true}, Scope: scope})
-	if err != nil {
-		return nil, err
+	call := func() ([]byte, error) {
+		out, err := e.Call(ctx, loop.Call{Tool: t, Args: sc.args(), Binding: loop.Binding{LoopResponses: true}, Scope: scope})
+		if err != nil {
+			return nil, err
+		}
+		if results == nil {
+			return out.View, nil
+		}
+		return withStoredRows(ctx, results, scope, sc, out.View)
 	}
-	if results == nil {
-		return out.View, nil
+	if view, err = call(); err != nil || !sc.Cached {
+		return view, nil, err
 	}
-	return withStoredRows(ctx, results, scope, sc, out.View)
+	var v struct {
+		Boundary struct{ Completion string } `json:"_boundary"`
+	}
+	if json.Unmarshal(view, &v) != nil || v.Boundary.Completion != "complete" {
+		return view, nil, nil
+	}
+	between()
+	again, err = call()
+	return view, again, err
 }
 
 // withStoredRows puts into an _aggregate call's view, which lists no rows,
@@ -219,6 +252,9 @@ type caseResult struct {
 	view       []byte
 	err        error
 	violations []violation
+	// cachedAgain: the call was made a second time, to be served from the
+	// dataset cache (checkCacheHit).
+	cachedAgain bool
 }
 
 type violation struct{ rule, detail string }
@@ -241,9 +277,21 @@ func (rig *hostileRig) run(sc scenario) caseResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	thread := "thread" + prefix
-	res.view, res.err = callEngine(ctx, rig.invoker, clock, sc, tool, thread)
+	firstRequests := -1 // upstream requests of the first call, when there is a second
+	var again []byte
+	res.view, again, res.err = callEngine(ctx, rig.invoker, clock, sc, tool, thread, func() {
+		h.mu.Lock()
+		firstRequests = h.requests
+		h.mu.Unlock()
+	})
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if again != nil {
+		res.cachedAgain = true
+		res.violations = append(res.violations, checkCacheHit(res.view, again, h.requests-firstRequests)...)
+		h.requests = firstRequests // the rules below are the first call's
+		rig.activity.takeLast(thread, h.requests)
+	}
 	if sc.MissingArg {
 		var te *loop.ToolError
 		if !errors.As(res.err, &te) || h.requests > 0 || len(clock.Sleeps()) > 0 {
@@ -276,6 +324,14 @@ func (s *threadActivity) AppendActivity(_ context.Context, a tools.Activity) err
 
 func (s *threadActivity) ListActivity(context.Context, string, int) ([]tools.Activity, error) {
 	return nil, nil
+}
+
+// takeLast forgets thread's records after the first keep: those of a
+// second call, checked by checkCacheHit.
+func (s *threadActivity) takeLast(thread string, keep int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.byThread[thread] = min(s.byThread[thread], keep)
 }
 
 // take returns the count of thread's records and forgets them.
@@ -947,6 +1003,7 @@ func TestHostileUpstreams(t *testing.T) {
 		var shapes struct {
 			askedOffsets, head, middle, tail, cutMidValue, probes, shifted int
 			aggregatesPartial, aggregatesUnstable, aggregatesFiltered      int // issue 24: _aggregate over sets that are not complete, or filtered
+			cacheHits                                                      int // a complete walk's call made again, from the cache
 		}
 		for i := range n {
 			seed := *hostileSeed*1_000_000 + uint64(i)
@@ -990,6 +1047,9 @@ func TestHostileUpstreams(t *testing.T) {
 				}
 				if note, _ := view["_note"].(string); strings.Contains(note, "moved across a page boundary") {
 					shapes.shifted++
+				}
+				if res.cachedAgain {
+					shapes.cacheHits++
 				}
 				if agg, _ := view["_aggregate"].(map[string]any); agg != nil {
 					switch agg["completion"] {
@@ -1038,7 +1098,7 @@ func TestHostileUpstreams(t *testing.T) {
 				"fan-out values cut mid-walk by the shared budget": shapes.cutMidValue,
 				"walks checked by a probe":                         shapes.probes, "shifts seen across a page boundary": shapes.shifted,
 				"aggregates over partial sets": shapes.aggregatesPartial, "aggregates over unstable sets": shapes.aggregatesUnstable,
-				"aggregates over filtered rows": shapes.aggregatesFiltered} {
+				"aggregates over filtered rows": shapes.aggregatesFiltered, "calls served again from the cache": shapes.cacheHits} {
 				if k == 0 {
 					t.Errorf("no %s in %d cases", what, n)
 				}
@@ -1354,6 +1414,63 @@ func checkAggregate(sc scenario, v map[string]any, completion string) []violatio
 		if !seen[key] {
 			add("group %q of %d rows kept is not in _aggregate.groups", key, want[key].count)
 		}
+	}
+	return vs
+}
+
+// checkCacheHit checks the second of two identical calls whose first walk
+// was complete (sent made upstream requests): it is served from the
+// dataset cache — no request, _cache.hit, a note that says so — with the
+// first call's completion, rows and aggregate.
+func checkCacheHit(first, second []byte, sent int) []violation {
+	var vs []violation
+	add := func(format string, args ...any) {
+		vs = append(vs, violation{ruleCacheHit, fmt.Sprintf(format, args...)})
+	}
+	var a, b map[string]any
+	if json.Unmarshal(first, &a) != nil || json.Unmarshal(second, &b) != nil {
+		add("a view is not a JSON object: %s", clip(string(second), 200))
+		return vs
+	}
+	if sent != 0 {
+		add("the second call of a complete walk sent %d upstream requests instead of reading the cache", sent)
+	}
+	c, _ := b["_cache"].(map[string]any)
+	if c["hit"] != true {
+		add("the second call of a complete walk has _cache %v", b["_cache"])
+	}
+	ba, _ := a["_boundary"].(map[string]any)
+	bb, _ := b["_boundary"].(map[string]any)
+	if ba["completion"] != bb["completion"] || a["_stoppedBy"] != b["_stoppedBy"] {
+		add("a cache hit says %v (%v); the walk it reuses was %v (%v)", bb["completion"], b["_stoppedBy"], ba["completion"], a["_stoppedBy"])
+	}
+	if n, _ := bb["requests"].(float64); n != 0 {
+		add("a cache hit's _boundary.requests is %v", bb["requests"])
+	}
+	if note, _ := b["_note"].(string); !strings.Contains(note, "cached") {
+		add("a cache hit's note does not say the rows are cached: %q", note)
+	}
+	ids := func(v map[string]any) []string {
+		var out []string
+		for _, key := range []string{"data", "items"} {
+			rows, _ := v[key].([]any)
+			for _, el := range rows {
+				row, _ := el.(map[string]any)
+				out = append(out, fmt.Sprint(row["id"], "/", row["list_id"]))
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	if x, y := ids(a), ids(b); !slices.Equal(x, y) {
+		add("a cache hit holds rows %v; the walk it reuses returned %v", clip(fmt.Sprint(y), 200), clip(fmt.Sprint(x), 200))
+	}
+	aa, _ := a["_aggregate"].(map[string]any)
+	ab, _ := b["_aggregate"].(map[string]any)
+	ga, _ := json.Marshal(aa["groups"])
+	gb, _ := json.Marshal(ab["groups"])
+	if !bytes.Equal(ga, gb) {
+		add("a cache hit's aggregate groups are %s; the walk's were %s", clip(string(gb), 200), clip(string(ga), 200))
 	}
 	return vs
 }
