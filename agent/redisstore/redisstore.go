@@ -1,14 +1,16 @@
-// Package redisstore is the Redis agent.ThreadStore and
-// agent.DefinitionStore: threads and agent definitions edited over the
-// API, shared by every replica (a PATCH on one applies on the others from
-// their next read), within the same agent.Retention contract as the
-// embedded store.
+// Package redisstore is the Redis agent.ThreadStore,
+// agent.DefinitionStore and workflow.RunStore (Runs): threads, agent
+// definitions edited over the API and workflow runs, shared by every
+// replica (a PATCH on one applies on the others from their next read),
+// within the same agent.Retention and workflow.RunRetention contracts as
+// the embedded stores.
 //
 // Keys, under the prefix: "thread:<key>" (the thread's JSON, trimmed by
 // Retention.Encode), "threads-of:<owner>" (a sorted set of the owner's
 // thread keys by last update, for MaxThreadsPerUser), "threads-by-age"
 // (all thread keys by last update, for Prune) and "agents" (a hash of
-// definitions by id; a deletion is kept as a tombstone). A put and its
+// definitions by id; a deletion is kept as a tombstone); the runs' keys
+// are Runs'. A put and its
 // pruning are one Lua script, so concurrent puts keep the bound exactly.
 // The scripts name keys they build, so this store needs a single Redis
 // (or one cluster slot), not a cluster.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/agent/storetest"
+	"github.com/trawl-dev/trawl/agent/workflow"
 )
 
 func TestBoltStoreConforms(t *testing.T) {
@@ -18,6 +19,21 @@ func TestBoltStoreConforms(t *testing.T) {
 		}
 		t.Cleanup(func() { db.Close() })
 		s, err := agent.NewBoltStore(db, ret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+func TestBoltRunStoreConforms(t *testing.T) {
+	storetest.RunRuns(t, func(t *testing.T, ret workflow.RunRetention) workflow.RunStore {
+		db, err := bolt.Open(filepath.Join(t.TempDir(), "t.db"), 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		s, err := workflow.NewBoltRunStore(db, ret)
 		if err != nil {
 			t.Fatal(err)
 		}

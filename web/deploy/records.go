@@ -9,7 +9,7 @@ import (
 )
 
 // Records is a named set of opaque records by key — workflow definitions,
-// workflow runs, sealed connection tokens: a bucket of the embedded store
+// sealed connection tokens: a bucket of the embedded store
 // (boltRecords) or a Redis hash (redisstore.Bucket). stores.go picks.
 type Records interface {
 	Put(ctx context.Context, k string, v []byte) error

@@ -18,6 +18,7 @@ import (
 
 	"github.com/trawl-dev/trawl/agent"
 	agentredis "github.com/trawl-dev/trawl/agent/redisstore"
+	"github.com/trawl-dev/trawl/agent/workflow"
 	"github.com/trawl-dev/trawl/discovery"
 	"github.com/trawl-dev/trawl/discovery/redisvectors"
 	"github.com/trawl-dev/trawl/loop"
@@ -51,8 +52,9 @@ type stores struct {
 	vectors  discovery.VectorCache
 	runs     runlease.Registry
 
-	workflows, workflowRuns, connections Records
-	grants                               grants // connect codes and attempts
+	workflows, connections Records
+	workflowRuns           workflow.RunStore
+	grants                 grants // connect codes and attempts
 
 	// adminKey is the admin API's key; keyIsNew when it was generated
 	// now (the banner shows it once). secretKey seals connections.
@@ -209,10 +211,16 @@ func openEmbeddedStores(cfg *Config, tel *Telemetry) (_ *stores, err error) {
 	for _, b := range []struct {
 		to   *Records
 		name string
-	}{{&st.workflows, "workflows"}, {&st.workflowRuns, "workflow_runs"}, {&st.connections, "connections"}} {
+	}{{&st.workflows, "workflows"}, {&st.connections, "connections"}} {
 		if *b.to, err = newBoltRecords(st.db, b.name); err != nil {
 			return nil, err
 		}
+	}
+	if st.workflowRuns, err = workflow.NewBoltRunStore(st.db, cfg.runRetention()); err != nil {
+		return nil, err
+	}
+	if err := migrateBoltWorkflowRuns(st.db, st.workflowRuns); err != nil {
+		return nil, err
 	}
 	st.grants = newMemGrants(time.Now, connectPending)
 	return st, nil
@@ -275,7 +283,10 @@ func openRedisStores(ctx context.Context, cfg *Config, tel *Telemetry) (_ *store
 	st.closers = append(st.closers, runs.Close)
 	st.runs = runs
 	st.workflows = webredis.NewBucket(c, prefix, "workflows")
-	st.workflowRuns = webredis.NewBucket(c, prefix, "workflow_runs")
+	st.workflowRuns = agentredis.NewRuns(c, prefix, cfg.runRetention())
+	if err := migrateWorkflowRuns(ctx, webredis.NewBucket(c, prefix, oldWorkflowRuns), st.workflowRuns); err != nil {
+		return nil, err
+	}
 	st.connections = webredis.NewBucket(c, prefix, "connections")
 	st.grants = webredis.NewGrants(c, prefix)
 	return st, nil

@@ -1,8 +1,8 @@
 // Package redisstore holds the Redis backends of a deployment's own state
 // (package web/deploy): sessions (Sessions, a deploy.SessionStore for the
 // deployment's Session type) and the plain keyed records the embedded
-// store keeps in bbolt buckets — workflow definitions, workflow runs,
-// sealed connection tokens (Bucket). It imports nothing of web or
+// store keeps in bbolt buckets — workflow definitions, sealed connection
+// tokens (Bucket). It imports nothing of web or
 // web/deploy, so the deployment can use it.
 package redisstore
 
@@ -37,25 +37,6 @@ func (b *Bucket) Put(ctx context.Context, k string, v []byte) error {
 		return fmt.Errorf("%s: redis: %w", b.key, err)
 	}
 	return nil
-}
-
-// putFencedScript: KEYS bucket, fence; ARGV field, value, fence value.
-var putFencedScript = redis.NewScript(`
-if redis.call('GET', KEYS[2]) ~= ARGV[3] then return -1 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-return 1`)
-
-// PutFenced stores v under k only if fenceKey holds fenceValue, in the
-// same script as the write (a run's claim, for the record the run
-// writes: runlease.Fencer): a writer whose claim lapsed cannot overwrite
-// what was written since, however late its write arrives. written is
-// false then, and nothing was written.
-func (b *Bucket) PutFenced(ctx context.Context, k string, v []byte, fenceKey, fenceValue string) (written bool, err error) {
-	n, err := putFencedScript.Run(ctx, b.c, []string{b.key, fenceKey}, k, v, fenceValue).Int()
-	if err != nil {
-		return false, fmt.Errorf("%s: redis: %w", b.key, err)
-	}
-	return n >= 0, nil
 }
 
 // Get returns the value under k; ok is false when there is none.
