@@ -137,8 +137,12 @@ func (c *Connections) put(ctx context.Context, kind string, g ConnectGrant) (str
 		return "", err
 	}
 	secret := RandomHex(20)
-	if err := c.grants.PutGrant(ctx, kind+":"+TokenHash(secret), v, g.Expires.Sub(c.now())); err != nil {
+	stored, err := c.grants.PutGrant(ctx, kind+":"+TokenHash(secret), v, g.Expires.Sub(c.now()))
+	if err != nil {
 		return "", err
+	}
+	if !stored {
+		return "", ErrTooManyPending
 	}
 	return secret, nil
 }

@@ -288,7 +288,7 @@ func openRedisStores(ctx context.Context, cfg *Config, tel *Telemetry) (_ *store
 		return nil, err
 	}
 	st.connections = webredis.NewBucket(c, prefix, "connections")
-	st.grants = webredis.NewGrants(c, prefix)
+	st.grants = webredis.NewGrants(c, prefix, connectPending)
 	return st, nil
 }
 
