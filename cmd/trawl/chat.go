@@ -17,9 +17,9 @@ import (
 	"strings"
 	"time"
 
-	sse "github.com/r3labs/sse/v2"
 	"golang.org/x/term"
 
+	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/loop"
 	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/stream"
@@ -27,9 +27,9 @@ import (
 
 // chat is a terminal chat client over trawl's stream. Each message
 // starts a turn with POST /v1/agents/{id}/chat; the turn is then read
-// from the resume endpoint (GET …/chat/{chatId}/stream) with r3labs/sse's
-// client, which reconnects with Last-Event-ID when the connection drops,
-// so a broken connection costs nothing but the reconnect. Without --url
+// from the resume endpoint (GET …/chat/{chatId}/stream) with
+// stream.Follow, which reconnects with Last-Event-ID when the connection
+// drops, so a broken connection costs nothing but the reconnect. Without --url
 // the deployment runs in-process behind a loopback listener, so the same
 // code path serves both.
 func chat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -116,8 +116,6 @@ type chatClient struct {
 	http        *http.Client
 	tty         bool
 	width       func() int // with tty
-	// streamURL, when set, replaces the resume URL (tests).
-	streamURL string
 }
 
 // startLocal runs the deployment in-process on a loopback port.
@@ -176,21 +174,22 @@ func (c *chatClient) do(ctx context.Context, method, u string, body any) (*http.
 	}
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
-		return nil, apiError(resp)
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return nil, apiError(resp.StatusCode, b)
 	}
 	return resp, nil
 }
 
-// apiError reads trawl's {"error":{"code","message"}}.
-func apiError(resp *http.Response) error {
+// apiError reads trawl's {"error":{"code","message"}} from an answer of
+// status with body.
+func apiError(status int, body []byte) error {
 	var e struct {
 		Error struct{ Code, Message string } `json:"error"`
 	}
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
-		return fmt.Errorf("chat: %s (%s, HTTP %d)", e.Error.Message, e.Error.Code, resp.StatusCode)
+	if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
+		return fmt.Errorf("chat: %s (%s, HTTP %d)", e.Error.Message, e.Error.Code, status)
 	}
-	return fmt.Errorf("chat: HTTP %d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+	return fmt.Errorf("chat: HTTP %d %s", status, strings.TrimSpace(string(body)))
 }
 
 // turn sends one user message and prints the agent's answer as it
@@ -209,81 +208,31 @@ func (c *chatClient) turn(ctx context.Context, text string) error {
 	return c.follow(ctx)
 }
 
-// errNoRun: the resume endpoint answered 204, no turn is running.
-var errNoRun = errors.New("no turn is running")
-
-// maxResumes bounds reconnects within one turn.
-const maxResumes = 20
-
 // follow prints the running turn from the resume endpoint until it ends.
 func (c *chatClient) follow(ctx context.Context) error {
-	u := c.streamURL
-	if u == "" {
-		u = c.agentURL("/chat/" + url.PathEscape(c.chat) + "/stream")
-	}
-	cl := sse.NewClient(u, sse.ClientMaxBufferSize(16<<20))
-	cl.Connection = c.http
-	cl.Headers["Authorization"] = "Bearer " + c.key
-	var stopErr error // a refusal that no reconnect can fix
-	cl.ResponseValidator = func(_ *sse.Client, resp *http.Response) error {
-		switch resp.StatusCode {
-		case http.StatusOK:
-			return nil
-		case http.StatusNoContent:
-			resp.Body.Close()
-			stopErr = errNoRun
-		default:
-			stopErr = apiError(resp)
-			resp.Body.Close()
-		}
-		return stopErr
-	}
-	strategy := &resumeBackoff{ctx: ctx, stop: func() bool { return stopErr != nil }}
-	cl.ReconnectStrategy = strategy
+	u := c.agentURL("/chat/" + url.PathEscape(c.chat) + "/stream")
 	r := newChatRenderer(c)
-	for attempt := 0; ; attempt++ {
-		err := cl.SubscribeWithContext(ctx, "", r.event)
+	opt := stream.FollowOptions{Client: c.http, Header: http.Header{"Authorization": {"Bearer " + c.key}}}
+	for ch, err := range stream.Follow(ctx, u, opt) {
+		var refused *stream.StatusError
 		switch {
-		case r.done:
-			return r.result()
+		case err == nil:
+			r.chunk(ch)
 		case ctx.Err() != nil:
 			r.interrupt()
 			return ctx.Err()
-		case errors.Is(stopErr, errNoRun):
+		case errors.Is(err, stream.ErrNotRunning):
 			// The turn ended while the connection was down: what was not
 			// printed yet is in the saved thread.
 			return c.finishFromThread(ctx, r)
-		case stopErr != nil:
-			return stopErr
-		case err != nil && strategy.spent():
-			return fmt.Errorf("chat: the stream broke and could not be resumed: %v", err)
-		case attempt >= maxResumes:
-			return fmt.Errorf("chat: the stream ended early %d times; giving up", attempt+1)
+		case errors.As(err, &refused):
+			return apiError(refused.StatusCode, refused.Body)
+		default:
+			return fmt.Errorf("chat: %w", err)
 		}
-		// The server ended the response before the turn's end: resume
-		// after the last event received (the client keeps its id).
 	}
+	return r.result()
 }
-
-// resumeBackoff is the reconnect strategy: soon, a bounded number of
-// times, never after a refusal or once ctx is done.
-type resumeBackoff struct {
-	ctx   context.Context
-	stop  func() bool
-	tries int
-}
-
-func (b *resumeBackoff) NextBackOff() time.Duration {
-	if b.stop() || b.ctx.Err() != nil || b.tries >= maxResumes {
-		return -1 // backoff.Stop
-	}
-	b.tries++
-	return time.Duration(min(b.tries-1, 10)) * 100 * time.Millisecond
-}
-
-func (b *resumeBackoff) Reset() {}
-
-func (b *resumeBackoff) spent() bool { return b.tries >= maxResumes || b.stop() }
 
 // finishFromThread prints the rest of the newest assistant message from
 // the saved thread: what the stream did not deliver before the turn ended.
@@ -293,22 +242,11 @@ func (c *chatClient) finishFromThread(ctx context.Context, r *chatRenderer) erro
 		return err
 	}
 	defer resp.Body.Close()
-	var msgs []struct {
-		Role  string `json:"role"`
-		Parts []struct {
-			Type       string          `json:"type"`
-			Text       string          `json:"text"`
-			ToolCallID string          `json:"toolCallId"`
-			ToolName   string          `json:"toolName"`
-			Input      json.RawMessage `json:"input"`
-			Output     json.RawMessage `json:"output"`
-			ErrorText  string          `json:"errorText"`
-		} `json:"parts"`
-	}
+	var msgs []agent.UIMessage
 	if err := json.NewDecoder(resp.Body).Decode(&msgs); err != nil {
 		return fmt.Errorf("chat: reading the saved thread: %w", err)
 	}
-	if len(msgs) == 0 || msgs[len(msgs)-1].Role != "assistant" {
+	if len(msgs) == 0 || msgs[len(msgs)-1].Role != agent.RoleAssistant {
 		r.endLine()
 		return nil
 	}
@@ -324,13 +262,9 @@ func (c *chatClient) finishFromThread(ctx context.Context, r *chatRenderer) erro
 				at = len(printed)
 				r.endLine()
 			}
-		case (strings.HasPrefix(p.Type, "tool-") || p.Type == "dynamic-tool") && p.ToolCallID != "" && !r.verdicts[p.ToolCallID]:
+		case p.IsTool() && p.ToolCallID != "" && !r.verdicts[p.ToolCallID]:
 			if _, seen := r.names[p.ToolCallID]; !seen {
-				name := p.ToolName
-				if name == "" {
-					name = strings.TrimPrefix(p.Type, "tool-")
-				}
-				r.toolInput(p.ToolCallID, name, p.Input)
+				r.toolInput(p.ToolCallID, p.Name(), p.Input)
 			}
 			if p.Output != nil {
 				r.verdict(p.ToolCallID, p.Output)
@@ -353,7 +287,6 @@ type chatRenderer struct {
 	frame    int
 	verdicts map[string]bool // tool calls whose verdict was printed
 	names    map[string]string
-	done     bool
 	err      error // an error chunk
 }
 
@@ -398,15 +331,8 @@ func (r *chatRenderer) interrupt() {
 	fmt.Fprintln(r.c.out, "(interrupted; the turn goes on on the server — `trawl chat` with --chat "+r.c.chat+" continues the chat)")
 }
 
-func (r *chatRenderer) event(ev *sse.Event) {
-	if string(ev.Data) == stream.Done {
-		r.done = true
-		return
-	}
-	ch, err := stream.ParseChunk(ev.Data)
-	if err != nil {
-		return // a chunk this client does not know: nothing to print
-	}
+// chunk prints one chunk of the turn.
+func (r *chatRenderer) chunk(ch stream.Chunk) {
 	switch ch := ch.(type) {
 	case stream.TextDelta:
 		r.print(ch.Delta)
@@ -418,8 +344,8 @@ func (r *chatRenderer) event(ev *sse.Event) {
 	case stream.ToolInputError:
 		r.line("✗ " + ch.ToolName + ": " + oneLine(ch.ErrorText))
 	case stream.Data:
-		if ch.Name == stream.ProgressName {
-			r.showProgress(ch)
+		if p, ok := stream.ProgressOf(ch); ok {
+			r.showProgress(ch.ID, p)
 		}
 	case stream.ToolOutputAvailable:
 		out, _ := json.Marshal(ch.Output)
@@ -446,12 +372,7 @@ func (r *chatRenderer) lineWidth() int {
 	return 0 // no limit
 }
 
-func (r *chatRenderer) showProgress(d stream.Data) {
-	var p stream.Progress
-	b, _ := json.Marshal(d.Data)
-	if json.Unmarshal(b, &p) != nil {
-		return
-	}
+func (r *chatRenderer) showProgress(id string, p stream.Progress) {
 	lp := loop.Progress{Progress: paginate.Progress{
 		Page: p.Page, PagesMax: p.PagesMax, Items: p.Items, Requests: p.Requests, RequestsMax: p.RequestsMax,
 		Elapsed: time.Duration(p.ElapsedMs) * time.Millisecond, Total: p.Total,
@@ -467,7 +388,7 @@ func (r *chatRenderer) showProgress(d stream.Data) {
 	r.endLine()
 	r.frame++
 	fmt.Fprint(r.c.out, "\r\033[K  "+progressLine(lp, r.c.width()-2, r.frame))
-	r.progress = d.ID
+	r.progress = id
 }
 
 func (r *chatRenderer) toolError(id, text string) {
