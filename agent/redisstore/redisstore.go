@@ -1,9 +1,10 @@
 // Package redisstore is the Redis agent.ThreadStore,
-// agent.DefinitionStore and workflow.RunStore (Runs): threads, agent
-// definitions edited over the API and workflow runs, shared by every
-// replica (a PATCH on one applies on the others from their next read),
-// within the same agent.Retention and workflow.RunRetention contracts as
-// the embedded stores.
+// agent.DefinitionStore, agent.ApprovalStore and workflow.RunStore
+// (Runs): threads, agent definitions edited over the API, the approvals
+// inbox and workflow runs, shared by every replica (a PATCH on one
+// applies on the others from their next read), within the same
+// agent.Retention and workflow.RunRetention contracts as the embedded
+// stores.
 //
 // Keys, under the prefix: "thread:<key>" (the thread's JSON, trimmed by
 // Retention.Encode), "threads-of:<owner>" (a sorted set of the owner's
@@ -12,8 +13,9 @@
 // definitions by id; a deletion is kept as a tombstone); the runs' keys
 // are Runs'. A put and its
 // pruning are one Lua script, so concurrent puts keep the bound exactly.
-// The scripts name keys they build, so this store needs a single Redis
-// (or one cluster slot), not a cluster.
+// The approvals inbox (Approvals) keeps "approval:<id>" and "approvals"
+// beside them. The scripts name keys they build, so this store needs a
+// single Redis (or one cluster slot), not a cluster.
 package redisstore
 
 import (

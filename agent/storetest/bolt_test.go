@@ -26,6 +26,25 @@ func TestBoltStoreConforms(t *testing.T) {
 	})
 }
 
+func TestBoltApprovalsConform(t *testing.T) {
+	storetest.RunApprovals(t, func(t *testing.T) agent.ApprovalStore {
+		db, err := bolt.Open(filepath.Join(t.TempDir(), "t.db"), 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		s, err := agent.NewBoltApprovals(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+func TestMemoryApprovalsConform(t *testing.T) {
+	storetest.RunApprovals(t, func(t *testing.T) agent.ApprovalStore { return agent.NewMemoryApprovals() })
+}
+
 func TestBoltRunStoreConforms(t *testing.T) {
 	storetest.RunRuns(t, func(t *testing.T, ret workflow.RunRetention) workflow.RunStore {
 		db, err := bolt.Open(filepath.Join(t.TempDir(), "t.db"), 0o600, nil)
