@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/trawl-dev/trawl/loop"
 )
 
 // Transcript is a recorded conversation: the user's messages and, for
@@ -531,12 +533,8 @@ func withLastResultID(args string, msgs []Message) string {
 		if msgs[i].Role != RoleTool {
 			continue
 		}
-		var r struct {
-			ResultID string `json:"_resultId"`
-		}
-		if json.Unmarshal([]byte(msgs[i].Content), &r) == nil {
-			id = r.ResultID
-		}
+		env, _ := loop.ReadEnvelope([]byte(msgs[i].Content))
+		id = env.ResultID
 	}
 	return strings.ReplaceAll(args, LastResultIDRef, id)
 }
@@ -594,9 +592,8 @@ func replayDeviations(msgs []Message) []string {
 					asked = append(asked, "`"+k+"`")
 				}
 			}
-			_, bounded := res["_boundary"]
-			_, verdict := res["_pagingComplete"]
-			if len(asked) > 0 && res != nil && !bounded && !verdict {
+			env, _ := loop.ReadEnvelope([]byte(content))
+			if len(asked) > 0 && res != nil && !env.Looped() {
 				out = append(out, fmt.Sprintf("`%s` ran without looping (response looping is switched off in this agent's binding), so %s did not apply and it saw a single response",
 					c.Name, strings.Join(asked, ", ")))
 			}

@@ -187,8 +187,8 @@ type CacheRequest struct {
 
 // CacheHit labels a dataset served from the cache.
 type CacheHit struct {
-	CachedAt  time.Time
-	ExpiresAt time.Time
+	CachedAt  time.Time `json:"cachedAt"`
+	ExpiresAt time.Time `json:"expiresAt"`
 }
 
 // JSON is the value of the view's _cache key.

@@ -396,9 +396,8 @@ func (r *chatRenderer) toolError(id, text string) {
 	r.line("  ✗ " + r.names[id] + " failed: " + oneLine(text))
 }
 
-// verdict prints a tool result's verdict: the boundary statement's
-// completion (complete · partial · unstable · single response), with
-// _pagingComplete as the fallback, and the counts.
+// verdict prints a tool result's verdict: its completion (complete ·
+// partial · unstable · single response) and the counts.
 func (r *chatRenderer) verdict(id string, output json.RawMessage) {
 	r.verdicts[id] = true
 	r.line("  " + verdictLine(r.names[id], output))
@@ -406,37 +405,12 @@ func (r *chatRenderer) verdict(id string, output json.RawMessage) {
 
 // verdictLine summarises a tool output in one line.
 func verdictLine(name string, output json.RawMessage) string {
-	var env struct {
-		Complete  *bool  `json:"_pagingComplete"`
-		StoppedBy string `json:"_stoppedBy"`
-		ResultID  string `json:"_resultId"`
-		Truncated bool   `json:"_truncated"`
-		Shown     int    `json:"_shownItems"`
-		Total     int    `json:"_totalItems"`
-		Boundary  *struct {
-			Completion string `json:"completion"`
-			Records    *int   `json:"records"`
-			Pages      *int   `json:"pages"`
-			Requests   *int   `json:"requests"`
-			StopReason string `json:"stopReason"`
-		} `json:"_boundary"`
-	}
-	_ = json.Unmarshal(output, &env)
-	completion := ""
-	if env.Boundary != nil {
-		completion = env.Boundary.Completion
-	}
-	if completion == "" && env.Complete != nil {
-		completion = "partial"
-		if *env.Complete {
-			completion = "complete"
-		}
-	}
-	mark := map[string]string{"complete": "✓", "partial": "!", "unstable": "~", "single_response": "·", "": "✓"}[completion]
+	env, _ := loop.ReadEnvelope(output)
+	mark := map[loop.Completion]string{loop.Complete: "✓", loop.Partial: "!", loop.Unstable: "~", loop.SingleResponse: "·", "": "✓"}[env.Completion]
 	if mark == "" {
 		mark = "?"
 	}
-	words := strings.ReplaceAll(completion, "_", " ")
+	words := strings.ReplaceAll(string(env.Completion), "_", " ")
 	if words == "" {
 		words = "done"
 	}
@@ -445,18 +419,13 @@ func verdictLine(name string, output json.RawMessage) string {
 		if b.Records != nil {
 			parts = append(parts, fmt.Sprintf("%d records", *b.Records))
 		}
-		if b.Pages != nil {
-			parts = append(parts, fmt.Sprintf("%d pages", *b.Pages))
-		}
-		if b.Requests != nil {
-			parts = append(parts, fmt.Sprintf("%d requests", *b.Requests))
-		}
+		parts = append(parts, fmt.Sprintf("%d pages", b.Pages), fmt.Sprintf("%d requests", b.Requests))
 	}
 	if env.StoppedBy != "" {
 		parts = append(parts, "stopped by "+env.StoppedBy)
 	}
 	if env.Truncated {
-		parts = append(parts, fmt.Sprintf("%d of %d rows shown, the rest stored as %s", env.Shown, env.Total, env.ResultID))
+		parts = append(parts, fmt.Sprintf("%d of %d rows shown, the rest stored as %s", env.ShownItems, env.TotalItems, env.ResultID))
 	}
 	return strings.Join(parts, " · ")
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/loop"
 	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/web/deploy"
 )
@@ -74,16 +75,12 @@ func (a *account) chunk(c stream.Chunk) {
 		in, _ := json.Marshal(c.Input)
 		fmt.Fprintf(a.w, "tool %s %s\n", c.ToolName, in)
 	case stream.ToolOutputAvailable:
-		var v struct {
-			Boundary json.RawMessage `json:"_boundary"` // every verdict has one (a single response no _pagingComplete)
-			Stopped  string          `json:"_stoppedBy"`
-			Note     string          `json:"_note"`
-		}
+		var env loop.Envelope
 		if b, err := json.Marshal(c.Output); err == nil {
-			json.Unmarshal(b, &v)
+			env, _ = loop.ReadEnvelope(b)
 		}
-		if v.Boundary != nil {
-			fmt.Fprintf(a.w, "  → %s\n", v.Note)
+		if env.Looped() {
+			fmt.Fprintf(a.w, "  → %s\n", env.Note)
 		} else {
 			fmt.Fprintf(a.w, "  → ok\n")
 		}
