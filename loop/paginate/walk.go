@@ -95,7 +95,7 @@ type WalkOptions struct {
 	// Plan is what detection found; the first response may refine it.
 	Plan Plan
 	// Effect is the call's effect (a binding may override the tool's);
-	// "" means EffectOf(Tool, Plan). Only a read is sent again after a
+	// "" means Effect(Tool, Plan, ""). Only a read is sent again after a
 	// transport failure or a 5xx.
 	Effect tools.Effect
 	// AllPages walks every page. False: one request, whose signals still
@@ -438,7 +438,7 @@ func newWalker(o WalkOptions) *walker {
 	w.base = requestURL(o.Tool, w.args)
 	effect := o.Effect
 	if effect == "" {
-		effect = EffectOf(o.Tool, o.Plan)
+		effect = Effect(o.Tool, o.Plan, "")
 	}
 	w.effect = effect
 	w.retryable = effect == tools.EffectRead
