@@ -65,7 +65,7 @@ import (
 //     queryToolResult).
 //   - tool_calls[k].arguments: a JSON object, optional (absent or null:
 //     {}). Reserved arguments (_all_pages, _fields, _for_each, _filter,
-//     _refresh) are written like any other. A string argument may hold
+//     _aggregate, _refresh) are written like any other. A string argument may hold
 //     {{lastResultId}}, replaced when played by the newest _resultId a
 //     tool result of the conversation carried (so a recorded
 //     queryToolResult can name a result handed out live).
@@ -547,14 +547,16 @@ func (r *Replay) isAnswer(turn, step int) bool {
 
 // replayReserved are the reserved arguments whose effect a recorded
 // answer relies on.
-var replayReserved = []string{"_all_pages", "_for_each", "_fields", "_filter"}
+var replayReserved = []string{"_all_pages", "_for_each", "_fields", "_filter", "_aggregate"}
 
 // replayDeviations says how the live tool calls of the current turn
 // differed from the recording: a call the runner refused or that failed
 // (its result is {"error": …}), and a call that asked for reserved
 // arguments but came back without a boundary statement — its binding
 // does not loop ("Allow response looping" is off), so the arguments were
-// stripped and it saw one response. The evidence is the messages alone,
+// stripped and it saw one response; and a call that asked for every page
+// but came back partial or unstable, so the recorded counts are not this
+// run's. The evidence is the messages alone,
 // so a Replay stays stateless.
 func replayDeviations(msgs []Message) []string {
 	start := 0
@@ -597,6 +599,12 @@ func replayDeviations(msgs []Message) []string {
 				out = append(out, fmt.Sprintf("`%s` ran without looping (response looping is switched off in this agent's binding), so %s did not apply and it saw a single response",
 					c.Name, strings.Join(asked, ", ")))
 			}
+			// A walk of every page the recording counted that did not
+			// see every row this time (a limit, a failed value, data
+			// that moved): the recorded totals are not this run's.
+			if _, all := args["_all_pages"]; all && env.Boundary != nil && (env.Completion == loop.Partial || env.Completion == loop.Unstable) {
+				out = append(out, fmt.Sprintf("`%s` came back %s (stopped by %s), so it did not see every row the recorded answer counted", c.Name, env.Completion, env.Boundary.StopReason))
+			}
 		}
 	}
 	return out
@@ -608,7 +616,7 @@ func replayDeviations(msgs []Message) []string {
 func replayDeviationText(dev []string) string {
 	return "I can't give the recorded answer, because this run's tool calls differed from the recording: " +
 		strings.Join(dev, "; ") + ". The recorded answer relied on those calls, so it would claim more than was checked here. " +
-		"Switch \"Allow response looping for this tool\" back on in the agent's bindings (or fix the failing call) and ask again."
+		"Switch \"Allow response looping for this tool\" back on in the agent's bindings (or fix the failing call, or raise the limits that cut the walk) and ask again."
 }
 
 // step is the step to play, or the note that the recording is over.

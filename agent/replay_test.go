@@ -565,4 +565,18 @@ func TestReplaySaysWhenTheRunDiffers(t *testing.T) {
 	if strings.Contains(got, "42 open orders") {
 		t.Errorf("the recorded claim is still made: %s", got)
 	}
+
+	// A walk of every page that a limit cut: the recorded counts are not
+	// this run's either.
+	msgs = replayHistory(tr, 0, 2)
+	for i := range msgs {
+		if msgs[i].ToolCallID == "call_0_0_0" {
+			msgs[i].Content = `{"orders":[{"id":"o1"}],"_pagingComplete":false,"_boundary":{"completion":"partial","stopReason":"budget_pages"},` +
+				`"_aggregate":{"completion":"partial","verdict":"over the 1 row fetched (partial): rows are missing, so these are not totals"}}`
+		}
+	}
+	got = answer(msgs)
+	if !strings.Contains(got, "`list_orders` came back partial (stopped by budget_pages)") || strings.Contains(got, "42 open orders") {
+		t.Errorf("a partial walk's answer: %s", got)
+	}
 }

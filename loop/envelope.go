@@ -2,6 +2,7 @@ package loop
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -35,6 +36,10 @@ type Envelope struct {
 	ForEachErrors   []ForEachError   `json:"_forEachErrors"`
 	ForEachSkipped  []ForEachSkip    `json:"_forEachSkipped"`
 	ForEachPartial  []ForEachCut     `json:"_forEachPartial"`
+	// Aggregate is `_aggregate`: the groups and metrics of an
+	// _aggregate (or queryToolResult's aggregate) over every row, with
+	// the set's verdict; nil without one.
+	Aggregate *AggregateReport `json:"-"`
 	// UnknownArgs are the arguments sent that no parameter declares,
 	// which the tool's schema admits.
 	UnknownArgs []string `json:"_unknownArgs"`
@@ -81,8 +86,12 @@ func ReadEnvelope(output []byte) (Envelope, error) {
 	// Only the envelope's keys are decoded: the payload beside them
 	// (every row of a walk) is skipped over, not unmarshalled.
 	env := []byte{'{'}
+	var aggregate []byte
 	err := query.EachMember(output, func(key []byte, name string, value []byte) {
-		if strings.HasPrefix(name, "_") {
+		switch {
+		case name == "_aggregate":
+			aggregate = value
+		case strings.HasPrefix(name, "_"):
 			if len(env) > 1 {
 				env = append(env, ',')
 			}
@@ -95,6 +104,11 @@ func ReadEnvelope(output []byte) (Envelope, error) {
 		return e, fmt.Errorf("reading a result's envelope: %w", err)
 	}
 	err = json.Unmarshal(append(env, '}'), &e)
+	if query.FirstByte(aggregate) == '{' {
+		var aerr error
+		e.Aggregate, aerr = readAggregate(aggregate)
+		err = errors.Join(err, aerr)
+	}
 	switch {
 	case e.Boundary != nil && e.Boundary.Completion != "":
 		e.Completion = e.Boundary.Completion

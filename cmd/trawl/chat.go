@@ -427,6 +427,9 @@ func verdictLine(name string, output json.RawMessage) string {
 	if env.Truncated {
 		parts = append(parts, fmt.Sprintf("%d of %d rows shown, the rest stored as %s", env.ShownItems, env.TotalItems, env.ResultID))
 	}
+	if a := env.Aggregate; a != nil && a.Verdict != "" {
+		parts = append(parts, "aggregate "+a.Verdict)
+	}
 	return strings.Join(parts, " · ")
 }
 

@@ -79,10 +79,14 @@ func (a *account) chunk(c stream.Chunk) {
 		if b, err := json.Marshal(c.Output); err == nil {
 			env, _ = loop.ReadEnvelope(b)
 		}
-		if env.Looped() {
+		switch {
+		case env.Looped():
 			fmt.Fprintf(a.w, "  → %s\n", env.Note)
-		} else {
+		case env.Aggregate == nil:
 			fmt.Fprintf(a.w, "  → ok\n")
+		}
+		if env.Aggregate != nil {
+			fmt.Fprintf(a.w, "  → aggregate: %s\n", env.Aggregate.Verdict)
 		}
 	case stream.ToolOutputError:
 		a.failed++

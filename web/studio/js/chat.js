@@ -9,7 +9,7 @@ import { call, openStream, readEvents, seg } from './api.js';
 import { banner, effectBadge, errorText, h, loading } from './dom.js';
 import { jsonView } from './json.js';
 import { markdown } from './markdown.js';
-import { boundaryTable, completionOf, progressView, rowsView, verdictBadge } from './verdict.js';
+import { aggregateView, boundaryTable, completionOf, progressView, rowsView, verdictBadge } from './verdict.js';
 
 const PENDING = 'trawl.studio.pending.';
 // A broken connection is resumed this many times within one turn.
@@ -499,11 +499,14 @@ export function chatView({ navigate }) {
         badge.replaceChildren(c ? verdictBadge(env) : h('span', { class: ['pill', 'pill-none'], dataset: { verdict: 'none' } }, 'Done'));
         el.dataset.verdict = c || 'none';
         const fields = Array.isArray(input._fields) ? input._fields : null;
-        const rows = rowsView(env, { scope, fields, callFilter: input._filter });
+        const agg = aggregateView(env);
+        // A queryToolResult aggregate has no rows of its own to list.
+        const rows = agg && !env._boundary ? null : rowsView(env, { scope, fields, callFilter: input._filter });
         result.replaceChildren(...[
           env._note ? h('p', { class: 'note' }, env._note) : null,
           env._boundary ? h('details', { class: 'tc-boundary' }, h('summary', null, 'Boundary statement'), boundaryTable(env._boundary)) : null,
-          rows || jsonView('Output', out), // a result without rows (a write's answer) as it came
+          agg,
+          rows || (agg ? null : jsonView('Output', out)), // a result without rows (a write's answer) as it came
         ].filter(Boolean));
       },
       error(text) {

@@ -27,7 +27,12 @@ export function completionOf(env) {
 
 // verdictBadge is the pill naming the completion.
 export function verdictBadge(env) {
-  const c = completionOf(env);
+  return completionBadge(completionOf(env));
+}
+
+// completionBadge is the pill naming completion c ('' when there is
+// none).
+export function completionBadge(c) {
   const state = c || 'none';
   const label = COMPLETION_LABEL[c] || (c ? c.replace(/_/g, ' ') : 'No paging verdict');
   return h('span', { class: ['pill', `pill-${state.replace(/[^a-z_]/g, '')}`], dataset: { verdict: state } }, label);
@@ -45,6 +50,53 @@ export function boundaryTable(b) {
   return h('table', { class: 'table kv boundary' },
     h('caption', null, 'Boundary'),
     h('tbody', null, Object.entries(b).map(([k, v]) => h('tr', null, h('th', { scope: 'row' }, k), h('td', null, fmt(v))))));
+}
+
+// aggregateView shows an _aggregate: its verdict badge and its one
+// verdict sentence (as the server words it: this page never words a
+// verdict itself), then the groups × metrics table, what was skipped,
+// and what was left out. null when env holds no aggregate.
+export function aggregateView(env) {
+  const a = env && typeof env === 'object' ? env._aggregate : null;
+  if (!a || typeof a !== 'object' || !Array.isArray(a.groups)) return null;
+  const by = Array.isArray(a.groupBy) ? a.groupBy : [];
+  const metrics = [];
+  for (const g of a.groups) {
+    for (const k of Object.keys(g)) {
+      if (k !== '_skipped' && !by.includes(k) && !metrics.includes(k)) metrics.push(k);
+    }
+  }
+  if (!metrics.length && a.skipped) metrics.push(...Object.keys(a.skipped));
+  const cell = (v) => (v === null || v === undefined ? h('span', { class: 'muted' }, 'null') : fmt(v));
+  const head = h('tr', null,
+    by.map((p) => h('th', { scope: 'col', class: 'agg-key' }, p)),
+    metrics.map((m) => h('th', { scope: 'col', class: 'agg-metric' }, m)));
+  const body = a.groups.length
+    ? a.groups.map((g) => h('tr', null,
+      by.map((p) => h('th', { scope: 'row', class: 'agg-key' }, cell(g[p]))),
+      metrics.map((m) => h('td', { class: 'agg-metric' }, cell(g[m])))))
+    : [h('tr', null, h('td', { colspan: String(Math.max(by.length + metrics.length, 1)), class: 'empty' }, 'No group.'))];
+  const skipped = [];
+  for (const [m, s] of Object.entries(a.skipped || {})) {
+    const parts = [['null', s.null], ['missing', s.missing], ['not a number', s.not_a_number], ['out of range', s.out_of_range]]
+      .filter(([, n]) => n > 0).map(([what, n]) => `${n} ${what}`);
+    if (parts.length) skipped.push(h('li', null, h('code', null, m), ` skipped ${parts.join(', ')}`));
+  }
+  for (const [m, n] of Object.entries(a.numericStrings || {})) {
+    skipped.push(h('li', null, h('code', null, m), ` read ${plural(n, 'number', 'numbers')} written as strings`));
+  }
+  const shown = a.groupsShown ?? a.groups.length;
+  const counts = `${plural(a.rows ?? 0, 'row', 'rows')} · ${shown < (a.groupCount ?? shown) ? `${shown} of ${a.groupCount} groups` : plural(a.groupCount ?? shown, 'group', 'groups')}`;
+  return h('section', { class: ['aggregate', `aggregate-${a.completion || 'none'}`], 'aria-label': 'Aggregate', dataset: { completion: a.completion || 'none' } },
+    h('div', { class: 'rows-head' },
+      h('h4', { class: 'rows-title' }, 'Aggregate'),
+      completionBadge(a.completion || ''),
+      h('span', { class: 'muted agg-counts' }, counts)),
+    a.verdict ? h('p', { class: 'note aggregate-verdict' }, a.verdict) : null,
+    h('div', { class: 'table-wrap' }, h('table', { class: 'table aggregate-table' }, h('thead', null, head), h('tbody', null, body))),
+    skipped.length ? h('ul', { class: 'agg-skipped muted' }, skipped) : null,
+    Array.isArray(a.unmatched) && a.unmatched.length ? h('p', { class: 'inline-error' }, 'Unmatched: ', a.unmatched.map((p, i) => [i ? ', ' : '', h('code', null, p)])) : null,
+    a.note ? h('p', { class: 'muted agg-note' }, a.note) : null);
 }
 
 function plural(n, one, many) {
