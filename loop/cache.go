@@ -237,7 +237,7 @@ type DatasetCache struct {
 	local LocalWalks // collapses walks in this process; shared, when set, beneath it across processes
 
 	hits, misses, shadowHits, shadowMisses, stores, partial atomic.Int64
-	refreshes, experiments, collapsed, walks, errs          atomic.Int64
+	refreshes, experiments, walks, errs                     atomic.Int64
 }
 
 // NewDatasetCache returns a DatasetCache.

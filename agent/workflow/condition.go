@@ -23,8 +23,6 @@ const (
 	OpTruthy = "truthy"
 )
 
-var conditionOps = []string{OpEq, OpNeq, OpGt, OpGte, OpLt, OpLte, OpExists, OpTruthy}
-
 // op returns the condition's operator, truthy when none is given.
 func (c *Condition) op() string {
 	if c.Op == "" {
