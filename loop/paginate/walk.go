@@ -435,7 +435,12 @@ func newWalker(o WalkOptions) *walker {
 	w.seen = map[string]struct{}{}
 	w.args = cloneArgs(o.Args)
 	w.origin = originOf(o.Tool.Origin)
-	w.base = requestURL(o.Tool, w.args)
+	// The base for resolving relative next URLs: the first request's URL
+	// (the invoker's own), without its query; none without an origin.
+	if u, err := tools.RequestURL(o.Tool, w.args); err == nil && u.Host != "" {
+		u.RawQuery = ""
+		w.base = u
+	}
 	effect := o.Effect
 	if effect == "" {
 		effect = Effect(o.Tool, o.Plan, "")
