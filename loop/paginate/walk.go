@@ -103,6 +103,11 @@ type WalkOptions struct {
 	// Credential and ThreadID are passed on in every tools.Request.
 	Credential string
 	ThreadID   string
+	// Scrub is the Caller's scrubber for Credential. What the walker
+	// renders from an answer — an error body's message, read decoded from
+	// its JSON escapes — passes through it, so that no decoding undoes the
+	// Caller's masking. Nil: nothing more is masked.
+	Scrub *tools.Scrubber
 	// Progress, when set, is called after every page, on the walk's
 	// goroutine; it must not block for long.
 	Progress func(Progress)
@@ -324,6 +329,7 @@ type walker struct {
 
 func newWalker(o WalkOptions) *walker {
 	w := &walker{o: o, clock: o.Clock, budget: o.Budget.Resolved(), meter: o.Meter, plan: o.Plan}
+
 	if w.clock == nil {
 		w.clock = SystemClock{}
 	}
