@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
 	"reflect"
 	"regexp"
@@ -27,9 +29,15 @@ type MCPConfig struct {
 	// of their ids. 1-64 letters, digits, '_' or '-'.
 	ID string `json:"id" yaml:"id"`
 	// Command is the program and its arguments, run without a shell. The
-	// process inherits trawl's environment; its stderr goes to the logger
-	// at debug level.
+	// process gets a minimal environment (PATH, HOME, the locale and the
+	// few more the MCP SDKs pass: see Environ) plus Env, nothing else of
+	// trawl's; its stderr goes to the logger at debug level.
 	Command []string `json:"command,omitempty" yaml:"command,omitempty"`
+	// Env is the command server's own environment, by name: a plain value
+	// is a secret (masked wherever it appears, like every credential
+	// trawl holds); {value: …, secret: false} is not. Values may use
+	// ${ENV} like any config value.
+	Env map[string]MCPEnvValue `json:"env,omitempty" yaml:"env,omitempty"`
 	// URL is the server's streamable HTTP endpoint (http or https).
 	URL string `json:"url,omitempty" yaml:"url,omitempty"`
 }
@@ -57,21 +65,35 @@ func (c MCPConfig) Validate() error {
 	default:
 		return fmt.Errorf("mcp server %q: command or url is required", c.ID)
 	}
-	return nil
+	return c.checkEnv()
 }
 
-// Secrets are the values of the URL's query (hosted MCP servers often
-// take their key there): the deployment's scrubber masks them.
+// Secrets are what the deployment's scrubber must mask for this server:
+// the values of the URL's query (hosted MCP servers often take their key
+// there), decoded and as written in the URL (the spelling the server
+// receives, and may echo base64-encoded), and the Env values that are
+// secrets.
 func (c MCPConfig) Secrets() []string {
-	u, err := url.Parse(c.URL)
-	if err != nil {
-		return nil
-	}
 	var out []string
+	for _, k := range slices.Sorted(maps.Keys(c.Env)) {
+		if v := c.Env[k]; v.Secret {
+			out = append(out, v.Value)
+		}
+	}
+	u, err := url.Parse(c.URL)
+	if err != nil || c.URL == "" {
+		return out
+	}
 	for _, vs := range u.Query() {
 		out = append(out, vs...)
 	}
-	return out
+	for _, kv := range strings.Split(u.RawQuery, "&") {
+		if _, v, ok := strings.Cut(kv, "="); ok && v != "" {
+			out = append(out, v)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // MCPOptions configures an MCPSource. The zero value is usable.
@@ -204,6 +226,7 @@ func ConnectMCP(ctx context.Context, cfg MCPConfig, opt MCPOptions) (*MCPSource,
 	var transport mcp.Transport
 	if len(cfg.Command) > 0 {
 		cmd := exec.Command(cfg.Command[0], cfg.Command[1:]...)
+		cmd.Env = cfg.Environ(os.Environ())
 		cmd.Stderr = &stderrLogger{logger: s.logger}
 		transport = &mcp.CommandTransport{Command: cmd}
 	} else {

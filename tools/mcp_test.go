@@ -398,10 +398,12 @@ func TestMCPListChanged(t *testing.T) {
 }
 
 func TestConnectMCPStdio(t *testing.T) {
-	t.Setenv(mcpServerEnv, "1")
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&syncWriter{w: &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	src := connectTest(t, MCPConfig{ID: "local", Command: []string{os.Args[0]}}, MCPOptions{Logger: logger})
+	// The child gets only what Env gives it (and PATH, HOME…): the test
+	// binary serves MCP because Env says so.
+	src := connectTest(t, MCPConfig{ID: "local", Command: []string{os.Args[0]},
+		Env: map[string]MCPEnvValue{mcpServerEnv: {Value: "1"}}}, MCPOptions{Logger: logger})
 
 	if got := len(src.Tools()); got != 9 {
 		t.Errorf("tools = %d (%v), want 9", got, toolNames(src.Tools()))
