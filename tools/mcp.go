@@ -3,6 +3,7 @@ package tools
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -122,6 +123,11 @@ type MCPOptions struct {
 	// Log records every tool call (method "MCP", path the server's tool
 	// name). Nil: nothing is recorded.
 	Log *ActivityLog
+	// Scrub is the deployment's scrubber (Invoker.Scrubber): what the
+	// server lists — tool names, descriptions, schemas — passes through it
+	// before anyone sees it, like its answers (which the Router scrubs).
+	// Nil: nothing is masked.
+	Scrub func(runtime ...string) *Scrubber
 }
 
 // Bounds of reading a server's tool list: a server that keeps handing out
@@ -163,6 +169,7 @@ type MCPSource struct {
 	max         int64
 	logger      *slog.Logger
 	activity    *ActivityLog
+	scrub       func(runtime ...string) *Scrubber // nil: none
 	onChange    func([]*Tool)
 	changed     chan struct{} // list_changed signals, coalesced (capacity 1)
 	done        chan struct{} // closed by Close
@@ -191,6 +198,7 @@ func ConnectMCP(ctx context.Context, cfg MCPConfig, opt MCPOptions) (*MCPSource,
 		max:         opt.MaxResponseBytes,
 		logger:      opt.Logger,
 		activity:    opt.Log,
+		scrub:       opt.Scrub,
 		onChange:    opt.OnChange,
 		changed:     make(chan struct{}, 1),
 		done:        make(chan struct{}),
@@ -373,7 +381,16 @@ func (s *MCPSource) list(ctx context.Context) ([]*Tool, map[string]string, error
 		next := res.NextCursor
 		switch {
 		case next == "":
+			var orig map[string]string
+			if s.scrub != nil {
+				all, orig = scrubMCPTools(s.scrub(), all, s.logger)
+			}
 			ts, remote := mapMCPTools(s.id, all, s.logger)
+			for id, name := range remote {
+				if o, ok := orig[name]; ok {
+					remote[id] = o // calls use the server's own name
+				}
+			}
 			return ts, remote, nil
 		case seen[next]:
 			return nil, nil, s.fail("listing tools", fmt.Errorf("page %d repeats an earlier cursor", page))
@@ -383,6 +400,41 @@ func (s *MCPSource) list(ctx context.Context) ([]*Tool, map[string]string, error
 		seen[next] = true
 		params = &mcp.ListToolsParams{Cursor: next}
 	}
+}
+
+// scrubMCPTools masks secrets in a tool list as the server sent it (a
+// server may write its URL key into a description), and maps each masked
+// name back to the server's own. A tool whose masked listing no longer
+// reads is left out, with a warning.
+func scrubMCPTools(scrub *Scrubber, list []*mcp.Tool, logger *slog.Logger) ([]*mcp.Tool, map[string]string) {
+	if scrub.Empty() {
+		return list, nil
+	}
+	out := make([]*mcp.Tool, 0, len(list))
+	orig := map[string]string{}
+	for _, t := range list {
+		if t == nil {
+			continue
+		}
+		b, err := json.Marshal(t)
+		if err != nil {
+			logger.Warn("mcp tool cannot be read; left out", "tool", scrub.String(t.Name), "error", err)
+			continue
+		}
+		c := scrub.Bytes(b)
+		if bytes.Equal(b, c) {
+			out = append(out, t)
+			continue
+		}
+		var masked mcp.Tool
+		if err := json.Unmarshal(c, &masked); err != nil {
+			logger.Warn("mcp tool listing holds a secret and does not read once masked; left out", "tool", scrub.String(t.Name))
+			continue
+		}
+		orig[masked.Name] = t.Name
+		out = append(out, &masked)
+	}
+	return out, orig
 }
 
 func (s *MCPSource) fail(op string, err error) *MCPError {

@@ -89,7 +89,7 @@ func (s *Deployment) logImport(provider string, r *tools.ImportReport) {
 func (s *Deployment) connectMCP(ctx context.Context, cat *tools.Catalog, mc tools.MCPConfig) error {
 	s.invoker.AddSecrets(mc.Secrets()...)
 	src, err := tools.ConnectMCP(ctx, mc, tools.MCPOptions{
-		Logger: s.log.With("mcp", mc.ID), Log: s.activity, HTTPClient: s.tel.mcpClient(s.cfg.Telemetry, mc.ID),
+		Logger: s.log.With("mcp", mc.ID), Log: s.activity, HTTPClient: s.tel.mcpClient(s.cfg.Telemetry, mc.ID), Scrub: s.invoker.Scrubber,
 		OnChange: func(ts []*tools.Tool) {
 			if err := cat.ReplaceProvider(mc.ID, ts); err != nil {
 				s.log.Error("mcp tool list changed but could not be applied", "mcp", mc.ID, "err", err)

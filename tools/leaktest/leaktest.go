@@ -14,7 +14,6 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
-	"regexp"
 	"strconv"
 	"unicode/utf8"
 )
@@ -22,37 +21,62 @@ import (
 // Find returns where secret can be recovered from text (one line per
 // finding, naming the reading and the encoding); none when it cannot.
 func Find(text []byte, secret string) []string {
-	if secret == "" {
-		return nil
-	}
+	return New(text).Find(secret)
+}
+
+// FindAny is Find for each secret, the findings prefixed with the secret.
+func FindAny(text []byte, secrets ...string) []string {
+	h := New(text)
 	var out []string
-	for _, v := range readings(text) {
-		if bytes.Contains(v.text, []byte(secret)) {
-			out = append(out, "as "+v.name)
-		}
-		for _, run := range base64Run.FindAll(v.text, -1) {
-			for off := range 4 {
-				dec, ok := decodeBase64(run[min(off, len(run)):])
-				if !ok {
-					continue
-				}
-				for _, d := range readings(dec) {
-					if bytes.Contains(d.text, []byte(secret)) {
-						out = append(out, fmt.Sprintf("base64 at offset %d of %q (in %s), read %s", off, clip(run), v.name, d.name))
-					}
-				}
-			}
+	for _, s := range secrets {
+		for _, f := range h.Find(s) {
+			out = append(out, fmt.Sprintf("%q %s", s, f))
 		}
 	}
 	return out
 }
 
-// FindAny is Find for each secret, the findings prefixed with the secret.
-func FindAny(text []byte, secrets ...string) []string {
+// Hunt is a text decoded every way Find reads it, to search for many
+// secrets: build it once with New.
+type Hunt struct {
+	views []reading // every reading of the text, and of its base64 runs
+}
+
+// New decodes text every way Find reads it: each reading of the text,
+// and for each, its base64 runs decoded at each character offset (the
+// runs of one reading and offset joined by NULs), read every way again.
+func New(text []byte) *Hunt {
+	h := &Hunt{}
+	for _, v := range readings(text) {
+		h.views = append(h.views, v)
+		runs := base64Runs(v.text)
+		for off := range 4 {
+			var joined []byte
+			for _, run := range runs {
+				if dec, ok := decodeBase64(run[min(off, len(run)):]); ok {
+					joined = append(append(joined, dec...), 0, 0)
+				}
+			}
+			for _, d := range readings(joined) {
+				d.name = fmt.Sprintf("base64 (from character %d of a run) in %s, read as %s", off, v.name, d.name)
+				h.views = append(h.views, d)
+			}
+		}
+	}
+	return h
+}
+
+// Find returns where secret can be recovered from the text, with what
+// surrounds it there.
+func (h *Hunt) Find(secret string) []string {
+	if secret == "" {
+		return nil
+	}
 	var out []string
-	for _, s := range secrets {
-		for _, f := range Find(text, s) {
-			out = append(out, fmt.Sprintf("%q %s", s, f))
+	for _, v := range h.views {
+		if i := bytes.Index(v.text, []byte(secret)); i >= 0 {
+			at := v.text[max(0, i-20):min(len(v.text), i+len(secret)+20)]
+			out = append(out, fmt.Sprintf("as %s: …%q…", v.name, at))
 		}
 	}
 	return out
@@ -64,17 +88,44 @@ type reading struct {
 }
 
 // readings are the ways a consumer may read text: as it is, with its JSON
-// escapes decoded, percent-decoded, and both in either order.
+// escapes decoded, percent-decoded, and both in either order (only those
+// that differ from the text).
 func readings(text []byte) []reading {
+	out := []reading{{"raw text", text}}
+	if bytes.IndexByte(text, '\\') < 0 && bytes.IndexByte(text, '%') < 0 {
+		return out
+	}
 	j, p := jsonUnescape(text), percentDecode(text)
-	return []reading{{"raw text", text}, {"JSON-unescaped text", j}, {"percent-decoded text", p},
-		{"JSON-unescaped, then percent-decoded text", percentDecode(j)}, {"percent-decoded, then JSON-unescaped text", jsonUnescape(p)}}
+	return append(out, reading{"JSON-unescaped text", j}, reading{"percent-decoded text", p},
+		reading{"JSON-unescaped, then percent-decoded text", percentDecode(j)}, reading{"percent-decoded, then JSON-unescaped text", jsonUnescape(p)})
 }
 
-var (
-	base64Run = regexp.MustCompile(`[A-Za-z0-9+/_-]{8,}`)
-	percent   = regexp.MustCompile(`%[0-9a-fA-F]{2}`)
-)
+// base64Runs are the runs of at least 8 characters of either base64
+// alphabet in b.
+func base64Runs(b []byte) [][]byte {
+	var out [][]byte
+	start := -1
+	for i := 0; i <= len(b); i++ {
+		if i < len(b) && isBase64[b[i]] {
+			if start < 0 {
+				start = i
+			}
+			continue
+		}
+		if start >= 0 && i-start >= 8 {
+			out = append(out, b[start:i])
+		}
+		start = -1
+	}
+	return out
+}
+
+var isBase64 = func() (t [256]bool) {
+	for _, c := range []byte("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-") {
+		t[c] = true
+	}
+	return t
+}()
 
 // decodeBase64 decodes s in either alphabet, ignoring the last characters
 // that do not make a whole byte.
@@ -103,11 +154,21 @@ func decodeBase64(s []byte) ([]byte, bool) {
 	return out[:k], true
 }
 
+// percentDecode decodes every %XX (either hex case); anything else is
+// kept.
 func percentDecode(b []byte) []byte {
-	return percent.ReplaceAllFunc(b, func(m []byte) []byte {
-		v, _ := strconv.ParseUint(string(m[1:]), 16, 8)
-		return []byte{byte(v)}
-	})
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		if b[i] == '%' && i+2 < len(b) {
+			if v, err := strconv.ParseUint(string(b[i+1:i+3]), 16, 8); err == nil {
+				out = append(out, byte(v))
+				i += 2
+				continue
+			}
+		}
+		out = append(out, b[i])
+	}
+	return out
 }
 
 // jsonUnescape decodes JSON string escapes wherever they stand, left to
@@ -140,11 +201,4 @@ func jsonUnescape(b []byte) []byte {
 		}
 	}
 	return out
-}
-
-func clip(b []byte) string {
-	if len(b) > 40 {
-		return string(b[:40]) + "…"
-	}
-	return string(b)
 }
