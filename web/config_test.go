@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/trawl-dev/trawl/tools"
 )
 
 func env(vars map[string]string) func(string) (string, bool) {
@@ -89,6 +92,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"redis url unparsable, password kept out", "redis_url: 'redis://:s3cretpw@[::1/0'\n", "trawl.yaml:1: redis_url: want redis://"},
 		{"redis password not encoded", "redis_url: 'redis://:s3cretpw/#x@127.0.0.1:6379/0'\n", "must be percent-encoded"},
 		{"mcp needs one", "mcp_servers:\n  - {id: f}\n", "command or url is required"},
+		{"mcp env key", "mcp_servers:\n  - {id: f, command: [x], env: {A: {value: v, secrt: false}}}\n", `unknown key "secrt"`},
+		{"mcp env on a url server", "mcp_servers:\n  - {id: f, url: 'https://x.example/mcp', env: {A: v}}\n", "env is for a command server"},
+		{"streams per session", "limits: {streams_per_session: -1}\n", "trawl.yaml:1: limits: limits must not be negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,5 +152,19 @@ func TestApplyEnv(t *testing.T) {
 	replay.ApplyEnv(env(map[string]string{"OPENAI_API_KEY": "sk-x"}))
 	if replay.Model.Provider != "replay" || replay.Model.APIKey != "" {
 		t.Errorf("a named provider must stay: %+v", replay.Model)
+	}
+}
+
+// An MCP server's env values expand ${ENV} like any config value; a
+// plain one is a secret, {value, secret: false} is not.
+func TestMCPEnvFromConfig(t *testing.T) {
+	cfg, err := ParseConfig("trawl.yaml", []byte("mcp_servers:\n  - id: f\n    command: [srv]\n    env: {TOKEN: ${TOK}, MODE: {value: '${MODE:-quiet}', secret: false}}\n"),
+		env(map[string]string{"TOK": "tok-from-the-env"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]tools.MCPEnvValue{"TOKEN": {Value: "tok-from-the-env", Secret: true}, "MODE": {Value: "quiet"}}
+	if diff := cmp.Diff(want, cfg.MCPServers[0].Env); diff != "" {
+		t.Errorf("env (-want +got):\n%s", diff)
 	}
 }
