@@ -97,7 +97,7 @@ func (s *Scrubber) Bytes(b []byte) []byte {
 	}
 	var spans []span
 	st := s.newScan()
-	s.scan(b, 0, st, &spans)
+	s.scan(b, 0, nil, st, &spans)
 	st.finish(s, &spans)
 	if len(spans) == 0 {
 		return b

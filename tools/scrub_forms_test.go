@@ -245,7 +245,9 @@ func FuzzScrubberEncodings(f *testing.F) {
 		if streamed := writeChunks(t, s, body, cuts); !bytes.Equal(streamed, want) {
 			t.Fatalf("streamed in %v: %q, want %q", cuts, streamed, want)
 		}
-		if !promised || len(secret) < MinSecretLen || !utf8.ValidString(secret) || strings.ContainsAny(secret, "[]") {
+		// (The hunter joins decoded runs with NULs: a secret holding one is
+		// checked against the oracle only.)
+		if !promised || len(secret) < MinSecretLen || !utf8.ValidString(secret) || strings.ContainsAny(secret, "[]\x00") {
 			return
 		}
 		if found := leaktest.Find(got, secret); len(found) > 0 {

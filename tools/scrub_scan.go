@@ -41,19 +41,70 @@ type scanState struct {
 	// decoded byte just before it (a match right after syncAt may lead
 	// with it).
 	syncAt int64
-	before span
+	before decoded
 	// floor: no span starts before it (what a ScrubWriter has written).
 	floor int64
+	// The bytes of the current scan call (cur, from position curAt) and
+	// those held before them (prev, from prevAt): where a match's leading
+	// character is read.
+	cur, prev     []byte
+	curAt, prevAt int64
 
 	// The decoder: a pending escape, its bytes and where it began.
 	esc   [6]byte
 	escN  int
 	escAt int64
-	// ring holds the raw range of the recent decoded bytes, by decoded
-	// index (nd counts them; the oldest valid is low).
-	ring    []span
+	// ring holds the recent decoded bytes and the raw range of each, by
+	// decoded index (nd counts them; the oldest valid is low).
+	ring    []decoded
 	mask    int64
 	nd, low int64
+}
+
+// decoded is one byte of the decoded reading, spelled by raw [start, end).
+type decoded struct {
+	span
+	b byte
+}
+
+// byteAt is the input's byte at position q, if the scan still has it.
+func (st *scanState) byteAt(q int64) (byte, bool) {
+	switch {
+	case q >= st.curAt && q < st.curAt+int64(len(st.cur)):
+		return st.cur[q-st.curAt], true
+	case q >= st.prevAt && q < st.prevAt+int64(len(st.prev)):
+		return st.prev[q-st.prevAt], true
+	}
+	return 0, false
+}
+
+// isBase64 reports whether c is a character of either base64 alphabet:
+// a base64 core's leading and trailing characters are masked with it only
+// when they are such characters, as they are in real base64.
+func isBase64(c byte) bool { return base64Chars[c] }
+
+var base64Chars = func() (t [256]bool) {
+	for _, c := range []byte("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_") {
+		t[c] = true
+	}
+	return t
+}()
+
+// rawLead is where a match whose core starts at raw position c begins
+// with its leading character: c-1 when the character there is a base64
+// one (in the raw reading, or as decoded just before syncAt), else c.
+func (st *scanState) rawLead(c int64) int64 {
+	q := c - 1
+	if st.synced && q < st.syncAt {
+		if q >= 0 && st.syncAt > 0 && isBase64(st.before.b) {
+			return st.before.start
+		}
+		return c
+	}
+	if b, ok := st.byteAt(q); ok && isBase64(b) {
+		return q
+	}
+	return c
 }
 
 func (s *Scrubber) newScan() *scanState {
@@ -62,8 +113,11 @@ func (s *Scrubber) newScan() *scanState {
 }
 
 // scan runs every matcher over b, whose first byte is at absolute
-// position base, from st (updated), appending matches to spans.
-func (s *Scrubber) scan(b []byte, base int64, st *scanState, spans *[]span) {
+// position base, from st (updated), appending matches to spans. prev are
+// the bytes just before b that the caller still holds (a match's leading
+// character may be among them).
+func (s *Scrubber) scan(b []byte, base int64, prev []byte, st *scanState, spans *[]span) {
+	st.cur, st.curAt, st.prev, st.prevAt = b, base, prev, base-int64(len(prev))
 	pairs := s.pairs
 	for i := 0; i < len(b); i++ {
 		if st.idle {
@@ -88,7 +142,9 @@ func (s *Scrubber) step(st *scanState, c byte, p int64, spans *[]span) {
 		s.decode(st, c, p, spans)
 	}
 	if st.trailR {
-		addSpan(spans, max(p, st.floor), p+1)
+		if isBase64(c) {
+			addSpan(spans, max(p, st.floor), p+1)
+		}
 		st.trailR = false
 	}
 	root := true
@@ -100,11 +156,11 @@ func (s *Scrubber) step(st *scanState, c byte, p int64, spans *[]span) {
 		}
 		root = false
 		if o := m.out[x]; o != 0 {
-			start := p + 1 - int64(o>>1)
-			if st.synced && start < st.syncAt {
-				start = min(start, st.before.start) // the leading character was decoded
+			start := p + 1 - int64(o>>2)
+			if o&2 != 0 {
+				start = st.rawLead(start)
 			}
-			addSpan(spans, max(start, st.floor), p+1)
+			addSpan(spans, max(start, 0, st.floor), p+1)
 			st.trailR = st.trailR || o&1 != 0
 		}
 	}
@@ -135,7 +191,7 @@ func (st *scanState) desync(s *Scrubber, p int64) {
 		for n < int64(s.window)+2 {
 			n <<= 1
 		}
-		st.ring, st.mask = make([]span, n), n-1
+		st.ring, st.mask = make([]decoded, n), n-1
 	}
 	depth := int32(0)
 	for k, m := range s.ms {
@@ -150,7 +206,8 @@ func (st *scanState) desync(s *Scrubber, p int64) {
 			}
 			break
 		}
-		st.ring[pos&st.mask], st.low = span{pos, pos + 1}, pos
+		b, _ := st.byteAt(pos) // gone only when it could lead nothing
+		st.ring[pos&st.mask], st.low = decoded{span{pos, pos + 1}, b}, pos
 	}
 }
 
@@ -216,10 +273,12 @@ func (s *Scrubber) decode(st *scanState, c byte, p int64, spans *[]span) {
 // emit is the decoded reading's step: byte x, spelled by raw [start, end).
 func (s *Scrubber) emit(st *scanState, x byte, start, end int64, spans *[]span) {
 	if st.trailD {
-		addSpan(spans, max(start, st.floor), end)
+		if isBase64(x) {
+			addSpan(spans, max(start, st.floor), end)
+		}
 		st.trailD = false
 	}
-	st.ring[st.nd&st.mask] = span{start, end}
+	st.ring[st.nd&st.mask] = decoded{span{start, end}, x}
 	st.nd++
 	for k, m := range s.ms {
 		y := m.step(st.d[k], x)
@@ -228,8 +287,12 @@ func (s *Scrubber) emit(st *scanState, x byte, start, end int64, spans *[]span) 
 			continue
 		}
 		if o := m.out[y]; o != 0 {
-			first := max(st.nd-int64(o>>1), st.low)
-			addSpan(spans, max(st.ring[first&st.mask].start, st.floor), end)
+			first := max(st.nd-int64(o>>2), st.low)
+			from := st.ring[first&st.mask].start
+			if lead := first - 1; o&2 != 0 && lead >= st.low && isBase64(st.ring[lead&st.mask].b) {
+				from = st.ring[lead&st.mask].start
+			}
+			addSpan(spans, max(from, st.floor), end)
 			st.trailD = st.trailD || o&1 != 0
 		}
 	}
@@ -249,24 +312,27 @@ func (st *scanState) finish(s *Scrubber, spans *[]span) {
 }
 
 // frontier is the earliest position at or after which any later match
-// may start, given the input read so far ends at end.
+// may start, given the input read so far ends at end: the start of the
+// longest pattern prefix either reading is in, or of the base64 character
+// just before it, which a match would lead with.
 func (st *scanState) frontier(s *Scrubber, end int64) int64 {
 	depth := int32(0)
 	for k, m := range s.ms {
 		depth = max(depth, m.depth[st.r[k]])
 	}
-	f := end - int64(depth) - 1 // a leading character included
-	if st.synced {
-		if f < st.syncAt {
-			f = min(f, st.before.start)
-		}
-	} else {
+	f := st.rawLead(end - int64(depth))
+	if !st.synced {
 		dd := int32(0)
 		for k, m := range s.ms {
 			dd = max(dd, m.depth[st.d[k]])
 		}
-		if first := max(st.nd-int64(dd)-1, st.low); first < st.nd {
-			f = min(f, st.ring[first&st.mask].start)
+		if first := st.nd - int64(dd); first >= st.low {
+			if first < st.nd {
+				f = min(f, st.ring[first&st.mask].start)
+			}
+			if lead := first - 1; lead >= st.low && isBase64(st.ring[lead&st.mask].b) {
+				f = min(f, st.ring[lead&st.mask].start)
+			}
 		}
 		if st.escN > 0 {
 			f = min(f, st.escAt)
@@ -378,10 +444,10 @@ type matcher struct {
 	label   []byte     // the byte of the edge into a state
 	fail    []int32    // the longest proper suffix that is a trie state
 	depth   []int32    // a state's distance from the root
-	// out is, for the patterns ending in a state (itself or a suffix),
-	// how far back the masked range starts (the longest pattern with its
-	// leading character) shifted left by one, and in the low bit whether
-	// any of them masks the character after it. 0: none ends there.
+	// out is, for the patterns ending in a state (itself or a suffix), the
+	// longest one's length shifted left by two; bit 1: one of that length
+	// masks the (base64) character before it with it; bit 0: one of them
+	// masks the character after it. 0: none ends there.
 	out    []int32
 	pairs  pairFilter
 	window int // the longest pattern with its leading character
@@ -411,9 +477,17 @@ func (m *matcher) step(s int32, c byte) int32 {
 	return m.root[c]
 }
 
-// mergeOut combines two out values: the farther start, either trail.
+// mergeOut combines two out values: the longer pattern (with its lead;
+// either's when they are as long), either trail. A shorter pattern's lead
+// lies inside the longer one.
 func mergeOut(a, b int32) int32 {
-	return max(a>>1, b>>1)<<1 | (a|b)&1
+	switch {
+	case a>>2 > b>>2:
+		return a | b&1
+	case b>>2 > a>>2:
+		return b | a&1
+	}
+	return a | b
 }
 
 // newMatcher builds the automaton for patterns; nil when there are none.
@@ -452,7 +526,10 @@ func newMatcher(patterns []pattern) *matcher {
 			}
 			st = t
 		}
-		o := reach << 1
+		o := int32(len(p)) << 2
+		if pt.lead {
+			o |= 2
+		}
 		if pt.trail {
 			o |= 1
 		}

@@ -9,8 +9,8 @@ import (
 // Writer returns a writer that scrubs what it is given on its way to w.
 // It holds back only what may still turn out to be part of a secret (a
 // prefix of one of its forms, at most the longest form — six bytes a
-// character when every character is escaped — plus one) until more
-// arrives or Close flushes it. A secret split across Write calls is
+// character when every character is escaped — and the base64 character
+// before it, if it is one) until more arrives or Close flushes it. A secret split across Write calls is
 // masked like one written whole.
 func (s *Scrubber) Writer(w io.Writer) *ScrubWriter {
 	sw := &ScrubWriter{s: s, w: w}
@@ -45,7 +45,7 @@ func (sw *ScrubWriter) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	base := sw.tailPos + int64(len(sw.tail))
-	sw.s.scan(p, base, sw.st, &sw.spans)
+	sw.s.scan(p, base, sw.tail, sw.st, &sw.spans)
 	end := base + int64(len(p))
 	// Bytes before frontier can start no future match; a pending span
 	// reaching it may still grow.

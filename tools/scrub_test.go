@@ -19,7 +19,7 @@ import (
 // brute force in the raw bytes and in the bytes as a plain left-to-right
 // escape decoder reads them (mapped back to the bytes that spelled them),
 // overlapping ones included, widened by a base64 core's lead and trail
-// characters, merged with its neighbours when they overlap or touch, each
+// characters when they are base64 characters, merged with its neighbours when they overlap or touch, each
 // merged range replaced by Mask.
 func naiveScrub(secrets []string, body []byte) []byte {
 	type iv struct{ s, e int }
@@ -29,10 +29,10 @@ func naiveScrub(secrets []string, body []byte) []byte {
 		for i := 0; i+len(p.text) <= len(body); i++ {
 			if string(body[i:i+len(p.text)]) == p.text {
 				s, e := i, i+len(p.text)
-				if p.lead && s > 0 {
+				if p.lead && s > 0 && isBase64(body[s-1]) {
 					s--
 				}
-				if p.trail && e < len(body) {
+				if p.trail && e < len(body) && isBase64(body[e]) {
 					e++
 				}
 				ivs = append(ivs, iv{s, e})
@@ -45,10 +45,10 @@ func naiveScrub(secrets []string, body []byte) []byte {
 			if string(dec[i:i+len(p.text)]) == p.text {
 				j := i + len(p.text)
 				s, e := from[i].s, from[j-1].e
-				if p.lead && i > 0 {
+				if p.lead && i > 0 && isBase64(dec[i-1]) {
 					s = from[i-1].s
 				}
-				if p.trail && j < len(dec) {
+				if p.trail && j < len(dec) && isBase64(dec[j]) {
 					e = from[j].e
 				}
 				ivs = append(ivs, iv{s, e})

@@ -44,7 +44,8 @@ type Hunt struct {
 
 // New decodes text every way Find reads it: each reading of the text,
 // and for each, its base64 runs decoded at each character offset (the
-// runs of one reading and offset joined by NULs), read every way again.
+// runs of one reading and offset joined by two NULs, so a secret that
+// holds NULs may be found across two runs), read every way again.
 func New(text []byte) *Hunt {
 	h := &Hunt{}
 	for _, v := range readings(text) {
