@@ -261,10 +261,11 @@ func (s *recordingServer) all() string {
 // newFakeModel is an OpenAI-compatible server that says every planted
 // secret in every form — the keys raw, escaped and base64-encoded inside
 // a header split over 3-character deltas, the rest in longer ones — then
-// calls every tool it is offered (jump with each foreign target); after
-// the tools it says it all again. A user message "fail" gets a 401 whose
-// message holds it all. A user message ending in "(u1)" says the runtime
-// credential runtimeOf gives for it too.
+// calls every tool it is offered (jump with each foreign target) — in a
+// turn that does not ask for every tool, all but the organization's
+// providers' redirects — and after the tools it says it all again. A user message
+// "fail" gets a 401 whose message holds it all. A user message ending in
+// "(u1)" says the runtime credential runtimeOf gives for it too.
 func newFakeModel(t *testing.T, secrets []string, blob string, runtimeOf map[string]string) *recordingServer {
 	m := &recordingServer{}
 	var split []string
@@ -324,8 +325,12 @@ func newFakeModel(t *testing.T, secrets []string, blob string, runtimeOf map[str
 			chunk(`{}`, "stop")
 		} else {
 			var calls []string
+			every := strings.Contains(last.Content, "every tool")
 			for _, tl := range body.Tools {
 				name := tl.Function.Name
+				if !every && !strings.HasPrefix(name, "pruntime_") && (strings.HasSuffix(name, "_hop") || strings.HasSuffix(name, "_jump")) {
+					continue // a user's turn: the organization's redirects are the admin's turn's
+				}
 				args := []string{"{}"}
 				switch {
 				case strings.HasSuffix(name, "_jump"):
@@ -568,8 +573,8 @@ func huntLeaks(t *testing.T, onRedis bool) {
 	streams := map[string]string{}
 	for _, turn := range []struct{ name, token, chat, text string }{
 		{"the admin's stream", "", "leak-admin", "Call every tool."},
-		{"u1's stream", u1, "leak-u1", "Call every tool. (u1)"},
-		{"another user's (u2's) stream", u2, "leak-u2", "Call every tool. (u2)"},
+		{"u1's stream", u1, "leak-u1", "Call your tools. (u1)"},
+		{"another user's (u2's) stream", u2, "leak-u2", "Call your tools. (u2)"},
 		{"a failed turn's stream", u1, "leak-fail", "fail (u1)"},
 	} {
 		resp := ts.post(t, "/v1/agents/leaky/chat", turn.token, chatBody(turn.chat, "m1", turn.text))

@@ -89,16 +89,34 @@ type reading struct {
 }
 
 // readings are the ways a consumer may read text: as it is, with its JSON
-// escapes decoded, percent-decoded, and both in either order (only those
-// that differ from the text).
+// escapes decoded, percent-decoded, and both in either order — those that
+// differ from the ones before them.
 func readings(text []byte) []reading {
 	out := []reading{{"raw text", text}}
-	if bytes.IndexByte(text, '\\') < 0 && bytes.IndexByte(text, '%') < 0 {
-		return out
+	add := func(name string, b []byte) {
+		for _, r := range out {
+			if bytes.Equal(r.text, b) {
+				return
+			}
+		}
+		out = append(out, reading{name, b})
 	}
-	j, p := jsonUnescape(text), percentDecode(text)
-	return append(out, reading{"JSON-unescaped text", j}, reading{"percent-decoded text", p},
-		reading{"JSON-unescaped, then percent-decoded text", percentDecode(j)}, reading{"percent-decoded, then JSON-unescaped text", jsonUnescape(p)})
+	hasJSON, hasPct := bytes.IndexByte(text, '\\') >= 0, bytes.IndexByte(text, '%') >= 0
+	if hasJSON {
+		j := jsonUnescape(text)
+		add("JSON-unescaped text", j)
+		if bytes.IndexByte(j, '%') >= 0 {
+			add("JSON-unescaped, then percent-decoded text", percentDecode(j))
+		}
+	}
+	if hasPct {
+		p := percentDecode(text)
+		add("percent-decoded text", p)
+		if bytes.IndexByte(p, '\\') >= 0 {
+			add("percent-decoded, then JSON-unescaped text", jsonUnescape(p))
+		}
+	}
+	return out
 }
 
 // base64Runs are the runs of at least 8 characters of either base64
@@ -138,15 +156,18 @@ func decodeBase64(s []byte) ([]byte, bool) {
 	if n < 2 {
 		return nil, false
 	}
-	norm := bytes.Map(func(r rune) rune {
-		switch r {
-		case '-':
-			return '+'
-		case '_':
-			return '/'
+	norm := s[:n]
+	if bytes.ContainsAny(norm, "-_") {
+		norm = bytes.Clone(norm)
+		for i, c := range norm {
+			switch c {
+			case '-':
+				norm[i] = '+'
+			case '_':
+				norm[i] = '/'
+			}
 		}
-		return r
-	}, s[:n])
+	}
 	out := make([]byte, base64.RawStdEncoding.DecodedLen(n))
 	k, err := base64.RawStdEncoding.Decode(out, norm)
 	if err != nil && k == 0 {
