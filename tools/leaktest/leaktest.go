@@ -6,13 +6,16 @@
 // not, standalone or inside a longer encoded string at any alignment, of
 // the secret or of its JSON- or percent-escaped spelling — by decoding
 // the text, not by spelling the secret's forms, so it shares nothing with
-// the scrubber it checks. It does not look for what trawl does not mask
-// (reversal, hex, encryption).
+// the scrubber it checks. Find does not look for what trawl does not mask
+// (reversal, hex, base32, encryption); FindTransformed looks for those
+// spellings trawl could only have made itself.
 package leaktest
 
 import (
 	"bytes"
+	"encoding/base32"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"unicode/utf8"
@@ -78,6 +81,50 @@ func (h *Hunt) Find(secret string) []string {
 		if i := bytes.Index(v.text, []byte(secret)); i >= 0 {
 			at := v.text[max(0, i-20):min(len(v.text), i+len(secret)+20)]
 			out = append(out, fmt.Sprintf("as %s: …%q…", v.name, at))
+		}
+	}
+	return out
+}
+
+// FindTransformed returns where a spelling of secret that trawl does not
+// mask stands in the text, in any of the readings Find searches: the
+// secret reversed, in hex (either case), in base32 (the standard and the
+// extended-hex alphabets; the whole groups of the secret's own encoding,
+// so also at the start of a longer one). An upstream can send these and
+// they pass, as README says; a hunt whose hostile servers never write
+// them finds one only where trawl encoded a secret it holds itself (a
+// hashed key that is not a hash, a credential stored in hex).
+func (h *Hunt) FindTransformed(secret string) []string {
+	var out []string
+	for _, sp := range transformed(secret) {
+		for _, v := range h.views {
+			if i := bytes.Index(v.text, sp.text); i >= 0 {
+				at := v.text[max(0, i-20):min(len(v.text), i+len(sp.text)+20)]
+				out = append(out, fmt.Sprintf("%s, as %s: …%q…", sp.name, v.name, at))
+			}
+		}
+	}
+	return out
+}
+
+// transformed are secret's spellings FindTransformed looks for.
+func transformed(secret string) []reading {
+	if secret == "" {
+		return nil
+	}
+	b := []byte(secret)
+	rev := make([]byte, len(b))
+	for i, c := range b {
+		rev[len(b)-1-i] = c
+	}
+	h := hex.EncodeToString(b)
+	out := []reading{{"reversed", rev}, {"hex", []byte(h)}, {"upper-case hex", bytes.ToUpper([]byte(h))}}
+	if whole := len(b) / 5 * 8; whole > 0 {
+		for _, enc := range []struct {
+			name string
+			e    *base32.Encoding
+		}{{"base32", base32.StdEncoding}, {"base32 (extended hex)", base32.HexEncoding}} {
+			out = append(out, reading{enc.name, []byte(enc.e.EncodeToString(b)[:whole])})
 		}
 	}
 	return out

@@ -1,6 +1,7 @@
 package leaktest
 
 import (
+	"encoding/base32"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -66,6 +67,36 @@ func TestFindNothing(t *testing.T) {
 		"base64 of it": base64.StdEncoding.EncodeToString([]byte(secret[1:])),
 	} {
 		if got := Find([]byte(text), secret); len(got) > 0 {
+			t.Errorf("%s: found %v in %q", name, got, text)
+		}
+	}
+}
+
+// FindTransformed finds the spellings trawl does not mask — and only
+// them: a secret raw or in a masked form is Find's.
+func TestFindTransformed(t *testing.T) {
+	h := hex.EncodeToString([]byte(secret))
+	for name, text := range map[string]string{
+		"reversed":                      "x " + reverse(secret) + " y",
+		"hex":                           "k=" + h,
+		"upper-case hex":                strings.ToUpper(h),
+		"hex inside longer hex":         hex.EncodeToString([]byte("Bearer " + secret)),
+		"base32":                        base32.StdEncoding.EncodeToString([]byte(secret)),
+		"base32 of a longer string":     base32.StdEncoding.EncodeToString([]byte(secret + " and more")),
+		"base32, extended hex alphabet": base32.HexEncoding.EncodeToString([]byte(secret)),
+		"hex, percent-escaped":          allEscaped(h, "%%%02X"),
+		"reversed, inside base64":       base64.StdEncoding.EncodeToString([]byte("x" + reverse(secret))),
+	} {
+		if got := New([]byte(text)).FindTransformed(secret); len(got) == 0 {
+			t.Errorf("%s: not found in %q", name, text)
+		}
+	}
+	for name, text := range map[string]string{
+		"raw":    "key " + secret,
+		"base64": base64.StdEncoding.EncodeToString([]byte(secret)),
+		"other":  hex.EncodeToString([]byte(secret[1:])) + reverse(secret[1:]),
+	} {
+		if got := New([]byte(text)).FindTransformed(secret); len(got) > 0 {
 			t.Errorf("%s: found %v in %q", name, got, text)
 		}
 	}
