@@ -41,6 +41,9 @@ type MCPConfig struct {
 	Env map[string]MCPEnvValue `json:"env,omitempty" yaml:"env,omitempty"`
 	// URL is the server's streamable HTTP endpoint (http or https).
 	URL string `json:"url,omitempty" yaml:"url,omitempty"`
+	// RateLimit paces the tool calls sent to a URL server across the
+	// deployment (see RateLimit); a command server takes none.
+	RateLimit RateLimit `json:"rate_limit,omitzero" yaml:"rate_limit,omitempty"`
 }
 
 // Validate checks the entry: a valid id and exactly one transport.
@@ -65,6 +68,12 @@ func (c MCPConfig) Validate() error {
 		}
 	default:
 		return fmt.Errorf("mcp server %q: command or url is required", c.ID)
+	}
+	if c.RateLimit != (RateLimit{}) && c.URL == "" {
+		return fmt.Errorf("mcp server %q: rate_limit applies to a server over HTTP (url), not to a command", c.ID)
+	}
+	if err := c.RateLimit.Validate(); err != nil {
+		return fmt.Errorf("mcp server %q: rate_limit: %w", c.ID, err)
 	}
 	return c.checkEnv()
 }
@@ -128,6 +137,10 @@ type MCPOptions struct {
 	// before anyone sees it, like its answers (which the Router scrubs).
 	// Nil: nothing is masked.
 	Scrub func(runtime ...string) *Scrubber
+	// Limiter paces a URL server's tool calls (the config's RateLimit and
+	// what its answers report), as the invoker paces HTTP tools. Nil:
+	// not paced.
+	Limiter RateLimiter
 }
 
 // Bounds of reading a server's tool list: a server that keeps handing out
@@ -170,6 +183,8 @@ type MCPSource struct {
 	logger      *slog.Logger
 	activity    *ActivityLog
 	scrub       func(runtime ...string) *Scrubber // nil: none
+	limiter     RateLimiter                       // nil: calls are not paced (a command server)
+	limit       RateLimit
 	onChange    func([]*Tool)
 	changed     chan struct{} // list_changed signals, coalesced (capacity 1)
 	done        chan struct{} // closed by Close
@@ -200,6 +215,7 @@ func ConnectMCP(ctx context.Context, cfg MCPConfig, opt MCPOptions) (*MCPSource,
 		activity:    opt.Log,
 		scrub:       opt.Scrub,
 		onChange:    opt.OnChange,
+		limit:       cfg.RateLimit,
 		changed:     make(chan struct{}, 1),
 		done:        make(chan struct{}),
 		watching:    make(chan struct{}),
@@ -238,7 +254,12 @@ func ConnectMCP(ctx context.Context, cfg MCPConfig, opt MCPOptions) (*MCPSource,
 		cmd.Stderr = &stderrLogger{logger: s.logger}
 		transport = &mcp.CommandTransport{Command: cmd}
 	} else {
-		transport = &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: RedirectSafe(opt.HTTPClient)}
+		client := RedirectSafe(opt.HTTPClient)
+		if opt.Limiter != nil {
+			s.limiter = opt.Limiter
+			client = withOutcomeRecorder(client)
+		}
+		transport = &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: client}
 	}
 
 	cctx, cancel := context.WithTimeout(ctx, s.listTimeout)

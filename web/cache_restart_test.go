@@ -33,14 +33,14 @@ func TestDatasetCacheSurvivesRestart(t *testing.T) {
 	}
 	ts := start()
 	call(ts)
-	if st := ts.cache.Stats(); st.Stores != 1 || st.Walks != 1 {
+	if st := ts.dep.Cache().Stats(); st.Stores != 1 || st.Walks != 1 {
 		t.Fatalf("first call: %+v, want one complete walk recorded", st)
 	}
 	ts.Close()
 	ts2 := start()
 	defer ts2.Close()
 	call(ts2)
-	if st := ts2.cache.Stats(); st.Hits != 1 || st.Walks != 0 {
+	if st := ts2.dep.Cache().Stats(); st.Hits != 1 || st.Walks != 0 {
 		t.Errorf("after restart: %+v, want a hit and no walk", st)
 	}
 }

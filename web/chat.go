@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
-	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/trawl-dev/trawl/agent"
-	agentredis "github.com/trawl-dev/trawl/agent/redisstore"
 	"github.com/trawl-dev/trawl/stream"
+	"github.com/trawl-dev/trawl/web/deploy"
 	"github.com/trawl-dev/trawl/web/runlease"
 )
 
@@ -23,6 +23,10 @@ type chatRequest struct {
 	Messages  []agent.UIMessage `json:"messages"`
 	Trigger   string            `json:"trigger"`
 	MessageID string            `json:"messageId"`
+	// Replace stops a turn running on the chat and sends this message
+	// in its place, instead of answering 409 (a transport's body:
+	// {replace: true}).
+	Replace bool `json:"replace"`
 }
 
 // chat runs one turn and streams it. The run is detached from the
@@ -45,16 +49,25 @@ func (s *Server) chat(c echo.Context) error {
 	key := agent.ThreadKey(p.UserID, agentID, req.ID)
 	// The run ends with its deadline, a stop, or the end of the shutdown
 	// grace, never with the request.
-	run, err := s.runs.claim(ctx, key, "run_"+randomHex(16))
+	runID := "run_" + randomHex(16)
+	run, err := s.runs.Claim(ctx, key, runID)
+	if errors.Is(err, runlease.ErrHeld) && req.Replace {
+		// Stop and replace: the running turn ends (its thread saved with
+		// what it did), then this message starts the next one.
+		if _, _, err := s.runs.Stop(ctx, key); err != nil {
+			return internal(err)
+		}
+		run, err = s.runs.Claim(ctx, key, runID)
+	}
 	if errors.Is(err, runlease.ErrHeld) {
-		return errConflict("a turn is already running on this chat; resume its stream or stop it first")
+		return turnRunning(agentID, req.ID, req.Replace)
 	} else if err != nil {
 		return internal(err)
 	}
 	started := false
 	defer func() {
 		if !started {
-			s.runs.drop(run)
+			s.runs.Drop(run)
 		}
 	}()
 	thread, err := s.threads.GetThread(ctx, key)
@@ -77,25 +90,55 @@ func (s *Server) chat(c echo.Context) error {
 	if err := s.threads.PutThread(ctx, thread); err != nil {
 		return internal(err)
 	}
-	if err := s.events.Open(ctx, run.id); err != nil {
+	if err := s.events.Open(ctx, run.ID()); err != nil {
 		return internal(err)
 	}
 	started = true
-	s.runs.start(run, func(ctx context.Context) { s.runTurn(ctx, key, run.id, thread, p) })
-	return s.runs.serveRun(c, key, run.id)
+	s.runs.Start(run, func(ctx context.Context) { s.runTurn(ctx, key, run.ID(), thread, p) })
+	return s.serveRun(c, key, run.ID())
 }
 
-// applyRequest adds the request's new user message to the thread, or —
-// for a regenerate — drops the last assistant message. The server's copy
-// of the thread is the truth: earlier messages in the request are not
-// read.
+// turnRunning is the 409 for a message sent while a turn runs on the
+// chat: it says how to follow, stop or replace that turn, and where.
+func turnRunning(agentID, chatID string, replaced bool) error {
+	base := "/v1/agents/" + url.PathEscape(agentID) + "/chat/" + url.PathEscape(chatID)
+	msg := "a turn is already running on this chat: follow it (GET " + base + "/stream), stop it (POST " + base +
+		"/stop), or send this message again with \"replace\": true to stop it and send this one in its place"
+	if replaced {
+		msg = "a turn is still running on this chat: it was asked to stop but another turn took the chat first; follow it (GET " +
+			base + "/stream) or stop it (POST " + base + "/stop)"
+	}
+	return &APIError{Status: http.StatusConflict, Code: "conflict", Message: msg,
+		With: map[string]any{"running": map[string]string{"stream": base + "/stream", "stop": base + "/stop"}}}
+}
+
+// applyRequest applies the request to the thread the way the AI SDK's
+// useChat changes its own list, so that both stay the same list: a new
+// user message is added; regenerate ("regenerate-message") drops the
+// thread from messageId on when it names an assistant message, or after
+// it when it names a user message (without messageId: the last message,
+// so a trailing answer is dropped); a user message sent with a messageId
+// (sendMessage({text, messageId}): an edit) replaces that message and
+// drops everything after it. The server's copy of the thread is the
+// truth: earlier messages in the request are not read.
 func applyRequest(t *agent.Thread, req chatRequest) error {
 	if req.Trigger == "regenerate-message" {
-		for len(t.Msgs) > 0 && t.Msgs[len(t.Msgs)-1].Role == agent.RoleAssistant {
-			t.Msgs = t.Msgs[:len(t.Msgs)-1]
+		if req.MessageID == "" {
+			for len(t.Msgs) > 0 && t.Msgs[len(t.Msgs)-1].Role == agent.RoleAssistant {
+				t.Msgs = t.Msgs[:len(t.Msgs)-1]
+			}
+		} else {
+			i := messageIndex(t.Msgs, req.MessageID)
+			if i < 0 {
+				return fmt.Errorf("nothing to regenerate: message %q is not in the chat", req.MessageID)
+			}
+			if t.Msgs[i].Role == agent.RoleUser {
+				i++
+			}
+			t.Msgs = t.Msgs[:i]
 		}
-		if len(t.Msgs) == 0 {
-			return errors.New("nothing to regenerate: the chat has no user message")
+		if len(t.Msgs) == 0 || t.Msgs[len(t.Msgs)-1].Role != agent.RoleUser {
+			return errors.New("nothing to regenerate: no user message comes before it")
 		}
 		return nil
 	}
@@ -103,6 +146,23 @@ func applyRequest(t *agent.Thread, req chatRequest) error {
 		return errors.New("messages must hold the new user message")
 	}
 	last := req.Messages[len(req.Messages)-1]
+	if req.MessageID != "" && last.Role == agent.RoleUser {
+		// An edit: the message keeps its id and its place; what came
+		// after it goes.
+		i := messageIndex(t.Msgs, req.MessageID)
+		if i < 0 {
+			return fmt.Errorf("message %q is not in the chat, so it cannot be replaced", req.MessageID)
+		}
+		if t.Msgs[i].Role != agent.RoleUser {
+			return fmt.Errorf("message %q is the assistant's; only a user message can be edited (regenerate an answer instead)", req.MessageID)
+		}
+		if err := agent.ValidateIncoming(last); err != nil {
+			return err
+		}
+		last.ID = req.MessageID
+		t.Msgs = append(t.Msgs[:i], last)
+		return nil
+	}
 	if last.Role == agent.RoleAssistant {
 		// The AI SDK's tool approval (ai >= 6): the client sends the
 		// assistant message back with its calls approval-responded.
@@ -139,26 +199,24 @@ func applyRequest(t *agent.Thread, req chatRequest) error {
 	return nil
 }
 
+// messageIndex is the index of the message with id in msgs, or -1.
+func messageIndex(msgs []agent.UIMessage, id string) int {
+	for i, m := range msgs {
+		if m.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
 // runTurn runs a turn to its end and saves the thread (the run host
 // then closes its log).
 func (s *Server) runTurn(ctx context.Context, key, runID string, thread *agent.Thread, p principal) {
 	agentID := thread.AgentID
 	// A run saves only while it holds the chat's claim: a replica that
 	// was cut off (or paused) past its lease must not write its stale
-	// thread over a turn another replica ran meanwhile. On Redis the
-	// check is in the write's own script; in one process, a look-up.
-	save := func(ctx context.Context, t *agent.Thread) error {
-		var fenced func(string) error
-		if ft, ok := s.threads.(fencedThreads); ok {
-			fenced = func(fenceKey string) error {
-				t.Updated = s.now().UTC()
-				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-				defer cancel()
-				return ft.PutThreadFenced(sctx, t, fenceKey, runID)
-			}
-		}
-		return s.runs.saveHeld(ctx, key, runID, fenced, agentredis.ErrFenced, func() error { return s.saveThread(ctx, t) })
-	}
+	// thread over a turn another replica ran meanwhile.
+	save := func(ctx context.Context, t *agent.Thread) error { return s.dep.SaveHeldThread(ctx, key, runID, t) }
 	err := s.runner.Run(ctx, &agent.Turn{
 		Agent: func() (agent.Definition, bool) {
 			// An edit on another replica applies from the next step.
@@ -179,52 +237,28 @@ func (s *Server) runTurn(ctx context.Context, key, runID string, thread *agent.T
 		s.log.InfoContext(ctx, "turn ended with an error", "thread", key, "err", err)
 	}
 	// A store failing for a moment (an outage, a full Redis) is waited
-	// out, within 10 s, so the thread is saved and the stream's
-	// followers learn why the turn ended (its own error chunk may be
-	// what the store refused).
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if errors.Is(err, ErrStoreUnavailable) {
-		_ = retryStore(rctx, func() error {
-			_, err := s.events.Append(rctx, runID, stream.Error{ErrorText: storeFailedText})
-			return err
-		})
+	// out, so the thread is saved and the stream's followers learn why
+	// the turn ended (its own error chunk may be what the store refused).
+	var last stream.Chunk
+	if errors.Is(err, deploy.ErrStoreUnavailable) {
+		last = stream.Error{ErrorText: storeFailedText}
 	}
-	if err := retryStore(rctx, func() error { return save(rctx, thread) }); errors.Is(err, errNotHolder) {
-		s.log.WarnContext(ctx, "not saving the thread: this run lost its claim on the chat, which another replica may have taken", "thread", key, "run", runID)
-	} else if err != nil {
-		s.log.ErrorContext(ctx, "saving thread", "thread", key, "err", err)
-	}
+	s.runs.EndRun(ctx, key, runID, "thread", last, func(ctx context.Context) error { return save(ctx, thread) })
 }
 
 // storeFailedText ends a turn that the deployment's store failed.
 const storeFailedText = "the deployment's store failed during this turn; what was saved before is kept — send the message again to continue"
 
-// fencedThreads is a thread store that writes a thread only while a
-// fence key holds a value (agent/redisstore: the run's claim).
-type fencedThreads interface {
-	PutThreadFenced(ctx context.Context, t *agent.Thread, fenceKey, fenceValue string) error
-}
-
-// saveThread stores t stamped with the time, on a context of its own: a
-// cancelled turn is still saved.
-func (s *Server) saveThread(ctx context.Context, t *agent.Thread) error {
-	t.Updated = s.now().UTC()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	return s.threads.PutThread(sctx, t)
-}
-
 // resume streams the active run of a chat, on whichever replica it runs:
 // 204 when none is active.
 func (s *Server) resume(c echo.Context) error {
-	return s.runs.serve(c, agent.ThreadKey(principalOf(c).UserID, c.Param("id"), c.Param("chatId")))
+	return s.serveActive(c, agent.ThreadKey(principalOf(c).UserID, c.Param("id"), c.Param("chatId")))
 }
 
 // stop ends the active run of a chat, wherever it runs.
 func (s *Server) stop(c echo.Context) error {
 	key := agent.ThreadKey(principalOf(c).UserID, c.Param("id"), c.Param("chatId"))
-	stopped, ended, err := s.runs.stop(c.Request().Context(), key)
+	stopped, ended, err := s.runs.Stop(c.Request().Context(), key)
 	if err != nil {
 		return internal(err)
 	}

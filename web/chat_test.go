@@ -194,7 +194,7 @@ func newHTTPServer(t *testing.T, srv *Server) string {
 func waitActive(t *testing.T, ts *testServer, key string) {
 	t.Helper()
 	for i := 0; i < 500; i++ {
-		if id, _ := ts.runs.active(context.Background(), key); id != "" {
+		if id, _ := ts.runs.Active(context.Background(), key); id != "" {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -476,7 +476,7 @@ func TestReplayDemoTranscript(t *testing.T) {
 		t.Fatal(err)
 	}
 	var failures []string
-	thread, err := ts.Replay(context.Background(), tr, "", func(c stream.Chunk) {
+	thread, err := ts.dep.Replay(context.Background(), tr, "", func(c stream.Chunk) {
 		switch c := c.(type) {
 		case stream.ToolOutputError:
 			failures = append(failures, c.ErrorText)
@@ -555,11 +555,11 @@ func TestSessionExpires(t *testing.T) {
 	if st, _ := ts.do(t, "GET", "/v1/agents/demo/chats/none", sess.Token, nil); st != 404 {
 		t.Fatalf("live session: %d", st)
 	}
-	ts.now = func() time.Time { return time.Now().Add(2 * time.Minute) }
+	ts.clock.set(func() time.Time { return time.Now().Add(2 * time.Minute) })
 	if st, _ := ts.do(t, "GET", "/v1/agents/demo/chats/none", sess.Token, nil); st != 401 {
 		t.Errorf("expired session: %d", st)
 	}
-	ts.now = time.Now
+	ts.clock.set(time.Now)
 	if st, _ := ts.do(t, "GET", "/v1/agents/demo/chats/none", sess.Token, nil); st != 401 {
 		t.Errorf("an expired session is gone for good: %d", st)
 	}

@@ -38,7 +38,7 @@ func (s *Server) listChats(c echo.Context) error {
 		return internal(err)
 	}
 	prefix := agent.ThreadKey(p.UserID, agentID, "")
-	active, err := s.runs.activeKeys(c.Request().Context(), prefix)
+	active, err := s.runs.ActiveKeys(c.Request().Context(), prefix)
 	if err != nil {
 		return internal(err)
 	}

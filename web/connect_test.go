@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/trawl-dev/trawl/web/deploy"
 )
 
 var csrfField = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
@@ -106,7 +107,7 @@ type connectFixture struct {
 
 func newConnectFixture(t *testing.T) *connectFixture {
 	t.Helper()
-	ts := startDemo(t, func(c *Config) { c.toolkitNoOrgToken = true })
+	ts := startDemo(t, func(c *Config) { c.ConnectDemoToolkits() })
 	_, b := ts.do(t, "POST", "/v1/sessions", "", map[string]any{"user_id": "ann"})
 	var sess struct{ Token string }
 	json.Unmarshal(b, &sess)
@@ -118,7 +119,7 @@ func newConnectFixture(t *testing.T) *connectFixture {
 // mint asks for a link as ann's session does through connect_toolkit.
 func (f *connectFixture) mint(t *testing.T) string {
 	t.Helper()
-	link, err := userConnections{s: f.ts.Server, user: "ann", sessionHash: tokenHash(f.token)}.ConnectLink(context.Background(), "chat")
+	link, err := userConnections{s: f.ts.Server, user: "ann", sessionHash: deploy.TokenHash(f.token)}.ConnectLink(context.Background(), "chat")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestConnectPageNamesTheAccount(t *testing.T) {
 	_, b := f.ts.do(t, "POST", "/v1/sessions", "", map[string]any{"user_id": `<img src=x onerror=alert(1)>`})
 	var sess struct{ Token string }
 	json.Unmarshal(b, &sess)
-	link, _ := userConnections{s: f.ts.Server, user: `<img src=x onerror=alert(1)>`, sessionHash: tokenHash(sess.Token)}.ConnectLink(context.Background(), "chat")
+	link, _ := userConnections{s: f.ts.Server, user: `<img src=x onerror=alert(1)>`, sessionHash: deploy.TokenHash(sess.Token)}.ConnectLink(context.Background(), "chat")
 	u, _ := url.Parse(link)
 	_, _, page = openConnect(t, f.ts.URL+u.Path+"?"+u.RawQuery)
 	if strings.Contains(page, "<img") || !strings.Contains(page, "&lt;img src=x") {
@@ -275,7 +276,7 @@ func TestConnectEndsWithTheSession(t *testing.T) {
 	}
 
 	g := newConnectFixture(t)
-	g.ts.now = func() time.Time { return time.Now().Add(connectCodeTTL + time.Minute) }
+	g.ts.clock.set(func() time.Time { return time.Now().Add(deploy.ConnectCodeTTL + time.Minute) })
 	if st, _ := get(t, newBrowser(t), g.link); st != 400 {
 		t.Errorf("an expired link: %d", st)
 	}

@@ -2,205 +2,25 @@ package web
 
 import (
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/trawl-dev/trawl/tools"
-)
-
-// connections keeps the connected-app credentials users store on the
-// connect page, sealed with the deployment's own key (saved in data_dir),
-// and the short-lived codes and attempts that guard that page.
-//
-// A connect link carries a code bound to the user and the session that
-// asked for it. Opening the link spends the code: it becomes an attempt
-// bound to that browser by a cookie, with a CSRF token in the form; only
-// the cookie and the token together, same-origin, within the attempt's
-// TTL and while the session lives, store a credential — once. So a link
-// someone else opens first or a form posted from another site stores
-// nothing, and the page names the account it connects.
-type connections struct {
-	sealed records // sealed credentials by connKey
-	grants grants  // codes ("code:<hash>") and attempts ("attempt:<hash>")
-	aead   cipher.AEAD
-	orgTKs func(toolkit string) bool // toolkits with an organization credential
-	now    func() time.Time
-}
-
-// connectGrant is what a code or an attempt lets its holder do: store a
-// credential for User's Toolkit while Session lives.
-type connectGrant struct {
-	User, Toolkit string
-	Session       string // hash of the session token; "" for the admin key
-	CSRF          string // attempts only
-	Expires       time.Time
-}
-
-// connectCodeTTL is how long a connect link works; connectAttemptTTL is
-// how long the page, once opened, accepts the form; connectPending
-// bounds the codes and attempts held at once.
-const (
-	connectCodeTTL    = 10 * time.Minute
-	connectAttemptTTL = 10 * time.Minute
-	connectPending    = 10000
+	"github.com/trawl-dev/trawl/web/deploy"
 )
 
 // connectCookie holds an attempt's binding to the browser that opened
 // the link.
 const connectCookie = "trawl_connect"
-
-func newConnections(sealed records, grants grants, key []byte, orgTKs func(string) bool, now func() time.Time) (*connections, error) {
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	return &connections{sealed: sealed, grants: grants, aead: aead, orgTKs: orgTKs, now: now}, nil
-}
-
-// deploymentKey is a 256-bit key generated on first start and kept in
-// data_dir, for sealing stored credentials.
-func deploymentKey(dataDir string) ([]byte, error) {
-	path := filepath.Join(dataDir, "secret_key")
-	if b, err := os.ReadFile(path); err == nil {
-		if k, err := hex.DecodeString(strings.TrimSpace(string(b))); err == nil && len(k) == 32 {
-			return k, nil
-		}
-		return nil, fmt.Errorf("%s is damaged: it must hold 64 hex digits", path)
-	}
-	k := make([]byte, 32)
-	if _, err := rand.Read(k); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(path, []byte(hex.EncodeToString(k)+"\n"), 0o600); err != nil {
-		return nil, fmt.Errorf("saving the deployment key: %w", err)
-	}
-	return k, nil
-}
-
-func connKey(user, toolkit string) string {
-	return "u=" + url.PathEscape(user) + ";t=" + url.PathEscape(toolkit)
-}
-
-// Credential returns the credential user stored for toolkit, if any.
-func (c *connections) Credential(ctx context.Context, user, toolkit string) (string, bool, error) {
-	sealed, ok, err := c.sealed.Get(ctx, connKey(user, toolkit))
-	if err != nil || !ok || len(sealed) == 0 {
-		return "", false, err
-	}
-	n := c.aead.NonceSize()
-	if len(sealed) < n {
-		return "", false, errors.New("stored connection is damaged")
-	}
-	plain, err := c.aead.Open(nil, sealed[:n], sealed[n:], []byte(connKey(user, toolkit)))
-	if err != nil {
-		return "", false, fmt.Errorf("opening a stored connection: %w", err)
-	}
-	return string(plain), true, nil
-}
-
-func (c *connections) store(ctx context.Context, user, toolkit, credential string) error {
-	nonce := make([]byte, c.aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		return err
-	}
-	sealed := c.aead.Seal(nonce, nonce, []byte(credential), []byte(connKey(user, toolkit)))
-	return c.sealed.Put(ctx, connKey(user, toolkit), sealed)
-}
-
-// Connected reports whether toolkit's calls have a credential for user:
-// the organization's, the session's runtime one, or one stored here.
-func (c *connections) Connected(ctx context.Context, user string, session map[string]string, toolkit string) (bool, error) {
-	if c.orgTKs(toolkit) || session[toolkit] != "" {
-		return true, nil
-	}
-	_, ok, err := c.Credential(ctx, user, toolkit)
-	return ok, err
-}
-
-// errTooManyPending refuses a connect link while too many are pending.
-var errTooManyPending = errors.New("too many connect links are pending; try again in a few minutes")
-
-// put stores g under a new random secret of kind ("code", "attempt")
-// until g expires, and returns the secret.
-func (c *connections) put(ctx context.Context, kind string, g connectGrant) (string, error) {
-	v, err := json.Marshal(g)
-	if err != nil {
-		return "", err
-	}
-	secret := randomHex(20)
-	if err := c.grants.PutGrant(ctx, kind+":"+tokenHash(secret), v, g.Expires.Sub(c.now())); err != nil {
-		return "", err
-	}
-	return secret, nil
-}
-
-// take returns the unexpired grant of kind for toolkit stored under
-// secret; spend removes it (a grant for another toolkit is left alone).
-func (c *connections) take(ctx context.Context, kind, secret, toolkit string, spend bool) (connectGrant, bool, error) {
-	if secret == "" {
-		return connectGrant{}, false, nil
-	}
-	k := kind + ":" + tokenHash(secret)
-	read := func(spend bool) (connectGrant, bool, error) {
-		var g connectGrant
-		v, ok, err := c.grants.TakeGrant(ctx, k, spend)
-		if err != nil || !ok {
-			return g, false, err
-		}
-		if err := json.Unmarshal(v, &g); err != nil {
-			return g, false, fmt.Errorf("a stored connect grant is damaged: %w", err)
-		}
-		return g, g.Toolkit == toolkit && !c.now().After(g.Expires), nil
-	}
-	g, ok, err := read(false)
-	if !ok || !spend {
-		return g, ok, err
-	}
-	return read(true) // of two concurrent spends, one gets it
-}
-
-// code mints a connect code for the user of a session and toolkit.
-func (c *connections) code(ctx context.Context, user, session, toolkit string) (string, error) {
-	return c.put(ctx, "code", connectGrant{User: user, Toolkit: toolkit, Session: session, Expires: c.now().Add(connectCodeTTL)})
-}
-
-// open spends a code and starts an attempt: it returns the attempt's
-// cookie value.
-func (c *connections) open(ctx context.Context, code, toolkit string) (string, connectGrant, bool, error) {
-	g, ok, err := c.take(ctx, "code", code, toolkit, true)
-	if !ok || err != nil {
-		return "", g, false, err
-	}
-	g.CSRF, g.Expires = randomHex(32), c.now().Add(connectAttemptTTL)
-	cookie, err := c.put(ctx, "attempt", g)
-	return cookie, g, err == nil, err
-}
-
-// attempt returns the attempt a cookie binds; spend ends it.
-func (c *connections) attempt(ctx context.Context, cookie, toolkit string, spend bool) (connectGrant, bool, error) {
-	return c.take(ctx, "attempt", cookie, toolkit, spend)
-}
 
 // connectStyle is the page's only style; the CSP admits it by hash.
 const connectStyle = `body{font:16px system-ui,sans-serif;max-width:34rem;margin:4rem auto;padding:0 1rem;color:#1d2330}
@@ -282,7 +102,7 @@ func (s *Server) renderConnect(c echo.Context, status int, v connectView) error 
 
 // sessionLive reports whether the session a grant is bound to still
 // lives (the admin key always does).
-func (s *Server) sessionLive(ctx context.Context, g connectGrant) (bool, error) {
+func (s *Server) sessionLive(ctx context.Context, g deploy.ConnectGrant) (bool, error) {
 	if g.Session == "" {
 		return true, nil
 	}
@@ -302,8 +122,8 @@ func (s *Server) connectForm(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	if code := c.QueryParam("code"); code != "" {
-		cookie, g, ok, err := s.conns.open(ctx, code, tk)
-		if errors.Is(err, errTooManyPending) {
+		cookie, g, ok, err := s.conns.Open(ctx, code, tk)
+		if errors.Is(err, deploy.ErrTooManyPending) {
 			return apiErr(http.StatusServiceUnavailable, "unavailable", err.Error())
 		} else if err != nil {
 			return internal(err)
@@ -316,10 +136,10 @@ func (s *Server) connectForm(c echo.Context) error {
 		} else if !live {
 			return s.renderConnect(c, http.StatusBadRequest, connectView{Name: name, Invalid: connectEnded})
 		}
-		c.SetCookie(s.connectCookie(c, tk, cookie, int(connectAttemptTTL/time.Second)))
+		c.SetCookie(s.connectCookie(c, tk, cookie, int(deploy.ConnectAttemptTTL/time.Second)))
 		return c.Redirect(http.StatusSeeOther, connectPath(tk))
 	}
-	g, ok, err := s.conns.attempt(ctx, cookieValue(c), tk, false)
+	g, ok, err := s.conns.Attempt(ctx, cookieValue(c), tk, false)
 	if err != nil {
 		return internal(err)
 	}
@@ -347,7 +167,7 @@ func (s *Server) connectSubmit(c echo.Context) error {
 	if err := s.authAllowed(c, client, cookie); err != nil {
 		return err
 	}
-	g, ok, err := s.conns.attempt(ctx, cookie, tk, false)
+	g, ok, err := s.conns.Attempt(ctx, cookie, tk, false)
 	if err != nil {
 		return internal(err)
 	}
@@ -363,16 +183,16 @@ func (s *Server) connectSubmit(c echo.Context) error {
 	if live, err := s.sessionLive(ctx, g); err != nil {
 		return err
 	} else if !live {
-		_, _, _ = s.conns.attempt(ctx, cookie, tk, true)
+		_, _, _ = s.conns.Attempt(ctx, cookie, tk, true)
 		return s.renderConnect(c, http.StatusBadRequest, connectView{Name: name, Invalid: connectEnded})
 	}
-	if _, ok, err := s.conns.attempt(ctx, cookie, tk, true); err != nil {
+	if _, ok, err := s.conns.Attempt(ctx, cookie, tk, true); err != nil {
 		return internal(err)
 	} else if !ok {
 		// Spent by a concurrent post with the same cookie.
 		return s.renderConnect(c, http.StatusForbidden, connectView{Name: name, Invalid: connectExpired})
 	}
-	if err := s.conns.store(ctx, g.User, tk, cred); err != nil {
+	if err := s.conns.Store(ctx, g.User, tk, cred); err != nil {
 		return internal(err)
 	}
 	c.SetCookie(s.connectCookie(c, tk, "", -1))
@@ -447,7 +267,7 @@ func (u userConnections) Credential(ctx context.Context, toolkit string) (string
 }
 
 func (u userConnections) ConnectLink(ctx context.Context, toolkit string) (string, error) {
-	code, err := u.s.conns.code(ctx, u.user, u.sessionHash, toolkit)
+	code, err := u.s.conns.Code(ctx, u.user, u.sessionHash, toolkit)
 	if err != nil {
 		return "", err
 	}

@@ -158,7 +158,7 @@ func TestConnectToolkit(t *testing.T) {
 			return toolCall("c3", "connect_toolkit", `{"toolkit":"chat"}`)
 		},
 	}}
-	ts := startWithModel(t, m, func(c *Config) { c.toolkitNoOrgToken = true })
+	ts := startWithModel(t, m, func(c *Config) { c.ConnectDemoToolkits() })
 	_, sb := ts.do(t, "POST", "/v1/sessions", "", map[string]any{"user_id": "ann"})
 	var sess struct{ Token string }
 	json.Unmarshal(sb, &sess)
@@ -182,7 +182,7 @@ func TestConnectToolkit(t *testing.T) {
 	if !strings.Contains(body, "<form") || !strings.Contains(body, "for account <code>ann</code>") {
 		t.Fatalf("connect page: %s", body)
 	}
-	st, body := submitConnect(t, browser, ts.URL+u.Path, ts.URL, csrf, ts.cfg.toolkitTokenForTests())
+	st, body := submitConnect(t, browser, ts.URL+u.Path, ts.URL, csrf, ts.cfg.DemoToken())
 	if st != 200 || !strings.Contains(body, "is connected") {
 		t.Fatalf("connect submit: %d %s", st, body)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+	"github.com/trawl-dev/trawl/web/deploy"
 )
 
 // APIError is an error meant for an API client: a status, a stable code,
@@ -15,6 +16,9 @@ type APIError struct {
 	Code    string
 	Message string
 	Cause   error
+	// With are members sent beside "error" in the body (an approval
+	// request with its approval_required); nil: none.
+	With map[string]any
 }
 
 func (e *APIError) Error() string {
@@ -33,7 +37,7 @@ func apiErr(status int, code, msg string) *APIError {
 func badRequest(msg string) *APIError { return apiErr(http.StatusBadRequest, "bad_request", msg) }
 func notFound(msg string) *APIError   { return apiErr(http.StatusNotFound, "not_found", msg) }
 func internal(cause error) *APIError {
-	if errors.Is(cause, ErrStoreUnavailable) {
+	if errors.Is(cause, deploy.ErrStoreUnavailable) {
 		// Redis is down or unreachable: a clear 503, never local state.
 		return &APIError{Status: http.StatusServiceUnavailable, Code: "store_unavailable",
 			Message: "the deployment's shared store (Redis) is unavailable; retry shortly", Cause: cause}
@@ -77,9 +81,19 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		}
 		var body errorBody
 		body.Error.Code, body.Error.Message = ae.Code, ae.Message
-		body.Error.RequestID = RequestID(c.Request().Context())
+		body.Error.RequestID = deploy.RequestID(c.Request().Context())
 		if c.Request().Method == http.MethodHead {
 			_ = c.NoContent(ae.Status)
+			return
+		}
+		if len(ae.With) > 0 {
+			with := map[string]any{"error": body.Error}
+			for k, v := range ae.With {
+				if k != "error" {
+					with[k] = v
+				}
+			}
+			_ = c.JSON(ae.Status, with)
 			return
 		}
 		_ = c.JSON(ae.Status, body)

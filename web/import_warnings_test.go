@@ -20,8 +20,11 @@ func TestImportWarningsReported(t *testing.T) {
 	if err := os.WriteFile(spec, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ts := startDemo(t, func(c *Config) {
-		c.demo = false
+	plain, err := ParseConfig("trawl.yaml", nil, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startConfig(t, plain, func(c *Config) {
 		c.Providers = []ProviderConfig{{ID: "broken", OpenAPI: spec, BaseURL: "http://127.0.0.1:1"}}
 	})
 	logs := ts.logs.String()

@@ -172,7 +172,7 @@ func TestServerTimeouts(t *testing.T) {
 func TestFailedAuthRateLimit(t *testing.T) {
 	now := time.Now()
 	ts := startDemo(t, nil)
-	ts.now = func() time.Time { return now }
+	ts.clock.set(func() time.Time { return now })
 	try := func(token, xff string) *http.Response {
 		t.Helper()
 		req, _ := http.NewRequest("GET", ts.URL+"/v1/agents/demo/chats/none", nil)
@@ -222,7 +222,7 @@ func TestFailedAuthRateLimit(t *testing.T) {
 
 	// Behind a trusted proxy the clients are told apart.
 	px := startDemo(t, func(c *Config) { c.TrustedProxies = []string{"127.0.0.1"} })
-	px.now = func() time.Time { return now }
+	px.clock.set(func() time.Time { return now })
 	ts = px
 	for range authFailBurst {
 		try(wrong(), "198.51.100.7")
@@ -248,7 +248,7 @@ func TestFailedAuthRateLimit(t *testing.T) {
 func TestOneBadKeyLocksOutNobodyElse(t *testing.T) {
 	now := time.Now()
 	ts := startDemo(t, nil)
-	ts.now = func() time.Time { return now }
+	ts.clock.set(func() time.Time { return now })
 	_, b := ts.do(t, "POST", "/v1/sessions", "", map[string]any{"user_id": "u1"})
 	var sess struct{ Token string }
 	json.Unmarshal(b, &sess)
@@ -298,7 +298,7 @@ func TestOneBadKeyLocksOutNobodyElse(t *testing.T) {
 func TestClientAddr(t *testing.T) {
 	s := &Server{}
 	var err error
-	if s.proxies, err = (&Config{TrustedProxies: []string{"10.0.0.0/8", "::1"}}).trustedProxies(); err != nil {
+	if s.proxies, err = (&Config{TrustedProxies: []string{"10.0.0.0/8", "::1"}}).ProxyPrefixes(); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct{ remote, xff, want string }{
@@ -485,7 +485,7 @@ func FuzzClientAddr(f *testing.F) {
 	f.Add("10.0.0.1:80", "203.0.113.1,10.0.0.2, garbage ,10.0.0.3")
 	f.Add("[::1]:80", "::ffff:10.0.0.9, 2001:db8::1")
 	s := &Server{}
-	s.proxies, _ = (&Config{TrustedProxies: []string{"10.0.0.0/8", "::1"}}).trustedProxies()
+	s.proxies, _ = (&Config{TrustedProxies: []string{"10.0.0.0/8", "::1"}}).ProxyPrefixes()
 	f.Fuzz(func(t *testing.T, remote, xff string) {
 		r := &http.Request{RemoteAddr: remote, Header: http.Header{"X-Forwarded-For": {xff}}}
 		got := s.clientAddr(r)
@@ -515,34 +515,4 @@ func FuzzClientAddr(f *testing.F) {
 			t.Fatalf("client %s is neither the peer nor in %q", got, xff)
 		}
 	})
-}
-
-func TestLifecycleConfig(t *testing.T) {
-	cfg, err := ParseConfig("trawl.yaml", []byte(`shutdown_grace: 5s
-shutdown_delay: 2s
-threads: {max_per_user: 10, max_bytes: -1, max_age_days: 7}
-trusted_proxies: [10.0.0.0/8, "::1"]
-`), env(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.ShutdownGrace != 5*time.Second || cfg.ShutdownDelay != 2*time.Second {
-		t.Errorf("durations: %v %v", cfg.ShutdownGrace, cfg.ShutdownDelay)
-	}
-	if r := cfg.retention(); r.MaxThreadsPerUser != 10 || r.MaxThreadBytes != -1 || r.MaxAge != 7*24*time.Hour {
-		t.Errorf("retention: %+v", r)
-	}
-	for _, tt := range []struct{ text, want string }{
-		{"shutdown_grace: 20\n", `trawl.yaml:1: shutdown_grace: want a duration such as 15s, 2m or 1h30m, not "20"`},
-		{"shutdown_grace: -1s\n", "trawl.yaml:1: shutdown_grace: must not be negative"},
-		{"shutdown_delay: soon\n", `trawl.yaml:1: shutdown_delay: want a duration such as 15s, 2m or 1h30m, not "soon"`},
-		{"threads: {max_per_user: -2}\n", "trawl.yaml:1: threads.max_per_user: must be positive"},
-		{"threads:\n  max_bytes: 1000\n", "trawl.yaml:2: threads.max_bytes: must be at least 65536"},
-		{"trusted_proxies: [10.0.0.0/33]\n", `trawl.yaml:1: trusted_proxies[0]: "10.0.0.0/33" is not an address or CIDR`},
-		{"trusted_proxies: [proxy.internal]\n", "trusted_proxies[0]"},
-	} {
-		if _, err := ParseConfig("trawl.yaml", []byte(tt.text), env(nil)); err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%q: %v; want %q", tt.text, err, tt.want)
-		}
-	}
 }

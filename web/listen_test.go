@@ -12,9 +12,6 @@ func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0")
 
 func demoScript() []byte { return demo.ReplayScript() }
 
-// toolkitTokenForTests is the credential the demo toolkits accept.
-func (c *Config) toolkitTokenForTests() string { return c.toolkitToken }
-
 // waitFor polls cond for up to five seconds.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()

@@ -2,12 +2,13 @@ package web
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trawl-dev/trawl/web/deploy"
 )
 
 // A workflow run that lost its claim — its replica was paused or cut off
@@ -36,25 +37,21 @@ func TestWorkflowRunWithoutItsClaimDoesNotSave(t *testing.T) {
 	// holder's now) and the survivor has marked the run failed.
 	ctx := context.Background()
 	prefix := r.a.cfg.RedisPrefix
-	if err := r.redis.Client(t).Set(ctx, prefix+"lease:"+workflowRunKey(runID), "another_run", time.Minute).Err(); err != nil {
+	if err := r.redis.Client(t).Set(ctx, prefix+"lease:"+deploy.WorkflowRunKey(runID), "another_run", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	v, ok, err := r.b.stores.workflowRuns.Get(ctx, runID)
-	if err != nil || !ok {
-		t.Fatalf("the run's record: %v %v", ok, err)
-	}
-	var rec workflowRun
-	if err := json.Unmarshal(v, &rec); err != nil {
-		t.Fatal(err)
+	rec, err := r.b.dep.LoadWorkflowRun(ctx, runID, "all")
+	if err != nil || rec == nil {
+		t.Fatalf("the run's record: %v %v", rec, err)
 	}
 	ended := time.Now().UTC()
-	rec.Status, rec.Ended, rec.Error = "failed", &ended, lapsedRunText
-	if err := r.b.saveWorkflowRun(ctx, rec); err != nil {
+	rec.Status, rec.Ended, rec.Error = "failed", &ended, "the server running this run stopped before it finished"
+	if err := r.b.dep.SaveWorkflowRun(ctx, *rec); err != nil {
 		t.Fatal(err)
 	}
 	release() // A's run goes on (its renewal finds the claim lost), then ends
 	onA.rest()
-	for deadline := time.Now().Add(15 * time.Second); r.a.runs.count() > 0; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(15 * time.Second); r.a.runs.Count() > 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("A's run never ended")
 		}

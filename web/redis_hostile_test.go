@@ -3,19 +3,16 @@ package web
 import (
 	"bufio"
 	"context"
-	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/stream/redistest"
-	"github.com/trawl-dev/trawl/web/runlease"
+	"github.com/trawl-dev/trawl/web/deploy"
 )
 
 // A redis_url that Redis refuses, or that does not parse, is a start-up
@@ -77,7 +74,10 @@ func TestRedisStreamLostMidTurnEndsWithError(t *testing.T) {
 			defer close(release)
 			cfg := redisConfig(t, rs.Addr)
 			cfg.RunLease = 2 * time.Second
-			srv, err := New(context.Background(), cfg, Options{Stdout: io.Discard, Model: gateModel{release}})
+			// The run's end waits out the lost store for a second, not
+			// ten: the stream's end is what is tested.
+			srv, err := New(context.Background(), cfg, Options{Stdout: io.Discard, Model: gateModel{release},
+				Runs: deploy.RunTimings{StoreWait: time.Second}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,48 +105,6 @@ func TestRedisStreamLostMidTurnEndsWithError(t *testing.T) {
 				t.Errorf("the stream after the loss: %q; want an error chunk naming %q, then [DONE]", rest, tt.want)
 			}
 		})
-	}
-}
-
-// failingSweeper is a registry whose sweep fails until healed.
-type failingSweeper struct {
-	*runlease.Memory
-	healed, calls atomic.Int32
-}
-
-func (f *failingSweeper) Lapsed(context.Context) ([]runlease.Claim, error) {
-	f.calls.Add(1)
-	if f.healed.Load() == 0 {
-		return nil, ErrStoreUnavailable
-	}
-	return nil, nil
-}
-
-// A sweep that keeps failing (Redis down) is logged once, and once when
-// it works again — not at every sweep.
-func TestSweepFailureLoggedOnce(t *testing.T) {
-	var buf syncBuffer
-	log := slog.New(slog.NewTextHandler(&buf, nil))
-	reg := &failingSweeper{Memory: runlease.NewMemory()}
-	h := newRunHost(context.Background(), reg, stream.NewMemoryLog(stream.MemoryLogOptions{}), log, time.Second)
-	waitCalls := func(n int32) {
-		for deadline := time.Now().Add(10 * time.Second); reg.calls.Load() < n; {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d sweeps, want %d", reg.calls.Load(), n)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	waitCalls(5)
-	reg.healed.Store(1)
-	waitCalls(reg.calls.Load() + 2)
-	h.stopAll()
-	out := buf.String()
-	if n := strings.Count(out, "looking for runs whose replica died (not logged again"); n != 1 {
-		t.Errorf("the failure was logged %d times:\n%s", n, out)
-	}
-	if n := strings.Count(out, "works again"); n != 1 {
-		t.Errorf("the recovery was logged %d times:\n%s", n, out)
 	}
 }
 
@@ -182,7 +140,7 @@ func TestRunWithoutItsClaimDoesNotSave(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(release) // the first run goes on, then ends
-	for deadline := time.Now().Add(15 * time.Second); ts.runs.count() > 0; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(15 * time.Second); ts.runs.Count() > 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the first run never ended")
 		}
@@ -193,51 +151,6 @@ func TestRunWithoutItsClaimDoesNotSave(t *testing.T) {
 	}
 	if last := got.Msgs[len(got.Msgs)-1]; last.ID != "u2" {
 		t.Errorf("the thread's last message is %q (%s): the run without its claim wrote over the other run's thread", last.ID, last.Role)
-	}
-}
-
-// flakyLog fails its first appends and closes as a store that is briefly
-// away does.
-type flakyLog struct {
-	*stream.MemoryLog
-	fails atomic.Int32
-}
-
-func (l *flakyLog) Append(ctx context.Context, runID string, c stream.Chunk) (int64, error) {
-	if l.fails.Add(-1) >= 0 {
-		return 0, ErrStoreUnavailable
-	}
-	return l.MemoryLog.Append(ctx, runID, c)
-}
-
-func (l *flakyLog) Close(ctx context.Context, runID string) error {
-	if l.fails.Add(-1) >= 0 {
-		return ErrStoreUnavailable
-	}
-	return l.MemoryLog.Close(ctx, runID)
-}
-
-// The replica handed a dead replica's claim ends its log even when the
-// store fails for a moment: nobody else will be handed the claim, and
-// the run's followers would wait on a log nobody closes.
-func TestEndLapsedWaitsOutAShortOutage(t *testing.T) {
-	ctx := context.Background()
-	log := &flakyLog{MemoryLog: stream.NewMemoryLog(stream.MemoryLogOptions{})}
-	if err := log.Open(ctx, "run_1"); err != nil {
-		t.Fatal(err)
-	}
-	log.fails.Store(4)
-	h := newRunHost(ctx, runlease.NewMemory(), log, slog.New(slog.DiscardHandler), time.Second)
-	defer h.stopAll()
-	h.endLapsed(ctx, runlease.Claim{Key: "u=;a=demo;c=c1", RunID: "run_1"})
-	st, err := log.Stat(ctx, "run_1")
-	if err != nil || !st.Closed || st.LastSeq != 1 {
-		t.Fatalf("the dead run's log: %+v %v; want it closed after one error chunk", st, err)
-	}
-	for ev, err := range log.Read(ctx, "run_1", 0) {
-		if err != nil || !strings.Contains(string(ev.Data), "stopped before it finished") {
-			t.Errorf("event %s, %v", ev.Data, err)
-		}
 	}
 }
 
@@ -271,23 +184,7 @@ func TestRedisThatCannotServeIs503(t *testing.T) {
 	if st, b := ts.do(t, "POST", "/v1/sessions", "", map[string]any{"user_id": "ann"}); st != 201 {
 		t.Errorf("a session once Redis has room: %d %s", st, b)
 	}
-	for _, reply := range []string{"READONLY You can't write against a read only replica.", "OOM command not allowed", "BUSY Redis is busy running a script", "ERR max number of clients reached"} {
-		if err := markUnavailable(replyError(reply)); !errors.Is(err, ErrStoreUnavailable) {
-			t.Errorf("%q is not marked unavailable", reply)
-		}
-	}
-	for _, reply := range []string{"ERR wrong number of arguments", "WRONGTYPE Operation against a key", "BUSYGROUP Consumer Group name already exists"} {
-		if err := markUnavailable(replyError(reply)); errors.Is(err, ErrStoreUnavailable) {
-			t.Errorf("%q is marked unavailable", reply)
-		}
-	}
 }
-
-// replyError is an error reply of a Redis server (a redis.Error).
-type replyError string
-
-func (e replyError) Error() string { return string(e) }
-func (replyError) RedisError()     {}
 
 // A turn the store fails for a moment (Redis out of memory) ends its
 // stream with an error chunk and [DONE] once the store takes writes
@@ -385,12 +282,12 @@ func TestReplicaWithOtherKeysRefused(t *testing.T) {
 func TestOrphanedRunEndsItsFollowers(t *testing.T) {
 	rs := redistest.Start(t)
 	cfg := redisConfig(t, rs.Addr)
-	srv, err := New(context.Background(), cfg, Options{Stdout: io.Discard})
+	srv, err := New(context.Background(), cfg, Options{Stdout: io.Discard,
+		Runs: deploy.RunTimings{WatchEvery: 100 * time.Millisecond, OrphanAfter: 300 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	srv.runs.watchEvery, srv.runs.orphanAfter = 100*time.Millisecond, 300*time.Millisecond
 	ts := &testServer{Server: srv, URL: newHTTPServer(t, srv)}
 	ctx := context.Background()
 	// The dead replica's run: a log with a chunk, a claim about to lapse

@@ -73,8 +73,8 @@ func TestServesOnRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts := &testServer{Server: srv, URL: newHTTPServer(t, srv), out: out}
-	if srv.StoreKind() != "redis" {
-		t.Fatalf("store kind %q", srv.StoreKind())
+	if srv.Deployment().StoreKind() != "redis" {
+		t.Fatalf("store kind %q", srv.Deployment().StoreKind())
 	}
 	resp := ts.post(t, "/v1/agents/demo/chat", "", chatBody("c1", "u1", "hi"))
 	br := bufio.NewReader(resp.Body)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/stream/redistest"
+	"github.com/trawl-dev/trawl/web/deploy"
 )
 
 // These tests run two trawl deployments in this process on one real
@@ -792,7 +793,7 @@ func TestScaleOutCollapsedWalk(t *testing.T) {
 	go call(r.b)
 	// B looked the walk up, missed, and waits for A's; a moment more for
 	// it to reach the shared lock.
-	waitFor(t, func() bool { return r.b.cache.Stats().Misses == 1 })
+	waitFor(t, func() bool { return r.b.dep.Cache().Stats().Misses == 1 })
 	time.Sleep(200 * time.Millisecond)
 	release()
 	for range 2 {
@@ -808,7 +809,7 @@ func TestScaleOutCollapsedWalk(t *testing.T) {
 	if n := r.up.count(); n != scalePages {
 		t.Errorf("two replicas asked for one walk at once: %d upstream requests; want one walk of %d", n, scalePages)
 	}
-	if st := r.b.cache.Stats(); st.Walks != 0 {
+	if st := r.b.dep.Cache().Stats(); st.Walks != 0 {
 		t.Errorf("B's cache: %+v; want no walk of its own", st)
 	}
 }
@@ -892,7 +893,8 @@ func TestScaleOutConnectAcrossReplicas(t *testing.T) {
 	prefix := "trawl-test-" + randomHex(4) + ":"
 	start := func() *testServer {
 		cfg := redisConfig(t, rs.Addr)
-		cfg.RedisPrefix, cfg.toolkitNoOrgToken = prefix, true
+		cfg.RedisPrefix = prefix
+		cfg.ConnectDemoToolkits()
 		srv, err := New(context.Background(), cfg, Options{Stdout: io.Discard})
 		if err != nil {
 			t.Fatal(err)
@@ -905,7 +907,7 @@ func TestScaleOutConnectAcrossReplicas(t *testing.T) {
 	if json.Unmarshal(sb, &sess); sess.Token == "" {
 		t.Fatalf("mint a session: %s", sb)
 	}
-	link, err := userConnections{s: a.Server, user: "ann", sessionHash: tokenHash(sess.Token)}.ConnectLink(context.Background(), "chat")
+	link, err := userConnections{s: a.Server, user: "ann", sessionHash: deploy.TokenHash(sess.Token)}.ConnectLink(context.Background(), "chat")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,10 @@
 // Package web is trawl's HTTP server: the Echo routes of the API, admin-key
-// and session auth, one central error renderer, the chat stream endpoints,
-// and the Studio console's embedded assets. A Deployment (deployment.go) is
-// what a Config assembles without HTTP — the stores, embedded or on Redis
-// (stores.go), the tool catalog, the invoker, the looping engine and the
-// agents; a Server serves one, with one host for detached runs
-// (runhost.go).
+// and session auth, one central error renderer, the chat and workflow
+// stream endpoints, the connect page and the Studio console's embedded
+// assets. It serves a deploy.Deployment — what a config assembles without
+// HTTP (package web/deploy) — taking the parts it serves from it once.
 //
-//	cfg, err := web.LoadConfig("trawl.yaml") // or web.DemoConfig()
+//	cfg, err := deploy.LoadConfig("trawl.yaml") // or deploy.DemoConfig()
 //	srv, err := web.New(ctx, cfg, web.Options{})
 //	err = srv.Run(ctx) // until ctx is cancelled; then a graceful shutdown
 package web
@@ -22,13 +20,20 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/agent/workflow"
+	"github.com/trawl-dev/trawl/loop"
+	"github.com/trawl-dev/trawl/stream"
+	"github.com/trawl-dev/trawl/tools"
+	"github.com/trawl-dev/trawl/web/deploy"
 )
 
 // Options are the process-level settings of a Server. The zero value is
@@ -47,6 +52,11 @@ type Options struct {
 	// Model replaces the configured model (tests, embedding). Zero: the
 	// model the config names.
 	Model agent.Model
+	// Now is the deployment's clock (sessions, connect links, rate
+	// limits, thread stamps). Zero: time.Now.
+	Now func() time.Time
+	// Runs are the run host's clock and waits. Zero: the defaults.
+	Runs deploy.RunTimings
 }
 
 // Timeouts bound how long the HTTP server waits on a client. Responses
@@ -74,13 +84,32 @@ func (t Timeouts) withDefaults() Timeouts {
 	return t
 }
 
-// Server serves one Deployment over HTTP: the routes, admin-key and
-// session auth, the run host (chat turns and workflow runs, detached from
-// their requests) and a graceful shutdown.
+// Server serves one deploy.Deployment over HTTP: the routes, admin-key
+// and session auth, the streams of its runs (chat turns and workflow
+// runs, detached from their requests) and a graceful shutdown.
 type Server struct {
-	*Deployment
+	dep *deploy.Deployment
+	// The parts of the deployment the handlers serve, taken once.
+	cfg          *deploy.Config
+	log          *slog.Logger
+	out          io.Writer
+	catalog      *tools.Catalog
+	engine       *loop.Engine
+	results      *loop.Retrieval
+	activity     *tools.ActivityLog
+	agents       *agent.Registry
+	runner       *agent.Runner
+	model        agent.Model // nil when no model is configured
+	threads      agent.ThreadStore
+	sessions     deploy.SessionStore
+	events       stream.EventLog
+	conns        *deploy.Connections
+	workflows    *workflow.Runner
+	workflowDefs deploy.Records
+	runs         *deploy.RunHost
+	tel          *deploy.Telemetry
+
 	echo      *echo.Echo
-	runs      *runHost
 	timeouts  Timeouts
 	proxies   []netip.Prefix  // trusted reverse proxies
 	origins   map[string]bool // CORS allowed origins
@@ -91,15 +120,18 @@ type Server struct {
 	draining atomic.Bool
 }
 
-// New assembles a deployment from cfg (OpenDeployment with PartsServe)
-// and the server around it. Nothing listens yet.
-func New(ctx context.Context, cfg *Config, opt Options) (*Server, error) {
-	d, err := OpenDeployment(ctx, cfg, DeploymentOptions{Logger: opt.Logger, Stdout: opt.Stdout, Model: opt.Model})
+// New assembles a deployment from cfg (deploy.Open with PartsServe) and
+// the server around it. Nothing listens yet.
+func New(ctx context.Context, cfg *deploy.Config, opt Options) (*Server, error) {
+	d, err := deploy.Open(ctx, cfg, deploy.Options{Logger: opt.Logger, Stdout: opt.Stdout, Model: opt.Model, Now: opt.Now, Runs: opt.Runs})
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Deployment: d, timeouts: opt.Timeouts.withDefaults()}
-	if s.proxies, err = cfg.trustedProxies(); err != nil {
+	s := &Server{dep: d, cfg: d.Config(), log: d.Logger(), out: d.Stdout(), catalog: d.Catalog(), engine: d.Engine(),
+		results: d.Results(), activity: d.Activity(), agents: d.Agents(), runner: d.Runner(), model: d.Model(),
+		threads: d.Threads(), sessions: d.Sessions(), events: d.Events(), conns: d.Connections(), workflows: d.Workflows(),
+		workflowDefs: d.WorkflowDefs(), runs: d.Runs(), tel: d.Telemetry(), timeouts: opt.Timeouts.withDefaults()}
+	if s.proxies, err = cfg.ProxyPrefixes(); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -109,18 +141,18 @@ func New(ctx context.Context, cfg *Config, opt Options) (*Server, error) {
 	}
 	s.authFails = newFailLimiter(func() time.Time { return s.now() })
 	s.streams = newStreamCap(cfg.Limits.StreamsPerSession)
-	s.runs = newRunHost(d.ctx, d.stores.runs, d.events, d.log, cfg.RunLease)
-	s.runs.onLapsed = s.endLapsedRun
-	s.runs.lapsedText = func(key string) string {
-		if strings.HasPrefix(key, workflowRunKey("")) {
-			return lapsedRunText
-		}
-		return lapsedTurnText
-	}
-	d.countRuns = s.runs.count
 	s.echo = s.routes(opt)
 	return s, nil
 }
+
+// Deployment is the deployment the server serves.
+func (s *Server) Deployment() *deploy.Deployment { return s.dep }
+
+// AdminKey is the key that authorises the admin API.
+func (s *Server) AdminKey() string { return s.dep.AdminKey() }
+
+// now reads the deployment's clock.
+func (s *Server) now() time.Time { return s.dep.Now() }
 
 // Handler is the server's HTTP handler (for tests and embedding).
 func (s *Server) Handler() http.Handler { return s.echo }
@@ -128,11 +160,52 @@ func (s *Server) Handler() http.Handler { return s.echo }
 // Run listens on the configured address and serves until ctx ends, then
 // shuts down as Serve does.
 func (s *Server) Run(ctx context.Context) error {
+	if err := CheckListenAddr(s.cfg.Listen); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
+		return ListenError(s.cfg.Listen, err)
 	}
 	return s.Serve(ctx, ln)
+}
+
+// CheckListenAddr says what is wrong with a listen address, and what to
+// give instead, before anything listens.
+func CheckListenAddr(addr string) error {
+	if _, port, err := net.SplitHostPort(addr); err == nil {
+		if n, perr := strconv.Atoi(port); perr != nil || n < 0 || n > 65535 {
+			return fmt.Errorf("listen %q: the port %q is not a number from 0 to 65535; give host:port, such as 127.0.0.1:8080", addr, port)
+		}
+		return nil
+	}
+	if n, perr := strconv.Atoi(addr); perr == nil && n >= 0 && n <= 65535 {
+		return fmt.Errorf("listen %q: a port alone is not an address; give host:port: 127.0.0.1:%d (this machine only) or :%d (every interface)", addr, n, n)
+	}
+	return fmt.Errorf("listen %q: not a host:port address; give one such as 127.0.0.1:8080 (this machine only) or :8080 (every interface)", addr)
+}
+
+// ListenError words a failure to listen on addr with what to do.
+func ListenError(addr string, err error) error {
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("listen %s: the port is already in use (another trawl, or another program, listens there): stop it, or choose another port with --listen (listen: in the config), such as --listen %s", addr, nextPort(addr))
+	case errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("listen %s: permission denied (ports below 1024 need privileges): choose a port above 1024 with --listen, such as --listen 127.0.0.1:8080", addr)
+	case errors.Is(err, syscall.EADDRNOTAVAIL):
+		return fmt.Errorf("listen %s: this machine has no such address: listen on 127.0.0.1 (this machine only) or leave the host out (every interface), such as --listen 127.0.0.1:8080", addr)
+	}
+	return fmt.Errorf("listen %s: %w", addr, err)
+}
+
+// nextPort is addr with the port after its own.
+func nextPort(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	n, perr := strconv.Atoi(port)
+	if err != nil || perr != nil || n <= 0 || n >= 65535 {
+		return "127.0.0.1:8081"
+	}
+	return net.JoinHostPort(host, strconv.Itoa(n+1))
 }
 
 // Shutdown timings.
@@ -188,12 +261,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if grace == 0 {
 		grace = DefaultShutdownGrace
 	}
-	n := s.runs.count()
+	n := s.runs.Count()
 	s.log.Info("shutting down: the listener is closed", "running", n, "grace", grace)
-	if !s.runs.waitIdle(grace) {
-		s.log.Info("shutdown grace is over: cancelling the running turns and runs", "running", s.runs.count())
+	if !s.runs.WaitIdle(grace) {
+		s.log.Info("shutdown grace is over: cancelling the running turns and runs", "running", s.runs.Count())
 	}
-	s.runs.stopAll()
+	s.runs.StopAll()
 	var err error
 	select {
 	case err = <-shut:
@@ -210,17 +283,17 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 func (s *Server) banner(addr string) {
 	fmt.Fprintf(s.out, "trawl listening on http://%s\n", addr)
-	if s.cfg.demo {
+	if s.cfg.IsDemo() {
 		fmt.Fprintf(s.out, "demo: the Acme sample API and toolkits, agent %q\n", "demo")
 	}
 	switch {
-	case s.keyIsNew:
-		fmt.Fprintf(s.out, "admin key (generated, saved in %s; shown once): %s\n", s.cfg.DataDir, s.adminKey)
+	case s.dep.AdminKeyIsNew():
+		fmt.Fprintf(s.out, "admin key (generated, saved in %s; shown once): %s\n", s.cfg.DataDir, s.AdminKey())
 	case s.cfg.AdminKey == "":
 		fmt.Fprintf(s.out, "admin key: saved in %s/admin_key\n", s.cfg.DataDir)
 	}
-	if s.stores.kind == "redis" {
-		fmt.Fprintf(s.out, "state: shared in Redis (prefix %q); replicas on the same redis_url serve one deployment\n", cmp.Or(s.cfg.RedisPrefix, DefaultRedisPrefix))
+	if s.dep.StoreKind() == "redis" {
+		fmt.Fprintf(s.out, "state: shared in Redis (prefix %q); replicas on the same redis_url serve one deployment\n", cmp.Or(s.cfg.RedisPrefix, deploy.DefaultRedisPrefix))
 	}
 	fmt.Fprintf(s.out, "studio: http://%s/studio/\n", addr)
 	fmt.Fprintf(s.out, "try: curl -H 'Authorization: Bearer <admin key>' http://%s/v1/tools\n", addr)
@@ -228,10 +301,7 @@ func (s *Server) banner(addr string) {
 
 // Close stops the running turns (they save their threads) and closes the
 // deployment.
-func (s *Server) Close() error {
-	s.runs.stopAll()
-	return s.Deployment.Close()
-}
+func (s *Server) Close() error { return s.dep.Close() }
 
 func (s *Server) routes(opt Options) *echo.Echo {
 	e := echo.New()
@@ -260,6 +330,9 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	admin.GET("/tools", s.listTools)
 	admin.GET("/tools/:tool_id", s.getTool)
 	admin.POST("/tools/:tool_id/invoke", s.invokeTool)
+	admin.GET("/approvals", s.listApprovals)
+	admin.GET("/approvals/:id", s.getApproval)
+	admin.POST("/approvals/:id", s.answerApproval)
 	admin.GET("/activity", s.listActivity)
 	admin.GET("/info", s.info)
 	admin.POST("/sessions", s.createSession)
@@ -329,7 +402,7 @@ func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 		if err := s.authAllowed(c, client, tok); err != nil {
 			return err
 		}
-		if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(s.adminKey)) != 1 {
+		if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(s.AdminKey())) != 1 {
 			s.authFails.fail(client, tok)
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="trawl"`)
 			return apiErr(http.StatusUnauthorized, "unauthorized", "a valid admin key is required (Authorization: Bearer <key>)")

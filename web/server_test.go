@@ -36,27 +36,34 @@ func (s *syncBuffer) String() string {
 // testServer is a demo deployment behind an httptest server.
 type testServer struct {
 	*Server
-	URL  string
-	logs *syncBuffer
-	out  *syncBuffer
+	URL   string
+	logs  *syncBuffer
+	out   *syncBuffer
+	clock *testClock // the deployment's clock (startDemo's servers)
 }
 
 func startDemo(t *testing.T, mutate func(*Config)) *testServer {
 	t.Helper()
-	cfg := DemoConfig()
+	return startConfig(t, DemoConfig(), mutate)
+}
+
+// startConfig serves cfg, given a data folder of its own and then
+// mutated.
+func startConfig(t *testing.T, cfg *Config, mutate func(*Config)) *testServer {
+	t.Helper()
 	cfg.DataDir = t.TempDir()
 	if mutate != nil {
 		mutate(cfg)
 	}
-	logs, out := &syncBuffer{}, &syncBuffer{}
+	logs, out, clock := &syncBuffer{}, &syncBuffer{}, &testClock{}
 	srv, err := New(context.Background(), cfg, Options{
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Stdout: out})
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Stdout: out, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { hs.Close(); srv.Close() })
-	return &testServer{Server: srv, URL: hs.URL, logs: logs, out: out}
+	return &testServer{Server: srv, URL: hs.URL, logs: logs, out: out, clock: clock}
 }
 
 // do sends a request with the admin key (or the given token) and returns

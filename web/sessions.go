@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +14,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	bolt "go.etcd.io/bbolt"
+	"github.com/trawl-dev/trawl/web/deploy"
 )
 
 // principal is who a request acts for: the admin, or a session's user.
@@ -34,68 +33,6 @@ const principalKey = "trawl.principal"
 func principalOf(c echo.Context) principal {
 	p, _ := c.Get(principalKey).(principal)
 	return p
-}
-
-// session is what the store keeps of a session: never the token (only its
-// hash is the key) and the runtime credentials sealed with a key derived
-// from the token, so the store alone cannot reveal them.
-type session struct {
-	UserID     string    `json:"user_id"`
-	CacheScope string    `json:"cache_scope,omitempty"`
-	Sealed     []byte    `json:"sealed,omitempty"` // AES-GCM(nonce‖ciphertext) of the credentials
-	Expires    time.Time `json:"expires_at"`
-}
-
-// SessionStore keeps sessions by token hash. Implementations are safe for
-// concurrent use.
-type SessionStore interface {
-	PutSession(ctx context.Context, hash string, s session) error
-	GetSession(ctx context.Context, hash string) (session, bool, error)
-	DeleteSession(ctx context.Context, hash string) error
-}
-
-var bucketSessions = []byte("sessions")
-
-// boltSessions is the embedded SessionStore.
-type boltSessions struct{ db *bolt.DB }
-
-func newBoltSessions(db *bolt.DB) (*boltSessions, error) {
-	err := db.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(bucketSessions)
-		return err
-	})
-	return &boltSessions{db: db}, err
-}
-
-func (b *boltSessions) PutSession(_ context.Context, hash string, s session) error {
-	v, err := json.Marshal(s)
-	if err != nil {
-		return err
-	}
-	return b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketSessions).Put([]byte(hash), v) })
-}
-
-func (b *boltSessions) DeleteSession(_ context.Context, hash string) error {
-	return b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketSessions).Delete([]byte(hash)) })
-}
-
-func (b *boltSessions) GetSession(_ context.Context, hash string) (session, bool, error) {
-	var s session
-	var found bool
-	err := b.db.View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketSessions).Get([]byte(hash))
-		if v == nil {
-			return nil
-		}
-		found = true
-		return json.Unmarshal(v, &s)
-	})
-	return s, found, err
-}
-
-func tokenHash(token string) string {
-	sum := sha256.Sum256([]byte("trawl-session:" + token))
-	return hex.EncodeToString(sum[:])
 }
 
 func sealKey(token string) []byte {
@@ -182,7 +119,7 @@ func (s *Server) createSession(c echo.Context) error {
 		return internal(err)
 	}
 	expires := s.now().Add(ttl).UTC().Truncate(time.Second)
-	if err := s.sessions.PutSession(c.Request().Context(), tokenHash(token), session{
+	if err := s.sessions.PutSession(c.Request().Context(), deploy.TokenHash(token), deploy.Session{
 		UserID: req.UserID, CacheScope: req.CacheScope, Sealed: sealed, Expires: expires}); err != nil {
 		return internal(err)
 	}
@@ -216,10 +153,10 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request) (principal, 
 	if !ok {
 		return principal{}, false, nil
 	}
-	if subtle.ConstantTimeCompare([]byte(tok), []byte(s.adminKey)) == 1 {
+	if subtle.ConstantTimeCompare([]byte(tok), []byte(s.AdminKey())) == 1 {
 		return principal{Admin: true}, true, nil
 	}
-	sess, found, err := s.liveSession(ctx, tokenHash(tok))
+	sess, found, err := s.liveSession(ctx, deploy.TokenHash(tok))
 	if err != nil || !found {
 		return principal{}, false, err
 	}
@@ -227,15 +164,15 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request) (principal, 
 	if err != nil {
 		return principal{}, false, internal(fmt.Errorf("unsealing session credentials: %w", err))
 	}
-	return principal{UserID: sess.UserID, Credentials: creds, CacheScope: sess.CacheScope, Session: tokenHash(tok)}, true, nil
+	return principal{UserID: sess.UserID, Credentials: creds, CacheScope: sess.CacheScope, Session: deploy.TokenHash(tok)}, true, nil
 }
 
 // liveSession returns the session stored under hash unless it expired
 // (an expired one is deleted).
-func (s *Server) liveSession(ctx context.Context, hash string) (session, bool, error) {
+func (s *Server) liveSession(ctx context.Context, hash string) (deploy.Session, bool, error) {
 	sess, found, err := s.sessions.GetSession(ctx, hash)
 	if err != nil {
-		return session{}, false, internal(err)
+		return deploy.Session{}, false, internal(err)
 	}
 	if found && s.now().After(sess.Expires) {
 		_ = s.sessions.DeleteSession(context.WithoutCancel(ctx), hash)
@@ -249,7 +186,7 @@ func (s *Server) liveSession(ctx context.Context, hash string) (session, bool, e
 // 404 alike, whether it exists or not.
 func (s *Server) revokeSession(c echo.Context) error {
 	p := principalOf(c)
-	hash := tokenHash(c.Param("token"))
+	hash := deploy.TokenHash(c.Param("token"))
 	if !p.Admin && subtle.ConstantTimeCompare([]byte(hash), []byte(p.Session)) != 1 {
 		return notFound("no such session")
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trawl-dev/trawl/web/deploy"
 )
 
 // TestStreamsPerSessionCapped: a session token holds at most
@@ -85,7 +87,7 @@ func TestStreamsPerSessionCapped(t *testing.T) {
 	open(other, "o1").Body.Close()   // nor is another session
 
 	first.Body.Close()
-	hash := tokenHash(tok)
+	hash := deploy.TokenHash(tok)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		ts.streams.mu.Lock()
 		n := ts.streams.open[hash]

@@ -147,7 +147,7 @@ type modelInfo struct {
 }
 
 func (s *Server) info(c echo.Context) error {
-	in := deploymentInfo{Demo: s.cfg.demo, Store: s.stores.kind}
+	in := deploymentInfo{Demo: s.cfg.IsDemo(), Store: s.dep.StoreKind()}
 	switch m := s.model.(type) {
 	case nil:
 	case *agent.Replay:

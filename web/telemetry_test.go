@@ -16,10 +16,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"github.com/trawl-dev/trawl/tools"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
@@ -176,12 +174,12 @@ func TestTelemetryEndToEnd(t *testing.T) {
 	if !strings.Contains(types, "tool-output-available") || !strings.Contains(types, "finish") {
 		t.Fatalf("turn: %s", types)
 	}
-	waitFor(t, func() bool { return ts.runs.count() == 0 })
+	waitFor(t, func() bool { return ts.runs.Count() == 0 })
 	fams := scrape(t, ts)
 	resp = ts.post(t, "/v1/agents/demo/chat", "", chatBody("c2", "u1", "How many open orders worth more than 100 do we have?"))
 	readSSE(t, resp.Body)
 	resp.Body.Close()
-	waitFor(t, func() bool { return ts.runs.count() == 0 })
+	waitFor(t, func() bool { return ts.runs.Count() == 0 })
 	fams2 := scrape(t, ts)
 	ts.Server.Close() // flushes the spans
 
@@ -326,7 +324,7 @@ func TestMetricsOffAndAuth(t *testing.T) {
 	if st, _ := ts.do(t, "GET", "/metrics", "", nil); st != 404 {
 		t.Errorf("metrics off: %d", st)
 	}
-	if ts.tel.tp != nil || ts.tel.mp != nil {
+	if ts.tel.Tracing() || ts.tel.MetricsHandler() != nil {
 		t.Errorf("telemetry on by default")
 	}
 	on := startDemo(t, func(c *Config) { c.Metrics.Enabled = true })
@@ -335,42 +333,9 @@ func TestMetricsOffAndAuth(t *testing.T) {
 	}
 }
 
-// TestPropagation: a traced upstream request carries traceparent, except
-// for a provider that opted out.
-func TestPropagation(t *testing.T) {
-	var got []string
-	var mu sync.Mutex
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		got = append(got, r.Header.Get("traceparent"))
-		mu.Unlock()
-	}))
-	defer up.Close()
-	tel := &telemetry{prop: propagation.TraceContext{}}
-	tel.useTracer(sdktrace.NewTracerProvider())
-	client := tel.httpClient(false)
-	ctx, span := tel.tracer.Start(context.Background(), "x")
-	defer span.End()
-	for _, c := range []context.Context{ctx, context.WithValue(ctx, noPropagateKey{}, true), context.Background()} {
-		req, _ := http.NewRequestWithContext(c, "GET", up.URL, nil)
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-	}
-	want := "00-" + span.SpanContext().TraceID().String() + "-" + span.SpanContext().SpanID().String() + "-01"
-	if len(got) != 3 || got[0] != want || got[1] != "" || got[2] != "" {
-		t.Errorf("traceparent sent: %q, want %q then none", got, want)
-	}
-	if (&telemetry{}).httpClient(false) != nil {
-		t.Errorf("a client without traces")
-	}
-}
-
 // TestMetricsListenAndEnv: metrics.listen serves /metrics without auth on
-// its own address; OTEL_EXPORTER_OTLP_ENDPOINT alone turns traces on; a
-// bad endpoint or ratio is refused with its key.
+// its own address (deploy's TestTelemetrySetup: the environment and bad
+// settings).
 func TestMetricsListenAndEnv(t *testing.T) {
 	cfg := DemoConfig()
 	cfg.DataDir = t.TempDir()
@@ -404,61 +369,4 @@ func TestMetricsListenAndEnv(t *testing.T) {
 		t.Errorf("metrics listener: %d %.300s", resp.StatusCode, b)
 	}
 
-	s := &Deployment{cfg: &Config{}}
-	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"}
-	if err := s.setupTelemetry(context.Background(), func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil || s.tel.tp == nil {
-		t.Errorf("env endpoint: %v, traces on %v", err, s.tel.tp != nil)
-	}
-	for _, c := range s.closers {
-		c()
-	}
-	s = &Deployment{cfg: &Config{Telemetry: TelemetryConfig{OTLPEndpoint: "127.0.0.1:4318"}}}
-	if err := s.setupTelemetry(context.Background(), func(string) (string, bool) { return "", false }); err == nil || !strings.Contains(err.Error(), "telemetry.otlp_endpoint") {
-		t.Errorf("bad endpoint: %v", err)
-	}
-	bad := DemoConfig()
-	bad.Telemetry.SampleRatio = 1.5
-	if err := bad.validate(); err == nil || !strings.Contains(err.Error(), "telemetry.sample_ratio") {
-		t.Errorf("bad ratio: %v", err)
-	}
-}
-
-// TestInvokerPropagates: through the real invoker, an upstream request
-// made under the observed caller carries the upstream span's
-// traceparent, and none for a provider with propagate_trace: false.
-func TestInvokerPropagates(t *testing.T) {
-	var mu sync.Mutex
-	got := map[string]string{}
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		got[r.URL.Path] = r.Header.Get("traceparent")
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"ok":true}`)
-	}))
-	defer up.Close()
-	off := false
-	s := &Deployment{cfg: &Config{Providers: []ProviderConfig{{ID: "quiet", PropagateTrace: &off}}}, tel: &telemetry{prop: propagation.TraceContext{}}}
-	rec := tracetest.NewSpanRecorder()
-	s.tel.useTracer(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
-	inv := tools.NewInvoker(tools.InvokerOptions{Client: s.tel.httpClient(false)})
-	caller := s.observeCaller(inv)
-	for _, p := range []string{"loud", "quiet"} {
-		tool := &tools.Tool{ID: p + ".get", Provider: p, Name: "get", Kind: tools.KindAPI, Method: "GET", Path: "/" + p, Origin: up.URL}
-		resp, err := caller.Call(context.Background(), tools.Request{Tool: tool, Args: map[string]any{}})
-		if err != nil || resp.Status != 200 {
-			t.Fatalf("%s: %v %+v", p, err, resp)
-		}
-	}
-	spans := rec.Ended()
-	if len(spans) != 2 {
-		t.Fatalf("%d spans", len(spans))
-	}
-	want := "00-" + spans[0].SpanContext().TraceID().String() + "-" + spans[0].SpanContext().SpanID().String() + "-01"
-	if got["/loud"] != want || got["/quiet"] != "" {
-		t.Errorf("traceparent: %v, want /loud %s and /quiet none", got, want)
-	}
-	if spans[0].Name() != "GET /loud" {
-		t.Errorf("span name %q", spans[0].Name())
-	}
 }

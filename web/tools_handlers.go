@@ -6,61 +6,24 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/trawl-dev/trawl/agent"
-	"github.com/trawl-dev/trawl/loop"
-	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/tools"
+	"github.com/trawl-dev/trawl/web/deploy"
 )
-
-// ToolView is a tool as the tools API (and `trawl tools`) shows it.
-type ToolView struct {
-	ID          string         `json:"id"`
-	Name        string         `json:"name"`
-	Description string         `json:"description"`
-	Kind        tools.Kind     `json:"kind"`
-	Effect      tools.Effect   `json:"effect"`
-	Provider    string         `json:"provider"`
-	Toolkit     string         `json:"toolkit,omitempty"`
-	Method      string         `json:"method,omitempty"`
-	Path        string         `json:"path,omitempty"`
-	OperationID string         `json:"operationId,omitempty"`
-	InputSchema map[string]any `json:"inputSchema"`
-	Pagination  paginate.Plan  `json:"pagination"`
-}
-
-func (s *Deployment) view(t *tools.Tool) ToolView {
-	return ToolView{
-		ID: t.ID, Name: t.Name, Description: t.Description, Kind: t.Kind, Provider: t.Provider,
-		Toolkit: t.Toolkit, Method: t.Method, Path: t.Path, OperationID: t.OperationID,
-		Effect:      paginate.EffectOf(t, s.engine.Plan(t)),
-		InputSchema: s.engine.Schema(t, loop.Binding{LoopResponses: true}),
-		Pagination:  s.engine.Plan(t),
-	}
-}
-
-// ToolViews is every tool of the catalog as GET /v1/tools shows it.
-func (s *Deployment) ToolViews() []ToolView {
-	all := s.catalog.All()
-	out := make([]ToolView, 0, len(all))
-	for _, t := range all {
-		out = append(out, s.view(t))
-	}
-	return out
-}
 
 func (s *Server) listTools(c echo.Context) error {
 	all := s.catalog.All()
-	out := make([]ToolView, 0, len(all))
+	out := make([]deploy.ToolView, 0, len(all))
 	kind := c.QueryParam("kind")
 	for _, t := range all {
 		if kind != "" && string(t.Kind) != kind {
 			continue
 		}
-		out = append(out, s.view(t))
+		out = append(out, s.dep.ViewOf(t))
 	}
 	body := map[string]any{"tools": out}
-	if len(s.imported) > 0 {
+	if imported := s.dep.ImportWarnings(); len(imported) > 0 {
 		// What each provider's lenient OpenAPI import repaired or skipped.
-		body["importWarnings"] = s.imported
+		body["importWarnings"] = imported
 	}
 	return c.JSON(http.StatusOK, body)
 }
@@ -70,7 +33,7 @@ func (s *Server) getTool(c echo.Context) error {
 	if !ok {
 		return notFound("no tool " + strconv.Quote(c.Param("tool_id")))
 	}
-	return c.JSON(http.StatusOK, s.view(t))
+	return c.JSON(http.StatusOK, s.dep.ViewOf(t))
 }
 
 func (s *Server) listActivity(c echo.Context) error {

@@ -3,35 +3,19 @@ package web
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
-	"sort"
 	"strconv"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/trawl-dev/trawl/agent/workflow"
 	"github.com/trawl-dev/trawl/stream"
-	webredis "github.com/trawl-dev/trawl/web/redisstore"
-	"github.com/trawl-dev/trawl/web/runlease"
+	"github.com/trawl-dev/trawl/web/deploy"
 )
 
-// workflowRun is what a run leaves: its state and, once ended, its result.
-type workflowRun struct {
-	ID       string           `json:"id"`
-	Workflow string           `json:"workflow"`
-	Status   string           `json:"status"` // running, done, failed, stopped
-	Started  time.Time        `json:"started"`
-	Ended    *time.Time       `json:"ended,omitempty"`
-	Result   *workflow.Result `json:"result,omitempty"`
-	// Error says why a run failed without a result (its replica died).
-	Error string `json:"error,omitempty"`
-}
-
 func (s *Server) getWorkflowDef(ctx context.Context, id string) (*workflow.Definition, error) {
-	v, ok, err := s.stores.workflows.Get(ctx, id)
+	v, ok, err := s.workflowDefs.Get(ctx, id)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -61,7 +45,7 @@ func (s *Server) putWorkflow(c echo.Context) error {
 	if err != nil {
 		return internal(err)
 	}
-	if err := s.stores.workflows.Put(c.Request().Context(), def.ID, b); err != nil {
+	if err := s.workflowDefs.Put(c.Request().Context(), def.ID, b); err != nil {
 		return internal(err)
 	}
 	return c.JSONBlob(http.StatusOK, b)
@@ -80,7 +64,7 @@ func (s *Server) getWorkflow(c echo.Context) error {
 
 func (s *Server) listWorkflows(c echo.Context) error {
 	out := []json.RawMessage{}
-	err := s.stores.workflows.ForEach(c.Request().Context(), func(_ string, v []byte) error {
+	err := s.workflowDefs.ForEach(c.Request().Context(), func(_ string, v []byte) error {
 		out = append(out, append(json.RawMessage(nil), v...))
 		return nil
 	})
@@ -91,7 +75,7 @@ func (s *Server) listWorkflows(c echo.Context) error {
 }
 
 func (s *Server) deleteWorkflow(c echo.Context) error {
-	found, err := s.stores.workflows.Delete(c.Request().Context(), c.Param("id"))
+	found, err := s.workflowDefs.Delete(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return internal(err)
 	}
@@ -118,21 +102,21 @@ func (s *Server) startWorkflowRun(c echo.Context) error {
 	}
 	runID := "wfr_" + randomHex(12)
 	ctx := c.Request().Context()
-	run, err := s.runs.claim(ctx, workflowRunKey(runID), runID)
+	run, err := s.runs.Claim(ctx, deploy.WorkflowRunKey(runID), runID)
 	if err != nil {
 		return internal(err)
 	}
-	rec := workflowRun{ID: runID, Workflow: def.ID, Status: "running", Started: s.now().UTC()}
-	if err := s.saveWorkflowRun(ctx, rec); err != nil {
-		s.runs.drop(run)
+	rec := deploy.WorkflowRun{ID: runID, Workflow: def.ID, Status: "running", Started: s.now().UTC()}
+	if err := s.dep.SaveWorkflowRun(ctx, rec); err != nil {
+		s.runs.Drop(run)
 		return internal(err)
 	}
 	if err := s.events.Open(ctx, runID); err != nil {
-		s.runs.drop(run)
+		s.runs.Drop(run)
 		return internal(err)
 	}
-	s.runs.start(run, func(ctx context.Context) {
-		ctx, observed := s.tel.workflowRun(ctx, def.ID)
+	s.runs.Start(run, func(ctx context.Context) {
+		ctx, observed := s.tel.WorkflowRun(ctx, def.ID)
 		res, err := s.workflows.Run(ctx, def, workflow.RunInput{Org: s.cfg.Org, RunID: runID,
 			Emit: func(ch stream.Chunk) error {
 				_, err := s.events.Append(context.WithoutCancel(ctx), runID, ch)
@@ -152,93 +136,16 @@ func (s *Server) startWorkflowRun(c echo.Context) error {
 		// failed, and a replica paused or cut off past its lease must
 		// not write its "stopped" over that. A short store failure is
 		// waited out.
-		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer scancel()
-		err = retryStore(sctx, func() error { return s.saveHeldWorkflowRun(sctx, rec) })
-		if errors.Is(err, errNotHolder) {
-			s.log.Warn("not saving the workflow run: it lost its claim, and another replica has ended it", "run", runID)
-		} else if err != nil {
-			s.log.Error("saving workflow run", "run", runID, "err", err)
-		}
+		s.runs.EndRun(ctx, deploy.WorkflowRunKey(runID), runID, "workflow run", nil,
+			func(ctx context.Context) error { return s.dep.SaveHeldWorkflowRun(ctx, rec) })
 	})
 	c.Response().Header().Set("X-Trawl-Run-Id", runID)
-	return s.runs.serveRun(c, workflowRunKey(runID), runID)
-}
-
-// workflowRunKey is a workflow run's key in the run registry.
-func workflowRunKey(runID string) string { return "workflow-run:" + runID }
-
-// endLapsedRun records a run whose replica died (its log was ended by
-// the run host): a workflow run is marked failed with the reason. A
-// chat's thread needs nothing: it was saved after every step.
-func (s *Server) endLapsedRun(ctx context.Context, c runlease.Claim) {
-	if c.Key != workflowRunKey(c.RunID) {
-		return
-	}
-	v, ok, err := s.stores.workflowRuns.Get(ctx, c.RunID)
-	if err != nil || !ok {
-		return
-	}
-	var r workflowRun
-	if json.Unmarshal(v, &r) != nil || r.Status != "running" {
-		return
-	}
-	ended := s.now().UTC()
-	r.Status, r.Ended, r.Error = "failed", &ended, lapsedRunText
-	if err := s.saveWorkflowRun(ctx, r); err != nil {
-		s.log.Warn("marking a dead replica's workflow run failed", "run", r.ID, "err", err)
-	}
-}
-
-// fencedRecords is a store of records that writes one only while a
-// fence key holds a value (web/redisstore: the run's claim).
-type fencedRecords interface {
-	PutFenced(ctx context.Context, k string, v []byte, fenceKey, fenceValue string) error
-}
-
-// saveHeldWorkflowRun saves r while its run holds its claim:
-// errNotHolder when it does not. On Redis the check is in the write's
-// own script; in one process, a look-up.
-func (s *Server) saveHeldWorkflowRun(ctx context.Context, r workflowRun) error {
-	var fenced func(string) error
-	if fr, ok := s.stores.workflowRuns.(fencedRecords); ok {
-		fenced = func(fenceKey string) error {
-			b, err := json.Marshal(r)
-			if err != nil {
-				return err
-			}
-			return fr.PutFenced(ctx, r.ID, b, fenceKey, r.ID)
-		}
-	}
-	return s.runs.saveHeld(ctx, workflowRunKey(r.ID), r.ID, fenced, webredis.ErrFenced, func() error { return s.saveWorkflowRun(ctx, r) })
-}
-
-func (s *Server) saveWorkflowRun(ctx context.Context, r workflowRun) error {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	return s.stores.workflowRuns.Put(ctx, r.ID, b)
-}
-
-func (s *Server) loadWorkflowRun(ctx context.Context, id, workflowID string) (*workflowRun, error) {
-	v, ok, err := s.stores.workflowRuns.Get(ctx, id)
-	if err != nil || !ok {
-		return nil, err
-	}
-	r := new(workflowRun)
-	if err := json.Unmarshal(v, r); err != nil {
-		return nil, err
-	}
-	if r.Workflow != workflowID {
-		return nil, nil
-	}
-	return r, nil
+	return s.serveRun(c, deploy.WorkflowRunKey(runID), runID)
 }
 
 // getWorkflowRun returns a run's state and, once it ended, its result.
 func (s *Server) getWorkflowRun(c echo.Context) error {
-	r, err := s.loadWorkflowRun(c.Request().Context(), c.Param("runId"), c.Param("id"))
+	r, err := s.dep.LoadWorkflowRun(c.Request().Context(), c.Param("runId"), c.Param("id"))
 	if err != nil {
 		return internal(err)
 	}
@@ -250,24 +157,9 @@ func (s *Server) getWorkflowRun(c echo.Context) error {
 
 // listWorkflowRuns lists a workflow's runs, newest first, without results.
 func (s *Server) listWorkflowRuns(c echo.Context) error {
-	var out []workflowRun
-	err := s.stores.workflowRuns.ForEach(c.Request().Context(), func(_ string, v []byte) error {
-		var r workflowRun
-		if err := json.Unmarshal(v, &r); err != nil {
-			return err
-		}
-		if r.Workflow == c.Param("id") {
-			r.Result = nil
-			out = append(out, r)
-		}
-		return nil
-	})
+	out, err := s.dep.WorkflowRuns(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return internal(err)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Started.After(out[j].Started) })
-	if out == nil {
-		out = []workflowRun{}
 	}
 	return c.JSON(http.StatusOK, map[string]any{"runs": out})
 }
@@ -276,27 +168,27 @@ func (s *Server) listWorkflowRuns(c echo.Context) error {
 // is not running).
 func (s *Server) resumeWorkflowRun(c echo.Context) error {
 	runID := c.Param("runId")
-	r, err := s.loadWorkflowRun(c.Request().Context(), runID, c.Param("id"))
+	r, err := s.dep.LoadWorkflowRun(c.Request().Context(), runID, c.Param("id"))
 	if err != nil {
 		return internal(err)
 	}
 	if r == nil {
 		return c.NoContent(http.StatusNoContent)
 	}
-	return s.runs.serve(c, workflowRunKey(runID))
+	return s.serveActive(c, deploy.WorkflowRunKey(runID))
 }
 
 // stopWorkflowRun ends a running run, wherever it runs.
 func (s *Server) stopWorkflowRun(c echo.Context) error {
 	ctx := c.Request().Context()
-	r, err := s.loadWorkflowRun(ctx, c.Param("runId"), c.Param("id"))
+	r, err := s.dep.LoadWorkflowRun(ctx, c.Param("runId"), c.Param("id"))
 	if err != nil {
 		return internal(err)
 	}
 	if r == nil {
 		return c.JSON(http.StatusOK, map[string]bool{"stopped": false})
 	}
-	stopped, ended, err := s.runs.stop(ctx, workflowRunKey(r.ID))
+	stopped, ended, err := s.runs.Stop(ctx, deploy.WorkflowRunKey(r.ID))
 	if err != nil {
 		return internal(err)
 	}

@@ -1,8 +1,8 @@
-// Package redisstore is the Redis agent.ThreadStore and
-// agent.DefinitionStore: threads and agent definitions edited over the
-// API, shared by every replica (a PATCH on one applies on the others from
-// their next read), within the same agent.Retention contract as the
-// embedded store.
+// Package redisstore is the Redis agent.ThreadStore,
+// agent.DefinitionStore and agent.ApprovalStore: threads, agent
+// definitions edited over the API and the approvals inbox, shared by every
+// replica (a PATCH on one applies on the others from their next read),
+// within the same agent.Retention contract as the embedded store.
 //
 // Keys, under the prefix: "thread:<key>" (the thread's JSON, trimmed by
 // Retention.Encode), "threads-of:<owner>" (a sorted set of the owner's
@@ -10,8 +10,9 @@
 // (all thread keys by last update, for Prune) and "agents" (a hash of
 // definitions by id; a deletion is kept as a tombstone). A put and its
 // pruning are one Lua script, so concurrent puts keep the bound exactly.
-// The scripts name keys they build, so this store needs a single Redis
-// (or one cluster slot), not a cluster.
+// The approvals inbox (Approvals) keeps "approval:<id>" and "approvals"
+// beside them. The scripts name keys they build, so this store needs a
+// single Redis (or one cluster slot), not a cluster.
 package redisstore
 
 import (
@@ -137,25 +138,23 @@ return dropped`)
 
 // PutThread implements agent.ThreadStore.
 func (s *Store) PutThread(ctx context.Context, t *agent.Thread) error {
-	return s.put(ctx, t, "", "")
+	_, err := s.put(ctx, t, "", "")
+	return err
 }
 
-// ErrFenced: PutThreadFenced's fence key did not hold its value.
-var ErrFenced = errors.New("thread store: the write's fence does not hold (another writer owns the thread now)")
-
 // PutThreadFenced stores t only if fenceKey holds fenceValue, in the same
-// script as the write: a writer whose claim on the thread lapsed (a
-// replica paused or cut off past its lease) cannot overwrite what the
-// thread's new owner wrote, however late its write arrives. It fails with
-// ErrFenced then.
-func (s *Store) PutThreadFenced(ctx context.Context, t *agent.Thread, fenceKey, fenceValue string) error {
+// script as the write (a run's claim on the chat: runlease.Fencer): a
+// writer whose claim lapsed (a replica paused or cut off past its lease)
+// cannot overwrite what the thread's new owner wrote, however late its
+// write arrives. written is false then, and nothing was written.
+func (s *Store) PutThreadFenced(ctx context.Context, t *agent.Thread, fenceKey, fenceValue string) (written bool, err error) {
 	return s.put(ctx, t, fenceKey, fenceValue)
 }
 
-func (s *Store) put(ctx context.Context, t *agent.Thread, fenceKey, fenceValue string) error {
+func (s *Store) put(ctx context.Context, t *agent.Thread, fenceKey, fenceValue string) (bool, error) {
 	v, err := s.ret.Encode(t)
 	if err != nil {
-		return err
+		return false, err
 	}
 	var score int64
 	if !t.Updated.IsZero() {
@@ -168,12 +167,9 @@ func (s *Store) put(ctx context.Context, t *agent.Thread, fenceKey, fenceValue s
 	}
 	n, err := putScript.Run(ctx, s.c, keys, args...).Int()
 	if err != nil {
-		return fmt.Errorf("thread store: redis: %w", err)
+		return false, fmt.Errorf("thread store: redis: %w", err)
 	}
-	if n < 0 {
-		return ErrFenced
-	}
-	return nil
+	return n >= 0, nil
 }
 
 // pruneScript: KEYS age set; ARGV cutoff, key prefix, owner set prefix.

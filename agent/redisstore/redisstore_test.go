@@ -22,6 +22,15 @@ func TestStoreConforms(t *testing.T) {
 	})
 }
 
+func TestApprovalsConform(t *testing.T) {
+	c := redistest.Start(t).Client(t)
+	n := 0
+	storetest.RunApprovals(t, func(t *testing.T) agent.ApprovalStore {
+		n++
+		return redisstore.NewApprovals(c, fmt.Sprintf("a%d:", n))
+	})
+}
+
 // An edit on one replica applies on another from its next read.
 func TestReplicasShare(t *testing.T) {
 	c := redistest.Start(t).Client(t)
@@ -175,19 +184,19 @@ func TestPutThreadFenced(t *testing.T) {
 	if err := c.Set(ctx, "p:lease:chat", "run-1", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutThreadFenced(ctx, th, "p:lease:chat", "run-1"); err != nil {
-		t.Fatalf("the holder's write: %v", err)
+	if written, err := s.PutThreadFenced(ctx, th, "p:lease:chat", "run-1"); !written || err != nil {
+		t.Fatalf("the holder's write: %v %v", written, err)
 	}
 	c.Set(ctx, "p:lease:chat", "run-2", 0) // another run holds the chat now
 	stale := *th
 	stale.Msgs = append([]agent.UIMessage(nil), th.Msgs...)
 	stale.Msgs[0].Parts = []agent.Part{{Type: "text", Text: "stale"}}
-	if err := s.PutThreadFenced(ctx, &stale, "p:lease:chat", "run-1"); !errors.Is(err, redisstore.ErrFenced) {
-		t.Fatalf("a write after the claim moved on: %v, want ErrFenced", err)
+	if written, err := s.PutThreadFenced(ctx, &stale, "p:lease:chat", "run-1"); written || err != nil {
+		t.Fatalf("a write after the claim moved on: %v %v, want it refused", written, err)
 	}
 	c.Del(ctx, "p:lease:chat") // and with no claim at all
-	if err := s.PutThreadFenced(ctx, &stale, "p:lease:chat", "run-1"); !errors.Is(err, redisstore.ErrFenced) {
-		t.Fatalf("a write with no claim: %v, want ErrFenced", err)
+	if written, err := s.PutThreadFenced(ctx, &stale, "p:lease:chat", "run-1"); written || err != nil {
+		t.Fatalf("a write with no claim: %v %v, want it refused", written, err)
 	}
 	got, err := s.GetThread(ctx, th.Key)
 	if err != nil || got.Msgs[0].Text() != "first" {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/trawl-dev/trawl/web"
+	"github.com/trawl-dev/trawl/web/deploy"
 )
 
 // dropAfter passes n event writes through, then breaks the connection.
@@ -39,7 +40,7 @@ func (d *dropAfter) Unwrap() http.ResponseWriter { return d.ResponseWriter }
 // closes them without ending the response): the client resumes with
 // Last-Event-ID each time and prints the whole answer exactly once.
 func TestChatResumesAfterADrop(t *testing.T) {
-	cfg := web.DemoConfig()
+	cfg := deploy.DemoConfig()
 	cfg.DataDir = t.TempDir()
 	if err := cfg.SetDemoLatency(150); err != nil {
 		t.Fatal(err)
@@ -104,11 +105,12 @@ func TestChatResumesAfterADrop(t *testing.T) {
 	}
 	mu.Unlock()
 	for _, want := range []string{
-		"I'll fetch every open order, not just the first page, keeping only the fields I need.",
+		"I'll have every open order fetched, not just the first page, and counted and totalled by currency by trawl itself, so no row is added up by hand.",
 		"You have **278 open orders worth more than 100**",
 		"The amounts are in each order's own currency, so I haven't added them together.",
 		"→ list_orders {",
 		"✓ list_orders: complete · 364 records · 4 pages",
+		"· aggregate over the 278 of all 364 rows that match the filter (complete)\n",
 	} {
 		if c := strings.Count(out, want); c != 1 {
 			t.Errorf("%q printed %d times:\n%s", want, c, out)

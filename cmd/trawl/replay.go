@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/trawl-dev/trawl/web"
 	"io"
 	"strings"
 
 	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/loop"
 	"github.com/trawl-dev/trawl/stream"
+	"github.com/trawl-dev/trawl/web/deploy"
 )
 
 // replay plays a recorded conversation against the live tools as an
@@ -35,7 +36,7 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	srv, done, err := openParts(ctx, *cfgPath, stderr, web.PartsReplay)
+	srv, done, err := openParts(ctx, *cfgPath, stderr, deploy.PartsReplay)
 	if err != nil {
 		return err
 	}
@@ -75,17 +76,23 @@ func (a *account) chunk(c stream.Chunk) {
 		fmt.Fprintf(a.w, "tool %s %s\n", c.ToolName, in)
 	case stream.ToolOutputAvailable:
 		var v struct {
-			Complete *bool  `json:"_pagingComplete"`
-			Stopped  string `json:"_stoppedBy"`
-			Note     string `json:"_note"`
+			Boundary json.RawMessage `json:"_boundary"` // every verdict has one (a single response no _pagingComplete)
+			Stopped  string          `json:"_stoppedBy"`
+			Note     string          `json:"_note"`
 		}
-		if b, err := json.Marshal(c.Output); err == nil {
-			json.Unmarshal(b, &v)
+		out, err := json.Marshal(c.Output)
+		if err == nil {
+			json.Unmarshal(out, &v)
 		}
-		if v.Complete != nil {
+		rep, aggregated, _ := loop.ReadAggregate(out)
+		switch {
+		case v.Boundary != nil:
 			fmt.Fprintf(a.w, "  → %s\n", v.Note)
-		} else {
+		case !aggregated:
 			fmt.Fprintf(a.w, "  → ok\n")
+		}
+		if aggregated {
+			fmt.Fprintf(a.w, "  → aggregate: %s\n", rep.Verdict)
 		}
 	case stream.ToolOutputError:
 		a.failed++

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/trawl-dev/trawl/web"
+	"github.com/trawl-dev/trawl/web/deploy"
 )
 
 // flagSet returns a FlagSet whose errors become usage errors (see
@@ -61,32 +62,14 @@ func configFlag(fs *flag.FlagSet) *string {
 	return fs.String("config", "", "read the config from file `F` (default ./trawl.yaml, else the built-in demo)")
 }
 
-// loadConfig reads --config, else ./trawl.yaml when present, else the demo.
-func loadConfig(path string) (*web.Config, error) {
-	if path == "" {
-		if _, err := os.Stat("trawl.yaml"); err == nil {
-			path = "trawl.yaml"
-		}
-	}
-	var cfg *web.Config
-	if path == "" {
-		cfg = web.DemoConfig()
-	} else {
-		var err error
-		if cfg, err = web.LoadConfig(path); err != nil {
-			return nil, err
-		}
-	}
-	cfg.ApplyEnv(os.LookupEnv)
-	return cfg, nil
-}
-
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flagSet("serve", stderr)
 	cfgPath := configFlag(fs)
 	listen := fs.String("listen", "", "listen on `ADDR`, host:port (overrides the config)")
 	dataDir := fs.String("data-dir", "", "keep the embedded store and generated keys in `DIR` (overrides the config)")
 	latency := fs.Int("demo-latency", 0, "delay every answer of the demo upstream by `MS` milliseconds, so progress is visible (the demo only)")
+	strict := fs.Bool("strict", false, "refuse to start when a ${VAR} a credential needs is unset (default: a warning)")
+	cacheMode := fs.String("cache", "", "the dataset cache's `MODE`: on, off (every walk walks) or shadow (overrides the config)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -102,13 +85,29 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return usageError{"serve: " + err.Error()}
 		}
 	}
+	switch *cacheMode {
+	case "":
+	case "on", "off", "shadow":
+		cfg.Cache.Mode = *cacheMode
+	default:
+		return usagef("serve: --cache must be on, off or shadow, not %q", *cacheMode)
+	}
 	if *listen != "" {
 		cfg.Listen = *listen
 	}
 	if *dataDir != "" {
 		cfg.DataDir = *dataDir
 	}
-	srv, err := web.New(ctx, cfg, web.Options{Logger: web.NewLogger(stderr, cfg.Log), Stdout: stdout})
+	if err := web.CheckListenAddr(cfg.Listen); err != nil {
+		if *listen != "" {
+			return usageError{"serve: --listen: " + err.Error()}
+		}
+		return fmt.Errorf("config %s: %w", cfg.File, err)
+	}
+	if err := checkCredentials(cfg, *strict, stderr); err != nil {
+		return err
+	}
+	srv, err := web.New(ctx, cfg, web.Options{Logger: deploy.NewLogger(stderr, cfg.Log), Stdout: stdout})
 	if err != nil {
 		return err
 	}
@@ -144,23 +143,6 @@ func exitOnSecondSignal(ctx context.Context, stderr io.Writer) (stop func()) {
 	}
 }
 
-// openParts opens only what one command needs of the deployment (a call,
-// the tool list, a replay): no store on disk, no admin key, nothing that
-// listens — so it also runs beside a server that holds the deployment's
-// store. done releases it.
-func openParts(ctx context.Context, cfgPath string, stderr io.Writer, parts web.Parts) (d *web.Deployment, done func(), err error) {
-	cfg, err := loadConfig(cfgPath)
-	if err != nil {
-		return nil, nil, err
-	}
-	quiet := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	d, err = web.OpenDeployment(ctx, cfg, web.DeploymentOptions{Parts: parts, Logger: quiet, Stdout: io.Discard})
-	if err != nil {
-		return nil, nil, err
-	}
-	return d, func() { d.Close() }, nil
-}
-
 // openEphemeral assembles a whole server for `trawl chat` without --url
 // that keeps nothing: its own temporary data folder also keeps it clear of
 // the lock a running server holds on the deployment's store. done
@@ -179,6 +161,9 @@ func openEphemeral(ctx context.Context, cfgPath string, stderr io.Writer) (srv *
 	// joining it would write its threads there and sweep the replicas'
 	// runs as a replica does.
 	cfg.RedisURL = ""
+	if err := checkCredentials(cfg, false, stderr); err != nil {
+		return nil, nil, err
+	}
 	quiet := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	srv, err = web.New(ctx, cfg, web.Options{Logger: quiet, Stdout: io.Discard})
 	if err != nil {

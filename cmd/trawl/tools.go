@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/trawl-dev/trawl/web"
 	"io"
-	"text/tabwriter"
+
+	"github.com/trawl-dev/trawl/web/deploy"
 )
 
 // listTools prints the deployment's tools: a table, or with --json the
@@ -15,13 +15,14 @@ func listTools(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := flagSet("tools", stderr)
 	cfgPath := configFlag(fs)
 	asJSON := fs.Bool("json", false, "print one JSON array, each tool as GET /v1/tools shows it")
+	wide := fs.Bool("wide", false, "print every cell whole, however wide the terminal (the default cuts cells with … to fit it)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("tools: unexpected argument %q", fs.Arg(0))
 	}
-	srv, done, err := openParts(ctx, *cfgPath, stderr, web.PartsCall)
+	srv, done, err := openParts(ctx, *cfgPath, stderr, deploy.PartsCall)
 	if err != nil {
 		return err
 	}
@@ -33,8 +34,7 @@ func listTools(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		enc.SetEscapeHTML(false)
 		return enc.Encode(views)
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOOL\tKIND\tEFFECT\tMETHOD\tPATH\tPAGINATION\tITEMS")
+	tb := &table{header: []string{"TOOL", "KIND", "EFFECT", "METHOD", "PATH", "PAGINATION", "ITEMS"}}
 	paginated, writes := 0, 0
 	for _, v := range views {
 		items := "-"
@@ -54,11 +54,19 @@ func listTools(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if method == "" {
 			method, path = "-", "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Kind, v.Effect, method, path, v.Pagination.Strategy, items)
+		tb.rows = append(tb.rows, []string{v.ID, string(v.Kind), string(v.Effect), method, path, string(v.Pagination.Strategy), items})
 	}
-	if err := tw.Flush(); err != nil {
+	width := termWidth(stdout)
+	if *wide {
+		width = 0
+	}
+	if err := tb.write(stdout, width); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "%d tools, %d with detected pagination, %d that change data\n", len(views), paginated, writes)
-	return err
+	for _, line := range wrap(fmt.Sprintf("%d tools, %d with detected pagination, %d that change data", len(views), paginated, writes), width, "  ") {
+		if _, err := fmt.Fprintln(stdout, line); err != nil {
+			return err
+		}
+	}
+	return nil
 }

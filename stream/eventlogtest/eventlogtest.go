@@ -97,6 +97,13 @@ func textRun(t *testing.T, l stream.EventLog, runID string, n int) {
 
 // ReadAll reads runID after Seq after until the end or an error.
 func ReadAll(ctx context.Context, l stream.EventLog, runID string, after int64) ([]int64, []string, error) {
+	return ReadAllSeen(ctx, l, runID, after, nil)
+}
+
+// ReadAllSeen is ReadAll sending the Seq of each event read to seen (when
+// not nil): a test waits on it for a reader to have caught up before it
+// appends more, rather than sleeping and hoping it has.
+func ReadAllSeen(ctx context.Context, l stream.EventLog, runID string, after int64, seen chan<- int64) ([]int64, []string, error) {
 	var seqs []int64
 	var data []string
 	for ev, err := range l.Read(ctx, runID, after) {
@@ -105,8 +112,26 @@ func ReadAll(ctx context.Context, l stream.EventLog, runID string, after int64) 
 		}
 		seqs = append(seqs, ev.Seq)
 		data = append(data, string(ev.Data))
+		if seen != nil {
+			seen <- ev.Seq
+		}
 	}
 	return seqs, data, nil
+}
+
+// WaitSeen waits until seen has carried seq (or ctx ends).
+func WaitSeen(t *testing.T, ctx context.Context, seen <-chan int64, seq int64) {
+	t.Helper()
+	for {
+		select {
+		case s := <-seen:
+			if s >= seq {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatalf("the reader never read event %d: %v", seq, ctx.Err())
+		}
+	}
 }
 
 func seqRange(from, to int64) []int64 {
@@ -212,16 +237,26 @@ func live(t *testing.T, newLog New) {
 	}
 	const readers = 3
 	got := make(chan result, readers)
-	for range readers {
+	seen := make([]chan int64, readers)
+	for i := range readers {
+		seen[i] = make(chan int64, 16)
 		go func() {
-			seqs, _, err := ReadAll(ctx, l, "run", 1)
+			seqs, _, err := ReadAllSeen(ctx, l, "run", 1, seen[i])
 			got <- result{seqs, err}
 		}()
 	}
+	// In lockstep: each event is appended once every reader has read
+	// the one before, so every reader reads each one live.
+	for r := range readers {
+		WaitSeen(t, ctx, seen[r], 2)
+	}
 	for i := range 10 {
-		time.Sleep(2 * time.Millisecond)
-		if _, err := l.Append(ctx, "run", stream.TextDelta{ID: "t", Delta: fmt.Sprint(i)}); err != nil {
+		seq, err := l.Append(ctx, "run", stream.TextDelta{ID: "t", Delta: fmt.Sprint(i)})
+		if err != nil {
 			t.Fatal(err)
+		}
+		for r := range readers {
+			WaitSeen(t, ctx, seen[r], seq)
 		}
 	}
 	if err := l.Close(ctx, "run"); err != nil {
@@ -386,7 +421,9 @@ func cancel(t *testing.T, newLog New) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the reader did not get the first event")
 	}
-	time.Sleep(20 * time.Millisecond) // the reader is waiting now
+	// Most likely waiting for the next event by now (no log says when it
+	// waits); a reader cancelled just before it waits ends the same way.
+	time.Sleep(20 * time.Millisecond)
 	stop()
 	select {
 	case err := <-errc:

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl-dev/trawl/stream"
+	"github.com/trawl-dev/trawl/stream/eventlogtest"
 	"github.com/trawl-dev/trawl/stream/redislog"
 	"github.com/trawl-dev/trawl/stream/redistest"
 )
@@ -33,8 +34,9 @@ func (h *xrangeCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 }
 
 // follow reads runID on l from after to its end, each event's data
-// checked against want(seq), sleeping pause per event.
-func follow(ctx context.Context, l *redislog.Log, runID string, after int64, pause time.Duration) ([]int64, error) {
+// checked against want(seq), calling each (when not nil) with every Seq
+// it read.
+func follow(ctx context.Context, l *redislog.Log, runID string, after int64, each func(seq int64)) ([]int64, error) {
 	var seqs []int64
 	for ev, err := range l.Read(ctx, runID, after) {
 		if err != nil {
@@ -45,9 +47,18 @@ func follow(ctx context.Context, l *redislog.Log, runID string, after int64, pau
 			return seqs, fmt.Errorf("event %d: %s, want %s", ev.Seq, ev.Data, want)
 		}
 		seqs = append(seqs, ev.Seq)
-		time.Sleep(pause)
+		if each != nil {
+			each(ev.Seq)
+		}
 	}
 	return seqs, nil
+}
+
+// seenOn is a follow callback that sends each Seq on the channel it
+// returns, for eventlogtest.WaitSeen.
+func seenOn(n int) (func(int64), chan int64) {
+	seen := make(chan int64, n)
+	return func(seq int64) { seen <- seq }, seen
 }
 
 func seqs(from, to int64) []int64 {
@@ -81,20 +92,21 @@ func TestLiveReaderReadsFromNotifications(t *testing.T) {
 		}
 	}
 	got := make(chan []int64, 1)
+	each, seen := seenOn(n)
 	go func() {
-		s, err := follow(ctx, b, "run", 1, 0)
+		s, err := follow(ctx, b, "run", 1, each)
 		if err != nil {
 			t.Error(err)
 		}
 		got <- s
 	}()
-	time.Sleep(50 * time.Millisecond) // the reader is following
+	eventlogtest.WaitSeen(t, ctx, seen, 3) // the reader is following
 	for i := 4; i <= n; i++ {
 		if _, err := a.Append(ctx, "run", stream.TextDelta{ID: "t", Delta: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
 		}
-		if i%10 == 0 {
-			time.Sleep(time.Millisecond)
+		if i%10 == 0 { // a run emits in bursts: the reader keeps up with each
+			eventlogtest.WaitSeen(t, ctx, seen, int64(i))
 		}
 	}
 	if err := a.Close(ctx, "run"); err != nil {
@@ -122,16 +134,25 @@ func TestSlowReaderCatchesUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := make(chan []int64, 1)
+	following := make(chan struct{})
 	go func() {
-		s, err := follow(ctx, b, "run", 0, 200*time.Microsecond)
+		s, err := follow(ctx, b, "run", 0, func(seq int64) {
+			if seq == 1 {
+				close(following)
+			}
+			time.Sleep(200 * time.Microsecond) // slower than the appends: the notifications overflow
+		})
 		if err != nil {
 			t.Error(err)
 		}
 		got <- s
 	}()
-	time.Sleep(50 * time.Millisecond)
 	const n = 1000
-	for i := 1; i <= n; i++ {
+	if _, err := a.Append(ctx, "run", stream.TextDelta{ID: "t", Delta: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	<-following
+	for i := 2; i <= n; i++ {
 		if _, err := a.Append(ctx, "run", stream.TextDelta{ID: "t", Delta: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
 		}
@@ -163,26 +184,32 @@ func TestForeignNotificationIsNotAnEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := make(chan []int64, 1)
+	each, seen := seenOn(16)
 	go func() {
-		s, err := follow(ctx, b, "run", 0, 0)
+		s, err := follow(ctx, b, "run", 0, each)
 		if err != nil {
 			t.Error(err)
 		}
 		got <- s
 	}()
-	time.Sleep(50 * time.Millisecond)
+	// The reader follows the run (it read event 1) before the noise.
+	if _, err := a.Append(ctx, "run", stream.TextDelta{ID: "t", Delta: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	eventlogtest.WaitSeen(t, ctx, seen, 1)
 	for i, noise := range []string{"1", "d", "d1", "dx y", "e", "e0", "x1 y", "d-1 z"} {
 		if err := c.Publish(ctx, "p:run:{run}:n", noise).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.Append(ctx, "run", stream.TextDelta{ID: "t", Delta: fmt.Sprint(i + 1)}); err != nil {
+		if _, err := a.Append(ctx, "run", stream.TextDelta{ID: "t", Delta: fmt.Sprint(i + 2)}); err != nil {
 			t.Fatal(err)
 		}
+		eventlogtest.WaitSeen(t, ctx, seen, int64(i+2))
 	}
 	if err := a.Close(ctx, "run"); err != nil {
 		t.Fatal(err)
 	}
-	if s := <-got; !slices.Equal(s, seqs(1, 8)) {
-		t.Fatalf("read %v, want 1…8", s)
+	if s := <-got; !slices.Equal(s, seqs(1, 9)) {
+		t.Fatalf("read %v, want 1…9", s)
 	}
 }

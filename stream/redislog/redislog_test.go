@@ -91,18 +91,23 @@ func TestResumeOnAnotherReplica(t *testing.T) {
 		}
 	}
 	got := make(chan []int64, 1)
+	seen := make(chan int64, 16)
 	go func() {
-		seqs, _, err := eventlogtest.ReadAll(ctx, b, "run", 3)
+		seqs, _, err := eventlogtest.ReadAllSeen(ctx, b, "run", 3, seen)
 		if err != nil {
 			t.Error(err)
 		}
 		got <- seqs
 	}()
+	// Each event is appended once B has read the one before: B follows
+	// the run live.
+	eventlogtest.WaitSeen(t, ctx, seen, 5)
 	for i := 5; i < 10; i++ {
-		time.Sleep(5 * time.Millisecond)
-		if _, err := a.Append(ctx, "run", stream.TextDelta{ID: "t", Delta: fmt.Sprint(i)}); err != nil {
+		seq, err := a.Append(ctx, "run", stream.TextDelta{ID: "t", Delta: fmt.Sprint(i)})
+		if err != nil {
 			t.Fatal(err)
 		}
+		eventlogtest.WaitSeen(t, ctx, seen, seq)
 	}
 	if err := a.Close(ctx, "run"); err != nil {
 		t.Fatal(err)
@@ -124,20 +129,26 @@ func TestWaitingReadersHoldNoConnection(t *testing.T) {
 	defer l.Shutdown()
 	const runs = 50
 	done := make(chan []int64, runs)
+	seen := make(chan int64, runs)
 	for i := range runs {
 		id := fmt.Sprint("run", i)
 		if err := l.Open(ctx, id); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := l.Append(ctx, id, stream.TextDelta{ID: "t", Delta: "x"}); err != nil {
+			t.Fatal(err)
+		}
 		go func() {
-			seqs, _, err := eventlogtest.ReadAll(ctx, l, id, 0)
+			seqs, _, err := eventlogtest.ReadAllSeen(ctx, l, id, 0, seen)
 			if err != nil {
 				t.Error(err)
 			}
 			done <- seqs
 		}()
 	}
-	time.Sleep(200 * time.Millisecond) // every reader waiting
+	for range runs { // every reader read its run's first event: it waits for the next
+		<-seen
+	}
 	start := time.Now()
 	for i := range runs {
 		id := fmt.Sprint("run", i)
@@ -149,7 +160,7 @@ func TestWaitingReadersHoldNoConnection(t *testing.T) {
 		}
 	}
 	for range runs {
-		if seqs := <-done; fmt.Sprint(seqs) != "[1]" {
+		if seqs := <-done; fmt.Sprint(seqs) != "[1 2]" {
 			t.Fatalf("reader saw %v", seqs)
 		}
 	}

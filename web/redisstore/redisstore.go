@@ -1,8 +1,9 @@
-// Package redisstore holds the Redis backends of the web package's state:
-// sessions (Sessions, a web.SessionStore for web's own session type) and
-// the plain keyed records web keeps in bbolt buckets today — workflow
-// definitions, workflow runs, sealed connection tokens (Bucket). It
-// imports nothing of web, so web and the deployment can both use it.
+// Package redisstore holds the Redis backends of a deployment's own state
+// (package web/deploy): sessions (Sessions, a deploy.SessionStore for the
+// deployment's Session type) and the plain keyed records the embedded
+// store keeps in bbolt buckets — workflow definitions, workflow runs,
+// sealed connection tokens (Bucket). It imports nothing of web or
+// web/deploy, so the deployment can use it.
 package redisstore
 
 import (
@@ -38,9 +39,6 @@ func (b *Bucket) Put(ctx context.Context, k string, v []byte) error {
 	return nil
 }
 
-// ErrFenced: PutFenced's fence key did not hold its value.
-var ErrFenced = errors.New("the write's fence does not hold (another writer owns the record now)")
-
 // putFencedScript: KEYS bucket, fence; ARGV field, value, fence value.
 var putFencedScript = redis.NewScript(`
 if redis.call('GET', KEYS[2]) ~= ARGV[3] then return -1 end
@@ -49,17 +47,15 @@ return 1`)
 
 // PutFenced stores v under k only if fenceKey holds fenceValue, in the
 // same script as the write (a run's claim, for the record the run
-// writes): a writer whose claim lapsed cannot overwrite what was written
-// since, however late its write arrives. It fails with ErrFenced then.
-func (b *Bucket) PutFenced(ctx context.Context, k string, v []byte, fenceKey, fenceValue string) error {
+// writes: runlease.Fencer): a writer whose claim lapsed cannot overwrite
+// what was written since, however late its write arrives. written is
+// false then, and nothing was written.
+func (b *Bucket) PutFenced(ctx context.Context, k string, v []byte, fenceKey, fenceValue string) (written bool, err error) {
 	n, err := putFencedScript.Run(ctx, b.c, []string{b.key, fenceKey}, k, v, fenceValue).Int()
 	if err != nil {
-		return fmt.Errorf("%s: redis: %w", b.key, err)
+		return false, fmt.Errorf("%s: redis: %w", b.key, err)
 	}
-	if n < 0 {
-		return ErrFenced
-	}
-	return nil
+	return n >= 0, nil
 }
 
 // Get returns the value under k; ok is false when there is none.

@@ -51,6 +51,18 @@ type Sweeper interface {
 	Lapsed(ctx context.Context) ([]Claim, error)
 }
 
+// Fencer is a Registry whose claims can fence a store's writes: FenceKey
+// is the store key holding key's claim, whose value is the id of the run
+// holding it. A store on the same server makes a write conditional on it,
+// checked inside the write itself (agent/redisstore's PutThreadFenced,
+// web/redisstore's Bucket.PutFenced), so a run that lost its claim — its
+// replica paused or cut off past the lease — cannot write over what the
+// key's next run wrote, however late its write arrives. A registry whose
+// claims never lapse (Memory) needs no fence: the holder is looked up.
+type Fencer interface {
+	FenceKey(key string) string
+}
+
 // Lease is a held claim. The holder ends its run when Done closes and
 // calls Release when the run has ended (always; defer it).
 type Lease interface {
@@ -74,6 +86,10 @@ var (
 	// ErrLost: the claim lapsed; the run must end, as another replica may
 	// have claimed the key.
 	ErrLost = errors.New("run lease lost")
+	// ErrFenced: a write of a run's state was refused because the run no
+	// longer holds its claim (it lapsed, and may be another run's now):
+	// fenced inside the store's write, or found by a look-up.
+	ErrFenced = errors.New("the run no longer holds its claim")
 )
 
 // HeldError is Acquire's error for a held key.

@@ -46,7 +46,10 @@ type Registry struct {
 	sub   *redis.PubSub
 }
 
-var _ runlease.Registry = (*Registry)(nil)
+var (
+	_ runlease.Registry = (*Registry)(nil)
+	_ runlease.Fencer   = (*Registry)(nil)
+)
 
 // New returns the registry of client; every key begins with prefix; a
 // zero leaseFor means runlease.DefaultLease. Close it to stop its
@@ -72,9 +75,10 @@ func (r *Registry) Close() error {
 
 func (r *Registry) leaseKey(key string) string { return r.prefix + "lease:" + key }
 
-// FenceKey is the Redis key holding key's claim: its value is the id of
-// the run holding it. A store that fences a write on it (in the same
-// script as the write) writes only for the current holder.
+// FenceKey implements runlease.Fencer: the Redis key holding key's claim,
+// whose value is the id of the run holding it. A store that fences a
+// write on it (in the same script as the write) writes only for the
+// current holder.
 func (r *Registry) FenceKey(key string) string { return r.leaseKey(key) }
 func (r *Registry) stopKey(key string) string  { return r.prefix + "stop:" + key }
 func (r *Registry) setKey() string             { return r.prefix + "leases" }

@@ -1,6 +1,6 @@
 // trawl Studio: the console's entry point — the admin-key dialog and the
 // hash router (#/chat[/agent[/chat]], #/agents[/id], #/tools[/tool_id],
-// #/activity[/filter]).
+// #/activity[/filter], #/approvals[/status]).
 
 import { call, clearKey, getKey, onUnauthorized, setKey } from './api.js';
 import { errorText } from './dom.js';
@@ -8,9 +8,10 @@ import { agentsView } from './agents.js';
 import { toolsView } from './tools.js';
 import { activityView } from './activity.js';
 import { chatView } from './chat.js';
+import { approvalsView } from './approvals.js';
 
-const VIEWS = { chat: chatView, agents: agentsView, tools: toolsView, activity: activityView };
-const TITLES = { chat: 'Chat', agents: 'Agents', tools: 'Tools', activity: 'Activity' };
+const VIEWS = { chat: chatView, agents: agentsView, tools: toolsView, activity: activityView, approvals: approvalsView };
+const TITLES = { chat: 'Chat', agents: 'Agents', tools: 'Tools', activity: 'Activity', approvals: 'Approvals' };
 
 const main = document.getElementById('main');
 const dialog = document.getElementById('key-dialog');
@@ -27,10 +28,11 @@ function navigate(hash, replace) {
   else location.hash = hash;
 }
 
+// The console opens on Chat, where README sends a new user.
 function parse() {
-  const hash = location.hash.startsWith('#/') ? location.hash : '#/agents';
+  const hash = location.hash.startsWith('#/') ? location.hash : '#/chat';
   const [first, ...rest] = hash.slice(2).split('/');
-  const name = VIEWS[first] ? first : 'agents';
+  const name = VIEWS[first] ? first : 'chat';
   let arg = '';
   try {
     arg = rest.length ? decodeURIComponent(rest.join('/')) : '';
@@ -49,6 +51,7 @@ function route(fresh) {
     else a.removeAttribute('aria-current');
   }
   document.title = `${TITLES[name]} · trawl Studio`;
+  document.body.dataset.view = name; // the chat fills the screen
   if (!getKey()) {
     askKey('');
     return;

@@ -1,0 +1,457 @@
+package deploy
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/trawl-dev/trawl/agent"
+	agentredis "github.com/trawl-dev/trawl/agent/redisstore"
+	"github.com/trawl-dev/trawl/discovery"
+	"github.com/trawl-dev/trawl/discovery/redisvectors"
+	"github.com/trawl-dev/trawl/loop"
+	"github.com/trawl-dev/trawl/loop/boltstore"
+	loopredis "github.com/trawl-dev/trawl/loop/redisstore"
+	"github.com/trawl-dev/trawl/stream"
+	"github.com/trawl-dev/trawl/stream/redislog"
+	"github.com/trawl-dev/trawl/tools"
+	"github.com/trawl-dev/trawl/tools/redisactivity"
+	"github.com/trawl-dev/trawl/tools/redislimit"
+	webredis "github.com/trawl-dev/trawl/web/redisstore"
+	"github.com/trawl-dev/trawl/web/runlease"
+	"github.com/trawl-dev/trawl/web/runlease/redislease"
+)
+
+// stores is every piece of a deployment's state. openStores is the one
+// place that picks where it lives: the embedded store (one bbolt file in
+// data_dir, the event log and stored results in memory) or, with
+// redis_url, one Redis every replica shares. Nothing else in trawl knows
+// which it got.
+type stores struct {
+	kind string // "embedded" or "redis"
+
+	threads  agent.ThreadStore // also the agent.DefinitionStore
+	defs     agent.DefinitionStore
+	sessions SessionStore
+	events   stream.EventLog
+	results  loop.ResultStore  // nil: the in-memory default
+	datasets loop.DatasetStore // the dataset cache (and shadow records)
+	walks    loop.SharedWalks  // nil: collapsed walks within this process
+	activity tools.ActivityStore
+	limiter  tools.RateLimiter // nil: one of the process's own
+	vectors  discovery.VectorCache
+	runs     runlease.Registry
+	// approvals is the approvals inbox's store; nil: memory.
+	approvals agent.ApprovalStore
+
+	workflows, workflowRuns, connections Records
+	grants                               grants // connect codes and attempts
+
+	// adminKey is the admin API's key; keyIsNew when it was generated
+	// now (the banner shows it once). secretKey seals connections.
+	adminKey  string
+	keyIsNew  bool
+	secretKey []byte
+
+	db      *bolt.DB      // the embedded store; nil on Redis
+	redis   *redis.Client // nil on the embedded store
+	pingers map[string]pinger
+	closers []func() error
+}
+
+// DefaultRedisPrefix begins every key when redis_prefix is unset.
+const DefaultRedisPrefix = "trawl:"
+
+// checkRedis validates redis_url, redis_prefix and run_lease.
+func (c *Config) checkRedis() error {
+	if c.RedisURL == "" {
+		switch {
+		case c.RedisPrefix != "":
+			return c.errAt("redis_prefix", "is only for a deployment on Redis (set redis_url)")
+		case c.RunLease != 0:
+			return c.errAt("run_lease", "is only for a deployment on Redis (set redis_url); one process needs no lease")
+		}
+		return nil
+	}
+	if _, err := redis.ParseURL(c.RedisURL); err != nil {
+		return c.errAt("redis_url", badRedisURL(err, c.RedisURL))
+	}
+	if strings.ContainsAny(c.RedisPrefix, " \t\r\n*?[]") {
+		return c.errAt("redis_prefix", "must not hold spaces or the pattern characters * ? [ ]")
+	}
+	if c.RunLease < 0 || (c.RunLease > 0 && c.RunLease < time.Second) || c.RunLease > maxRunLease {
+		return c.errAt("run_lease", "must be at least 1s and at most 10m (zero: 15s)")
+	}
+	return nil
+}
+
+// maxRunLease bounds run_lease: a run lasts at most runDeadline, so a
+// longer lease would only keep a dead replica's chats answering 409.
+const maxRunLease = runDeadline
+
+// badRedisURL says what is wrong with a redis_url that does not parse.
+func badRedisURL(err error, raw string) string {
+	msg := "want redis://[user:password@]host:port[/db] or rediss://…: " + redactURLError(err, raw)
+	if strings.Contains(raw, "@") {
+		msg += " (a password holding any of @ : / ? # % or a space must be percent-encoded)"
+	}
+	return msg
+}
+
+// redactURLError keeps a password in a redis_url out of an error message.
+// A URL that does not parse is never echoed, and when it holds user info
+// neither is what the parser says about it, which quotes parts of it
+// (`invalid port ":s3cret" after host`).
+func redactURLError(err error, raw string) string {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		if strings.Contains(raw, "@") {
+			return "it does not parse as a URL"
+		}
+		err = uerr.Err
+	}
+	u, perr := url.Parse(raw)
+	if perr == nil && u.User == nil && strings.Contains(raw, "@") {
+		// The user info was read as part of the path: the message
+		// would quote it.
+		return "its password is not where a URL's user info goes"
+	}
+	// What is left quotes at most a part of the URL the parser did not
+	// object to; the password is masked in it, in any spelling, by the
+	// scrubber every secret goes through.
+	return tools.NewScrubber(redisPassword(raw)...).String(err.Error())
+}
+
+// redisStartError says why the Redis at addr failed its first command: it
+// does not answer (the cause: refused, timed out, a TLS handshake that
+// failed), or it answered with an error (a wrong password, a db out of
+// range) — never with the password of raw.
+func redisStartError(addr string, err error, raw string) string {
+	var ue *unavailableError
+	if errors.As(err, &ue) {
+		err = ue.err
+	}
+	var reply redis.Error
+	if errors.As(err, &reply) {
+		return fmt.Sprintf("Redis at %s refused the connection: %s", addr, redactURLError(err, raw))
+	}
+	msg := fmt.Sprintf("Redis at %s does not answer: %s", addr, redactURLError(err, raw))
+	if strings.HasPrefix(raw, "rediss://") && errors.Is(err, context.DeadlineExceeded) {
+		msg += " (rediss:// needs TLS at that address; is it on?)"
+	}
+	return msg
+}
+
+// openStores opens the deployment's state as cfg says. A Redis that does
+// not answer is a start-up error naming redis_url.
+func openStores(ctx context.Context, cfg *Config, tel *Telemetry, log *slog.Logger) (*stores, error) {
+	if cfg.RedisURL != "" {
+		redisLogOnce.Do(func() { redis.SetLogger(redisLogger{log}) })
+		return openRedisStores(ctx, cfg, tel)
+	}
+	return openEmbeddedStores(cfg, tel)
+}
+
+func openEmbeddedStores(cfg *Config, tel *Telemetry) (_ *stores, err error) {
+	st := &stores{kind: "embedded", pingers: map[string]pinger{}}
+	defer func() {
+		if err != nil {
+			st.close()
+		}
+	}()
+	if st.db, err = openStore(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	st.closers = append(st.closers, st.db.Close)
+	st.pingers["bolt"] = pingFunc(func(context.Context) error { return st.db.View(func(*bolt.Tx) error { return nil }) })
+	if st.adminKey, st.keyIsNew, err = adminKey(cfg.AdminKey, cfg.DataDir); err != nil {
+		return nil, err
+	}
+	if st.secretKey, err = cfg.secretKey(); err != nil {
+		return nil, err
+	}
+	if st.secretKey == nil {
+		if st.secretKey, err = deploymentKey(cfg.DataDir); err != nil {
+			return nil, err
+		}
+	}
+	threads, err := agent.NewBoltStore(st.db, cfg.retention())
+	if err != nil {
+		return nil, err
+	}
+	st.threads, st.defs = threads, threads
+	if st.sessions, err = newBoltSessions(st.db); err != nil {
+		return nil, err
+	}
+	st.events = tel.wrapEvents(stream.NewMemoryLog(stream.MemoryLogOptions{}))
+	// The dataset cache (and shadow mode's records) persist in the bbolt
+	// file, so a restart keeps them until they expire.
+	if st.datasets, err = boltstore.New(st.db, boltstore.Options{}); err != nil {
+		return nil, err
+	}
+	activity, err := tools.NewBoltActivityStore(st.db, tools.BoltActivityOptions{})
+	if err != nil {
+		return nil, err
+	}
+	st.activity = activity
+	st.closers = append(st.closers, activity.Close) // before the file closes
+	if st.vectors, err = discovery.NewBoltVectors(st.db, 0); err != nil {
+		return nil, err
+	}
+	st.runs = runlease.NewMemory()
+	if st.approvals, err = agent.NewBoltApprovals(st.db); err != nil {
+		return nil, err
+	}
+	for _, b := range []struct {
+		to   *Records
+		name string
+	}{{&st.workflows, "workflows"}, {&st.workflowRuns, "workflow_runs"}, {&st.connections, "connections"}} {
+		if *b.to, err = newBoltRecords(st.db, b.name); err != nil {
+			return nil, err
+		}
+	}
+	st.grants = newMemGrants(time.Now, connectPending)
+	return st, nil
+}
+
+func openRedisStores(ctx context.Context, cfg *Config, tel *Telemetry) (_ *stores, err error) {
+	st := &stores{kind: "redis", pingers: map[string]pinger{}}
+	defer func() {
+		if err != nil {
+			st.close()
+		}
+	}()
+	// Replicas must share the admin key and the sealing key, and neither
+	// may be written to Redis: both come from the config or environment.
+	if cfg.AdminKey == "" {
+		return nil, cfg.errAt("admin_key", "is required with redis_url (or TRAWL_ADMIN_KEY): every replica must accept the same key, and trawl does not store it in Redis")
+	}
+	st.adminKey = cfg.AdminKey
+	if st.secretKey, err = cfg.secretKey(); err != nil {
+		return nil, err
+	}
+	if st.secretKey == nil {
+		return nil, cfg.errAt("secret_key", "is required with redis_url (or TRAWL_SECRET_KEY; 64 hex digits, e.g. from `openssl rand -hex 32`): every replica must open the connection tokens another sealed, and the key never goes to Redis")
+	}
+	opt, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return nil, cfg.errAt("redis_url", badRedisURL(err, cfg.RedisURL))
+	}
+	st.redis = redis.NewClient(opt)
+	st.redis.AddHook(unavailableHook{})
+	st.closers = append(st.closers, st.redis.Close)
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := st.redis.Ping(pctx).Err(); err != nil {
+		return nil, cfg.errAt("redis_url", redisStartError(opt.Addr, err, cfg.RedisURL))
+	}
+	prefix := cfg.RedisPrefix
+	if prefix == "" {
+		prefix = DefaultRedisPrefix
+	}
+	c := st.redis
+	if err := checkSharedKeys(pctx, c, prefix, st.adminKey, st.secretKey); err != nil {
+		return nil, cfg.errAt("secret_key", err.Error())
+	}
+	st.pingers["redis"] = pingFunc(func(ctx context.Context) error { return c.Ping(ctx).Err() })
+	threads := agentredis.New(c, prefix, cfg.retention())
+	st.threads, st.defs = threads, threads
+	st.sessions = webredis.NewSessions[Session](c, prefix, func(s Session) time.Time { return s.Expires })
+	events := redislog.New(c, redislog.Options{Prefix: prefix})
+	st.closers = append(st.closers, events.Shutdown)
+	st.events = tel.wrapEvents(events)
+	lopt := loopredis.Options{Prefix: prefix}
+	st.results = loopredis.NewResultStore(c, lopt)
+	datasets := loopredis.NewDatasetStore(c, lopt)
+	st.datasets = datasets
+	st.walks = loopredis.NewWalks(c, datasets, loopredis.WalksOptions{Prefix: prefix, Lease: cfg.RunLease})
+	st.activity = redisactivity.New(c, redisactivity.Options{Prefix: prefix})
+	limiter := redislimit.New(c, redislimit.Options{Prefix: prefix})
+	st.limiter = limiter
+	st.closers = append(st.closers, limiter.Close)
+	st.vectors = redisvectors.New(c, prefix)
+	runs := redislease.New(c, prefix, cfg.RunLease)
+	st.closers = append(st.closers, runs.Close)
+	st.runs = runs
+	st.approvals = agentredis.NewApprovals(c, prefix)
+	st.workflows = webredis.NewBucket(c, prefix, "workflows")
+	st.workflowRuns = webredis.NewBucket(c, prefix, "workflow_runs")
+	st.connections = webredis.NewBucket(c, prefix, "connections")
+	st.grants = webredis.NewGrants(c, prefix)
+	return st, nil
+}
+
+// keyCheckKey holds, under the prefix, a MAC of the deployment's admin
+// key under its secret key: the first replica writes it, every other
+// checks it, so a replica started with other keys than its peers — whose
+// connections the others could not open, whose admin key they would
+// refuse behind the same load balancer — does not start. It reveals
+// nothing of either key without the secret key.
+const keyCheckKey = "keycheck"
+
+func checkSharedKeys(ctx context.Context, c *redis.Client, prefix, adminKey string, secretKey []byte) error {
+	mac := hmac.New(sha256.New, secretKey)
+	mac.Write([]byte("trawl replica key check v1\n" + adminKey))
+	want := hex.EncodeToString(mac.Sum(nil))
+	key := prefix + keyCheckKey
+	if err := c.SetNX(ctx, key, want, 0).Err(); err != nil {
+		return fmt.Errorf("checking the keys against the other replicas': %w", err)
+	}
+	got, err := c.Get(ctx, key).Result()
+	if err != nil {
+		return fmt.Errorf("checking the keys against the other replicas': %w", err)
+	}
+	if got != want {
+		return fmt.Errorf("this replica's secret_key or admin_key is not the one the deployment's other replicas use "+
+			"(redis_prefix %q); start every replica with the same keys (after changing them on purpose on every replica, delete the Redis key %q)", prefix, key)
+	}
+	return nil
+}
+
+// redisLogger sends go-redis's own logs (a dial that failed, a pool that
+// reconnects) to the deployment's log at debug level: an outage shows as
+// 503s and in /readyz, not as a line per attempt. go-redis's logger is
+// one per process: the first deployment on Redis sets it.
+type redisLogger struct{ log *slog.Logger }
+
+var redisLogOnce sync.Once
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "redis: "+fmt.Sprintf(format, v...))
+}
+
+// scopeKey keys the credential fingerprints of cache scopes: derived
+// from the secret key (never the key itself), so whoever reads the cache's
+// keys in Redis or the bbolt file cannot test guessed tokens against them.
+// Nil (a fixed key) for a store of its own in memory.
+func (st *stores) scopeKey() []byte {
+	if st.secretKey == nil {
+		return nil
+	}
+	mac := hmac.New(sha256.New, st.secretKey)
+	mac.Write([]byte("trawl dataset cache scope v1"))
+	return mac.Sum(nil)
+}
+
+// secretKey is the configured secret_key, nil when none is.
+func (c *Config) secretKey() ([]byte, error) {
+	if c.SecretKey == "" {
+		return nil, nil
+	}
+	k, err := hex.DecodeString(strings.TrimSpace(c.SecretKey))
+	if err == nil && len(k) == 32 {
+		return k, nil
+	}
+	msg := "must be 64 hex digits (32 bytes), e.g. from `openssl rand -hex 32`"
+	if c.secretKeyFromEnv {
+		return nil, &ConfigError{File: "environment", Key: "TRAWL_SECRET_KEY", Msg: msg}
+	}
+	return nil, c.errAt("secret_key", msg)
+}
+
+func (st *stores) close() error {
+	var errs []error
+	for i := len(st.closers) - 1; i >= 0; i-- {
+		errs = append(errs, st.closers[i]())
+	}
+	st.closers = nil
+	return errors.Join(errs...)
+}
+
+type pingFunc func(context.Context) error
+
+func (f pingFunc) Ping(ctx context.Context) error { return f(ctx) }
+
+// ErrStoreUnavailable marks a failure to reach the deployment's shared
+// store (Redis down or unreachable): the API answers it with 503
+// store_unavailable, never with local state instead.
+var ErrStoreUnavailable = errors.New("the deployment's store is unavailable")
+
+// unavailableHook marks every error of a Redis command that is not the
+// server's own answer (a missing key, an error reply) as
+// ErrStoreUnavailable: the connection failed, timed out or was refused.
+type unavailableHook struct{}
+
+func (unavailableHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (unavailableHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if marked := markUnavailable(err); marked != err {
+			cmd.SetErr(marked)
+			return marked
+		}
+		return err
+	}
+}
+
+func (unavailableHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		var outage error
+		for _, cmd := range cmds {
+			if e := cmd.Err(); e != nil {
+				marked := markUnavailable(e)
+				cmd.SetErr(marked)
+				if outage == nil && errors.Is(marked, ErrStoreUnavailable) {
+					outage = marked
+				}
+			}
+		}
+		if err != nil && outage != nil {
+			// A transaction that Redis discarded (EXECABORT) because a
+			// command in it met an outage (OOM) failed for that.
+			return outage
+		}
+		return markUnavailable(err)
+	}
+}
+
+func markUnavailable(err error) error {
+	var reply redis.Error
+	switch {
+	case err == nil, errors.Is(err, redis.Nil), errors.Is(err, ErrStoreUnavailable),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.As(err, &reply) && !errors.Is(err, redis.ErrClosed) && !outageReply(reply.Error()):
+		return err // the server answered: not an outage
+	}
+	return &unavailableError{err}
+}
+
+// outageReplies begin the error replies of a Redis that cannot serve
+// for now — loading its data, out of memory, a read-only replica after a
+// failover, a failing snapshot, a script that blocks it, a password
+// changed under the replicas — rather than a fault of the command.
+var outageReplies = []string{"LOADING ", "OOM ", "READONLY ", "MASTERDOWN ", "MISCONF ", "BUSY ",
+	"TRYAGAIN ", "CLUSTERDOWN ", "NOREPLICAS ", "NOAUTH ", "WRONGPASS "}
+
+func outageReply(msg string) bool {
+	if msg == "ERR max number of clients reached" {
+		return true
+	}
+	for _, p := range outageReplies {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string { return "redis: " + e.err.Error() }
+func (e *unavailableError) Unwrap() []error {
+	return []error{ErrStoreUnavailable, e.err}
+}
