@@ -115,6 +115,11 @@ type WalkOptions struct {
 	// Credential and ThreadID are passed on in every tools.Request.
 	Credential string
 	ThreadID   string
+	// Scrub is the Caller's scrubber for Credential. What the walker
+	// renders from an answer — an error body's message, read decoded from
+	// its JSON escapes — passes through it, so that no decoding undoes the
+	// Caller's masking. Nil: nothing more is masked.
+	Scrub *tools.Scrubber
 	// Progress, when set, is called after every page, on the walk's
 	// goroutine; it must not block for long.
 	Progress func(Progress)
