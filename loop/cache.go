@@ -138,17 +138,22 @@ type CacheOptions struct {
 	OrgTTL     time.Duration
 	RuntimeTTL time.Duration
 	// Shared collapses identical walks across processes that share Store
-	// (the Redis deployment's lock). Nil: walks collapse within this
-	// process only.
+	// (the Redis deployment's lock), beneath the cache's own LocalWalks.
+	// Nil: walks collapse within this process only.
 	Shared SharedWalks
 }
 
-// SharedWalks collapses identical walks across the processes that share
-// one DatasetStore: of concurrent calls with one key, one runs walk (which
-// records a complete result in the store) and the others wait for it and
-// read what it recorded; when it recorded nothing (a partial walk, an
-// error) one of them walks in turn. A store failure is an error, never a
-// silent walk of one's own.
+// SharedWalks collapses concurrent identical walks: of concurrent calls
+// with one key, one runs walk (which records a complete result in the
+// dataset store) and the others wait for it and get the dataset it
+// recorded. Within one process (LocalWalks) they get whatever it
+// returned; across the processes that share one DatasetStore
+// (loop/redisstore's Walks) they read what it recorded, and when it
+// recorded nothing (a partial walk, an error) one of them walks in turn.
+// A waiter whose context ends returns its error; a store failure is an
+// error, never a silent walk of one's own. A call after a walk ended
+// walks again: serving what a walk recorded is the DatasetCache's.
+// Implementations are safe for concurrent use.
 type SharedWalks interface {
 	Do(ctx context.Context, key string, walk func(context.Context) (*Dataset, error)) (*Dataset, error)
 }
@@ -172,7 +177,9 @@ type CacheRequest struct {
 	Scope   Scope
 	Runtime bool
 	// TTL overrides the default TTL for this binding (dataset_ttl_hours,
-	// or a workflow step's ttl_minutes). Zero: OrgTTL or RuntimeTTL.
+	// or a workflow step's ttl_minutes). Zero: OrgTTL or RuntimeTTL. It
+	// bounds both how long a walk this call makes is kept and how old a
+	// cached walk it is served may be.
 	TTL time.Duration
 	// Refresh bypasses a cached entry and replaces it with the new walk.
 	Refresh bool
@@ -183,8 +190,8 @@ type CacheRequest struct {
 
 // CacheHit labels a dataset served from the cache.
 type CacheHit struct {
-	CachedAt  time.Time
-	ExpiresAt time.Time
+	CachedAt  time.Time `json:"cachedAt"`
+	ExpiresAt time.Time `json:"expiresAt"`
 }
 
 // JSON is the value of the view's _cache key.
@@ -229,10 +236,10 @@ type DatasetCache struct {
 	runtimeTTL time.Duration
 	shared     SharedWalks
 
-	flights flights
+	local LocalWalks // collapses walks in this process; shared, when set, beneath it across processes
 
 	hits, misses, shadowHits, shadowMisses, stores, partial atomic.Int64
-	refreshes, experiments, collapsed, walks, errs          atomic.Int64
+	refreshes, experiments, walks, errs                     atomic.Int64
 }
 
 // NewDatasetCache returns a DatasetCache.
@@ -268,14 +275,16 @@ func (c *DatasetCache) Stats() CacheStats {
 	return CacheStats{
 		Hits: c.hits.Load(), Misses: c.misses.Load(), ShadowHits: c.shadowHits.Load(), ShadowMisses: c.shadowMisses.Load(),
 		Stores: c.stores.Load(), Partial: c.partial.Load(), Refreshes: c.refreshes.Load(), Experiments: c.experiments.Load(),
-		Collapsed: c.flights.joined.Load(), Walks: c.walks.Load(), Errors: c.errs.Load(),
+		Collapsed: c.local.Joined(), Walks: c.walks.Load(), Errors: c.errs.Load(),
 	}
 }
 
 // Walk returns the dataset of req: from the cache when a live entry
 // exists and the mode serves it (hit is then non-nil), else from walk,
 // recording the result when it is complete. In mode on, concurrent calls
-// with the same key share one run of walk; it runs on a context detached
+// with the same key share one run of walk (a call that joined a run which
+// did not end complete — cut short by its starter's budget, or failed —
+// then runs walk itself); it runs on a context detached
 // from any single caller and is cancelled only when every caller waiting
 // for it has gone, so one caller giving up never fails the others. walk
 // must bound its own duration (the walk budgets do).
@@ -295,6 +304,13 @@ func (c *DatasetCache) Walk(ctx context.Context, req CacheRequest, walk func(con
 	if err != nil {
 		return nil, nil, err
 	}
+	ttl := req.TTL
+	if ttl <= 0 {
+		ttl = c.orgTTL
+		if req.Runtime {
+			ttl = c.runtimeTTL
+		}
+	}
 	switch {
 	case req.Experiment:
 		c.experiments.Add(1)
@@ -302,6 +318,11 @@ func (c *DatasetCache) Walk(ctx context.Context, req CacheRequest, walk func(con
 		c.refreshes.Add(1)
 	default:
 		d, cachedAt, expires, err := c.store.Get(ctx, key)
+		// An entry lives for the TTL of the call that made it, and is
+		// served only to a call whose own TTL admits its age: a workflow
+		// step asking for at most 5 minutes is not served a chat's day-old
+		// walk.
+		expires = minTime(expires, cachedAt.Add(ttl))
 		live := err == nil && c.now().Before(expires)
 		switch {
 		case err != nil && !errors.Is(err, ErrDatasetMiss):
@@ -315,13 +336,6 @@ func (c *DatasetCache) Walk(ctx context.Context, req CacheRequest, walk func(con
 			return d, &CacheHit{CachedAt: cachedAt, ExpiresAt: expires}, nil
 		default:
 			c.misses.Add(1)
-		}
-	}
-	ttl := req.TTL
-	if ttl <= 0 {
-		ttl = c.orgTTL
-		if req.Runtime {
-			ttl = c.runtimeTTL
 		}
 	}
 	record := func(ctx context.Context) (*Dataset, error) {
@@ -350,28 +364,55 @@ func (c *DatasetCache) Walk(ctx context.Context, req CacheRequest, walk func(con
 	if c.shared != nil {
 		run = func(ctx context.Context) (*Dataset, error) { return c.shared.Do(ctx, key, record) }
 	}
-	d, err := c.flights.do(ctx, key, run)
+	d, joined, err := c.local.do(ctx, key, run)
+	if joined && ctx.Err() == nil && (err != nil || d == nil || !d.Complete) {
+		// The walk this call joined ran under its own caller's budget and
+		// deadline: a partial set or an error of that call is not this
+		// one's answer, so it walks itself (as across replicas).
+		d, err = run(ctx)
+	}
 	return d, nil, err
 }
 
-// flights collapses concurrent identical walks.
-type flights struct {
-	joined atomic.Int64 // callers that joined a run in flight
+// LocalWalks is the SharedWalks of one process: concurrent callers with
+// one key share one run of walk and what it returns, complete or not. The
+// run is detached from any single caller and cancelled only when every
+// caller waiting for it has gone, so one caller giving up never fails the
+// others. The zero value is ready to use; every DatasetCache holds one.
+type LocalWalks struct {
+	joined  atomic.Int64 // callers that joined a run in flight
+	waiting atomic.Int64 // callers now waiting for a run they joined
 
 	mu sync.Mutex
 	m  map[string]*flight
 }
 
+var _ SharedWalks = (*LocalWalks)(nil)
+
 type flight struct {
 	done    chan struct{}
 	d       *Dataset
 	err     error
-	waiters int // guarded by flights.mu
+	waiters int // guarded by LocalWalks.mu
 	cancel  context.CancelFunc
 }
 
-// do runs fn once for every concurrent caller with key.
-func (g *flights) do(ctx context.Context, key string, fn func(context.Context) (*Dataset, error)) (*Dataset, error) {
+// Joined counts the callers that joined a walk in flight.
+func (g *LocalWalks) Joined() int64 { return g.joined.Load() }
+
+// Waiting is how many callers are waiting now for a walk they joined.
+func (g *LocalWalks) Waiting() int64 { return g.waiting.Load() }
+
+// Do implements SharedWalks: fn runs once for every concurrent caller
+// with key.
+func (g *LocalWalks) Do(ctx context.Context, key string, fn func(context.Context) (*Dataset, error)) (*Dataset, error) {
+	d, _, err := g.do(ctx, key, fn)
+	return d, err
+}
+
+// do is Do; joined reports that this caller shared a run another caller
+// started.
+func (g *LocalWalks) do(ctx context.Context, key string, fn func(context.Context) (*Dataset, error)) (d *Dataset, joined bool, err error) {
 	g.mu.Lock()
 	if g.m == nil {
 		g.m = map[string]*flight{}
@@ -379,6 +420,8 @@ func (g *flights) do(ctx context.Context, key string, fn func(context.Context) (
 	f, shared := g.m[key]
 	if shared {
 		g.joined.Add(1)
+		g.waiting.Add(1)
+		defer g.waiting.Add(-1)
 	} else {
 		// Values (trace ids, progress sinks) carry over; cancellation
 		// does not: the run ends when its last waiter leaves.
@@ -405,7 +448,7 @@ func (g *flights) do(ctx context.Context, key string, fn func(context.Context) (
 	g.mu.Unlock()
 	select {
 	case <-f.done:
-		return f.d, f.err
+		return f.d, shared, f.err
 	case <-ctx.Done():
 		g.mu.Lock()
 		f.waiters--
@@ -416,7 +459,7 @@ func (g *flights) do(ctx context.Context, key string, fn func(context.Context) (
 			}
 		}
 		g.mu.Unlock()
-		return nil, ctx.Err()
+		return nil, shared, ctx.Err()
 	}
 }
 
@@ -558,4 +601,11 @@ func appendFloat(dst []byte, f float64) []byte {
 		return strconv.AppendFloat(dst, f, 'f', -1, 64)
 	}
 	return strconv.AppendFloat(dst, f, 'g', -1, 64)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

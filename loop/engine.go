@@ -25,6 +25,10 @@ import (
 type Options struct {
 	// Caller sends upstream requests (a *tools.Invoker).
 	Caller paginate.Caller
+	// Scrub is the Caller's scrubber, for the given runtime credential
+	// (tools.Invoker.Scrubber): what the engine renders from an answer
+	// passes through it too. Nil: nothing more is masked.
+	Scrub func(runtime ...string) *tools.Scrubber
 	// Clock reads time for budgets, TTLs and Retry-After. Nil: the system
 	// clock.
 	Clock paginate.Clock
@@ -63,6 +67,15 @@ type Engine struct {
 	obs   *instrumentation
 }
 
+// scrubber is the Caller's scrubber for a call with credential; nil
+// without Options.Scrub.
+func (e *Engine) scrubber(credential string) *tools.Scrubber {
+	if e.opt.Scrub == nil {
+		return nil
+	}
+	return e.opt.Scrub(credential)
+}
+
 // New returns an Engine.
 func New(opt Options) *Engine {
 	e := &Engine{opt: opt, clock: opt.Clock, log: opt.Logger, obs: newInstrumentation(opt.TracerProvider, opt.MeterProvider)}
@@ -98,13 +111,11 @@ type Binding struct {
 // DefaultBulkValues bounds the _for_each values of a bulk write.
 const DefaultBulkValues = 10
 
-// Effect is t's effect under binding b: b's override, else the tool's
-// (paginate.EffectOf).
+// Effect is t's effect under binding b (a zero Binding: the tool's own):
+// paginate.Effect, the one resolver, on t's detected plan with b's
+// override.
 func (e *Engine) Effect(t *tools.Tool, b Binding) tools.Effect {
-	if b.Effect != "" {
-		return b.Effect
-	}
-	return paginate.EffectOf(t, e.Plan(t))
+	return paginate.Effect(t, e.Plan(t), b.Effect)
 }
 
 // checkWrite refuses the reserved arguments a write does not take: a
@@ -437,7 +448,7 @@ func (e *Engine) walk(ctx context.Context, q walkRequest) (*walked, error) {
 			res, err := paginate.Walk(gctx, paginate.WalkOptions{
 				Caller: e.opt.Caller, Clock: e.clock, Tool: c.Tool, Args: args, Plan: q.plan, Effect: q.effect,
 				AllPages: q.r.AllPages, Meter: meter, Lease: lease, Budget: q.budget,
-				Credential: c.Credential, ThreadID: c.Scope.Thread,
+				Credential: c.Credential, ThreadID: c.Scope.Thread, Scrub: e.scrubber(c.Credential),
 				Progress: func(p paginate.Progress) {
 					if c.Progress == nil {
 						return
@@ -579,6 +590,7 @@ func (e *Engine) merge(q walkRequest, values []any, results []*paginate.Result, 
 	}
 	shaped := false // the first value that answered set the payload's shape
 	objectRows := false
+	emptied := false // a value of a list answered an empty page
 	for i, res := range results {
 		if err := errs[i]; err != nil {
 			te := upstreamError(q.call.Tool, err)
@@ -600,6 +612,10 @@ func (e *Engine) merge(q walkRequest, values []any, results []*paginate.Result, 
 			cause(res.StoppedBy, "", "", res.Cause)
 			continue
 		}
+		path, isRows := collectionOf(res.Plan, res.FirstBody)
+		// A value of a list that answered an empty page ({}, {"data":
+		// null}; one that is no page at all failed in its walk).
+		listed := fanOut && !isRows && q.plan.Paginated()
 		w.Requests += res.Requests
 		w.Pages += res.Pages
 		w.Probes += res.Probes
@@ -614,7 +630,6 @@ func (e *Engine) merge(q walkRequest, values []any, results []*paginate.Result, 
 			w.Unproven = res.Unproven
 		}
 		w.PageSize = max(w.PageSize, res.PageSize)
-		path, isRows := collectionOf(res.Plan, res.FirstBody)
 		items := res.Items
 		if isRows && len(items) == 0 && !res.Plan.ItemsFound && res.FirstBody != nil {
 			// Detection found no primary array it could vouch for (no
@@ -629,7 +644,7 @@ func (e *Engine) merge(q walkRequest, values []any, results []*paginate.Result, 
 				res.Plan.Items, res.Plan.ItemsFound = path, true
 			}
 		}
-		if !shaped {
+		if !shaped && !listed {
 			shaped = true
 			w.Plan = res.Plan
 			w.Text = isText(res.FirstBody)
@@ -638,7 +653,12 @@ func (e *Engine) merge(q walkRequest, values []any, results []*paginate.Result, 
 				w.Envelope, w.HasItems, w.ItemsPath = res.FirstBody, isRows || fanOut, path
 			}
 		}
-		if fanOut && !isRows {
+		switch {
+		case listed:
+			// An empty page of the list ({}, {"data": null}): a value
+			// without rows.
+			items, emptied = nil, true
+		case fanOut && !isRows:
 			// One object per value: the value's answer is its row.
 			items = [][]byte{objectRow(res.FirstBody)}
 		}
@@ -670,7 +690,9 @@ func (e *Engine) merge(q walkRequest, values []any, results []*paginate.Result, 
 		return nil, &ToolError{Code: CodeUpstream, Status: w.Errors[0].Status,
 			Message: fmt.Sprintf("every _for_each value failed; first error: %s", w.Errors[0].Error)}
 	}
-	if objectRows {
+	if objectRows || emptied && !shaped {
+		// Rows without a page to take the shape from (every value of the
+		// list answered none): a bare list.
 		w.Envelope, w.ItemsPath, w.HasItems = nil, "", true
 	}
 	if w.HasItems && w.AllPages && w.Plan.Paginated() && w.Envelope != nil {
@@ -751,7 +773,10 @@ func retryableFailure(err error) bool {
 	case pe.Status == 429 || pe.Status >= 500:
 		return true
 	case pe.Status >= 200 && pe.Status < 300:
-		return true // a success status with a body that failed (a proxy's page)
+		// A success status with a body that failed: a proxy's page may
+		// pass; an answer that is none of the list's pages (an error
+		// object) will not.
+		return pe.StoppedBy != paginate.StopInconsistent
 	}
 	return false
 }

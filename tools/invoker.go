@@ -162,15 +162,17 @@ func (inv *Invoker) AddSecrets(secrets ...string) {
 }
 
 // Scrubber is the deployment's scrubber: every provider's credential and
-// every secret the invoker was given. With runtime non-empty it also
-// masks that runtime credential (as it is sent: a basic one's password
-// and base64 form too).
-func (inv *Invoker) Scrubber(runtime string) *Scrubber {
+// every secret the invoker was given. With runtime credentials it also
+// masks those (as they are sent: a basic one's password and base64 form
+// too). Scrubbers for runtime credentials are cached.
+func (inv *Invoker) Scrubber(runtime ...string) *Scrubber {
+	runtime = slices.DeleteFunc(slices.Clone(runtime), func(c string) bool { return c == "" })
+	key := strings.Join(runtime, "\x00")
 	inv.mu.RLock()
-	base, per := inv.scrub, inv.perCall[runtime]
+	base, per := inv.scrub, inv.perCall[key]
 	inv.mu.RUnlock()
-	if base != nil && (runtime == "" || per != nil) {
-		if runtime == "" {
+	if base != nil && (key == "" || per != nil) {
+		if key == "" {
 			return base
 		}
 		return per
@@ -184,17 +186,21 @@ func (inv *Invoker) Scrubber(runtime string) *Scrubber {
 		}
 		inv.scrub = NewScrubber(all...)
 	}
-	if runtime == "" {
+	if key == "" {
 		return inv.scrub
 	}
-	if s := inv.perCall[runtime]; s != nil {
+	if s := inv.perCall[key]; s != nil {
 		return s
 	}
 	if inv.perCall == nil || len(inv.perCall) >= maxPerCallScrubbers {
 		inv.perCall = map[string]*Scrubber{}
 	}
-	s := inv.scrub.With(runtimeSecrets(runtime)...)
-	inv.perCall[runtime] = s
+	var forms []string
+	for _, c := range runtime {
+		forms = append(forms, runtimeSecrets(c)...)
+	}
+	s := inv.scrub.With(forms...)
+	inv.perCall[key] = s
 	return s
 }
 
@@ -401,7 +407,7 @@ func (inv *Invoker) build(ctx context.Context, req Request) (*http.Request, []st
 				"the continuation URL is on another origin (%s) than the provider's (%s); it was not requested", Origin(u), OriginOf(t.Origin))}
 		}
 	} else {
-		u, err = buildURL(t, req.Args)
+		u, err = RequestURL(t, req.Args)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -524,7 +530,12 @@ func resolveNext(origin, next string) (*url.URL, error) {
 	return base.ResolveReference(ref), nil
 }
 
-func buildURL(t *Tool, args map[string]any) (*url.URL, error) {
+// RequestURL is the URL a call of t with args requests: the origin, the
+// path with its parameters filled in (escaped), and the query parameters
+// (arrays repeated, objects as name[key]). An *ArgError names a path
+// parameter that is missing or empty. The invoker sends it; pagination
+// resolves a server's relative next links against it.
+func RequestURL(t *Tool, args map[string]any) (*url.URL, error) {
 	path := t.Path
 	q := url.Values{}
 	for _, p := range t.Params {

@@ -2,11 +2,25 @@ package redisvectors_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
+	"github.com/trawl-dev/trawl/discovery"
 	"github.com/trawl-dev/trawl/discovery/redisvectors"
+	"github.com/trawl-dev/trawl/discovery/vectorcachetest"
 	"github.com/trawl-dev/trawl/stream/redistest"
 )
+
+func TestCacheConforms(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, srv redistest.Backend) {
+		c := srv.Universal(t)
+		n := 0
+		vectorcachetest.Run(t, func(t *testing.T) discovery.VectorCache {
+			n++
+			return redisvectors.New(c, srv.Prefix(fmt.Sprintf("v%d:", n)))
+		})
+	})
+}
 
 func TestRoundTripAndIsolation(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, srv redistest.Backend) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/trawl-dev/trawl/tools"
@@ -185,7 +184,7 @@ func (w *walker) fetch(ctx context.Context, req tools.Request, probe bool) (*too
 
 // classify words an error response: a rejected cursor, or an HTTP error.
 func (w *walker) classify(resp *tools.Response) *failure {
-	f := &failure{reason: StopHTTPError, status: resp.Status, snippet: snippet(resp.Body, w.o.Credential)}
+	f := &failure{reason: StopHTTPError, status: resp.Status, snippet: snippet(resp.Body, w.o.Scrub)}
 	page := w.res.Pages + 1
 	sendingCursor := w.cursor != "" // a cursor parameter or a server-given URL
 	rejected := false
@@ -285,29 +284,5 @@ func maybeSent(err error) bool {
 }
 
 // retryable reports whether a page request may be sent again after an
-// uncertain failure: when it reads (ReadLike).
-func retryable(t *tools.Tool, p Plan) bool { return ReadLike(t, p) }
-
-// ReadLike reports whether calling t reads without changing anything:
-// its effect (EffectOf) is read.
-func ReadLike(t *tools.Tool, p Plan) bool { return EffectOf(t, p) == tools.EffectRead }
-
-// EffectOf is t's effect (tools.DeriveEffect) with what pagination
-// detection adds: a POST whose effect was derived, not declared, and that
-// pages through a response array only queries, so it reads.
-func EffectOf(t *tools.Tool, p Plan) tools.Effect {
-	e := tools.DeriveEffect(t)
-	if e == tools.EffectWrite && !t.EffectDeclared && strings.EqualFold(t.Method, http.MethodPost) && p.Paginated() && p.ItemsFound {
-		return tools.EffectRead
-	}
-	return e
-}
-
-// SettleEffects sets each tool's Effect to EffectOf under its detected
-// plan, so that every place a tool is shown says the same. Run once when
-// tools are imported.
-func SettleEffects(ts []*tools.Tool) {
-	for _, t := range ts {
-		t.Effect = EffectOf(t, Detect(t))
-	}
-}
+// uncertain failure: when it reads.
+func retryable(t *tools.Tool, p Plan) bool { return Effect(t, p, "") == tools.EffectRead }

@@ -137,8 +137,6 @@ func (r *release) args(keys *scopeKeys) []any {
 		r.learned.Remaining, reset, strconv.FormatFloat(r.learned.Rate, 'g', 17, 64), r.learned.Burst}
 }
 
-const releaseArgs = 14
-
 // scopeKeys are the KEYS of one script call: each scope's state key
 // followed by its permits key, each once.
 type scopeKeys struct {

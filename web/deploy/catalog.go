@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/tools"
 )
 
@@ -28,7 +27,6 @@ func (s *Deployment) loadCatalog(ctx context.Context) (*tools.Catalog, error) {
 			return nil, cfg.errAt(at+".openapi", err.Error())
 		}
 		s.logImport(p.ID, r)
-		paginate.SettleEffects(r.Tools)
 		if err := cat.Add(r.Tools...); err != nil {
 			return nil, cfg.errAt(at, err.Error())
 		}
@@ -91,6 +89,7 @@ func (s *Deployment) connectMCP(ctx context.Context, cat *tools.Catalog, mc tool
 	s.invoker.AddSecrets(mc.Secrets()...)
 	src, err := tools.ConnectMCP(ctx, mc, tools.MCPOptions{
 		Logger: s.log.With("mcp", mc.ID), Log: s.activity, HTTPClient: s.tel.mcpClient(s.cfg.Telemetry, mc.ID), Limiter: s.limiter,
+		Scrub: s.invoker.Scrubber,
 		OnChange: func(ts []*tools.Tool) {
 			if err := cat.ReplaceProvider(mc.ID, ts); err != nil {
 				s.log.Error("mcp tool list changed but could not be applied", "mcp", mc.ID, "err", err)
@@ -113,7 +112,6 @@ func (s *Deployment) addToolkit(cat *tools.Catalog, m *tools.Manifest) error {
 	if err != nil {
 		return err
 	}
-	paginate.SettleEffects(ts)
 	if err := cat.Add(ts...); err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/trawl-dev/trawl/agent"
 	agentredis "github.com/trawl-dev/trawl/agent/redisstore"
+	"github.com/trawl-dev/trawl/agent/workflow"
 	"github.com/trawl-dev/trawl/discovery"
 	"github.com/trawl-dev/trawl/discovery/redisvectors"
 	"github.com/trawl-dev/trawl/loop"
@@ -56,7 +57,8 @@ type stores struct {
 	// approvals is the approvals inbox's store; nil: memory.
 	approvals agent.ApprovalStore
 
-	workflows, workflowRuns, connections Records
+	workflows, connections Records
+	workflowRuns           workflow.RunStore
 	// runRecords keeps each running run's record (durable.go).
 	runRecords Records
 	grants     grants // connect codes and attempts
@@ -153,13 +155,10 @@ func redactURLError(err error, raw string) string {
 		// would quote it.
 		return "its password is not where a URL's user info goes"
 	}
-	msg := err.Error()
-	if perr == nil && u.User != nil {
-		if p, ok := u.User.Password(); ok && p != "" {
-			msg = strings.ReplaceAll(msg, p, "xxxxx")
-		}
-	}
-	return msg
+	// What is left quotes at most a part of the URL the parser did not
+	// object to; the password is masked in it, in any spelling, by the
+	// scrubber every secret goes through.
+	return tools.NewScrubber(redisPassword(raw)...).String(err.Error())
 }
 
 // redisStartError says why the Redis at addr failed its first command: it
@@ -253,10 +252,16 @@ func openEmbeddedStores(cfg *Config, tel *Telemetry) (_ *stores, err error) {
 	for _, b := range []struct {
 		to   *Records
 		name string
-	}{{&st.workflows, "workflows"}, {&st.workflowRuns, "workflow_runs"}, {&st.connections, "connections"}, {&st.runRecords, "run_records"}} {
+	}{{&st.workflows, "workflows"}, {&st.connections, "connections"}, {&st.runRecords, "run_records"}} {
 		if *b.to, err = newBoltRecords(st.db, b.name); err != nil {
 			return nil, err
 		}
+	}
+	if st.workflowRuns, err = workflow.NewBoltRunStore(st.db, cfg.runRetention()); err != nil {
+		return nil, err
+	}
+	if err := migrateBoltWorkflowRuns(st.db, st.workflowRuns); err != nil {
+		return nil, err
 	}
 	st.grants = newMemGrants(time.Now, connectPending)
 	return st, nil
@@ -335,10 +340,13 @@ func openRedisStores(ctx context.Context, cfg *Config, tel *Telemetry) (_ *store
 	st.runs = runs
 	st.approvals = agentredis.NewApprovals(c, prefix)
 	st.workflows = webredis.NewBucket(c, prefix, "workflows")
-	st.workflowRuns = webredis.NewBucket(c, prefix, "workflow_runs")
+	st.workflowRuns = agentredis.NewRuns(c, prefix, cfg.runRetention())
+	if err := migrateWorkflowRuns(ctx, webredis.NewBucket(c, prefix, oldWorkflowRuns), st.workflowRuns); err != nil {
+		return nil, err
+	}
 	st.connections = webredis.NewBucket(c, prefix, "connections")
 	st.runRecords = webredis.NewBucket(c, prefix, "run_records")
-	st.grants = webredis.NewGrants(c, prefix)
+	st.grants = webredis.NewGrants(c, prefix, connectPending)
 	return st, nil
 }
 
