@@ -59,6 +59,14 @@ type RunnerOptions struct {
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
 	RecordContent  bool
+	// Scrub returns the deployment's scrubber, with the given runtime
+	// credentials of a turn's caller. Every model event (text, reasoning,
+	// tool calls and their arguments, with a bounded hold-back so that a
+	// secret split across deltas is masked too) and every model error of
+	// the turn passes through it before anything else sees it: the
+	// stream, the thread, the tool calls, traces and logs. Nil: nothing is
+	// scrubbed.
+	Scrub func(runtime ...string) *tools.Scrubber
 }
 
 // Runner runs turns: the step loop of DESIGN.md §1. It is safe for
@@ -149,6 +157,7 @@ type turnState struct {
 	reads    []string
 	approved map[string]bool
 	waiting  bool
+	model    Model      // the runner's model, its output scrubbed for this turn's caller
 	mu       sync.Mutex // guards msg.Parts, pending, reads, waiting and Thread.Results/Approvals during tool calls
 }
 
@@ -162,7 +171,8 @@ func (r *Runner) Run(ctx context.Context, t *Turn) (err error) {
 	defer func() { observed(err) }()
 	st := &turnState{Turn: t, pending: map[string]bool{}, approved: map[string]bool{},
 		msg:      UIMessage{ID: "msg_" + randomHex(12), Role: RoleAssistant},
-		throttle: stream.NewThrottle(stream.ThrottleOptions{Now: r.opt.Now})}
+		throttle: stream.NewThrottle(stream.ThrottleOptions{Now: r.opt.Now}),
+		model:    scrubbedModel{model: r.opt.Model, scrub: r.turnScrubber(t)}}
 	resumed := false
 	if n := len(t.Thread.Msgs); n > 0 && awaitsRun(t.Thread.Msgs[n-1]) {
 		// The human answered approvals: the same assistant message goes on.
@@ -372,7 +382,7 @@ func (r *Runner) answer(ctx context.Context, st *turnState, req ModelRequest, st
 			st.msg.Parts = append(st.msg.Parts, Part{Type: "text", Text: text.String(), State: "done"})
 		}
 	}
-	for ev, err := range r.obs.stream(ctx, r.opt.Model, req) {
+	for ev, err := range r.obs.stream(ctx, st.model, req) {
 		if err != nil {
 			keepPartial()
 			if ctx.Err() != nil {

@@ -25,6 +25,10 @@ import (
 type Options struct {
 	// Caller sends upstream requests (a *tools.Invoker).
 	Caller paginate.Caller
+	// Scrub is the Caller's scrubber, for the given runtime credential
+	// (tools.Invoker.Scrubber): what the engine renders from an answer
+	// passes through it too. Nil: nothing more is masked.
+	Scrub func(runtime ...string) *tools.Scrubber
 	// Clock reads time for budgets, TTLs and Retry-After. Nil: the system
 	// clock.
 	Clock paginate.Clock
@@ -61,6 +65,15 @@ type Engine struct {
 
 	plans sync.Map // tool pointer → paginate.Plan
 	obs   *instrumentation
+}
+
+// scrubber is the Caller's scrubber for a call with credential; nil
+// without Options.Scrub.
+func (e *Engine) scrubber(credential string) *tools.Scrubber {
+	if e.opt.Scrub == nil {
+		return nil
+	}
+	return e.opt.Scrub(credential)
 }
 
 // New returns an Engine.
@@ -435,7 +448,7 @@ func (e *Engine) walk(ctx context.Context, q walkRequest) (*walked, error) {
 			res, err := paginate.Walk(gctx, paginate.WalkOptions{
 				Caller: e.opt.Caller, Clock: e.clock, Tool: c.Tool, Args: args, Plan: q.plan, Effect: q.effect,
 				AllPages: q.r.AllPages, Meter: meter, Lease: lease, Budget: q.budget,
-				Credential: c.Credential, ThreadID: c.Scope.Thread,
+				Credential: c.Credential, ThreadID: c.Scope.Thread, Scrub: e.scrubber(c.Credential),
 				Progress: func(p paginate.Progress) {
 					if c.Progress == nil {
 						return

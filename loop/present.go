@@ -25,6 +25,7 @@ func (e *Engine) plainCall(ctx context.Context, c Call, own map[string]any, unkn
 	res, err := paginate.Walk(ctx, paginate.WalkOptions{
 		Caller: e.opt.Caller, Clock: e.clock, Tool: c.Tool, Args: own, Plan: plan, Effect: e.Effect(c.Tool, c.Binding),
 		Budget: e.opt.Budget.Merge(c.Binding.Budget), Credential: c.Credential, ThreadID: c.Scope.Thread,
+		Scrub: e.scrubber(c.Credential),
 	})
 	if err != nil {
 		return nil, upstreamError(c.Tool, err)

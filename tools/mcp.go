@@ -3,11 +3,14 @@ package tools
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
 	"reflect"
 	"regexp"
@@ -27,9 +30,15 @@ type MCPConfig struct {
 	// of their ids. 1-64 letters, digits, '_' or '-'.
 	ID string `json:"id" yaml:"id"`
 	// Command is the program and its arguments, run without a shell. The
-	// process inherits trawl's environment; its stderr goes to the logger
-	// at debug level.
+	// process gets a minimal environment (PATH, HOME, the locale and the
+	// few more the MCP SDKs pass: see Environ) plus Env, nothing else of
+	// trawl's; its stderr goes to the logger at debug level.
 	Command []string `json:"command,omitempty" yaml:"command,omitempty"`
+	// Env is the command server's own environment, by name: a plain value
+	// is a secret (masked wherever it appears, like every credential
+	// trawl holds); {value: …, secret: false} is not. Values may use
+	// ${ENV} like any config value.
+	Env map[string]MCPEnvValue `json:"env,omitempty" yaml:"env,omitempty"`
 	// URL is the server's streamable HTTP endpoint (http or https).
 	URL string `json:"url,omitempty" yaml:"url,omitempty"`
 	// RateLimit paces the tool calls sent to a URL server across the
@@ -66,21 +75,35 @@ func (c MCPConfig) Validate() error {
 	if err := c.RateLimit.Validate(); err != nil {
 		return fmt.Errorf("mcp server %q: rate_limit: %w", c.ID, err)
 	}
-	return nil
+	return c.checkEnv()
 }
 
-// Secrets are the values of the URL's query (hosted MCP servers often
-// take their key there): the deployment's scrubber masks them.
+// Secrets are what the deployment's scrubber must mask for this server:
+// the values of the URL's query (hosted MCP servers often take their key
+// there), decoded and as written in the URL (the spelling the server
+// receives, and may echo base64-encoded), and the Env values that are
+// secrets.
 func (c MCPConfig) Secrets() []string {
-	u, err := url.Parse(c.URL)
-	if err != nil {
-		return nil
-	}
 	var out []string
+	for _, k := range slices.Sorted(maps.Keys(c.Env)) {
+		if v := c.Env[k]; v.Secret {
+			out = append(out, v.Value)
+		}
+	}
+	u, err := url.Parse(c.URL)
+	if err != nil || c.URL == "" {
+		return out
+	}
 	for _, vs := range u.Query() {
 		out = append(out, vs...)
 	}
-	return out
+	for _, kv := range strings.Split(u.RawQuery, "&") {
+		if _, v, ok := strings.Cut(kv, "="); ok && v != "" {
+			out = append(out, v)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // MCPOptions configures an MCPSource. The zero value is usable.
@@ -109,6 +132,11 @@ type MCPOptions struct {
 	// Log records every tool call (method "MCP", path the server's tool
 	// name). Nil: nothing is recorded.
 	Log *ActivityLog
+	// Scrub is the deployment's scrubber (Invoker.Scrubber): what the
+	// server lists — tool names, descriptions, schemas — passes through it
+	// before anyone sees it, like its answers (which the Router scrubs).
+	// Nil: nothing is masked.
+	Scrub func(runtime ...string) *Scrubber
 	// Limiter paces a URL server's tool calls (the config's RateLimit and
 	// what its answers report), as the invoker paces HTTP tools. Nil:
 	// not paced.
@@ -154,7 +182,8 @@ type MCPSource struct {
 	max         int64
 	logger      *slog.Logger
 	activity    *ActivityLog
-	limiter     RateLimiter // nil: calls are not paced (a command server)
+	scrub       func(runtime ...string) *Scrubber // nil: none
+	limiter     RateLimiter                       // nil: calls are not paced (a command server)
 	limit       RateLimit
 	onChange    func([]*Tool)
 	changed     chan struct{} // list_changed signals, coalesced (capacity 1)
@@ -184,6 +213,7 @@ func ConnectMCP(ctx context.Context, cfg MCPConfig, opt MCPOptions) (*MCPSource,
 		max:         opt.MaxResponseBytes,
 		logger:      opt.Logger,
 		activity:    opt.Log,
+		scrub:       opt.Scrub,
 		onChange:    opt.OnChange,
 		limit:       cfg.RateLimit,
 		changed:     make(chan struct{}, 1),
@@ -220,6 +250,7 @@ func ConnectMCP(ctx context.Context, cfg MCPConfig, opt MCPOptions) (*MCPSource,
 	var transport mcp.Transport
 	if len(cfg.Command) > 0 {
 		cmd := exec.Command(cfg.Command[0], cfg.Command[1:]...)
+		cmd.Env = cfg.Environ(os.Environ())
 		cmd.Stderr = &stderrLogger{logger: s.logger}
 		transport = &mcp.CommandTransport{Command: cmd}
 	} else {
@@ -371,7 +402,16 @@ func (s *MCPSource) list(ctx context.Context) ([]*Tool, map[string]string, error
 		next := res.NextCursor
 		switch {
 		case next == "":
+			var orig map[string]string
+			if s.scrub != nil {
+				all, orig = scrubMCPTools(s.scrub(), all, s.logger)
+			}
 			ts, remote := mapMCPTools(s.id, all, s.logger)
+			for id, name := range remote {
+				if o, ok := orig[name]; ok {
+					remote[id] = o // calls use the server's own name
+				}
+			}
 			return ts, remote, nil
 		case seen[next]:
 			return nil, nil, s.fail("listing tools", fmt.Errorf("page %d repeats an earlier cursor", page))
@@ -381,6 +421,41 @@ func (s *MCPSource) list(ctx context.Context) ([]*Tool, map[string]string, error
 		seen[next] = true
 		params = &mcp.ListToolsParams{Cursor: next}
 	}
+}
+
+// scrubMCPTools masks secrets in a tool list as the server sent it (a
+// server may write its URL key into a description), and maps each masked
+// name back to the server's own. A tool whose masked listing no longer
+// reads is left out, with a warning.
+func scrubMCPTools(scrub *Scrubber, list []*mcp.Tool, logger *slog.Logger) ([]*mcp.Tool, map[string]string) {
+	if scrub.Empty() {
+		return list, nil
+	}
+	out := make([]*mcp.Tool, 0, len(list))
+	orig := map[string]string{}
+	for _, t := range list {
+		if t == nil {
+			continue
+		}
+		b, err := json.Marshal(t)
+		if err != nil {
+			logger.Warn("mcp tool cannot be read; left out", "tool", scrub.String(t.Name), "error", err)
+			continue
+		}
+		c := scrub.Bytes(b)
+		if bytes.Equal(b, c) {
+			out = append(out, t)
+			continue
+		}
+		var masked mcp.Tool
+		if err := json.Unmarshal(c, &masked); err != nil {
+			logger.Warn("mcp tool listing holds a secret and does not read once masked; left out", "tool", scrub.String(t.Name))
+			continue
+		}
+		orig[masked.Name] = t.Name
+		out = append(out, &masked)
+	}
+	return out, orig
 }
 
 func (s *MCPSource) fail(op string, err error) *MCPError {

@@ -285,6 +285,15 @@ type Router struct {
 	MCP  map[string]*MCPSource // by server id
 }
 
+// Scrubber is the HTTP invoker's scrubber (nil without one): the one
+// every result of the router passes through.
+func (r Router) Scrubber(runtime ...string) *Scrubber {
+	if r.HTTP == nil {
+		return nil
+	}
+	return r.HTTP.Scrubber(runtime...)
+}
+
 // Call sends req to where its tool lives.
 func (r Router) Call(ctx context.Context, req Request) (*Response, error) {
 	if req.Tool == nil {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -398,10 +399,12 @@ func TestMCPListChanged(t *testing.T) {
 }
 
 func TestConnectMCPStdio(t *testing.T) {
-	t.Setenv(mcpServerEnv, "1")
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&syncWriter{w: &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	src := connectTest(t, MCPConfig{ID: "local", Command: []string{os.Args[0]}}, MCPOptions{Logger: logger})
+	// The child gets only what Env gives it (and PATH, HOME…): the test
+	// binary serves MCP because Env says so.
+	src := connectTest(t, MCPConfig{ID: "local", Command: []string{os.Args[0]},
+		Env: map[string]MCPEnvValue{mcpServerEnv: {Value: "1"}}}, MCPOptions{Logger: logger})
 
 	if got := len(src.Tools()); got != 9 {
 		t.Errorf("tools = %d (%v), want 9", got, toolNames(src.Tools()))
@@ -864,5 +867,31 @@ func BenchmarkMapMCPTools(b *testing.B) {
 		if len(ts) != len(list) {
 			b.Fatal(len(ts))
 		}
+	}
+}
+
+// A server that writes its URL key into its tool list — a tool's name,
+// description, schema — has it masked there like in its answers; the
+// masked tool is still called by the server's own name.
+func TestMCPToolListScrubbed(t *testing.T) {
+	const key = "MCPQSECRET/Zq+4444hh"
+	srv := mcp.NewServer(&mcp.Implementation{Name: "leaky", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "echo_MCPQSECRET_Zq_4444hh", Description: "Call with key " + url.QueryEscape(key),
+		InputSchema: map[string]any{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string", "description": "the key is " + key}}}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"ok":true}`}}}, nil
+		})
+	scrub := NewScrubber(key, "MCPQSECRET_Zq_4444hh")
+	src := connectTest(t, MCPConfig{ID: "leaky", URL: serveMCP(t, srv)}, MCPOptions{Scrub: func(...string) *Scrubber { return scrub }})
+	ts := src.Tools()
+	if len(ts) != 1 {
+		t.Fatalf("tools = %v", toolNames(ts))
+	}
+	listed, _ := json.Marshal(ts[0])
+	if strings.Contains(string(listed), "MCPQSECRET") || !strings.Contains(string(listed), Mask) {
+		t.Errorf("listed tool: %s", listed)
+	}
+	if status, body := callBody(t, src, ts[0].Name, map[string]any{"q": "x"}); status != 200 || body != `{"ok":true}` {
+		t.Errorf("calling the masked tool: %d %s", status, body)
 	}
 }

@@ -115,6 +115,7 @@ type Server struct {
 	proxies   []netip.Prefix  // trusted reverse proxies
 	origins   map[string]bool // CORS allowed origins
 	authFails *failLimiter
+	streams   *streamCap // streams open per session token
 	// draining is set when shutdown begins: /readyz answers 503 and new
 	// turns and runs are refused.
 	draining atomic.Bool
@@ -140,6 +141,7 @@ func New(ctx context.Context, cfg *deploy.Config, opt Options) (*Server, error) 
 		s.origins[strings.ToLower(o)] = true
 	}
 	s.authFails = newFailLimiter(func() time.Time { return s.now() })
+	s.streams = newStreamCap(cfg.Limits.StreamsPerSession)
 	s.echo = s.routes(opt)
 	return s, nil
 }
@@ -356,8 +358,8 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	e.POST("/connect/:toolkit", s.connectSubmit, connectHeaders, readBody(connectBodyLimit, min(s.timeouts.Body, connectBodyTimeout)))
 
 	user := e.Group("/v1/agents/:id", s.requireUser, body, s.syncAgents)
-	user.POST("/chat", s.chat, s.refuseWhenDraining, s.requireModel)
-	user.GET("/chat/:chatId/stream", s.resume)
+	user.POST("/chat", s.chat, s.refuseWhenDraining, s.requireModel, s.capStreams)
+	user.GET("/chat/:chatId/stream", s.resume, s.capStreams)
 	user.POST("/chat/:chatId/stop", s.stop)
 	user.GET("/chats", s.listChats)
 	user.GET("/chats/:chatId", s.getChat)
@@ -397,12 +399,12 @@ func errDraining(c echo.Context) error {
 func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		client := s.clientAddr(c.Request())
-		if err := s.authAllowed(c, client); err != nil {
+		tok, ok := bearer(c.Request())
+		if err := s.authAllowed(c, client, tok); err != nil {
 			return err
 		}
-		tok, ok := bearer(c.Request())
 		if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(s.AdminKey())) != 1 {
-			s.authFails.fail(client)
+			s.authFails.fail(client, tok)
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="trawl"`)
 			return apiErr(http.StatusUnauthorized, "unauthorized", "a valid admin key is required (Authorization: Bearer <key>)")
 		}

@@ -113,7 +113,8 @@ func (s *Server) createSession(c echo.Context) error {
 func (s *Server) requireUser(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		client := s.clientAddr(c.Request())
-		if err := s.authAllowed(c, client); err != nil {
+		tok, _ := bearer(c.Request())
+		if err := s.authAllowed(c, client, tok); err != nil {
 			return err
 		}
 		p, ok, err := s.authenticate(c.Request().Context(), c.Request())
@@ -121,7 +122,7 @@ func (s *Server) requireUser(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		if !ok {
-			s.authFails.fail(client)
+			s.authFails.fail(client, tok)
 			return unauthorized()
 		}
 		c.Set(principalKey, p)

@@ -184,7 +184,7 @@ func (w *walker) fetch(ctx context.Context, req tools.Request, probe bool) (*too
 
 // classify words an error response: a rejected cursor, or an HTTP error.
 func (w *walker) classify(resp *tools.Response) *failure {
-	f := &failure{reason: StopHTTPError, status: resp.Status, snippet: snippet(resp.Body, w.o.Credential)}
+	f := &failure{reason: StopHTTPError, status: resp.Status, snippet: snippet(resp.Body, w.o.Scrub)}
 	page := w.res.Pages + 1
 	sendingCursor := w.cursor != "" // a cursor parameter or a server-given URL
 	rejected := false

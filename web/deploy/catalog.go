@@ -89,6 +89,7 @@ func (s *Deployment) connectMCP(ctx context.Context, cat *tools.Catalog, mc tool
 	s.invoker.AddSecrets(mc.Secrets()...)
 	src, err := tools.ConnectMCP(ctx, mc, tools.MCPOptions{
 		Logger: s.log.With("mcp", mc.ID), Log: s.activity, HTTPClient: s.tel.mcpClient(s.cfg.Telemetry, mc.ID), Limiter: s.limiter,
+		Scrub: s.invoker.Scrubber,
 		OnChange: func(ts []*tools.Tool) {
 			if err := cat.ReplaceProvider(mc.ID, ts); err != nil {
 				s.log.Error("mcp tool list changed but could not be applied", "mcp", mc.ID, "err", err)

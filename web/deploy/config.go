@@ -183,6 +183,10 @@ type LimitsConfig struct {
 	// ViewChars is the size guard's budget for one tool result in front
 	// of the model, in characters. Zero: 32,000.
 	ViewChars int `yaml:"view_chars"`
+	// StreamsPerSession caps the streams one session token holds open at
+	// once (chat turns and resumes, per replica); one more answers 429.
+	// Zero: defaultStreamsPerSession.
+	StreamsPerSession int `yaml:"streams_per_session"`
 }
 
 // DiscoveryConfig tunes tool discovery.
@@ -577,7 +581,7 @@ func (c *Config) validate() error {
 		return c.errAt("model.provider", fmt.Sprintf("must be openai or replay, not %q", c.Model.Provider))
 	}
 	if c.Limits.ViewChars < 0 || c.Limits.Pages < 0 || c.Limits.Requests < 0 || c.Limits.Items < 0 ||
-		c.Limits.Bytes < 0 || c.Limits.Seconds < 0 || c.Limits.ForEachValues < 0 {
+		c.Limits.Bytes < 0 || c.Limits.Seconds < 0 || c.Limits.ForEachValues < 0 || c.Limits.StreamsPerSession < 0 {
 		return c.errAt("limits", "limits must not be negative")
 	}
 	if c.ShutdownGrace < 0 {

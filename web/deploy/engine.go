@@ -25,6 +25,7 @@ func (s *Deployment) newEngine() (*loop.Engine, error) {
 	s.cache = cache
 	return loop.New(loop.Options{
 		Caller:    s.observeCaller(tools.Router{HTTP: s.invoker, MCP: s.mcp}),
+		Scrub:     s.invoker.Scrubber,
 		Budget:    budgetOf(s.cfg.Limits.Limits),
 		ViewChars: s.cfg.Limits.ViewChars,
 		Results:   s.results,
