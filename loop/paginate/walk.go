@@ -1106,7 +1106,7 @@ func (w *walker) notAPage(p Plan, body []byte, items [][]byte, page int) string 
 		return ""
 	}
 	if query.FirstByte(b) != '{' {
-		return fmt.Sprintf("page %d is not an object like page 1 but %s", page, snippet(b, w.o.Credential))
+		return fmt.Sprintf("page %d is not an object like page 1 but %s", page, snippet(b, w.o.Scrub))
 	}
 	keys, err := query.Keys(b)
 	if err != nil || len(keys) == 0 {
@@ -1117,7 +1117,7 @@ func (w *walker) notAPage(p Plan, body []byte, items [][]byte, page int) string 
 			return ""
 		}
 	}
-	return fmt.Sprintf("page %d holds none of the members of page 1, so it is not a page of this collection: %s", page, snippet(b, w.o.Credential))
+	return fmt.Sprintf("page %d holds none of the members of page 1, so it is not a page of this collection: %s", page, snippet(b, w.o.Scrub))
 }
 
 // firstNotAPage is notAPage for the first page, which has no page before
@@ -1138,7 +1138,7 @@ func (w *walker) firstNotAPage(p Plan, body []byte, items [][]byte, first bool) 
 		return "" // rows, maybe, where the plan expected an envelope
 	case '{':
 	default:
-		return "its body is not an object like this list's pages but " + snippet(b, w.o.Credential)
+		return "its body is not an object like this list's pages but " + snippet(b, w.o.Scrub)
 	}
 	known := map[string]bool{}
 	for _, path := range []string{p.Items, p.NextToken, p.NextURLField, p.MoreFlag, p.Total, p.TotalPages} {
@@ -1155,7 +1155,7 @@ func (w *walker) firstNotAPage(p Plan, body []byte, items [][]byte, first bool) 
 	if err != nil || members == 0 || page {
 		return ""
 	}
-	return "its body holds no rows and none of this list's members (" + p.Items + "), so it is not a page of the list: " + snippet(b, w.o.Credential)
+	return "its body holds no rows and none of this list's members (" + p.Items + "), so it is not a page of the list: " + snippet(b, w.o.Scrub)
 }
 
 // memberSet is the names of body's top-level members; nil when body is
