@@ -142,9 +142,9 @@ func (s *Server) continueWorkflow(ctx context.Context, run *deploy.Run, rec depl
 	if err := json.Unmarshal(rec.Spec, &spec); err != nil || spec.Definition == nil {
 		return nil, fmt.Errorf("workflow run record: %v", err)
 	}
-	wr, err := s.dep.LoadWorkflowRun(ctx, rec.RunID, spec.Definition.ID)
-	if err != nil || wr == nil {
-		return nil, fmt.Errorf("workflow run record: the run: %v", err)
+	wr, err := s.workflowRuns.GetSummary(ctx, rec.RunID)
+	if err != nil {
+		return nil, fmt.Errorf("workflow run record: the run: %w", err)
 	}
 	resume := &workflow.Resume{Tail: how.Tail, By: how.By, Reason: how.Reason, Count: how.Count}
 	if len(rec.State) > 0 {
@@ -152,12 +152,12 @@ func (s *Server) continueWorkflow(ctx context.Context, run *deploy.Run, rec depl
 			return nil, fmt.Errorf("workflow run record: %w", err)
 		}
 	}
-	return func(ctx context.Context) { s.runWorkflow(ctx, run, spec.Definition, *wr, resume) }, nil
+	return func(ctx context.Context) { s.runWorkflow(ctx, run, spec.Definition, wr, resume) }, nil
 }
 
 // runWorkflow runs (or, with resume, continues) a workflow run and saves
 // how it ended.
-func (s *Server) runWorkflow(ctx context.Context, run *deploy.Run, def *workflow.Definition, rec deploy.WorkflowRun, resume *workflow.Resume) {
+func (s *Server) runWorkflow(ctx context.Context, run *deploy.Run, def *workflow.Definition, rec *workflow.Run, resume *workflow.Resume) {
 	runID := rec.ID
 	{
 		ctx, observed := s.tel.WorkflowRun(ctx, def.ID)

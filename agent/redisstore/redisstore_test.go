@@ -210,11 +210,13 @@ func TestPutThreadFenced(t *testing.T) {
 }
 
 func TestRunsConform(t *testing.T) {
-	c := redistest.Start(t).Client(t)
-	n := 0
-	storetest.RunRuns(t, func(t *testing.T, ret workflow.RunRetention) workflow.RunStore {
-		n++
-		return redisstore.NewRuns(c, fmt.Sprintf("r%d:", n), ret)
+	redistest.Each(t, func(t *testing.T, srv redistest.Backend) {
+		c := srv.Universal(t)
+		n := 0
+		storetest.RunRuns(t, func(t *testing.T, ret workflow.RunRetention) workflow.RunStore {
+			n++
+			return redisstore.NewRuns(c, srv.Prefix(fmt.Sprintf("r%d:", n)), ret)
+		})
 	})
 }
 

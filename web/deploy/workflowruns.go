@@ -49,9 +49,9 @@ type fencedRuns interface {
 // runlease.ErrFenced when it does not. On Redis the check is in the write's
 // own script; in one process, a look-up.
 func (d *Deployment) SaveHeldWorkflowRun(ctx context.Context, r *workflow.Run) error {
-	var fenced func(string) (bool, error)
+	var fenced func(string, string) (bool, error)
 	if fr, ok := d.stores.workflowRuns.(fencedRuns); ok {
-		fenced = func(fenceKey string) (bool, error) { return fr.PutRunFenced(ctx, r, fenceKey, r.ID) }
+		fenced = func(fenceKey, fenceValue string) (bool, error) { return fr.PutRunFenced(ctx, r, fenceKey, fenceValue) }
 	}
 	return d.runs.SaveHeld(ctx, WorkflowRunKey(r.ID), r.ID, fenced, func() error { return d.stores.workflowRuns.PutRun(ctx, r) })
 }
