@@ -202,25 +202,6 @@ func endBy(t *testing.T, name string, ended <-chan []event, deadline time.Time) 
 	}
 }
 
-// checkLapsed checks a resumed stream of a run whose replica died: the
-// events after lastID in order, an error chunk, [DONE].
-func checkLapsed(t *testing.T, name string, evs []event, lastID int64) {
-	t.Helper()
-	var types []string
-	hasError := false
-	for i, e := range evs {
-		types = append(types, cmp.Or(e.typ, e.data))
-		hasError = hasError || e.typ == "error"
-		if !e.final && e.id != lastID+int64(i)+1 {
-			t.Errorf("%s: resumed event %d has id %d after Last-Event-ID %d", name, i, e.id, lastID)
-		}
-	}
-	if !hasError || len(evs) == 0 || !evs[len(evs)-1].final {
-		t.Errorf("%s: %v; want an error chunk, then [DONE]", name, types)
-	}
-	t.Logf("%s: %v", name, types)
-}
-
 // checkContinued checks a resumed stream of a turn (or, with
 // data-run-resumed, a workflow run) whose replica died and that another
 // continued: the events after lastID in order, a resumed chunk

@@ -27,6 +27,7 @@ import (
 
 	"github.com/trawl-dev/trawl/stream"
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // Options configures a [Log]. The zero value means every default.
@@ -498,7 +499,7 @@ func (l *Log) commit() (again bool) {
 					return err
 				}
 			case opDrop:
-				if err := b.DeleteBucket([]byte(o.run)); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+				if err := b.DeleteBucket([]byte(o.run)); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
 					return err
 				}
 			}
