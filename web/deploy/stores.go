@@ -96,7 +96,7 @@ func (c *Config) checkRedis() error {
 		return c.errAt("redis_prefix", "must not hold spaces or the pattern characters * ? [ ]")
 	}
 	if c.RunLease < 0 || (c.RunLease > 0 && c.RunLease < time.Second) || c.RunLease > maxRunLease {
-		return c.errAt("run_lease", "must be at least 1s and at most 10m (zero: 15s)")
+		return c.errAt("run_lease", "must be at least 1s and at most 10m (zero: 3s)")
 	}
 	return nil
 }
