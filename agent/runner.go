@@ -149,7 +149,10 @@ type turnState struct {
 	reads    []string
 	approved map[string]bool
 	waiting  bool
-	mu       sync.Mutex // guards msg.Parts, pending, reads, waiting and Thread.Results/Approvals during tool calls
+	// outcome, when set, receives the engine's outcome of each bound
+	// tool's call (a conversation's door reads its typed verdict).
+	outcome func(*loop.Outcome)
+	mu      sync.Mutex // guards msg.Parts, pending, reads, waiting and Thread.Results/Approvals during tool calls
 }
 
 // Run runs one turn to its end, emitting the UI message stream: start,
@@ -549,6 +552,9 @@ func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, bt
 	})
 	if err != nil {
 		return nil, err
+	}
+	if st.outcome != nil {
+		st.outcome(out)
 	}
 	if !r.opt.Engine.Effect(bt.tool, bt.loopBinding()).Writes() {
 		read := bt.name + ": a single call (looping off), no completeness claim"

@@ -421,8 +421,8 @@ func (g *flights) do(ctx context.Context, key string, fn func(context.Context) (
 
 // DatasetKey is the cache key of req: its credential scope, then a
 // SHA-256 of the tool id, the canonical arguments (object keys sorted,
-// numbers in one spelling, without _fields, _filter, _refresh and
-// _for_each, and without a false _all_pages), the fan-out key and its
+// numbers in one spelling, without _fields, _filter, _refresh,
+// _max_chars and _for_each, and without a false _all_pages), the fan-out key and its
 // sorted values, and the scope again. No credential is part of it.
 func DatasetKey(req CacheRequest) (string, error) {
 	scope, err := req.Scope.DatasetScope(req.Runtime)
@@ -432,7 +432,7 @@ func DatasetKey(req CacheRequest) (string, error) {
 	args := make(map[string]any, len(req.Args))
 	for k, v := range req.Args {
 		switch k {
-		case "_fields", "_filter", "_refresh", "_for_each":
+		case ArgFields, ArgFilter, ArgRefresh, ArgForEach, ArgMaxChars:
 			continue
 		case "_all_pages":
 			if b, ok := v.(bool); ok && !b {

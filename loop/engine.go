@@ -197,6 +197,16 @@ type Outcome struct {
 	Verdict *Verdict
 }
 
+// ViewBudget is the size guard's budget of a call whose binding sets
+// viewChars (zero: the engine's): what one result may put in front of a
+// model, in characters.
+func (e *Engine) ViewBudget(viewChars int) int {
+	if viewChars == 0 {
+		viewChars = e.opt.ViewChars
+	}
+	return Guard{Budget: viewChars}.budget()
+}
+
 // Plan returns the pagination detected for t (computed once per tool).
 func (e *Engine) Plan(t *tools.Tool) paginate.Plan {
 	if p, ok := e.plans.Load(t); ok {
@@ -255,6 +265,9 @@ func (e *Engine) Call(ctx context.Context, c Call) (out *Outcome, err error) {
 	}
 	if c.Request != nil {
 		r = *c.Request
+	}
+	if r.MaxChars > 0 {
+		c.ViewChars = r.MaxChars // the caller's budget for this one result
 	}
 	effect := e.Effect(c.Tool, c.Binding)
 	if effect.Writes() {

@@ -386,6 +386,33 @@ func TestPlainCallIsSizeGuarded(t *testing.T) {
 	}
 }
 
+// _max_chars is the caller's budget for one result: it replaces the
+// engine's view budget for that call, looping or not, and is never sent
+// upstream.
+func TestMaxCharsCutsOneResult(t *testing.T) {
+	up := newUpstream(t, 2400)
+	e := newTestEngine(t, Options{Results: NewRetrieval(RetrievalOptions{})})
+	for _, b := range []Binding{{}, {LoopResponses: true}} {
+		out, err := e.Call(context.Background(), Call{Tool: ordersTool(up.URL), Scope: scope, Binding: b,
+			Args: map[string]any{"per_page": 100.0, "_max_chars": 1500.0}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !out.Truncated || out.ResultID == "" || len([]rune(string(out.View))) > 1500 {
+			t.Errorf("looping=%v: truncated=%v, %d characters for a budget of 1500", b.LoopResponses, out.Truncated, len([]rune(string(out.View))))
+		}
+		wide, err := e.Call(context.Background(), Call{Tool: ordersTool(up.URL), Scope: scope, Binding: b, Args: map[string]any{"per_page": 100.0}})
+		if err != nil || wide.Truncated {
+			t.Errorf("looping=%v: without _max_chars the default budget holds 100 orders: truncated=%v err=%v", b.LoopResponses, wide.Truncated, err)
+		}
+	}
+	for _, r := range up.requests() {
+		if strings.Contains(r, "max_chars") {
+			t.Errorf("_max_chars went upstream: %s", r)
+		}
+	}
+}
+
 func TestCacheThroughEngine(t *testing.T) {
 	up := newUpstream(t, 250)
 	clock := paginate.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))

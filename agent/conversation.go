@@ -1,0 +1,184 @@
+package agent
+
+import (
+	"context"
+	"net/url"
+	"slices"
+
+	"github.com/trawl-dev/trawl/loop"
+	"github.com/trawl-dev/trawl/stream"
+	"github.com/trawl-dev/trawl/tools"
+)
+
+// Conversation is a thread whose tools a client calls one at a time,
+// outside a model turn — an MCP client, whose own model chooses the
+// calls. It is served by the same code as a chat step: ConversationTools
+// is the tool list a step would offer (discovery's direct budget, the
+// tools the thread loaded, search_tools and load_tool, the retrieval
+// tools), and ConversationCall runs one call exactly as a step runs it
+// (argument checks, the engine with its reserved arguments, the size
+// guard, stored results kept with the thread, the binding's approval
+// policy). A door built on it words no verdict and parses no reserved
+// argument of its own (DESIGN.md §12).
+type Conversation struct {
+	// Agent is the agent's current definition.
+	Agent Definition
+	// Thread holds what the conversation remembers between calls: the
+	// tools it loaded and the stored results it holds. ConversationCall
+	// updates it in place; the caller saves it.
+	Thread *Thread
+	// Org, User, CacheScope and Credentials come from the caller, as a
+	// chat turn's (runtime credentials per provider id).
+	Org         string
+	User        string
+	CacheScope  string
+	Credentials map[string]string
+	// Connections says which connected apps the user can call. Nil:
+	// every toolkit counts as connected through the organization.
+	Connections Connections
+	// Emit receives the call's stream chunks while it runs (its
+	// data-tool-loop-progress, throttled as in chat, among them). It must
+	// be safe for concurrent use. Nil: they are dropped.
+	Emit func(stream.Chunk) error
+}
+
+// ToolKind says how an offered tool is served.
+type ToolKind string
+
+const (
+	// ToolBound is one of the agent's bound tools.
+	ToolBound ToolKind = "bound"
+	// ToolMeta is a discovery meta-tool (search_tools, load_tool,
+	// list_connections, connect_toolkit).
+	ToolMeta ToolKind = "meta"
+	// ToolRetrieval reads a stored result (queryToolResult,
+	// fetchToolResult).
+	ToolRetrieval ToolKind = "retrieval"
+)
+
+// OfferedTool is one tool of a conversation's list, as the model sees it
+// (ToolSpec: name, description with its effect marker, input schema with
+// the reserved arguments of its binding) and what a door needs to
+// describe it further.
+type OfferedTool struct {
+	ToolSpec
+	Kind ToolKind
+	// Tool is the bound tool (ToolBound only).
+	Tool *tools.Tool
+	// Effect is the bound tool's effect under its binding; read for the
+	// others.
+	Effect tools.Effect
+	// Looping: the binding has loop_responses on, so every result
+	// carries a verdict.
+	Looping bool
+}
+
+// ConversationKey is the storage key of a conversation's thread: owner,
+// agent and handle, like ThreadKey, in a namespace no chat id reaches
+// (";m=" where a chat's key has ";c="), so a conversation never shows in
+// the user's chats and a chat never meets a conversation.
+func ConversationKey(userID, agentID, handle string) string {
+	return userKeyPrefix(userID) + "a=" + url.PathEscape(agentID) + ";m=" + url.PathEscape(handle)
+}
+
+// conversationTurn is the turn state one conversation call runs in.
+func (r *Runner) conversationTurn(c *Conversation) *turnState {
+	emit := c.Emit
+	if emit == nil {
+		emit = func(stream.Chunk) error { return nil }
+	}
+	def := c.Agent
+	t := &Turn{Agent: func() (Definition, bool) { return def, true }, Thread: c.Thread, Org: c.Org, User: c.User,
+		CacheScope: c.CacheScope, Credentials: c.Credentials, Connections: c.Connections, Emit: emit}
+	return &turnState{Turn: t, pending: map[string]bool{}, approved: map[string]bool{},
+		throttle: stream.NewThrottle(stream.ThrottleOptions{Now: r.opt.Now})}
+}
+
+// ConversationTools is the tool list a chat step of the conversation's
+// agent would offer, in the same order.
+func (r *Runner) ConversationTools(c *Conversation) ([]OfferedTool, error) {
+	bound, err := resolveBindings(c.Agent, r.opt.Catalog)
+	if err != nil {
+		return nil, err
+	}
+	tl, err := r.assemble(r.conversationTurn(c), c.Agent, bound)
+	if err != nil {
+		return nil, err
+	}
+	return r.offered(tl), nil
+}
+
+// offered describes a step's tool list.
+func (r *Runner) offered(tl *stepTools) []OfferedTool {
+	out := make([]OfferedTool, 0, len(tl.specs))
+	for _, spec := range tl.specs {
+		o := OfferedTool{ToolSpec: spec, Kind: ToolRetrieval, Effect: tools.EffectRead}
+		switch bt, ok := tl.byName[spec.Name]; {
+		case ok:
+			lb := bt.loopBinding()
+			o.Kind, o.Tool, o.Effect, o.Looping = ToolBound, bt.tool, r.opt.Engine.Effect(bt.tool, lb), lb.LoopResponses
+		case tl.meta[spec.Name]:
+			o.Kind = ToolMeta
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// CallResult is what one conversation call produced.
+type CallResult struct {
+	// Part is the call as a chat thread would keep it: state
+	// output-available with the view (the envelope) as Output,
+	// output-error with ErrorText in the words and codes a chat's model
+	// reads, or approval-requested.
+	Part Part
+	// Outcome is the engine's outcome of a bound tool's call, with its
+	// typed verdict (nil for a looping-off call); nil for the other
+	// tools and for a call that failed.
+	Outcome *loop.Outcome
+	// Changed reports that the thread's memory changed (a tool loaded, a
+	// stored result kept): the caller saves the thread.
+	Changed bool
+}
+
+// ConversationCall runs one tool call in the conversation, as a chat step
+// runs it. A tool failure is a result (Part in state output-error); the
+// error is the context's when ctx ends, or a failure to emit.
+func (r *Runner) ConversationCall(ctx context.Context, c *Conversation, call ToolCall) (CallResult, error) {
+	bound, err := resolveBindings(c.Agent, r.opt.Catalog)
+	if err != nil {
+		return CallResult{}, err
+	}
+	st := r.conversationTurn(c)
+	tl, err := r.assemble(st, c.Agent, bound)
+	if err != nil {
+		return CallResult{}, err
+	}
+	loaded, kept := slices.Clone(c.Thread.Loaded), len(c.Thread.Results)
+	var res CallResult
+	st.outcome = func(out *loop.Outcome) { res.Outcome = out }
+	res.Part, err = r.runCall(ctx, st, c.Agent, tl, call)
+	if res.Part.State == "output-error" {
+		res.Outcome = nil
+	}
+	res.Changed = !slices.Equal(loaded, c.Thread.Loaded) || kept != len(c.Thread.Results)
+	return res, err
+}
+
+// MergeConversation folds what a conversation call remembered (from)
+// into the thread as last saved (into): the tools loaded and the live
+// stored results of both, so calls of one conversation running at once
+// (on one replica or several) do not drop each other's. It returns into.
+func MergeConversation(into, from *Thread) *Thread {
+	for _, id := range from.Loaded {
+		if !slices.Contains(into.Loaded, id) {
+			into.Loaded = append(into.Loaded, id)
+		}
+	}
+	for _, kr := range from.Results {
+		if !slices.ContainsFunc(into.Results, func(x KeptResult) bool { return x.ID == kr.ID }) {
+			into.Results = append(into.Results, kr)
+		}
+	}
+	return into
+}
