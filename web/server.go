@@ -32,6 +32,7 @@ import (
 	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/tools"
 	"github.com/trawl-dev/trawl/web/deploy"
+	"github.com/trawl-dev/trawl/web/mcpserver"
 )
 
 // Options are the process-level settings of a Server. The zero value is
@@ -106,6 +107,7 @@ type Server struct {
 	workflowDefs deploy.Records
 	runs         *deploy.RunHost
 	tel          *deploy.Telemetry
+	mcp          *mcpserver.Server // the agents' tools over MCP
 
 	echo      *echo.Echo
 	timeouts  Timeouts
@@ -137,6 +139,9 @@ func New(ctx context.Context, cfg *deploy.Config, opt Options) (*Server, error) 
 		s.origins[strings.ToLower(o)] = true
 	}
 	s.authFails = newFailLimiter(func() time.Time { return s.now() })
+	s.mcp = mcpserver.New(d, mcpserver.Options{Logger: s.log, PageSize: cfg.MCP.PageSize, SessionIdle: cfg.MCP.SessionIdle,
+		MaxBody: opt.BodyLimit,
+		Connections: s.mcpConnections})
 	s.echo = s.routes(opt)
 	return s, nil
 }
@@ -218,9 +223,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	n := s.runs.Count()
 	s.log.Info("shutting down: the listener is closed", "running", n, "grace", grace)
+	deadline := time.Now().Add(grace)
 	if !s.runs.WaitIdle(grace) {
 		s.log.Info("shutdown grace is over: cancelling the running turns and runs", "running", s.runs.Count())
 	}
+	// MCP sessions end within the grace too: running tool calls get what
+	// is left of it, then every session (and its open streams) is closed.
+	if !s.mcp.WaitIdle(max(time.Until(deadline), 0)) {
+		s.log.Info("shutdown grace is over: cancelling the running MCP tool calls")
+	}
+	s.mcp.Close()
 	s.runs.StopAll()
 	var err error
 	select {
@@ -314,6 +326,7 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	user.POST("/chat/:chatId/stop", s.stop)
 	user.GET("/chats", s.listChats)
 	user.GET("/chats/:chatId", s.getChat)
+	user.Match([]string{http.MethodGet, http.MethodPost, http.MethodDelete}, "/mcp", s.serveMCP, s.refuseWhenDraining)
 	return e
 }
 

@@ -68,6 +68,8 @@ type Config struct {
 	ShutdownDelay time.Duration `yaml:"shutdown_delay"`
 	// CORS lets browser front ends on other origins call the API.
 	CORS CORSConfig `yaml:"cors"`
+	// MCP tunes the MCP server (/v1/agents/{id}/mcp, trawl mcp).
+	MCP MCPServeConfig `yaml:"mcp"`
 	// Threads bounds the stored threads.
 	Threads ThreadsConfig `yaml:"threads"`
 	// TrustedProxies are the addresses (CIDR or single IP) of reverse
@@ -104,6 +106,15 @@ type DemoSettings struct {
 	// LatencyMs delays every answer of the demo upstream by that many
 	// milliseconds, so that a walk's progress is visible. Zero: none.
 	LatencyMs int `yaml:"latency_ms"`
+}
+
+// MCPServeConfig tunes the MCP server.
+type MCPServeConfig struct {
+	// PageSize is how many tools one tools/list page holds. Zero: 50.
+	PageSize int `yaml:"page_size"`
+	// SessionIdle closes a 2025-11-25 MCP session idle this long. Zero:
+	// 30 minutes.
+	SessionIdle time.Duration `yaml:"session_idle"`
 }
 
 // CORSConfig lists the origins whose browser pages may call the API.
@@ -523,6 +534,12 @@ func (c *Config) validate() error {
 	}
 	if c.ShutdownGrace < 0 {
 		return c.errAt("shutdown_grace", "must not be negative")
+	}
+	if c.MCP.PageSize < 0 || c.MCP.PageSize > 1000 {
+		return c.errAt("mcp.page_size", fmt.Sprintf("must be 1 to 1000 (zero: 50), not %d", c.MCP.PageSize))
+	}
+	if c.MCP.SessionIdle < 0 {
+		return c.errAt("mcp.session_idle", "must not be negative")
 	}
 	if key, msg := c.checkObserve(); key != "" {
 		return c.errAt(key, msg)
