@@ -137,9 +137,21 @@ type CallResult struct {
 	// tools and for a call that failed.
 	Outcome *loop.Outcome
 	// Changed reports that the thread's memory changed (a tool loaded, a
-	// stored result kept): the caller saves the thread.
+	// stored result kept, an interrupted call noted or reported): the
+	// caller saves the thread.
 	Changed bool
+	// Loaded reports that the call made tools callable (load_tool): the
+	// conversation's tool list changed.
+	Loaded bool
+	// Earlier are the calls of the conversation cancelled mid-walk since
+	// the last call, for the client to learn what they fetched; the
+	// thread no longer holds them.
+	Earlier []InterruptedCall
 }
+
+// maxInterrupted bounds the interrupted calls a conversation keeps
+// between two calls.
+const maxInterrupted = 5
 
 // ConversationCall runs one tool call in the conversation, as a chat step
 // runs it. A tool failure is a result (Part in state output-error); the
@@ -156,20 +168,33 @@ func (r *Runner) ConversationCall(ctx context.Context, c *Conversation, call Too
 	}
 	loaded, kept := slices.Clone(c.Thread.Loaded), len(c.Thread.Results)
 	var res CallResult
+	res.Earlier, c.Thread.Interrupted = c.Thread.Interrupted, nil
 	st.outcome = func(out *loop.Outcome) { res.Outcome = out }
 	res.Part, err = r.runCall(ctx, st, c.Agent, tl, call)
 	if res.Part.State == "output-error" {
 		res.Outcome = nil
 	}
-	res.Changed = !slices.Equal(loaded, c.Thread.Loaded) || kept != len(c.Thread.Results)
+	if out := res.Outcome; ctx.Err() != nil && out != nil && out.Verdict != nil {
+		// Cancelled mid-walk: the client gets no answer, so the next call
+		// says what this one fetched and where its rows are kept.
+		c.Thread.Interrupted = append(c.Thread.Interrupted, InterruptedCall{ToolCallID: call.ID, Tool: call.Name,
+			Note: out.Verdict.Note, ResultID: out.ResultID})
+		if n := len(c.Thread.Interrupted); n > maxInterrupted {
+			c.Thread.Interrupted = c.Thread.Interrupted[n-maxInterrupted:]
+		}
+	}
+	res.Loaded = !slices.Equal(loaded, c.Thread.Loaded)
+	res.Changed = res.Loaded || len(res.Earlier) > 0 || len(c.Thread.Interrupted) > 0 || kept != len(c.Thread.Results)
 	return res, err
 }
 
 // MergeConversation folds what a conversation call remembered (from)
 // into the thread as last saved (into): the tools loaded and the live
 // stored results of both, so calls of one conversation running at once
-// (on one replica or several) do not drop each other's. It returns into.
-func MergeConversation(into, from *Thread) *Thread {
+// (on one replica or several) do not drop each other's; reported are the
+// interrupted calls the call reported (CallResult.Earlier). It returns
+// into.
+func MergeConversation(into, from *Thread, reported []InterruptedCall) *Thread {
 	for _, id := range from.Loaded {
 		if !slices.Contains(into.Loaded, id) {
 			into.Loaded = append(into.Loaded, id)
@@ -178,6 +203,16 @@ func MergeConversation(into, from *Thread) *Thread {
 	for _, kr := range from.Results {
 		if !slices.ContainsFunc(into.Results, func(x KeptResult) bool { return x.ID == kr.ID }) {
 			into.Results = append(into.Results, kr)
+		}
+	}
+	// An interrupted call is reported once: what from reported is gone
+	// from into, and what from noted joins it.
+	into.Interrupted = slices.DeleteFunc(into.Interrupted, func(x InterruptedCall) bool {
+		return slices.ContainsFunc(reported, func(y InterruptedCall) bool { return y.ToolCallID == x.ToolCallID })
+	})
+	for _, ic := range from.Interrupted {
+		if !slices.ContainsFunc(into.Interrupted, func(x InterruptedCall) bool { return x.ToolCallID == ic.ToolCallID }) {
+			into.Interrupted = append(into.Interrupted, ic)
 		}
 	}
 	return into

@@ -408,14 +408,21 @@ func (g *flights) do(ctx context.Context, key string, fn func(context.Context) (
 	case <-ctx.Done():
 		g.mu.Lock()
 		f.waiters--
-		if f.waiters == 0 {
+		last := f.waiters == 0
+		if last {
 			f.cancel()
 			if g.m[key] == f {
 				delete(g.m, key) // a newcomer starts afresh rather than join a cancelled run
 			}
 		}
 		g.mu.Unlock()
-		return nil, ctx.Err()
+		if !last {
+			return nil, ctx.Err() // the others' walk goes on
+		}
+		// The walk ends at once (no further request is sent); what it
+		// fetched is the cancelled call's partial result.
+		<-f.done
+		return f.d, f.err
 	}
 }
 

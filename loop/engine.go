@@ -452,17 +452,37 @@ func (e *Engine) walk(ctx context.Context, q walkRequest) (*walked, error) {
 					c.Progress(Progress{Progress: p, ForEach: fe})
 				},
 			})
-			results[i], errs[i] = res, err
-			if ctx.Err() != nil {
-				return ctx.Err()
+			if err != nil && ctx.Err() != nil {
+				if q.values == nil || !errors.Is(ctx.Err(), context.Canceled) {
+					return ctx.Err()
+				}
+				// A fan-out value the cancellation reached before its
+				// first page: never requested.
+				res, err = &paginate.Result{StoppedBy: paginate.StopCancelled, Cause: "the call was cancelled before this value was fetched"}, nil
 			}
+			results[i], errs[i] = res, err
 			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil && !fetchedAny(results) {
+		return nil, err // cancelled before anything came back
+	}
+	// A walk the caller cancelled mid-way is merged like any partial one:
+	// its verdict says so (stopped by cancelled) and its rows are kept.
 	return e.merge(q, values, results, errs)
+}
+
+// fetchedAny reports whether any walk fetched a page.
+func fetchedAny(results []*paginate.Result) bool {
+	for _, r := range results {
+		if r != nil && r.Pages > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // merge combines the walks of every value into one walked set. Every

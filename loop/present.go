@@ -89,7 +89,8 @@ func (e *Engine) keep(ctx context.Context, c Call, full func() (*StoredResult, e
 		e.log.Warn("result not kept", "tool", c.Tool.ID, "err", err)
 		return ""
 	}
-	id, err := e.opt.Results.Keep(ctx, c.Scope, rec)
+	// On a context of its own: a cancelled call's partial result is kept.
+	id, err := e.opt.Results.Keep(context.WithoutCancel(ctx), c.Scope, rec)
 	if err != nil {
 		e.log.Warn("result not kept", "tool", c.Tool.ID, "err", err)
 		return ""

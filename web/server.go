@@ -140,7 +140,7 @@ func New(ctx context.Context, cfg *deploy.Config, opt Options) (*Server, error) 
 	}
 	s.authFails = newFailLimiter(func() time.Time { return s.now() })
 	s.mcp = mcpserver.New(d, mcpserver.Options{Logger: s.log, PageSize: cfg.MCP.PageSize, SessionIdle: cfg.MCP.SessionIdle,
-		MaxBody: opt.BodyLimit,
+		MaxBody:     opt.BodyLimit,
 		Connections: s.mcpConnections})
 	s.echo = s.routes(opt)
 	return s, nil

@@ -44,6 +44,9 @@ func (f *failure) pageError(res *Result) *PageError {
 func (w *walker) fetch(ctx context.Context, req tools.Request) (*tools.Response, *failure, error) {
 	transient, waits := 0, 0
 	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); errors.Is(err, context.Canceled) {
+			return nil, nil, err // cancelled before this request: it is not sent
+		}
 		now := w.clock.Now()
 		if !now.Before(w.deadline) {
 			return nil, w.budgetFailure(StopBudgetTime, "the time budget ran out"), nil

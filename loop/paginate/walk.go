@@ -51,6 +51,7 @@ const (
 	StopInconsistent         = "inconsistent_pagination" // continuation data that cannot be trusted
 	StopForeignNextURL       = "foreign_next_url"        // a next URL on another origin, not followed
 	StopFirstPage            = "first_page_only"         // only one page was asked for (no AllPages)
+	StopCancelled            = "cancelled"               // the caller cancelled the call mid-walk (an MCP client's notifications/cancelled, a stopped turn)
 )
 
 // maxEmptyPages is how many consecutive empty pages a walk follows while
@@ -402,6 +403,12 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		}
 		resp, fail, err := w.fetch(ctx, req)
 		if err != nil {
+			if errors.Is(err, context.Canceled) && res.Pages > 0 {
+				// The caller cancelled mid-walk: what was fetched is a
+				// partial result (kept and stored), and no further
+				// request is sent.
+				return w.finish(StopCancelled, ""), nil
+			}
 			return nil, err
 		}
 		if fail != nil {
@@ -629,6 +636,8 @@ func (w *walker) uninspected(reason, why string) string {
 		b.WriteString("the server handed back a cursor it had already given (a cycle), so the walk stopped rather than loop")
 	case StopForeignNextURL:
 		b.WriteString("the next page's URL is on another origin than the provider's and was not followed")
+	case StopCancelled:
+		b.WriteString("the caller cancelled the call")
 	default:
 		b.WriteString(why)
 	}

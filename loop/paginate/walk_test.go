@@ -148,11 +148,27 @@ func TestWalkCancelled(t *testing.T) {
 	}}
 	res, err := Walk(ctx, WalkOptions{Caller: caller, Clock: NewFakeClock(epoch),
 		Tool: listTool("https://api.example", cursorPlan, 100), Plan: cursorPlan, AllPages: true})
-	if !errors.Is(err, context.Canceled) || res != nil {
-		t.Fatalf("Walk = %v, %v; want nil, context.Canceled", res, err)
+	// Cancelled after a page: that page is a partial result, stopped by
+	// cancelled, and no further request is sent.
+	if err != nil || res == nil || res.StoppedBy != StopCancelled || res.Complete || !res.LikelyMore ||
+		res.Pages != 1 || len(res.Items) != 2 || res.Requests != 2 || res.LastCursor != "c1" {
+		t.Fatalf("Walk = %+v, %v; want a partial page stopped by cancelled", res, err)
 	}
 	if n != 2 {
 		t.Errorf("%d calls, want 2 (no retry after cancellation)", n)
+	}
+	// Cancelled before any page came back: nothing to show, an error.
+	ctx, cancel = context.WithCancel(context.Background())
+	n = 0
+	first := fakeCaller{call: func(ctx context.Context, req tools.Request) (*tools.Response, error) {
+		n++
+		cancel()
+		return nil, ctx.Err()
+	}}
+	res, err = Walk(ctx, WalkOptions{Caller: first, Clock: NewFakeClock(epoch),
+		Tool: listTool("https://api.example", cursorPlan, 100), Plan: cursorPlan, AllPages: true})
+	if !errors.Is(err, context.Canceled) || res != nil || n != 1 {
+		t.Fatalf("cancelled on the first page: Walk = %v, %v after %d calls; want nil, context.Canceled after 1", res, err, n)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/loop"
 	"github.com/trawl-dev/trawl/stream"
+	"github.com/trawl-dev/trawl/tools"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
@@ -117,7 +118,7 @@ func (s *Server) conversation(ctx context.Context, agentID string, c Caller, han
 
 // saveConversation stores what a call remembered, merged into the thread
 // as another call may have saved it meanwhile.
-func (s *Server) saveConversation(ctx context.Context, th *agent.Thread) error {
+func (s *Server) saveConversation(ctx context.Context, th *agent.Thread, reported []agent.InterruptedCall) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	cur, err := s.threads.GetThread(sctx, th.Key)
@@ -127,7 +128,7 @@ func (s *Server) saveConversation(ctx context.Context, th *agent.Thread) error {
 	case err != nil:
 		return err
 	default:
-		cur = agent.MergeConversation(cur, th)
+		cur = agent.MergeConversation(cur, th, reported)
 	}
 	cur.Updated = s.dep.Now().UTC()
 	return s.threads.PutThread(sctx, cur)
@@ -160,24 +161,70 @@ func (s *Server) callTool(ctx context.Context, e *entry, req *mcp.CallToolReques
 	if res.Changed {
 		// Kept even when the call was cancelled: the next call sees what
 		// this one fetched.
-		if serr := s.saveConversation(ctx, conv.Thread); serr != nil {
+		if serr := s.saveConversation(ctx, conv.Thread, res.Earlier); serr != nil {
 			s.log.WarnContext(ctx, "mcp: saving the conversation", "thread", conv.Thread.Key, "err", serr)
 		}
 	}
-	if err != nil {
-		if ctx.Err() != nil {
-			outcome = "cancelled"
-			return nil, ctx.Err() // a cancelled request gets no response
+	if ctx.Err() != nil {
+		outcome = "cancelled"
+		if o := res.Outcome; o != nil && o.Verdict != nil {
+			// The activity log holds the cancelled call's verdict beside
+			// the requests it made.
+			_ = s.dep.Activity().Record(ctx, tools.Activity{Time: s.dep.Now().UTC(), ThreadID: conv.Thread.Key, CallID: callID,
+				Tool: name, Verdict: o.Verdict.Summary() + keptAs(o.ResultID)})
 		}
+		return nil, ctx.Err() // a cancelled request gets no response
+	}
+	if err != nil {
 		return nil, err
+	}
+	switch {
+	case res.Loaded:
+		// A tool loaded: the caller's sessions and subscriptions hear that
+		// the list changed.
+		err = s.listChanged(ctx, e, c, handle)
+	case res.Changed:
+		// A stored result kept may add the retrieval tools (registering a
+		// new tool tells the clients).
+		err = s.registerFor(ctx, e, c, handle)
+	}
+	if err != nil {
+		s.log.WarnContext(ctx, "mcp: listing the conversation's tools after a change", "err", err)
 	}
 	out := result(res)
 	out.Meta = mcp.Meta{MetaThread: handle}
+	if len(res.Earlier) > 0 {
+		out.Meta[MetaInterrupted] = res.Earlier
+		out.Content = append(out.Content, &mcp.TextContent{Text: interruptedText(res.Earlier)})
+	}
 	outcome = "ok"
 	if out.IsError {
 		outcome = "tool_error"
 	}
 	return out, nil
+}
+
+func keptAs(resultID string) string {
+	if resultID == "" {
+		return ""
+	}
+	return "; its rows are kept as " + resultID
+}
+
+// interruptedText tells the client's model about the calls it cancelled
+// mid-walk: what each fetched (the verdict's own note) and its handle.
+func interruptedText(calls []agent.InterruptedCall) string {
+	var b strings.Builder
+	for i, c := range calls {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		fmt.Fprintf(&b, "An earlier call of %s in this conversation was cancelled before it finished. %s", c.Tool, c.Note)
+		if c.ResultID != "" {
+			fmt.Fprintf(&b, " Its rows are kept under _resultId %s.", c.ResultID)
+		}
+	}
+	return b.String()
 }
 
 // result is a conversation call's part as an MCP result.

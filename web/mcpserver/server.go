@@ -72,6 +72,7 @@ type Server struct {
 	dep     *deploy.Deployment
 	opt     Options
 	log     *slog.Logger
+	sdkLog  *slog.Logger // the SDK's: warnings and errors only (it logs every session at info)
 	runner  *agent.Runner
 	agents  *agent.Registry
 	threads agent.ThreadStore
@@ -108,7 +109,7 @@ func New(d *deploy.Deployment, opt Options) *Server {
 	if opt.MaxBody <= 0 {
 		opt.MaxBody = 4 << 20
 	}
-	s := &Server{dep: d, opt: opt, log: opt.Logger, runner: d.Runner(), agents: d.Agents(), threads: d.Threads(),
+	s := &Server{dep: d, opt: opt, log: opt.Logger, sdkLog: slog.New(warnOnly{opt.Logger.Handler()}), runner: d.Runner(), agents: d.Agents(), threads: d.Threads(),
 		handlers: map[string]*agentHandlers{}, entries: map[string]*list.Element{}, lru: list.New()}
 	if tp := d.Telemetry().TracerProvider(); tp != nil {
 		s.tracer = tp.Tracer(instrumentation)
@@ -235,9 +236,9 @@ func (s *Server) handlersFor(agentID string) (*agentHandlers, error) {
 	bearer := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
 	h := &agentHandlers{
 		stateful: bearer(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
-			SessionTimeout: s.opt.SessionIdle, MaxRequestBodyBytes: s.opt.MaxBody, Logger: s.log})),
+			SessionTimeout: s.opt.SessionIdle, MaxRequestBodyBytes: s.opt.MaxBody, Logger: s.sdkLog})),
 		stateless: bearer(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
-			Stateless: true, MaxRequestBodyBytes: s.opt.MaxBody, PropagateRequestCancellation: true, Logger: s.log})),
+			Stateless: true, MaxRequestBodyBytes: s.opt.MaxBody, PropagateRequestCancellation: true, Logger: s.sdkLog})),
 	}
 	s.handlers[agentID] = h
 	return h, nil
@@ -293,6 +294,7 @@ type entry struct {
 
 	mu         sync.Mutex
 	registered map[string]string // tool name → fingerprint of what was registered
+	added      bool              // the last register added a tool (and so notified)
 }
 
 func entryKey(agentID string, c Caller) string { return agentID + "\x00" + c.binding() }
@@ -317,7 +319,7 @@ func (s *Server) entryFor(agentID string, c Caller) (*entry, error) {
 	e.srv = mcp.NewServer(&mcp.Implementation{Name: "trawl", Title: "trawl: " + agentTitle(def), Version: s.opt.Version},
 		&mcp.ServerOptions{
 			Instructions: s.instructions(def),
-			Logger:       s.log,
+			Logger:       s.sdkLog,
 			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 		})
 	e.srv.AddReceivingMiddleware(s.listMiddleware(e))
@@ -369,3 +371,14 @@ func (s *Server) Close() {
 		}
 	}
 }
+
+// warnOnly passes on warnings and errors only.
+type warnOnly struct{ slog.Handler }
+
+func (h warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
+}
+
+func (h warnOnly) WithAttrs(as []slog.Attr) slog.Handler { return warnOnly{h.Handler.WithAttrs(as)} }
+
+func (h warnOnly) WithGroup(name string) slog.Handler { return warnOnly{h.Handler.WithGroup(name)} }

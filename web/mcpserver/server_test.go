@@ -6,13 +6,18 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/stream"
+	"github.com/trawl-dev/trawl/tools"
 	"github.com/trawl-dev/trawl/web/deploy"
 )
 
@@ -211,4 +216,241 @@ func TestCallWalksLikeChat(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tools/list pages with nextCursor when the list is longer than a page;
+// the SDK's client follows it; a forged cursor is a protocol error.
+func TestListToolsPaginates(t *testing.T) {
+	f := newFixture(t, Options{PageSize: 3}, nil)
+	cs := f.connect(t, "", nil)
+	first, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Tools) != 3 || first.NextCursor == "" {
+		t.Fatalf("first page: %d tools, cursor %q", len(first.Tools), first.NextCursor)
+	}
+	all := listAll(t, cs)
+	seen := map[string]bool{}
+	for _, tool := range all {
+		if seen[tool.Name] {
+			t.Errorf("%s listed twice", tool.Name)
+		}
+		seen[tool.Name] = true
+	}
+	if len(all) <= 3 || !seen["list_orders"] || !seen["fetchToolResult"] {
+		t.Errorf("all pages: %d tools", len(all))
+	}
+	if _, err := cs.ListTools(context.Background(), &mcp.ListToolsParams{Cursor: "bogus"}); err == nil || !strings.Contains(err.Error(), "invalid cursor") {
+		t.Errorf("a forged cursor: %v", err)
+	}
+}
+
+// search_tools finds a pooled tool, load_tool makes it callable in that
+// conversation and the client hears notifications/tools/list_changed (a
+// 2025-11-25 session on its stream, a 2026-07-28 client through its
+// subscription); the loaded tool is then listed and called.
+func TestSearchAndLoadTool(t *testing.T) {
+	f := newFixture(t, Options{}, nil)
+	for _, v := range []string{"2026-07-28", "2025-11-25"} {
+		t.Run(v, func(t *testing.T) {
+			changed := make(chan struct{}, 8)
+			cs := f.connect(t, v, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+				changed <- struct{}{}
+			}})
+			thread := "load-" + v
+			names := func() map[string]bool {
+				out := map[string]bool{}
+				res, err := cs.ListTools(context.Background(), &mcp.ListToolsParams{Meta: mcp.Meta{MetaThread: thread}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, tool := range res.Tools {
+					out[tool.Name] = true
+				}
+				return out
+			}
+			if names()["MAIL_SEND_EMAIL"] {
+				t.Fatal("a pooled tool is listed before load_tool")
+			}
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "search_tools",
+				Arguments: map[string]any{"query": "send an email", "_thread": thread}})
+			if err != nil || res.IsError || !strings.Contains(text(res), "MAIL_SEND_EMAIL") {
+				t.Fatalf("search_tools: %v %s", err, text(res))
+			}
+			res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "load_tool",
+				Arguments: map[string]any{"toolName": "MAIL_SEND_EMAIL", "_thread": thread}})
+			if err != nil || res.IsError {
+				t.Fatalf("load_tool: %v %s", err, text(res))
+			}
+			select {
+			case <-changed:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no notifications/tools/list_changed after load_tool")
+			}
+			if !names()["MAIL_SEND_EMAIL"] {
+				t.Fatal("the loaded tool is not listed in its conversation")
+			}
+			res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "MAIL_SEND_EMAIL", Arguments: map[string]any{
+				"to": []any{"a@example.com"}, "subject": "hi", "body": "hello", "_thread": thread}})
+			if err != nil || res.IsError {
+				t.Fatalf("calling the loaded tool: %v %s", err, text(res))
+			}
+			// Another conversation has not loaded it.
+			res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "MAIL_SEND_EMAIL", Arguments: map[string]any{
+				"to": []any{"a@example.com"}, "subject": "hi", "body": "hello"}})
+			if err != nil || !res.IsError || !strings.Contains(text(res), "no tool") {
+				t.Errorf("the default conversation called a tool it never loaded: %v %s", err, text(res))
+			}
+		})
+	}
+}
+
+// A call that carries a progress token hears the walk's progress as
+// notifications/progress (items so far, the server's total, a message
+// "page 1 · 100 of 364 items · 1 request"), at both revisions, with the
+// demo upstream's latency.
+func TestProgressNotifications(t *testing.T) {
+	f := newFixture(t, Options{}, func(c *deploy.Config) { c.SetDemoLatency(300) })
+	for _, v := range []string{"2026-07-28", "2025-11-25"} {
+		t.Run(v, func(t *testing.T) {
+			var mu sync.Mutex
+			var got []*mcp.ProgressNotificationParams
+			cs := f.connect(t, v, &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+				mu.Lock()
+				got = append(got, r.Params)
+				mu.Unlock()
+			}})
+			p := &mcp.CallToolParams{Name: "list_orders", Arguments: map[string]any{"status": "open", "_all_pages": true, "_fields": []any{"id"}, "_refresh": true}}
+			p.SetProgressToken("walk-" + v)
+			res, err := cs.CallTool(context.Background(), p)
+			if err != nil || res.IsError {
+				t.Fatalf("call: %v %s", err, text(res))
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(got) == 0 {
+				t.Fatal("no progress notification")
+			}
+			last := -1.0
+			for _, n := range got {
+				if n.ProgressToken != "walk-"+v || n.Progress <= last || n.Total != 364 ||
+					!progressRE.MatchString(n.Message) {
+					t.Errorf("progress %+v", n)
+				}
+				last = n.Progress
+			}
+		})
+	}
+}
+
+var progressRE = regexp.MustCompile(`^page \d+ · [\d,]+ of 364 items · \d+ requests?$`)
+
+func TestProgressMessage(t *testing.T) {
+	for _, tc := range []struct {
+		p    stream.Progress
+		want string
+	}{
+		{stream.Progress{Page: 3, Items: 750, Total: 2000, Requests: 3}, "page 3 · 750 of 2,000 items · 3 requests"},
+		{stream.Progress{Page: 1, Items: 1, Requests: 1}, "page 1 · 1 item · 1 request"},
+		{stream.Progress{Page: 2, Items: 1234567, Requests: 40, ForEach: &stream.ForEachProgress{Key: "property_id", Index: 1, Total: 5}},
+			"property_id 2 of 5 · page 2 · 1,234,567 items · 40 requests"},
+	} {
+		if got := ProgressMessage(tc.p); got != tc.want {
+			t.Errorf("ProgressMessage(%+v) = %q, want %q", tc.p, got, tc.want)
+		}
+	}
+}
+
+// notifications/cancelled ends a walk at once: no upstream request after
+// it, no response to the cancelled call; the partial verdict is in the
+// activity log and its rows are stored, and the conversation's next call
+// says so, with the _resultId queryToolResult reads.
+func TestCancelMidWalk(t *testing.T) {
+	f := newFixture(t, Options{}, func(c *deploy.Config) { c.SetDemoLatency(150) })
+	for _, v := range []string{"2026-07-28", "2025-11-25"} {
+		t.Run(v, func(t *testing.T) {
+			thread := "cancel-" + strings.ReplaceAll(v, "-", "")
+			started := make(chan struct{}, 64)
+			cs := f.connect(t, v, &mcp.ClientOptions{ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+				started <- struct{}{}
+			}})
+			ctx, cancel := context.WithCancel(context.Background())
+			p := &mcp.CallToolParams{Name: "list_orders", Arguments: map[string]any{"_all_pages": true, "_fields": []any{"id"}, "_thread": thread}}
+			p.SetProgressToken("c")
+			done := make(chan error, 1)
+			go func() {
+				_, err := cs.CallTool(ctx, p)
+				done <- err
+			}()
+			<-started // the first page is in
+			cancel()
+			if err := <-done; err == nil {
+				t.Fatal("the cancelled call answered")
+			}
+			key := agent.ConversationKey("", "demo", thread)
+			verdict := waitVerdict(t, f, key)
+			if !strings.Contains(verdict.Verdict, "partial") || !strings.Contains(verdict.Verdict, "cancelled") {
+				t.Errorf("verdict record = %+v", verdict)
+			}
+			requests := func() int {
+				acts, _ := f.dep.Activity().List(context.Background(), key, 1000)
+				n := 0
+				for _, a := range acts {
+					if a.CallID == verdict.CallID && a.Method != "" {
+						n++
+					}
+				}
+				return n
+			}
+			n := requests()
+			if n == 0 || n >= 24 {
+				t.Errorf("%d upstream requests for the cancelled walk (24 pages in all)", n)
+			}
+			// The next call hears what the cancelled one fetched.
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "get_stats", Arguments: map[string]any{"_thread": thread}})
+			if err != nil || res.IsError {
+				t.Fatalf("next call: %v %s", err, text(res))
+			}
+			if !strings.Contains(text(res), "was cancelled before it finished") {
+				t.Errorf("the next call does not say what the cancelled one fetched: %s", text(res))
+			}
+			b, _ := json.Marshal(res.Meta[MetaInterrupted])
+			var earlier []agent.InterruptedCall
+			if err := json.Unmarshal(b, &earlier); err != nil || len(earlier) != 1 || earlier[0].ResultID == "" {
+				t.Fatalf("_meta %s: %v", b, err)
+			}
+			q, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "queryToolResult",
+				Arguments: map[string]any{"resultId": earlier[0].ResultID, "limit": 3, "_thread": thread}})
+			if err != nil || q.IsError {
+				t.Errorf("queryToolResult on the cancelled walk's rows: %v %s", err, text(q))
+			}
+			if requests() != n {
+				t.Errorf("upstream requests went on after the cancellation: %d, then %d", n, requests())
+			}
+			// Said once.
+			again, _ := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "get_stats", Arguments: map[string]any{"_thread": thread}})
+			if again == nil || strings.Contains(text(again), "was cancelled") {
+				t.Errorf("the cancellation is reported twice")
+			}
+		})
+	}
+}
+
+// waitVerdict waits for the activity record that ends a cancelled call
+// in the conversation key (the server writes it as the walk stops).
+func waitVerdict(t *testing.T, f *fixture, key string) tools.Activity {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		acts, _ := f.dep.Activity().List(context.Background(), key, 1000)
+		for _, a := range acts {
+			if a.Verdict != "" {
+				return a
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("no verdict record for the cancelled call")
+	return tools.Activity{}
 }

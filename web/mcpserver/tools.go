@@ -29,6 +29,10 @@ const (
 	// MetaThread carries the handle in a result's _meta, and may name
 	// the conversation whose tools a tools/list shows.
 	MetaThread = "trawl/thread"
+	// MetaInterrupted lists, on a result, the calls of its conversation
+	// the client cancelled mid-walk since its last call, with what each
+	// fetched.
+	MetaInterrupted = "trawl/interrupted"
 	// MetaMaxResultSize is the result budget a tool advertises, so a
 	// client that spills large results to a file takes trawl's instead.
 	MetaMaxResultSize = "anthropic/maxResultSizeChars"
@@ -151,6 +155,25 @@ func (s *Server) registerFor(ctx context.Context, e *entry, c Caller, handle str
 	return err
 }
 
+// listChanged tells the caller's sessions and subscriptions that a
+// conversation's tool list changed (load_tool): its tools are registered,
+// and when that added none (another conversation of the caller's had
+// them already), one is registered again, which is how the SDK sends the
+// notification.
+func (s *Server) listChanged(ctx context.Context, e *entry, c Caller, handle string) error {
+	list, err := s.conversationTools(ctx, e, c, handle)
+	if err != nil || len(list) == 0 {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.added {
+		t := list[len(list)-1]
+		e.srv.AddTool(t, s.handler(e))
+	}
+	return nil
+}
+
 // has reports whether a tool of that name is registered with e.
 func (e *entry) has(name string) bool {
 	e.mu.Lock()
@@ -167,15 +190,22 @@ func (e *entry) has(name string) bool {
 func (s *Server) register(e *entry, list []*mcp.Tool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.added = false
 	for _, t := range list {
 		fp := fingerprint(t)
 		if e.registered[t.Name] == fp {
 			continue
 		}
 		e.registered[t.Name] = fp
-		e.srv.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return s.callTool(ctx, e, req)
-		})
+		e.srv.AddTool(t, s.handler(e))
+		e.added = true
+	}
+}
+
+// handler serves tools/call of every tool of e.
+func (s *Server) handler(e *entry) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return s.callTool(ctx, e, req)
 	}
 }
 
