@@ -23,8 +23,10 @@
 package mcpserver
 
 import (
+	"bytes"
 	"container/list"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -83,9 +85,10 @@ type Server struct {
 
 	mu       sync.Mutex
 	closed   bool
-	handlers map[string]*agentHandlers // by agent id
-	entries  map[string]*list.Element  // by entryKey; values are *entry
-	lru      *list.List                // entries, most recently used first
+	handlers map[string]*agentHandlers     // by agent id
+	running  map[string]context.CancelFunc // 2026-07-28 tool calls by caller and JSON-RPC id
+	entries  map[string]*list.Element      // by entryKey; values are *entry
+	lru      *list.List                    // entries, most recently used first
 }
 
 // maxEntries bounds the (agent, caller) servers kept; past it the least
@@ -110,7 +113,7 @@ func New(d *deploy.Deployment, opt Options) *Server {
 		opt.MaxBody = 4 << 20
 	}
 	s := &Server{dep: d, opt: opt, log: opt.Logger, sdkLog: slog.New(warnOnly{opt.Logger.Handler()}), runner: d.Runner(), agents: d.Agents(), threads: d.Threads(),
-		handlers: map[string]*agentHandlers{}, entries: map[string]*list.Element{}, lru: list.New()}
+		handlers: map[string]*agentHandlers{}, running: map[string]context.CancelFunc{}, entries: map[string]*list.Element{}, lru: list.New()}
 	if tp := d.Telemetry().TracerProvider(); tp != nil {
 		s.tracer = tp.Tracer(instrumentation)
 	}
@@ -189,10 +192,63 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if modern(r.Header.Get("Mcp-Protocol-Version")) {
+		r, done := s.cancellable(w, r, req.caller)
+		defer done()
 		h.stateless.ServeHTTP(w, r)
 		return
 	}
 	h.stateful.ServeHTTP(w, r)
+}
+
+// cancellable serves what a session would on 2026-07-28, where every
+// request is a POST of its own: a tools/call's context ends when the
+// client closes its stream (the SDK propagates it) and also when the
+// same caller posts notifications/cancelled naming it (to this replica).
+// done forgets the call.
+func (s *Server) cancellable(w http.ResponseWriter, r *http.Request, c Caller) (*http.Request, func()) {
+	if r.Method != http.MethodPost || r.Body == nil {
+		return r, func() {}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opt.MaxBody))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return r, func() {} // the SDK answers the short read
+	}
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			RequestID json.RawMessage `json:"requestId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil {
+		return r, func() {}
+	}
+	switch msg.Method {
+	case "tools/call":
+		if len(msg.ID) == 0 {
+			break
+		}
+		key := c.binding() + "\x00" + string(msg.ID)
+		ctx, cancel := context.WithCancel(r.Context())
+		s.mu.Lock()
+		s.running[key] = cancel
+		s.mu.Unlock()
+		return r.WithContext(ctx), func() {
+			s.mu.Lock()
+			delete(s.running, key)
+			s.mu.Unlock()
+			cancel()
+		}
+	case "notifications/cancelled":
+		s.mu.Lock()
+		cancel := s.running[c.binding()+"\x00"+string(msg.Params.RequestID)]
+		s.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+	}
+	return r, func() {}
 }
 
 // modern reports whether a protocol version is 2026-07-28 or later (the

@@ -454,3 +454,61 @@ func waitVerdict(t *testing.T, f *fixture, key string) tools.Activity {
 	t.Fatal("no verdict record for the cancelled call")
 	return tools.Activity{}
 }
+
+// On 2026-07-28 every request is a POST of its own, so a client that
+// posts notifications/cancelled (rather than closing the call's stream)
+// still ends the walk it names; the call's stream ends with no result.
+func TestStatelessCancelledNotification(t *testing.T) {
+	f := newFixture(t, Options{}, func(c *deploy.Config) { c.SetDemoLatency(150) })
+	post := func(ctx context.Context, method, name, body string) *http.Response {
+		req, _ := http.NewRequestWithContext(ctx, "POST", f.url, strings.NewReader(body))
+		req.Header.Set("Mcp-Method", method)
+		if name != "" {
+			req.Header.Set("Mcp-Name", name)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer test")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	meta := `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}`
+	resp := post(context.Background(), "tools/call", "list_orders", `{"jsonrpc":"2.0","id":"walk-1","method":"tools/call","params":{"name":"list_orders",`+
+		`"arguments":{"_all_pages":true,"_fields":["id"],"_thread":"posted-cancel"},"_meta":{"progressToken":"p",`+meta+`}}}`)
+	defer resp.Body.Close()
+	events := make(chan string, 64)
+	go func() {
+		defer close(events)
+		b := make([]byte, 64<<10)
+		for {
+			n, err := resp.Body.Read(b)
+			if n > 0 {
+				events <- string(b[:n])
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	if first := <-events; !strings.Contains(first, "notifications/progress") {
+		t.Fatalf("first event: %s", first)
+	}
+	c := post(context.Background(), "notifications/cancelled", "", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"walk-1","reason":"user",`+
+		`"_meta":{`+meta+`}}}`)
+	c.Body.Close()
+	var rest strings.Builder
+	for e := range events {
+		rest.WriteString(e)
+	}
+	if strings.Contains(rest.String(), `"result"`) {
+		t.Errorf("the cancelled call answered: %s", rest.String())
+	}
+	v := waitVerdict(t, f, agent.ConversationKey("", "demo", "posted-cancel"))
+	if !strings.Contains(v.Verdict, "stopped by cancelled") {
+		t.Errorf("verdict = %q", v.Verdict)
+	}
+}

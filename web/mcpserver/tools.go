@@ -99,7 +99,9 @@ func (s *Server) listTools(ctx context.Context, e *entry, req *mcp.ListToolsRequ
 		}
 	}
 	end := min(start+s.opt.PageSize, len(list))
-	res := &mcp.ListToolsResult{Tools: list[start:end]}
+	// The list is the caller's and changes with load_tool: never fresh
+	// for long, never shared.
+	res := &mcp.ListToolsResult{Tools: list[start:end], Cacheable: mcp.Cacheable{TTLMs: 0, CacheScope: "private"}}
 	if end < len(list) {
 		res.NextCursor = encodeCursor(end)
 	}
