@@ -42,6 +42,9 @@ type ApprovalEvidence struct {
 	ToolName   string          `json:"toolName"`
 	Effect     string          `json:"effect"`
 	Input      json.RawMessage `json:"input"`
+	// Action says what the call would do, when the door knows it
+	// ("POST /messages/{messageId}/trash").
+	Action string `json:"action,omitempty"`
 	// Reads are the turn's earlier reads: "list_items: partial: 10 of 50
 	// rows, 1 request, stopped by budget_pages".
 	Reads []string `json:"reads"`
@@ -64,6 +67,43 @@ func argsHash(input json.RawMessage) (string, error) {
 
 // ErrApproval is wrapped by every refused approval answer.
 var ErrApproval = errors.New("approval refused")
+
+// Codes of the approval errors, as API errors and tool errors carry them.
+const (
+	// CodeApprovalRequired: the call waits for a human's approval; it was
+	// not run.
+	CodeApprovalRequired = "approval_required"
+	// CodeApprovalDenied: a human denied the call; it was not run.
+	CodeApprovalDenied = "approval_denied"
+	// CodeApprovalRefused: the answer or approval id given does not fit
+	// the call (another call, changed arguments, used, unknown, expired).
+	CodeApprovalRefused = "approval_refused"
+)
+
+// issueApproval issues an approval for one call: a new id from
+// crypto/rand, bound to the call and the hash of its arguments. Chat
+// keeps it with the thread; the approvals inbox keeps it in its store.
+func issueApproval(toolCallID, toolName string, input json.RawMessage) (IssuedApproval, error) {
+	h, err := argsHash(input)
+	if err != nil {
+		return IssuedApproval{}, err
+	}
+	return IssuedApproval{ID: "apr_" + randomHex(16), ToolCallID: toolCallID, ToolName: toolName, ArgsHash: h}, nil
+}
+
+// admit checks that input may be run under a: not used yet, and the
+// arguments it was issued for, unchanged. Chat's answers and the inbox's
+// approvals are checked by it alike.
+func (a *IssuedApproval) admit(input json.RawMessage) error {
+	if a.Used {
+		return fmt.Errorf("%w: approval %q was already used", ErrApproval, a.ID)
+	}
+	h, err := argsHash(input)
+	if err != nil || h != a.ArgsHash {
+		return fmt.Errorf("%w: the arguments changed since approval %q was asked", ErrApproval, a.ID)
+	}
+	return nil
+}
 
 // ApplyApprovals takes the client's answers to the approvals the thread
 // waits for: msg is the last assistant message as the client holds it,
@@ -99,9 +139,8 @@ func ApplyApprovals(t *Thread, msg UIMessage) (int, error) {
 		case issued.ToolCallID != p.ToolCallID:
 			return 0, fmt.Errorf("%w: approval %q is for another tool call", ErrApproval, p.Approval.ID)
 		}
-		h, err := argsHash(p.Input)
-		if err != nil || h != issued.ArgsHash {
-			return 0, fmt.Errorf("%w: the arguments of tool call %q changed since approval %q was asked", ErrApproval, p.ToolCallID, p.Approval.ID)
+		if err := issued.admit(p.Input); err != nil {
+			return 0, fmt.Errorf("tool call %q: %w", p.ToolCallID, err)
 		}
 		found := false
 		for i := range stored.Parts {

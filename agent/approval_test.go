@@ -262,3 +262,39 @@ func TestApprovalPerEffect(t *testing.T) {
 		t.Errorf("Validate: %v", err)
 	}
 }
+
+// A call that can never run is refused before anyone is asked to approve
+// it, with its real cause: _for_each on a write whose binding sets bulk
+// but not loop_responses names looping, and no approval is requested.
+func TestImpossibleCallIsRefusedBeforeApproval(t *testing.T) {
+	rig := newApprovalRig(t, func(ModelRequest) []ModelEvent {
+		return []ModelEvent{
+			{Kind: EventToolCallStart, Index: 0, ToolCallID: "c_del", ToolName: "delete_item"},
+			{Kind: EventToolCallDelta, Index: 0, ArgsDelta: `{"_for_each":{"key":"id","values":["1","2"]}}`},
+			{Kind: EventFinish, FinishReason: "tool_calls"},
+		}
+	}, func(ModelRequest) []ModelEvent {
+		return []ModelEvent{{Kind: EventTextDelta, Text: "It cannot be done in one call."}, {Kind: EventFinish, FinishReason: "stop"}}
+	})
+	def := Definition{ID: "a", AgentTools: []Binding{{ToolID: "p.delete_item", Bulk: true, Approval: ApprovalRequired}}}
+	rec := &recorder{}
+	if err := rig.r.Run(context.Background(), turn(def, rec)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(chunksOf(rec, "tool-approval-request")); n != 0 {
+		t.Errorf("%d approval requests for a call that can never run", n)
+	}
+	errs := chunksOf(rec, "tool-output-error")
+	if len(errs) != 1 {
+		t.Fatalf("chunks: %v", rec.types())
+	}
+	if msg := errs[0].(stream.ToolOutputError).ErrorText; !strings.Contains(msg, "not_for_writes") || !strings.Contains(msg, "loop_responses") {
+		t.Errorf("the refusal says %q; want not_for_writes naming loop_responses", msg)
+	}
+	if rig.deletes.Load() != 0 {
+		t.Error("the delete ran")
+	}
+	if len(rig.m.reqs) != 2 {
+		t.Errorf("%d model calls; the model reads the refusal and answers", len(rig.m.reqs))
+	}
+}

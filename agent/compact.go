@@ -53,7 +53,7 @@ const (
 // envelopeKeys are the keys of DESIGN.md §5 a verdict keeps when they
 // are small, in the order they are sent.
 var envelopeKeys = []string{"_pagingComplete", "_likelyMoreRows", "_stoppedBy", "_boundary", "_cache",
-	"_truncated", "_shownItems", "_totalItems", "_shownChars", "_totalChars", "_forEachErrors", "_forEachSkipped"}
+	"_truncated", "_shownItems", "_totalItems", "_shownChars", "_totalChars", "_forEachErrors", "_forEachSkipped", "_forEachPartial"}
 
 // boundaryKeys are what a verdict keeps of a _boundary: what was walked,
 // how complete, the counts and why it stopped (not the page size, the

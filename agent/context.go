@@ -67,15 +67,22 @@ type ContextBudgetError struct {
 	NeedTokens, MaxTokens int
 	// ByChars: the agent's context.max_chars is the bound that binds.
 	ByChars bool
+	// Compacted: this turn's tool results were already sent as their
+	// verdicts (see viewbudget.go).
+	Compacted bool
 }
 
 func (e *ContextBudgetError) Error() string {
-	if !e.ByChars {
-		return fmt.Sprintf("the conversation does not fit the model's context: the system prompt, the tools, the newest message and this turn's tool results alone need about %d tokens (%d characters), and the budget for %s is %d tokens; start a new chat, ask for less at once, or raise the agent's context.max_tokens",
-			e.NeedTokens, e.Need, e.Model, e.MaxTokens)
+	what := "this turn's tool results"
+	if e.Compacted {
+		what = "this turn's calls (their results cut to their verdicts)"
 	}
-	return fmt.Sprintf("the conversation does not fit the model's context: the system prompt, the tools, the newest message and this turn's tool results alone need %d characters, and the agent's context.max_chars is %d; start a new chat, ask for less at once, or raise context.max_chars",
-		e.Need, e.Limit)
+	if !e.ByChars {
+		return fmt.Sprintf("the conversation does not fit the model's context: the system prompt, the tools, the newest message and %s alone need about %d tokens (%d characters), and the budget for %s is %d tokens; start a new chat, ask for less at once, or raise the agent's context.max_tokens",
+			what, e.NeedTokens, e.Need, e.Model, e.MaxTokens)
+	}
+	return fmt.Sprintf("the conversation does not fit the model's context: the system prompt, the tools, the newest message and %s alone need %d characters, and the agent's context.max_chars is %d; start a new chat, ask for less at once, or raise context.max_chars",
+		what, e.Need, e.Limit)
 }
 
 // budget is one step's budget, resolved.
@@ -267,6 +274,11 @@ type fitted struct {
 	compactedCalls []string
 	shortened      int
 	dropped        int
+	// fixed is what the step sends whatever the budget (the system
+	// messages, the tools, the newest user message and this turn so
+	// far); history what the older turns take with every tool result
+	// sent as its verdict, math.MaxInt when they cannot all fit so.
+	fixed, history int
 }
 
 type entryState uint8
@@ -429,7 +441,10 @@ func fit(in fitInput) (*fitted, error) {
 	for _, sz := range size {
 		total += sz
 	}
-	out := &fitted{dropped: first}
+	out := &fitted{dropped: first, fixed: fixed, history: compSum}
+	if minimal {
+		out.history = math.MaxInt
+	}
 	set := func(ot *olderTurn, i, j int, text string, st entryState) {
 		if text == "" || state[j] != entryWhole {
 			return
@@ -629,7 +644,7 @@ func (r *Runner) fitStep(st *turnState, def Definition, bound []boundTool, specs
 		}
 	}
 	b := resolveBudget(def, model, cpt)
-	f, err := fit(fitInput{
+	f, err := fitCompacting(fitInput{
 		system: r.systemMessages(def, bound), toolChars: toolChars,
 		thread: thread, current: current, budget: b,
 		expiry: func(id string) (time.Time, bool) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	mrand "math/rand/v2"
 	"strings"
 	"testing"
@@ -146,7 +147,9 @@ func TestFitProperties(t *testing.T) {
 				t.Fatalf("%s: fit: %v; the plain implementation: %v", name, gotErr, refErr)
 			}
 			if gotErr == nil {
-				if diff := cmp.Diff(ref, got, cmp.AllowUnexported(fitted{}), cmpopts.EquateEmpty()); diff != "" {
+				// fixed and history are checked below (the plain
+				// implementation does not compute them).
+				if diff := cmp.Diff(ref, got, cmp.AllowUnexported(fitted{}), cmpopts.EquateEmpty(), cmpopts.IgnoreFields(fitted{}, "fixed", "history")); diff != "" {
 					t.Fatalf("%s: fit differs from the plain implementation (-plain +fit):\n%s", name, diff)
 				}
 			}
@@ -175,6 +178,12 @@ func TestFitProperties(t *testing.T) {
 			}
 			failed++
 			continue
+		}
+		if f.fixed != minimum {
+			t.Fatalf("%s: fixed %d, want the protected minimum %d", name, f.fixed, minimum)
+		}
+		if f.history != math.MaxInt && (f.dropped > 0 || minimum+f.history > b.limit && f.shortened == 0 && f.dropped == 0) {
+			t.Fatalf("%s: history %d, yet %d turns dropped and %d shortened (minimum %d, limit %d)", name, f.history, f.dropped, f.shortened, minimum, b.limit)
 		}
 		chars := in.toolChars
 		for i := range f.msgs {

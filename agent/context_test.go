@@ -5,11 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,13 +19,12 @@ import (
 
 // oaiRecorder is a fake OpenAI-compatible model that records every
 // request body. A request whose last message is the user's asks for the
-// tool call next() gives; any other is answered in text. Each answer
+// tool call next() gives; one that requires a tool call (tool_choice
+// "required": a cut result waits) reads three rows of the newest stored
+// result with queryToolResult; any other is answered in text. Each answer
 // reports usage, prompt_tokens being the characters sent / 3.5.
 type oaiRecorder struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	reqs []oaiRequestBody
-	next func(user string) (name, args string)
+	*oaiScript
 }
 
 type oaiRequestBody struct {
@@ -55,6 +51,7 @@ type oaiRequestBody struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
+	ToolChoice json.RawMessage `json:"tool_choice"`
 }
 
 // chars counts a request as the budget does.
@@ -73,40 +70,18 @@ func (b *oaiRequestBody) chars() int {
 }
 
 func newOAIRecorder(t *testing.T, next func(user string) (string, string)) *oaiRecorder {
-	f := &oaiRecorder{next: next}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		raw, _ := io.ReadAll(r.Body)
-		var body oaiRequestBody
-		if err := json.Unmarshal(raw, &body); err != nil {
-			http.Error(w, err.Error(), 400)
-			return
-		}
-		f.mu.Lock()
-		f.reqs = append(f.reqs, body)
-		n := len(f.reqs)
-		f.mu.Unlock()
-		usage := fmt.Sprintf(`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":5,"total_tokens":%d}}`,
-			int(float64(body.chars())/3.5), int(float64(body.chars())/3.5)+5)
+	return &oaiRecorder{newOAIScript(t, func(w http.ResponseWriter, n int, body oaiRequestBody, _ map[string]json.RawMessage) {
 		last := body.Messages[len(body.Messages)-1]
-		if last.Role == "user" {
-			name, args := f.next(last.Content)
-			a, _ := json.Marshal(args)
-			oaiWriteSSE(w,
-				oaiDelta(fmt.Sprintf(`{"role":"assistant","tool_calls":[{"index":0,"id":"call_%d","type":"function","function":{"name":%q,"arguments":%s}}]}`, n, name, a)),
-				oaiFinish("tool_calls"), usage)
-		} else {
-			oaiWriteSSE(w, oaiDelta(`{"role":"assistant","content":"Here is what I found."}`), oaiFinish("stop"), usage)
+		switch {
+		case string(body.ToolChoice) == `"required"`:
+			oaiToolCall(w, body, fmt.Sprintf("call_%d", n+1), loop.QueryToolResult, fmt.Sprintf(`{"resultId":%q,"fields":["id"],"limit":3}`, lastResultID(body)))
+		case last.Role == "user":
+			name, args := next(last.Content)
+			oaiToolCall(w, body, fmt.Sprintf("call_%d", n+1), name, args)
+		default:
+			oaiText(w, body, "Here is what I found.")
 		}
-		fmt.Fprint(w, "data: [DONE]\n\n")
-	}))
-	t.Cleanup(f.srv.Close)
-	return f
-}
-
-func (f *oaiRecorder) requests() []oaiRequestBody {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]oaiRequestBody(nil), f.reqs...)
+	})}
 }
 
 // demoRig is a runner on the demo Acme API with the dataset cache and
@@ -187,7 +162,7 @@ func TestContextLongConversation(t *testing.T) {
 	g := newDemoRig(t, model, &ContextConfig{MaxChars: budgetChars, KeepRecentSteps: intp(1)})
 	th := &Thread{Key: ThreadKey("", "support", "long")}
 
-	var outputs []string // each turn's tool output as stored
+	var outputs []string // every tool output as stored, in order
 	sent := 0
 	for i := range 30 {
 		question := fmt.Sprintf("Question %d: how are the %s orders doing?", i, statuses[i%4])
@@ -199,18 +174,24 @@ func TestContextLongConversation(t *testing.T) {
 		}
 		reqs := fake.requests()
 		stored := th.Msgs[len(th.Msgs)-1]
-		var out string
+		var outs []string // this turn's: the walk, then a read of it when it was cut
 		for _, p := range stored.Parts {
 			if p.IsTool() {
-				out = string(p.Output)
+				outs = append(outs, string(p.Output))
 			}
 		}
-		if out == "" {
+		if len(outs) == 0 {
 			t.Fatalf("turn %d: no tool output in %+v", i, stored.Parts)
 		}
-		outputs = append(outputs, out)
+		out := outs[0]
+		outputs = append(outputs, outs...)
 		if i == 25 && !strings.Contains(out, `"_cache":{"hit":true`) {
 			t.Errorf("turn 25 re-ran turn 1's walk: not a cache hit: %.300s", out)
+		}
+		// A cut walk is read (the step after it requires a tool call).
+		cut := strings.Contains(out, `"_truncated":true`)
+		if want := map[bool]int{false: 1, true: 2}[cut]; len(outs) != want {
+			t.Errorf("turn %d: %d tool calls, want %d (cut: %v)", i, len(outs), want, cut)
 		}
 		// The reports: one per step, within the budget.
 		var reports []stream.ContextReport
@@ -219,8 +200,8 @@ func TestContextLongConversation(t *testing.T) {
 				reports = append(reports, d.Data.(stream.ContextReport))
 			}
 		}
-		if len(reports) != 2 {
-			t.Fatalf("turn %d: %d context reports, want 2", i, len(reports))
+		if len(reports) != len(outs)+1 || len(reqs[sent:]) != len(reports) {
+			t.Fatalf("turn %d: %d context reports and %d requests, want %d", i, len(reports), len(reqs[sent:]), len(outs)+1)
 		}
 		for j, req := range reqs[sent:] {
 			if n := req.chars(); n > budgetChars {
@@ -240,10 +221,10 @@ func TestContextLongConversation(t *testing.T) {
 			if req.Messages[newest].Content != question {
 				t.Errorf("turn %d step %d: newest user message %q", i, j, req.Messages[newest].Content)
 			}
-			if j == 1 {
+			if j >= 1 {
 				tail := req.Messages[newest+1:]
-				if len(tail) != 2 || tail[1].Role != "tool" || tail[1].Content != out {
-					t.Errorf("turn %d step 1: the current turn is not whole: %d messages after the question", i, len(tail))
+				if len(tail) != 2*j || tail[1].Role != "tool" || tail[1].Content != out {
+					t.Errorf("turn %d step %d: the current turn is not whole: %d messages after the question", i, j, len(tail))
 				}
 			}
 			// Older results: whole only within the window (the newest
@@ -258,7 +239,10 @@ func TestContextLongConversation(t *testing.T) {
 				if k == len(older)-1 && i > 0 && reports[j].DroppedTurns == 0 && !strings.Contains(c, `"_compacted"`) {
 					continue // the window: may stay whole
 				}
-				if !strings.Contains(c, `"_compacted"`) || !strings.Contains(c, `"_tool":"list_orders"`) || !strings.Contains(c, `"_arguments"`) {
+				if len(c) < 500 && !strings.Contains(c, `"_compacted"`) {
+					continue // a read of three ids: shorter than any verdict, and compaction only shortens
+				}
+				if !strings.Contains(c, `"_compacted"`) || !strings.Contains(c, `"_tool":"list_orders"`) && !strings.Contains(c, `"_tool":"queryToolResult"`) || !strings.Contains(c, `"_arguments"`) {
 					t.Errorf("turn %d step %d: older result %d not compacted to its verdict: %.200s", i, j, k, c)
 				}
 				if len(c) > 2500 {
@@ -268,8 +252,8 @@ func TestContextLongConversation(t *testing.T) {
 		}
 		if i >= 3 {
 			last := reqs[len(reqs)-1]
-			if reports[1].Compacted == 0 {
-				t.Errorf("turn %d: nothing compacted: %+v", i, reports[1])
+			if reports[len(reports)-1].Compacted == 0 {
+				t.Errorf("turn %d: nothing compacted: %+v", i, reports[len(reports)-1])
 			}
 			if !last.hasVerdictOf("_boundary") || !last.hasVerdictOf(`"completion":"complete"`) {
 				t.Errorf("turn %d: compacted results lack their boundary", i)
@@ -279,8 +263,8 @@ func TestContextLongConversation(t *testing.T) {
 		g.clock.Advance(2 * time.Minute)
 	}
 	reqs := fake.requests()
-	if len(reqs) != 60 {
-		t.Errorf("%d requests, want 60", len(reqs))
+	if len(reqs) != 30+len(outputs) {
+		t.Errorf("%d requests, want %d (a step per call, and each turn's answer)", len(reqs), 30+len(outputs))
 	}
 	// Calibration: the fake reports characters / 3.5.
 	if reqs[0].StreamOptions == nil || !reqs[0].StreamOptions.IncludeUsage {
@@ -340,8 +324,8 @@ func TestContextLongConversation(t *testing.T) {
 			}
 		}
 	}
-	if users != 30 || tools != 30 {
-		t.Errorf("stored thread: %d user messages, %d tool outputs; want 30 each", users, tools)
+	if users != 30 || tools != len(outputs) {
+		t.Errorf("stored thread: %d user messages, %d tool outputs; want 30 and %d", users, tools, len(outputs))
 	}
 }
 

@@ -108,6 +108,13 @@ func (r *Runner) ConversationTools(c *Conversation) ([]OfferedTool, error) {
 	return r.offered(tl), nil
 }
 
+// ConversationViewBudget is what one result of the conversation's agent
+// may hold, in characters: the size guard's budget its calls run under
+// (no step's context bounds it here).
+func (r *Runner) ConversationViewBudget(def Definition) int {
+	return r.viewChars(def, &stepTools{})
+}
+
 // offered describes a step's tool list.
 func (r *Runner) offered(tl *stepTools) []OfferedTool {
 	out := make([]OfferedTool, 0, len(tl.specs))

@@ -23,7 +23,15 @@ type ModelRequest struct {
 	Model    string
 	Messages []Message
 	Tools    []ToolSpec
+	// ToolChoice is ToolChoiceRequired when the step must call one of
+	// Tools (a retrieval-only step); "" lets the model choose. A model
+	// that cannot require it answers as it likes, and the runner checks.
+	ToolChoice string
 }
+
+// ToolChoiceRequired asks the model for a tool call, not a text answer
+// (OpenAI's tool_choice "required").
+const ToolChoiceRequired = "required"
 
 // Role of a message.
 type Role string

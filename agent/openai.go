@@ -143,6 +143,11 @@ func (e *OpenAIError) Unwrap() error { return e.err }
 // server's, except that a step with tool calls finishes with "tool_calls"
 // where a server said "stop".
 //
+// A request with ToolChoiceRequired sends tool_choice "required"; a
+// server that rejects the field (a 400 or 422 naming it) is asked again at
+// once without it, and never with it again — the runner then checks the
+// answer itself (see Runner.step).
+//
 // A failed request is retried (see OpenAIOptions.MaxRetries) only while
 // nothing has been yielded; once output has started an error ends the
 // sequence, since a retry would repeat text the consumer already showed.
@@ -153,6 +158,7 @@ type OpenAI struct {
 	includeUsage bool
 	usageAuto    bool        // includeUsage may be dropped when a server rejects it
 	usageOff     atomic.Bool // the server rejected stream_options
+	choiceOff    atomic.Bool // the server rejected tool_choice "required"
 	maxRetries   int
 	backoff      time.Duration
 	maxWait      time.Duration
@@ -266,6 +272,9 @@ func (o *OpenAI) Stream(ctx context.Context, req ModelRequest) iter.Seq2[ModelEv
 		if o.usageOff.Load() {
 			creq.StreamOptions = nil
 		}
+		if o.choiceOff.Load() {
+			creq.ToolChoice = nil
+		}
 		for attempt := 1; ; attempt++ {
 			yielded, stopped, fail := o.attempt(ctx, creq, yield)
 			if fail == nil || stopped {
@@ -274,6 +283,14 @@ func (o *OpenAI) Stream(ctx context.Context, req ModelRequest) iter.Seq2[ModelEv
 			if !yielded && creq.StreamOptions != nil && o.usageAuto && oaiRejectsUsage(fail.err) {
 				o.usageOff.Store(true)
 				creq.StreamOptions = nil
+				attempt--
+				continue
+			}
+			if !yielded && creq.ToolChoice != nil && oaiRejectsToolChoice(fail.err) {
+				// Asked again at once without it, and never with it again:
+				// the runner checks that a retrieval-only step called.
+				o.choiceOff.Store(true)
+				creq.ToolChoice = nil
 				attempt--
 				continue
 			}
@@ -303,6 +320,16 @@ func oaiRejectsUsage(e *OpenAIError) bool {
 	}
 	m := strings.ToLower(e.Message)
 	return strings.Contains(m, "stream_options") || strings.Contains(m, "include_usage")
+}
+
+// oaiRejectsToolChoice reports an error answer that refuses the
+// tool_choice field (or its value "required").
+func oaiRejectsToolChoice(e *OpenAIError) bool {
+	if e.StatusCode != http.StatusBadRequest && e.StatusCode != http.StatusUnprocessableEntity {
+		return false
+	}
+	m := strings.ToLower(e.Message)
+	return strings.Contains(m, "tool_choice") || strings.Contains(m, "tool choice")
 }
 
 // oaiFailure is one failed attempt and what decides its retry.
@@ -575,6 +602,9 @@ func (o *OpenAI) chatRequest(req ModelRequest) (openai.ChatCompletionRequest, er
 			Type:     openai.ToolTypeFunction,
 			Function: &openai.FunctionDefinition{Name: t.Name, Description: t.Description, Parameters: params},
 		})
+	}
+	if req.ToolChoice == ToolChoiceRequired && len(creq.Tools) > 0 {
+		creq.ToolChoice = ToolChoiceRequired
 	}
 	return creq, nil
 }

@@ -272,6 +272,13 @@ func (r *Runner) checkpoint(ctx context.Context, st *turnState) {
 
 // step runs one model call and the tool calls it made; it returns the
 // calls (none: the turn is over).
+//
+// A retrieval-only step (a cut result waits to be read) requires a tool
+// call (ToolChoiceRequired). Its text is held until the model calls a
+// tool, so that when a model that could not be made to call (a server
+// that rejects tool_choice, or ignores it) answers from the preview
+// instead, that answer is never shown: the step is asked once more, with
+// the reason, and its second answer stands.
 func (r *Runner) step(ctx context.Context, st *turnState, def Definition, bound []boundTool, step int) ([]ToolCall, error) {
 	tl, err := r.assemble(st, def, bound)
 	if err != nil {
@@ -293,16 +300,74 @@ func (r *Runner) step(ctx context.Context, st *turnState, def Definition, bound 
 	if err := st.Emit(fitted.report(step, bud, st.reported).Chunk()); err != nil {
 		return nil, err
 	}
-	var usage Usage
+	req := ModelRequest{Model: model, Messages: msgs, Tools: tl.specs}
+	if tl.gated {
+		req.ToolChoice = ToolChoiceRequired
+	}
+	ans, err := r.answer(ctx, st, req, step, tl.gated)
+	if err == nil && tl.gated && len(ans.calls) == 0 {
+		// An answer off a preview, never shown: asked again, once, with
+		// the reason.
+		req.Messages = append(slices.Clip(msgs), Message{Role: RoleSystem, Content: prompts.Text("preview")})
+		ans, err = r.answer(ctx, st, req, step, false)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.calibrate(st, bud, fitted.chars, ans.usage)
+	tl.room = viewRoom(fitted, bud, ans.text, ans.calls)
+	if err := r.runCalls(ctx, st, def, tl, ans.calls); err != nil {
+		return nil, err
+	}
+	if err := st.Emit(stream.FinishStep{}); err != nil {
+		return nil, err
+	}
+	return ans.calls, nil
+}
 
+// stepAnswer is what one model call of a step answered.
+type stepAnswer struct {
+	text  string
+	calls []ToolCall
+	usage Usage
+}
+
+// answer streams one model call of a step, putting its text and
+// reasoning in the message. With hold, text and reasoning are held until
+// the first tool call starts (then sent, in order) or the call ends
+// without one: then nothing of it was sent or kept, and the caller
+// decides.
+func (r *Runner) answer(ctx context.Context, st *turnState, req ModelRequest, step int, hold bool) (stepAnswer, error) {
+	var ans stepAnswer
 	textID, reasonID := fmt.Sprintf("txt_%d", step), fmt.Sprintf("rsn_%d", step)
 	var text, reasoning strings.Builder
 	textOpen, reasonOpen := false, false
+	var held []stream.Chunk // while holding: the chunks not sent yet
+	emit := func(c stream.Chunk) error {
+		if hold {
+			held = append(held, c)
+			return nil
+		}
+		return st.Emit(c)
+	}
+	release := func() error {
+		hold = false
+		for _, c := range held {
+			if err := st.Emit(c); err != nil {
+				return err
+			}
+		}
+		held = nil
+		return nil
+	}
 	calls := map[int]*ToolCall{}
 	var order []int
-	// keepPartial keeps what the model streamed before a failure or a
-	// stop, so the thread shows it.
+	// keepPartial keeps what the model streamed (and the stream showed)
+	// before a failure or a stop, so the thread shows it.
 	keepPartial := func() {
+		if hold {
+			return
+		}
 		if reasonOpen {
 			st.msg.Parts = append(st.msg.Parts, Part{Type: "reasoning", Text: reasoning.String(), State: "done"})
 		}
@@ -310,38 +375,41 @@ func (r *Runner) step(ctx context.Context, st *turnState, def Definition, bound 
 			st.msg.Parts = append(st.msg.Parts, Part{Type: "text", Text: text.String(), State: "done"})
 		}
 	}
-	for ev, err := range r.obs.stream(ctx, r.opt.Model, ModelRequest{Model: model, Messages: msgs, Tools: tl.specs}) {
+	for ev, err := range r.obs.stream(ctx, r.opt.Model, req) {
 		if err != nil {
 			keepPartial()
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return ans, ctx.Err()
 			}
-			return nil, &ModelError{Msg: err.Error()}
+			return ans, &ModelError{Msg: err.Error()}
 		}
 		switch ev.Kind {
 		case EventTextDelta:
 			if !textOpen {
 				textOpen = true
-				if err := st.Emit(stream.TextStart{ID: textID}); err != nil {
-					return nil, err
+				if err := emit(stream.TextStart{ID: textID}); err != nil {
+					return ans, err
 				}
 			}
 			text.WriteString(ev.Text)
-			if err := st.Emit(stream.TextDelta{ID: textID, Delta: ev.Text}); err != nil {
-				return nil, err
+			if err := emit(stream.TextDelta{ID: textID, Delta: ev.Text}); err != nil {
+				return ans, err
 			}
 		case EventReasoningDelta:
 			if !reasonOpen {
 				reasonOpen = true
-				if err := st.Emit(stream.ReasoningStart{ID: reasonID}); err != nil {
-					return nil, err
+				if err := emit(stream.ReasoningStart{ID: reasonID}); err != nil {
+					return ans, err
 				}
 			}
 			reasoning.WriteString(ev.Text)
-			if err := st.Emit(stream.ReasoningDelta{ID: reasonID, Delta: ev.Text}); err != nil {
-				return nil, err
+			if err := emit(stream.ReasoningDelta{ID: reasonID, Delta: ev.Text}); err != nil {
+				return ans, err
 			}
 		case EventToolCallStart:
+			if err := release(); err != nil {
+				return ans, err
+			}
 			c := &ToolCall{ID: ev.ToolCallID, Name: ev.ToolName}
 			if c.ID == "" {
 				c.ID = "call_" + randomHex(8)
@@ -349,7 +417,7 @@ func (r *Runner) step(ctx context.Context, st *turnState, def Definition, bound 
 			calls[ev.Index] = c
 			order = append(order, ev.Index)
 			if err := st.Emit(stream.ToolInputStart{ToolCallID: c.ID, ToolName: c.Name, Dynamic: true}); err != nil {
-				return nil, err
+				return ans, err
 			}
 		case EventToolCallDelta:
 			c := calls[ev.Index]
@@ -358,36 +426,32 @@ func (r *Runner) step(ctx context.Context, st *turnState, def Definition, bound 
 			}
 			c.Arguments += ev.ArgsDelta
 			if err := st.Emit(stream.ToolInputDelta{ToolCallID: c.ID, InputTextDelta: ev.ArgsDelta}); err != nil {
-				return nil, err
+				return ans, err
 			}
 		case EventFinish:
-			usage = ev.Usage
+			ans.usage = ev.Usage
 		}
 	}
-	r.calibrate(st, bud, fitted.chars, usage)
+	ans.text = text.String()
+	for _, i := range order {
+		ans.calls = append(ans.calls, *calls[i])
+	}
+	if hold {
+		return ans, nil // held to the end: nothing was shown
+	}
 	if reasonOpen {
 		st.msg.Parts = append(st.msg.Parts, Part{Type: "reasoning", Text: reasoning.String(), State: "done"})
 		if err := st.Emit(stream.ReasoningEnd{ID: reasonID}); err != nil {
-			return nil, err
+			return ans, err
 		}
 	}
 	if textOpen {
 		st.msg.Parts = append(st.msg.Parts, Part{Type: "text", Text: text.String(), State: "done"})
 		if err := st.Emit(stream.TextEnd{ID: textID}); err != nil {
-			return nil, err
+			return ans, err
 		}
 	}
-	list := make([]ToolCall, 0, len(order))
-	for _, i := range order {
-		list = append(list, *calls[i])
-	}
-	if err := r.runCalls(ctx, st, def, tl, list); err != nil {
-		return nil, err
-	}
-	if err := st.Emit(stream.FinishStep{}); err != nil {
-		return nil, err
-	}
-	return list, nil
+	return ans, nil
 }
 
 // holdsWrites reports whether any bound tool may change data.
@@ -498,6 +562,11 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl 
 		effect := r.opt.Engine.Effect(bt.tool, bt.loopBinding())
 		part.Effect = string(effect)
 		if r.needsApproval(st, def, tl, c) {
+			// Nobody is asked to approve a call that can never run.
+			if err := r.opt.Engine.Check(loop.Call{Tool: bt.tool, Args: args, Binding: bt.loopBinding()}); err != nil {
+				part.State, part.ErrorText = "output-error", toolErrorText(err)
+				return part, st.Emit(stream.ToolOutputError{ToolCallID: c.ID, ErrorText: part.ErrorText, Dynamic: true})
+			}
 			return r.askApproval(st, part, effect)
 		}
 	}
@@ -507,7 +576,11 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl 
 	if meta {
 		out, err = r.runMeta(ctx, st, tl, c.Name, json.RawMessage(raw))
 	} else if retrieval {
-		out, err = r.opt.Retrieval.WithBudget(def.ViewChars).Call(ctx, scope, c.Name, json.RawMessage(raw))
+		budget := def.ViewChars
+		if budget <= 0 {
+			budget = r.opt.Retrieval.Budget()
+		}
+		out, err = r.opt.Retrieval.WithBudget(capView(budget, tl.room)).Call(ctx, scope, c.Name, json.RawMessage(raw))
 		if err == nil {
 			var q struct {
 				ResultID string `json:"resultId"`
@@ -518,7 +591,7 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl 
 			st.mu.Unlock()
 		}
 	} else {
-		out, err = r.callTool(ctx, st, def, bt, c.ID, args, scope)
+		out, err = r.callTool(ctx, st, def, tl, bt, c.ID, args, scope)
 	}
 	st.throttle.Forget(c.ID)
 	if err != nil {
@@ -533,7 +606,7 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl 
 }
 
 // callTool runs a bound tool through the looping engine.
-func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, bt boundTool, callID string, args map[string]any, scope loop.Scope) ([]byte, error) {
+func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, tl *stepTools, bt boundTool, callID string, args map[string]any, scope loop.Scope) ([]byte, error) {
 	start := r.opt.Now()
 	ctx = tools.WithCallID(ctx, callID) // the activity log groups the call's requests
 	cred, err := appCredential(ctx, st, bt.tool)
@@ -542,7 +615,7 @@ func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, bt
 	}
 	out, err := r.opt.Engine.Call(ctx, loop.Call{
 		Tool: bt.tool, Args: args, Binding: bt.loopBinding(), Scope: scope,
-		Credential: cred, ViewChars: def.ViewChars, Experiment: st.Experiment,
+		Credential: cred, ViewChars: r.viewChars(def, tl), Experiment: st.Experiment,
 		Progress: func(p loop.Progress) {
 			if !st.throttle.Allow(callID) {
 				return
@@ -575,6 +648,17 @@ func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, bt
 		st.mu.Unlock()
 	}
 	return out.View, nil
+}
+
+// viewChars is a tool result's view budget in this step: the agent's
+// view_chars (else the engine's), within the call's share of what is
+// left of the agent's context (see viewbudget.go).
+func (r *Runner) viewChars(def Definition, tl *stepTools) int {
+	budget := def.ViewChars
+	if budget <= 0 {
+		budget = r.opt.Engine.ViewBudget()
+	}
+	return capView(budget, tl.room)
 }
 
 // needsApproval reports whether call c waits for a human's yes: a bound
@@ -672,15 +756,15 @@ func awaitsRun(m UIMessage) bool {
 // shows the evidence (the arguments and the turn's reads) and emits
 // tool-approval-request. The turn ends after this step.
 func (r *Runner) askApproval(st *turnState, part Part, effect tools.Effect) (Part, error) {
-	id := "apr_" + randomHex(16)
-	h, err := argsHash(part.Input)
+	issued, err := issueApproval(part.ToolCallID, part.ToolName, part.Input)
 	if err != nil {
 		return part, err
 	}
+	id := issued.ID
 	ev := ApprovalEvidence{ApprovalID: id, ToolCallID: part.ToolCallID, ToolName: part.ToolName,
 		Effect: string(effect), Input: part.Input}
 	st.mu.Lock()
-	st.Thread.Approvals = append(st.Thread.Approvals, IssuedApproval{ID: id, ToolCallID: part.ToolCallID, ToolName: part.ToolName, ArgsHash: h})
+	st.Thread.Approvals = append(st.Thread.Approvals, issued)
 	st.waiting = true
 	ev.Reads = append([]string{}, st.reads...)
 	data, _ := json.Marshal(ev)
@@ -708,6 +792,21 @@ func (r *Runner) resolveApprovals(ctx context.Context, st *turnState) error {
 	tl, err := r.assemble(st, def, bound)
 	if err != nil {
 		return err
+	}
+	// The approved calls share what is left of the context, as a step's
+	// calls do.
+	var approved []ToolCall
+	for _, p := range st.msg.Parts {
+		if p.IsTool() && p.State == StateApprovalResponded && p.Approval != nil && p.Approval.Approved != nil && *p.Approval.Approved {
+			approved = append(approved, ToolCall{ID: p.ToolCallID, Name: p.Name(), Arguments: string(p.Input)})
+		}
+	}
+	model := def.Model
+	if model == "" {
+		model = r.opt.ModelName
+	}
+	if f, b, err := r.fitStep(st, def, bound, tl.specs, model); err == nil {
+		tl.room = viewRoom(f, b, "", approved)
 	}
 	for i := range st.msg.Parts {
 		p := st.msg.Parts[i]

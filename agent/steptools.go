@@ -38,6 +38,13 @@ type stepTools struct {
 	pool   []*tools.Tool
 	index  *discovery.Index // over pool; nil when the pool is empty
 	apps   []string         // bound toolkits, sorted
+	// room is each call's share of what is left of the agent's context
+	// once the model has called (viewRoom); 0: no bound. The size guard
+	// cuts a result to it when it is below the configured view budget.
+	room int
+	// gated: a cut result waits to be read, so only the retrieval tools
+	// are offered and a tool call is required.
+	gated bool
 }
 
 // assemble builds the step's tool list: own API and MCP tools, the
@@ -48,7 +55,7 @@ type stepTools struct {
 func (r *Runner) assemble(st *turnState, def Definition, bound []boundTool) (*stepTools, error) {
 	out := &stepTools{byName: map[string]boundTool{}, meta: map[string]bool{}}
 	st.mu.Lock()
-	gated := len(st.pending) > 0
+	gated := len(st.pending) > 0 && r.opt.Retrieval != nil
 	live := st.Thread.liveResults(r.opt.Now())
 	loaded := slices.Clone(st.Thread.Loaded)
 	st.mu.Unlock()
@@ -118,6 +125,7 @@ func (r *Runner) assemble(st *turnState, def Definition, bound []boundTool) (*st
 			out.specs = append(out.specs, ToolSpec{Name: rt.Name, Description: rt.Description, Parameters: rt.InputSchema})
 		}
 	}
+	out.gated = gated
 	return out, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/analysis"
@@ -39,7 +40,13 @@ type Index struct {
 	synonyms bool              // expand queries with the thesaurus (tests turn it off to compare)
 	sem      *semanticIndex    // nil: BM25 alone
 	kits     *kitStats
+
+	dfMu sync.Mutex
+	df   map[fieldTerm]int // a term's document count in a field, as looked up
 }
+
+// fieldTerm is a stem in one field.
+type fieldTerm struct{ field, stem string }
 
 // Hit is one search result.
 type Hit struct {
@@ -464,6 +471,9 @@ func (ix *Index) buildQuery(q string, terms []queryTerm, fuzzy bool) query.Query
 	for _, fb := range fieldBoosts {
 		perTerm := make([]query.Query, 0, len(terms))
 		for _, t := range terms {
+			if ix.everywhere(fb.field, t.stem) {
+				continue
+			}
 			tq := bleve.NewTermQuery(t.stem)
 			tq.SetField(fb.field)
 			tq.SetBoost(fb.boost * t.weight)
@@ -478,6 +488,46 @@ func (ix *Index) buildQuery(q string, terms []queryTerm, fuzzy bool) query.Query
 		clauses = append(clauses, tq)
 	}
 	return bleve.NewDisjunctionQuery(clauses...)
+}
+
+// everywhere reports a term that nearly every tool holds in field (over
+// 90 % of a pool of at least 1,000): its idf there is about zero, so it
+// cannot change the ranking, yet searching it would score every tool
+// ("app" in the toolkit names of a pool of apps).
+func (ix *Index) everywhere(field, stem string) bool {
+	n := len(ix.tools)
+	if n < 1000 {
+		return false
+	}
+	return ix.docFreq(field, stem)*10 > n*9
+}
+
+// docFreq is how many tools hold stem in field, read from the index once
+// and kept (at most 8,192 terms, then afresh).
+func (ix *Index) docFreq(field, stem string) int {
+	k := fieldTerm{field, stem}
+	ix.dfMu.Lock()
+	n, ok := ix.df[k]
+	ix.dfMu.Unlock()
+	if ok {
+		return n
+	}
+	if adv, err := ix.bleve.Advanced(); err == nil {
+		if r, err := adv.Reader(); err == nil {
+			if tfr, err := r.TermFieldReader(context.Background(), []byte(stem), field, false, false, false); err == nil {
+				n = int(tfr.Count())
+				tfr.Close()
+			}
+			r.Close()
+		}
+	}
+	ix.dfMu.Lock()
+	if ix.df == nil || len(ix.df) >= 8192 {
+		ix.df = map[fieldTerm]int{}
+	}
+	ix.df[k] = n
+	ix.dfMu.Unlock()
+	return n
 }
 
 // exactKey is how a tool name is compared whole: its words, lowercased,

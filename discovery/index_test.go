@@ -320,21 +320,6 @@ func TestShorten(t *testing.T) {
 	}
 }
 
-func TestEditDistance(t *testing.T) {
-	tests := []struct {
-		a, b string
-		want int
-	}{
-		{"", "", 0}, {"abc", "", 3}, {"", "abc", 3}, {"kitten", "sitting", 3},
-		{"mail_send_emial", "mail_send_email", 2}, {"café", "cafe", 1},
-	}
-	for _, tc := range tests {
-		if got := editDistance(tc.a, tc.b); got != tc.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
-		}
-	}
-}
-
 func FuzzSplitWords(f *testing.F) {
 	for _, s := range []string{"MAIL_LIST_MESSAGES", "enableAutoReply", "HTTPServer", "v2Items", "é_Ü", "\xff\xfe"} {
 		f.Add(s)

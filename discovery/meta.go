@@ -328,7 +328,7 @@ func closestNames(name string, pool []*tools.Tool, ix *Index) []string {
 			continue
 		}
 		inPool[t.Name] = true
-		if d := editDistance(lower, strings.ToLower(t.Name)); d <= maxDist {
+		if d := tools.EditDistance(lower, strings.ToLower(t.Name)); d <= maxDist {
 			near = append(near, cand{t.Name, d})
 		}
 	}

@@ -121,7 +121,10 @@ func checkWrite(t *tools.Tool, effect tools.Effect, r Request, b Binding) error 
 		return refuse(ArgRefresh, "a write is never cached, so there is nothing to refresh")
 	case r.Filter != nil:
 		return refuse(ArgFilter, "filter what a read returns, then act on the objects you chose")
-	case r.ForEach != nil && !(b.Bulk && b.LoopResponses):
+	case r.ForEach != nil && b.Bulk && !b.LoopResponses:
+		// bulk is set: what is missing is looping, which _for_each is part of.
+		return refuse(ArgForEach, "_for_each is a looping argument, and this binding has loop_responses off (bulk: true alone does not turn it on); turn on loop_responses for the binding, or call it once per object")
+	case r.ForEach != nil && !b.Bulk:
 		return refuse(ArgForEach, "one change per call unless the agent's binding sets bulk: true; call it once per object, after saying how many objects and which scope")
 	}
 	return nil
@@ -197,16 +200,6 @@ type Outcome struct {
 	Verdict *Verdict
 }
 
-// ViewBudget is the size guard's budget of a call whose binding sets
-// viewChars (zero: the engine's): what one result may put in front of a
-// model, in characters.
-func (e *Engine) ViewBudget(viewChars int) int {
-	if viewChars == 0 {
-		viewChars = e.opt.ViewChars
-	}
-	return Guard{Budget: viewChars}.budget()
-}
-
 // Plan returns the pagination detected for t (computed once per tool).
 func (e *Engine) Plan(t *tools.Tool) paginate.Plan {
 	if p, ok := e.plans.Load(t); ok {
@@ -259,46 +252,25 @@ func (e *Engine) Call(ctx context.Context, c Call) (out *Outcome, err error) {
 	}
 	ctx, observed := e.obs.call(ctx, c.Tool, c.Binding.LoopResponses)
 	defer func() { observed(out, err) }()
-	own, r, err := ParseRequest(c.Args)
+	p, err := e.prepare(c)
 	if err != nil {
 		return nil, err
 	}
-	if c.Request != nil {
-		r = *c.Request
-	}
-	if r.MaxChars > 0 {
-		c.ViewChars = r.MaxChars // the caller's budget for this one result
-	}
-	effect := e.Effect(c.Tool, c.Binding)
-	if effect.Writes() {
-		if err := checkWrite(c.Tool, effect, r, c.Binding); err != nil {
-			return nil, err
-		}
+	if p.r.MaxChars > 0 {
+		c.ViewChars = p.r.MaxChars // the caller's budget for this one result
 	}
 	if !c.Binding.LoopResponses {
-		// Reserved arguments are stripped but ignored: one plain call,
-		// size-guarded.
-		if err := checkArgs(c.Tool, own, ""); err != nil {
-			return nil, err
+		// Reserved arguments are stripped but ignored — and the model is
+		// told so: one plain call, size-guarded.
+		var ignored []string
+		for _, k := range reservedArgs {
+			if _, ok := c.Args[k]; ok && k != ArgMaxChars { // every call honours _max_chars
+				ignored = append(ignored, k)
+			}
 		}
-		return e.plainCall(ctx, c, own)
+		return e.plainCall(ctx, c, p.own, p.unknown, ignored)
 	}
-	budget := e.opt.Budget.Merge(c.Binding.Budget).Resolved()
-	if effect.Writes() {
-		budget.ForEachValues = min(budget.ForEachValues, bulkValues(c.Binding))
-	}
-	var values []any
-	key := ""
-	if r.ForEach != nil {
-		if values, err = forEachValues(c.Tool, r.ForEach, budget.ForEachValues); err != nil {
-			return nil, err
-		}
-		key = r.ForEach.Key
-	}
-	if err := checkArgs(c.Tool, own, key); err != nil {
-		return nil, err
-	}
-	req := walkRequest{call: c, own: own, r: r, values: values, budget: budget, plan: e.Plan(c.Tool), effect: effect}
+	req := walkRequest{call: c, own: p.own, r: p.r, values: p.values, budget: p.budget, plan: e.Plan(c.Tool), effect: p.effect, unknown: p.unknown}
 	data, hit, err := e.fetch(ctx, req)
 	if err != nil {
 		return nil, err
@@ -315,6 +287,9 @@ type walkRequest struct {
 	budget paginate.Budget
 	plan   paginate.Plan
 	effect tools.Effect
+	// unknown are the arguments the schema admits without declaring
+	// them, listed in _unknownArgs.
+	unknown []string
 }
 
 // walked is what one looping call collected: the merged, unprojected,
@@ -348,6 +323,11 @@ type walkStats struct {
 	Cause     string         `json:"cause,omitempty"` // why the first partial walk stopped, in words
 	Errors    []ForEachError `json:"forEachErrors,omitempty"`
 	Skipped   []ForEachSkip  `json:"forEachSkipped,omitempty"`
+	Partial   []ForEachCut   `json:"forEachPartial,omitempty"`
+	Shifted   bool           `json:"shifted,omitempty"`    // rows moved across a page boundary (paginate.Result.Shifted)
+	Unproven  string         `json:"unproven,omitempty"`   // why a complete walk could not prove it saw every row
+	Probes    int            `json:"probes,omitempty"`     // requests made only to check the walk (in Requests)
+	Status    int            `json:"status,omitempty"`     // the HTTP status of the response that stopped a partial walk
 	Values    int            `json:"values,omitempty"`     // fan-out values asked (0 without _for_each)
 	Text      bool           `json:"text,omitempty"`       // the response was text, not JSON
 	Likely    bool           `json:"likelyMore,omitempty"` // a walk that stopped short says more rows exist
@@ -356,8 +336,11 @@ type walkStats struct {
 	Plan      paginate.Plan  `json:"plan"`
 }
 
-// unstable reports that the collection changed during the walk.
-func (w *walked) unstable() bool { return w.Dups > 0 || w.Moved || w.Mismatch }
+// unstable reports that the collection changed during the walk, or that
+// the walk could not prove it did not.
+func (w *walked) unstable() bool {
+	return w.Dups > 0 || w.Moved || w.Mismatch || w.Shifted || w.Unproven != ""
+}
 
 // dataset is w as the cache keeps it.
 func (w *walked) dataset() *Dataset {
@@ -365,7 +348,7 @@ func (w *walked) dataset() *Dataset {
 	// Only a complete walk is cached: not a partial one, nor one during
 	// which the collection changed (unstable).
 	return &Dataset{Envelope: w.Envelope, ItemsPath: w.ItemsPath, HasItems: w.HasItems, Items: w.Items,
-		Stats: stats, Complete: w.Complete && !w.unstable() && len(w.Errors)+len(w.Skipped) == 0}
+		Stats: stats, Complete: w.Complete && !w.unstable() && len(w.Errors)+len(w.Skipped)+len(w.Partial) == 0}
 }
 
 func walkedFrom(d *Dataset) (*walked, error) {
@@ -426,8 +409,8 @@ func (e *Engine) walk(ctx context.Context, q walkRequest) (*walked, error) {
 	results := make([]*paginate.Result, len(values))
 	errs := make([]error, len(values))
 	var progMu sync.Mutex
+	sched := newFanOut(meter, q, e.opt.FanOut)
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(e.opt.FanOut)
 	for i, v := range values {
 		args := q.own
 		if q.values != nil {
@@ -438,10 +421,20 @@ func (e *Engine) walk(ctx context.Context, q walkRequest) (*walked, error) {
 		if q.values != nil {
 			fe = &ForEachProgress{Key: q.r.ForEach.Key, Value: v, Index: i, Total: len(values)}
 		}
+		lease, skip, err := sched.admit(gctx)
+		if err != nil {
+			break // cancelled: Wait returns the cause
+		}
+		if skip != "" {
+			// Not started: the budget could not hold this value's walk.
+			results[i] = &paginate.Result{StoppedBy: paginate.StopBudgetRequests, Cause: skip, LikelyMore: true,
+				Uninspected: "the whole collection: " + skip, Plan: q.plan}
+			continue
+		}
 		g.Go(func() error {
 			res, err := paginate.Walk(gctx, paginate.WalkOptions{
 				Caller: e.opt.Caller, Clock: e.clock, Tool: c.Tool, Args: args, Plan: q.plan, Effect: q.effect,
-				AllPages: q.r.AllPages, Meter: meter, Budget: q.budget,
+				AllPages: q.r.AllPages, Meter: meter, Lease: lease, Budget: q.budget,
 				Credential: c.Credential, ThreadID: c.Scope.Thread,
 				Progress: func(p paginate.Progress) {
 					if c.Progress == nil {
@@ -452,13 +445,22 @@ func (e *Engine) walk(ctx context.Context, q walkRequest) (*walked, error) {
 					c.Progress(Progress{Progress: p, ForEach: fe})
 				},
 			})
+			spent := 0
+			var pe *paginate.PageError
+			switch {
+			case res != nil:
+				spent = res.Requests
+			case errors.As(err, &pe):
+				spent = pe.Requests
+			}
+			sched.done(lease, spent)
 			if err != nil && ctx.Err() != nil {
 				if q.values == nil || !errors.Is(ctx.Err(), context.Canceled) {
 					return ctx.Err()
 				}
 				// A fan-out value the cancellation reached before its
 				// first page: never requested.
-				res, err = &paginate.Result{StoppedBy: paginate.StopCancelled, Cause: "the call was cancelled before this value was fetched"}, nil
+				res, err = cancelledValue(), nil
 			}
 			results[i], errs[i] = res, err
 			return nil
@@ -467,12 +469,23 @@ func (e *Engine) walk(ctx context.Context, q walkRequest) (*walked, error) {
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	for i := range results {
+		if results[i] == nil && errs[i] == nil && ctx.Err() != nil {
+			results[i] = cancelledValue() // not started: the call was cancelled first
+		}
+	}
 	if err := ctx.Err(); err != nil && !fetchedAny(results) {
 		return nil, err // cancelled before anything came back
 	}
 	// A walk the caller cancelled mid-way is merged like any partial one:
 	// its verdict says so (stopped by cancelled) and its rows are kept.
 	return e.merge(q, values, results, errs)
+}
+
+// cancelledValue is a fan-out value the cancellation reached before its
+// walk began: never requested (merge lists it in _forEachSkipped).
+func cancelledValue() *paginate.Result {
+	return &paginate.Result{StoppedBy: paginate.StopCancelled, Cause: "the call was cancelled before this value was fetched"}
 }
 
 // fetchedAny reports whether any walk fetched a page.
@@ -483,6 +496,96 @@ func fetchedAny(results []*paginate.Result) bool {
 		}
 	}
 	return false
+}
+
+// fanOut starts the _for_each values of one call under their shared
+// request budget. A value starts only where the budget can still finish
+// it: with the requests the values finished so far needed at most (its
+// estimate) set aside for it (a paginate.Lease), so the values running
+// beside it cannot starve it. Until one value has finished nothing is
+// known of the cost, so values run together only when the budget holds
+// all of them at the most a walk may take (every page, and its probes);
+// otherwise the first runs alone. A value the budget cannot hold — the
+// estimate exceeds the requests left and no value is running to give any
+// back — is skipped, not started: named in _forEachSkipped, never cut
+// short mid-walk by its neighbours.
+type fanOut struct {
+	meter *paginate.Meter
+	limit int // the requests budget
+	slots int // values at once (Options.FanOut; 1 without a fan-out)
+	worst int // the most requests one value's walk may take
+	wake  chan struct{}
+
+	mu      sync.Mutex
+	running int
+	est     int // the most requests a finished value took; 0 before one finished
+}
+
+func newFanOut(m *paginate.Meter, q walkRequest, slots int) *fanOut {
+	f := &fanOut{meter: m, limit: q.budget.Requests, slots: slots, worst: 1, wake: make(chan struct{}, 1)}
+	if q.values == nil {
+		f.slots = 1
+	}
+	if q.r.AllPages && q.plan.Paginated() {
+		f.worst = q.budget.Pages + 1 // every page, and an offset walk's closing probe
+		if q.plan.Strategy == paginate.PageNumber {
+			f.worst = 2 * q.budget.Pages // a probe after every page
+		}
+	}
+	return f
+}
+
+// admit waits until the next value may start and returns its lease (nil
+// when none is needed), or why it is skipped.
+func (f *fanOut) admit(ctx context.Context) (lease *paginate.Lease, skip string, err error) {
+	for {
+		f.mu.Lock()
+		if f.running < f.slots {
+			free := f.meter.Free(f.limit)
+			start := false
+			switch {
+			case free < 1 && f.running == 0:
+				f.mu.Unlock()
+				return nil, fmt.Sprintf("the request budget (%d per call, retries included) was spent", f.limit), nil
+			case free < 1:
+			case f.slots == 1 && f.est == 0:
+				start = true // one walk at a time: nothing to share
+			case f.est == 0 && (f.running == 0 || free >= f.slots*f.worst):
+				start = true
+			case f.est > 0 && free >= f.est:
+				lease, _ = f.meter.Reserve(f.est, f.limit)
+				start = true
+			case f.est > 0 && f.running == 0:
+				f.mu.Unlock()
+				return nil, fmt.Sprintf("the request budget had %d of its %d requests left, fewer than one value's walk has taken (%d), so it was not started rather than cut short", free, f.limit, f.est), nil
+			}
+			if start {
+				f.running++
+				f.mu.Unlock()
+				return lease, "", nil
+			}
+		}
+		f.mu.Unlock()
+		select {
+		case <-f.wake:
+		case <-ctx.Done():
+			return nil, "", ctx.Err()
+		}
+	}
+}
+
+// done records a value's walk that ended having sent spent requests, and
+// gives back what its lease still held.
+func (f *fanOut) done(lease *paginate.Lease, spent int) {
+	lease.Release()
+	f.mu.Lock()
+	f.running--
+	f.est = max(f.est, spent)
+	f.mu.Unlock()
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
 }
 
 // merge combines the walks of every value into one walked set. Every
@@ -525,12 +628,17 @@ func (e *Engine) merge(q walkRequest, values []any, results []*paginate.Result, 
 		}
 		w.Requests += res.Requests
 		w.Pages += res.Pages
+		w.Probes += res.Probes
 		w.Retries += res.Retries
 		w.Resumed = w.Resumed || res.Resumed
 		w.Dups += res.Duplicates
 		w.Bytes += res.Bytes
 		w.Mismatch = w.Mismatch || res.TotalMismatch
 		w.Moved = w.Moved || res.TotalMoved
+		w.Shifted = w.Shifted || res.Shifted
+		if w.Unproven == "" {
+			w.Unproven = res.Unproven
+		}
 		w.PageSize = max(w.PageSize, res.PageSize)
 		path, isRows := collectionOf(res.Plan, res.FirstBody)
 		items := res.Items
@@ -570,7 +678,16 @@ func (e *Engine) merge(q walkRequest, values []any, results []*paginate.Result, 
 		if !res.Complete {
 			w.Likely = w.Likely || res.LikelyMore
 			w.MoreSaid = w.MoreSaid || res.MoreSaid
+			if w.Complete {
+				w.Status = res.Status
+			}
 			cause(res.StoppedBy, res.LastCursor, res.Uninspected, res.Cause)
+			if fanOut {
+				// Its rows are merged, and it is named: a value cut short
+				// is no value that succeeded.
+				w.Partial = append(w.Partial, ForEachCut{Value: values[i], Rows: len(items), StopReason: res.StoppedBy,
+					Resume: resumeOf(res)})
+			}
 		} else if w.StoppedBy == "" {
 			w.StoppedBy = res.StoppedBy
 		}
@@ -590,6 +707,23 @@ func (e *Engine) merge(q walkRequest, values []any, results []*paginate.Result, 
 		w.Envelope = stripPaths(w.Envelope, w.Plan.Total, w.Plan.TotalPages)
 	}
 	return w, nil
+}
+
+// resumeOf says where a partial walk resumes, for _forEachPartial: the
+// page or offset argument, or, for a cursor walk, that the cursor (not
+// shown) was not followed.
+func resumeOf(res *paginate.Result) string {
+	switch {
+	case res.StoppedBy == paginate.StopFirstPage:
+		return "pass _all_pages: true to walk every page"
+	case res.ResumeAt != "":
+		return res.ResumeAt
+	case res.LastCursor != "":
+		return fmt.Sprintf("after page %d, at a cursor not shown: call again for this value to walk it whole", res.Pages)
+	case res.Pages == 0:
+		return "its first page"
+	}
+	return fmt.Sprintf("after page %d", res.Pages)
 }
 
 // collectionOf reports whether body is a list of rows, and where its

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -358,15 +359,23 @@ func TestNotPaginatedAndPlainBinding(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := decode(t, out.View)
-	if v["orders"] != 2400.0 || v["customers"] != nil || v["nested"].(map[string]any)["a"] != 1.0 || v["_pagingComplete"] != false || v["_boundary"].(map[string]any)["completion"] != "single_response" {
+	if v["orders"] != 2400.0 || v["customers"] != nil || v["nested"].(map[string]any)["a"] != 1.0 || v["_pagingComplete"] != nil || v["_boundary"].(map[string]any)["completion"] != "single_response" {
 		t.Errorf("projected object = %s", out.View)
 	}
 	plain, err := e.Call(context.Background(), Call{Tool: statsTool(up.URL), Scope: scope, Args: map[string]any{"_fields": []any{"orders"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(plain.View) != `{"orders":2400,"customers":1337,"region":"eu","nested":{"a":1}}` || plain.Verdict != nil {
+	// The payload as it is, no verdict, and a note that _fields was not
+	// honoured (issue 21: it was dropped without a word).
+	pv := decode(t, plain.View)
+	note, _ := pv["_note"].(string)
+	delete(pv, "_note")
+	if want := map[string]any{"orders": 2400.0, "customers": 1337.0, "region": "eu", "nested": map[string]any{"a": 1.0}}; !reflect.DeepEqual(pv, want) || plain.Verdict != nil {
 		t.Errorf("plain binding view = %s", plain.View)
+	}
+	if !strings.Contains(note, "_fields was ignored") || !strings.Contains(note, "looping is off") {
+		t.Errorf("plain binding note %q", note)
 	}
 }
 
@@ -536,7 +545,7 @@ func TestScalarPayloadGetsAnEnvelope(t *testing.T) {
 		}
 		v := decode(t, out.View)
 		b, _ := v["_boundary"].(map[string]any)
-		if v["_pagingComplete"] != false || b["completion"] != "single_response" || b["records"] != nil ||
+		if v["_pagingComplete"] != nil || b["completion"] != "single_response" || b["records"] != nil ||
 			strings.Contains(v["_note"].(string), "0 rows") || strings.Contains(v["_note"].(string), "reported no more") {
 			t.Errorf("%q: view %s", body, out.View)
 		}

@@ -95,7 +95,7 @@ func (g Guard) Cut(view []byte, itemsPath, resultID string) (Cut, error) {
 				text = []byte(s)
 			}
 		}
-		return textCut(text, total, budget, resultID)
+		return textCut(nil, text, budget, resultID)
 	}
 	if view[0] == '[' {
 		view = append(append([]byte(`{"items":`), view...), '}')
@@ -167,7 +167,11 @@ func itemCut(view []byte, path string, elems [][]byte, budget int, resultID stri
 // view's "_" members) and the truncation keys are set on it. hadItems
 // says the view had a primary array whose first item alone did not fit,
 // so the note also points at queryToolResult.
-func charCut(env []query.Member, cutData func(room int) ([]byte, error), total, budget int, resultID string, hadItems bool) (Cut, error) {
+//
+// cutData also returns how many characters it shows: the cut data's own
+// for JSON, the raw text's for text (so that _shownChars is where
+// fetchToolResult goes on in the kept text).
+func charCut(env []query.Member, cutData func(room int) ([]byte, int, error), total, budget int, resultID string, hadItems bool) (Cut, error) {
 	keys := func(shown int) []query.Member {
 		return truncation("_shownChars", "_totalChars", shown, total, resultID, charNote(shown, total, resultID, hadItems))
 	}
@@ -176,11 +180,10 @@ func charCut(env []query.Member, cutData func(room int) ([]byte, error), total, 
 		return Cut{}, err
 	}
 	// tail is "{...}"; its members go after the cut data, one comma apart.
-	cut, err := cutData(budget - utf8.RuneCount(tail) - 1)
+	cut, shown, err := cutData(budget - utf8.RuneCount(tail) - 1)
 	if err != nil {
 		return Cut{}, err
 	}
-	shown := utf8.RuneCount(cut)
 	out, err := setEnvelope(cut, append(env, keys(shown)...))
 	if err != nil {
 		return Cut{}, err
@@ -201,17 +204,59 @@ func objectCut(doc []byte, total, budget int, resultID string, hadItems bool) (C
 			env, rest = nil, doc
 		}
 	}
-	return charCut(env, func(room int) ([]byte, error) { return cutJSON(rest, room) }, total, budget, resultID, hadItems)
+	return charCut(env, func(room int) ([]byte, int, error) {
+		b, err := cutJSON(rest, room)
+		return b, utf8.RuneCount(b), err
+	}, total, budget, resultID, hadItems)
 }
 
 // textCut is charCut of text that is not a JSON container: it becomes
-// {"text": "..."}.
-func textCut(text []byte, total, budget int, resultID string) (Cut, error) {
-	return charCut(nil, func(room int) ([]byte, error) {
+// {"text": "..."} beside env. _shownChars and _totalChars count the
+// text's own characters (escapes are not characters of it), the offsets
+// fetchToolResult reads the kept text by.
+func textCut(env []query.Member, text []byte, budget int, resultID string) (Cut, error) {
+	return charCut(env, func(room int) ([]byte, int, error) {
 		const open = `{"text":`
-		b, _ := query.AppendStringPrefix([]byte(open), text, room-len(open)-1)
-		return append(b, '}'), nil
-	}, total, budget, resultID, false)
+		b, n := query.AppendStringPrefix([]byte(open), text, room-len(open)-1)
+		return append(b, '}'), utf8.RuneCount(text[:n]), nil
+	}, utf8.RuneCount(text), budget, resultID, false)
+}
+
+// CutText is Cut for the view of a payload that is text, kept as that
+// text under resultID: a JSON string, or an object whose one member
+// besides the envelope's is the text ({"text": "…"}, {"result": "…"}).
+// The text is cut at a character of its own, and _shownChars and
+// _totalChars count its characters, so fetchToolResult at offset
+// _shownChars reads on exactly where the view stopped.
+func (g Guard) CutText(view []byte, resultID string) (Cut, error) {
+	budget := g.budget()
+	if utf8.RuneCount(view) <= budget {
+		return Cut{View: view}, nil
+	}
+	if query.FirstByte(view) != '{' {
+		return g.Cut(view, "", resultID)
+	}
+	env, rest, err := splitEnvelope(view)
+	if err != nil {
+		return Cut{}, fmt.Errorf("size guard: %w", err)
+	}
+	var text string
+	members := 0
+	err = query.EachMember(rest, func(_ []byte, _ string, value []byte) {
+		members++
+		if json.Unmarshal(value, &text) != nil {
+			members = 2 // not a string: not a text payload
+		}
+	})
+	if err != nil || members != 1 {
+		return g.Cut(view, "", resultID)
+	}
+	if len(env) > 0 {
+		if b, err := setEnvelope([]byte("{}"), env); err != nil || utf8.RuneCount(b) > budget/2 {
+			env = nil
+		}
+	}
+	return textCut(env, []byte(text), budget, resultID)
 }
 
 // truncation is the members a cut view gains.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,10 +31,21 @@ import (
 // does no harm. Its changes (generated at run time, from the scenario's
 // seed, against the position the walk has reached) are:
 //
-//   - with an exact total on every page: inserts or deletes anywhere, one
-//     direction per gap between two pages (so the total moves);
-//   - without one: inserts and deletes ahead of the walk, and inserts behind
-//     it on offset-positioned walks (the next page then repeats a row).
+//   - on page and offset collections, whose walker computes its own
+//     positions and must prove it saw every row (overlapping offset pages,
+//     a closing probe, page-boundary probes, a total): inserts and deletes
+//     anywhere — at the head, in the middle, at the tail — with or without
+//     a total;
+//   - otherwise, with an exact total on every page: inserts or deletes
+//     anywhere, one direction per gap between two pages (so the total
+//     moves);
+//   - otherwise (token styles): inserts and deletes ahead of the walk, and
+//     inserts behind it on offset-positioned tokens (the next page then
+//     repeats a row).
+//
+// A page-number collection may number its pages by the size asked rather
+// than by the size it serves (AskedOffsets): a walk that keeps asking for
+// a size the server caps then skips rows.
 
 // style is one way an upstream pages (or does not).
 type style int
@@ -109,7 +121,18 @@ type event struct {
 	Ops        int  // evMutate: how many inserts or deletes
 	Dir        int  // evMutate: +1 inserts only, -1 deletes only; 0 either
 	Behind     bool // evMutate: change rows the walk has passed, where that leaves a trace
+	// Where (evMutate, page and offset collections): whereAny, whereHead,
+	// whereMiddle or whereTail.
+	Where int
 }
+
+// Where a change hits a page or offset collection.
+const (
+	whereAny = iota
+	whereHead
+	whereMiddle
+	whereTail
+)
 
 // collection is one _for_each value's collection (the only one without a
 // fan-out).
@@ -142,8 +165,11 @@ type scenario struct {
 	Relative  bool // next_url: a path-absolute URL
 	Schema    bool // list, object: the response schema is declared
 	Body      bool // offset: POST, offset and limit in a JSON body (a search)
-	Fields    bool // _fields without the fan-out key
-	Filter    bool // _filter k eq "a"
+	// AskedOffsets (page): page n starts at row (n-1) × the size asked,
+	// whatever size the server serves (its cap).
+	AskedOffsets bool
+	Fields       bool // _fields without the fan-out key
+	Filter       bool // _filter k eq "a"
 	// FilterTypo: the _filter field is misspelt ("statsu"): no row has it.
 	FilterTypo bool
 	// MissingArg: the required list_id is left out (no fan-out): an
@@ -205,6 +231,7 @@ func generate(seed uint64) scenario {
 		sc.End = r.IntN(3)
 		sc.Relative = sc.Style == styleNextURL && r.IntN(3) == 0
 		sc.Body = sc.Style == styleOffset && r.IntN(3) == 0
+		sc.AskedOffsets = sc.Style == stylePage && r.IntN(2) == 0
 	}
 	sc.Schema = !sc.Style.paged() && r.IntN(2) == 0
 	sc.Fields = r.IntN(4) == 0
@@ -225,6 +252,14 @@ func generate(seed uint64) scenario {
 	}
 	if r.IntN(3) == 0 {
 		sc.Budget.Requests = 4 + r.IntN(20)
+	}
+	if sc.ForEach && sc.AllPages && r.IntN(3) == 0 {
+		// A shared budget that runs out while values are mid-walk.
+		values = 3 + r.IntN(5)
+		sc.Budget.Requests = values + r.IntN(2*values)
+		if r.IntN(2) == 0 {
+			sc.FanOut = 4
+		}
 	}
 	for i := range values {
 		c := collection{Value: "L" + strconv.Itoa(i), Rows: r.IntN(r.IntN(40) + 1)}
@@ -255,6 +290,10 @@ func randomEvent(r *rand.Rand, sc scenario) event {
 	switch {
 	case n < 30 && sc.Style.paged() && sc.AllPages:
 		ev.Kind, ev.Ops = evMutate, 1+r.IntN(3)
+		if sc.Style.numeric() {
+			ev.Where = r.IntN(4)
+			ev.Dir = []int{0, 1, -1}[r.IntN(3)]
+		}
 	case n < 40 && sc.Style.paged():
 		ev.Kind = evDup
 	case n < 50 && sc.Style.tokens() || n < 50 && sc.Style == styleLastID:
@@ -485,12 +524,18 @@ type hcol struct {
 	gapDir      int    // +1 inserts, -1 deletes in the current gap
 	mutations   int
 	emptyPages  int
-	emptyRun    int    // consecutive empty pages that said more
-	firstToken  string // the first token issued (a cycle hands it back)
-	cycled      bool   // a token was handed back
-	foreignSent bool   // a next URL on another origin was sent
-	dups        int    // pages that repeated a row
-	faults      int    // error statuses and garbage bodies answered
+	emptyRun    int             // consecutive empty pages that said more
+	firstToken  string          // the first token issued (a cycle hands it back)
+	cycled      bool            // a token was handed back
+	foreignSent bool            // a next URL on another origin was sent
+	dups        int             // pages that repeated a row
+	faults      int             // error statuses and garbage bodies answered
+	lastLen     int             // rows on the last page delivered
+	capped      bool            // a page was asked for more rows than the server serves
+	changedAt   [4]int          // changes by where they hit (whereAny … whereTail)
+	probes      int             // page style: pages delivered again (boundary probes)
+	initial     map[string]bool // the rows before the walk's first request
+	deleted     map[string]bool // rows deleted during the walk
 }
 
 // hostile is the model of one scenario's upstream.
@@ -516,6 +561,10 @@ func newHostile(sc scenario, origin, foreign, prefix string) *hostile {
 		for j := range spec.Rows {
 			c.addRow(len(c.rows), (j+1)*1000)
 		}
+		c.initial, c.deleted = map[string]bool{}, map[string]bool{}
+		for _, r := range c.rows {
+			c.initial[r.id] = true
+		}
 		for _, ev := range spec.Events {
 			c.events[ev.At] = append(c.events[ev.At], ev)
 		}
@@ -526,11 +575,7 @@ func newHostile(sc scenario, origin, foreign, prefix string) *hostile {
 
 func (c *hcol) addRow(at, key int) {
 	id := c.spec.Value + "-" + strconv.Itoa(key)
-	k := "a"
-	if key%3 == 0 {
-		k = "b"
-	}
-	c.rows = slices.Insert(c.rows, at, hrow{key: key, id: id, k: k})
+	c.rows = slices.Insert(c.rows, at, hrow{key: key, id: id, k: kOf(key)})
 	c.used[key] = true
 	c.keys[id] = key
 }
@@ -563,7 +608,7 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.reqs++
 	n := c.reqs
-	if c.done != "" {
+	if c.done != "" && !h.probeRequest(c, r) {
 		h.violate(ruleAfterDone, "%s: request %d after the server said the collection was done (%s)", c.spec.Value, n, c.done)
 	}
 	if c.emptyRun >= 3 {
@@ -587,7 +632,7 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.violate(rulePosition, "%s: request %d is a %s, not the tool's POST", c.spec.Value, n, r.Method)
 		}
 	}
-	pos, size, ok := h.position(c, query, n)
+	pos, size, ok, probe := h.position(c, query, n)
 	for _, ev := range c.events[n] {
 		if ev.Kind == evMutate && h.sc.AllPages {
 			h.mutate(c, ev)
@@ -671,11 +716,31 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"data":%s,"count":%d}`, rowsJSON(c.rows), len(c.rows))
 		return
 	}
-	h.page(w, c, pos, size, pageQuirks{dup: dup, emptyMore: emptyMore, foreign: foreign, cycle: cycle})
+	h.page(w, c, pos, size, pageQuirks{dup: dup, emptyMore: emptyMore, foreign: foreign, cycle: cycle, probe: probe})
 }
 
 // pageQuirks are the ways one page lies or misleads.
-type pageQuirks struct{ dup, emptyMore, foreign, cycle bool }
+type pageQuirks struct {
+	dup, emptyMore, foreign, cycle bool
+	probe                          bool // a page-number boundary probe: a page already delivered, read again
+}
+
+// probeRequest reports a request that only reads again a page already
+// delivered (a page-number boundary probe), which may come after the
+// server said the collection was done.
+func (h *hostile) probeRequest(c *hcol, r *http.Request) bool {
+	if h.sc.Style != stylePage {
+		return false
+	}
+	page := 1
+	if v := r.URL.Query().Get("page"); v != "" {
+		var err error
+		if page, err = strconv.Atoi(v); err != nil {
+			return false
+		}
+	}
+	return page >= 1 && page < c.lastPage
+}
 
 // cutConnection sends a response head and half a body, then drops the
 // connection: a transport failure the HTTP client cannot retry by itself
@@ -702,19 +767,24 @@ func (h *hostile) ServeForeign(w http.ResponseWriter, r *http.Request) {
 
 // position reads where the request points, checking that it is a place
 // the server pointed at (never a guessed cursor, never a skipped page).
-func (h *hostile) position(c *hcol, q url.Values, n int) (position, int, bool) {
+//
+// probe reports a page-number boundary probe: a page already delivered,
+// read again.
+func (h *hostile) position(c *hcol, q url.Values, n int) (pos position, size int, ok, probe bool) {
 	sc := h.sc
 	sizeName := sc.sizeParam()
-	size := sc.Default
+	size = sc.Default
 	if v := q.Get(sizeName); v != "" {
 		s, err := strconv.Atoi(v)
 		if err != nil || s < 1 {
 			h.violate(rulePosition, "%s: request %d asks for %s=%q", c.spec.Value, n, sizeName, v)
-			return position{}, 0, false
+			return position{}, 0, false, false
 		}
 		size = s
 	}
+	asked := size
 	size = min(size, sc.Cap)
+	c.capped = c.capped || asked > size
 	start := position{keyset: sc.Keyset, after: -1}
 	token := func(name string) (position, bool) {
 		tok := q.Get(name)
@@ -740,49 +810,56 @@ func (h *hostile) position(c *hcol, q url.Values, n int) (position, int, bool) {
 		if v := q.Get("page"); v != "" {
 			page, _ = strconv.Atoi(v)
 		}
-		if page != c.lastPage+1 {
+		probe := page >= 1 && page < c.lastPage // a boundary probe reads a page already delivered
+		if page != c.lastPage+1 && !probe {
 			h.violate(rulePosition, "%s: request %d asks for page %d after page %d was delivered", c.spec.Value, n, page, c.lastPage)
 		}
 		if page < 1 {
-			return position{}, size, false
+			return position{}, size, false, false
 		}
-		return position{offset: (page - 1) * size}, size, true
+		step := size
+		if sc.AskedOffsets {
+			step = asked
+		}
+		return position{offset: (page - 1) * step}, size, true, probe
 	case styleOffset:
 		off := 0
 		if v := q.Get("offset"); v != "" {
 			off, _ = strconv.Atoi(v)
 		}
-		if off != c.nextOffset {
+		// The next offset, or one row before it: an overlapping page or a
+		// closing probe reads the last row delivered again.
+		if off != c.nextOffset && (off != c.nextOffset-1 || c.lastLen < 1) {
 			h.violate(rulePosition, "%s: request %d asks for offset %d; the pages delivered end at %d", c.spec.Value, n, off, c.nextOffset)
 		}
 		if off < 0 {
-			return position{}, size, false
+			return position{}, size, false, false
 		}
-		return position{offset: off}, size, true
+		return position{offset: off}, size, true, false
 	case styleLastID:
 		sa := q.Get("starting_after")
 		if sa != c.lastID {
 			h.violate(ruleGuessedCursor, "%s: request %d sends starting_after=%q; the last item delivered is %q", c.spec.Value, n, sa, c.lastID)
 		}
 		if sa == "" {
-			return start, size, true
+			return start, size, true, false
 		}
 		key, ok := c.keys[sa]
 		if !ok {
-			return position{}, size, false
+			return position{}, size, false, false
 		}
-		return position{keyset: true, after: key}, size, true
+		return position{keyset: true, after: key}, size, true, false
 	case styleCursor:
 		p, ok := token("cursor")
-		return p, size, ok
+		return p, size, ok, false
 	case styleNextURL:
 		p, ok := token("after")
-		return p, size, ok
+		return p, size, ok, false
 	case styleLink:
 		p, ok := token("page_token")
-		return p, size, ok
+		return p, size, ok, false
 	}
-	return start, size, true
+	return start, size, true, false
 }
 
 // startIndex is where pos falls in the rows as they stand.
@@ -811,6 +888,12 @@ func (h *hostile) mutate(c *hcol, ev event) {
 			b, next = 0, 0
 		}
 		lo, hi := 0, len(c.rows) // the indexes a change may touch
+		if h.sc.Style.numeric() {
+			// Anywhere: the walker computes its own positions and must
+			// prove it saw every row.
+			h.mutateAt(c, ev, dir)
+			continue
+		}
 		if !exact {
 			// Ahead of where the next page starts; behind it only an
 			// insert, on an offset-positioned walk whose next page starts
@@ -834,6 +917,7 @@ func (h *hostile) mutate(c *hcol, ev event) {
 			if i >= len(c.rows) {
 				continue
 			}
+			c.deleted[c.rows[i].id] = true
 			c.rows = slices.Delete(c.rows, i, i+1)
 			if i < c.boundary {
 				c.boundary--
@@ -872,6 +956,59 @@ func (h *hostile) mutate(c *hcol, ev event) {
 	}
 }
 
+// mutateAt makes one change to a page or offset collection where ev
+// says (the head, the middle, the tail, or anywhere).
+func (h *hostile) mutateAt(c *hcol, ev event, dir int) {
+	n := len(c.rows)
+	pick := func(hi int) int { // an index in [0, hi]
+		switch ev.Where {
+		case whereHead:
+			return 0
+		case whereMiddle:
+			return hi / 2
+		case whereTail:
+			return hi
+		}
+		return c.rng.IntN(hi + 1)
+	}
+	if dir < 0 {
+		if n == 0 {
+			return
+		}
+		i := pick(n - 1)
+		c.deleted[c.rows[i].id] = true
+		c.rows = slices.Delete(c.rows, i, i+1)
+		if i < c.boundary {
+			c.boundary--
+		}
+	} else {
+		i := pick(n)
+		lowKey, highKey := 0, (n+2)*1000
+		if i > 0 {
+			lowKey = c.rows[i-1].key
+		}
+		if i < n {
+			highKey = c.rows[i].key
+		} else {
+			highKey = max(highKey, lowKey+1000)
+		}
+		key := lowKey + 1 + c.rng.IntN(max(highKey-lowKey-1, 1))
+		if key >= highKey || c.used[key] {
+			return
+		}
+		c.addRow(i, key)
+		if i < c.boundary {
+			c.boundary++
+			c.gapBehind++
+		}
+	}
+	c.mutations++
+	c.changedAt[ev.Where]++
+	if h.sc.Total == totalExact {
+		c.gapDir = dir
+	}
+}
+
 // page delivers one page of a paged style.
 func (h *hostile) page(w http.ResponseWriter, c *hcol, pos position, size int, qk pageQuirks) {
 	dup, emptyMore := qk.dup, qk.emptyMore
@@ -880,9 +1017,15 @@ func (h *hostile) page(w http.ResponseWriter, c *hcol, pos position, size int, q
 	end := min(start+size, len(c.rows))
 	items := slices.Clone(c.rows[start:end])
 	consumed := len(items)
+	if emptyMore {
+		items, consumed = nil, 0
+	}
 	if dup && len(items) > 0 {
 		switch {
-		case start > 0: // the page overlaps the last one
+		case start > 0 && c.rows[start-1].id != c.lastID:
+			// The page overlaps the last one. (Not when the row before it
+			// is the last row delivered: an overlapping walker asks for
+			// that row again itself, and would take the repeat for it.)
 			items = append([]hrow{c.rows[start-1]}, items[:len(items)-1]...)
 			consumed--
 			c.dups++
@@ -892,9 +1035,6 @@ func (h *hostile) page(w http.ResponseWriter, c *hcol, pos position, size int, q
 			c.dups++
 		}
 	}
-	if emptyMore {
-		items, consumed = nil, 0
-	}
 	more := emptyMore || start+consumed < len(c.rows)
 	next := position{keyset: pos.keyset, after: pos.after, offset: start + consumed}
 	if pos.keyset && consumed > 0 {
@@ -902,9 +1042,30 @@ func (h *hostile) page(w http.ResponseWriter, c *hcol, pos position, size int, q
 	}
 
 	c.pages++
+	h.deliverIDs(c, items)
+	if qk.probe {
+		// A page read again to check a boundary: the walk's position
+		// does not move.
+		c.probes++
+		body := `{"data":` + rowsJSON(items)
+		switch sc.Total {
+		case totalExact:
+			c.totals = append(c.totals, len(c.rows))
+			body += `,"total":` + strconv.Itoa(len(c.rows))
+		case totalOver:
+			c.totals = append(c.totals, len(c.rows)+sc.Over)
+			body += `,"total":` + strconv.Itoa(len(c.rows)+sc.Over)
+		}
+		if sc.MoreFlag {
+			body += `,"has_more":` + strconv.FormatBool(more)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, body+"}")
+		return
+	}
 	c.gapDir, c.gapBehind = 0, 0
 	c.boundary = max(c.boundary, start+consumed)
-	h.deliverIDs(c, items)
+	c.lastLen = len(items)
 	if len(items) > 0 {
 		c.lastID = items[len(items)-1].id
 	}
@@ -1085,13 +1246,43 @@ func (c *hcol) finalIDs(filter, typo bool) []string {
 	return out
 }
 
-// changed says why a walk of c cannot have been complete: a row sent
-// twice, a total that moved, a total that disagrees with the rows sent.
-func (c *hcol) changed() string {
-	for id, n := range c.delivered {
-		if n > 1 {
-			return fmt.Sprintf("%s: the server sent %s %d times", c.spec.Value, id, n)
+// throughout is the rows that existed for the whole walk (there before
+// its first request, never deleted), as the filter keeps them.
+func (c *hcol) throughout(filter, typo bool) []string {
+	if filter && typo {
+		return nil // no row has the field
+	}
+	var out []string
+	for id := range c.initial {
+		if !c.deleted[id] && (!filter || kOf(c.keys[id]) == "a") {
+			out = append(out, id)
 		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// everHad reports a row the collection held at some time of the walk,
+// and that the filter keeps.
+func (c *hcol) everHad(id string, filter, typo bool) bool {
+	key, ok := c.keys[id]
+	return ok && !(filter && typo) && (!filter || kOf(key) == "a")
+}
+
+// kOf is a row's k from its key (addRow's rule).
+func kOf(key int) string {
+	if key%3 == 0 {
+		return "b"
+	}
+	return "a"
+}
+
+// changed says why a walk of c cannot have been complete: a page that
+// repeated a row the walk had (a trace it sees), a total that moved, a
+// total that disagrees with the rows sent.
+func (c *hcol) changed() string {
+	if c.dups > 0 {
+		return fmt.Sprintf("%s: the server repeated a row already sent in %d pages", c.spec.Value, c.dups)
 	}
 	for i := 1; i < len(c.totals); i++ {
 		if c.totals[i] != c.totals[0] {

@@ -140,10 +140,14 @@ func (in *instrumentation) endSpan(span trace.Span, out *Outcome, v *Verdict, er
 		attribute.Int("trawl.loop.rows", v.Rows),
 		attribute.Bool("trawl.loop.cache_hit", v.Cache != nil),
 	)
+	if v.Probes > 0 || v.Shifted {
+		span.SetAttributes(attribute.Int("trawl.loop.probes", v.Probes), attribute.Bool("trawl.loop.shifted", v.Shifted))
+	}
 	if v.Values > 0 {
 		span.SetAttributes(attribute.Int("trawl.loop.for_each.values", v.Values),
 			attribute.Int("trawl.loop.for_each.errors", len(v.ForEachErrors)),
-			attribute.Int("trawl.loop.for_each.skipped", len(v.ForEachSkipped)))
+			attribute.Int("trawl.loop.for_each.skipped", len(v.ForEachSkipped)),
+			attribute.Int("trawl.loop.for_each.partial", len(v.ForEachPartial)))
 	}
 	if strings.HasPrefix(v.StopReason, "budget_") || v.StopReason == "rate_limited" || v.StopReason == "repeated_cursor" {
 		span.AddEvent("guard_stop", trace.WithAttributes(attribute.String("trawl.guard", v.StopReason)))

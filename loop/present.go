@@ -15,8 +15,11 @@ import (
 )
 
 // plainCall is a call under a binding that does not loop: one request,
-// no reserved argument honoured, the size guard only.
-func (e *Engine) plainCall(ctx context.Context, c Call, own map[string]any) (*Outcome, error) {
+// no reserved argument honoured, the size guard only (and _unknownArgs
+// when arguments the schema admits without declaring them were sent).
+// The reserved arguments the model sent anyway (ignored) are named in a
+// _note, so it does not take one call's answer for a walk it asked for.
+func (e *Engine) plainCall(ctx context.Context, c Call, own map[string]any, unknown, ignored []string) (*Outcome, error) {
 	plan := e.Plan(c.Tool)
 	res, err := paginate.Walk(ctx, paginate.WalkOptions{
 		Caller: e.opt.Caller, Clock: e.clock, Tool: c.Tool, Args: own, Plan: plan, Effect: e.Effect(c.Tool, c.Binding),
@@ -31,9 +34,68 @@ func (e *Engine) plainCall(ctx context.Context, c Call, own map[string]any) (*Ou
 	if !hasItems {
 		path = ""
 	}
-	return e.guard(ctx, c, out, body, path, func() (*StoredResult, error) {
+	if len(unknown) > 0 && query.FirstByte(body) == '{' {
+		if b, err := query.SetMembers(body, []query.Member{unknownArgsMember(unknown)}); err == nil {
+			body = b
+		}
+	}
+	text, isText := textOf(res.FirstBody)
+	view := body
+	if len(ignored) > 0 {
+		view, path = ignoredNote(body, path, ignored, res.Plan.Paginated())
+	}
+	return e.guard(ctx, c, out, view, path, isText, func() (*StoredResult, error) {
+		if isText {
+			return NewStoredResult(c.Tool.ID, text, "") // the text itself, not its JSON form
+		}
 		return NewStoredResult(c.Tool.ID, body, path)
 	})
+}
+
+// textOf is the text a payload holds: the body when it is not JSON, the
+// string when it is a JSON string; ok is false for any other payload.
+// Such a payload is kept as that text, so fetchToolResult's offsets are
+// its own characters.
+func textOf(body []byte) (text []byte, ok bool) {
+	t := bytes.TrimSpace(body)
+	switch {
+	case len(t) == 0:
+		return nil, false
+	case !query.Valid(t):
+		return body, true
+	case t[0] == '"':
+		var s string
+		if json.Unmarshal(t, &s) != nil {
+			return nil, false
+		}
+		return []byte(s), true
+	}
+	return nil, false
+}
+
+// ignoredNote adds to a plain call's view a _note naming the reserved
+// arguments the binding did not honour (a view that is not an object is
+// wrapped: an array as {"items": …}, any other value as {"result": …}).
+// It returns the view and the path of its primary array.
+func ignoredNote(view []byte, path string, ignored []string, paged bool) ([]byte, string) {
+	what := "this is what one call returns"
+	if paged {
+		what = "this is the first page only"
+	}
+	note := fmt.Sprintf("Response looping is off for this tool in the agent's binding, so %s %s ignored: %s, with no verdict on whether more rows exist. Do not count it as every row or as filtered.",
+		strings.Join(ignored, ", "), map[bool]string{true: "was", false: "were"}[len(ignored) == 1], what)
+	switch query.FirstByte(view) {
+	case '[':
+		view, path = append(append([]byte(`{"items":`), view...), '}'), "items"
+	case '{':
+	default:
+		view = append(append([]byte(`{"result":`), view...), '}')
+	}
+	out, err := query.SetMembers(view, []query.Member{{Key: "_note", Value: query.AppendString(nil, note)}})
+	if err != nil {
+		return view, path
+	}
+	return out, path
 }
 
 // asJSON returns body when it is JSON, else {"text": body}; an empty body
@@ -56,8 +118,9 @@ func asJSON(body []byte) []byte {
 
 // guard cuts view to the call's budget; when it is cut, or when keep
 // says the full payload is worth keeping anyway, the full payload is
-// stored and its id given.
-func (e *Engine) guard(ctx context.Context, c Call, out *Outcome, view []byte, itemsPath string, full func() (*StoredResult, error)) (*Outcome, error) {
+// stored and its id given. text says the payload is text, kept as it is
+// (full) and shown as {"text": …}: it is cut by its own characters.
+func (e *Engine) guard(ctx context.Context, c Call, out *Outcome, view []byte, itemsPath string, text bool, full func() (*StoredResult, error)) (*Outcome, error) {
 	g := Guard{Budget: c.ViewChars}
 	if g.Budget == 0 {
 		g.Budget = e.opt.ViewChars
@@ -70,6 +133,9 @@ func (e *Engine) guard(ctx context.Context, c Call, out *Outcome, view []byte, i
 		out.ResultID = e.keep(ctx, c, full)
 	}
 	cut, err := g.Cut(view, itemsPath, out.ResultID)
+	if text {
+		cut, err = g.CutText(view, out.ResultID)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("size guard: %w", err)
 	}
@@ -149,9 +215,14 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 		v.AvailableKeys, v.Sample = availableKeys(rows, len(v.UnmatchedFields) > 0)
 	}
 	v.Note = note(v, q.budget, c.Workflow)
+	text, isText := textOf(w.Envelope)
+	isText = isText && !w.HasItems
 	full := func() (*StoredResult, error) {
-		if w.HasItems {
+		switch {
+		case w.HasItems:
 			return NewStoredResultFromItems(c.Tool.ID, w.Envelope, w.ItemsPath, w.Items)
+		case isText:
+			return NewStoredResult(c.Tool.ID, text, "") // the text itself, not its JSON form
 		}
 		return NewStoredResult(c.Tool.ID, asJSON(w.Envelope), "")
 	}
@@ -160,13 +231,17 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 		loop, _ := json.Marshal(v.LoopBlock())
 		members = []query.Member{{Key: "_loop", Value: loop}}
 	} else {
-		// A walk's full set is kept whenever it holds rows, so the model
-		// can come back for a field it projected away.
-		if w.HasItems && len(w.Items) > 0 {
+		// A walk's full set is kept whenever it holds rows, and an object
+		// whenever _fields projected it, so the model can come back for a
+		// field it projected away.
+		if w.HasItems && len(w.Items) > 0 || !w.HasItems && fields != nil {
 			out.ResultID = e.keep(ctx, c, full)
 			v.ResultID = out.ResultID
 		}
 		members = v.members()
+	}
+	if len(q.unknown) > 0 {
+		members = append(members, unknownArgsMember(q.unknown))
 	}
 	if view, err = query.SetMembers(view, members); err != nil {
 		return nil, fmt.Errorf("envelope: %w", err)
@@ -175,7 +250,7 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 	if w.HasItems && path == "" {
 		path = "items"
 	}
-	out, err = e.guard(ctx, c, out, view, path, full)
+	out, err = e.guard(ctx, c, out, view, path, isText, full)
 	if err != nil {
 		return nil, err
 	}
@@ -186,6 +261,13 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 		v.ResultExpires = e.clock.Now().Add(e.opt.Results.TTL())
 	}
 	return out, nil
+}
+
+// unknownArgsMember is the envelope's _unknownArgs: the arguments sent
+// that no parameter declares, which the tool's schema admits.
+func unknownArgsMember(names []string) query.Member {
+	b, _ := json.Marshal(names)
+	return query.Member{Key: "_unknownArgs", Value: b}
 }
 
 // withPath is f with path added when it lacks it.
@@ -210,7 +292,12 @@ func (e *Engine) verdict(q walkRequest, w *walked, hit *CacheHit) *Verdict {
 		LastCursor: w.LastCur, Uninspected: w.Uninsp, Cause: w.Cause, Scope: scopeText(q),
 		Empty:  !w.HasItems && len(bytes.TrimSpace(w.Envelope)) == 0,
 		Action: actionOf(q.call.Tool, q.effect, w.Requests), Values: w.Values,
-		ForEachErrors: w.Errors, ForEachSkipped: w.Skipped, Cache: hit,
+		ForEachErrors: w.Errors, ForEachSkipped: w.Skipped, ForEachPartial: w.Partial, Cache: hit,
+		Shifted: w.Shifted, Unproven: w.Unproven, Probes: w.Probes, Status: w.Status,
+	}
+	if hit != nil {
+		// The rows come from a walk made earlier: this call sent nothing.
+		v.Requests, v.Retries, v.Probes = 0, 0, 0
 	}
 	if q.r.ForEach != nil {
 		v.ForEachKey = q.r.ForEach.Key
@@ -220,7 +307,7 @@ func (e *Engine) verdict(q walkRequest, w *walked, hit *CacheHit) *Verdict {
 		v.ReportedTotal = w.Total
 	}
 	switch {
-	case len(w.Errors) > 0 || len(w.Skipped) > 0:
+	case len(w.Errors) > 0 || len(w.Skipped) > 0 || len(w.Partial) > 0:
 		v.Completion = Partial
 	case !w.HasItems:
 		v.Completion, v.StopReason = SingleResponse, StopSingleResponse

@@ -35,14 +35,20 @@ import (
 // envelope the model reads (Outcome.View, DESIGN.md §5/§6) must keep the
 // rules below; the main ones:
 //
-//   - completion complete ⇒ the rows are exactly the upstream's rows, by
-//     id, as they stand when the walk ends; a repeated row, a moved total
-//     or a total that disagrees ⇒ not complete; _likelyMoreRows false ⇒
-//     no row is missing;
-//   - every _for_each value ends in exactly one of its (tagged) rows,
-//     _forEachErrors or _forEachSkipped;
+//   - completion complete ⇒ every row that existed for the whole walk was
+//     returned, no row was returned twice, and no returned row is one the
+//     upstream never had (collections change mid-walk: rows are added and
+//     removed at the head, the middle and the tail of page and offset
+//     collections, with or without a total); a repeated row, a moved
+//     total or a total that disagrees ⇒ not complete; _likelyMoreRows
+//     false ⇒ no row that existed for the whole walk is missing;
+//   - every _for_each value ends in exactly one of: succeeded (all its
+//     rows, tagged), _forEachPartial (its walk was cut: some rows, why,
+//     where it resumes), _forEachErrors or _forEachSkipped — also when a
+//     shared budget runs out while values are mid-walk;
 //   - _boundary.requests (and the activity log) == the requests the
-//     upstream received; _boundary has every key;
+//     upstream received, probes included; _boundary.pages + probes == the
+//     pages it delivered; _boundary has every key;
 //   - no request after the server said a collection was done, no retry of
 //     a 401/403/404, never a guessed cursor, never a skipped page or offset,
 //     never a foreign origin, at most 3 empty pages in a row;
@@ -94,6 +100,7 @@ const (
 	ruleFanOutOnce     = "fan-out-value-accounted-once"
 	ruleFanOutError    = "fan-out-error-well-formed"
 	ruleFanOutPartial  = "fan-out-failure-is-partial"
+	ruleFanOutWhole    = "fan-out-value-named-nowhere-is-whole" // a value in no list holds every row
 	ruleExact          = "complete-means-exact"
 	ruleChanged        = "changed-is-not-complete"
 	ruleLikelyMore     = "no-more-rows-means-none-missing"
@@ -406,9 +413,27 @@ func checkCase(sc scenario, h *hostile, raw []byte, callErr error) []violation {
 
 	// Fan-out accounting.
 	failed := map[string]bool{}
+	cut := map[string]bool{} // values in _forEachPartial
 	if sc.ForEach {
 		errs := fanOutEntries(v["_forEachErrors"])
 		skipped := fanOutEntries(v["_forEachSkipped"])
+		partial := fanOutEntries(v["_forEachPartial"])
+		for _, e := range partial {
+			if e.value == "" || h.cols[e.value] == nil {
+				add(ruleFanOutOnce, "_forEachPartial names %v, not a value of the call", e.raw)
+				continue
+			}
+			obj, _ := e.raw.(map[string]any)
+			stop, _ := obj["stopReason"].(string)
+			rows, hasRows := obj["rows"].(float64)
+			if stop == "" || paginate.IsComplete(stop) || !hasRows {
+				add(ruleFanOutError, "_forEachPartial entry %v has no stopReason that is not complete, or no rows", e.raw)
+			}
+			if n := len(got[e.value]); !sc.Filter && hasRows && int(rows) != n {
+				add(ruleFanOutError, "_forEachPartial says %s has %v rows; the view holds %d", e.value, rows, n)
+			}
+			cut[e.value] = true
+		}
 		for _, e := range errs {
 			if e.value == "" || h.cols[e.value] == nil {
 				add(ruleFanOutOnce, "_forEachErrors names %v, not a value of the call", e.raw)
@@ -443,12 +468,15 @@ func checkCase(sc scenario, h *hostile, raw []byte, callErr error) []violation {
 		for _, c := range cols {
 			val := c.spec.Value
 			nE, nS, nRows := countValue(errs, val), countValue(skipped, val), len(got[val])
-			if sc.DupValue && val == sc.Cols[0].Value && nS > 0 && (nRows > 0 || nE > 0 || c.reqs > 0) {
+			nP := countValue(partial, val)
+			if sc.DupValue && val == sc.Cols[0].Value && nS > 0 && (nRows > 0 || nE > 0 || nP > 0 || c.reqs > 0) {
 				nS-- // the repeat of a value may be recorded as skipped
 			}
 			switch {
-			case nE+nS > 1:
-				add(ruleFanOutOnce, "%s is named %d times in _forEachErrors and %d in _forEachSkipped", val, nE, nS)
+			case nE+nS+nP > 1:
+				add(ruleFanOutOnce, "%s is named %d times in _forEachErrors, %d in _forEachSkipped and %d in _forEachPartial", val, nE, nS, nP)
+			case nP == 1 && c.reqs == 0:
+				add(ruleFanOutOnce, "%s is in _forEachPartial but was never requested", val)
 			case nE+nS == 1 && nRows > 0:
 				add(ruleFanOutOnce, "%s has %d rows and is also in _forEach%s", val, nRows, map[bool]string{true: "Errors", false: "Skipped"}[nE == 1])
 			case nS == 1 && c.reqs > 0:
@@ -460,8 +488,14 @@ func checkCase(sc scenario, h *hostile, raw []byte, callErr error) []violation {
 			case nE+nS == 0 && c.pages == 0:
 				add(ruleFanOutOnce, "%s failed (%d requests, last status %d, no page) and is not in _forEachErrors", val, c.reqs, c.lastStatus)
 			}
-			if nE+nS > 0 && completion != "partial" {
-				add(ruleFanOutPartial, "%s failed or was skipped, yet completion is %q", val, completion)
+			if nE+nS+nP > 0 && completion != "partial" {
+				add(ruleFanOutPartial, "%s failed, was skipped or was cut short, yet completion is %q", val, completion)
+			}
+			if nE+nS+nP == 0 && c.reqs > 0 && c.mutations == 0 && c.dups == 0 && sc.Style.rows() && !sc.Filter {
+				// Named nowhere, so it succeeded: every row is there.
+				if missing, _, _ := diffIDs(c.throughout(false, false), got[val]); len(missing) > 0 {
+					add(ruleFanOutWhole, "%s is in no _forEach list, yet its rows %v are missing (%d of %d there)", val, missing, nRows, len(c.rows))
+				}
 			}
 		}
 	}
@@ -473,11 +507,20 @@ func checkCase(sc scenario, h *hostile, raw []byte, callErr error) []violation {
 			want = append(want, c.finalIDs(sc.Filter, sc.FilterTypo)...)
 			have = append(have, got[c.spec.Value]...)
 		}
+		_ = want
 		if complete {
-			if missing, extra, repeated := diffIDs(want, have); len(missing)+len(extra)+len(repeated) > 0 {
-				add(ruleExact, "completion complete, but the rows differ from the upstream's at the end of the walk: missing %v, gone or extra %v, repeated %v", missing, extra, repeated)
-			}
 			for _, c := range cols {
+				val := c.spec.Value
+				missing, _, repeated := diffIDs(c.throughout(sc.Filter, sc.FilterTypo), got[val])
+				var never []string
+				for _, id := range got[val] {
+					if !c.everHad(id, sc.Filter, sc.FilterTypo) {
+						never = append(never, id)
+					}
+				}
+				if len(missing)+len(repeated)+len(never) > 0 {
+					add(ruleExact, "completion complete, but of %s rows that existed for the whole walk %v are missing, %v came back twice, and %v are rows the upstream never had (or that do not match the filter)", val, missing, repeated, never)
+				}
 				if why := c.changed(); why != "" && sc.Style.paged() {
 					add(ruleChanged, "completion complete although %s", why)
 				}
@@ -493,9 +536,9 @@ func checkCase(sc scenario, h *hostile, raw []byte, callErr error) []violation {
 				if failed[c.spec.Value] && c.reqs > 0 {
 					continue // its rows are not known (an error); a skipped value is checked
 				}
-				missing, _, _ := diffIDs(c.finalIDs(sc.Filter, sc.FilterTypo), got[c.spec.Value])
+				missing, _, _ := diffIDs(c.throughout(sc.Filter, sc.FilterTypo), got[c.spec.Value])
 				if len(missing) > 0 {
-					add(ruleLikelyMore, "_likelyMoreRows is false, yet %s's rows %v are missing", c.spec.Value, missing)
+					add(ruleLikelyMore, "_likelyMoreRows is false, yet %s's rows %v, which existed for the whole walk, are missing", c.spec.Value, missing)
 				}
 			}
 		}
@@ -530,18 +573,21 @@ func checkCase(sc scenario, h *hostile, raw []byte, callErr error) []violation {
 		add(ruleNote, "completion unstable, note does not say the set may have gaps or repeats: %q", note)
 	}
 	if m := reAllRows.FindStringSubmatch(note); m != nil && complete && sc.Style.rows() {
-		distinct := 0
+		// All the rows: at least those that existed for the whole walk, at
+		// most those the collection ever held during it.
+		least, most := 0, 0
 		for _, c := range cols {
-			distinct += len(c.finalIDs(false, false))
+			least += len(c.throughout(false, false))
+			most += len(c.keys)
 		}
-		if n, _ := strconv.Atoi(m[1]); n != distinct {
-			add(ruleNoteCount, "note claims all %d rows; the complete set has %d: %q", n, distinct, note)
+		if n, _ := strconv.Atoi(m[1]); n < least || n > most {
+			add(ruleNoteCount, "note claims all %d rows; %d existed for the whole walk and %d at some time of it: %q", n, least, most, note)
 		}
 	}
 	if m := reSucceeded.FindStringSubmatch(note); m != nil && sc.ForEach {
 		ok, all := 0, len(cols)
 		for _, c := range cols {
-			if !failed[c.spec.Value] {
+			if !failed[c.spec.Value] && !cut[c.spec.Value] {
 				ok++
 			}
 		}
@@ -556,13 +602,14 @@ func checkCase(sc scenario, h *hostile, raw []byte, callErr error) []violation {
 		garbage += c.garbage
 	}
 	if sc.Style.paged() && garbage == 0 { // an HTML page counts as a page or not: §2 does not say
+		probes, _ := b["probes"].(float64)
 		if m := rePages.FindStringSubmatch(note); m != nil {
-			if n, _ := strconv.Atoi(m[1]); n != delivered {
-				add(ruleNoteCount, "note says %s pages; the upstream delivered %d: %q", m[1], delivered, note)
+			if n, _ := strconv.Atoi(m[1]); n+int(probes) != delivered {
+				add(ruleNoteCount, "note says %s pages (and %v probes); the upstream delivered %d: %q", m[1], probes, delivered, note)
 			}
 		}
-		if p, ok := b["pages"].(float64); ok && int(p) != delivered {
-			add(ruleNoteCount, "_boundary.pages is %v; the upstream delivered %d pages", p, delivered)
+		if p, ok := b["pages"].(float64); ok && int(p)+int(probes) != delivered {
+			add(ruleNoteCount, "_boundary.pages is %v (and probes %v); the upstream delivered %d pages", p, probes, delivered)
 		}
 	}
 	if m := reOne.FindString(note); m != "" {
@@ -662,6 +709,39 @@ var hostileRegressions = []struct {
 	name string
 	sc   scenario
 }{
+	// Issue 21: per_page 100 answered with 50, page n starting at row
+	// (n-1)×100 — "Complete: all 70 rows" of 120.
+	{"page-size-capped-offsets-from-the-size-asked", scenario{Seed: 21, Style: stylePage, AllPages: true, SizeMax: 100, Cap: 50, Default: 20, AskedOffsets: true, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 120}}}},
+	// Issue 21: the same with the model's own size and a total.
+	{"model-page-size-capped-offsets-from-the-size-asked", scenario{Seed: 22, Style: stylePage, AllPages: true, ModelSize: 20, Cap: 7, Default: 7, AskedOffsets: true, Total: totalExact, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 40}}}},
+	// Issue 21: an offset walk losing rows at its head between pages, no
+	// total, no duplicates — "Complete: all 172 rows".
+	{"offset-rows-deleted-at-the-head-without-a-total", scenario{Seed: 23, Style: styleOffset, AllPages: true, SizeMax: 10, Cap: 10, Default: 10, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 45, Events: []event{{At: 2, Kind: evMutate, Ops: 1, Dir: -1, Where: whereHead}, {At: 3, Kind: evMutate, Ops: 2, Dir: -1, Where: whereHead}}}}}},
+	// Issue 21: the same for a page-number walk, rows added in the middle
+	// and removed at the tail.
+	{"page-rows-changed-without-a-total", scenario{Seed: 24, Style: stylePage, AllPages: true, SizeMax: 10, Cap: 10, Default: 10, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 35, Events: []event{{At: 2, Kind: evMutate, Ops: 1, Dir: 1, Where: whereMiddle}, {At: 4, Kind: evMutate, Ops: 1, Dir: -1, Where: whereHead}, {At: 5, Kind: evMutate, Ops: 1, Dir: -1, Where: whereTail}}}}}},
+	// Issue 21: a fan-out whose shared request budget runs out while values
+	// are mid-walk — "21 of 50 values succeeded", two of them cut short.
+	{"fan-out-budget-runs-out-mid-value", scenario{Seed: 25, Style: styleCursor, AllPages: true, Cap: 3, Default: 3, ForEach: true, FanOut: 4, Budget: paginate.Budget{Requests: 10},
+		Cols: []collection{{Value: "L0", Rows: 9}, {Value: "L1", Rows: 9}, {Value: "L2", Rows: 12}, {Value: "L3", Rows: 9}, {Value: "L4", Rows: 9}}}},
+	// Found by the sweep while overlapping pages were built, shrunk: a page
+	// walk with a more flag whose second page repeats a row (short, more
+	// said) was taken for a page size not honoured.
+	{"page-walk-with-more-flag-repeats-a-row", scenario{Seed: 5002261, Style: stylePage, AllPages: true, SizeMax: 5, Cap: 5, Default: 1, MoreFlag: true, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 6, Events: []event{{At: 2, Kind: evDup}}}}}},
+	// Found by the sweep, shrunk: rows removed before page 2 and one added
+	// before the probe of page 1, so that page's last row was back in
+	// place; the probe compares the whole page.
+	{"page-probe-after-a-change-back", scenario{Seed: 8002506, Style: stylePage, AllPages: true, SizeMax: 10, Cap: 10, Default: 6, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 18, Events: []event{{At: 2, Kind: evMutate, Ops: 3, Dir: -1}, {At: 3, Kind: evMutate, Ops: 1, Dir: 1}, {At: 3, Kind: evStatus, Status: 429, RetryAfter: 3}}}}}},
+	// Found by the sweep, shrunk: the probe of a page boundary answered 404;
+	// the walk must not ask for the next page after it.
+	{"boundary-probe-refused", scenario{Seed: 5002338, Style: stylePage, AllPages: true, Cap: 4, Default: 3, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 8, FailFrom: 3, FailStatus: 404}}}},
 	// Issue 9: per_page 20 asked by the model, 7 served, no total, no
 	// continuation — "Complete: all 7 rows" of 95.
 	{"model-page-size-silently-capped", scenario{Seed: 1, Style: stylePage, AllPages: true, ModelSize: 20, Cap: 7, Default: 7, FanOut: 1,
@@ -789,6 +869,8 @@ func TestHostileUpstreams(t *testing.T) {
 		groups := map[string]*group{}
 		styles := map[style]int{}
 		var adversary struct{ mutations, dups, faults, empty, foreign, cycles, failed, requests int }
+		// The shapes of issue 21 the generator must keep making.
+		var shapes struct{ askedOffsets, head, middle, tail, cutMidValue, probes, shifted int }
 		for i := range n {
 			seed := *hostileSeed*1_000_000 + uint64(i)
 			res := rig.run(generate(seed))
@@ -804,6 +886,34 @@ func TestHostileUpstreams(t *testing.T) {
 			adversary.requests += res.h.requests
 			if res.err != nil {
 				adversary.failed++
+			}
+			if sc := res.sc; sc.Style == stylePage && sc.AskedOffsets && sc.AllPages {
+				for _, c := range res.h.cols {
+					if c.pages > 1 && c.capped {
+						shapes.askedOffsets++
+					}
+				}
+			}
+			for _, c := range res.h.cols {
+				shapes.head += c.changedAt[whereHead]
+				shapes.middle += c.changedAt[whereMiddle]
+				shapes.tail += c.changedAt[whereTail]
+			}
+			var view map[string]any
+			if json.Unmarshal(res.view, &view) == nil {
+				for _, p := range fanOutEntries(view["_forEachPartial"]) {
+					if obj, _ := p.raw.(map[string]any); strings.HasPrefix(fmt.Sprint(obj["stopReason"]), "budget_") {
+						shapes.cutMidValue++
+						break
+					}
+				}
+				b, _ := view["_boundary"].(map[string]any)
+				if n, _ := b["probes"].(float64); n > 0 {
+					shapes.probes++
+				}
+				if note, _ := view["_note"].(string); strings.Contains(note, "moved across a page boundary") {
+					shapes.shifted++
+				}
 			}
 			seen := map[string]bool{}
 			for _, v := range res.violations {
@@ -834,11 +944,16 @@ func TestHostileUpstreams(t *testing.T) {
 			}
 			for what, k := range map[string]int{"changed rows": adversary.mutations, "repeated rows": adversary.dups,
 				"empty pages": adversary.empty, "error answers": adversary.faults, "foreign next URLs": adversary.foreign,
-				"cursor cycles": adversary.cycles} {
+				"cursor cycles": adversary.cycles,
+				"capped page-number walks numbered by the size asked": shapes.askedOffsets,
+				"changes at the head": shapes.head, "changes in the middle": shapes.middle, "changes at the tail": shapes.tail,
+				"fan-out values cut mid-walk by the shared budget": shapes.cutMidValue,
+				"walks checked by a probe":                         shapes.probes, "shifts seen across a page boundary": shapes.shifted} {
 				if k == 0 {
 					t.Errorf("no %s in %d cases", what, n)
 				}
 			}
+			t.Logf("issue 21 shapes: %+v", shapes)
 		}
 		shrinkRuns := 400
 		rules := make([]string, 0, len(groups))

@@ -98,12 +98,26 @@ type Verdict struct {
 	Scope  string
 	Action string
 
-	// Fan-out: Values asked, each ending in exactly one of its rows,
-	// ForEachErrors or ForEachSkipped.
+	// Fan-out: Values asked, each ending in exactly one of: succeeded
+	// (all its rows), ForEachPartial (some of its rows, its walk cut
+	// short), ForEachErrors or ForEachSkipped.
 	Values         int
 	ForEachKey     string
 	ForEachErrors  []ForEachError
 	ForEachSkipped []ForEachSkip
+	ForEachPartial []ForEachCut
+
+	// Shifted: rows moved across a page boundary of a position-based walk
+	// (a row added or removed earlier in the collection between two
+	// reads). Unproven: why a position-based walk could not prove that it
+	// saw every row. Probes: requests made only to check the walk (they
+	// are in Requests, not in Pages).
+	Shifted  bool
+	Unproven string
+	Probes   int
+	// Status is the HTTP status of the response that stopped a partial
+	// walk (0 when none did).
+	Status int
 
 	// UnmatchedFields are _fields paths no row has; UnmatchedFilter the
 	// _filter fields no row has; AvailableKeys and Sample show what the
@@ -126,8 +140,10 @@ type Verdict struct {
 // PagingComplete is _pagingComplete: true only for Complete.
 func (v *Verdict) PagingComplete() bool { return v.Completion == Complete }
 
-// Succeeded is how many fan-out values gave their rows.
-func (v *Verdict) Succeeded() int { return v.Values - len(v.ForEachErrors) - len(v.ForEachSkipped) }
+// Succeeded is how many fan-out values gave all their rows.
+func (v *Verdict) Succeeded() int {
+	return v.Values - len(v.ForEachErrors) - len(v.ForEachSkipped) - len(v.ForEachPartial)
+}
 
 // ForEachError is one failed fan-out value.
 type ForEachError struct {
@@ -147,6 +163,20 @@ type ForEachSkip struct {
 	Reason string `json:"reason"`
 }
 
+// ForEachCut is one fan-out value whose walk was cut short
+// (`_forEachPartial`): its rows are in the result, but not all of them.
+type ForEachCut struct {
+	Value any `json:"value"`
+	// Rows counts the value's rows in the result (before _filter).
+	Rows int `json:"rows"`
+	// StopReason is why the value's walk stopped (the _stoppedBy
+	// vocabulary).
+	StopReason string `json:"stopReason"`
+	// Resume says where the value's walk would go on: the page or offset
+	// argument to pass ("page=3", "offset=40"), or what to do.
+	Resume string `json:"resume"`
+}
+
 // Boundary is the boundary statement (`_boundary`): every key always
 // present, null where it does not apply.
 type Boundary struct {
@@ -161,6 +191,7 @@ type Boundary struct {
 	Uninspected string        `json:"uninspected"`
 	Action      string        `json:"action"`
 	Retries     int           `json:"retries,omitempty"`
+	Probes      int           `json:"probes,omitempty"` // requests that only checked the walk (in requests, not in pages)
 	Duplicates  *int          `json:"duplicates,omitempty"`
 	Reported    *int          `json:"reportedTotal,omitempty"`
 	Distinct    *int          `json:"distinctRecords,omitempty"`
@@ -192,7 +223,7 @@ func (v *Verdict) Boundary() Boundary {
 	b := Boundary{
 		Scope: v.Scope, Pages: v.Pages, Requests: v.Requests, Completion: v.Completion,
 		StopReason: v.StopReason, LastCursor: maskCursor(v.LastCursor), Uninspected: v.Uninspected,
-		Action: v.Action, Retries: v.Retries,
+		Action: v.Action, Retries: v.Retries, Probes: v.Probes,
 	}
 	if v.PageSize > 0 {
 		b.PageSize = intPtr(v.PageSize)
@@ -219,15 +250,30 @@ func (v *Verdict) Boundary() Boundary {
 
 func intPtr(n int) *int { return &n }
 
+func derefInt(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// changed reports that the walk saw the collection change: a row came
+// back twice, the total moved, or rows shifted across a page boundary.
+func (v *Verdict) changed() bool { return v.Duplicates > 0 || v.TotalMoved || v.Shifted }
+
 // uninspected words what was not fetched when the walk gave no words.
 func (v *Verdict) uninspected() string {
 	switch {
 	case v.Completion == SingleResponse:
 		return "none (a single response: nothing to page through)"
-	case v.Completion == Unstable:
+	case v.Completion == Unstable && v.changed():
 		return "rows that moved across a page boundary while the collection changed"
-	case len(v.ForEachSkipped) > 0 || len(v.ForEachErrors) > 0:
-		return fmt.Sprintf("the rows of %s", plural(len(v.ForEachSkipped)+len(v.ForEachErrors), "_for_each value"))
+	case v.Completion == Unstable && v.Unproven != "":
+		return "rows that may have moved across a page boundary the walk could not check: " + v.Unproven
+	case v.Completion == Unstable:
+		return fmt.Sprintf("the rows the reported total (%d) counts beyond the %d received, if it counts what this call returns", derefInt(v.ReportedTotal), v.Records)
+	case len(v.ForEachSkipped)+len(v.ForEachErrors)+len(v.ForEachPartial) > 0:
+		return fmt.Sprintf("the rows of %s", plural(len(v.ForEachSkipped)+len(v.ForEachErrors)+len(v.ForEachPartial), "_for_each value"))
 	}
 	return "rows after the last page fetched"
 }
@@ -240,7 +286,11 @@ func (v *Verdict) members() []query.Member {
 			ms = append(ms, query.Member{Key: k, Value: b})
 		}
 	}
-	add("_pagingComplete", v.PagingComplete())
+	if v.Completion != SingleResponse {
+		// A single response is not paged: "false" would read as
+		// "incomplete", "true" as a walk; it says neither.
+		add("_pagingComplete", v.PagingComplete())
+	}
 	add("_likelyMoreRows", v.LikelyMore)
 	add("_stoppedBy", v.StopReason)
 	add("_note", v.Note)
@@ -264,6 +314,9 @@ func (v *Verdict) members() []query.Member {
 	if len(v.ForEachSkipped) > 0 {
 		add("_forEachSkipped", v.ForEachSkipped)
 	}
+	if len(v.ForEachPartial) > 0 {
+		add("_forEachPartial", v.ForEachPartial)
+	}
 	if v.Cache != nil {
 		ms = append(ms, query.Member{Key: "_cache", Value: v.Cache.JSON()})
 	}
@@ -277,20 +330,26 @@ func keysOrEmpty(keys []string) []string {
 	return keys
 }
 
-// LoopBlock is a workflow step's _loop block (DESIGN.md §10).
+// LoopBlock is a workflow step's _loop block (DESIGN.md §10). A fan-out
+// step's failed, skipped and cut values are in it too, since a step's
+// output has no envelope keys but _loop.
 type LoopBlock struct {
-	Complete   bool       `json:"complete"`
-	Completion Completion `json:"completion"`
-	Requests   int        `json:"requests"`
-	ItemCount  *int       `json:"itemCount"` // null for a response that is not a collection
-	StoppedBy  string     `json:"stoppedBy"`
-	Note       string     `json:"note"`
+	Complete       bool           `json:"complete"`
+	Completion     Completion     `json:"completion"`
+	Requests       int            `json:"requests"`
+	ItemCount      *int           `json:"itemCount"` // null for a response that is not a collection
+	StoppedBy      string         `json:"stoppedBy"`
+	Note           string         `json:"note"`
+	ForEachErrors  []ForEachError `json:"forEachErrors,omitempty"`
+	ForEachSkipped []ForEachSkip  `json:"forEachSkipped,omitempty"`
+	ForEachPartial []ForEachCut   `json:"forEachPartial,omitempty"`
 }
 
 // LoopBlock renders the verdict as a workflow's _loop block.
 func (v *Verdict) LoopBlock() LoopBlock {
 	b := LoopBlock{Complete: v.PagingComplete(), Completion: v.Completion, Requests: v.Requests,
-		StoppedBy: v.StopReason, Note: v.Note}
+		StoppedBy: v.StopReason, Note: v.Note,
+		ForEachErrors: v.ForEachErrors, ForEachSkipped: v.ForEachSkipped, ForEachPartial: v.ForEachPartial}
 	if v.Collection {
 		b.ItemCount = intPtr(v.Rows)
 	}
@@ -345,9 +404,21 @@ func actionOf(t *tools.Tool, effect tools.Effect, requests int) string {
 func note(v *Verdict, b paginate.Budget, workflow bool) string {
 	var s string
 	rows := plural(v.Records, "row")
+	// see names an envelope key where this result holds it: a workflow
+	// step's output has only _loop.
+	see := func(key string) string {
+		if workflow {
+			return "_loop." + strings.TrimPrefix(key, "_")
+		}
+		return key
+	}
 	switch {
 	case v.Values > 0 && v.Succeeded() < v.Values:
-		s = fmt.Sprintf("Partial: %d of %d _for_each values succeeded (%s).", v.Succeeded(), v.Values, rows)
+		s = fmt.Sprintf("Partial: %d of %d _for_each values succeeded (%s in all).", v.Succeeded(), v.Values, rows)
+		if n := len(v.ForEachPartial); n > 0 {
+			s += fmt.Sprintf(" %s cut short, with only some of %s rows (see %s: each one's rows, why it stopped and where it resumes).",
+				plural(n, "value"), map[bool]string{true: "its", false: "their"}[n == 1], see("_forEachPartial"))
+		}
 		if n := len(v.ForEachErrors); n > 0 {
 			retry := 0
 			for _, e := range v.ForEachErrors {
@@ -355,7 +426,7 @@ func note(v *Verdict, b paginate.Budget, workflow bool) string {
 					retry++
 				}
 			}
-			s += fmt.Sprintf(" %s failed (see _forEachErrors)", plural(n, "value"))
+			s += fmt.Sprintf(" %s failed (see %s)", plural(n, "value"), see("_forEachErrors"))
 			them, those := "them", "those values"
 			if n == 1 {
 				them, those = "it", "that value"
@@ -374,13 +445,13 @@ func note(v *Verdict, b paginate.Budget, workflow bool) string {
 			if n == 1 {
 				were = "was"
 			}
-			s += fmt.Sprintf(" %s %s never requested (see _forEachSkipped): %s.", plural(n, "value"), were, v.ForEachSkipped[0].Reason)
+			s += fmt.Sprintf(" %s %s never requested (see %s): %s.", plural(n, "value"), were, see("_forEachSkipped"), v.ForEachSkipped[0].Reason)
 		}
 		switch {
 		case v.StopReason == paginate.StopFirstPage:
 			s += " Only the first page of each value was fetched; pass _all_pages: true to fetch every page."
 		case strings.HasPrefix(v.StopReason, "budget_") && len(v.ForEachSkipped) == 0:
-			s += " " + stopAdvice(v.StopReason, b)
+			s += " " + stopAdvice(v, b)
 		}
 	case v.Completion == SingleResponse && !v.Collection:
 		what := "one object"
@@ -392,7 +463,7 @@ func note(v *Verdict, b paginate.Budget, workflow bool) string {
 		case v.Scalar:
 			what = "a single value"
 		}
-		s = fmt.Sprintf("Single response: the tool returned %s, not a list of rows, so there are no pages and no row count.", what)
+		s = fmt.Sprintf("Single response: the tool returned %s, not a list of rows, so there are no pages and no row count; it is the whole answer.", what)
 	case v.Completion == SingleResponse:
 		s = "Single response: this tool does not paginate, so this is what one call returns; it makes no claim about pages."
 	case v.FirstPageOnly && v.MoreSaid:
@@ -400,21 +471,7 @@ func note(v *Verdict, b paginate.Budget, workflow bool) string {
 	case v.FirstPageOnly:
 		s = fmt.Sprintf("This is only the first page (%s); more rows may exist. Call again with _all_pages: true before counting or saying there are no more.", rows)
 	case v.Completion == Unstable:
-		var why []string
-		if v.Duplicates > 0 {
-			why = append(why, fmt.Sprintf("%s came back twice", plural(v.Duplicates, "row")))
-		}
-		if v.TotalMoved {
-			why = append(why, "the reported total moved between pages")
-		}
-		if v.ReportedTotal != nil && *v.ReportedTotal != v.Records {
-			why = append(why, fmt.Sprintf("the server reports %d, not %d", *v.ReportedTotal, v.Records))
-		}
-		if len(why) == 0 {
-			why = append(why, "the walk saw it change")
-		}
-		s = fmt.Sprintf("Unstable: at least %d distinct rows, but the collection changed during the walk (%s), so the set may have gaps or repeats. Present it as \"at least %d\", never as an exhaustive list (not for a deletion list or a compliance answer); call again to re-read it.",
-			v.Records, strings.Join(why, "; "), v.Records)
+		s = unstableNote(v)
 	case v.Completion == Complete && v.Values > 0:
 		s = fmt.Sprintf("Complete: all %s of %s, fetched in %s.", rows, plural(v.Values, "_for_each value"), plural(v.Pages, "page"))
 	case v.Completion == Complete && (v.Resumed || v.ReportedTotal != nil && *v.ReportedTotal > v.Records):
@@ -436,8 +493,13 @@ func note(v *Verdict, b paginate.Budget, workflow bool) string {
 			s += " (" + v.Cause + ")"
 		}
 		s += "."
+	case v.StopReason == paginate.StopBudgetTime && strings.Contains(v.Cause, "rate limit"):
+		// The provider's rate limit would have kept the next page past
+		// the time budget (the walker's cause ends with its words).
+		_, why, _ := strings.Cut(v.Cause, ": ")
+		s = fmt.Sprintf("Partial: %s fetched, and more exist. The walk stopped before the time limit of %s because %s; call again later for the rest.", rows, b.Time, why)
 	default:
-		s = fmt.Sprintf("Partial: %s fetched, and more exist. %s", rows, stopAdvice(v.StopReason, b))
+		s = fmt.Sprintf("Partial: %s fetched, and more exist. %s", rows, stopAdvice(v, b))
 	}
 	if v.Filtered {
 		verb := "match"
@@ -462,18 +524,55 @@ func note(v *Verdict, b paginate.Budget, workflow bool) string {
 	}
 	switch {
 	case v.Cache != nil && workflow:
-		s += fmt.Sprintf(" Served from a complete walk cached at %s (the step's cache TTL).", v.Cache.CachedAt.UTC().Format(time.RFC3339))
+		s += fmt.Sprintf(" Served from a complete walk cached at %s (the step's cache TTL): this step sent no request.", v.Cache.CachedAt.UTC().Format(time.RFC3339))
 	case v.Cache != nil:
 		s += " " + v.Cache.Note()
 	}
 	return s
 }
 
+// unstableNote words an unstable verdict by what made it so: the
+// collection seen changing, a walk that could not prove it saw every row,
+// or only a reported total that disagrees with the rows.
+func unstableNote(v *Verdict) string {
+	n := v.Records
+	mismatch := v.ReportedTotal != nil && *v.ReportedTotal != v.Records
+	present := fmt.Sprintf("Present it as \"at least %d\", never as an exhaustive list (not for a deletion list or a compliance answer)", n)
+	switch {
+	case v.changed():
+		var why []string
+		if v.Shifted {
+			why = append(why, "rows moved across a page boundary between two reads: a row was added or removed earlier in the collection")
+		}
+		if v.Duplicates > 0 {
+			why = append(why, fmt.Sprintf("%s came back twice", plural(v.Duplicates, "row")))
+		}
+		if v.TotalMoved {
+			why = append(why, "the reported total moved between pages")
+		}
+		if mismatch {
+			why = append(why, fmt.Sprintf("the server reports %d, not %d", *v.ReportedTotal, v.Records))
+		}
+		return fmt.Sprintf("Unstable: at least %d distinct rows, but the collection changed during the walk (%s), so rows may be missing or the set may have gaps. %s; call again to re-read it.",
+			n, strings.Join(why, "; "), present)
+	case v.Unproven != "":
+		s := fmt.Sprintf("Unstable: %s, but the walk could not prove it saw every row (%s), so rows may be missing. %s.", plural(n, "distinct row"), v.Unproven, present)
+		if mismatch {
+			s += fmt.Sprintf(" The server reports %d.", *v.ReportedTotal)
+		}
+		return s
+	case mismatch:
+		return fmt.Sprintf("Unstable: %s, but the server reports %d. Either the collection changed during the walk, or the total does not count what this call returns (a total that ignores a filter, or an estimate); the walk cannot tell which, so the set may have gaps. %s.",
+			plural(n, "distinct row"), *v.ReportedTotal, present)
+	}
+	return fmt.Sprintf("Unstable: at least %d distinct rows, but the walk saw the collection change, so the set may have gaps or repeats. %s.", n, present)
+}
+
 // stopAdvice says which bound or fault ended a partial walk and how to
 // get the rest.
-func stopAdvice(stoppedBy string, b paginate.Budget) string {
+func stopAdvice(v *Verdict, b paginate.Budget) string {
 	narrow := "Narrow the request with the API's own filters (or fewer _for_each values) to get the rest."
-	switch stoppedBy {
+	switch v.StopReason {
 	case paginate.StopBudgetPages:
 		return fmt.Sprintf("The walk stopped at the limit of %s per collection. %s", plural(b.Pages, "page"), narrow)
 	case paginate.StopBudgetRequests:
@@ -491,13 +590,21 @@ func stopAdvice(stoppedBy string, b paginate.Budget) string {
 	case paginate.StopRateLimited:
 		return "The server rate-limited the walk for longer than the time left; try again later."
 	case paginate.StopHTTPError:
-		return "A later page failed upstream after retries; call again to retry."
+		switch st := v.Status; {
+		case st == 401 || st == 403:
+			return fmt.Sprintf("A later page was refused (status %d); authorization errors are not retried, and calling again will not help until the credential may read it.", st)
+		case st >= 400 && st < 500 && st != 429:
+			return fmt.Sprintf("A later page failed upstream (status %d), which a retry will not change.", st)
+		}
+		return "A later page failed upstream after retries; calling again may succeed."
 	case paginate.StopInconsistent:
 		return "The server's paging data could not be trusted, so the walk stopped (_boundary.uninspected says what was wrong)."
 	case paginate.StopCancelled:
 		return "The call was cancelled by its caller before the walk ended; call again (with the same arguments) for the rest, or read these rows with queryToolResult."
 	case paginate.StopForeignNextURL:
 		return "The server pointed the next page at another origin (a different scheme, host or port than the provider's), which is not followed, so the request and its credentials stay with the provider."
+	case paginate.StopPageSizeNotHonoured:
+		return "The server served fewer rows per page than asked, so its page numbers count pages of another size, and the budget could not hold the walk again at the size it serves (_boundary.uninspected says by how much). Call again asking for the page size it serves, or narrow the request."
 	}
 	return narrow
 }

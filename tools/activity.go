@@ -29,7 +29,10 @@ type Activity struct {
 	Bytes      int64  `json:"bytes"`
 	DurationMs int64  `json:"durationMs"`
 	Retry      int    `json:"retry,omitempty"`
-	Error      string `json:"error,omitempty"` // transport failure, in safe words
+	// WaitMs is how long the request waited for its provider's rate
+	// limit before it was sent.
+	WaitMs int64  `json:"waitMs,omitempty"`
+	Error  string `json:"error,omitempty"` // transport failure, in safe words
 	// Effect is the call's effect; Writes marks a call that may have
 	// changed data (write or destructive).
 	Effect Effect `json:"effect,omitempty"`

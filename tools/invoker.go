@@ -52,6 +52,13 @@ type InvokerOptions struct {
 	// coming back from an upstream may hold (the model's API key, the
 	// admin key). More can be added with AddSecrets.
 	Secrets []string
+	// Limiter paces every request by its provider's limits (SetRateLimit)
+	// and what the upstreams report. Nil: requests are not paced.
+	Limiter RateLimiter
+	// ScopeKey keys the fingerprints of runtime credentials the limiter
+	// sees (HMAC-SHA256), so its store's reader cannot test guessed
+	// tokens. Nil: a fixed key.
+	ScopeKey []byte
 }
 
 // Invoker turns tool calls into upstream HTTP requests, injecting
@@ -69,9 +76,12 @@ type Invoker struct {
 	log     *ActivityLog
 	ua      string
 	bodies  *bodyReader
+	limiter RateLimiter
+	fpKey   []byte
 
 	mu      sync.RWMutex
 	auth    map[string]ProviderAuth // by provider id
+	limits  map[string]RateLimit    // by provider id
 	secrets []string                // besides the providers' credentials
 	scrub   *Scrubber               // nil: rebuild from auth and secrets
 	perCall map[string]*Scrubber    // scrub.With(a runtime credential), bounded
@@ -89,7 +99,10 @@ func NewInvoker(opt InvokerOptions) *Invoker {
 		max:     opt.MaxResponseBytes,
 		log:     opt.Log,
 		ua:      opt.UserAgent,
+		limiter: opt.Limiter,
+		fpKey:   opt.ScopeKey,
 		auth:    map[string]ProviderAuth{},
+		limits:  map[string]RateLimit{},
 		secrets: slices.Clone(opt.Secrets),
 	}
 	if inv.client == nil {
@@ -121,6 +134,23 @@ func (inv *Invoker) SetAuth(provider string, a ProviderAuth) {
 	inv.auth[provider] = a
 	inv.scrub, inv.perCall = nil, nil
 	inv.mu.Unlock()
+}
+
+// SetRateLimit sets provider's configured limits (see RateLimit); they
+// apply when the invoker has a Limiter.
+func (inv *Invoker) SetRateLimit(provider string, rl RateLimit) {
+	inv.mu.Lock()
+	inv.limits[provider] = rl
+	inv.mu.Unlock()
+}
+
+// limitScope is what a request of provider with the runtime credential
+// cred counts against.
+func (inv *Invoker) limitScope(provider, cred string) LimitScope {
+	inv.mu.RLock()
+	rl := inv.limits[provider]
+	inv.mu.RUnlock()
+	return LimitScope{Provider: provider, Credential: LimitFingerprint(inv.fpKey, cred), Limit: rl}
 }
 
 // AddSecrets adds values no byte coming back from an upstream may hold.
@@ -261,6 +291,23 @@ func (inv *Invoker) Call(ctx context.Context, req Request) (*Response, error) {
 	if err != nil {
 		return nil, scrubError(scrub, err)
 	}
+	// The wait for the provider's rate limit is bounded by the caller's
+	// deadline (the walk's time budget); the request's own timeout starts
+	// once it may go.
+	var waited time.Duration
+	var outcome Outcome // what the upstream answered, for the permit
+	if inv.limiter != nil {
+		p, err := inv.limiter.Acquire(ctx, inv.limitScope(req.Tool.Provider, req.Credential))
+		if err != nil {
+			var rle *RateLimitError
+			if errors.As(err, &rle) || ctx.Err() != nil {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%s: %w", req.Tool.Provider, err)
+		}
+		waited = p.Waited()
+		defer func() { p.Release(outcome) }()
+	}
 	// hreq's context carries a query credential for same-origin redirects.
 	ctx, cancel := context.WithTimeout(hreq.Context(), inv.timeout)
 	defer cancel()
@@ -272,7 +319,7 @@ func (inv *Invoker) Call(ctx context.Context, req Request) (*Response, error) {
 		// A cursor is kept only as its fingerprint, never in the path.
 		Path: RedactURL(hreq.URL, inv.queryAuthNames(req.Tool.Provider), append(secrets, req.Cursor)...),
 		Page: req.Page, Cursor: Fingerprint(req.Cursor), Retry: req.Retry,
-		Effect: req.EffectOf(), Writes: req.EffectOf().Writes(),
+		Effect: req.EffectOf(), Writes: req.EffectOf().Writes(), WaitMs: waited.Milliseconds(),
 	}
 	act.Path = scrub.String(act.Path)
 	resp, err := inv.client.Do(hreq)
@@ -290,6 +337,7 @@ func (inv *Invoker) Call(ctx context.Context, req Request) (*Response, error) {
 		return nil, &CallError{Method: hreq.Method, Path: act.Path, Err: err, cause: cause}
 	}
 	defer resp.Body.Close()
+	outcome = Outcome{Status: resp.StatusCode, Header: resp.Header}
 	body, truncated, err := inv.bodies.read(ctx, resp.Body, resp.ContentLength, scrub)
 	out := &Response{Status: resp.StatusCode, Header: scrub.Header(resp.Header), Body: body, Truncated: truncated, Duration: time.Since(start)}
 	act.Status, act.Bytes, act.DurationMs = resp.StatusCode, int64(len(body)), out.Duration.Milliseconds()
@@ -494,6 +542,13 @@ func buildURL(t *Tool, args map[string]any) (*url.URL, error) {
 			addQuery(q, p.WireName(), v)
 		}
 	}
+	if t.OpenArgs == InQuery {
+		for _, k := range t.Undeclared(args) {
+			if v := args[k]; v != nil {
+				addQuery(q, k, v)
+			}
+		}
+	}
 	if i := strings.IndexByte(path, '{'); i >= 0 {
 		name := path[i+1:]
 		if j := strings.IndexByte(name, '}'); j >= 0 {
@@ -559,6 +614,14 @@ func buildBody(t *Tool, args map[string]any) ([]byte, string, error) {
 			continue
 		}
 		obj[p.WireName()] = v
+	}
+	if t.OpenArgs == InBody {
+		// Arguments the body admits beyond its properties go as they are.
+		for _, k := range t.Undeclared(args) {
+			if _, taken := obj[k]; !taken {
+				obj[k], hasBody = args[k], true
+			}
+		}
 	}
 	if !hasBody {
 		return nil, "", nil

@@ -30,6 +30,9 @@ type Manifest struct {
 	Description string   `json:"description,omitempty"`
 	BaseURL     string   `json:"base_url"`
 	Auth        AuthSpec `json:"auth"`
+	// RateLimit paces the toolkit's requests across the deployment (see
+	// RateLimit). Zero: only what the app reports.
+	RateLimit RateLimit `json:"rate_limit,omitzero"`
 	// ToolSpecs are the manifest's "tools" entries; the Tools method
 	// turns them into *Tool values.
 	ToolSpecs []ManifestTool `json:"tools"`
@@ -59,7 +62,7 @@ type ManifestHTTP struct {
 // manifestKeys lists the keys each object of a manifest may hold;
 // ParseManifest rejects any other.
 var manifestKeys = struct{ top, auth, tool, http []string }{
-	top:  []string{"toolkit", "name", "description", "base_url", "auth", "tools"},
+	top:  []string{"toolkit", "name", "description", "base_url", "auth", "rate_limit", "tools"},
 	auth: []string{"type", "header", "query", "token", "username", "password"},
 	tool: []string{"name", "description", "inputSchema", "http", "effect"},
 	http: []string{"method", "path"},
@@ -173,6 +176,9 @@ func (m *Manifest) Validate() error {
 	u, err := url.Parse(m.BaseURL)
 	if m.BaseURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fail("base_url %q must be an absolute http(s) URL", m.BaseURL)
+	}
+	if err := m.RateLimit.Validate(); err != nil {
+		return fail("rate_limit: %s", err)
 	}
 	if err := m.Auth.Validate(); err != nil {
 		return fail("%v", err)
@@ -346,7 +352,7 @@ func (m *Manifest) Tools() ([]*Tool, error) {
 			Params:             []Param{},
 		}
 		if schema != nil {
-			t.Params = manifestParams(conv, schema, mt.HTTP.Path, method)
+			t.Params, t.OpenArgs = manifestParams(conv, schema, mt.HTTP.Path, method)
 		}
 		if mt.Effect != "" {
 			t.Effect, _ = ParseEffect(mt.Effect) // validated above
@@ -362,10 +368,24 @@ func (m *Manifest) Tools() ([]*Tool, error) {
 	return out, nil
 }
 
-func manifestParams(conv *schemaConverter, schema *openapi3.Schema, path, method string) []Param {
+// manifestParams are a manifest tool's parameters from its input schema:
+// path placeholders in the path, the other properties in the query (GET,
+// HEAD, DELETE) or the body. It also says where arguments the schema
+// does not list go: that same location when the schema admits them
+// (additionalProperties true or a schema), else "".
+func manifestParams(conv *schemaConverter, schema *openapi3.Schema, path, method string) ([]Param, Location) {
 	s := conv.convert(&openapi3.SchemaRef{Value: schema}, modeRequest)
+	rest := InBody
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodDelete:
+		rest = InQuery
+	}
+	var open Location
+	if s != nil && s.AdditionalProperties {
+		open = rest
+	}
 	if s == nil || len(s.Properties) == 0 {
-		return []Param{}
+		return []Param{}, open
 	}
 	inPath, _ := pathPlaceholders(path) // validated by the caller
 	props := make([]string, 0, len(s.Properties))
@@ -377,11 +397,6 @@ func manifestParams(conv *schemaConverter, schema *openapi3.Schema, path, method
 	slices.Sort(props)
 	props = append(slices.Clone(inPath), props...)
 
-	rest := InBody
-	switch method {
-	case http.MethodGet, http.MethodHead, http.MethodDelete:
-		rest = InQuery
-	}
 	out := make([]Param, 0, len(props))
 	taken := map[string]bool{}
 	for _, prop := range props {
@@ -407,5 +422,5 @@ func manifestParams(conv *schemaConverter, schema *openapi3.Schema, path, method
 		}
 		out = append(out, p)
 	}
-	return out
+	return out, open
 }

@@ -32,6 +32,9 @@ type MCPConfig struct {
 	Command []string `json:"command,omitempty" yaml:"command,omitempty"`
 	// URL is the server's streamable HTTP endpoint (http or https).
 	URL string `json:"url,omitempty" yaml:"url,omitempty"`
+	// RateLimit paces the tool calls sent to a URL server across the
+	// deployment (see RateLimit); a command server takes none.
+	RateLimit RateLimit `json:"rate_limit,omitzero" yaml:"rate_limit,omitempty"`
 }
 
 // Validate checks the entry: a valid id and exactly one transport.
@@ -56,6 +59,12 @@ func (c MCPConfig) Validate() error {
 		}
 	default:
 		return fmt.Errorf("mcp server %q: command or url is required", c.ID)
+	}
+	if c.RateLimit != (RateLimit{}) && c.URL == "" {
+		return fmt.Errorf("mcp server %q: rate_limit applies to a server over HTTP (url), not to a command", c.ID)
+	}
+	if err := c.RateLimit.Validate(); err != nil {
+		return fmt.Errorf("mcp server %q: rate_limit: %w", c.ID, err)
 	}
 	return nil
 }
@@ -100,6 +109,10 @@ type MCPOptions struct {
 	// Log records every tool call (method "MCP", path the server's tool
 	// name). Nil: nothing is recorded.
 	Log *ActivityLog
+	// Limiter paces a URL server's tool calls (the config's RateLimit and
+	// what its answers report), as the invoker paces HTTP tools. Nil:
+	// not paced.
+	Limiter RateLimiter
 }
 
 // Bounds of reading a server's tool list: a server that keeps handing out
@@ -141,6 +154,8 @@ type MCPSource struct {
 	max         int64
 	logger      *slog.Logger
 	activity    *ActivityLog
+	limiter     RateLimiter // nil: calls are not paced (a command server)
+	limit       RateLimit
 	onChange    func([]*Tool)
 	changed     chan struct{} // list_changed signals, coalesced (capacity 1)
 	done        chan struct{} // closed by Close
@@ -170,6 +185,7 @@ func ConnectMCP(ctx context.Context, cfg MCPConfig, opt MCPOptions) (*MCPSource,
 		logger:      opt.Logger,
 		activity:    opt.Log,
 		onChange:    opt.OnChange,
+		limit:       cfg.RateLimit,
 		changed:     make(chan struct{}, 1),
 		done:        make(chan struct{}),
 		watching:    make(chan struct{}),
@@ -207,7 +223,12 @@ func ConnectMCP(ctx context.Context, cfg MCPConfig, opt MCPOptions) (*MCPSource,
 		cmd.Stderr = &stderrLogger{logger: s.logger}
 		transport = &mcp.CommandTransport{Command: cmd}
 	} else {
-		transport = &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: RedirectSafe(opt.HTTPClient)}
+		client := RedirectSafe(opt.HTTPClient)
+		if opt.Limiter != nil {
+			s.limiter = opt.Limiter
+			client = withOutcomeRecorder(client)
+		}
+		transport = &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: client}
 	}
 
 	cctx, cancel := context.WithTimeout(ctx, s.listTimeout)

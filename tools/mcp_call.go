@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -40,10 +41,25 @@ func (s *MCPSource) Call(ctx context.Context, req Request) (*Response, error) {
 		return nil, fmt.Errorf("mcp server %q no longer offers tool %q", s.id, req.Tool.ID)
 	}
 
+	var waited time.Duration
+	if s.limiter != nil {
+		p, err := s.limiter.Acquire(ctx, LimitScope{Provider: s.id, Limit: s.limit})
+		if err != nil {
+			var rle *RateLimitError
+			if errors.As(err, &rle) || ctx.Err() != nil {
+				return nil, err
+			}
+			return nil, fmt.Errorf("mcp server %q: %w", s.id, err)
+		}
+		waited = p.Waited()
+		box := &outcomeBox{} // the HTTP answer to the call's POST, for the permit
+		ctx = context.WithValue(ctx, outcomeKey{}, box)
+		defer func() { p.Release(box.get()) }()
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout)
 	defer cancel()
 	start := time.Now()
-	act := Activity{
+	act := Activity{WaitMs: waited.Milliseconds(),
 		Time: start.UTC(), ThreadID: req.ThreadID, CallID: CallIDFrom(ctx), Tool: req.Tool.ID, Method: mcpCallMethod,
 		Path: name, Page: req.Page, Retry: req.Retry, Cursor: Fingerprint(req.Cursor),
 		Effect: req.EffectOf(), Writes: req.EffectOf().Writes(),
@@ -295,4 +311,44 @@ func (r Router) Call(ctx context.Context, req Request) (*Response, error) {
 		return nil, fmt.Errorf("tool %q: no HTTP invoker is configured", req.Tool.ID)
 	}
 	return r.HTTP.Call(ctx, req)
+}
+
+// outcomeKey carries where an MCP call's HTTP answer is kept for its
+// limiter permit: the SDK sends the call's POST under the call's context.
+type outcomeKey struct{}
+
+// outcomeBox holds the answer; the SDK's sending goroutine may still be
+// writing it when a cancelled call returns.
+type outcomeBox struct {
+	mu sync.Mutex
+	o  Outcome
+}
+
+func (b *outcomeBox) get() Outcome {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.o
+}
+
+type outcomeRecorder struct{ next http.RoundTripper }
+
+func (o outcomeRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := o.next.RoundTrip(req)
+	if box, ok := req.Context().Value(outcomeKey{}).(*outcomeBox); ok && err == nil && req.Method == http.MethodPost {
+		box.mu.Lock()
+		box.o = Outcome{Status: resp.StatusCode, Header: resp.Header.Clone()}
+		box.mu.Unlock()
+	}
+	return resp, err
+}
+
+// withOutcomeRecorder is c recording each answer for the limiter.
+func withOutcomeRecorder(c *http.Client) *http.Client {
+	next := c.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	cp := *c
+	cp.Transport = outcomeRecorder{next: next}
+	return &cp
 }

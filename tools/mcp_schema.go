@@ -78,7 +78,7 @@ func mapMCPTools(serverID string, list []*mcp.Tool, logger *slog.Logger) ([]*Too
 	out := make([]*Tool, 0, len(entries))
 	remote := make(map[string]string, len(entries))
 	for i, e := range entries {
-		params, err := mcpParams(conv, e.src.InputSchema)
+		params, open, err := mcpParams(conv, e.src.InputSchema)
 		if err != nil {
 			logger.Warn("mcp tool left out: its input schema cannot be read", "tool", e.src.Name, "error", err)
 			continue
@@ -97,6 +97,7 @@ func mapMCPTools(serverID string, list []*mcp.Tool, logger *slog.Logger) ([]*Too
 			Description: trimText(cleanText(desc), maxToolDescription),
 			Kind:        KindMCP,
 			Params:      params,
+			OpenArgs:    open,
 			Effect:      EffectDestructive, EffectDeclared: true,
 		}
 		if a := e.src.Annotations; a != nil {
@@ -122,45 +123,52 @@ func mcpBaseName(name string) string {
 }
 
 // mcpParams turns a tool's input schema (an object) into parameters, one
-// per top-level property, all In body. Local $refs are inlined first.
-func mcpParams(conv *schemaConverter, inputSchema any) ([]Param, error) {
+// per top-level property, all In body. Local $refs are inlined first. It
+// also says where other arguments go: InBody when the schema admits
+// them (no schema, the schema true, additionalProperties true or a
+// schema), "" when its properties are a closed list.
+func mcpParams(conv *schemaConverter, inputSchema any) ([]Param, Location, error) {
 	if inputSchema == nil {
-		return []Param{}, nil
+		return []Param{}, InBody, nil // nothing declared: the server judges
 	}
 	raw, err := json.Marshal(inputSchema)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	var tree any
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	if err := dec.Decode(&tree); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	root, ok := tree.(map[string]any)
 	if !ok {
 		if b, isBool := tree.(bool); isBool && b {
-			return []Param{}, nil // "true": any object
+			return []Param{}, InBody, nil // "true": any object
 		}
-		return nil, errors.New("input schema is not a JSON Schema object")
+		return nil, "", errors.New("input schema is not a JSON Schema object")
 	}
 	inl := &refInliner{root: root, budget: maxInlineNodes}
 	inlined := inl.schema(root, 0)
 	rewriteTupleItems(inlined, false)
 	raw, err = json.Marshal(inlined)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	var s openapi3.Schema
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if typ := primaryType(s.Type); typ != "" && typ != "object" {
-		return nil, fmt.Errorf("input schema has type %q; it must describe an object", typ)
+		return nil, "", fmt.Errorf("input schema has type %q; it must describe an object", typ)
 	}
 	cs := conv.convert(&openapi3.SchemaRef{Value: &s}, modeRequest)
+	var open Location
+	if cs != nil && cs.AdditionalProperties {
+		open = InBody
+	}
 	if cs == nil || len(cs.Properties) == 0 {
-		return []Param{}, nil
+		return []Param{}, open, nil
 	}
 	props := make([]string, 0, len(cs.Properties))
 	for name := range cs.Properties {
@@ -188,7 +196,7 @@ func mcpParams(conv *schemaConverter, inputSchema any) ([]Param, error) {
 		}
 		out = append(out, p)
 	}
-	return out, nil
+	return out, open, nil
 }
 
 // Bounds of $ref inlining: references nested deeper than the converter

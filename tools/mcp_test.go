@@ -601,7 +601,7 @@ func TestMCPParams(t *testing.T) {
 			if err := json.Unmarshal([]byte(tt.schema), &schema); err != nil {
 				t.Fatal(err)
 			}
-			got, err := mcpParams(newSchemaConverter(), schema)
+			got, _, err := mcpParams(newSchemaConverter(), schema)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
@@ -628,7 +628,7 @@ func TestMCPParamsRefDiamond(t *testing.T) {
 	}
 	schema := map[string]any{"type": "object", "$defs": defs,
 		"properties": map[string]any{"top": map[string]any{"$ref": "#/$defs/d40"}}}
-	got, err := mcpParams(newSchemaConverter(), schema)
+	got, _, err := mcpParams(newSchemaConverter(), schema)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -771,7 +771,7 @@ func FuzzMCPParams(f *testing.F) {
 		if json.Unmarshal([]byte(schema), &v) != nil {
 			return
 		}
-		params, err := mcpParams(newSchemaConverter(), v)
+		params, _, err := mcpParams(newSchemaConverter(), v)
 		if err != nil {
 			return
 		}

@@ -458,7 +458,7 @@ func (im *importer) tool(o *operation) (*Tool, error) {
 		ResponseHeaders: responseHeaders(o.op),
 		Extensions:      extensions(o.op.Extensions),
 	}
-	t.Params, t.ContentType = im.params(o)
+	t.Params, t.ContentType, t.OpenArgs = im.params(o)
 	t.Effect, t.EffectDeclared = importEffect(t, o.op.Summary)
 	if t.Description == "" {
 		t.Description = o.method + " " + o.path
@@ -471,8 +471,9 @@ func (im *importer) tool(o *operation) (*Tool, error) {
 
 // params merges path-level and operation-level parameters (the
 // operation's win), leaves out cookies and credentials, and flattens the
-// request body, whose media type it returns too.
-func (im *importer) params(o *operation) ([]Param, string) {
+// request body, whose media type it returns too, and where arguments it
+// does not declare go (InBody when the body admits more properties).
+func (im *importer) params(o *operation) ([]Param, string, Location) {
 	var list []*openapi3.Parameter
 	index := map[paramKey]int{}
 	for _, group := range []openapi3.Parameters{o.item.Parameters, o.op.Parameters} {
@@ -514,7 +515,7 @@ func (im *importer) params(o *operation) ([]Param, string) {
 		})
 	}
 	if rb == nil {
-		return out, ""
+		return out, "", ""
 	}
 	return im.body(out, names, rb)
 }
@@ -584,15 +585,16 @@ const wholeBody = "body"
 // object body becomes a Param with In == InBody; a body that is not an
 // object, has no properties, or whose property names collide with other
 // parameters is one Param for the whole body. It also returns the body's
-// media type.
-func (im *importer) body(params []Param, names map[string]bool, rb *openapi3.RequestBody) ([]Param, string) {
+// media type, and InBody when the flattened body admits properties it
+// does not list (additionalProperties true or a schema).
+func (im *importer) body(params []Param, names map[string]bool, rb *openapi3.RequestBody) ([]Param, string, Location) {
 	mediaType, media := pickMedia(rb.Content, true)
 	if media == nil {
-		return params, ""
+		return params, "", ""
 	}
 	s := im.schemas.convert(media.Schema, modeRequest)
 	if s != nil && s.Type == "object" && len(s.Properties) == 0 && closedObject(media.Schema) {
-		return params, "" // an empty body, as Stripe declares on every GET
+		return params, "", "" // an empty body, as Stripe declares on every GET
 	}
 	if s != nil && s.Type == "object" && len(s.Properties) > 0 {
 		props := make([]string, 0, len(s.Properties))
@@ -629,7 +631,11 @@ func (im *importer) body(params []Param, names map[string]bool, rb *openapi3.Req
 			})
 		}
 		if ok {
-			return append(params, flat...), mediaType
+			var open Location
+			if s.AdditionalProperties {
+				open = InBody
+			}
+			return append(params, flat...), mediaType, open
 		}
 	}
 	return append(params, Param{
@@ -638,7 +644,7 @@ func (im *importer) body(params []Param, names map[string]bool, rb *openapi3.Req
 		Required:    rb.Required,
 		Description: im.schemas.describe(rb.Description),
 		Schema:      s,
-	}), mediaType
+	}), mediaType, ""
 }
 
 // closedObject reports a schema that admits no properties beyond those

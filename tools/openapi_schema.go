@@ -104,6 +104,8 @@ func (c *schemaConverter) build(s *openapi3.Schema, depth, comp int, mode schema
 		Maximum:     s.Max,
 		Nullable:    isNullable(s),
 		Extensions:  extensions(s.Extensions),
+		AdditionalProperties: s.AdditionalProperties.Schema != nil ||
+			s.AdditionalProperties.Has != nil && *s.AdditionalProperties.Has,
 	}
 	if s.Const != nil {
 		if out.Enum == nil {
@@ -243,6 +245,8 @@ func mergeInto(dst, src *Schema) {
 		dst.Items = src.Items
 	}
 	dst.Nullable = dst.Nullable || src.Nullable
+	// A part that admits more properties admits them for the whole.
+	dst.AdditionalProperties = dst.AdditionalProperties || src.AdditionalProperties
 	if len(src.Properties) > 0 {
 		props := make(map[string]*Schema, len(dst.Properties)+len(src.Properties))
 		maps.Copy(props, src.Properties)

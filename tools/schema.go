@@ -16,6 +16,10 @@ type Schema struct {
 	Required    []string           `json:"required,omitempty"`
 	Items       *Schema            `json:"items,omitempty"`
 	Nullable    bool               `json:"nullable,omitempty"`
+	// AdditionalProperties says an object admits properties it does not
+	// list: its schema sets additionalProperties to true or to a schema.
+	// False when it is absent or false.
+	AdditionalProperties bool `json:"additionalProperties,omitempty"`
 	// Extensions holds x- keys of the schema, when present.
 	Extensions map[string]any `json:"-"`
 }

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 )
 
 // Kind says where a tool comes from.
@@ -98,6 +99,13 @@ type Tool struct {
 	ContentType string `json:"contentType,omitempty"`
 
 	Params []Param `json:"params"`
+	// OpenArgs is where arguments no parameter declares go, when the
+	// source admits them: InBody for a request body (or an MCP input
+	// schema) that sets additionalProperties (true or a schema), the
+	// location of a manifest tool's other arguments for a manifest schema
+	// that does. "": the parameters are a closed list, and an argument
+	// outside them is refused before any request.
+	OpenArgs Location `json:"openArgs,omitempty"`
 
 	// Response is the resolved schema of the success response body, when
 	// the source declares one. Pagination detection reads it.
@@ -118,6 +126,19 @@ func (t *Tool) Param(name string) (Param, bool) {
 		}
 	}
 	return Param{}, false
+}
+
+// Undeclared returns the names in args that no parameter of t declares,
+// sorted. Where they go, if anywhere, is OpenArgs.
+func (t *Tool) Undeclared(args map[string]any) []string {
+	var out []string
+	for k := range args {
+		if _, ok := t.Param(k); !ok {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // InputSchema is the JSON Schema of the tool's arguments as the model sees

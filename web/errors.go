@@ -16,6 +16,9 @@ type APIError struct {
 	Code    string
 	Message string
 	Cause   error
+	// With are members sent beside "error" in the body (an approval
+	// request with its approval_required); nil: none.
+	With map[string]any
 }
 
 func (e *APIError) Error() string {
@@ -81,6 +84,16 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		body.Error.RequestID = deploy.RequestID(c.Request().Context())
 		if c.Request().Method == http.MethodHead {
 			_ = c.NoContent(ae.Status)
+			return
+		}
+		if len(ae.With) > 0 {
+			with := map[string]any{"error": body.Error}
+			for k, v := range ae.With {
+				if k != "error" {
+					with[k] = v
+				}
+			}
+			_ = c.JSON(ae.Status, with)
 			return
 		}
 		_ = c.JSON(ae.Status, body)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 	"github.com/trawl-dev/trawl/loop"
@@ -25,6 +24,9 @@ type invokeRequest struct {
 	// Bulk lets a write take _for_each (without agent_id there is no
 	// binding to say so).
 	Bulk bool `json:"bulk"`
+	// ApprovalID is the approval a call that needs one comes back with
+	// (agent_id only; see approvals.go).
+	ApprovalID string `json:"approval_id"`
 }
 
 // invokeTool runs one tool call through the engine, no model involved.
@@ -57,6 +59,9 @@ func (s *Server) invokeTool(c echo.Context) error {
 		return err
 	}
 	call := loop.Call{Tool: t, Args: req.Args, Scope: scope, Experiment: req.Experiment, Binding: binding}
+	if err := s.invokeApproval(ctx, req, call); err != nil {
+		return err
+	}
 	if wantsEventStream(c.Request()) {
 		return s.invokeStream(c, call)
 	}
@@ -65,32 +70,6 @@ func (s *Server) invokeTool(c echo.Context) error {
 		return toolError(err)
 	}
 	return c.JSONBlob(http.StatusOK, out.View)
-}
-
-// toolError renders an engine error with its code (invalid_filter,
-// invalid_for_each_key, upstream_error …): what the caller can fix is a
-// 400, an upstream failure a 502, anything else internal.
-func toolError(err error) error {
-	var te *loop.ToolError
-	if !errors.As(err, &te) {
-		return internal(err)
-	}
-	status := http.StatusBadRequest
-	if te.Code == loop.CodeUpstream || te.Code == loop.CodeOutcomeUnknown {
-		status = http.StatusBadGateway
-	}
-	return apiErr(status, te.Code, te.Message)
-}
-
-func retrievalError(err error) error {
-	var ae *loop.RetrievalArgError
-	switch {
-	case errors.As(err, &ae):
-		return apiErr(http.StatusBadRequest, ae.ErrorCode(), strings.TrimPrefix(ae.Error(), ae.ErrorCode()+": "))
-	case errors.Is(err, loop.ErrResultNotFound), errors.Is(err, loop.ErrResultExpired):
-		return apiErr(http.StatusNotFound, "not_found", err.Error())
-	}
-	return internal(err)
 }
 
 // decodeJSON reads a JSON request body strictly: unknown fields and

@@ -1,8 +1,8 @@
-// Package redisstore is the Redis agent.ThreadStore and
-// agent.DefinitionStore: threads and agent definitions edited over the
-// API, shared by every replica (a PATCH on one applies on the others from
-// their next read), within the same agent.Retention contract as the
-// embedded store.
+// Package redisstore is the Redis agent.ThreadStore,
+// agent.DefinitionStore and agent.ApprovalStore: threads, agent
+// definitions edited over the API and the approvals inbox, shared by every
+// replica (a PATCH on one applies on the others from their next read),
+// within the same agent.Retention contract as the embedded store.
 //
 // Keys, under the prefix: "thread:<key>" (the thread's JSON, trimmed by
 // Retention.Encode), "threads-of:<owner>" (a sorted set of the owner's
@@ -10,8 +10,9 @@
 // (all thread keys by last update, for Prune) and "agents" (a hash of
 // definitions by id; a deletion is kept as a tombstone). A put and its
 // pruning are one Lua script, so concurrent puts keep the bound exactly.
-// The scripts name keys they build, so this store needs a single Redis
-// (or one cluster slot), not a cluster.
+// The approvals inbox (Approvals) keeps "approval:<id>" and "approvals"
+// beside them. The scripts name keys they build, so this store needs a
+// single Redis (or one cluster slot), not a cluster.
 package redisstore
 
 import (

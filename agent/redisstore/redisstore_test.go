@@ -22,6 +22,15 @@ func TestStoreConforms(t *testing.T) {
 	})
 }
 
+func TestApprovalsConform(t *testing.T) {
+	c := redistest.Start(t).Client(t)
+	n := 0
+	storetest.RunApprovals(t, func(t *testing.T) agent.ApprovalStore {
+		n++
+		return redisstore.NewApprovals(c, fmt.Sprintf("a%d:", n))
+	})
+}
+
 // An edit on one replica applies on another from its next read.
 func TestReplicasShare(t *testing.T) {
 	c := redistest.Start(t).Client(t)

@@ -24,3 +24,22 @@ func TestBoltStoreConforms(t *testing.T) {
 		return s
 	})
 }
+
+func TestBoltApprovalsConform(t *testing.T) {
+	storetest.RunApprovals(t, func(t *testing.T) agent.ApprovalStore {
+		db, err := bolt.Open(filepath.Join(t.TempDir(), "t.db"), 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		s, err := agent.NewBoltApprovals(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+func TestMemoryApprovalsConform(t *testing.T) {
+	storetest.RunApprovals(t, func(t *testing.T) agent.ApprovalStore { return agent.NewMemoryApprovals() })
+}

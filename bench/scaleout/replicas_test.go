@@ -86,6 +86,8 @@ type deploymentConfig struct {
 	RedisURL  string // "": the embedded default
 	Prefix    string
 	LatencyMs int
+	// Bin is the trawl binary to run; "": one built from this tree.
+	Bin string
 }
 
 func newDeploymentConfig(redisURL string) deploymentConfig {
@@ -119,7 +121,10 @@ type replica struct {
 // own (dataDir, or a new one when ""), and waits until it is ready.
 func startReplica(b *testing.B, cfg deploymentConfig, dataDir string) (*replica, error) {
 	b.Helper()
-	bin := trawlBinary(b)
+	bin := cfg.Bin
+	if bin == "" {
+		bin = trawlBinary(b)
+	}
 	dir := b.TempDir()
 	if dataDir == "" {
 		dataDir = filepath.Join(dir, "data")

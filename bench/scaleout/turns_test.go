@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,6 +46,12 @@ type deployment struct {
 // before the replicas start: on the data directory of the embedded one,
 // or on the Redis they will share.
 func startDeployment(b *testing.B, n int, onRedis bool, seed func(dataDir string, c *redis.Client, prefix string)) *deployment {
+	return startDeploymentOf(b, "", n, onRedis, seed)
+}
+
+// startDeploymentOf is startDeployment running the trawl binary bin (""
+// for one built from this tree).
+func startDeploymentOf(b *testing.B, bin string, n int, onRedis bool, seed func(dataDir string, c *redis.Client, prefix string)) *deployment {
 	b.Helper()
 	d := &deployment{}
 	dataDir := ""
@@ -64,6 +71,7 @@ func startDeployment(b *testing.B, n int, onRedis bool, seed func(dataDir string
 		d.cfg = newDeploymentConfig("")
 		dataDir = b.TempDir()
 	}
+	d.cfg.Bin = bin
 	if seed != nil {
 		seed(dataDir, d.admin, d.cfg.Prefix)
 	}
@@ -500,6 +508,23 @@ func BenchmarkTurns(b *testing.B) {
 		"redis-2/embedded-cpu":        {"redis-2", "embedded"},
 		"redis-2-resume/embedded-cpu": {"redis-2-resume", "embedded"},
 	})
+}
+
+// BenchmarkTurnsEmbeddedVsBase measures the embedded default's CPU per
+// turn against another build of trawl, interleaved (the same load as
+// BenchmarkTurns): TRAWL_BASE_BIN names that build's binary, e.g. one of
+// main made from a copy of its tree (git archive main | tar -x -C DIR;
+// go build -o DIR/trawl ./cmd/trawl in DIR). It skips without one.
+func BenchmarkTurnsEmbeddedVsBase(b *testing.B) {
+	base := os.Getenv("TRAWL_BASE_BIN")
+	if base == "" {
+		b.Skip("set TRAWL_BASE_BIN to a trawl binary to compare against")
+	}
+	l := load{Conversations: 40, Concurrent: 20}
+	interleave(b, rounds, []measurement{
+		{"embedded", startDeployment(b, 1, false, nil), l},
+		{"embedded-base", startDeploymentOf(b, base, 1, false, nil), l},
+	}, map[string][2]string{"embedded/base-cpu": {"embedded", "embedded-base"}})
 }
 
 // measurement is one deployment under one load.

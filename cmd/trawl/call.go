@@ -14,16 +14,20 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/loop"
 	"github.com/trawl-dev/trawl/web/deploy"
 )
 
 // call walks one tool call completely and prints the envelope as JSON on
 // stdout, progress on stderr (a live bar on a terminal, plain lines
-// otherwise) and the boundary statement at the end.
-func call(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// otherwise) and the boundary statement at the end. With --agent the
+// agent's binding and approval policy apply: a call that needs approval
+// is asked about on stderr and answered from stdin.
+func call(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flagSet("call", stderr)
 	argsJSON := fs.String("args", "{}", "the tool's arguments as a `JSON` object, reserved ones (_all_pages, _fields, _for_each, _filter) included")
+	agentID := fs.String("agent", "", "run the tool as agent `ID` holds it: its binding, and its approval policy (asked on the terminal)")
 	cfgPath := configFlag(fs)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -40,13 +44,22 @@ func call(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usagef("call: --args %v", err)
 	}
-	srv, done, err := openParts(ctx, *cfgPath, stderr, deploy.PartsCall)
+	parts := deploy.PartsCall
+	if *agentID != "" {
+		parts = deploy.PartsReplay // the agents too
+	}
+	srv, done, err := openParts(ctx, *cfgPath, stderr, parts)
 	if err != nil {
 		return err
 	}
 	defer done()
 	bar := newProgressBar(stderr)
-	out, err := srv.CallTool(ctx, tool, toolArgs, bar.update)
+	var out *loop.Outcome
+	if *agentID != "" {
+		out, err = srv.CallAs(ctx, *agentID, tool, toolArgs, bar.update, terminalAsker(stdin, stderr))
+	} else {
+		out, err = srv.CallTool(ctx, tool, toolArgs, bar.update)
+	}
 	bar.done()
 	if err != nil {
 		return err
@@ -70,6 +83,71 @@ func call(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: stopped by %s (exit status 3)", errPartial, v.StopReason)
 	}
 	return nil
+}
+
+// terminalAsker shows an approval request's evidence on w and reads the
+// answer, one line, from r: y or yes approves; anything else, or the end
+// of input, denies — nothing runs without a yes.
+func terminalAsker(r io.Reader, w io.Writer) deploy.Asker {
+	return func(ctx context.Context, a agent.PendingApproval) (bool, string, error) {
+		ev := a.Evidence
+		fmt.Fprintf(w, "approval required: agent %s's binding of %s (%s) needs a human's yes before it runs\n", a.AgentID, a.ToolID, a.Effect)
+		if ev.Action != "" {
+			fmt.Fprintf(w, "  action:    %s\n", ev.Action)
+		}
+		fmt.Fprintf(w, "  arguments: %s\n", ev.Input)
+		for _, read := range ev.Reads {
+			fmt.Fprintf(w, "  read before: %s\n", read)
+		}
+		fmt.Fprintf(w, "  approval:  %s (arguments %s…)\n", a.ID, a.ArgsHash[:12])
+		fmt.Fprint(w, "Run it? [y/N] ")
+		line, err := readLine(ctx, r)
+		fmt.Fprintln(w)
+		switch strings.ToLower(strings.TrimSpace(line)) {
+		case "y", "yes":
+			return true, "approved on the terminal", nil
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return false, "", err
+		}
+		if err != nil {
+			return false, "no answer on the terminal", nil
+		}
+		return false, "denied on the terminal", nil
+	}
+}
+
+// readLine reads one line from r, or returns when ctx ends.
+func readLine(ctx context.Context, r io.Reader) (string, error) {
+	type result struct {
+		line string
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		var b strings.Builder
+		buf := make([]byte, 1)
+		for {
+			n, err := r.Read(buf)
+			if n > 0 {
+				if buf[0] == '\n' {
+					got <- result{b.String(), nil}
+					return
+				}
+				b.WriteByte(buf[0])
+			}
+			if err != nil {
+				got <- result{b.String(), err}
+				return
+			}
+		}
+	}()
+	select {
+	case res := <-got:
+		return res.line, res.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
 }
 
 // parseArgsObject reads --args: a JSON object, nothing else. Its error
@@ -135,6 +213,9 @@ func printVerdict(w io.Writer, out *loop.Outcome) {
 	}
 	for _, s := range v.ForEachSkipped {
 		fmt.Fprintf(w, "for_each skipped: %s=%v: %s\n", v.ForEachKey, s.Value, s.Reason)
+	}
+	for _, p := range v.ForEachPartial {
+		fmt.Fprintf(w, "for_each partial: %s=%v: %d rows, stopped by %s, resumes %s\n", v.ForEachKey, p.Value, p.Rows, p.StopReason, p.Resume)
 	}
 	if v.Note != "" {
 		fmt.Fprintf(w, "note: %s\n", v.Note)

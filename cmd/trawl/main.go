@@ -91,9 +91,11 @@ var commands = []*command{
 		about: "List the deployment's tools with their kind and the pagination detected for each."},
 	{name: "inspect", synopsis: "trawl inspect SPEC [--json]",
 		about: "Show the tools an OpenAPI document yields and the pagination detected for each."},
-	{name: "call", synopsis: "trawl call TOOL --args JSON [--config F]",
+	{name: "call", synopsis: "trawl call TOOL --args JSON [--agent ID] [--config F]",
 		about: "Run one tool call through the looping engine, no model: the envelope as JSON on stdout,\n" +
 			"progress on stderr (a live line on a terminal) and the boundary statement at the end.\n" +
+			"--agent applies that agent's binding and approval policy: a call that needs approval shows\n" +
+			"its evidence and asks on the terminal, and runs only on yes.\n" +
 			"Exit status 3 when the result is partial (a bound or an error ended the walk early)."},
 	{name: "chat", synopsis: "trawl chat AGENT [--config F | --url URL --key KEY] [--chat ID] [--message TEXT]",
 		about: "Chat with an agent in the terminal over trawl's stream: text as it streams, a live progress\n" +
@@ -120,7 +122,7 @@ func init() {
 		"inspect": func(ctx context.Context, a []string, _ io.Reader, o, _ io.Writer) error {
 			return inspect(ctx, a, o)
 		},
-		"call":    func(ctx context.Context, a []string, _ io.Reader, o, e io.Writer) error { return call(ctx, a, o, e) },
+		"call":    call,
 		"chat":    chat,
 		"mcp":     mcpStdio,
 		"replay":  func(ctx context.Context, a []string, _ io.Reader, o, e io.Writer) error { return replay(ctx, a, o, e) },

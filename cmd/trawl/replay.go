@@ -75,14 +75,14 @@ func (a *account) chunk(c stream.Chunk) {
 		fmt.Fprintf(a.w, "tool %s %s\n", c.ToolName, in)
 	case stream.ToolOutputAvailable:
 		var v struct {
-			Complete *bool  `json:"_pagingComplete"`
-			Stopped  string `json:"_stoppedBy"`
-			Note     string `json:"_note"`
+			Boundary json.RawMessage `json:"_boundary"` // every verdict has one (a single response no _pagingComplete)
+			Stopped  string          `json:"_stoppedBy"`
+			Note     string          `json:"_note"`
 		}
 		if b, err := json.Marshal(c.Output); err == nil {
 			json.Unmarshal(b, &v)
 		}
-		if v.Complete != nil {
+		if v.Boundary != nil {
 			fmt.Fprintf(a.w, "  → %s\n", v.Note)
 		} else {
 			fmt.Fprintf(a.w, "  → ok\n")

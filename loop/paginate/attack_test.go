@@ -60,8 +60,10 @@ func TestMoreFlagAsString(t *testing.T) {
 		p = max(p, 1)
 		reply(w, 200, page(seq(fmt.Sprintf("p%d-", p), 1, 2), fmt.Sprintf(`"has_more":"%v"`, p < 3)))
 	})
-	if !res.Complete || res.StoppedBy != StopCompleteHasMoreFalse || len(res.Items) != 6 || len(u.requests()) != 3 {
-		t.Errorf("walk: %d items, %s, requests %v; want 6 items, complete_has_more_false after 3", len(res.Items), res.StoppedBy, u.requests())
+	// Three pages, and a probe of each full page's boundary after the
+	// next one (no total to check the rows against).
+	if !res.Complete || res.StoppedBy != StopCompleteHasMoreFalse || len(res.Items) != 6 || len(u.requests()) != 5 || res.Probes != 2 {
+		t.Errorf("walk: %d items, %s, %d probes, requests %v; want 6 items, complete_has_more_false after 3 pages and 2 probes", len(res.Items), res.StoppedBy, res.Probes, u.requests())
 	}
 	// Anything else in the flag is still untrusted.
 	res, _ = attackWalk(t, plan, 100, nil, func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {

@@ -100,6 +100,10 @@ func orDefault[T int | int64 | time.Duration](v, def T) T {
 // (every page of every `_for_each` value). It is safe for concurrent use.
 // Create one per tool call with NewMeter; the time budget runs from its
 // start.
+//
+// Requests may be set aside for one walk with Reserve: a reservation is
+// counted as spent for every other walk, so a fan-out value started with
+// the requests it needs cannot be starved by the values running beside it.
 type Meter struct {
 	start time.Time
 
@@ -107,6 +111,7 @@ type Meter struct {
 	requests int
 	items    int
 	bytes    int64
+	held     int // requests reserved by leases and not yet spent
 }
 
 // NewMeter returns an empty Meter whose wall clock starts at start.
@@ -118,24 +123,111 @@ type Usage struct {
 	Requests int
 	Items    int
 	Bytes    int64
+	// Held counts requests reserved by leases and not yet spent.
+	Held int
 }
 
 // Usage returns what has been spent so far.
 func (m *Meter) Usage() Usage {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return Usage{Start: m.start, Requests: m.requests, Items: m.items, Bytes: m.bytes}
+	return Usage{Start: m.start, Requests: m.requests, Items: m.items, Bytes: m.bytes, Held: m.held}
 }
 
-// takeRequest counts one upstream request if the budget allows another.
-func (m *Meter) takeRequest(max int) bool {
+// Lease is requests of a Meter set aside for one walk (WalkOptions.Lease):
+// the walk spends them first, then the Meter's free requests; no other
+// walk can spend them. Release gives back what was not spent. A Lease is
+// used by one walk at a time.
+type Lease struct {
+	m *Meter
+	n int // requests still held
+}
+
+// Reserve sets aside n requests of a budget of limit for one walk, or as
+// many as are free when fewer are (at least one): ok is false when none
+// is free.
+func (m *Meter) Reserve(n, limit int) (l *Lease, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.requests >= max {
+	free := limit - m.requests - m.held
+	if free < 1 {
+		return nil, false
+	}
+	n = min(max(n, 1), free)
+	m.held += n
+	return &Lease{m: m, n: n}, true
+}
+
+// Free is how many requests of a budget of limit no walk holds or has
+// spent.
+func (m *Meter) Free(limit int) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return limit - m.requests - m.held
+}
+
+// Release gives the requests the walk did not spend back to the Meter.
+// Releasing a nil Lease, or one already released, does nothing.
+func (l *Lease) Release() {
+	if l == nil {
+		return
+	}
+	l.m.mu.Lock()
+	l.m.held -= l.n
+	l.n = 0
+	l.m.mu.Unlock()
+}
+
+// takeRequest counts one upstream request if the budget (limit) allows
+// another: from the lease (nil: none) while it holds more than keep —
+// requests the walk keeps for its probes — then from the requests no
+// lease holds.
+func (m *Meter) takeRequest(limit int, l *Lease, keep int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l != nil && l.n > keep {
+		l.n--
+		m.held--
+		m.requests++
+		return true
+	}
+	if m.requests+m.held >= limit {
 		return false
 	}
 	m.requests++
 	return true
+}
+
+// room is how many requests a walk holding l may still send under a
+// budget of limit (its lease and the free requests).
+func (m *Meter) room(limit int, l *Lease) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := limit - m.requests - m.held
+	if l != nil {
+		n += l.n
+	}
+	return n
+}
+
+// grow moves one free request into l (a probe the walk keeps for later),
+// when one is free.
+func (m *Meter) grow(limit int, l *Lease) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.requests+m.held >= limit {
+		return false
+	}
+	m.held++
+	l.n++
+	return true
+}
+
+// held is what l still holds.
+func (l *Lease) held() int {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	return l.n
 }
 
 // returnRequest gives back a request counted by takeRequest that was

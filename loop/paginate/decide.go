@@ -171,7 +171,9 @@ func (w *walker) numeric(s signals, received int) decision {
 			return done(StopCompleteTotalReached)
 		}
 	}
-	if received == 0 {
+	if received == 0 || w.proof == proofOverlap && w.fresh == 0 && w.res.Pages > 1 && received == 1 {
+		// An empty page, or an overlapping page that held only the row
+		// the walk already had: nothing after the last row.
 		return done(StopCompleteEmptyPage)
 	}
 	next := decision{}
@@ -219,7 +221,8 @@ func (w *walker) guard(d decision) string {
 	case d.next != "":
 		key = "c:" + d.next
 	case w.plan.Strategy == Offset:
-		key = "o:" + strconv.Itoa(w.offset+w.received)
+		next, _ := w.nextOffset()
+		key = "o:" + strconv.Itoa(next)
 	default:
 		return ""
 	}
@@ -251,7 +254,7 @@ func (w *walker) sharedBudgetSpent() string {
 		return StopBudgetItems
 	case u.Bytes >= w.budget.Bytes:
 		return StopBudgetBytes
-	case u.Requests >= w.budget.Requests:
+	case w.meter.room(w.budget.Requests, w.lease)-w.keep < 1:
 		return StopBudgetRequests
 	case !w.clock.Now().Before(w.deadline):
 		return StopBudgetTime
@@ -260,13 +263,21 @@ func (w *walker) sharedBudgetSpent() string {
 }
 
 // budgetBeforePage checks the budgets before another page is requested
-// (requests and time are checked again before every attempt).
+// (requests and time are checked again before every attempt). A walk
+// that must probe after the next page (an offset walk's closing probe, a
+// page-number walk's boundary probe) keeps a request for it first: a page
+// it could not prove is not read.
 func (w *walker) budgetBeforePage() string {
 	if w.res.Pages >= w.maxPages {
 		if !w.o.AllPages {
 			return StopFirstPage
 		}
 		return StopBudgetPages
+	}
+	if w.proof == proofOverlap || w.proof == proofProbe && w.pending != nil {
+		if !w.keepProbe() {
+			return StopBudgetRequests
+		}
 	}
 	return w.sharedBudgetSpent()
 }
@@ -291,10 +302,26 @@ func (w *walker) advance(d decision) {
 		w.page++
 		setArg(t, w.args, p.PageParam, w.page)
 	case p.Strategy == Offset:
-		w.offset += w.received
+		next, overlap := w.nextOffset()
+		if w.proof == proofOverlap && !overlap {
+			w.unverified = fmt.Sprintf("page %d held %d row, too few for the next page to overlap it, so the walk could not check that no row moved across that boundary", w.res.Pages, w.received)
+		}
+		w.offset = next
+		w.overlap, w.expect = overlap, w.lastKey
 		setArg(t, w.args, p.OffsetParam, w.offset)
 		w.seen["o:"+strconv.Itoa(w.offset)] = struct{}{}
 	}
+}
+
+// nextOffset is where an offset walk's next page starts: one row before
+// the last page ended, when the walk proves itself by overlapping pages
+// and the page held at least two rows (so the walk still advances), else
+// right after it.
+func (w *walker) nextOffset() (offset int, overlap bool) {
+	if w.proof == proofOverlap && w.received >= 2 {
+		return w.offset + w.received - 1, true
+	}
+	return w.offset + w.received, false
 }
 
 // continuationName names what the plan follows to the next page, for

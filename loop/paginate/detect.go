@@ -38,6 +38,12 @@ func Detect(t *tools.Tool) Plan {
 		return p
 	}
 	req := readParams(t)
+	modeNote := ""
+	if flag := modeFlag(t, req); flag != "" {
+		// A second mode behind a flag: walk the documented default.
+		modeNote = fmt.Sprintf("%s switches to %s pagination when set; the default, %s, is walked", flag, req.cursor.name, firstNonEmpty(req.offset.name, req.page.name))
+		req.cursor, req.before, req.after, req.dated = pagingParam{}, pagingParam{}, pagingParam{}, pagingParam{}
+	}
 	ev := evidence{params: req.any(), resource: resourceNames(t.Path)}
 	ev.single = ev.resource == nil && strings.HasSuffix(strings.TrimRight(t.Path, "/"), "}")
 	var res bodyOffer
@@ -73,6 +79,18 @@ func Detect(t *tools.Tool) Plan {
 			p.because(Low, fmt.Sprintf("%s is a time, taken from the last item's %s: the document does not say which of its times", p.CursorParam, p.CursorFromItem))
 		}
 		grade(&p, req, res)
+		if modeNote != "" {
+			p.Evidence = append(p.Evidence, modeNote)
+		}
+		if (p.Strategy == Offset || p.Strategy == PageNumber) && res.token != "" && p.NextToken == "" {
+			p.Evidence = append(p.Evidence, fmt.Sprintf("the response's %s continues another mode (no parameter of this walk sends it), so it does not end the walk: the numbers do", showPath(res.token)))
+		}
+		if p.Strategy == Offset || p.Strategy == PageNumber {
+			if why := snapshotEvidence(t, req, p); why != "" {
+				p.Snapshot = true
+				p.Evidence = append(p.Evidence, why)
+			}
+		}
 	}
 	switch {
 	case t.Response != nil || req.any():
@@ -81,6 +99,64 @@ func Detect(t *tools.Tool) Plan {
 		p.Provenance = "none"
 	}
 	return p
+}
+
+// modeWords find a flag's description saying it switches the operation
+// to another kind of pagination (Box's usemarker: "use marker-based
+// pagination instead of offset-based pagination").
+var modeWords = regexp.MustCompile(`(?i)\b(marker|cursor|token|keyset|continuation)[- ]based (pagination|paging)\b`)
+
+// modeFlag names the boolean parameter that switches an operation with
+// both an offset (or page) and a cursor parameter to its cursor mode
+// ("" when there is none, or the cursor mode is the default): named
+// use<cursor> (usemarker), or described as switching to marker-, cursor-
+// or token-based pagination. Without the flag the server pages by
+// offsets and never returns the cursor, so walking the cursor would end
+// after the first page.
+func modeFlag(t *tools.Tool, req paramOffer) string {
+	if req.cursor.name == "" || req.offset.name == "" && req.page.name == "" {
+		return ""
+	}
+	for _, p := range t.Params {
+		s := p.Schema
+		if s == nil || s.Type != "boolean" {
+			continue
+		}
+		if d, ok := s.Default.(bool); ok && d {
+			continue // on by default: the cursor mode is the default
+		}
+		f := foldName(p.WireName())
+		named := strings.HasPrefix(f, "use") && slices.Contains(append(cursorNames, "marker", "cursors"), f[3:])
+		if named || modeWords.MatchString(p.Description+" "+s.Description) {
+			return p.Name
+		}
+	}
+	return ""
+}
+
+// snapshotWords find a description saying that an offset or page walk
+// reads one snapshot of the collection, so that rows cannot move between
+// pages.
+var snapshotWords = regexp.MustCompile(`(?i)\bsnapshot\b|\bpoint[- ]in[- ]time\b|\bconsistent (across|between) (pages|requests|calls)\b|\b(will|does|do) not change (while|during|between) (paging|pages|pagination|requests)\b`)
+
+// snapshotEvidence says why an offset or page-number plan may trust its
+// positions ("" when nothing says so): the operation's x-trawl-snapshot
+// extension, or its description or its offset or page parameter's
+// describing a snapshot.
+func snapshotEvidence(t *tools.Tool, req paramOffer, p Plan) string {
+	if v, ok := t.Extensions["x-trawl-snapshot"].(bool); ok {
+		if v {
+			return "x-trawl-snapshot: the pages come from one snapshot, so rows cannot shift between them"
+		}
+		return ""
+	}
+	param := firstNonEmpty(p.OffsetParam, p.PageParam)
+	for _, text := range []string{req.descs[param], t.Description} {
+		if m := snapshotWords.FindString(text); m != "" {
+			return fmt.Sprintf("the document says the pages come from a %s (%q), so rows cannot shift between them", "snapshot", m)
+		}
+	}
+	return ""
 }
 
 // ---- what the schema alone cannot say ----
@@ -379,7 +455,16 @@ func decidePlan(req paramOffer, res bodyOffer, link bool) Plan {
 		p.Continuation = showPath(firstNonEmpty(res.more, res.totalPages, res.total))
 	case p.OffsetParam != "":
 		p.Strategy = Offset
-		p.Continuation = showPath(firstNonEmpty(res.more, res.token, res.total))
+		p.Continuation = showPath(firstNonEmpty(res.more, res.total))
+	}
+	if p.Strategy == PageNumber || p.Strategy == Offset {
+		// A page or offset walk sends its own numbers: a cursor in the
+		// response (no parameter of the walk sends it) belongs to another
+		// mode or is a bookmark, and its absence says nothing (Box
+		// answers offsets without next_marker, Intercom's page walks carry
+		// pages.next.starting_after). Totals, more flags, next links and
+		// the pages themselves decide.
+		p.NextToken = ""
 	}
 	switch p.Strategy {
 	case None:

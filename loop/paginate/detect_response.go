@@ -145,6 +145,12 @@ func readResponse(root shape, ev evidence, cursorFolds []string) bodyOffer {
 	if f, ok := pickArray(root, ev, cursorFolds); ok {
 		res.items, res.itemsFound = query.JoinPath(f.name), true
 		res.itemID, res.itemsKnown = idMember(f.val.elem())
+	} else if w, f, ok := namedWrapper(root, ev, cursorFolds); !ev.single && ok {
+		// A page one level inside a member named for what it holds
+		// ({"albums": {"items": [...], "next": …, "total": …}}).
+		env, prefix = w.val, []string{w.name}
+		res.items, res.itemsFound = query.JoinPath(w.name, f.name), true
+		res.itemID, res.itemsKnown = idMember(f.val.elem())
 	} else if !ev.single {
 		// One level down, inside a container member (never for a path
 		// naming one resource: its data is that resource).
@@ -173,6 +179,44 @@ func readResponse(root shape, ev evidence, cursorFolds []string) bodyOffer {
 		readEnvelope(root, env, prefix, cursorFolds, &res)
 	}
 	return res
+}
+
+// namedWrapper finds the member of root that is a page of its own: an
+// object holding the items and paging signals of its own, under any name
+// (Spotify's {"albums": {"items", "next", "total", …}}, {"artists": {"items",
+// "cursors", …}}). When several members are pages (a search answering
+// several kinds), the one the path names wins, else none does.
+func namedWrapper(root shape, ev evidence, cursorFolds []string) (wrapper, items shapeField, ok bool) {
+	type cand struct{ w, f shapeField }
+	var cands []cand
+	for _, c := range root.fields() {
+		if c.val.kind() != shapeObject || slices.Contains(containerNames, c.fold) {
+			continue
+		}
+		var own bodyOffer
+		readSignals(c.val, nil, nil, &own) // signals by their own names, not a member named like a parameter
+		if !own.signals() {
+			continue
+		}
+		inner := ev
+		inner.params = true // its own signals make it a page
+		if f, ok := pickArray(c.val, inner, cursorFolds); ok {
+			cands = append(cands, cand{c, f})
+		}
+	}
+	switch {
+	case len(cands) == 1:
+		return cands[0].w, cands[0].f, true
+	case len(cands) > 1:
+		for _, r := range ev.resource {
+			for _, c := range cands {
+				if namesResource(c.w.fold, r) {
+					return c.w, c.f, true
+				}
+			}
+		}
+	}
+	return shapeField{}, shapeField{}, false
 }
 
 // readEnvelope reads the signals of env, the object holding the items
@@ -292,7 +336,7 @@ var signalNames = []signalName{
 	{"responsemetadata.nextcursor", sigToken}, {"metadata.nextcursor", sigToken},
 	{"meta.nextcursor", sigToken}, {"pagination.nextcursor", sigToken},
 	{"paging.nextcursor", sigToken}, {"paging.next.after", sigToken},
-	{"paging.cursors.after", sigToken}, {"pageinfo.endcursor", sigToken},
+	{"paging.cursors.after", sigToken}, {"cursors.after", sigToken}, {"pageinfo.endcursor", sigToken},
 	{"pagination.cursor", sigToken}, {"cursor", sigToken},
 	{"meta.page.after", sigToken}, {"meta.page.nextcursor", sigToken}, {"meta.pagination.nextcursor", sigToken},
 	{"meta.pagination.nextrecordid", sigToken}, {"meta.pagination.nextoffset", sigToken},
@@ -312,7 +356,7 @@ var signalNames = []signalName{
 	{"islast", sigLast}, {"islastpage", sigLast}, {"last", sigLast}, {"lastpage", sigLast}, {"done", sigLast},
 
 	{"totalpages", sigPages}, {"pagecount", sigPages}, {"numpages", sigPages}, {"lastpage", sigPages},
-	{"paging.pages", sigPages}, {"paging.totalpages", sigPages}, {"pagination.totalpages", sigPages},
+	{"paging.pages", sigPages}, {"paging.totalpages", sigPages}, {"pages.totalpages", sigPages}, {"pagination.totalpages", sigPages},
 	{"pagination.pagecount", sigPages}, {"pagination.lastpage", sigPages}, {"meta.totalpages", sigPages},
 	{"meta.lastpage", sigPages}, {"meta.pagination.totalpages", sigPages},
 

@@ -167,6 +167,9 @@ type verdict struct {
 	LikelyMore    bool
 	TotalMismatch bool
 	LastCursor    string
+	// The proof of a position-based walk (rendered only when set).
+	Probes  int
+	Shifted bool
 }
 
 func verdictOf(r *Result) verdict {
@@ -174,7 +177,19 @@ func verdictOf(r *Result) verdict {
 		Complete: r.Complete, StoppedBy: r.StoppedBy, Items: len(r.Items), Pages: r.Pages,
 		Requests: r.Requests, Retries: r.Retries, Duplicates: r.Duplicates,
 		LikelyMore: r.LikelyMore, TotalMismatch: r.TotalMismatch, LastCursor: r.LastCursor,
+		Probes: r.Probes, Shifted: r.Shifted,
 	}
+}
+
+// String is the verdict of a golden transcript: the proof fields only
+// when set, so walks that need none read as before.
+func (v verdict) String() string {
+	s := fmt.Sprintf("{Complete:%v StoppedBy:%s Items:%d Pages:%d Requests:%d Retries:%d Duplicates:%d LikelyMore:%v TotalMismatch:%v LastCursor:%s}",
+		v.Complete, v.StoppedBy, v.Items, v.Pages, v.Requests, v.Retries, v.Duplicates, v.LikelyMore, v.TotalMismatch, v.LastCursor)
+	if v.Probes > 0 || v.Shifted {
+		s += fmt.Sprintf(" proof: {Probes:%d Shifted:%v}", v.Probes, v.Shifted)
+	}
+	return s
 }
 
 type walkCase struct {
@@ -237,8 +252,11 @@ func (c walkCase) run(t *testing.T) {
 		if diff := cmp.Diff(c.want, verdictOf(res)); diff != "" {
 			t.Errorf("verdict (-want +got):\n%s", diff)
 		}
-		fmt.Fprintf(&transcript, "verdict: %+v\n", verdictOf(res))
+		fmt.Fprintf(&transcript, "verdict: %s\n", verdictOf(res))
 		fmt.Fprintf(&transcript, "uninspected: %s\n", res.Uninspected)
+		if res.Unproven != "" {
+			fmt.Fprintf(&transcript, "unproven: %s\n", res.Unproven)
+		}
 	}
 	if diff := cmp.Diff(c.wantReqs, u.requests()); diff != "" {
 		t.Errorf("upstream requests (-want +got):\n%s", diff)
@@ -556,8 +574,10 @@ func TestHostile(t *testing.T) {
 			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
 				reply(w, 200, page(seq("i", 1, 3), `"has_more":true`))
 			},
+			// Three rows for 100 asked, and more said: the walk goes on at
+			// the size served, where the same rows come back.
 			want:     verdict{StoppedBy: StopInconsistent, Items: 3, Pages: 2, Requests: 2, Duplicates: 3, LikelyMore: true},
-			wantReqs: []string{"GET /items?per_page=100", "GET /items?page=2&per_page=100"},
+			wantReqs: []string{"GET /items?per_page=100", "GET /items?page=2&per_page=3"},
 		},
 		{
 			name: "has_more_true_without_token",
@@ -582,9 +602,13 @@ func TestHostile(t *testing.T) {
 					reply(w, 200, page(list[off:end], fmt.Sprintf(`"total":%d`, len(list))))
 				}
 			}(),
-			want: verdict{Complete: true, StoppedBy: StopCompleteTotalReached, Items: 7, Pages: 3, Requests: 3,
-				Duplicates: 2, TotalMismatch: true},
-			wantReqs: []string{"GET /items?limit=3", "GET /items?limit=3&offset=3", "GET /items?limit=3&offset=6"},
+			// The second page overlaps the first by a row: it begins on i1,
+			// not on i3, so rows shifted (and came back again); the walk
+			// goes on, and a closing probe confirms the end.
+			want: verdict{Complete: true, StoppedBy: StopCompleteTotalReached, Items: 7, Pages: 4, Requests: 5,
+				Duplicates: 3, TotalMismatch: true, Probes: 1, Shifted: true},
+			wantReqs: []string{"GET /items?limit=3", "GET /items?limit=3&offset=2", "GET /items?limit=3&offset=4",
+				"GET /items?limit=3&offset=6", "GET /items?limit=3&offset=8"},
 		},
 		{
 			name: "foreign_next_url",
@@ -640,27 +664,28 @@ func TestHostile(t *testing.T) {
 		{
 			name: "server_caps_page_size",
 			// No schema maximum: the walker asks 100, the server serves
-			// 10. No page was ever full at the size asked, so the short
-			// third page proves nothing; the empty fourth does.
+			// 10, so the walk goes on at 10 (the first page is that
+			// size's page 1); the short third page then ends it. No total:
+			// each full page's boundary is probed after the next.
 			plan:   pagePlan,
 			script: numbered(25, 10, false),
-			want:   verdict{Complete: true, StoppedBy: StopCompleteEmptyPage, Items: 25, Pages: 4, Requests: 4},
-			wantReqs: []string{"GET /items?per_page=100", "GET /items?page=2&per_page=100",
-				"GET /items?page=3&per_page=100", "GET /items?page=4&per_page=100"},
+			want:   verdict{Complete: true, StoppedBy: StopCompleteShortPage, Items: 25, Pages: 3, Requests: 5, Probes: 2},
+			wantReqs: []string{"GET /items?per_page=100", "GET /items?page=2&per_page=10", "GET /items?page=1&per_page=10",
+				"GET /items?page=3&per_page=10", "GET /items?page=2&per_page=10"},
 		},
 		{
 			// The model chose per_page 20; the server silently serves 7,
-			// with no total and no continuation: a short page of a size
-			// trawl did not choose is never the end.
+			// with no total and no continuation: the walk goes on at 7,
+			// probing each full page's boundary after the next.
 			name: "callers_page_size_silently_capped",
 			plan: pagePlan, sizeMax: 100,
 			args:   map[string]any{"per_page": float64(20)},
 			script: numbered(95, 7, false),
-			want:   verdict{Complete: true, StoppedBy: StopCompleteEmptyPage, Items: 95, Pages: 15, Requests: 15},
+			want:   verdict{Complete: true, StoppedBy: StopCompleteShortPage, Items: 95, Pages: 14, Requests: 27, Probes: 13},
 			wantReqs: func() []string {
 				reqs := []string{"GET /items?per_page=20"}
-				for p := 2; p <= 15; p++ {
-					reqs = append(reqs, fmt.Sprintf("GET /items?page=%d&per_page=20", p))
+				for p := 2; p <= 14; p++ {
+					reqs = append(reqs, fmt.Sprintf("GET /items?page=%d&per_page=7", p), fmt.Sprintf("GET /items?page=%d&per_page=7", p-1))
 				}
 				return reqs
 			}(),
@@ -671,24 +696,26 @@ func TestHostile(t *testing.T) {
 			name: "own_page_size_confirmed_then_short",
 			plan: pagePlan, sizeMax: 10,
 			script: numbered(25, 10, false),
-			want:   verdict{Complete: true, StoppedBy: StopCompleteShortPage, Items: 25, Pages: 3, Requests: 3},
-			wantReqs: []string{"GET /items?per_page=10", "GET /items?page=2&per_page=10",
-				"GET /items?page=3&per_page=10"},
+			want:   verdict{Complete: true, StoppedBy: StopCompleteShortPage, Items: 25, Pages: 3, Requests: 5, Probes: 2},
+			wantReqs: []string{"GET /items?per_page=10", "GET /items?page=2&per_page=10", "GET /items?page=1&per_page=10",
+				"GET /items?page=3&per_page=10", "GET /items?page=2&per_page=10"},
 		},
 		{
 			name: "server_caps_page_size_with_total",
 			plan: offsetPlan, sizeMax: 100, // the schema allows 100, the server serves 10
 			script: numbered(25, 10, true),
-			want:   verdict{Complete: true, StoppedBy: StopCompleteTotalReached, Items: 25, Pages: 3, Requests: 3},
-			wantReqs: []string{"GET /items?limit=100", "GET /items?limit=100&offset=10",
-				"GET /items?limit=100&offset=20"},
+			// Overlapping pages (each starts on the last row of the one
+			// before) and a closing probe on the last row.
+			want: verdict{Complete: true, StoppedBy: StopCompleteTotalReached, Items: 25, Pages: 3, Requests: 4, Probes: 1},
+			wantReqs: []string{"GET /items?limit=100", "GET /items?limit=100&offset=9",
+				"GET /items?limit=100&offset=18", "GET /items?limit=100&offset=24"},
 		},
 		{
 			name:     "server_cap_equals_collection",
 			plan:     pagePlan,
 			script:   numbered(10, 10, false),
-			want:     verdict{Complete: true, StoppedBy: StopCompleteEmptyPage, Items: 10, Pages: 2, Requests: 2},
-			wantReqs: []string{"GET /items?per_page=100", "GET /items?page=2&per_page=100"},
+			want:     verdict{Complete: true, StoppedBy: StopCompleteEmptyPage, Items: 10, Pages: 2, Requests: 3, Probes: 1},
+			wantReqs: []string{"GET /items?per_page=100", "GET /items?page=2&per_page=10", "GET /items?page=1&per_page=10"},
 		},
 		{
 			name: "5xx_with_retry_after",
@@ -767,8 +794,8 @@ func TestHostile(t *testing.T) {
 				reply(w, 200, fmt.Sprintf(`{"startAt":%d,"maxResults":%d,"values":%s,"isLast":%t}`, at, size, items(ids...), last))
 			},
 			want: verdict{Complete: true, StoppedBy: StopCompleteHasMoreFalse, Items: 45, Pages: 3, Requests: 3},
-			wantReqs: []string{"GET /items?maxResults=50", "GET /items?maxResults=50&startAt=20",
-				"GET /items?maxResults=50&startAt=40"},
+			wantReqs: []string{"GET /items?maxResults=50", "GET /items?maxResults=50&startAt=19",
+				"GET /items?maxResults=50&startAt=38"},
 		},
 	}
 	for _, c := range cases {
@@ -783,17 +810,17 @@ func TestWalkStrategies(t *testing.T) {
 			name: "strategy_page",
 			plan: pagePlan, sizeMax: 100,
 			script: numbered(240, 100, false),
-			want:   verdict{Complete: true, StoppedBy: StopCompleteShortPage, Items: 240, Pages: 3, Requests: 3},
-			wantReqs: []string{"GET /items?per_page=100", "GET /items?page=2&per_page=100",
-				"GET /items?page=3&per_page=100"},
+			want:   verdict{Complete: true, StoppedBy: StopCompleteShortPage, Items: 240, Pages: 3, Requests: 5, Probes: 2},
+			wantReqs: []string{"GET /items?per_page=100", "GET /items?page=2&per_page=100", "GET /items?page=1&per_page=100",
+				"GET /items?page=3&per_page=100", "GET /items?page=2&per_page=100"},
 		},
 		{
 			name: "strategy_offset",
 			plan: offsetPlan, sizeMax: 50,
 			script: numbered(120, 50, true),
-			want:   verdict{Complete: true, StoppedBy: StopCompleteTotalReached, Items: 120, Pages: 3, Requests: 3},
-			wantReqs: []string{"GET /items?limit=50", "GET /items?limit=50&offset=50",
-				"GET /items?limit=50&offset=100"},
+			want:   verdict{Complete: true, StoppedBy: StopCompleteTotalReached, Items: 120, Pages: 3, Requests: 4, Probes: 1},
+			wantReqs: []string{"GET /items?limit=50", "GET /items?limit=50&offset=49",
+				"GET /items?limit=50&offset=98", "GET /items?limit=50&offset=119"},
 		},
 		{
 			// Slack: {"ok":true,"members":[…],"response_metadata":{"next_cursor":""}}

@@ -6,8 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -136,7 +140,11 @@ func (c *specCache) get(name string) ([]*tools.Tool, error) {
 			}
 			return '_'
 		}, strings.TrimSuffix(name, filepath.Ext(name)))
-		si.tools, si.err = tools.ImportOpenAPI(context.Background(), filepath.Join(c.dir, name),
+		file := filepath.Join(c.dir, name)
+		if strings.HasPrefix(name, "testdata/") {
+			file = name // an excerpt kept in the repository (testdata/specs)
+		}
+		si.tools, si.err = tools.ImportOpenAPI(context.Background(), file,
 			tools.ImportOptions{ProviderID: provider, BaseURL: "https://api.example.com"})
 	})
 	return si.tools, si.err
@@ -176,7 +184,8 @@ func labelFiles(t *testing.T, shared string) [][]label {
 	} else {
 		t.Logf("%s is absent: only testdata/labels-vendor.jsonl is checked", f)
 	}
-	return append(sets, readLabels(t, filepath.Join("testdata", "labels-vendor.jsonl")))
+	return append(sets, readLabels(t, filepath.Join("testdata", "labels-vendor.jsonl")),
+		readLabels(t, filepath.Join("testdata", "labels-fixtures.jsonl")))
 }
 
 func fileExists(path string) bool {
@@ -298,11 +307,49 @@ func TestLabels(t *testing.T) {
 	}
 	t.Logf("agreement per document (paginated+params+items | strategy | continuation):\n%s", agreementTable(order, per, total))
 	pct := float64(100*total.core) / float64(total.n)
-	if pct < 95 {
-		t.Errorf("paginated+params+items agreement %.1f%% is under 95%%; misses:\n%s", pct, strings.Join(misses, "\n"))
+	if pct < 99 {
+		t.Errorf("paginated+params+items agreement %.1f%% is under 99%%; misses:\n%s", pct, strings.Join(misses, "\n"))
 	}
 	if sharedMisses > 0 {
 		t.Errorf("%d labels of the shared set no longer agree", sharedMisses)
+	}
+}
+
+// TestFixtureLabels checks the labels of the vendor excerpts kept in
+// testdata/specs (the shapes real APIs hid from detection: a named wrapper
+// with its own paging, cursors in a nested object, a next page under
+// paging.next, two modes behind a flag, an offset walk whose response also
+// carries a cursor) on every field, strategy and continuation included. It
+// needs nothing outside the repository.
+func TestFixtureLabels(t *testing.T) {
+	cache := &specCache{m: map[string]*specImport{}}
+	for _, l := range readLabels(t, filepath.Join("testdata", "labels-fixtures.jsonl")) {
+		t.Run(l.Method+" "+l.Path, func(t *testing.T) {
+			ts, err := cache.get(l.Spec)
+			if err != nil {
+				t.Fatalf("import %s: %v", l.Spec, err)
+			}
+			tool := findTool(ts, l.Method, l.Path)
+			if tool == nil {
+				t.Fatalf("%s %s not imported from %s", l.Method, l.Path, l.Spec)
+			}
+			got := Inspect([]*tools.Tool{tool})[0].Pagination
+			for _, c := range []struct {
+				field     string
+				want, got *string
+			}{
+				{"sizeParam", l.SizeParam, wireOf(tool, got.SizeParam)}, {"pageParam", l.PageParam, wireOf(tool, got.PageParam)},
+				{"offsetParam", l.OffsetParam, wireOf(tool, got.OffsetParam)}, {"cursorParam", l.CursorParam, wireOf(tool, got.CursorParam)},
+				{"items", l.ResponseItems, got.Items}, {"continuation", l.Continuation, got.Continuation},
+			} {
+				if !same(c.want, c.got) {
+					t.Errorf("%s: want %s, got %s (%s)", c.field, show(c.want), show(c.got), l.Notes)
+				}
+			}
+			if string(got.Strategy) != l.Strategy || (got.Strategy != None) != l.Paginated {
+				t.Errorf("strategy: want %q, got %q (%s)", l.Strategy, got.Strategy, l.Notes)
+			}
+		})
 	}
 }
 
@@ -458,4 +505,117 @@ func hasParam(t *tools.Tool, name string) bool {
 		return s != nil
 	}
 	return false
+}
+
+// The excerpts' shapes walked against loopback servers that answer as the
+// vendors document: every row, and never an end the server did not give
+// (an offset walk over Box's default mode, whose answers carry no
+// next_marker, goes on; a wrapped page is read inside its wrapper).
+func TestFixtureShapesWalk(t *testing.T) {
+	cache := &specCache{m: map[string]*specImport{}}
+	tool := func(spec, method, path string) *tools.Tool {
+		t.Helper()
+		ts, err := cache.get(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tl := findTool(ts, method, path)
+		if tl == nil {
+			t.Fatalf("%s %s not in %s", method, path, spec)
+		}
+		return tl
+	}
+	const n = 45
+	ids := seq("r", 1, n)
+	for _, c := range []struct {
+		name  string
+		tool  *tools.Tool
+		args  map[string]any
+		serve func(w http.ResponseWriter, r *http.Request, origin string)
+	}{
+		{"box offset mode without next_marker", tool("testdata/specs/box-platform.excerpt.json", "GET", "/folders/{folder_id}/items"),
+			map[string]any{"folder_id": "0"},
+			func(w http.ResponseWriter, r *http.Request, _ string) {
+				q := r.URL.Query()
+				if q.Get("usemarker") != "" || q.Get("marker") != "" {
+					reply(w, 400, `{"message":"marker mode was not asked for"}`)
+					return
+				}
+				off, _ := strconv.Atoi(firstOf(q.Get("offset"), "0"))
+				limit := min(10, atoiOr(q.Get("limit"), 10)) // Box caps what it serves
+				end := min(off+limit, n)
+				reply(w, 200, fmt.Sprintf(`{"total_count":%d,"limit":%d,"offset":%d,"entries":%s}`, n, limit, off, items(ids[min(off, end):end]...)))
+			}},
+		{"box offset mode with a null next_marker", tool("testdata/specs/box-platform.excerpt.json", "GET", "/users"), nil,
+			func(w http.ResponseWriter, r *http.Request, _ string) {
+				q := r.URL.Query()
+				off, _ := strconv.Atoi(firstOf(q.Get("offset"), "0"))
+				limit := min(10, atoiOr(q.Get("limit"), 10))
+				end := min(off+limit, n)
+				// The answer names the other mode's cursor, empty: no end.
+				reply(w, 200, fmt.Sprintf(`{"total_count":%d,"limit":%d,"offset":%d,"next_marker":null,"entries":%s}`, n, limit, off, items(ids[min(off, end):end]...)))
+			}},
+		{"spotify albums wrapper", tool("testdata/specs/spotify-web-api.excerpt.yml", "GET", "/browse/new-releases"), nil,
+			func(w http.ResponseWriter, r *http.Request, origin string) {
+				q := r.URL.Query()
+				off, _ := strconv.Atoi(firstOf(q.Get("offset"), "0"))
+				limit := atoiOr(q.Get("limit"), 20)
+				end := min(off+limit, n)
+				next := "null"
+				if end < n {
+					next = strconv.Quote(fmt.Sprintf("%s/browse/new-releases?offset=%d&limit=%d", origin, end, limit))
+				}
+				reply(w, 200, fmt.Sprintf(`{"albums":{"href":"x","items":%s,"limit":%d,"next":%s,"offset":%d,"previous":null,"total":%d}}`,
+					items(ids[min(off, end):end]...), limit, next, off, n))
+			}},
+		{"spotify cursors object", tool("testdata/specs/spotify-web-api.excerpt.yml", "GET", "/me/following"), map[string]any{"type": "artist"},
+			func(w http.ResponseWriter, r *http.Request, _ string) {
+				q := r.URL.Query()
+				at := 0
+				if a := q.Get("after"); a != "" {
+					at = slices.Index(ids, a) + 1
+				}
+				end := min(at+atoiOr(q.Get("limit"), 20), n)
+				after := "null"
+				if end < n {
+					after = strconv.Quote(ids[end-1])
+				}
+				reply(w, 200, fmt.Sprintf(`{"artists":{"items":%s,"next":null,"cursors":{"after":%s},"total":%d}}`, items(ids[at:end]...), after, n))
+			}},
+		{"hubspot paging.next", tool("testdata/specs/hubspot-crm-contacts.excerpt.yml", "GET", "/crm/v3/objects/contacts"), nil,
+			func(w http.ResponseWriter, r *http.Request, _ string) {
+				q := r.URL.Query()
+				at, _ := strconv.Atoi(firstOf(q.Get("after"), "0"))
+				end := min(at+atoiOr(q.Get("limit"), 10), n)
+				paging := ""
+				if end < n {
+					paging = fmt.Sprintf(`,"paging":{"next":{"after":"%d","link":"?after=%d"}}`, end, end)
+				}
+				reply(w, 200, fmt.Sprintf(`{"results":%s%s}`, items(ids[at:end]...), paging))
+			}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var origin string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serve(w, r, origin) }))
+			defer srv.Close()
+			origin = srv.URL
+			tl := *c.tool
+			tl.Origin = srv.URL
+			res, err := Walk(context.Background(), WalkOptions{Caller: tools.NewInvoker(tools.InvokerOptions{Client: srv.Client()}),
+				Clock: NewFakeClock(epoch), Tool: &tl, Plan: Detect(&tl), Args: c.args, AllPages: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Complete || len(res.Items) != n || res.Shifted || res.Unproven != "" {
+				t.Errorf("%d of %d rows, %s (shifted %v, unproven %q) after %d requests", len(res.Items), n, res.StoppedBy, res.Shifted, res.Unproven, res.Requests)
+			}
+		})
+	}
+}
+
+func atoiOr(s string, def int) int {
+	if n, err := strconv.Atoi(s); err == nil {
+		return n
+	}
+	return def
 }

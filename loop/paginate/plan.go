@@ -67,6 +67,15 @@ type Plan struct {
 	// every page, next_stream_position): it never ends by itself, so a walk
 	// stops only at a budget or an explicit stop, and says so.
 	Stream bool `json:"stream,omitempty"`
+	// Snapshot marks an offset or page-number walk whose API documents
+	// that its pages are read from one snapshot of the collection (the
+	// x-trawl-snapshot extension, or the operation's or its paging
+	// parameter's description: "snapshot", "point in time", "consistent
+	// across pages"): rows cannot shift between pages, so the walk is
+	// trusted without overlapping pages or probes. A stable sort order
+	// alone does not count: a row added or removed before the position
+	// read next still shifts every row after it.
+	Snapshot bool `json:"snapshot,omitempty"`
 }
 
 // Confidence grades a detection.

@@ -104,6 +104,11 @@ func Refine(p Plan, body []byte, header http.Header) Plan {
 		}
 		out.Continuation = showPath(out.MoreFlag)
 	}
+	if out.Strategy == PageNumber || out.Strategy == Offset {
+		// A page or offset walk sends its own numbers: a token in the body
+		// that no parameter sends (another mode's marker) never ends it.
+		out.NextToken = ""
+	}
 	if out.Continuation == "" {
 		switch out.Strategy {
 		case PageNumber:

@@ -32,6 +32,20 @@ type failure struct {
 	unsure  bool   // a write was sent and not answered: its outcome is unknown
 }
 
+// short words the failure without naming a page: "status 500", "timed
+// out", what was wrong with the body.
+func (f *failure) short() string {
+	switch {
+	case f.status >= 300 || f.status > 0 && f.status < 200:
+		return fmt.Sprintf("status %d%s", f.status, colon(f.snippet))
+	case f.err != nil:
+		return safeCause(f.err)
+	case f.detail != "":
+		return f.detail
+	}
+	return f.reason
+}
+
 func (f *failure) pageError(res *Result) *PageError {
 	return &PageError{StoppedBy: f.reason, Status: f.status, Snippet: f.snippet, Retries: res.Retries,
 		Requests: res.Requests, Err: f.err, Unsure: f.unsure, detail: f.detail}
@@ -40,8 +54,9 @@ func (f *failure) pageError(res *Result) *PageError {
 // fetch sends one page's request, retrying the same page after transport
 // errors and 5xx (at most twice, when the request is safe to repeat) and
 // waiting out 429s that fit the time budget. Every attempt is counted on
-// the requests budget. err is non-nil only when ctx is cancelled.
-func (w *walker) fetch(ctx context.Context, req tools.Request) (*tools.Response, *failure, error) {
+// the requests budget; a probe's first attempt spends the request the
+// walk kept for it. err is non-nil only when ctx is cancelled.
+func (w *walker) fetch(ctx context.Context, req tools.Request, probe bool) (*tools.Response, *failure, error) {
 	transient, waits := 0, 0
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); errors.Is(err, context.Canceled) {
@@ -51,8 +66,15 @@ func (w *walker) fetch(ctx context.Context, req tools.Request) (*tools.Response,
 		if !now.Before(w.deadline) {
 			return nil, w.budgetFailure(StopBudgetTime, "the time budget ran out"), nil
 		}
-		if !w.meter.takeRequest(w.budget.Requests) {
+		keep := w.keep
+		if probe {
+			keep = 0
+		}
+		if !w.meter.takeRequest(w.budget.Requests, w.lease, keep) {
 			return nil, w.budgetFailure(StopBudgetRequests, "the request budget was spent"), nil
+		}
+		if probe && w.keep > 0 {
+			w.keep--
 		}
 		w.res.Requests++
 		if attempt > 0 {
@@ -78,10 +100,22 @@ func (w *walker) fetch(ctx context.Context, req tools.Request) (*tools.Response,
 			return nil, &failure{reason: StopHTTPError, err: err,
 				why: fmt.Sprintf("page %d could not be requested (%s)", req.Page, refused.Error())}, nil
 		}
+		var limited *tools.RateLimitError
 		if err != nil {
 			switch {
 			case errors.Is(ctx.Err(), context.Canceled):
 				return nil, nil, ctx.Err()
+			case errors.As(err, &limited):
+				// Not sent: waiting for the provider's rate limit would have
+				// overrun the time budget.
+				w.meter.returnRequest()
+				w.res.Requests--
+				if attempt > 0 {
+					w.res.Retries--
+				}
+				f := w.budgetFailure(StopBudgetTime, "")
+				f.why, f.err = limited.Error(), limited
+				return nil, f, nil
 			case ctx.Err() != nil || timedOut:
 				f := w.budgetFailure(StopBudgetTime, "the time budget ran out while waiting for the upstream")
 				f.unsure = !w.retryable
@@ -218,7 +252,7 @@ func (w *walker) wait(ctx context.Context, d time.Duration) (ok bool, err error)
 	if d < 0 {
 		d = 0
 	}
-	if w.meter.Usage().Requests >= w.budget.Requests {
+	if w.meter.room(w.budget.Requests, w.lease)-w.keep < 1 {
 		return true, nil
 	}
 	if !w.clock.Now().Add(d).Before(w.deadline) {

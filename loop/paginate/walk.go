@@ -1,6 +1,7 @@
 package paginate
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"hash/maphash"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,7 +53,14 @@ const (
 	StopInconsistent         = "inconsistent_pagination" // continuation data that cannot be trusted
 	StopForeignNextURL       = "foreign_next_url"        // a next URL on another origin, not followed
 	StopFirstPage            = "first_page_only"         // only one page was asked for (no AllPages)
-	StopCancelled            = "cancelled"               // the caller cancelled the call mid-walk (an MCP client's notifications/cancelled, a stopped turn)
+	// StopPageSizeNotHonoured: a page-number API served fewer rows than
+	// the size asked on a page that was not the last, so its page numbers
+	// count pages of another size, and the budget could not hold the walk
+	// again at the size it serves.
+	StopPageSizeNotHonoured = "page_size_not_honoured"
+	// StopCancelled: the caller cancelled the call mid-walk (an MCP
+	// client's notifications/cancelled, a stopped turn).
+	StopCancelled = "cancelled"
 )
 
 // maxEmptyPages is how many consecutive empty pages a walk follows while
@@ -98,6 +107,10 @@ type WalkOptions struct {
 	// Meter is shared by every walk of one tool call. Nil: a Meter of
 	// this walk alone, started now.
 	Meter *Meter
+	// Lease holds requests of Meter set aside for this walk (a fan-out
+	// value started with what it needs); the walk spends them first and
+	// its caller releases what is left. Nil: none.
+	Lease *Lease
 	// Budget bounds the walk; zero fields mean the defaults. Pages is per
 	// walk; requests, items, bytes and time are counted on Meter.
 	Budget Budget
@@ -146,6 +159,25 @@ type Result struct {
 	// TotalMoved is set when the reported total changed between pages:
 	// the collection changed during the walk.
 	TotalMoved bool
+	// Shifted is set when a position-based walk saw rows move across a
+	// page boundary: an overlapping offset page that did not begin with
+	// the row the page before ended on, or a page-number walk's probe of a
+	// boundary that found another row there. A row was added or removed
+	// earlier in the collection between two reads, so rows may be missing.
+	Shifted bool
+	// Unproven says, on a complete walk, why it could not prove that it
+	// saw every row ("" when it could, or needed no proof: a cursor, a
+	// next URL, a keyset or a snapshot): a page boundary no overlap, total
+	// or probe could check.
+	Unproven string
+	// Probes counts the requests made only to check a walk (a page-number
+	// boundary probe, an offset walk's closing probe); they are in
+	// Requests, not in Pages.
+	Probes int
+	// ResumeAt names the argument a partial page or offset walk resumes
+	// at ("page=3", "offset=40"); "" for other walks (LastCursor holds a
+	// cursor walk's resume point).
+	ResumeAt string
 
 	Pages      int   // pages received
 	Requests   int   // upstream requests sent by this walk, retries included
@@ -193,7 +225,10 @@ type PageError struct {
 
 func (e *PageError) Error() string {
 	var b strings.Builder
+	var limited *tools.RateLimitError
 	switch {
+	case errors.As(e.Err, &limited):
+		b.WriteString("upstream request not sent: " + limited.Error())
 	case e.Status > 0:
 		fmt.Fprintf(&b, "upstream answered %d %s", e.Status, http.StatusText(e.Status))
 	case e.Err != nil:
@@ -277,7 +312,44 @@ func Walk(ctx context.Context, o WalkOptions) (*Result, error) {
 		return nil, fmt.Errorf("paginate: %w", err)
 	}
 	w := newWalker(o)
+	defer w.releaseLease()
 	return w.run(ctx)
+}
+
+// proofMode is how a walk that computes its own positions (an offset, a
+// page number) proves that it saw every row of a collection that may
+// change while it reads: a row added or removed before the position it
+// reads next shifts every row after it across the page boundary, which
+// de-duplication never sees.
+type proofMode uint8
+
+const (
+	// proofNone: nothing to prove — one page, or the server hands the next
+	// position over (a cursor, a next URL, a keyset), or the API documents
+	// that its pages come from a snapshot (Plan.Snapshot).
+	proofNone proofMode = iota
+	// proofOverlap: each offset page starts on the last row of the page
+	// before, which must be the row the walk received there; an end the
+	// walk inferred (a total reached, a short page of a vouched size) is
+	// confirmed by a closing probe, one more overlapping request.
+	proofOverlap
+	// proofTotal: a page-number walk whose server reports a total on every
+	// page: the total must not move and must equal the distinct rows.
+	proofTotal
+	// proofProbe: a page-number walk without a total: once the page after
+	// a full page is read, the full page is read again and must hold the
+	// same rows in the same order. Its last row alone would show a shift
+	// between the two first reads, but a change the other way before the
+	// probe could hide it; the whole page cannot be restored so.
+	proofProbe
+)
+
+// pageEnd is a full page of a page-number walk, whose boundary is probed
+// once the page after it has been read.
+type pageEnd struct {
+	page int      // its page number
+	size int      // the page size it was read at (0: the server's own)
+	keys [][]byte // its rows' keys (rowKey), in order
 }
 
 // walker is the state of one Walk.
@@ -294,6 +366,13 @@ type walker struct {
 	effect    tools.Effect
 	origin    string // scheme://host:port of the provider; "" unknown
 
+	// Requests: lease is what the walk holds (WalkOptions.Lease, or its
+	// own, empty one); keep of it is kept for a probe, so pages cannot
+	// spend it.
+	lease    *Lease
+	ownLease bool
+	keep     int
+
 	// The request about to be sent.
 	args    map[string]any
 	base    *url.URL // its URL (for resolving relative links); nil unknown
@@ -302,18 +381,33 @@ type walker struct {
 	cursor  string   // cursor or URL it carries; "" none
 	viaURL  bool     // it goes to a server-given URL (next_url, Link)
 	posKnow bool     // the walk began at the start of the collection
+	overlap bool     // it starts on the last row received (expect)
+	expect  []byte   // that row's key
+	// probeFor is set while the request is an offset walk's closing
+	// probe: the complete_ reason it confirms.
+	probeFor string
 
 	pageSize int  // size asked per page; 0 unknown
 	ownSize  bool // pageSize was chosen by the walker (within any declared maximum)
 	fullSeen bool // a page came back holding pageSize items
 	oversize bool // a page came back holding more than pageSize items
+	rewalked bool // the walk started again at the page size the server serves
 	hint     bool // the last page's signals say more rows exist
 	said     bool // ... and the server said so (a more flag, a next token or URL, a total)
 	empties  int  // consecutive empty pages that said more
+	repeats  int  // consecutive pages of rows already received, after rows shifted
 
-	attempt  int  // re-sends of the request above so far
-	answered bool // the request above was answered with a page
-	received int  // items on that page
+	attempt  int    // re-sends of the request above so far
+	answered bool   // the request above was answered with a page
+	received int    // items on that page
+	fresh    int    // ... of which the walk did not have yet
+	lastKey  []byte // the key of that page's last row (nil: it was empty)
+
+	// Proof (proofMode).
+	proof      proofMode
+	totalEvery bool     // every page so far carried a total
+	unverified string   // a page boundary nothing checked, in words; "" none
+	pending    *pageEnd // proofProbe: the full page read before the last one
 
 	seen     map[string]struct{} // cursors, URLs and offsets sent
 	lastPage uint64              // hash of the last non-empty page's items; 0 none
@@ -324,12 +418,16 @@ type walker struct {
 }
 
 func newWalker(o WalkOptions) *walker {
-	w := &walker{o: o, clock: o.Clock, budget: o.Budget.Resolved(), meter: o.Meter, plan: o.Plan}
+	w := &walker{o: o, clock: o.Clock, budget: o.Budget.Resolved(), meter: o.Meter, plan: o.Plan, totalEvery: true}
 	if w.clock == nil {
 		w.clock = SystemClock{}
 	}
 	if w.meter == nil {
 		w.meter = NewMeter(w.clock.Now())
+	}
+	w.lease = o.Lease
+	if w.lease == nil {
+		w.lease, w.ownLease = &Lease{m: w.meter}, true
 	}
 	w.deadline = w.meter.start.Add(w.budget.Time)
 	w.maxPages = w.budget.Pages
@@ -349,6 +447,50 @@ func newWalker(o WalkOptions) *walker {
 	w.retryable = effect == tools.EffectRead
 	w.setup()
 	return w
+}
+
+// releaseLease gives back the requests the walk kept and did not spend:
+// all of its own lease, and the probe it kept in its caller's.
+func (w *walker) releaseLease() {
+	if w.ownLease {
+		w.lease.Release()
+		return
+	}
+	w.dropKeep()
+}
+
+// keepProbe keeps one request for a probe, when the walk keeps none yet
+// and one is free beside the next page's; false when none can be kept.
+func (w *walker) keepProbe() bool {
+	if w.keep > 0 {
+		return true
+	}
+	if w.meter.room(w.budget.Requests, w.lease) < 2 || !w.meter.grow(w.budget.Requests, w.lease) {
+		return false
+	}
+	w.keep = 1
+	return true
+}
+
+// dropKeep gives a kept probe request back to the Meter.
+func (w *walker) dropKeep() {
+	if w.keep == 0 {
+		return
+	}
+	w.meter.mu.Lock()
+	n := min(w.keep, w.lease.n)
+	w.lease.n -= n
+	w.meter.held -= n
+	w.meter.mu.Unlock()
+	w.keep = 0
+}
+
+// positional reports a plan whose walk computes its own positions and
+// must prove it saw every row (proofMode), as far as the plan alone
+// tells.
+func (w *walker) positional() bool {
+	p := w.plan
+	return w.o.AllPages && !p.Snapshot && (p.Strategy == Offset || p.Strategy == PageNumber)
 }
 
 // setup prepares the first request from the plan and the caller's args.
@@ -388,12 +530,37 @@ func (w *walker) setup() {
 	}
 }
 
+// chooseProof decides, on the first page, how the walk proves it saw
+// every row (proofMode).
+func (w *walker) chooseProof(first signals) {
+	p := w.plan
+	switch {
+	case !w.positional() || p.Stream || (p.Strategy != Offset && p.Strategy != PageNumber):
+		w.proof = proofNone
+	case p.Strategy == Offset:
+		w.proof = proofOverlap
+	case first.total >= 0:
+		w.proof = proofTotal
+	default:
+		w.proof = proofProbe
+	}
+	if w.proof != proofOverlap {
+		w.dropKeep()
+	}
+}
+
 func (w *walker) run(ctx context.Context) (*Result, error) {
 	res := w.res
 	if reason := w.sharedBudgetSpent(); reason != "" {
 		return w.finish(reason, ""), nil
 	}
+	if w.positional() {
+		// The probe that may close the walk is kept from the start; a
+		// budget without room for it beside the first page walks without.
+		w.keepProbe()
+	}
 	for {
+		probing := w.probeFor != ""
 		req := tools.Request{
 			Tool: w.o.Tool, Args: w.args, Credential: w.o.Credential, ThreadID: w.o.ThreadID,
 			Page: res.Pages + 1, Cursor: w.cursor, Effect: w.effect,
@@ -401,7 +568,7 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		if w.viaURL {
 			req.URL = w.cursor
 		}
-		resp, fail, err := w.fetch(ctx, req)
+		resp, fail, err := w.fetch(ctx, req, probing)
 		if err != nil {
 			if errors.Is(err, context.Canceled) && res.Pages > 0 {
 				// The caller cancelled mid-walk: what was fetched is a
@@ -412,6 +579,9 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 		if fail != nil {
+			if probing {
+				return w.probeFailed(fail.short()), nil
+			}
 			if res.Pages == 0 {
 				if res.Requests == 0 && fail.err == nil {
 					return w.finish(fail.reason, ""), nil // the shared budget was spent
@@ -435,7 +605,10 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 			// A tool that answers JSON sent something else with a success
 			// status (a proxy's or a login page): an error, not an answer.
 			f := w.notJSON(resp)
-			if first {
+			switch {
+			case probing:
+				return w.probeFailed(f.short()), nil
+			case first:
 				return nil, f.pageError(res)
 			}
 			return w.finish(f.reason, f.why), nil
@@ -443,20 +616,35 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		if len(sig.items) == 0 && errorBodyOK(resp.Body) {
 			// A success status whose body says it failed ({"ok": false, …}).
 			f := w.classify(resp)
-			if first {
+			switch {
+			case probing:
+				return w.probeFailed(f.short()), nil
+			case first:
 				return nil, f.pageError(res)
 			}
 			return w.finish(f.reason, f.why), nil
 		}
 		w.plan = plan
-		res.Pages++
 		if first {
 			res.FirstBody = resp.Body
+			w.chooseProof(sig)
 		}
 		w.received = len(sig.items)
 		w.answered = true
 		before := len(res.Items)
-		dups, withID := w.collect(sig.items)
+		dups, withID, kept := w.collect(sig.items)
+		if probing {
+			stop := w.probeFor
+			w.probeFor = ""
+			if w.fresh == 0 {
+				// Nothing past the end the walk inferred: it stands
+				// (Shifted says whether the last row was still in place).
+				res.Probes++
+				return w.finish(stop, ""), nil
+			}
+			// Rows past that end: the probe was one more page.
+		}
+		res.Pages++
 		if same := w.samePage(sig.items); !first && same && withID == 0 {
 			// Rows without ids, the very rows of the page before: the
 			// server ignores the paging parameter; keep them once.
@@ -470,35 +658,74 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 			}
 			t := sig.total
 			res.Total = &t
+		} else {
+			w.totalEvery = false
 		}
 		w.report()
 
 		d := w.decide(sig, len(sig.items), rerr)
+		if w.pageSize > 0 && w.received == w.pageSize {
+			w.fullSeen = true // whatever decided the page (a more flag, a next link, the numbers)
+		}
 		if IsComplete(d.stop) && !w.plan.EndConfirmed(sig) {
 			d = inconsistent(unconfirmedEnd(w.plan))
 		}
-		if d.stop != "" {
+		if w.sizeNotHonoured(d) {
+			if stop, why := w.rewalk(sig, before); stop != "" {
+				return w.finish(stop, why), nil
+			}
+			continue
+		}
+		if d.stop != "" && !IsComplete(d.stop) {
 			return w.finish(d.stop, d.why), nil
 		}
-		if w.received == 0 {
-			w.empties++
-		} else {
-			w.empties = 0
+		if d.stop == "" {
+			if kept == 0 {
+				w.empties++
+			} else {
+				w.empties = 0
+			}
+			if w.empties >= maxEmptyPages {
+				return w.finish(StopInconsistent, fmt.Sprintf(
+					"%d consecutive pages were empty while the server still said more exist", w.empties)), nil
+			}
+			if !first && withID > 0 && withID == kept && dups == withID {
+				// The server answered this page with rows already received,
+				// every one of them: it is ignoring the paging parameter, and
+				// following it would only repeat them until a budget ends —
+				// unless rows shifted under an overlapping walk (rows added
+				// before its position), once.
+				if !res.Shifted || w.repeats > 0 {
+					return w.finish(StopInconsistent, fmt.Sprintf(
+						"page %d held only rows already received, so the server seems to ignore the paging parameter", res.Pages)), nil
+				}
+				w.repeats++
+			} else {
+				w.repeats = 0
+			}
+			if reason := w.guard(d); reason != "" {
+				w.res.LastCursor = d.next
+				return w.finish(reason, ""), nil
+			}
 		}
-		if w.empties >= maxEmptyPages {
-			return w.finish(StopInconsistent, fmt.Sprintf(
-				"%d consecutive pages were empty while the server still said more exist", w.empties)), nil
+		if w.proof == proofProbe {
+			refused, err := w.probeBoundary(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if refused != nil && d.stop == "" {
+				// The page read again was refused: the next one would be too.
+				return w.finish(refused.reason, refused.why), nil
+			}
+			if w.received > 0 && (w.pageSize == 0 || w.received >= w.pageSize) {
+				w.pending = &pageEnd{page: w.page, size: w.pageSize, keys: w.keysOf(sig.items)}
+			}
 		}
-		if !first && withID > 0 && withID == w.received && dups == withID {
-			// The server answered this page with rows already received,
-			// every one of them: it is ignoring the paging parameter, and
-			// following it would only repeat them until a budget ends.
-			return w.finish(StopInconsistent, fmt.Sprintf(
-				"page %d held only rows already received, so the server seems to ignore the paging parameter", res.Pages)), nil
-		}
-		if reason := w.guard(d); reason != "" {
-			w.res.LastCursor = d.next
-			return w.finish(reason, ""), nil
+		if d.stop != "" {
+			if w.closingProbe(d.stop) {
+				continue
+			}
+			return w.finish(d.stop, d.why), nil
 		}
 		if reason := w.budgetBeforePage(); reason != "" {
 			w.res.LastCursor = d.next
@@ -508,10 +735,27 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 	}
 }
 
+// rowKey is what identifies a row across two reads: its id (Plan.ItemID,
+// else "id") as raw JSON, else the whole row.
+func (w *walker) rowKey(item []byte) []byte {
+	idPath := w.plan.ItemID
+	if idPath == "" {
+		idPath = "id"
+	}
+	if raw, ok := itemID(item, idPath); ok && string(raw) != "null" {
+		return raw
+	}
+	return item
+}
+
 // collect appends a page's items that were not received before,
-// counting duplicates and the meter. It returns how many of the page's
-// items had an id, and how many of those had been received before.
-func (w *walker) collect(items [][]byte) (dups, withID int) {
+// counting duplicates and the meter. An overlapping page's first row,
+// when it is the row the walk expected there, is the walk's own re-read:
+// not kept again, not a duplicate; any other first row means rows
+// shifted (Result.Shifted). It returns how many of the page's other
+// items (kept of them, in all) had an id, and how many of those had been
+// received before.
+func (w *walker) collect(items [][]byte) (dups, withID, kept int) {
 	res := w.res
 	if res.Items == nil {
 		// Room for the whole walk at this page size, within the budget.
@@ -519,11 +763,26 @@ func (w *walker) collect(items [][]byte) (dups, withID int) {
 		w.ids = newIDSet(cap(res.Items))
 		w.seed = maphash.MakeSeed()
 	}
+	w.lastKey = nil
+	if len(items) > 0 {
+		w.lastKey = w.rowKey(items[len(items)-1])
+	}
+	if w.overlap {
+		w.overlap = false
+		if len(items) > 0 && bytes.Equal(w.rowKey(items[0]), w.expect) {
+			items = items[1:]
+		} else {
+			// The row the walk ended on is no longer where it was: a row
+			// was added or removed earlier in the collection.
+			res.Shifted = true
+		}
+	}
 	w.meter.addItems(len(items))
 	idPath := w.plan.ItemID
 	if idPath == "" {
 		idPath = "id"
 	}
+	w.fresh = 0
 	for _, it := range items {
 		if raw, ok := itemID(it, idPath); ok && string(raw) != "null" {
 			withID++
@@ -534,8 +793,24 @@ func (w *walker) collect(items [][]byte) (dups, withID int) {
 			}
 		}
 		res.Items = append(res.Items, it)
+		w.fresh++
 	}
-	return dups, withID
+	return dups, withID, len(items)
+}
+
+// rebuildIDs makes the id set hold the ids of the items kept, after some
+// were dropped (a page read again at another size).
+func (w *walker) rebuildIDs() {
+	w.ids = newIDSet(cap(w.res.Items))
+	idPath := w.plan.ItemID
+	if idPath == "" {
+		idPath = "id"
+	}
+	for _, it := range w.res.Items {
+		if raw, ok := itemID(it, idPath); ok && string(raw) != "null" {
+			w.ids.add(maphash.Bytes(w.seed, raw))
+		}
+	}
 }
 
 // samePage reports whether a non-empty page holds exactly the items of
@@ -592,10 +867,236 @@ func (w *walker) finish(reason, why string) *Result {
 		if res.Total != nil && w.posKnow && w.plan.Paginated() {
 			res.TotalMismatch = len(res.Items) != *res.Total
 		}
+		res.Unproven = w.unproven()
 		return res
 	}
 	res.Uninspected = w.uninspected(reason, why)
+	if res.Pages > 0 {
+		switch page, offset := w.resumePosition(); w.plan.Strategy {
+		case PageNumber:
+			res.ResumeAt = fmt.Sprintf("%s=%d", w.plan.PageParam, page)
+		case Offset:
+			res.ResumeAt = fmt.Sprintf("%s=%d", w.plan.OffsetParam, offset)
+		}
+	}
 	return res
+}
+
+// resumePosition is the page and offset a partial walk resumes at.
+func (w *walker) resumePosition() (page, offset int) {
+	page, offset = w.page, w.offset
+	switch {
+	case w.answered:
+		page, offset = page+1, offset+w.received
+	case w.overlap:
+		offset++ // the request not sent began on the last row received
+	}
+	return page, offset
+}
+
+// unproven says why a complete position-based walk could not prove that
+// it saw every row ("" when it could): a page boundary that no overlap or
+// probe checked, and no total that held still and equals the rows to
+// vouch for it instead.
+func (w *walker) unproven() string {
+	res := w.res
+	if res.Shifted {
+		return "" // the walk saw rows move: that is what it says
+	}
+	totalHolds := w.totalEvery && res.Total != nil && !res.TotalMoved && !res.TotalMismatch
+	switch w.proof {
+	case proofOverlap, proofProbe:
+		if w.unverified != "" && !totalHolds {
+			return w.unverified
+		}
+	case proofTotal:
+		if !w.totalEvery && res.Pages > 1 {
+			return "a page-number walk cannot overlap its pages, and the server's total, its only check, was missing from some pages"
+		}
+	}
+	return ""
+}
+
+// probeFailed ends a walk whose closing probe could not be read: the end
+// it inferred stands, unproven.
+func (w *walker) probeFailed(why string) *Result {
+	stop := w.probeFor
+	w.probeFor, w.overlap = "", false
+	w.unverified = "the closing probe, which checks that no row moved after the last page was read, failed: " + why
+	return w.finish(stop, "")
+}
+
+// closingProbe starts an offset walk's closing probe when the walk
+// inferred its end from its own count (a total reached, a short page of a
+// size it vouches for) after more than one page: one more request,
+// overlapping the last row, must find that row where it was and nothing
+// after it. An end the server said itself (a more flag, no next link) or
+// that was read (a page past the end) needs none.
+func (w *walker) closingProbe(stop string) bool {
+	if w.proof != proofOverlap || w.res.Pages < 2 || w.received < 1 ||
+		(stop != StopCompleteTotalReached && stop != StopCompleteShortPage) {
+		return false
+	}
+	if w.meter.room(w.budget.Requests, w.lease) < 1 {
+		w.unverified = "the request budget left no room for the closing probe, which checks that no row moved after the last page was read"
+		return false
+	}
+	w.probeFor = stop
+	w.args = cloneArgs(w.args)
+	w.answered = false
+	w.offset += w.received - 1
+	w.overlap, w.expect = true, w.lastKey
+	setArg(w.o.Tool, w.args, w.plan.OffsetParam, w.offset)
+	return true
+}
+
+// sizeNotHonoured reports a page-number page that came back with fewer
+// rows than the size asked, before any page came back full at that size
+// (or above it: a server that ignores the size both ways numbers its own
+// pages, and a page overlapping another shows as duplicates), on a walk
+// that goes on (a page that is provably the last — the server
+// said so, the total was reached — ends it instead): the server serves
+// pages of another size, and whether it numbers them by that size or by
+// the size asked cannot be told, so going on at the old size may skip
+// rows.
+func (w *walker) sizeNotHonoured(d decision) bool {
+	return d.stop == "" && w.plan.Strategy == PageNumber && w.o.AllPages && w.plan.SizeParam != "" &&
+		w.pageSize > 0 && w.received > 0 && w.received < w.pageSize && !w.fullSeen && !w.oversize
+}
+
+// rewalk walks again at the page size the server served, from where the
+// walk began: on the collection's first page the rows received are that
+// page at the served size, so the walk goes on at page 2; elsewhere it
+// reads that position again. When the budget cannot hold the walk at the
+// served size, it stops page_size_not_honoured.
+func (w *walker) rewalk(sig signals, before int) (stop, why string) {
+	t, p := w.o.Tool, w.plan
+	served, asked := w.received, w.pageSize
+	base := pageBase(t, p.PageParam)
+	start := (w.page - base) * asked // the first row the page asked for
+	keep := w.page == base
+	lead := fmt.Sprintf("page %d held %d rows for the %d asked and was not the last, so the server serves pages of %d and its page numbers may count pages of either size", w.page, served, asked, served)
+	switch {
+	case w.rewalked:
+		return StopPageSizeNotHonoured, fmt.Sprintf("%s, after the walk had already started again at %d a page; no size the server honours is known", lead, asked)
+	case !keep && start%served != 0:
+		return StopPageSizeNotHonoured, fmt.Sprintf("%s; the walk began at row %d, which is no page boundary at %d a page", lead, start, served)
+	}
+	next := base + start/served
+	from := start
+	if keep {
+		next++
+		from += served
+	}
+	need := 1
+	if sig.total >= 0 && w.posKnow {
+		need = (max(sig.total-from, 0) + served - 1) / served
+	}
+	pages := need
+	if keep && w.proof == proofProbe && need > 0 {
+		need++ // the probe of the first page's boundary
+	}
+	pagesLeft := w.maxPages - w.res.Pages
+	if !keep {
+		pagesLeft++ // the page read again replaces this one
+	}
+	if room := w.meter.room(w.budget.Requests, w.lease) - w.keep; pages > 0 && (room < need || pagesLeft < pages) {
+		return StopPageSizeNotHonoured, fmt.Sprintf("%s; walking on at %d a page needs about %d request%s, more than the budget has left", lead, served, need, plural(need))
+	}
+	if reason := w.sharedBudgetSpent(); reason != "" && pages > 0 {
+		return StopPageSizeNotHonoured, fmt.Sprintf("%s; the budget has nothing left to walk on at %d a page", lead, served)
+	}
+	if !keep {
+		w.res.Items = w.res.Items[:before]
+		w.rebuildIDs()
+	}
+	w.rewalked = true
+	w.pageSize, w.ownSize, w.fullSeen = served, true, keep
+	w.args = cloneArgs(w.args)
+	setArg(t, w.args, p.SizeParam, served)
+	w.page = next
+	setArg(t, w.args, p.PageParam, next)
+	w.answered = false
+	if keep && w.proof == proofProbe {
+		w.pending = &pageEnd{page: base, size: served, keys: w.keysOf(sig.items)}
+		w.keepProbe()
+	}
+	if keep && pages == 0 {
+		// The total says the served page held every row.
+		return StopCompleteTotalReached, ""
+	}
+	return "", ""
+}
+
+// probeBoundary reads again the full page before the page just read
+// (proofProbe) — the very request the walk sent for it — and compares its
+// rows with the rows the walk received there: other rows, or in another
+// order, mean rows shifted across the boundary between the reads (or
+// changed within the page: the walk cannot tell, and says rows may be
+// missing).
+//
+// refused is set when the probe was answered with a status no retry
+// changes (401, 403, 404, 410): the walk cannot go on.
+func (w *walker) probeBoundary(ctx context.Context) (refused *failure, err error) {
+	pe := w.pending
+	if pe == nil {
+		return nil, nil
+	}
+	w.pending = nil
+	t, p := w.o.Tool, w.plan
+	args := cloneArgs(w.args)
+	setArg(t, args, p.PageParam, pe.page)
+	if pe.size > 0 && p.SizeParam != "" {
+		setArg(t, args, p.SizeParam, pe.size)
+	}
+	items, fail, err := w.probe(ctx, args)
+	if err != nil {
+		return nil, err
+	}
+	if fail != nil {
+		w.unverified = fmt.Sprintf("the probe of page %d, which checks that no row moved across its boundary, failed: %s", pe.page, fail.short())
+		switch fail.status {
+		case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusGone:
+			f := *fail
+			f.reason = StopHTTPError
+			f.why = fmt.Sprintf("page %d, read again to check its boundary, was refused (%s); no retry can change that", pe.page, fail.short())
+			return &f, nil
+		}
+		return nil, nil
+	}
+	if !slices.EqualFunc(w.keysOf(items), pe.keys, bytes.Equal) {
+		w.res.Shifted = true
+	}
+	return nil, nil
+}
+
+// keysOf is the rows' keys (rowKey), in order.
+func (w *walker) keysOf(items [][]byte) [][]byte {
+	keys := make([][]byte, len(items))
+	for i, it := range items {
+		keys[i] = w.rowKey(it)
+	}
+	return keys
+}
+
+// probe sends one probe request and returns its rows; fail is set when
+// it could not be read.
+func (w *walker) probe(ctx context.Context, args map[string]any) (items [][]byte, fail *failure, err error) {
+	req := tools.Request{Tool: w.o.Tool, Args: args, Credential: w.o.Credential, ThreadID: w.o.ThreadID,
+		Page: w.res.Pages, Effect: w.effect}
+	resp, fail, err := w.fetch(ctx, req, true)
+	if err != nil || fail != nil {
+		return nil, fail, err
+	}
+	w.res.Probes++
+	sig, rerr := readPage(w.plan, resp.Body, resp.Header, w.base, nil)
+	if rerr != nil {
+		return nil, &failure{reason: StopInconsistent, detail: strings.TrimPrefix(rerr.Error(), errInconsistent.Error()+": ")}, nil
+	}
+	if t := w.res.Total; sig.total >= 0 && t != nil && *t != sig.total {
+		w.res.TotalMoved = true // the probe saw the total move too
+	}
+	return sig.items, nil, nil
 }
 
 // uninspected words what the walk did not fetch.
@@ -632,6 +1133,9 @@ func (w *walker) uninspected(reason, why string) string {
 		fmt.Fprintf(&b, "the byte budget (%d bytes per call) was reached", w.budget.Bytes)
 	case StopBudgetTime:
 		fmt.Fprintf(&b, "the time budget (%s per call) ran out", w.budget.Time)
+		if why != "" { // the rate limit's wait that did not fit
+			b.WriteString(": " + why)
+		}
 	case StopRepeatedCursor:
 		b.WriteString("the server handed back a cursor it had already given (a cycle), so the walk stopped rather than loop")
 	case StopForeignNextURL:

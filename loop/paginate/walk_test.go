@@ -286,15 +286,18 @@ func TestPageBase(t *testing.T) {
 	}
 }
 
-// A zero-based page walk sends 1 after the server's default first page.
+// A zero-based page walk sends 1 after the server's default first page
+// (and probes the boundary of each full page with the page itself: 0
+// after page 1, 1 after page 2).
 func TestZeroBasedPages(t *testing.T) {
 	var sent []string
 	caller := fakeCaller{call: func(ctx context.Context, req tools.Request) (*tools.Response, error) {
 		sent = append(sent, fmt.Sprint(req.Args["page"]))
-		if len(sent) == 3 {
+		n, _ := argInt(req.Args, "page")
+		if n >= 2 {
 			return jsonResponse(page(nil, "")), nil
 		}
-		return jsonResponse(page(seq("i", len(sent)*2-1, 2), "")), nil
+		return jsonResponse(page(seq("i", n*2+1, 2), "")), nil
 	}}
 	tool := listTool("https://api.example", pagePlan, 2)
 	tool.Params[1].Schema = &tools.Schema{Type: "integer", Default: float64(0)}
@@ -303,7 +306,7 @@ func TestZeroBasedPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"<nil>", "1", "2"}, sent); diff != "" {
+	if diff := cmp.Diff([]string{"<nil>", "1", "0", "2", "1"}, sent); diff != "" {
 		t.Errorf("page arguments (-want +got):\n%s", diff)
 	}
 	if res.StoppedBy != StopCompleteEmptyPage || len(res.Items) != 4 {

@@ -33,6 +33,7 @@ func (s *Deployment) loadCatalog(ctx context.Context) (*tools.Catalog, error) {
 			return nil, cfg.errAt(at, err.Error())
 		}
 		s.invoker.SetAuth(p.ID, tools.ProviderAuth{Org: p.Auth, Runtime: p.RuntimeAuth})
+		s.invoker.SetRateLimit(p.ID, p.RateLimit)
 	}
 	manifests := make([][]byte, 0, len(cfg.toolkitData))
 	manifests = append(manifests, cfg.toolkitData...)
@@ -89,7 +90,7 @@ func (s *Deployment) logImport(provider string, r *tools.ImportReport) {
 func (s *Deployment) connectMCP(ctx context.Context, cat *tools.Catalog, mc tools.MCPConfig) error {
 	s.invoker.AddSecrets(mc.Secrets()...)
 	src, err := tools.ConnectMCP(ctx, mc, tools.MCPOptions{
-		Logger: s.log.With("mcp", mc.ID), Log: s.activity, HTTPClient: s.tel.mcpClient(s.cfg.Telemetry, mc.ID),
+		Logger: s.log.With("mcp", mc.ID), Log: s.activity, HTTPClient: s.tel.mcpClient(s.cfg.Telemetry, mc.ID), Limiter: s.limiter,
 		OnChange: func(ts []*tools.Tool) {
 			if err := cat.ReplaceProvider(mc.ID, ts); err != nil {
 				s.log.Error("mcp tool list changed but could not be applied", "mcp", mc.ID, "err", err)
@@ -124,6 +125,7 @@ func (s *Deployment) addToolkit(cat *tools.Catalog, m *tools.Manifest) error {
 		org.Token = s.cfg.toolkitToken
 	}
 	s.invoker.SetAuth(m.Toolkit, tools.ProviderAuth{Org: org, Runtime: tools.AuthSpec{Type: m.Auth.Type, Header: m.Auth.Header, Query: m.Auth.Query}})
+	s.invoker.SetRateLimit(m.Toolkit, m.RateLimit)
 	return nil
 }
 

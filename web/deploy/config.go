@@ -200,6 +200,9 @@ type ProviderConfig struct {
 	// PropagateTrace false keeps the W3C trace context off this
 	// provider's requests. Zero: sent while traces are on.
 	PropagateTrace *bool `yaml:"propagate_trace"`
+	// RateLimit paces the provider's requests across the deployment (see
+	// tools.RateLimit). Zero: only what the upstream reports.
+	RateLimit tools.RateLimit `yaml:"rate_limit"`
 
 	specData []byte // a built-in spec, instead of the OpenAPI file
 }
@@ -453,31 +456,11 @@ func yamlFields(t reflect.Type) map[string]reflect.Type {
 func closest(s string, known []string) string {
 	best, bestD := "", 3
 	for _, k := range known {
-		if d := editDistance(strings.ToLower(s), strings.ToLower(k)); d < bestD {
+		if d := tools.EditDistance(strings.ToLower(s), strings.ToLower(k)); d < bestD {
 			best, bestD = k, d
 		}
 	}
 	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := prev[j-1]
-			if a[i-1] != b[j-1] {
-				c++
-			}
-			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // Line returns the line of a key path ("agents[0].agentTools[1]"), or 0.
@@ -602,6 +585,9 @@ func (c *Config) validate() error {
 		}
 		if err := p.RuntimeAuth.Validate(); err != nil {
 			return c.errAt(at+".runtime_auth", err.Error())
+		}
+		if err := p.RateLimit.Validate(); err != nil {
+			return c.errAt(at+".rate_limit", err.Error())
 		}
 	}
 	for i, m := range c.MCPServers {

@@ -90,6 +90,10 @@ func TestParseConfigErrors(t *testing.T) {
 		{"redis url unparsable, password kept out", "redis_url: 'redis://:s3cretpw@[::1/0'\n", "trawl.yaml:1: redis_url: want redis://"},
 		{"redis password not encoded", "redis_url: 'redis://:s3cretpw/#x@127.0.0.1:6379/0'\n", "must be percent-encoded"},
 		{"mcp needs one", "mcp_servers:\n  - {id: f}\n", "command or url is required"},
+		{"rate limit burst alone", "providers:\n  - {id: a, openapi: x, rate_limit: {burst: 4}}\n", "trawl.yaml:2: providers[0].rate_limit: burst needs requests_per_second"},
+		{"rate limit negative", "providers:\n  - {id: a, openapi: x, rate_limit: {concurrency: -1}}\n", "providers[0].rate_limit: concurrency must not be negative"},
+		{"rate limit unknown key", "providers:\n  - {id: a, openapi: x, rate_limit: {rps: 4}}\n", `providers[0].rate_limit.rps: unknown key "rps"`},
+		{"rate limit on a command server", "mcp_servers:\n  - {id: f, command: [x], rate_limit: {concurrency: 2}}\n", "rate_limit applies to a server over HTTP"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

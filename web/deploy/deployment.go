@@ -34,6 +34,7 @@ type Deployment struct {
 	catalog  *tools.Catalog
 	imported map[string][]tools.ImportWarning // by provider: repairs and skips of its OpenAPI import
 	invoker  *tools.Invoker
+	limiter  tools.RateLimiter           // every provider's pace, shared by the invoker and MCP servers
 	mcp      map[string]*tools.MCPSource // by server id
 	activity *tools.ActivityLog
 	engine   *loop.Engine
@@ -46,6 +47,8 @@ type Deployment struct {
 	model    agent.Model // nil when no model is configured
 	runner   *agent.Runner
 	conns    *Connections
+	// inbox is where approvals no chat answers wait (approvals.go).
+	inbox *agent.Inbox
 	// workflows runs workflow definitions (PartsServe).
 	workflows *workflow.Runner
 	// now is the deployment's one clock: sessions, connect links, rate
@@ -138,8 +141,14 @@ func Open(ctx context.Context, cfg *Config, opt Options) (_ *Deployment, err err
 	d.closers = append(d.closers, st.close)
 	d.adminKey, d.keyIsNew = st.adminKey, st.keyIsNew
 	d.threads, d.sessions, d.events = st.threads, st.sessions, st.events
+	d.inbox = d.newInbox(st)
 	d.activity = tools.NewActivityLog(st.activity, 0)
-	d.invoker = tools.NewInvoker(tools.InvokerOptions{Log: d.activity, Client: d.tel.httpClient(false)})
+	limiter := st.limiter
+	if limiter == nil {
+		limiter = tools.NewMemoryLimiter(tools.LimiterOptions{})
+	}
+	d.limiter = d.tel.wrapLimiter(limiter)
+	d.invoker = tools.NewInvoker(tools.InvokerOptions{Log: d.activity, Client: d.tel.httpClient(false), Limiter: d.limiter, ScopeKey: st.scopeKey()})
 	if d.catalog, err = d.loadCatalog(ctx); err != nil {
 		return nil, err
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/trawl-dev/trawl/stream/redislog"
 	"github.com/trawl-dev/trawl/tools"
 	"github.com/trawl-dev/trawl/tools/redisactivity"
+	"github.com/trawl-dev/trawl/tools/redislimit"
 	webredis "github.com/trawl-dev/trawl/web/redisstore"
 	"github.com/trawl-dev/trawl/web/runlease"
 	"github.com/trawl-dev/trawl/web/runlease/redislease"
@@ -48,8 +49,11 @@ type stores struct {
 	datasets loop.DatasetStore // the dataset cache (and shadow records)
 	walks    loop.SharedWalks  // nil: collapsed walks within this process
 	activity tools.ActivityStore
+	limiter  tools.RateLimiter // nil: one of the process's own
 	vectors  discovery.VectorCache
 	runs     runlease.Registry
+	// approvals is the approvals inbox's store; nil: memory.
+	approvals agent.ApprovalStore
 
 	workflows, workflowRuns, connections Records
 	grants                               grants // connect codes and attempts
@@ -199,13 +203,19 @@ func openEmbeddedStores(cfg *Config, tel *Telemetry) (_ *stores, err error) {
 	if st.datasets, err = boltstore.New(st.db, boltstore.Options{}); err != nil {
 		return nil, err
 	}
-	if st.activity, err = tools.NewBoltActivityStore(st.db, 0); err != nil {
+	activity, err := tools.NewBoltActivityStore(st.db, tools.BoltActivityOptions{})
+	if err != nil {
 		return nil, err
 	}
+	st.activity = activity
+	st.closers = append(st.closers, activity.Close) // before the file closes
 	if st.vectors, err = discovery.NewBoltVectors(st.db, 0); err != nil {
 		return nil, err
 	}
 	st.runs = runlease.NewMemory()
+	if st.approvals, err = agent.NewBoltApprovals(st.db); err != nil {
+		return nil, err
+	}
 	for _, b := range []struct {
 		to   *Records
 		name string
@@ -270,10 +280,14 @@ func openRedisStores(ctx context.Context, cfg *Config, tel *Telemetry) (_ *store
 	st.datasets = datasets
 	st.walks = loopredis.NewWalks(c, datasets, loopredis.WalksOptions{Prefix: prefix, Lease: cfg.RunLease})
 	st.activity = redisactivity.New(c, redisactivity.Options{Prefix: prefix})
+	limiter := redislimit.New(c, redislimit.Options{Prefix: prefix})
+	st.limiter = limiter
+	st.closers = append(st.closers, limiter.Close)
 	st.vectors = redisvectors.New(c, prefix)
 	runs := redislease.New(c, prefix, cfg.RunLease)
 	st.closers = append(st.closers, runs.Close)
 	st.runs = runs
+	st.approvals = agentredis.NewApprovals(c, prefix)
 	st.workflows = webredis.NewBucket(c, prefix, "workflows")
 	st.workflowRuns = webredis.NewBucket(c, prefix, "workflow_runs")
 	st.connections = webredis.NewBucket(c, prefix, "connections")

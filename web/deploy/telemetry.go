@@ -404,6 +404,45 @@ func (t *Telemetry) WorkflowRun(ctx context.Context, workflowID string) (context
 	}
 }
 
+// wrapLimiter is the rate limiter l, recording each request's wait
+// (trawl_upstream_wait_seconds{provider}) and reporting each provider's
+// learned concurrency and permits in flight when metrics are on.
+func (t *Telemetry) wrapLimiter(l tools.RateLimiter) tools.RateLimiter {
+	if t == nil || t.mp == nil {
+		return l
+	}
+	m := t.mp.Meter(webInstrumentation)
+	wait, _ := m.Float64Histogram("trawl.upstream.wait", metric.WithUnit("s"),
+		metric.WithDescription("How long upstream requests waited for their provider's rate limit, by provider."),
+		metric.WithExplicitBucketBoundaries(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
+	if r, ok := l.(tools.LimitReporter); ok {
+		conc, _ := m.Int64ObservableGauge("trawl.upstream.concurrency", metric.WithDescription("The concurrency bound learned for a provider after a 429 (0: none, the configured one applies), by provider."))
+		inflight, _ := m.Int64ObservableGauge("trawl.upstream.in_flight", metric.WithDescription("Upstream requests holding a rate-limit permit, by provider (on Redis: as this replica last saw them)."))
+		_, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+			for _, st := range r.LimitStatus() {
+				attrs := metric.WithAttributes(attribute.String("provider", st.Provider))
+				o.ObserveInt64(conc, int64(st.Concurrency), attrs)
+				o.ObserveInt64(inflight, int64(st.InFlight), attrs)
+			}
+			return nil
+		}, conc, inflight)
+	}
+	return observedLimiter{RateLimiter: l, wait: wait}
+}
+
+type observedLimiter struct {
+	tools.RateLimiter
+	wait metric.Float64Histogram
+}
+
+func (o observedLimiter) Acquire(ctx context.Context, s tools.LimitScope) (tools.Permit, error) {
+	p, err := o.RateLimiter.Acquire(ctx, s)
+	if err == nil {
+		o.wait.Record(ctx, p.Waited().Seconds(), metric.WithAttributes(attribute.String("provider", s.Provider)))
+	}
+	return p, err
+}
+
 // wrapEvents is the event log l, measuring its lag when metrics are on.
 func (t *Telemetry) wrapEvents(l stream.EventLog) stream.EventLog {
 	if t == nil || t.mp == nil {

@@ -292,13 +292,13 @@ func TestSearchAndLoadTool(t *testing.T) {
 				t.Fatal("the loaded tool is not listed in its conversation")
 			}
 			res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "MAIL_SEND_EMAIL", Arguments: map[string]any{
-				"to": []any{"a@example.com"}, "subject": "hi", "body": "hello", "_thread": thread}})
+				"to": []any{"a@example.com"}, "subject": "hi", "messageBody": "hello", "_thread": thread}})
 			if err != nil || res.IsError {
 				t.Fatalf("calling the loaded tool: %v %s", err, text(res))
 			}
 			// Another conversation has not loaded it.
 			res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "MAIL_SEND_EMAIL", Arguments: map[string]any{
-				"to": []any{"a@example.com"}, "subject": "hi", "body": "hello"}})
+				"to": []any{"a@example.com"}, "subject": "hi", "messageBody": "hello"}})
 			if err != nil || !res.IsError || !strings.Contains(text(res), "no tool") {
 				t.Errorf("the default conversation called a tool it never loaded: %v %s", err, text(res))
 			}

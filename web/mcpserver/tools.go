@@ -135,7 +135,7 @@ func (s *Server) conversationTools(ctx context.Context, e *entry, c Caller, hand
 	if err != nil {
 		return nil, err
 	}
-	budget := s.dep.Engine().ViewBudget(conv.Agent.ViewChars)
+	budget := s.runner.ConversationViewBudget(conv.Agent)
 	list := make([]*mcp.Tool, 0, len(offered))
 	for _, o := range offered {
 		t, err := describe(o, budget)
@@ -273,7 +273,8 @@ func annotations(o agent.OfferedTool) *mcp.ToolAnnotations {
 
 // envelopeSchema describes a looping result's structuredContent: the
 // tool's payload shape (its own keys are allowed through) plus the
-// envelope keys of the verdict, every one of them present.
+// envelope keys of the verdict (DESIGN.md §5), those every verdict has
+// required.
 func envelopeSchema() map[string]any {
 	str := map[string]any{"type": "string"}
 	integer := map[string]any{"type": "integer"}
@@ -281,9 +282,9 @@ func envelopeSchema() map[string]any {
 	return map[string]any{
 		"type":                 "object",
 		"additionalProperties": true,
-		"required":             []any{"_pagingComplete", "_likelyMoreRows", "_stoppedBy", "_note", "_boundary"},
+		"required":             []any{"_likelyMoreRows", "_stoppedBy", "_note", "_boundary"},
 		"properties": map[string]any{
-			"_pagingComplete": map[string]any{"type": "boolean", "description": "True only when _boundary.completion is complete: every row is here."},
+			"_pagingComplete": map[string]any{"type": "boolean", "description": "True only when _boundary.completion is complete: every row is here. Absent for a single response, which is not paged."},
 			"_likelyMoreRows": map[string]any{"type": "boolean"},
 			"_stoppedBy":      str,
 			"_note":           map[string]any{"type": "string", "description": "The verdict in words."},

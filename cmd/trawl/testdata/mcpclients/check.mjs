@@ -210,7 +210,7 @@ async function main() {
         check('list_changed follows', got, 'no notifications/tools/list_changed within 10 s');
         const tools = await listAll(c, { _meta: { 'trawl/thread': thread } });
         check('the loaded tool is listed in its conversation', tools.some((t) => t.name === 'MAIL_SEND_EMAIL'), tools.map((t) => t.name).join(','));
-        const sent = await c.callTool({ name: 'MAIL_SEND_EMAIL', arguments: { to: ['a@example.com'], subject: 'hi', body: 'hello', _thread: thread } });
+        const sent = await c.callTool({ name: 'MAIL_SEND_EMAIL', arguments: { to: ['a@example.com'], subject: 'hi', messageBody: 'hello', _thread: thread } });
         check('and called', !sent.isError, text(sent).slice(0, 300));
       } finally {
         await c.close();

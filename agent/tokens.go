@@ -1,0 +1,175 @@
+package agent
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/tiktoken-go/tokenizer"
+)
+
+// TokenCounter counts the tokens a model's tokenizer makes of a text.
+// Implementations must be safe for concurrent use; a count never fails
+// (text that is not UTF-8 is counted as its bytes would be sent).
+type TokenCounter interface {
+	CountTokens(text string) int
+}
+
+// Per-message framing of OpenAI's chat format, as its own cookbook counts
+// it ("How to count tokens with tiktoken"): every message costs three
+// tokens besides its content, and the reply is primed with three more.
+const (
+	tokensPerMessage = 3
+	tokensReplyPrime = 3
+)
+
+// TokenizerFor returns the tokenizer of model's family when trawl knows it
+// — OpenAI's o200k_base for gpt-4o*, gpt-4.1*, gpt-4.5*, gpt-5*, o1*,
+// o3*, o4*, chatgpt-4o*; cl100k_base for gpt-4* (the older ones) and
+// gpt-3.5* — with ok false for every other model, whose tokens only its
+// server's reported usage can tell. The name is matched like
+// ContextWindow's (case-insensitive, after any "provider/" prefix). The
+// encodings are embedded (github.com/tiktoken-go/tokenizer): no file is
+// fetched, and each is built once per process, on first use (about a
+// hundred milliseconds and some tens of megabytes for o200k_base).
+func TokenizerFor(model string) (TokenCounter, bool) {
+	enc, ok := encodingFor(model)
+	if !ok {
+		return nil, false
+	}
+	return bpeCounter(enc), true
+}
+
+func encodingFor(model string) (tokenizer.Encoding, bool) {
+	name := strings.ToLower(strings.TrimSpace(model))
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		name = name[i+1:]
+	}
+	has := func(prefixes ...string) bool {
+		for _, p := range prefixes {
+			if name == p || strings.HasPrefix(name, p+"-") || strings.HasPrefix(name, p+".") || strings.HasPrefix(name, p+":") {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has("gpt-4o", "chatgpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "gpt-oss"):
+		return tokenizer.O200kBase, true
+	case has("gpt-4", "gpt-3.5", "gpt-35", "text-embedding-3", "text-embedding-ada"):
+		return tokenizer.Cl100kBase, true
+	}
+	return "", false
+}
+
+// codecs holds one codec per encoding: building one parses its vocabulary,
+// which is done once per process.
+var codecs sync.Map // tokenizer.Encoding → *codecOnce
+
+type codecOnce struct {
+	once  sync.Once
+	codec tokenizer.Codec
+}
+
+type bpe struct{ c *codecOnce }
+
+func bpeCounter(enc tokenizer.Encoding) bpe {
+	v, _ := codecs.LoadOrStore(enc, &codecOnce{})
+	c := v.(*codecOnce)
+	c.once.Do(func() {
+		codec, err := tokenizer.Get(enc)
+		if err != nil { // only for an encoding the module lacks: encodingFor names none
+			panic("agent: tokenizer " + string(enc) + ": " + err.Error())
+		}
+		c.codec = codec
+	})
+	return bpe{c}
+}
+
+func (b bpe) CountTokens(text string) int {
+	if text == "" {
+		return 0
+	}
+	n, err := b.c.codec.Count(text)
+	if err != nil { // ErrorModeNone never fails; count bytes if it ever does
+		return len(text)
+	}
+	return n
+}
+
+// TokenMemo counts texts through a TokenCounter and keeps each count, so a
+// text sent at every step of a turn (the thread's older messages, the
+// tools) is tokenized once. It keeps at most max texts (then starts
+// afresh), holding their strings; it is safe for concurrent use.
+type TokenMemo struct {
+	tc  TokenCounter
+	max int
+
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+// NewTokenMemo returns a memo over tc keeping at most max counts (zero
+// means 4,096).
+func NewTokenMemo(tc TokenCounter, max int) *TokenMemo {
+	if max <= 0 {
+		max = 4096
+	}
+	return &TokenMemo{tc: tc, max: max, counts: map[string]int{}}
+}
+
+// CountTokens implements TokenCounter. Texts under 64 bytes are counted
+// each time: tokenizing them costs about what keeping them would.
+func (m *TokenMemo) CountTokens(text string) int {
+	if len(text) < 64 {
+		return m.tc.CountTokens(text)
+	}
+	m.mu.Lock()
+	n, ok := m.counts[text]
+	m.mu.Unlock()
+	if ok {
+		return n
+	}
+	n = m.tc.CountTokens(text)
+	m.mu.Lock()
+	if len(m.counts) >= m.max {
+		m.counts = map[string]int{}
+	}
+	m.counts[text] = n
+	m.mu.Unlock()
+	return n
+}
+
+// MessageTokens is what m costs in a chat completion request: its
+// content, its tool calls' names and arguments and the id it answers,
+// plus the chat format's framing per message.
+func MessageTokens(tc TokenCounter, m *Message) int {
+	n := tokensPerMessage + tc.CountTokens(string(m.Role)) + tc.CountTokens(m.Content)
+	if m.ToolCallID != "" {
+		n += tc.CountTokens(m.ToolCallID)
+	}
+	for _, c := range m.ToolCalls {
+		n += tokensPerMessage + tc.CountTokens(c.ID) + tc.CountTokens(c.Name) + tc.CountTokens(c.Arguments)
+	}
+	return n
+}
+
+// ToolTokens is what offering t costs: its name, description and
+// parameter schema as text. Servers render tools into the prompt in a
+// format of their own, so this is an estimate within a few percent, not
+// the server's count.
+func ToolTokens(tc TokenCounter, t *ToolSpec) int {
+	return tokensPerMessage + tc.CountTokens(t.Name) + tc.CountTokens(t.Description) + tc.CountTokens(string(t.Parameters))
+}
+
+// RequestTokens is what req costs: every message, every tool, and the
+// reply's priming.
+func RequestTokens(tc TokenCounter, req *ModelRequest) int {
+	n := tokensReplyPrime
+	for i := range req.Messages {
+		n += MessageTokens(tc, &req.Messages[i])
+	}
+	for i := range req.Tools {
+		n += ToolTokens(tc, &req.Tools[i])
+	}
+	return n
+}

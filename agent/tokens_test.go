@@ -1,0 +1,141 @@
+package agent
+
+import (
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/tiktoken-go/tokenizer"
+)
+
+func TestTokenizerForFamilies(t *testing.T) {
+	for _, tc := range []struct {
+		model string
+		enc   tokenizer.Encoding // "" when unknown
+	}{
+		{"gpt-4o-mini", tokenizer.O200kBase},
+		{"GPT-4o", tokenizer.O200kBase},
+		{"openai/gpt-4.1-mini", tokenizer.O200kBase},
+		{"gpt-5", tokenizer.O200kBase},
+		{"o3-mini", tokenizer.O200kBase},
+		{"gpt-4", tokenizer.Cl100kBase},
+		{"gpt-4-turbo", tokenizer.Cl100kBase},
+		{"gpt-3.5-turbo", tokenizer.Cl100kBase},
+		{"llama3.1:8b", ""},
+		{"claude-3-5-sonnet", ""},
+		{"gpt-40", ""},
+		{"o1x", ""},
+	} {
+		t.Run(tc.model, func(t *testing.T) {
+			got, ok := encodingFor(tc.model)
+			if ok != (tc.enc != "") || got != tc.enc {
+				t.Errorf("encodingFor(%q) = %q, %v; want %q", tc.model, got, ok, tc.enc)
+			}
+			if _, ok := TokenizerFor(tc.model); ok != (tc.enc != "") {
+				t.Errorf("TokenizerFor(%q) ok = %v", tc.model, ok)
+			}
+		})
+	}
+}
+
+// The embedded encodings are OpenAI's: the ids of a known text match the
+// ones tiktoken gives (cl100k_base "hello world" = 15339 1917, o200k_base
+// = 24912 2375), and counts agree with them.
+func TestTokenizerIsTheRealEncoding(t *testing.T) {
+	for _, tc := range []struct {
+		enc  tokenizer.Encoding
+		text string
+		ids  []uint
+	}{
+		{tokenizer.Cl100kBase, "hello world", []uint{15339, 1917}},
+		{tokenizer.O200kBase, "hello world", []uint{24912, 2375}},
+	} {
+		c := bpeCounter(tc.enc)
+		ids, _, err := c.c.codec.Encode(tc.text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tc.ids, ids); diff != "" {
+			t.Errorf("%s %q ids (-want +got):\n%s", tc.enc, tc.text, diff)
+		}
+		if got := c.CountTokens(tc.text); got != len(tc.ids) {
+			t.Errorf("%s count = %d, want %d", tc.enc, got, len(tc.ids))
+		}
+	}
+	// JSON rows cost far fewer tokens than the 3-characters rule says.
+	tc, _ := TokenizerFor("gpt-4o-mini")
+	row := `{"id":"ord_0001","total":129.5,"currency":"EUR","customer":{"name":"Ada Lovelace"}}`
+	if n := tc.CountTokens(row); n < 15 || n >= len(row)/2 {
+		t.Errorf("a JSON row of %d chars counted %d tokens", len(row), n)
+	}
+}
+
+func TestMessageAndRequestTokens(t *testing.T) {
+	tc, _ := TokenizerFor("gpt-4o")
+	req := ModelRequest{
+		Messages: []Message{
+			{Role: RoleSystem, Content: "You help."},
+			{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "call_1", Name: "list_orders", Arguments: `{"status":"open"}`}}},
+			{Role: RoleTool, ToolCallID: "call_1", Content: `{"items":[]}`},
+		},
+		Tools: []ToolSpec{{Name: "list_orders", Description: "List orders", Parameters: []byte(`{"type":"object"}`)}},
+	}
+	var want int
+	for _, s := range []string{"system", "You help.", "assistant", "call_1", "list_orders", `{"status":"open"}`, "tool", "call_1", `{"items":[]}`, "list_orders", "List orders", `{"type":"object"}`} {
+		want += tc.CountTokens(s)
+	}
+	want += 3 /* reply */ + 3*3 /* messages */ + 3 /* the tool call */ + 3 /* the tool */
+	if got := RequestTokens(tc, &req); got != want {
+		t.Errorf("RequestTokens = %d, want %d", got, want)
+	}
+}
+
+// countingTokens counts the texts it is asked to tokenize.
+type countingTokens struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (c *countingTokens) CountTokens(text string) int {
+	c.mu.Lock()
+	c.calls[text]++
+	c.mu.Unlock()
+	return len(strings.Fields(text))
+}
+
+func TestTokenMemoCountsEachTextOnce(t *testing.T) {
+	inner := &countingTokens{calls: map[string]int{}}
+	m := NewTokenMemo(inner, 2)
+	long := func(w string) string { return strings.Repeat(w+" ", 40) }
+	a, b, c := long("a"), long("b"), long("c")
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if got := m.CountTokens(a); got != 40 {
+				t.Errorf("count = %d", got)
+			}
+		})
+	}
+	wg.Wait()
+	m.CountTokens(a)
+	if n := inner.calls[a]; n < 1 || n > 8 {
+		t.Errorf("a tokenized %d times", n)
+	}
+	before := inner.calls[a]
+	m.CountTokens(a)
+	if inner.calls[a] != before {
+		t.Errorf("a kept text was tokenized again")
+	}
+	m.CountTokens(b)
+	m.CountTokens(c) // over max: starts afresh
+	m.CountTokens(a)
+	if inner.calls[a] != before+1 {
+		t.Errorf("after the memo filled, a tokenized %d times, want %d", inner.calls[a], before+1)
+	}
+	m.CountTokens("short")
+	m.CountTokens("short")
+	if inner.calls["short"] != 2 {
+		t.Errorf("short texts are counted each time, got %d", inner.calls["short"])
+	}
+}

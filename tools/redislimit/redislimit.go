@@ -1,0 +1,339 @@
+// Package redislimit is the shared tools.RateLimiter: every replica's
+// requests paced by one state in Redis, so a provider's rate, its
+// concurrency and what its answers taught hold for the deployment, not
+// per replica.
+//
+// Each scope (a provider, or a provider and a runtime credential's
+// fingerprint) is a hash "<prefix>rl:<provider>[:c:<fingerprint>]" with
+// the same fields as the embedded limiter's state (GCRA's theoretical
+// arrival time, the learned rate, quota, pause and concurrency bound) and
+// a sorted set "…:p" of the permits in flight, scored by their lease's
+// end: a replica that dies holding permits has them back within
+// tools.DefaultPermitLease. One Lua script makes the decision, so two
+// replicas never both take the last slot.
+//
+// Round trips: an acquisition is one script call, which also carries the
+// replica's releases since its previous call; a release no acquisition
+// picks up within FlushDelay is sent alone. A sequential walk costs one
+// round trip per request; BenchmarkRoundTrips measures it. Waiting for a
+// rate slot costs nothing more (the script reserves the slot and says
+// when it starts); a pause is asked again once it ends; a wait for a
+// concurrency slot asks again on every release of this replica and every
+// PollInterval for the others'.
+//
+// Time is the replicas' clocks (passed to the script, so the limiter's
+// clock can be injected): keep them in sync (NTP), as leases already need.
+package redislimit
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl-dev/trawl/tools"
+)
+
+// Options configure a Limiter. The zero value is usable.
+type Options struct {
+	// Prefix begins every key. Zero: none.
+	Prefix string
+	tools.LimiterOptions
+	// FlushDelay is how long a release waits to ride along with the next
+	// acquisition before it is sent alone. Zero: 2 ms.
+	FlushDelay time.Duration
+	// PollInterval is how often a request waiting for a concurrency slot
+	// asks again (besides on each of this replica's releases). Zero:
+	// 25 ms.
+	PollInterval time.Duration
+}
+
+// Limiter is the Redis tools.RateLimiter. It is safe for concurrent use;
+// Close sends the releases still pending.
+type Limiter struct {
+	c       redis.UniversalClient
+	opt     Options
+	replica string
+
+	seq        atomic.Uint64
+	roundTrips atomic.Int64
+
+	mu      sync.Mutex
+	pending []release
+	armed   bool          // a flush is scheduled
+	changed chan struct{} // closed and replaced on every local release
+	status  map[string]tools.LimitStatus
+}
+
+var (
+	_ tools.RateLimiter   = (*Limiter)(nil)
+	_ tools.LimitReporter = (*Limiter)(nil)
+)
+
+// New returns the limiter of client.
+func New(client redis.UniversalClient, opt Options) *Limiter {
+	opt.LimiterOptions = withDefaults(opt.LimiterOptions)
+	if opt.FlushDelay <= 0 {
+		opt.FlushDelay = 2 * time.Millisecond
+	}
+	if opt.PollInterval <= 0 {
+		opt.PollInterval = 25 * time.Millisecond
+	}
+	var id [6]byte
+	_, _ = rand.Read(id[:])
+	return &Limiter{c: client, opt: opt, replica: hex.EncodeToString(id[:]), changed: make(chan struct{}), status: map[string]tools.LimitStatus{}}
+}
+
+func withDefaults(o tools.LimiterOptions) tools.LimiterOptions {
+	if o.Clock == nil {
+		o.Clock = tools.SystemClock()
+	}
+	if o.PermitLease <= 0 {
+		o.PermitLease = tools.DefaultPermitLease
+	}
+	return o
+}
+
+// RoundTrips counts the script calls made so far (for benchmarks).
+func (l *Limiter) RoundTrips() int64 { return l.roundTrips.Load() }
+
+// release is one permit's end, waiting to be sent.
+type release struct {
+	id, provider, credential string
+	epochs                   [2]int64
+	conf                     int
+	status                   int
+	learned                  tools.Learned
+}
+
+func (r *release) args() []any {
+	has, tm, ok := 0, 0, 0
+	if r.status != 0 {
+		has = 1
+	}
+	if r.learned.TooMany {
+		tm = 1
+	}
+	if r.learned.OK {
+		ok = 1
+	}
+	var pause, reset int64
+	if !r.learned.PauseUntil.IsZero() {
+		pause = r.learned.PauseUntil.UnixMicro()
+	}
+	if !r.learned.Reset.IsZero() {
+		reset = r.learned.Reset.UnixMicro()
+	}
+	return []any{r.id, r.provider, r.credential, r.epochs[0], r.epochs[1], r.conf, has, tm, ok, pause,
+		r.learned.Remaining, reset, strconv.FormatFloat(r.learned.Rate, 'g', 17, 64), r.learned.Burst}
+}
+
+const releaseArgs = 14
+
+// Acquire implements tools.RateLimiter.
+func (l *Limiter) Acquire(ctx context.Context, s tools.LimitScope) (tools.Permit, error) {
+	clock := l.opt.Clock
+	start := clock.Now()
+	ctx, cancel := tools.LimitWaitContext(ctx)
+	defer cancel()
+	id := l.replica + "." + strconv.FormatUint(l.seq.Add(1), 36)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		maxWait := tools.LimitWaitLeft(ctx)
+		l.mu.Lock()
+		rel := l.pending
+		l.pending = nil
+		changed := l.changed
+		l.mu.Unlock()
+		args := []any{l.opt.Prefix, clock.Now().UnixMicro(), l.opt.PermitLease.Microseconds(), learnTTL, growDivisor, concCeiling, "a",
+			maxWait.Microseconds(), id, s.Provider, s.Credential,
+			strconv.FormatFloat(s.Limit.RequestsPerSecond, 'g', 17, 64), s.Limit.BurstOrDefault(), s.Limit.Concurrency, len(rel)}
+		for i := range rel {
+			args = append(args, rel[i].args()...)
+		}
+		l.roundTrips.Add(1)
+		res, err := script.Run(ctx, l.c, []string{l.opt.Prefix + "rl:" + s.Provider}, args...).StringSlice()
+		if err != nil {
+			l.requeue(rel)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("rate limiter: redis: %w", err)
+		}
+		if len(res) < 7 {
+			return nil, errors.New("rate limiter: redis: a short answer from the script")
+		}
+		code := res[0]
+		wait := time.Duration(atoi(res[1])) * time.Microsecond
+		l.noteStatus(s.Provider, int(atoi(res[5])), int(atoi(res[6])))
+		switch code {
+		case "1":
+			p := &permit{l: l, s: s, id: id, epochs: [2]int64{atoi(res[3]), atoi(res[4])}}
+			if wait > 0 {
+				if err := clock.Sleep(ctx, wait); err != nil {
+					p.Release(tools.Outcome{})
+					return nil, err
+				}
+			}
+			p.waited = clock.Now().Sub(start)
+			return p, nil
+		case "2":
+			t := time.NewTimer(l.opt.PollInterval)
+			select {
+			case <-changed:
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				if ctx.Err() == context.DeadlineExceeded {
+					return nil, &tools.RateLimitError{Provider: s.Provider, Cause: "concurrency"}
+				}
+				return nil, ctx.Err()
+			}
+			t.Stop()
+		case "3":
+			return nil, &tools.RateLimitError{Provider: s.Provider, Wait: wait, Cause: res[2]}
+		default: // paused
+			if wait > maxWait {
+				return nil, &tools.RateLimitError{Provider: s.Provider, Wait: wait, Cause: res[2]}
+			}
+			if err := clock.Sleep(ctx, wait); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+func atoi(s string) int64 {
+	f, _ := strconv.ParseFloat(s, 64)
+	return int64(f)
+}
+
+func (l *Limiter) noteStatus(provider string, learned, inflight int) {
+	l.mu.Lock()
+	l.status[provider] = tools.LimitStatus{Provider: provider, Concurrency: learned, InFlight: inflight}
+	l.mu.Unlock()
+}
+
+// LimitStatus implements tools.LimitReporter: each provider as of this
+// replica's last request to it.
+func (l *Limiter) LimitStatus() []tools.LimitStatus {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]tools.LimitStatus, 0, len(l.status))
+	for _, s := range l.status {
+		out = append(out, s)
+	}
+	return out
+}
+
+func (l *Limiter) requeue(rel []release) {
+	if len(rel) == 0 {
+		return
+	}
+	l.mu.Lock()
+	l.pending = append(rel, l.pending...)
+	l.armFlush()
+	l.mu.Unlock()
+}
+
+// armFlush schedules sending the pending releases alone (l.mu held).
+func (l *Limiter) armFlush() {
+	if l.armed {
+		return
+	}
+	l.armed = true
+	time.AfterFunc(l.opt.FlushDelay, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = l.flush(ctx)
+	})
+}
+
+// flush sends the pending releases now.
+func (l *Limiter) flush(ctx context.Context) error {
+	l.mu.Lock()
+	rel := l.pending
+	l.pending, l.armed = nil, false
+	l.mu.Unlock()
+	if len(rel) == 0 {
+		return nil
+	}
+	args := []any{l.opt.Prefix, l.opt.Clock.Now().UnixMicro(), l.opt.PermitLease.Microseconds(), learnTTL, growDivisor, concCeiling, "r", len(rel)}
+	for i := range rel {
+		args = append(args, rel[i].args()...)
+	}
+	l.roundTrips.Add(1)
+	if err := script.Run(ctx, l.c, []string{l.opt.Prefix + "rl:" + rel[0].provider}, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		l.mu.Lock()
+		l.pending = append(rel, l.pending...)
+		l.mu.Unlock()
+		return fmt.Errorf("rate limiter: redis: %w", err)
+	}
+	return nil
+}
+
+// Close sends the releases still pending (their permits would otherwise
+// count until their lease ends).
+func (l *Limiter) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return l.flush(ctx)
+}
+
+type permit struct {
+	l      *Limiter
+	s      tools.LimitScope
+	id     string
+	epochs [2]int64
+	waited time.Duration
+	once   sync.Once
+}
+
+func (p *permit) Waited() time.Duration { return p.waited }
+
+// Release implements tools.Permit. A release that other replicas must
+// see at once — a 429, a pause, an exhausted quota — is sent before it
+// returns (one round trip, bounded by 5 s); any other rides along with
+// this replica's next acquisition, or goes alone after FlushDelay.
+func (p *permit) Release(o tools.Outcome) {
+	p.once.Do(func() {
+		l := p.l
+		r := release{id: p.id, provider: p.s.Provider, credential: p.s.Credential, epochs: p.epochs, conf: p.s.Limit.Concurrency,
+			status: o.Status, learned: tools.Learn(o, l.opt.Clock.Now())}
+		urgent := r.learned.TooMany || !r.learned.PauseUntil.IsZero() || r.learned.Remaining == 0
+		l.mu.Lock()
+		l.pending = append(l.pending, r)
+		if !urgent {
+			l.armFlush()
+		}
+		close(l.changed)
+		l.changed = make(chan struct{})
+		l.mu.Unlock()
+		if urgent {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := l.flush(ctx); err != nil {
+				l.mu.Lock()
+				l.armFlush() // what failed was requeued by nobody: try again later
+				l.mu.Unlock()
+			}
+		}
+	})
+}
+
+// The tuning the script shares with the embedded limiter, in the units
+// it takes.
+var (
+	learnTTL    = tools.LearnedLimitTTL.Microseconds()
+	growDivisor = tools.ConcurrencyGrowth
+	concCeiling = tools.ConcurrencyCeiling
+)

@@ -1,0 +1,177 @@
+package redislimit
+
+import "github.com/redis/go-redis/v9"
+
+// script decides acquisitions and applies releases, mirroring the
+// embedded limiter (tools/ratelimit_memory.go: decide, learnInto) field
+// for field; the conformance suite (tools/limittest) runs both.
+//
+// ARGV: prefix, now (µs), lease (µs), learn TTL (µs), growth divisor,
+// concurrency ceiling, mode ("a": acquire, "r": releases only); for "a":
+// max wait (µs), permit id, provider, credential, rps, burst,
+// concurrency; then the number of releases and 14 fields each (see
+// release.args). Numbers are written with %.17g, which keeps every
+// microsecond timestamp exact.
+//
+// It answers, for "a": {code, wait µs, cause, provider epoch, credential
+// epoch, provider's learned bound, provider's permits in flight}; code 1
+// granted (wait: until the slot starts), 0 paused, 2 every concurrency
+// slot taken, 3 the rate slot is further than the max wait.
+var script = redis.NewScript(`
+local prefix = ARGV[1]
+local now = tonumber(ARGV[2])
+local lease = tonumber(ARGV[3])
+local LEARN = tonumber(ARGV[4])
+local GROW = tonumber(ARGV[5])
+local CEIL = tonumber(ARGV[6])
+local mode = ARGV[7]
+
+local function fmt(n) return string.format('%.17g', n) end
+
+local function load(key)
+  local v = redis.call('HMGET', key, 'tat', 'lrate', 'lburst', 'lrexp', 'rem', 'reset', 'pause', 'cwnd', 'cwexp', 'epoch')
+  local st = {key = key, pkey = key .. ':p',
+    tat = tonumber(v[1]) or 0, lrate = tonumber(v[2]) or 0, lburst = tonumber(v[3]) or 0, lrexp = tonumber(v[4]) or 0,
+    rem = tonumber(v[5]) or -1, reset = tonumber(v[6]) or 0, pause = tonumber(v[7]) or 0,
+    cwnd = tonumber(v[8]) or 0, cwexp = tonumber(v[9]) or 0, epoch = tonumber(v[10]) or 0}
+  redis.call('ZREMRANGEBYSCORE', st.pkey, '-inf', fmt(now))
+  st.n = redis.call('ZCARD', st.pkey)
+  if st.cwnd > 0 and st.cwexp <= now then st.cwnd = 0 end
+  if st.lrate > 0 and st.lrexp <= now then st.lrate = 0 end
+  if st.rem >= 0 and st.reset <= now then st.rem = -1; st.reset = 0 end
+  return st
+end
+
+local function save(st)
+  redis.call('HSET', st.key, 'tat', fmt(st.tat), 'lrate', fmt(st.lrate), 'lburst', fmt(st.lburst), 'lrexp', fmt(st.lrexp),
+    'rem', fmt(st.rem), 'reset', fmt(st.reset), 'pause', fmt(st.pause), 'cwnd', fmt(st.cwnd), 'cwexp', fmt(st.cwexp), 'epoch', fmt(st.epoch))
+  local keep = LEARN
+  for _, t in ipairs({st.pause, st.reset, st.tat, st.cwexp, st.lrexp}) do
+    if t - now > keep then keep = t - now end
+  end
+  redis.call('PEXPIRE', st.key, math.floor(keep / 1000) + 60000)
+end
+
+local function scopeKeys(provider, cred)
+  local keys = {prefix .. 'rl:' .. provider}
+  if cred ~= '' then keys[2] = keys[1] .. ':c:' .. cred end
+  return keys
+end
+
+local function release(a, i)
+  local pid, provider, cred = a[i], a[i + 1], a[i + 2]
+  local eps = {tonumber(a[i + 3]), tonumber(a[i + 4])}
+  local conf, has, tm, ok = tonumber(a[i + 5]), tonumber(a[i + 6]), tonumber(a[i + 7]), tonumber(a[i + 8])
+  local pauseU, remaining, reset = tonumber(a[i + 9]), tonumber(a[i + 10]), tonumber(a[i + 11])
+  local rate, burst = tonumber(a[i + 12]), tonumber(a[i + 13])
+  local keys = scopeKeys(provider, cred)
+  for j, key in ipairs(keys) do
+    local st = load(key)
+    if j == #keys and has == 1 then
+      local inflight = st.n
+      if not redis.call('ZSCORE', st.pkey, pid) then inflight = inflight + 1 end
+      if tm == 1 then
+        if eps[j] == st.epoch then
+          local base = inflight
+          if st.cwnd > 0 and st.cwnd < base then base = st.cwnd end
+          st.cwnd = math.max(1, base / 2)
+          st.cwexp = now + LEARN
+          st.epoch = st.epoch + 1
+        end
+      elseif ok == 1 and st.cwnd > 0 then
+        st.cwnd = st.cwnd + 1 / (GROW * st.cwnd)
+        local ceiling = CEIL
+        if j == 1 and conf > 0 then ceiling = conf end
+        if st.cwnd >= ceiling then st.cwnd = 0 end
+      end
+      if pauseU > st.pause then st.pause = pauseU end
+      if remaining >= 0 and reset > now then
+        st.rem = math.max(0, remaining - (inflight - 1))
+        st.reset = reset
+      end
+      if rate > 0 then
+        st.lrate = rate
+        st.lburst = math.max(burst, 1)
+        st.lrexp = now + LEARN
+      end
+      save(st)
+    end
+    redis.call('ZREM', st.pkey, pid)
+  end
+end
+
+local function releases(at)
+  local n = tonumber(ARGV[at])
+  local i = at + 1
+  for _ = 1, n do
+    release(ARGV, i)
+    i = i + 14
+  end
+end
+
+if mode == 'r' then
+  releases(8)
+  return {}
+end
+
+local maxWait, pid, provider, cred = tonumber(ARGV[8]), ARGV[9], ARGV[10], ARGV[11]
+local cfgRps, cfgBurst, cfgConc = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
+releases(15)
+
+local keys = scopeKeys(provider, cred)
+local states = {}
+for j, key in ipairs(keys) do states[j] = load(key) end
+local function status(code, wait, cause, e1, e2)
+  local learned = 0
+  if states[1].cwnd > 0 then learned = math.floor(states[1].cwnd) end
+  return {tostring(code), fmt(wait), cause, fmt(e1), fmt(e2), fmt(learned), fmt(states[1].n)}
+end
+
+local wait, cause = 0, ''
+for _, st in ipairs(states) do
+  if st.pause > now and st.pause - now > wait then wait = st.pause - now; cause = 'paused' end
+  if st.rem == 0 and st.reset > now and st.reset - now > wait then wait = st.reset - now; cause = 'paused' end
+end
+if wait > 0 then return status(0, wait, cause, 0, 0) end
+
+for j, st in ipairs(states) do
+  local limit = 0
+  if j == 1 then limit = cfgConc end
+  if st.cwnd > 0 then
+    local c = math.floor(st.cwnd)
+    if limit == 0 or c < limit then limit = c end
+  end
+  if limit > 0 and st.n >= limit then return status(2, 0, 'concurrency', 0, 0) end
+end
+
+local function rateOf(st, j)
+  local r, b = 0, 0
+  if j == 1 and cfgRps > 0 then r = cfgRps; b = cfgBurst end
+  if st.lrate > 0 and (r == 0 or st.lrate < r) then r = st.lrate; b = math.max(st.lburst, 1) end
+  return r, b
+end
+
+local delay = 0
+for j, st in ipairs(states) do
+  local r, b = rateOf(st, j)
+  if r > 0 then
+    local t = math.ceil(1e6 / r)
+    local d = st.tat - (b - 1) * t - now
+    if d > delay then delay = d end
+  end
+end
+if delay > maxWait then return status(3, delay, 'rate', 0, 0) end
+
+local eps = {0, 0}
+for j, st in ipairs(states) do
+  local r = rateOf(st, j)
+  if r > 0 then st.tat = math.max(st.tat, now) + math.ceil(1e6 / r) end
+  if st.rem > 0 then st.rem = st.rem - 1 end
+  redis.call('ZADD', st.pkey, fmt(now + delay + lease), pid)
+  redis.call('PEXPIRE', st.pkey, math.floor((delay + lease) / 1000) + 1000)
+  st.n = st.n + 1
+  save(st)
+  eps[j] = st.epoch
+end
+return status(1, delay, '', eps[1], eps[2])
+`)

@@ -1,0 +1,210 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/trawl-dev/trawl/stream/redistest"
+)
+
+// pacedUpstream is a paginated list (ten pages of ten) that logs when
+// each request arrived; with spent set every answer says the quota is
+// spent until two minutes from now (X-RateLimit-Remaining: 0).
+type pacedUpstream struct {
+	*httptest.Server
+	mu      sync.Mutex
+	arrived []time.Time
+	spent   bool
+}
+
+const pacedItems, pacedPerPage = 100, 10
+
+func newPacedUpstream(t *testing.T) *pacedUpstream {
+	u := &pacedUpstream{}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.mu.Lock()
+		u.arrived = append(u.arrived, time.Now())
+		spent := u.spent
+		u.mu.Unlock()
+		page, _ := strconv.Atoi(r.URL.Query().Get("page"))
+		page = max(page, 1)
+		if spent {
+			w.Header().Set("X-RateLimit-Limit", "100")
+			w.Header().Set("X-RateLimit-Remaining", "0")
+			w.Header().Set("X-RateLimit-Reset", "120")
+		}
+		var items []map[string]any
+		for i := (page-1)*pacedPerPage + 1; i <= min(page*pacedPerPage, pacedItems); i++ {
+			items = append(items, map[string]any{"id": i, "name": fmt.Sprintf("item %d", i)})
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"data": items, "total": pacedItems})
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+// busiestSecond is the most requests that arrived within any 1 s.
+func (u *pacedUpstream) busiestSecond() (most, total int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	at := slices.Clone(u.arrived)
+	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+	for i := range at {
+		n := 0
+		for j := i; j < len(at) && at[j].Sub(at[i]) < time.Second; j++ {
+			n++
+		}
+		most = max(most, n)
+	}
+	return most, len(at)
+}
+
+// startPaced starts n deployments (n > 1: on one Redis) whose provider
+// "up" is the upstream with rateLimit (YAML) as its rate_limit; extra is
+// more top-level YAML.
+func startPaced(t *testing.T, n int, up *pacedUpstream, rateLimit, extra string) []*testServer {
+	t.Helper()
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "items.yaml")
+	if err := os.WriteFile(spec, []byte(strings.ReplaceAll(scaleSpec, "maximum: 10", fmt.Sprintf("maximum: %d", pacedPerPage))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	redisConf := ""
+	if n > 1 {
+		srv := redistest.Start(t)
+		redisConf = fmt.Sprintf("redis_url: redis://%s/0\nredis_prefix: %q\nsecret_key: %s\n", srv.Addr, "trawl-test-"+randomHex(4)+":", scaleSecretKey)
+	}
+	var out []*testServer
+	for i := range n {
+		name := fmt.Sprintf("r%d", i)
+		yaml := fmt.Sprintf(`data_dir: %s
+admin_key: %s
+cache: {mode: "off"}
+%s%sproviders:
+  - {id: up, openapi: %s, base_url: %q, rate_limit: %s}
+agents:
+  - id: scale
+    max_steps: 4
+    agentTools: [{tool_id: up.list_items, provider_id: up, loop_responses: true}]
+`, filepath.Join(dir, name), scaleAdminKey, redisConf, extra, spec, up.URL, rateLimit)
+		path := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := LoadConfig(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs := &syncBuffer{}
+		srv, err := New(context.Background(), cfg, Options{Stdout: io.Discard, Model: scaleModel{},
+			Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { srv.Close() })
+		out = append(out, &testServer{Server: srv, URL: newHTTPServer(t, srv), logs: logs})
+	}
+	return out
+}
+
+// walkBoth runs a walk of every page in a chat on each server at once and
+// checks both came back complete.
+func walkBoth(t *testing.T, a, b *testServer) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i, ts := range []*testServer{a, b} {
+		wg.Go(func() {
+			resp := ts.post(t, "/v1/agents/scale/chat", "", chatBody(fmt.Sprintf("paced-%d", i), "m1", "walk"))
+			defer resp.Body.Close()
+			outs := toolOutputs(readSSE(t, resp.Body))
+			if len(outs) != 1 || !strings.Contains(outs[0], `"_pagingComplete":true`) {
+				t.Errorf("chat %d: the walk did not complete: %.400s", i, outs)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// Two walks from two chats on one provider with requests_per_second: 5:
+// the upstream never sees more than 5 requests in any second (+1 for a
+// request on the window's edge), and both walks complete.
+func TestRateLimitTwoChatsShareTheProvidersPace(t *testing.T) {
+	up := newPacedUpstream(t)
+	ts := startPaced(t, 1, up, "{requests_per_second: 5}", "metrics: {enabled: true}\n")[0]
+	walkBoth(t, ts, ts)
+	status, metrics := ts.do(t, http.MethodGet, "/metrics", "", nil)
+	for _, want := range []string{`trawl_upstream_wait_seconds_bucket{provider="up",le="1"}`, `trawl_upstream_concurrency{provider="up"} 0`, `trawl_upstream_in_flight{provider="up"} 0`} {
+		if status != http.StatusOK || !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics (%d) lacks %s", status, want)
+		}
+	}
+	most, total := up.busiestSecond()
+	if total != 2*pacedItems/pacedPerPage {
+		t.Errorf("the upstream saw %d requests, want %d", total, 2*pacedItems/pacedPerPage)
+	}
+	if most > 6 {
+		t.Errorf("%d requests arrived within one second, the limit is 5 a second", most)
+	}
+}
+
+// The same from two replicas on one Redis: the pace is the deployment's.
+func TestRateLimitTwoReplicasShareTheProvidersPace(t *testing.T) {
+	up := newPacedUpstream(t)
+	rs := startPaced(t, 2, up, "{requests_per_second: 5}", "")
+	walkBoth(t, rs[0], rs[1])
+	most, total := up.busiestSecond()
+	if total != 2*pacedItems/pacedPerPage {
+		t.Errorf("the upstream saw %d requests, want %d", total, 2*pacedItems/pacedPerPage)
+	}
+	if most > 6 {
+		t.Errorf("%d requests arrived within one second from the two replicas, the limit is 5 a second", most)
+	}
+}
+
+// An answer saying the quota is spent for longer than the walk's budget
+// (X-RateLimit-Remaining: 0, reset in two minutes) stops the walk before
+// its next page as partial, budget_time, saying the rate limit was why;
+// a later call sends nothing and fails at once, saying the same.
+func TestRateLimitSpentQuotaStopsTheWalk(t *testing.T) {
+	up := newPacedUpstream(t)
+	up.spent = true
+	ts := startPaced(t, 1, up, "{}", "")[0]
+	invoke := func() (int, []byte) {
+		return ts.do(t, http.MethodPost, "/v1/tools/up.list_items/invoke", "", map[string]any{"args": map[string]any{"_all_pages": true}})
+	}
+	status, body := invoke()
+	if status != http.StatusOK {
+		t.Fatalf("invoke: %d %s", status, body)
+	}
+	var env map[string]any
+	if err := json.Unmarshal(body, &env); err != nil {
+		t.Fatal(err)
+	}
+	boundary, _ := env["_boundary"].(map[string]any)
+	note, _ := env["_note"].(string)
+	if env["_stoppedBy"] != "budget_time" || boundary["completion"] != "partial" || boundary["requests"] != float64(1) ||
+		!strings.Contains(note, "up's rate limit pauses requests for 2m0s") || !strings.Contains(fmt.Sprint(boundary["uninspected"]), "rate limit") {
+		t.Errorf("the walk under a spent quota: stopped by %v, note %q, boundary %v", env["_stoppedBy"], note, boundary)
+	}
+	status, body = invoke()
+	if status < 400 || !strings.Contains(string(body), "upstream request not sent: up's rate limit pauses requests") {
+		t.Errorf("a call while the quota is spent: %d %s", status, body)
+	}
+	if _, total := up.busiestSecond(); total != 1 {
+		t.Errorf("the upstream saw %d requests, want only the first page", total)
+	}
+}
