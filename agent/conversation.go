@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"slices"
 
@@ -40,6 +41,22 @@ type Conversation struct {
 	// data-tool-loop-progress, throttled as in chat, among them). It must
 	// be safe for concurrent use. Nil: they are dropped.
 	Emit func(stream.Chunk) error
+	// Gate applies the agent's approval policy with the approvals inbox:
+	// a call that needs a human's yes waits there (the conversation
+	// remembers its request, so the same call made again runs once the
+	// request is approved). Nil: such a call is refused, asking no one.
+	Gate *Gate
+	// Answer is a human's answer to the conversation's approval request,
+	// given through the client (an MCP elicitation) and carried by this
+	// call; nil when it carries none.
+	Answer *ApprovalAnswer
+}
+
+// ApprovalAnswer is a human's answer to an approval request.
+type ApprovalAnswer struct {
+	ApprovalID string
+	Approved   bool
+	Reason     string
 }
 
 // ToolKind says how an offered tool is served.
@@ -154,7 +171,18 @@ type CallResult struct {
 	// the last call, for the client to learn what they fetched; the
 	// thread no longer holds them.
 	Earlier []InterruptedCall
+	// Approval is the inbox request of a call that needs approval: the
+	// one it waits on (Part in state approval-requested), the one that
+	// denied it, or the one it ran under.
+	Approval *PendingApproval
 }
+
+// Bounds of what a conversation keeps: the read verdicts it shows as
+// evidence, the approval requests it asked.
+const (
+	maxReads     = 10
+	maxApprovals = 50
+)
 
 // maxInterrupted bounds the interrupted calls a conversation keeps
 // between two calls.
@@ -177,7 +205,19 @@ func (r *Runner) ConversationCall(ctx context.Context, c *Conversation, call Too
 	var res CallResult
 	res.Earlier, c.Thread.Interrupted = c.Thread.Interrupted, nil
 	st.outcome = func(out *loop.Outcome) { res.Outcome = out }
+	approvals := len(c.Thread.Approvals)
+	st.gate = func(ctx context.Context, part Part, bt boundTool, args map[string]any) (Part, bool, error) {
+		a, run, np := r.conversationGate(ctx, c, part, bt, args)
+		res.Approval = a
+		return np, run, nil
+	}
 	res.Part, err = r.runCall(ctx, st, c.Agent, tl, call)
+	if len(st.reads) > 0 {
+		c.Thread.Reads = append(c.Thread.Reads, st.reads...)
+		if n := len(c.Thread.Reads); n > maxReads {
+			c.Thread.Reads = c.Thread.Reads[n-maxReads:]
+		}
+	}
 	if res.Part.State == "output-error" {
 		res.Outcome = nil
 	}
@@ -191,8 +231,75 @@ func (r *Runner) ConversationCall(ctx context.Context, c *Conversation, call Too
 		}
 	}
 	res.Loaded = !slices.Equal(loaded, c.Thread.Loaded)
-	res.Changed = res.Loaded || len(res.Earlier) > 0 || len(c.Thread.Interrupted) > 0 || kept != len(c.Thread.Results)
+	res.Changed = res.Loaded || len(res.Earlier) > 0 || len(c.Thread.Interrupted) > 0 || kept != len(c.Thread.Results) ||
+		approvals != len(c.Thread.Approvals) || len(st.reads) > 0
 	return res, err
+}
+
+// conversationGate decides a conversation's call that needs approval,
+// through the approvals inbox (the Gate, as every door but chat does):
+// it runs under the approval the conversation asked for the same call
+// (same tool, same arguments), once a human gave it — in the Studio, over
+// the API, or through the client (c.Answer) — and otherwise waits there
+// (the part in state approval-requested names the request) or is denied.
+// Nobody is asked to approve a call that can never run.
+func (r *Runner) conversationGate(ctx context.Context, c *Conversation, part Part, bt boundTool, args map[string]any) (*PendingApproval, bool, Part) {
+	fail := func(text string) Part {
+		part.State, part.ErrorText = "output-error", text
+		return part
+	}
+	if c.Gate == nil {
+		return nil, false, fail(CodeApprovalRequired + ": " + bt.name + " needs a human's approval before it runs, and this door has no approvals inbox")
+	}
+	h, err := argsHash(part.Input)
+	if err != nil {
+		return nil, false, fail(toolErrorText(err))
+	}
+	id := ""
+	for _, a := range c.Thread.Approvals {
+		if a.ToolName == part.ToolName && a.ArgsHash == h {
+			id = a.ID // the latest request for this very call
+		}
+	}
+	if ans := c.Answer; ans != nil && ans.ApprovalID != "" && ans.ApprovalID == id {
+		if _, err := c.Gate.Inbox.Answer(ctx, id, ans.Approved, ans.Reason); err != nil && !errors.Is(err, ErrApprovalAnswered) {
+			return nil, false, fail(toolErrorText(err))
+		}
+	}
+	g := *c.Gate
+	g.Reads = c.Thread.Reads
+	call := loop.Call{Tool: bt.tool, Args: args, Binding: bt.loopBinding()}
+	a, err := g.Admit(ctx, c.Agent, call, id)
+	if id != "" && err != nil && errors.Is(err, ErrApproval) {
+		// Used (the call ran under it already), expired or gone: this
+		// call asks anew.
+		a, err = g.Admit(ctx, c.Agent, call, "")
+	}
+	var wait *ApprovalWait
+	var denial *ApprovalDenial
+	switch {
+	case err == nil:
+		part.Approval = &PartApproval{ID: a.ID}
+		return a, true, part
+	case errors.As(err, &wait):
+		if !wait.Again {
+			c.Thread.Approvals = append(c.Thread.Approvals, IssuedApproval{ID: wait.Approval.ID, ToolCallID: part.ToolCallID,
+				ToolName: part.ToolName, ArgsHash: h})
+			if n := len(c.Thread.Approvals); n > maxApprovals {
+				c.Thread.Approvals = c.Thread.Approvals[n-maxApprovals:]
+			}
+		}
+		part.State, part.Approval = StateApprovalRequested, &PartApproval{ID: wait.Approval.ID}
+		part.ErrorText = CodeApprovalRequired + ": " + err.Error()
+		return &wait.Approval, false, part
+	case errors.As(err, &denial):
+		return &denial.Approval, false, fail(CodeApprovalDenied + ": " + err.Error())
+	case errors.Is(err, ErrApproval):
+		return a, false, fail(CodeApprovalRefused + ": " + err.Error())
+	case errors.Is(err, ErrInboxFull):
+		return nil, false, fail(CodeApprovalRequired + ": " + err.Error())
+	}
+	return a, false, fail(toolErrorText(err))
 }
 
 // MergeConversation folds what a conversation call remembered (from)
@@ -211,6 +318,14 @@ func MergeConversation(into, from *Thread, reported []InterruptedCall) *Thread {
 		if !slices.ContainsFunc(into.Results, func(x KeptResult) bool { return x.ID == kr.ID }) {
 			into.Results = append(into.Results, kr)
 		}
+	}
+	for _, a := range from.Approvals {
+		if !slices.ContainsFunc(into.Approvals, func(x IssuedApproval) bool { return x.ID == a.ID }) {
+			into.Approvals = append(into.Approvals, a)
+		}
+	}
+	if len(from.Reads) > 0 {
+		into.Reads = from.Reads // the newer call's view of the latest reads
 	}
 	// An interrupted call is reported once: what from reported is gone
 	// from into, and what from noted joins it.

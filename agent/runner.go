@@ -152,6 +152,10 @@ type turnState struct {
 	// outcome, when set, receives the engine's outcome of each bound
 	// tool's call (a conversation's door reads its typed verdict).
 	outcome func(*loop.Outcome)
+	// gate, when set, decides a call that needs approval instead of the
+	// chat's approval parts (a conversation: the approvals inbox): the
+	// part to return, or run to go on with the call.
+	gate func(ctx context.Context, part Part, bt boundTool, args map[string]any) (np Part, run bool, err error)
 	mu      sync.Mutex // guards msg.Parts, pending, reads, waiting and Thread.Results/Approvals during tool calls
 }
 
@@ -562,12 +566,21 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl 
 		effect := r.opt.Engine.Effect(bt.tool, bt.loopBinding())
 		part.Effect = string(effect)
 		if r.needsApproval(st, def, tl, c) {
-			// Nobody is asked to approve a call that can never run.
-			if err := r.opt.Engine.Check(loop.Call{Tool: bt.tool, Args: args, Binding: bt.loopBinding()}); err != nil {
-				part.State, part.ErrorText = "output-error", toolErrorText(err)
-				return part, st.Emit(stream.ToolOutputError{ToolCallID: c.ID, ErrorText: part.ErrorText, Dynamic: true})
+			if st.gate != nil {
+				// A conversation's door asks through the approvals inbox.
+				np, run, err := st.gate(ctx, part, bt, args)
+				if err != nil || !run {
+					return np, err
+				}
+				part = np
+			} else {
+				// Nobody is asked to approve a call that can never run.
+				if err := r.opt.Engine.Check(loop.Call{Tool: bt.tool, Args: args, Binding: bt.loopBinding()}); err != nil {
+					part.State, part.ErrorText = "output-error", toolErrorText(err)
+					return part, st.Emit(stream.ToolOutputError{ToolCallID: c.ID, ErrorText: part.ErrorText, Dynamic: true})
+				}
+				return r.askApproval(st, part, effect)
 			}
-			return r.askApproval(st, part, effect)
 		}
 	}
 	scope := loop.Scope{Org: st.Org, Thread: st.Thread.Key, User: st.User, CacheScope: st.CacheScope}

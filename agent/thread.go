@@ -37,6 +37,9 @@ type Thread struct {
 	// their client cancelled mid-walk, not yet reported to it: the next
 	// call tells the client what each fetched and where it is kept.
 	Interrupted []InterruptedCall `json:"interrupted,omitempty"`
+	// Reads are the verdicts of a conversation's latest reads, the
+	// evidence its approval requests show (a chat's are its turn's).
+	Reads []string `json:"reads,omitempty"`
 	Created     time.Time         `json:"created"`
 	Updated     time.Time         `json:"updated"`
 }

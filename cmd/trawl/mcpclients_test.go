@@ -64,13 +64,20 @@ func TestMCPOfficialClients(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	const pageSize = 5
-	cfg := fmt.Sprintf("listen: %s\nadmin_key: %s\ndata_dir: %s\ndemo: {latency_ms: 100}\nmcp: {page_size: %d}\n",
-		addr, lifecycleKey, filepath.Join(dir, "data"), pageSize)
+	// Writes wait for approval: the approval checks need it, the others
+	// only read.
+	demo := "demo: {latency_ms: 100, approval: {write: required}}\n"
+	cfg := fmt.Sprintf("listen: %s\nadmin_key: %s\ndata_dir: %s\n%smcp: {page_size: %d}\n",
+		addr, lifecycleKey, filepath.Join(dir, "data"), demo, pageSize)
 	cfgPath := filepath.Join(dir, "trawl.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := startTrawl(t, bin, cfgPath, addr)
+	stdioCfg := filepath.Join(dir, "stdio.yaml")
+	if err := os.WriteFile(stdioCfg, []byte(demo), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	// The rows a direct invoke walks: what every client must get.
 	resp, err := p.request("POST", "/v1/tools/acme.list_orders/invoke", map[string]any{"args": map[string]any{"status": "open", "_all_pages": true}})
@@ -94,7 +101,7 @@ func TestMCPOfficialClients(t *testing.T) {
 		t.Run(sdk+"/http", func(t *testing.T) {
 			runClientChecks(t, node, "--sdk", sdk, "--transport", "http", "--url", url, "--token", lifecycleKey,
 				"--records", records, "--page-size", strconv.Itoa(pageSize),
-				"--checks", "connect,list,walk,query,progress,cancel,load,unauthorized")
+				"--admin-token", lifecycleKey, "--checks", "connect,list,walk,query,progress,cancel,load,approval,unauthorized")
 		})
 		t.Run(sdk+"/http/session", func(t *testing.T) {
 			runClientChecks(t, node, "--sdk", sdk, "--transport", "http", "--url", url, "--token", alice, "--other-token", bob,
@@ -104,6 +111,10 @@ func TestMCPOfficialClients(t *testing.T) {
 			// trawl mcp with no config serves the demo (README's one line).
 			runClientChecks(t, node, "--sdk", sdk, "--transport", "stdio", "--bin", bin, "--args", "mcp --demo-latency 100",
 				"--cwd", t.TempDir(), "--records", records, "--checks", "connect,list,walk,query,progress,cancel,load")
+		})
+		t.Run(sdk+"/stdio/approval", func(t *testing.T) {
+			runClientChecks(t, node, "--sdk", sdk, "--transport", "stdio", "--bin", bin, "--args", "mcp --config "+stdioCfg,
+				"--cwd", t.TempDir(), "--checks", "approval")
 		})
 	}
 }

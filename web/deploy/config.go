@@ -103,6 +103,10 @@ type Config struct {
 
 // DemoSettings tune the built-in demo upstream.
 type DemoSettings struct {
+	// Approval is the demo agent's approval per effect, e.g. {write:
+	// required} to see approvals at work (in chat, the Studio's
+	// Approvals page and MCP clients' elicitation). Zero: none.
+	Approval *agent.ApprovalPolicy `yaml:"approval"`
 	// LatencyMs delays every answer of the demo upstream by that many
 	// milliseconds, so that a walk's progress is visible. Zero: none.
 	LatencyMs int `yaml:"latency_ms"`
@@ -562,6 +566,13 @@ func (c *Config) validate() error {
 			return c.errAt("demo.latency_ms", "must be 0 to 10000 (milliseconds)")
 		case len(c.Providers) > 0 || len(c.Toolkits) > 0 || len(c.MCPServers) > 0 || len(c.Agents) > 0:
 			return c.errAt("demo", "the built-in demo brings its own providers, toolkits and agent; leave those keys out")
+		}
+		if p := c.Demo.Approval; p != nil {
+			for k, a := range map[string]agent.Approval{"read": p.Read, "write": p.Write, "destructive": p.Destructive} {
+				if a != "" && a != agent.ApprovalAuto && a != agent.ApprovalRequired {
+					return c.errAt("demo.approval."+k, fmt.Sprintf("must be required or auto, not %q", a))
+				}
+			}
 		}
 		c.demo = true
 	}

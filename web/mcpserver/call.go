@@ -156,6 +156,10 @@ func (s *Server) callTool(ctx context.Context, e *entry, req *mcp.CallToolReques
 		return nil, err
 	}
 	conv.Emit = progressEmitter(ctx, req)
+	gate := s.dep.Gate("mcp")
+	conv.Gate = &gate
+	retry := len(req.Params.InputResponses) > 0
+	conv.Answer = elicitedAnswer(req)
 	callID := "mcp_" + randomHex(8)
 	res, err := s.runner.ConversationCall(ctx, conv, agent.ToolCall{ID: callID, Name: name, Arguments: args})
 	if res.Changed {
@@ -191,8 +195,17 @@ func (s *Server) callTool(ctx context.Context, e *entry, req *mcp.CallToolReques
 	if err != nil {
 		s.log.WarnContext(ctx, "mcp: listing the conversation's tools after a change", "err", err)
 	}
+	if a := res.Approval; res.Part.State == agent.StateApprovalRequested && a != nil && !retry && elicits(req) {
+		// Ask the human at the client: an input request (2026-07-28),
+		// which the SDK turns into elicitation/create for 2025-11-25.
+		outcome = "input_required"
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{inputApproval: approvalElicitation(a)}, RequestState: a.ID}, nil
+	}
 	out := result(res)
 	out.Meta = mcp.Meta{MetaThread: handle}
+	if a := res.Approval; a != nil {
+		out.Meta[MetaApproval] = map[string]any{"id": a.ID, "status": a.Status}
+	}
 	if len(res.Earlier) > 0 {
 		out.Meta[MetaInterrupted] = res.Earlier
 		out.Content = append(out.Content, &mcp.TextContent{Text: interruptedText(res.Earlier)})
@@ -240,8 +253,78 @@ func result(res agent.CallResult) *mcp.CallToolResult {
 		return out
 	case "output-error":
 		return toolError(p.ErrorText)
+	case agent.StateApprovalRequested:
+		return toolError(p.ErrorText + approvalHint)
 	}
 	return toolError("the call did not run (" + p.State + ")")
+}
+
+// approvalHint says where a waiting call's request is answered.
+const approvalHint = ". A person answers it in the Studio (Approvals) or with POST /v1/approvals/{id} {\"approved\": true}; " +
+	"then make the same call again, with the same arguments, and it runs once."
+
+// inputApproval names the approval's input request.
+const inputApproval = "approval"
+
+// elicits reports whether the client takes elicitation (form mode).
+func elicits(req *mcp.CallToolRequest) bool {
+	caps := req.ClientCapabilities()
+	return caps != nil && caps.Elicitation != nil
+}
+
+// approvalElicitation asks the human at the client to approve one call,
+// showing its evidence: what it would do, its arguments, the reads made
+// before it.
+func approvalElicitation(a *agent.PendingApproval) *mcp.ElicitParams {
+	ev := a.Evidence
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s wants to run %s (%s).", a.ToolID, ev.Action, a.Effect)
+	if len(ev.Input) > 0 {
+		fmt.Fprintf(&b, "\nArguments: %s", ev.Input)
+	}
+	if len(ev.Reads) > 0 {
+		b.WriteString("\nWhat it read before:")
+		for _, r := range ev.Reads {
+			b.WriteString("\n- " + r)
+		}
+	} else {
+		b.WriteString("\nIt read nothing before this call.")
+	}
+	fmt.Fprintf(&b, "\nApprove this call? (It also waits in the approvals inbox as %s.)", a.ID)
+	return &mcp.ElicitParams{Mode: "form", Message: b.String(), RequestedSchema: map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"approve": map[string]any{"type": "boolean", "title": "Approve", "description": "Run this call once, with these arguments."},
+			"reason":  map[string]any{"type": "string", "title": "Reason", "description": "Why (optional)."},
+		},
+		"required": []any{"approve"},
+	}}
+}
+
+// elicitedAnswer is the human's answer a retried call carries: accept
+// with approve true approves, accept with false or decline denies; a
+// dismissed form (cancel) answers nothing, so the request stays pending.
+func elicitedAnswer(req *mcp.CallToolRequest) *agent.ApprovalAnswer {
+	r, ok := req.Params.InputResponses[inputApproval].(*mcp.ElicitResult)
+	if !ok || req.Params.RequestState == "" {
+		return nil
+	}
+	who := "the MCP client"
+	if ci := req.ClientInfo(); ci != nil && ci.Name != "" {
+		who = ci.Name + " (MCP)"
+	}
+	switch r.Action {
+	case "accept":
+		approve, _ := r.Content["approve"].(bool)
+		reason, _ := r.Content["reason"].(string)
+		if reason == "" {
+			reason = "answered in " + who
+		}
+		return &agent.ApprovalAnswer{ApprovalID: req.Params.RequestState, Approved: approve, Reason: reason}
+	case "decline":
+		return &agent.ApprovalAnswer{ApprovalID: req.Params.RequestState, Reason: "declined in " + who}
+	}
+	return nil
 }
 
 func toolError(text string) *mcp.CallToolResult {

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -510,5 +511,125 @@ func TestStatelessCancelledNotification(t *testing.T) {
 	v := waitVerdict(t, f, agent.ConversationKey("", "demo", "posted-cancel"))
 	if !strings.Contains(v.Verdict, "stopped by cancelled") {
 		t.Errorf("verdict = %q", v.Verdict)
+	}
+}
+
+// requireWriteApproval makes the demo agent wait for a human's yes
+// before every write.
+func requireWriteApproval(t *testing.T, f *fixture) {
+	t.Helper()
+	def, _ := f.dep.Agents().Get("demo")
+	def.Approval = &agent.ApprovalPolicy{Write: agent.ApprovalRequired}
+	if err := f.dep.Agents().Put(context.Background(), def); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sentTo counts the activity records of CHAT_SEND_MESSAGE requests in a
+// conversation: what the upstream received.
+func sentTo(t *testing.T, f *fixture, thread string) int {
+	t.Helper()
+	acts, _ := f.dep.Activity().List(context.Background(), agent.ConversationKey("", "demo", thread), 1000)
+	n := 0
+	for _, a := range acts {
+		if a.Tool == "chat.CHAT_SEND_MESSAGE" && a.Method != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// A write that needs approval asks the client through elicitation when
+// it declared the capability (an input request at 2026-07-28,
+// elicitation/create at 2025-11-25), with the evidence; accept runs it
+// once, decline denies it — and the inbox holds the answer either way.
+func TestWriteApprovalByElicitation(t *testing.T) {
+	f := newFixture(t, Options{}, nil)
+	requireWriteApproval(t, f)
+	for _, v := range []string{"2026-07-28", "2025-11-25"} {
+		for _, approve := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/approve=%v", v, approve), func(t *testing.T) {
+				thread := fmt.Sprintf("elicit-%s-%v", strings.ReplaceAll(v, "-", ""), approve)
+				var asked []*mcp.ElicitParams
+				cs := f.connect(t, v, &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					asked = append(asked, r.Params)
+					if !approve {
+						return &mcp.ElicitResult{Action: "decline"}, nil
+					}
+					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}, nil
+				}})
+				// A read first: the evidence shows its verdict.
+				if res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "CHAT_LIST_CONVERSATIONS", Arguments: map[string]any{"_thread": thread}}); err != nil || res.IsError {
+					t.Fatalf("read: %v %s", err, text(res))
+				}
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "CHAT_SEND_MESSAGE",
+					Arguments: map[string]any{"conversation_id": "conv_01", "text": "hello", "_thread": thread}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(asked) != 1 || !strings.Contains(asked[0].Message, "POST /conversations/{conversation_id}/messages") ||
+					!strings.Contains(asked[0].Message, "- CHAT_LIST_CONVERSATIONS: ") {
+					t.Fatalf("elicitations: %d, %q", len(asked), asked[len(asked)-1].Message)
+				}
+				id, _ := res.Meta[MetaApproval].(map[string]any)["id"].(string)
+				a, err := f.dep.Inbox().Get(context.Background(), id)
+				if err != nil {
+					t.Fatalf("the inbox has no request %q: %v", id, err)
+				}
+				if approve {
+					if res.IsError || sentTo(t, f, thread) != 1 || a.Status != agent.ApprovalUsed {
+						t.Errorf("approved: error %v (%s), %d requests sent, inbox %s", res.IsError, text(res), sentTo(t, f, thread), a.Status)
+					}
+				} else if !res.IsError || !strings.HasPrefix(text(res), agent.CodeApprovalDenied) || sentTo(t, f, thread) != 0 || a.Status != agent.ApprovalDenied {
+					t.Errorf("declined: %s, %d requests sent, inbox %s", text(res), sentTo(t, f, thread), a.Status)
+				}
+			})
+		}
+	}
+}
+
+// A client without elicitation gets approval_required naming the request
+// in the approvals inbox; the upstream is not called until a person
+// approves it there and the client makes the same call again — which
+// then runs once.
+func TestWriteApprovalThroughTheInbox(t *testing.T) {
+	f := newFixture(t, Options{}, nil)
+	requireWriteApproval(t, f)
+	for _, v := range []string{"2026-07-28", "2025-11-25"} {
+		t.Run(v, func(t *testing.T) {
+			thread := "inbox-" + strings.ReplaceAll(v, "-", "")
+			cs := f.connect(t, v, nil)
+			send := func(text string) *mcp.CallToolResult {
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "CHAT_SEND_MESSAGE",
+					Arguments: map[string]any{"conversation_id": "conv_01", "text": text, "_thread": thread}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			res := send("hello")
+			if !res.IsError || !strings.HasPrefix(text(res), agent.CodeApprovalRequired) {
+				t.Fatalf("first call: %s", text(res))
+			}
+			id, _ := res.Meta[MetaApproval].(map[string]any)["id"].(string)
+			if !strings.Contains(text(res), id) || sentTo(t, f, thread) != 0 {
+				t.Fatalf("the error does not name %q, or the upstream was called: %s", id, text(res))
+			}
+			if again := send("hello"); !again.IsError || sentTo(t, f, thread) != 0 || !strings.Contains(text(again), "has not been answered") {
+				t.Errorf("called again before an answer: %s", text(again))
+			}
+			if other := send("other words"); !other.IsError || strings.Contains(text(other), id) {
+				t.Errorf("other arguments share the approval: %s", text(other))
+			}
+			if _, err := f.dep.Inbox().Answer(context.Background(), id, true, "looks fine"); err != nil {
+				t.Fatal(err)
+			}
+			if ran := send("hello"); ran.IsError || sentTo(t, f, thread) != 1 {
+				t.Errorf("after approval: %s, %d sent", text(ran), sentTo(t, f, thread))
+			}
+			if once := send("hello"); !once.IsError || sentTo(t, f, thread) != 1 || !strings.HasPrefix(text(once), agent.CodeApprovalRequired) {
+				t.Errorf("an approval ran twice: %s, %d sent", text(once), sentTo(t, f, thread))
+			}
+		})
 	}
 }

@@ -33,6 +33,9 @@ const (
 	// the client cancelled mid-walk since its last call, with what each
 	// fetched.
 	MetaInterrupted = "trawl/interrupted"
+	// MetaApproval is, on the result of a call that needs approval, its
+	// request in the approvals inbox: {id, status}.
+	MetaApproval = "trawl/approval"
 	// MetaMaxResultSize is the result budget a tool advertises, so a
 	// client that spills large results to a file takes trawl's instead.
 	MetaMaxResultSize = "anthropic/maxResultSizeChars"

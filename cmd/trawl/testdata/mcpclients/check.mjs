@@ -4,7 +4,7 @@
 //
 //   node check.mjs --sdk client2|sdk1 --transport http|stdio
 //                  [--url URL --token T] [--bin PATH --args "mcp ..."]
-//                  [--records N] [--other-token T] [--page-size N]
+//                  [--records N] [--other-token T] [--admin-token T] [--page-size N]
 //                  [--checks list,walk,...]
 //
 // client2 is @modelcontextprotocol/client 2.x pinned to 2026-07-28 (no
@@ -202,18 +202,56 @@ async function main() {
       const changed = new Promise((r) => { heard = r; });
       const c = await connect({ onListChanged: () => heard() });
       try {
-        const found = await c.callTool({ name: 'search_tools', arguments: { query: 'send an email', _thread: thread } });
-        check('search_tools finds a pooled tool', !found.isError && text(found).includes('MAIL_SEND_EMAIL'), text(found).slice(0, 300));
-        const loaded = await c.callTool({ name: 'load_tool', arguments: { toolName: 'MAIL_SEND_EMAIL', _thread: thread } });
+        const found = await c.callTool({ name: 'search_tools', arguments: { query: 'list the mail labels', _thread: thread } });
+        check('search_tools finds a pooled tool', !found.isError && text(found).includes('MAIL_LIST_LABELS'), text(found).slice(0, 300));
+        const loaded = await c.callTool({ name: 'load_tool', arguments: { toolName: 'MAIL_LIST_LABELS', _thread: thread } });
         check('load_tool loads it', !loaded.isError, text(loaded));
         const got = await Promise.race([changed.then(() => true), new Promise((r) => setTimeout(() => r(false), 10000))]);
         check('list_changed follows', got, 'no notifications/tools/list_changed within 10 s');
         const tools = await listAll(c, { _meta: { 'trawl/thread': thread } });
-        check('the loaded tool is listed in its conversation', tools.some((t) => t.name === 'MAIL_SEND_EMAIL'), tools.map((t) => t.name).join(','));
-        const sent = await c.callTool({ name: 'MAIL_SEND_EMAIL', arguments: { to: ['a@example.com'], subject: 'hi', messageBody: 'hello', _thread: thread } });
-        check('and called', !sent.isError, text(sent).slice(0, 300));
+        check('the loaded tool is listed in its conversation', tools.some((t) => t.name === 'MAIL_LIST_LABELS'), tools.map((t) => t.name).join(','));
+        const labels = await c.callTool({ name: 'MAIL_LIST_LABELS', arguments: { _thread: thread } });
+        check('and called', !labels.isError, text(labels).slice(0, 300));
       } finally {
         await c.close();
+      }
+    }
+    if (checks.includes('approval')) {
+      // The demo agent runs with demo: {approval: {write: required}}.
+      const send = (c, words, thread) => c.callTool({ name: 'CHAT_SEND_MESSAGE', arguments: { conversation_id: 'conv_01', text: words, _thread: thread } });
+      for (const approve of [true, false]) {
+        const asked = [];
+        const c = await connect({ elicit: async (params) => {
+          asked.push(params);
+          return approve ? { action: 'accept', content: { approve: true } } : { action: 'decline' };
+        } });
+        try {
+          const res = await send(c, `elicited ${approve}`, `approve-${sdk}-${opt.transport}-${approve}-${Date.now()}`);
+          const shown = asked[0]?.message || '';
+          check(`a write needing approval is elicited (${approve ? 'accept' : 'decline'})`, asked.length === 1 && shown.includes('CHAT_SEND_MESSAGE') &&
+            shown.includes('POST /conversations/{conversation_id}/messages') && shown.includes(`elicited ${approve}`), JSON.stringify(asked));
+          check(approve ? 'accepted: it runs' : 'declined: it is denied and not run',
+            approve ? !res.isError : res.isError && text(res).startsWith('approval_denied'), text(res).slice(0, 300));
+        } finally {
+          await c.close();
+        }
+      }
+      const thread = `inbox-${sdk}-${opt.transport}-${Date.now()}`;
+      const first = await send(client, 'through the inbox', thread);
+      const id = first._meta?.['trawl/approval']?.id;
+      check('without elicitation: approval_required naming the inbox request', first.isError && text(first).startsWith('approval_required') &&
+        /^apr_/.test(id) && text(first).includes(id), text(first));
+      if (opt['admin-token']) {
+        const again = await send(client, 'through the inbox', thread);
+        check('not run before a person answers', again.isError && text(again).includes('has not been answered'), text(again));
+        const base = new URL(opt.url);
+        const answer = await fetch(new URL(`/v1/approvals/${id}`, base), { method: 'POST', headers: { Authorization: `Bearer ${opt['admin-token']}`, 'Content-Type': 'application/json' },
+          body: JSON.stringify({ approved: true, reason: 'checked' }) });
+        check('a person approves it in the inbox', answer.status === 200, String(answer.status));
+        const ran = await send(client, 'through the inbox', thread);
+        check('the same call then runs', !ran.isError && ran._meta?.['trawl/approval']?.id === id, text(ran).slice(0, 300));
+        const twice = await send(client, 'through the inbox', thread);
+        check('once', twice.isError && text(twice).startsWith('approval_required'), text(twice).slice(0, 300));
       }
     }
     if (checks.includes('unauthorized')) {
