@@ -156,7 +156,7 @@ type turnState struct {
 	// chat's approval parts (a conversation: the approvals inbox): the
 	// part to return, or run to go on with the call.
 	gate func(ctx context.Context, part Part, bt boundTool, args map[string]any) (np Part, run bool, err error)
-	mu      sync.Mutex // guards msg.Parts, pending, reads, waiting and Thread.Results/Approvals during tool calls
+	mu   sync.Mutex // guards msg.Parts, pending, reads, waiting and Thread.Results/Approvals during tool calls
 }
 
 // Run runs one turn to its end, emitting the UI message stream: start,

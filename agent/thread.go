@@ -39,9 +39,9 @@ type Thread struct {
 	Interrupted []InterruptedCall `json:"interrupted,omitempty"`
 	// Reads are the verdicts of a conversation's latest reads, the
 	// evidence its approval requests show (a chat's are its turn's).
-	Reads []string `json:"reads,omitempty"`
-	Created     time.Time         `json:"created"`
-	Updated     time.Time         `json:"updated"`
+	Reads   []string  `json:"reads,omitempty"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
 }
 
 // InterruptedCall is a call cancelled mid-walk, with what it fetched.
