@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Planted secrets, one per auth type plus a user's runtime credential
@@ -281,6 +283,43 @@ func TestNoSecretLeavesItsOrigin(t *testing.T) {
 		resp.Body.Close()
 		record(ts.do(t, "GET", "/v1/agents/leaky/chats/"+chat, tok, nil))
 	}
+	// The MCP surface: both revisions, the admin key and the session
+	// token, every tool listed and called (with a progress token), every
+	// byte the server sent recorded.
+	for _, tok := range []string{plantAdmin, sess.Token} {
+		for _, v := range []string{"2026-07-28", "2025-11-25"} {
+			tap := &tapTransport{token: tok}
+			c := mcp.NewClient(&mcp.Implementation{Name: "leak", Version: "v0"}, nil)
+			cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: hs.URL + "/v1/agents/leaky/mcp",
+				HTTPClient: &http.Client{Transport: tap}}, &mcp.ClientSessionOptions{ProtocolVersion: v})
+			if err != nil {
+				t.Fatalf("MCP %s: %v", v, err)
+			}
+			for tool, err := range cs.Tools(context.Background(), nil) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, to := range []string{"0", "1", "2"} {
+					args := map[string]any{"_all_pages": true}
+					if strings.HasSuffix(tool.Name, "_jump") {
+						args["to"] = to
+					} else if to != "0" {
+						continue
+					}
+					p := &mcp.CallToolParams{Name: tool.Name, Arguments: args}
+					p.SetProgressToken("leak")
+					if _, err := cs.CallTool(context.Background(), p); err != nil {
+						seen = append(seen, err.Error())
+					}
+				}
+			}
+			cs.Close()
+			seen = append(seen, tap.String())
+			if !strings.Contains(tap.String(), "another origin") {
+				t.Errorf("MCP %s: the hostile redirects were not exercised", v)
+			}
+		}
+	}
 	record(ts.do(t, "GET", "/v1/activity?limit=1000", "", nil))
 	record(ts.do(t, "GET", "/v1/tools", "", nil))
 	model.mu.Lock()
@@ -335,4 +374,47 @@ func TestNoSecretLeavesItsOrigin(t *testing.T) {
 			}
 		}
 	}
+}
+
+// tapTransport sends every request with a bearer token and keeps every
+// byte of every response (headers and bodies, streams as they are read).
+type tapTransport struct {
+	token string
+	mu    sync.Mutex
+	b     strings.Builder
+}
+
+func (t *tapTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+t.token)
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	t.write(fmt.Sprint(resp.Header))
+	resp.Body = tapBody{resp.Body, t}
+	return resp, nil
+}
+
+func (t *tapTransport) write(s string) {
+	t.mu.Lock()
+	t.b.WriteString(s)
+	t.mu.Unlock()
+}
+
+func (t *tapTransport) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.b.String()
+}
+
+type tapBody struct {
+	io.ReadCloser
+	t *tapTransport
+}
+
+func (b tapBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.t.write(string(p[:n]))
+	return n, err
 }
