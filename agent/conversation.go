@@ -197,6 +197,7 @@ func (r *Runner) ConversationCall(ctx context.Context, c *Conversation, call Too
 		return CallResult{}, err
 	}
 	st := r.conversationTurn(c)
+	st.callOnly = true
 	tl, err := r.assemble(st, c.Agent, bound)
 	if err != nil {
 		return CallResult{}, err
@@ -231,8 +232,19 @@ func (r *Runner) ConversationCall(ctx context.Context, c *Conversation, call Too
 		}
 	}
 	res.Loaded = !slices.Equal(loaded, c.Thread.Loaded)
-	res.Changed = res.Loaded || len(res.Earlier) > 0 || len(c.Thread.Interrupted) > 0 || kept != len(c.Thread.Results) ||
-		approvals != len(c.Thread.Approvals) || len(st.reads) > 0
+	// What the conversation must remember: the tools it loaded, the
+	// approvals it asked for, the calls cancelled under it; the results
+	// it keeps only where they decide whether the retrieval tools are
+	// offered (no binding loops), and its reads only where a call may
+	// need approval (they are its evidence). The rest is not worth a
+	// store write per call.
+	looping, gated := false, false
+	for _, bt := range bound {
+		looping = looping || bt.binding.LoopResponses
+		gated = gated || c.Agent.Requires(bt.binding, r.opt.Engine.Effect(bt.tool, bt.loopBinding()))
+	}
+	res.Changed = res.Loaded || len(res.Earlier) > 0 || len(c.Thread.Interrupted) > 0 ||
+		approvals != len(c.Thread.Approvals) || (!looping && kept != len(c.Thread.Results)) || (gated && len(st.reads) > 0)
 	return res, err
 }
 

@@ -152,6 +152,10 @@ type turnState struct {
 	// outcome, when set, receives the engine's outcome of each bound
 	// tool's call (a conversation's door reads its typed verdict).
 	outcome func(*loop.Outcome)
+	// callOnly: the step's tool list serves one call, no model reads it
+	// (a conversation's call), so the bound tools' schemas are not
+	// rendered.
+	callOnly bool
 	// gate, when set, decides a call that needs approval instead of the
 	// chat's approval parts (a conversation: the approvals inbox): the
 	// part to return, or run to go on with the call.

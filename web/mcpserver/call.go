@@ -187,7 +187,7 @@ func (s *Server) callTool(ctx context.Context, e *entry, req *mcp.CallToolReques
 		// A tool loaded: the caller's sessions and subscriptions hear that
 		// the list changed.
 		err = s.listChanged(ctx, e, c, handle)
-	case res.Changed:
+	case res.Changed && !e.has(loop.QueryToolResult):
 		// A stored result kept may add the retrieval tools (registering a
 		// new tool tells the clients).
 		err = s.registerFor(ctx, e, c, handle)
