@@ -110,7 +110,7 @@ func wireArgs(t *Tool, args map[string]any) map[string]any {
 
 // renderMCPResult turns a tools/call result into a Response body a loop
 // engine can read as JSON:
-//   - isError: status 502 and {"error": the result's text};
+//   - isError: status 422 (never retried) and {"error": the result's text};
 //   - structuredContent: that value (the text copy the server usually
 //     sends beside it is preferred when it says the same, as it keeps
 //     number precision and key order);
@@ -125,7 +125,10 @@ func renderMCPResult(res *mcp.CallToolResult, limit int64) *Response {
 		out.Status = http.StatusBadGateway
 		body = errorJSON("the MCP server returned no result")
 	case res.IsError:
-		out.Status = http.StatusBadGateway
+		// The tool's own answer (access denied, not found): what it says
+		// is for the model, and calling again would say it again — a
+		// status no walk retries, unlike a 502.
+		out.Status = http.StatusUnprocessableEntity
 		msg := strings.TrimSpace(strings.Join(texts(res.Content), "\n"))
 		if msg == "" {
 			msg = "the MCP tool reported an error without a message"

@@ -262,9 +262,10 @@ func TestMCPSourceCallRendersResults(t *testing.T) {
 			`{"type":"resource_link","mimeType":"text/csv","uri":"file:///report.csv","name":"report"},` +
 			`{"type":"resource","mimeType":"text/plain","uri":"file:///a.txt","text":"alpha"},` +
 			`{"type":"resource","mimeType":"application/octet-stream","uri":"file:///b.bin","bytes":3}]}`},
-		{"fails", nil, 502, `{"error":"quota exceeded"}`},
+		// isError is the tool's answer, never retried: 422, not 502.
+		{"fails", nil, 422, `{"error":"quota exceeded"}`},
 		// A Go error from an SDK tool handler reaches the client as a tool error.
-		{"strict", nil, 502, `{"error":"the server broke"}`},
+		{"strict", nil, 422, `{"error":"the server broke"}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.tool, func(t *testing.T) {
@@ -531,9 +532,9 @@ func TestRenderMCPResult(t *testing.T) {
 		{"audio", &mcp.CallToolResult{Content: []mcp.Content{&mcp.AudioContent{MIMEType: "audio/wav", Data: make([]byte, 10)}}}, 0,
 			200, `{"content":[{"type":"audio","mimeType":"audio/wav","bytes":10}]}`, false},
 		{"error texts joined", &mcp.CallToolResult{IsError: true, Content: []mcp.Content{text("bad"), text("input")}}, 0,
-			502, `{"error":"bad\ninput"}`, false},
+			422, `{"error":"bad\ninput"}`, false},
 		{"error without text", &mcp.CallToolResult{IsError: true}, 0,
-			502, `{"error":"the MCP tool reported an error without a message"}`, false},
+			422, `{"error":"the MCP tool reported an error without a message"}`, false},
 		{"nil", nil, 0, 502, `{"error":"the MCP server returned no result"}`, false},
 		{"cut at the limit", &mcp.CallToolResult{Content: []mcp.Content{text(`{"long":"abcdefghij"}`)}}, 10,
 			200, `{"long":"a`, true},
