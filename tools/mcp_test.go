@@ -264,8 +264,9 @@ func TestMCPSourceCallRendersResults(t *testing.T) {
 			`{"type":"resource","mimeType":"application/octet-stream","uri":"file:///b.bin","bytes":3}]}`},
 		// isError is the tool's answer, never retried: 422, not 502.
 		{"fails", nil, 422, `{"error":"quota exceeded"}`},
-		// A Go error from an SDK tool handler reaches the client as a tool error.
-		{"strict", nil, 422, `{"error":"the server broke"}`},
+		// A Go error from an SDK tool handler reaches the client as a
+		// protocol error: 502.
+		{"strict", nil, 502, `{"error":"the server broke"}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.tool, func(t *testing.T) {
