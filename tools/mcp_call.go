@@ -30,13 +30,13 @@ func (s *MCPSource) Call(ctx context.Context, req Request) (*Response, error) {
 	if req.URL != "" {
 		return nil, fmt.Errorf("mcp tool %q takes no continuation URL", req.Tool.ID)
 	}
+	session, err := s.current()
+	if err != nil {
+		return nil, err
+	}
 	s.mu.RLock()
 	name, known := s.remote[req.Tool.ID]
-	gone := s.gone
 	s.mu.RUnlock()
-	if gone != nil {
-		return nil, gone
-	}
 	if !known {
 		return nil, fmt.Errorf("mcp server %q no longer offers tool %q", s.id, req.Tool.ID)
 	}
@@ -64,7 +64,7 @@ func (s *MCPSource) Call(ctx context.Context, req Request) (*Response, error) {
 		Path: name, Page: req.Page, Retry: req.Retry, Cursor: Fingerprint(req.Cursor),
 		Effect: req.EffectOf(), Writes: req.EffectOf().Writes(),
 	}
-	res, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: wireArgs(req.Tool, req.Args)})
+	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: wireArgs(req.Tool, req.Args)})
 	var out *Response
 	var wire *jsonrpc.Error
 	switch {
@@ -75,8 +75,9 @@ func (s *MCPSource) Call(ctx context.Context, req Request) (*Response, error) {
 	default:
 		act.DurationMs = time.Since(start).Milliseconds()
 		var ferr error = s.fail("calling tool "+name, err)
-		if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			ferr = fmt.Errorf("mcp server %q: calling tool %s: the connection ended: %w", s.id, name, ErrMCPClosed)
+			s.lose(session, err) // connect again now, not when the SDK notices
 		}
 		act.Error = safeMCPCause(err)
 		s.record(ctx, act)

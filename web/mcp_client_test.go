@@ -2,11 +2,14 @@ package web
 
 import (
 	"context"
+	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -71,5 +74,57 @@ func TestMCPArgumentsCheckedAgainstTheSchema(t *testing.T) {
 	}
 	if st, b := ts.do(t, "POST", "/v1/tools/up.greet/invoke", "", map[string]any{"args": map[string]any{"name": "Ann", "times": 2}}); st != 200 || up.calls.Load() != 1 {
 		t.Errorf("good arguments: %d %s", st, b)
+	}
+}
+
+// A server unreachable at start leaves trawl degraded, not down: it
+// starts, /readyz says degraded, an agent may bind the server's tools,
+// and when the server comes up its tools join the catalog.
+func TestMCPServerUnreachableAtStart(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ts := startDemo(t, func(c *Config) {
+		c.MCPServers = []tools.MCPConfig{{ID: "up", URL: "http://" + addr}}
+	})
+	st, b := ts.do(t, "GET", "/readyz", "", nil)
+	var ready struct {
+		Status     string            `json:"status"`
+		MCPServers map[string]string `json:"mcp_servers"`
+	}
+	if err := json.Unmarshal(b, &ready); err != nil || st != 200 || ready.Status != "degraded" || ready.MCPServers["up"] != "unreachable" {
+		t.Fatalf("readyz with the server down: %d %s", st, b)
+	}
+	if st, b := ts.do(t, "PUT", "/v1/agents/files", "", map[string]any{"agentTools": []any{map[string]any{"toolkit": "up"}}}); st != 200 {
+		t.Errorf("binding the unreachable server's tools: %d %s", st, b)
+	}
+	if st, b := ts.do(t, "POST", "/v1/agents/files/search_tools", "", map[string]any{"query": "greet"}); st >= 500 {
+		t.Errorf("an agent bound to the unreachable server: %d %s", st, b)
+	}
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("the port was taken meanwhile: %v", err)
+	}
+	up := newUpstreamMCP(t)
+	hs := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up.srv }, nil)}
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	// The source retries with backoff from 1 s: within seconds.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, ok := ts.catalog.Get("up.greet"); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server's tools did not join the catalog within 30 s of it coming up")
+		}
+	}
+	if st, b := ts.do(t, "POST", "/v1/tools/up.greet/invoke", "", map[string]any{"args": map[string]any{"name": "Ann"}}); st != 200 {
+		t.Errorf("once the server answers: %d %s", st, b)
+	}
+	if st, b := ts.do(t, "GET", "/readyz", "", nil); st != 200 || !strings.Contains(string(b), `"status":"ready"`) {
+		t.Errorf("readyz once the server answers: %d %s", st, b)
 	}
 }
