@@ -33,7 +33,7 @@ func newUpstreamMCP(t *testing.T) *upstreamMCP {
 		})
 	u.srv.AddTool(&mcp.Tool{Name: "greet", Description: "Greets someone.", InputSchema: map[string]any{"type": "object",
 		"properties": map[string]any{"name": map[string]any{"type": "string"}, "times": map[string]any{"type": "integer", "minimum": 1}},
-		"required": []any{"name"}}, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		"required":   []any{"name"}}, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			u.calls.Add(1)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"greeting":"hello"}`}}}, nil
