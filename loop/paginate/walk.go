@@ -497,7 +497,9 @@ func (w *walker) positional() bool {
 func (w *walker) setup() {
 	p, t := w.plan, w.o.Tool
 	w.posKnow = true
-	if p.SizeParam != "" {
+	// A size parameter counts as a page size only on a tool that pages: a
+	// search's "count" is the caller's own argument, not a page.
+	if p.SizeParam != "" && p.Paginated() {
 		if n, ok := argInt(w.args, p.SizeParam); ok {
 			w.pageSize = n
 		} else if w.o.AllPages && p.Paginated() {

@@ -135,6 +135,27 @@ func TestProgress(t *testing.T) {
 	}
 }
 
+// A tool that does not page may still take a size-like argument (a
+// search's count): it is the caller's, sent as given, and no page size.
+func TestSizeArgumentOfAToolThatDoesNotPage(t *testing.T) {
+	tool := &tools.Tool{ID: "m.search", Provider: "m", Name: "search", Kind: tools.KindMCP,
+		Params: []tools.Param{{Name: "query", Schema: &tools.Schema{Type: "string"}}, {Name: "count", Schema: &tools.Schema{Type: "integer"}}}}
+	plan := Detect(tool)
+	if plan.Paginated() {
+		t.Fatalf("plan %+v pages", plan)
+	}
+	var sent map[string]any
+	caller := fakeCaller{call: func(_ context.Context, req tools.Request) (*tools.Response, error) {
+		sent = req.Args
+		return jsonResponse(`{"hits":[{"id":"a"}]}`), nil
+	}}
+	res, err := Walk(context.Background(), WalkOptions{Caller: caller, Clock: NewFakeClock(epoch), Tool: tool, Plan: plan, AllPages: true,
+		Args: map[string]any{"query": "q", "count": 5.0}})
+	if err != nil || res.PageSize != 0 || sent["count"] != 5.0 {
+		t.Errorf("page size %d, count sent %v, err %v", res.PageSize, sent["count"], err)
+	}
+}
+
 func TestWalkCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var n int
