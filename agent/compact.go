@@ -52,13 +52,19 @@ const (
 
 // envelopeKeys are the keys of DESIGN.md §5 a verdict keeps when they
 // are small, in the order they are sent.
-var envelopeKeys = []string{"_pagingComplete", "_likelyMoreRows", "_stoppedBy", "_boundary", "_cache",
+var envelopeKeys = []string{"_aggregate", "_pagingComplete", "_likelyMoreRows", "_stoppedBy", "_boundary", "_cache",
 	"_truncated", "_shownItems", "_totalItems", "_shownChars", "_totalChars", "_forEachErrors", "_forEachSkipped", "_forEachPartial"}
 
 // boundaryKeys are what a verdict keeps of a _boundary: what was walked,
 // how complete, the counts and why it stopped (not the page size, the
 // masked cursor or the action statement).
 var boundaryKeys = []string{"scope", "completion", "records", "reportedTotal", "duplicates", "pages", "requests", "stopReason", "uninspected"}
+
+// aggregateCore is what a verdict keeps of an _aggregate too large to
+// keep whole: its completion and verdict sentence, the rows it counted
+// and how many groups it had (queryToolResult's aggregate computes the
+// groups again from the stored rows).
+var aggregateCore = []string{"completion", "verdict", "rows", "groupCount"}
 
 // boundaryCore is what a verdict keeps of a _boundary whose texts (scope,
 // uninspected) are too long together: how complete, the counts and why
@@ -112,6 +118,9 @@ func newVerdict(p *Part) *verdict {
 			if raw = subset(raw, boundaryKeys); len(raw) > maxVerdictValue {
 				raw = subset(raw, boundaryCore)
 			}
+		}
+		if k == "_aggregate" && len(raw) > maxVerdictValue && query.FirstByte(raw) == '{' {
+			raw = subset(raw, aggregateCore) // the groups go; over what they were, stays
 		}
 		if len(raw) <= maxVerdictValue {
 			v.members = append(v.members, member{k, raw})

@@ -37,3 +37,28 @@ func TestCompactedVerdictKeepsCompletionOfLongBoundary(t *testing.T) {
 		}
 	}
 }
+
+// A compacted aggregate keeps its numbers when they are small, and over
+// what rows they were (its completion and verdict sentence) when they
+// are not.
+func TestCompactedVerdictKeepsAggregate(t *testing.T) {
+	verdict := "over the 2000 rows fetched of at least 3000 (partial): rows are missing, so these are not totals"
+	small := `{"completion":"partial","verdict":"` + verdict + `","rows":2000,"groupBy":["status"],"groupCount":1,"groups":[{"status":"open","count":667}]}`
+	var groups []string
+	for i := range 40 {
+		groups = append(groups, fmt.Sprintf(`{"status":"s%d","count":%d}`, i, i))
+	}
+	large := `{"completion":"partial","verdict":"` + verdict + `","rows":2000,"groupBy":["status"],"groupCount":40,"groups":[` + strings.Join(groups, ",") + `]}`
+	for name, agg := range map[string]string{"small": small, "large": large} {
+		out := `{"_aggregate":` + agg + `,"_pagingComplete":false,"_stoppedBy":"budget_pages","_note":"Partial: 2000 rows fetched."}`
+		p := &Part{Type: "dynamic-tool", ToolName: "list_orders", ToolCallID: "c1", State: "output-available",
+			Input: json.RawMessage(`{"status":"open"}`), Output: json.RawMessage(out)}
+		got := newVerdict(p).render(time.Time{})
+		if !strings.Contains(got, `"verdict":"`+verdict+`"`) || !strings.Contains(got, `"completion":"partial"`) {
+			t.Errorf("%s: the compacted result lost the aggregate's verdict:\n%s", name, got)
+		}
+		if keeps := strings.Contains(got, `"count":667`); keeps != (name == "small") {
+			t.Errorf("%s: groups kept %v:\n%s", name, keeps, got)
+		}
+	}
+}

@@ -158,8 +158,9 @@ type CacheRequest struct {
 	// ToolID is the tool's id.
 	ToolID string
 	// Args are the call's arguments as the model sent them. _fields,
-	// _filter, _refresh and _for_each are left out of the key (a stored
-	// set is unprojected and unfiltered; the fan-out is keyed by
+	// _filter, _aggregate, _refresh and _for_each are left out of the key
+	// (a stored set is unprojected, unfiltered and not aggregated; the
+	// fan-out is keyed by
 	// ForEachKey and ForEachValues); _all_pages stays in it.
 	Args map[string]any
 	// ForEachKey and ForEachValues are the fan-out, values coerced and
@@ -428,8 +429,8 @@ func (g *flights) do(ctx context.Context, key string, fn func(context.Context) (
 
 // DatasetKey is the cache key of req: its credential scope, then a
 // SHA-256 of the tool id, the canonical arguments (object keys sorted,
-// numbers in one spelling, without _fields, _filter, _refresh,
-// _max_chars and _for_each, and without a false _all_pages), the fan-out key and its
+// numbers in one spelling, without _fields, _filter, _aggregate,
+// _refresh, _max_chars and _for_each, and without a false _all_pages), the fan-out key and its
 // sorted values, and the scope again. No credential is part of it.
 func DatasetKey(req CacheRequest) (string, error) {
 	scope, err := req.Scope.DatasetScope(req.Runtime)
@@ -439,7 +440,7 @@ func DatasetKey(req CacheRequest) (string, error) {
 	args := make(map[string]any, len(req.Args))
 	for k, v := range req.Args {
 		switch k {
-		case ArgFields, ArgFilter, ArgRefresh, ArgForEach, ArgMaxChars:
+		case ArgFields, ArgFilter, ArgAggregate, ArgRefresh, ArgForEach, ArgMaxChars:
 			continue
 		case "_all_pages":
 			if b, ok := v.(bool); ok && !b {

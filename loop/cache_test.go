@@ -47,8 +47,8 @@ func TestDatasetKey(t *testing.T) {
 		"argument order": func(r *CacheRequest) {
 			r.Args = modelArgs(t, `{"_all_pages":true,"filter":{"a":[1,2],"b":1},"status":"open"}`)
 		},
-		"_fields, _filter, _refresh": func(r *CacheRequest) {
-			r.Args = modelArgs(t, `{"status":"open","filter":{"b":1.0,"a":[1,2e0]},"_all_pages":true,"_fields":["id"],"_filter":[{"field":"x","op":"eq","value":1}],"_refresh":true}`)
+		"_fields, _filter, _aggregate, _refresh": func(r *CacheRequest) {
+			r.Args = modelArgs(t, `{"status":"open","filter":{"b":1.0,"a":[1,2e0]},"_all_pages":true,"_fields":["id"],"_filter":[{"field":"x","op":"eq","value":1}],"_refresh":true,"_aggregate":{"group_by":["status"]}}`)
 		},
 		"another thread and user (org credentials)": func(r *CacheRequest) { r.Scope = Scope{Org: "acme", Thread: "t9", User: "bob"} },
 		"float64 numbers": func(r *CacheRequest) {

@@ -121,6 +121,8 @@ func checkWrite(t *tools.Tool, effect tools.Effect, r Request, b Binding) error 
 		return refuse(ArgRefresh, "a write is never cached, so there is nothing to refresh")
 	case r.Filter != nil:
 		return refuse(ArgFilter, "filter what a read returns, then act on the objects you chose")
+	case r.Aggregate != nil:
+		return refuse(ArgAggregate, "aggregate what a read returns")
 	case r.ForEach != nil && b.Bulk && !b.LoopResponses:
 		// bulk is set: what is missing is looping, which _for_each is part of.
 		return refuse(ArgForEach, "_for_each is a looping argument, and this binding has loop_responses off (bulk: true alone does not turn it on); turn on loop_responses for the binding, or call it once per object")
@@ -198,6 +200,9 @@ type Outcome struct {
 	// Verdict is the looping call's verdict; nil when the binding does
 	// not loop (a plain call claims nothing).
 	Verdict *Verdict
+	// Aggregate is what _aggregate computed, with the verdict of the rows
+	// it ran over; nil without _aggregate.
+	Aggregate *Aggregated
 }
 
 // Plan returns the pagination detected for t (computed once per tool).

@@ -15,6 +15,7 @@ const (
 	CodeInvalidFilter     = "invalid_filter"       // a _filter clause: unknown key, unknown op, wrong type
 	CodeInvalidForEach    = "invalid_for_each"     // _for_each's shape or values
 	CodeInvalidForEachKey = "invalid_for_each_key" // _for_each's key is missing or not a parameter
+	CodeInvalidAggregate  = "invalid_aggregate"    // _aggregate (or an aggregate argument): unknown key, op, path or name
 	CodeUpstream          = "upstream_error"
 	// CodeOutcomeUnknown: a write was sent and no answer came (a timeout,
 	// a reset connection); it was not retried, and whether the change

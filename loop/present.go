@@ -121,10 +121,7 @@ func asJSON(body []byte) []byte {
 // stored and its id given. text says the payload is text, kept as it is
 // (full) and shown as {"text": …}: it is cut by its own characters.
 func (e *Engine) guard(ctx context.Context, c Call, out *Outcome, view []byte, itemsPath string, text bool, full func() (*StoredResult, error)) (*Outcome, error) {
-	g := Guard{Budget: c.ViewChars}
-	if g.Budget == 0 {
-		g.Budget = e.opt.ViewChars
-	}
+	g := e.viewGuard(c)
 	if c.Workflow || g.Fits(view) {
 		out.View = view
 		return out, nil
@@ -141,6 +138,16 @@ func (e *Engine) guard(ctx context.Context, c Call, out *Outcome, view []byte, i
 	}
 	out.View, out.Truncated = cut.View, cut.Truncated
 	return out, nil
+}
+
+// viewGuard is the size guard of c's view: the call's budget, else the
+// engine's.
+func (e *Engine) viewGuard(c Call) Guard {
+	g := Guard{Budget: c.ViewChars}
+	if g.Budget == 0 {
+		g.Budget = e.opt.ViewChars
+	}
+	return g
 }
 
 // keep stores a full payload for the retrieval tools and returns its id,
@@ -173,7 +180,18 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 	out := &Outcome{Verdict: v}
 	var view []byte
 	var err error
-	if w.HasItems {
+	var aggregated *query.AggregateResult
+	switch {
+	case w.HasItems && q.r.Aggregate != nil:
+		// The numbers instead of the rows, which stay stored.
+		var kept int
+		if aggregated, kept, err = aggregateRows(w.Items, filter, q.r.Aggregate); err != nil {
+			return nil, fmt.Errorf("aggregating rows: %w", err)
+		}
+		v.Rows, v.Filtered, v.Aggregated = kept, filter != nil, true
+		v.UnmatchedFilter = filter.Unmatched(w.Items)
+		view = withoutItems(w.Envelope, w.ItemsPath)
+	case w.HasItems:
 		fields := fields
 		if fields != nil && q.r.ForEach != nil {
 			// Fan-out rows keep their tag whatever _fields lists, so each
@@ -192,7 +210,7 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 		if view, err = withItems(w.Envelope, w.ItemsPath, rows); err != nil {
 			return nil, err
 		}
-	} else {
+	default:
 		view = asJSON(w.Envelope)
 		if query.FirstByte(view) != '{' {
 			// A bare scalar: the envelope keys need an object to sit in.
@@ -206,6 +224,7 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 			v.UnmatchedFields = unmatchedPaths(fields.Paths(), matched)
 		}
 		v.FilterIgnored = filter != nil
+		v.AggregateIgnored = q.r.Aggregate != nil
 	}
 	if len(v.UnmatchedFields) > 0 || len(v.UnmatchedFilter) > 0 {
 		rows := w.Items
@@ -218,13 +237,24 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 	text, isText := textOf(w.Envelope)
 	isText = isText && !w.HasItems
 	full := func() (*StoredResult, error) {
+		var rec *StoredResult
+		var err error
 		switch {
 		case w.HasItems:
-			return NewStoredResultFromItems(c.Tool.ID, w.Envelope, w.ItemsPath, w.Items)
+			rec, err = NewStoredResultFromItems(c.Tool.ID, w.Envelope, w.ItemsPath, w.Items)
 		case isText:
-			return NewStoredResult(c.Tool.ID, text, "") // the text itself, not its JSON form
+			rec, err = NewStoredResult(c.Tool.ID, text, "") // the text itself, not its JSON form
+		default:
+			rec, err = NewStoredResult(c.Tool.ID, asJSON(w.Envelope), "")
 		}
-		return NewStoredResult(c.Tool.ID, asJSON(w.Envelope), "")
+		if rec != nil {
+			rec.Set = v.Set() // an aggregate over the stored rows says the same
+		}
+		return rec, err
+	}
+	if aggregated != nil {
+		out.Aggregate = newAggregated(aggregated, v.Set(), filter != nil || q.r.Aggregate.Filter() != nil)
+		v.AggregateVerdict = out.Aggregate.Verdict
 	}
 	var members []query.Member
 	if c.Workflow {
@@ -242,6 +272,17 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 	}
 	if len(q.unknown) > 0 {
 		members = append(members, unknownArgsMember(q.unknown))
+	}
+	if out.Aggregate != nil {
+		room := 0
+		if !c.Workflow {
+			rest, err := query.SetMembers(view, members)
+			if err != nil {
+				return nil, fmt.Errorf("envelope: %w", err)
+			}
+			room = aggregateRoom(e.viewGuard(c).budget(), rest)
+		}
+		members = append([]query.Member{{Key: "_aggregate", Value: out.Aggregate.JSON(room)}}, members...)
 	}
 	if view, err = query.SetMembers(view, members); err != nil {
 		return nil, fmt.Errorf("envelope: %w", err)

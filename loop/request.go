@@ -32,13 +32,17 @@ type Request struct {
 	// MaxChars is the caller's view budget for this call (_max_chars);
 	// zero keeps the binding's.
 	MaxChars int
+	// Aggregate groups and totals the rows (_aggregate) instead of
+	// listing them; nil lists them.
+	Aggregate *query.Aggregate
 }
 
 // ParseRequest separates the tool's own arguments from the reserved ones
 // and parses the latter strictly: a value of the wrong type, an unknown
 // member of a _for_each or of a _filter clause, an unknown operator or a
 // path that does not parse is a *ToolError whose code names the argument
-// (invalid_fields, invalid_filter, invalid_for_each, invalid_argument)
+// (invalid_fields, invalid_filter, invalid_for_each, invalid_aggregate,
+// invalid_argument)
 // and whose message names the clause and the key. args is not modified;
 // a reserved argument given as null is absent.
 func ParseRequest(args map[string]any) (own map[string]any, r Request, err error) {
@@ -64,6 +68,8 @@ func ParseRequest(args map[string]any) (own map[string]any, r Request, err error
 			r.Filter, err = FilterArg(k, v)
 		case ArgMaxChars:
 			r.MaxChars, err = maxCharsArg(k, v)
+		case ArgAggregate:
+			r.Aggregate, err = AggregateArg(k, v)
 		}
 		if err != nil {
 			return nil, Request{}, err
@@ -198,7 +204,7 @@ func maxCharsArg(name string, v any) (int, error) {
 // JSON, so a caller in Go gets the same checks as a model.
 func jsonArg(v any) any {
 	switch v.(type) {
-	case nil, bool, string, float64, json.Number, []any, []string, map[string]any, []query.Clause, json.RawMessage:
+	case nil, bool, string, float64, json.Number, []any, []string, map[string]any, []query.Clause, json.RawMessage, query.AggregateSpec, *query.AggregateSpec:
 		return v
 	}
 	b, err := json.Marshal(v)

@@ -20,6 +20,9 @@ const (
 	ArgForEach  = "_for_each"
 	ArgFilter   = "_filter"
 	ArgRefresh  = "_refresh"
+	// ArgAggregate groups and totals the rows after the walk, the fan-out
+	// and _filter; the view holds the numbers instead of the rows.
+	ArgAggregate = "_aggregate"
 	// ArgMaxChars is a client's budget for one result: the size guard
 	// cuts this call's view at it instead of the deployment's view
 	// budget. Every tool takes it; the MCP server advertises it.
@@ -32,7 +35,7 @@ const (
 	MaxMaxChars = 1_000_000
 )
 
-var reservedArgs = []string{ArgFields, ArgAllPages, ArgForEach, ArgFilter, ArgRefresh, ArgMaxChars}
+var reservedArgs = []string{ArgFields, ArgAllPages, ArgForEach, ArgFilter, ArgRefresh, ArgAggregate, ArgMaxChars}
 
 // IsReserved reports whether name is a reserved argument.
 func IsReserved(name string) bool {
@@ -199,9 +202,10 @@ func Describe(t *tools.Tool, effect tools.Effect) string {
 
 // Schema returns the tool's input schema as the model sees it under a
 // binding: with looping on, it gains _fields, _all_pages (only when
-// pagination was detected), _for_each and _refresh. _filter is honoured
-// but never advertised: next to the API's own filter parameters a model
-// would reach for it and fetch everything to filter afterwards.
+// pagination was detected), _for_each, _aggregate and _refresh. _filter
+// is honoured but never advertised: next to the API's own filter
+// parameters a model would reach for it and fetch everything to filter
+// afterwards.
 func Schema(t *tools.Tool, plan paginate.Plan, looping bool) map[string]any {
 	return SchemaFor(t, plan, looping, tools.EffectRead, false, 0)
 }
@@ -235,6 +239,7 @@ func SchemaFor(t *tools.Tool, plan paginate.Plan, looping bool, effect tools.Eff
 		}
 	}
 	props[ArgForEach] = forEachSchema()
+	props[ArgAggregate] = aggregateSchema()
 	props[ArgRefresh] = map[string]any{
 		"type":        "boolean",
 		"description": "Fetch fresh data instead of a cached result. Only when the user needs the very latest.",

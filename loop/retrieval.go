@@ -207,7 +207,8 @@ const querySchema = `{"type":"object","properties":{` +
 	`"op":{"type":"string","enum":["eq","neq","gt","gte","lt","lte","contains","in","exists"]},` +
 	`"value":{"description":"What to compare with: a list for in, a boolean for exists."}},"required":["field","op"]}},` +
 	`"offset":{"type":"integer","minimum":0,"description":"Index of the first matching item to return. Default 0."},` +
-	`"limit":{"type":"integer","minimum":1,"maximum":500,"description":"How many matching items to return. Default 50."}},` +
+	`"limit":{"type":"integer","minimum":1,"maximum":500,"description":"How many matching items to return. Default 50."},` +
+	`"aggregate":{"type":"object","description":"Instead of items: groups with counts and totals over every matching stored item, exact, with the verdict of the set. {\"group_by\": [\"currency\"], \"metrics\": [{\"op\": \"count\"}, {\"op\": \"sum\", \"field\": \"total\"}], \"having\"?, \"order_by\"?, \"limit\"?}; ops count, count_distinct, sum, avg, min, max."}},` +
 	`"required":["resultId"],"additionalProperties":false}`
 
 const fetchSchema = `{"type":"object","properties":{` +
@@ -233,7 +234,7 @@ func (r *Retrieval) Call(ctx context.Context, scope Scope, name string, args jso
 // query runs queryToolResult.
 func (r *Retrieval) query(ctx context.Context, scope Scope, raw json.RawMessage) (json.RawMessage, error) {
 	const tool = QueryToolResult
-	args, err := decodeArgs(tool, raw, "resultId", "fields", "filter", "offset", "limit")
+	args, err := decodeArgs(tool, raw, "resultId", "fields", "filter", "offset", "limit", "aggregate")
 	if err != nil {
 		return nil, err
 	}
@@ -264,6 +265,9 @@ func (r *Retrieval) query(ctx context.Context, scope Scope, raw json.RawMessage)
 		if filter, err = FilterArg("filter", v); err != nil {
 			return nil, retrievalArg(tool, "filter", err)
 		}
+	}
+	if v := args["aggregate"]; !isNull(v) {
+		return r.aggregate(ctx, scope, id, filter, args)
 	}
 	offset, err := argInt(tool, "offset", args["offset"], 0, 0)
 	if err != nil {

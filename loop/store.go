@@ -57,6 +57,9 @@ type StoredResult struct {
 	Tool string
 	// Created is when the payload was kept.
 	Created time.Time
+	// Set is the verdict of the walk that fetched the rows (zero: a call
+	// that did not loop), for the aggregates made over them later.
+	Set SetVerdict
 
 	text      []byte
 	itemsPath string
@@ -260,8 +263,15 @@ func (r *StoredResult) Size() int64 {
 	return int64(len(r.text)+8*len(r.spans)+4*len(r.marks)+len(r.Tool)+len(r.itemsPath)) + 128
 }
 
-// recordMagic begins a serialised StoredResult (version 1).
-var recordMagic = []byte("trawl.result.1\n")
+// recordMagic begins a serialised StoredResult: version 2 adds the set's
+// verdict; version 1 records (without it) are still read.
+var (
+	recordMagic   = []byte("trawl.result.2\n")
+	recordMagicV1 = []byte("trawl.result.1\n")
+)
+
+// completions numbers the completions in a serialised record.
+var completions = []Completion{"", Complete, Partial, Unstable, SingleResponse}
 
 // MarshalBinary serialises the record (for a store outside the process).
 func (r *StoredResult) MarshalBinary() ([]byte, error) {
@@ -277,6 +287,27 @@ func (r *StoredResult) MarshalBinary() ([]byte, error) {
 		has = 1
 	}
 	out = append(out, has)
+	code := byte(0)
+	for i, c := range completions {
+		if c == r.Set.Completion {
+			code = byte(i)
+		}
+	}
+	flags := byte(0)
+	if r.Set.Resumed {
+		flags |= 1
+	}
+	if r.Set.FirstPageOnly {
+		flags |= 2
+	}
+	if r.Set.ReportedTotal != nil {
+		flags |= 4
+	}
+	out = append(out, code, flags)
+	out = binary.AppendUvarint(out, uint64(r.Set.Records))
+	if r.Set.ReportedTotal != nil {
+		out = binary.AppendVarint(out, int64(*r.Set.ReportedTotal))
+	}
 	out = binary.AppendUvarint(out, uint64(len(r.spans)))
 	last := uint32(0)
 	for _, s := range r.spans {
@@ -292,7 +323,8 @@ func (r *StoredResult) MarshalBinary() ([]byte, error) {
 // every bound, so corrupt input is an error, never a panic.
 func (r *StoredResult) UnmarshalBinary(data []byte) error {
 	bad := func(what string) error { return fmt.Errorf("stored result: corrupt record: %s", what) }
-	if !bytes.HasPrefix(data, recordMagic) {
+	v2 := bytes.HasPrefix(data, recordMagic)
+	if !v2 && !bytes.HasPrefix(data, recordMagicV1) {
 		return bad("not a stored result")
 	}
 	d := data[len(recordMagic):]
@@ -332,6 +364,28 @@ func (r *StoredResult) UnmarshalBinary(data []byte) error {
 	}
 	out.hasItems = d[0] == 1
 	d = d[1:]
+	if v2 {
+		if len(d) < 2 || int(d[0]) >= len(completions) || d[1] > 7 {
+			return bad("set verdict")
+		}
+		out.Set.Completion = completions[d[0]]
+		flags := d[1]
+		d = d[2:]
+		out.Set.Resumed, out.Set.FirstPageOnly = flags&1 != 0, flags&2 != 0
+		records, ok := uv()
+		if !ok || records > maxStored {
+			return bad("set records")
+		}
+		out.Set.Records = int(records)
+		if flags&4 != 0 {
+			total, n := binary.Varint(d)
+			if n <= 0 || total < 0 || total > maxStored {
+				return bad("set total")
+			}
+			d = d[n:]
+			out.Set.ReportedTotal = intPtr(int(total))
+		}
+	}
 	count, ok := uv()
 	if !ok || count > uint64(len(d)/2) {
 		return bad("item count")

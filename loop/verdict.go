@@ -71,6 +71,13 @@ type Verdict struct {
 	// was given but the response has no rows to filter.
 	Filtered      bool
 	FilterIgnored bool
+	// Aggregated: _aggregate replaced the rows by its groups;
+	// AggregateIgnored: _aggregate was given but the response has no rows.
+	// AggregateVerdict is the aggregate's verdict sentence (see
+	// SetVerdict.Over).
+	Aggregated       bool
+	AggregateIgnored bool
+	AggregateVerdict string
 
 	Pages    int
 	Requests int // upstream requests made for the call, retries included
@@ -343,12 +350,15 @@ type LoopBlock struct {
 	ForEachErrors  []ForEachError `json:"forEachErrors,omitempty"`
 	ForEachSkipped []ForEachSkip  `json:"forEachSkipped,omitempty"`
 	ForEachPartial []ForEachCut   `json:"forEachPartial,omitempty"`
+	// Aggregate is the verdict sentence of the step's aggregate, when it
+	// has one (its numbers are under _aggregate).
+	Aggregate string `json:"aggregate,omitempty"`
 }
 
 // LoopBlock renders the verdict as a workflow's _loop block.
 func (v *Verdict) LoopBlock() LoopBlock {
 	b := LoopBlock{Complete: v.PagingComplete(), Completion: v.Completion, Requests: v.Requests,
-		StoppedBy: v.StopReason, Note: v.Note,
+		StoppedBy: v.StopReason, Note: v.Note, Aggregate: v.AggregateVerdict,
 		ForEachErrors: v.ForEachErrors, ForEachSkipped: v.ForEachSkipped, ForEachPartial: v.ForEachPartial}
 	if v.Collection {
 		b.ItemCount = intPtr(v.Rows)
@@ -511,6 +521,12 @@ func note(v *Verdict, b paginate.Budget, workflow bool) string {
 	if v.FilterIgnored {
 		s += " _filter applies to lists of rows, so this response was not filtered."
 	}
+	if v.Aggregated {
+		s += " The rows are not listed: _aggregate holds their numbers, and queryToolResult reads the rows."
+	}
+	if v.AggregateIgnored {
+		s += " _aggregate applies to lists of rows, so this response was not aggregated."
+	}
 	if len(v.UnmatchedFields) > 0 {
 		paths := "paths"
 		if len(v.UnmatchedFields) == 1 {
@@ -607,4 +623,71 @@ func stopAdvice(v *Verdict, b paginate.Budget) string {
 		return "The server served fewer rows per page than asked, so its page numbers count pages of another size, and the budget could not hold the walk again at the size it serves (_boundary.uninspected says by how much). Call again asking for the page size it serves, or narrow the request."
 	}
 	return narrow
+}
+
+// SetVerdict is what an aggregate says about the set of rows it ran
+// over: the completion and size of the walk that fetched them. A stored
+// result keeps it, so an aggregate over the stored rows later says the
+// same as one made with the call.
+type SetVerdict struct {
+	// Completion is the walk's; "" for the result of a call that did not
+	// loop (it claims nothing).
+	Completion Completion `json:"completion"`
+	// Records counts the rows of the set (the walk's distinct rows).
+	Records int `json:"records"`
+	// ReportedTotal is the server's total when it gave one.
+	ReportedTotal *int `json:"reportedTotal,omitempty"`
+	// Resumed: complete from a start the caller gave, not from the first
+	// row; FirstPageOnly: a paginated tool called without _all_pages.
+	Resumed       bool `json:"resumed,omitempty"`
+	FirstPageOnly bool `json:"firstPageOnly,omitempty"`
+}
+
+// Set is the verdict's SetVerdict.
+func (v *Verdict) Set() SetVerdict {
+	s := SetVerdict{Completion: v.Completion, Records: v.Records, FirstPageOnly: v.FirstPageOnly,
+		Resumed: v.Completion == Complete && (v.Resumed || v.ReportedTotal != nil && *v.ReportedTotal > v.Records)}
+	if v.ReportedTotal != nil && v.Collection {
+		s.ReportedTotal = intPtr(*v.ReportedTotal)
+	}
+	return s
+}
+
+// Over is the one sentence an aggregate's numbers carry: over what rows
+// they were computed and whether that is all of them — "over all 364
+// rows (complete)", "over the 188 rows fetched of at least 2000
+// (partial): rows are missing, so these are not totals". rows counts the
+// rows aggregated; filtered says a filter chose them among the set's.
+// Every surface shows this sentence; none words an aggregate's verdict
+// itself.
+func (s SetVerdict) Over(rows int, filtered bool) string {
+	n := func(k int) string { return plural(k, "row") }
+	of := func(set string) string {
+		if filtered {
+			return fmt.Sprintf("over the %d of %s that match the filter", rows, set)
+		}
+		return "over " + set
+	}
+	switch s.Completion {
+	case Complete:
+		if s.Resumed {
+			return of(fmt.Sprintf("the %s from the requested start", n(s.Records))) +
+				" (complete from there): the rows before the start were not requested, so these are not totals of the whole collection"
+		}
+		return of("all "+n(s.Records)) + " (complete)"
+	case Unstable:
+		return of("at least "+n(s.Records)) + " (unstable): the collection changed during the walk, so rows may be missing or repeated and these are not exact totals"
+	case SingleResponse:
+		return of(fmt.Sprintf("the %s one call returned", n(s.Records))) + " (single response): the tool does not page, and nothing says these are every row"
+	case Partial:
+		set := fmt.Sprintf("the %s fetched", n(s.Records))
+		if s.FirstPageOnly {
+			set = fmt.Sprintf("the %s of the first page", n(s.Records))
+		}
+		if s.ReportedTotal != nil && *s.ReportedTotal > s.Records {
+			set += fmt.Sprintf(" of at least %d", *s.ReportedTotal)
+		}
+		return of(set) + " (partial): rows are missing, so these are not totals"
+	}
+	return of(fmt.Sprintf("the %s of one response", n(s.Records))) + " (the call did not loop): nothing says whether more rows exist, so these are not totals"
 }

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/google/go-cmp/cmp"
 	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/tools/demo"
 )
 
 // noRedirect is a client that reports redirects instead of following them.
@@ -376,6 +378,17 @@ func (b *browser) eval(expr string) bool {
 	return v
 }
 
+// tableRows is each body row of the table at sel, its cells' text
+// joined by "|".
+func (b *browser) tableRows(sel string) []string {
+	b.t.Helper()
+	rows, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll(`+strconv.Quote(sel+` tbody tr`)+`)].map(tr => [...tr.cells].map(c => c.textContent).join('|'))`))
+	if err != nil {
+		b.t.Fatalf("rows of %s: %v", sel, err)
+	}
+	return rows
+}
+
 func (b *browser) count(sel string) int {
 	b.t.Helper()
 	n, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`document.querySelectorAll(`+strconv.Quote(sel)+`).length`))
@@ -422,6 +435,8 @@ func TestStudioInBrowser(t *testing.T) {
 		chromedp.SetValue(chromedp.ID("key-input"), ts.AdminKey()),
 		chromedp.Click(chromedp.ID("key-submit")),
 		chromedp.WaitNotVisible(chromedp.ID("key-dialog")),
+		chromedp.WaitVisible(chromedp.ID("chat-input")), // it opens on Chat
+		chromedp.Click(chromedp.CSS(`a[data-nav="agents"]`)),
 		chromedp.Click(chromedp.CSS(`a[data-agent-id="demo"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`a[data-agent-id="demo"][aria-current="page"]`)))
 	if !eval(`sessionStorage.getItem('trawl.studio.adminKey') === ` + strconv.Quote(ts.AdminKey())) {
@@ -578,7 +593,9 @@ func TestStudioChatInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.ID("chat-send")),
 		chromedp.WaitVisible(chromedp.CSS(card+` [data-tool-loop-progress]`)),
 		br.view("chat-progress"))
-	if got := br.text(card + ` [data-tool-loop-progress]`); !strings.Contains(got, "page ") || !strings.Contains(got, "items") {
+	// Live ("page 2 · 200 of 364 items …"), or already the final figures
+	// ("done: 4 pages · 364 items · 4 requests") once the walk ended.
+	if got := br.text(card + ` [data-tool-loop-progress]`); !strings.Contains(got, "page") || !strings.Contains(got, "items") {
 		t.Errorf("progress line: %q", got)
 	}
 	br.run("the verdict and rows",
@@ -587,6 +604,22 @@ func TestStudioChatInBrowser(t *testing.T) {
 		jsTrue(`document.querySelector('#chat-log').textContent.includes('278 open orders worth more than 100')`),
 		jsTrue(`document.querySelector('#chat-stop').hidden`),
 		br.view("chat"))
+	// The call asked _aggregate: the card shows its groups × metrics
+	// with the verdict, equal to the test's own count over the data.
+	br.run("the aggregate", chromedp.WaitVisible(chromedp.CSS(card+` .aggregate[data-completion="complete"] .aggregate-table tbody tr`)))
+	if got := br.text(card + ` .aggregate-verdict`); got != "over the 278 of all 364 rows that match the filter (complete)" {
+		t.Errorf("aggregate verdict %q", got)
+	}
+	if br.count(card+` .aggregate [data-verdict="complete"]`) != 1 {
+		t.Error("the aggregate has no complete badge")
+	}
+	var want []string
+	for _, c := range demo.TallyOrders("open", 100) {
+		want = append(want, fmt.Sprintf("%s|%d|%s", c.Currency, c.Count, c.Sum))
+	}
+	if diff := cmp.Diff(want, br.tableRows(card+` .aggregate-table`)); diff != "" {
+		t.Errorf("aggregate table (-the test's own count, +shown):\n%s", diff)
+	}
 	// Each step's data-context chunk is a meter: what was sent against
 	// the agent's context budget.
 	if got := br.text(`#chat-log .context-meter`); !strings.Contains(got, "Context tokens") || !strings.Contains(got, " of ") {
@@ -736,6 +769,38 @@ func TestStudioTryItStreams(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#verdict[data-complete="complete"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#try-result .rows[data-source="stored"] .rows-table tbody td`)),
 		br.view("try"))
+
+	// _aggregate over the first page only: the table says partial and
+	// that its numbers are not totals.
+	br.run("aggregate the first page",
+		chromedp.SetValue(chromedp.ID("try-args"), `{"status":"open","_aggregate":{"group_by":["currency"],"metrics":[{"op":"count"},{"op":"sum","field":"total"}]}}`),
+		chromedp.Click(chromedp.ID("try-run")),
+		chromedp.WaitVisible(chromedp.CSS(`#try-result .aggregate[data-completion="partial"] .aggregate-table tbody tr`)),
+		chromedp.ScrollIntoView(chromedp.CSS(`#try-result .aggregate`)),
+		br.view("try-aggregate"))
+	got := br.text(`#try-result .aggregate-verdict`)
+	if !strings.HasPrefix(got, "over the 25 rows of the first page") || !strings.HasSuffix(got, "(partial): rows are missing, so these are not totals") {
+		t.Errorf("partial aggregate verdict %q", got)
+	}
+	if br.count(`#try-result .aggregate [data-verdict="partial"]`) != 1 || br.count(`#verdict[data-complete="partial"]`) != 1 {
+		t.Error("the partial aggregate has no partial badge")
+	}
+	if section := br.text(`#try-result .aggregate`); strings.Contains(section, "complete") || strings.Contains(strings.ToLower(section), "all 364") {
+		t.Errorf("the partial aggregate reads as complete: %q", section)
+	}
+	n := 0
+	for _, r := range br.tableRows(`#try-result .aggregate-table`) {
+		var cur string
+		var count int
+		var sum string
+		if k, _ := fmt.Sscanf(strings.ReplaceAll(r, "|", " "), "%s %d %s", &cur, &count, &sum); k != 3 {
+			t.Errorf("aggregate row %q", r)
+		}
+		n += count
+	}
+	if n != 25 {
+		t.Errorf("the first page's groups count %d rows, want 25", n)
+	}
 }
 
 // TestStudioGroupSwitch: the switch of a group flips looping for every

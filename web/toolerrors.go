@@ -21,6 +21,7 @@ var toolErrorStatus = map[string]int{
 	loop.CodeInvalidFilter:     http.StatusBadRequest,
 	loop.CodeInvalidForEach:    http.StatusBadRequest,
 	loop.CodeInvalidForEachKey: http.StatusBadRequest,
+	loop.CodeInvalidAggregate:  http.StatusBadRequest,
 	loop.CodeWriteArgument:     http.StatusBadRequest,
 	tools.CodeNotConnected:     http.StatusForbidden,
 	loop.CodeUpstream:          http.StatusBadGateway,

@@ -73,6 +73,10 @@ type Loop struct {
 	ForEach *ForEach `json:"for_each,omitempty"`
 	// Filter keeps the rows matching every clause (_filter).
 	Filter []query.Clause `json:"filter,omitempty"`
+	// Aggregate groups and totals the rows (_aggregate): the step's output
+	// holds the numbers under _aggregate instead of the rows, and _loop
+	// its verdict.
+	Aggregate *query.AggregateSpec `json:"aggregate,omitempty"`
 	// Cache lets the step serve (and store) complete walks from the
 	// dataset cache. Nil: the cache is not used at all.
 	Cache *Cache `json:"cache,omitempty"`
@@ -316,7 +320,7 @@ func (d *decoder) step(v any, i int) Step {
 }
 
 func (d *decoder) loop(v any, at field) *Loop {
-	m, ok := d.object(v, at, "all_pages", "fields", "for_each", "filter", "cache")
+	m, ok := d.object(v, at, "all_pages", "fields", "for_each", "filter", "aggregate", "cache")
 	if !ok {
 		return nil
 	}
@@ -342,6 +346,21 @@ func (d *decoder) loop(v any, at field) *Loop {
 	}
 	if x, ok := m["filter"]; ok && x != nil {
 		l.Filter = d.filter(x, at.child("filter"))
+	}
+	if x, ok := m["aggregate"]; ok && x != nil {
+		// The parser of _aggregate; ops, paths and names are checked by
+		// validate.
+		spec, err := query.AggregateOf(x)
+		if err != nil {
+			ae := err.(*query.AggregateError)
+			aat := at.child("aggregate")
+			if ae.Where != "" {
+				aat = aat.child(ae.Where)
+			}
+			d.fail(aat, "%s", ae.Reason)
+		} else {
+			l.Aggregate = &spec
+		}
 	}
 	if x, ok := m["cache"]; ok && x != nil {
 		cat := at.child("cache")

@@ -113,7 +113,12 @@ func TestParseErrors(t *testing.T) {
 		{"unknown step field", step(`{"id": "a", "type": "tool", "tool": "t", "args": {}}`),
 			`steps[0] (a): has an unknown field "args" (known: allow_partial, else, id, if, input, loop, then, tool, type)`},
 		{"unknown loop field", step(`{"id": "fetch", "type": "tool", "tool": "t", "loop": {"all_page": true}}`),
-			`steps[0] (fetch): loop has an unknown field "all_page" (known: all_pages, cache, fields, filter, for_each)`},
+			`steps[0] (fetch): loop has an unknown field "all_page" (known: aggregate, all_pages, cache, fields, filter, for_each)`},
+		// loop.aggregate is read by the parser of _aggregate.
+		{"aggregate unknown", step(`{"id": "a", "loop": {"aggregate": {"group_by": ["currency"], "metrics": [{"op": "sum", "feild": "total"}]}}}`),
+			`steps[0] (a): loop.aggregate.metrics[0].feild unknown key; a metric has op, field, as (ops: count, count_distinct, sum, avg, min, max)`},
+		{"aggregate type", step(`{"id": "a", "loop": {"aggregate": ["currency"]}}`),
+			`steps[0] (a): loop.aggregate must be an object such as {"group_by": ["currency"], "metrics": [{"op": "count"}, {"op": "sum", "field": "total"}]}, not an array`},
 		{"all_pages type", step(`{"id": "a", "loop": {"all_pages": "yes"}}`),
 			`steps[0] (a): loop.all_pages must be true or false, not a string`},
 		// loop.fields and loop.filter are read by the parsers of _fields
@@ -201,7 +206,7 @@ func TestValidate(t *testing.T) {
 			`steps[0] (a): tool is required: the id of the tool to call, such as "acme.list_orders"; steps[1] (b): tool "acme.list_bookings" is not a known tool`},
 		{"input", `{"id": "w", "steps": [{"id": "a", "type": "tool", "tool": "acme.list_property_bookings",
 			"input": {"property_id": "p_1", "_all_pages": true, "state": "x"}}]}`,
-			`steps[0] (a): input._all_pages is a reserved argument; declare it in the loop block (all_pages, fields, for_each, filter); ` +
+			`steps[0] (a): input._all_pages is a reserved argument; declare it in the loop block (all_pages, fields, for_each, filter, aggregate); ` +
 				`steps[0] (a): input.state is not a parameter of acme.list_property_bookings; parameters: page, per_page, property_id, status`},
 		{"required", `{"id": "w", "steps": [{"id": "a", "type": "tool", "tool": "acme.list_property_bookings"}]}`,
 			`steps[0] (a): input is missing "property_id", a required parameter of acme.list_property_bookings (give it in input, or fan out over it with loop.for_each)`},
@@ -235,6 +240,11 @@ func TestValidate(t *testing.T) {
 				`steps[1] (b): input.status "$.step.a" is not a ref: refs have the form "$.steps.<step id>.<path>"; ` +
 				`steps[1] (b): loop.for_each.values.ref "$.steps.zz.ids" refers to no step "zz"; earlier steps: a; ` +
 				`steps[2] (c): input.type "$.steps..x" is not a ref: refs have the form "$.steps.<step id>.<path>" with no empty segment`},
+		{"aggregate", `{"id": "w", "steps": [{"id": "a", "type": "tool", "tool": "acme.list_properties",
+			"loop": {"aggregate": {"group_by": ["city"], "metrics": [{"op": "median", "field": "rating"}]}}},
+			{"id": "b", "type": "tool", "tool": "acme.list_properties", "loop": {"aggregate": {"having": [{"field": "sum(rating)", "op": "gt", "value": 3}]}}}]}`,
+			`steps[0] (a): loop.aggregate.metrics[0].op unknown op "median" (ops: count, count_distinct, sum, avg, min, max); ` +
+				`steps[1] (b): loop.aggregate.having[0].field "sum(rating)" is not a metric; having tests a metric (count), filter tests rows`},
 		{"fields and filter", `{"id": "w", "steps": [{"id": "a", "type": "tool", "tool": "acme.list_properties",
 			"loop": {"fields": ["id", "address..city"], "filter": [{"field": "rating", "op": "gt", "value": 4}, {"field": "type", "op": "like", "value": "h"}]}},
 			{"id": "b", "type": "tool", "tool": "acme.list_properties", "loop": {"fields": []}}]}`,

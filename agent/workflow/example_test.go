@@ -114,5 +114,5 @@ func ExampleDefinition_Validate() {
 	fmt.Println(err)
 	// Output:
 	// steps[1] (fetch): loop.for_each.key "property" is not a parameter of acme.list_property_bookings; parameters: page, per_page, property_id, status; steps[1] (fetch): input is missing "property_id", a required parameter of acme.list_property_bookings (give it in input, or fan out over it with loop.for_each); steps[2] (gate): then "props" is not after this step; branches jump forward only (to a later step or "end"), so that every run ends
-	// steps[0] (fetch): loop has an unknown field "all_page" (known: all_pages, cache, fields, filter, for_each)
+	// steps[0] (fetch): loop has an unknown field "all_page" (known: aggregate, all_pages, cache, fields, filter, for_each)
 }

@@ -379,6 +379,11 @@ func (ru *run) args(s Step) (map[string]any, *loop.Request, error) {
 			return nil, nil, err
 		}
 	}
+	if l.Aggregate != nil {
+		if req.Aggregate, err = loop.AggregateArg("loop.aggregate", *l.Aggregate); err != nil {
+			return nil, nil, err
+		}
+	}
 	if fe := l.ForEach; fe != nil {
 		values, err := ru.values(fe.Values)
 		if err != nil {
@@ -405,6 +410,9 @@ func shownInput(args map[string]any, l *Loop, r *loop.Request) map[string]any {
 	}
 	if len(l.Filter) > 0 {
 		out[loop.ArgFilter] = l.Filter
+	}
+	if l.Aggregate != nil {
+		out[loop.ArgAggregate] = l.Aggregate
 	}
 	if r != nil && r.ForEach != nil {
 		out[loop.ArgForEach] = map[string]any{"key": r.ForEach.Key, "values": r.ForEach.Values}

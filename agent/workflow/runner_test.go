@@ -692,3 +692,67 @@ func TestRunConcurrent(t *testing.T) {
 		}
 	}
 }
+
+const openOrders = `{"id": "open-orders", "steps": [
+	{"id": "orders", "type": "tool", "tool": "acme.list_orders", "input": {"status": "open"},
+	 "loop": {"all_pages": true, "filter": [{"field": "total", "op": "gt", "value": 100}],
+	          "aggregate": {"group_by": ["currency"], "metrics": [{"op": "count"}, {"op": "sum", "field": "total"}],
+	                        "order_by": [{"field": "count", "dir": "desc"}]}}},
+	{"id": "gate", "type": "branch", "if": {"ref": "$.steps.orders._loop.complete"}, "then": "end", "else": "end"}]}`
+
+// TestRunAggregate: a loop block's aggregate puts the numbers under the
+// step and their verdict in _loop; a walk the budget cuts says partial
+// there too.
+func TestRunAggregate(t *testing.T) {
+	f := newFixture(t)
+	type step struct {
+		Loop struct {
+			Complete  bool   `json:"complete"`
+			Aggregate string `json:"aggregate"`
+		} `json:"_loop"`
+		Aggregate struct {
+			Completion string `json:"completion"`
+			Verdict    string `json:"verdict"`
+			Groups     []struct {
+				Currency string `json:"currency"`
+				Count    int    `json:"count"`
+				Sum      string `json:"sum(total)"`
+			} `json:"groups"`
+		} `json:"_aggregate"`
+		Data json.RawMessage `json:"data"`
+	}
+	run := func(budget paginate.Budget) step {
+		t.Helper()
+		r := NewRunner(RunnerOptions{Engine: f.engine(loop.Options{Budget: budget}), Catalog: f.cat, Now: fixedClock})
+		res, err := r.Run(context.Background(), mustParse(t, openOrders), RunInput{Org: "acme-corp", RunID: "run_agg", Emit: (&recorder{}).emit})
+		if err != nil || res.Failed != "" {
+			t.Fatalf("run: %v %s", err, res.Error)
+		}
+		var s step
+		if err := json.Unmarshal(res.Steps["orders"], &s); err != nil {
+			t.Fatal(err)
+		}
+		if s.Data != nil {
+			t.Errorf("the step lists its rows: %.200s", s.Data)
+		}
+		return s
+	}
+	s := run(paginate.Budget{})
+	const verdict = "over the 278 of all 364 rows that match the filter (complete)"
+	if !s.Loop.Complete || s.Loop.Aggregate != verdict || s.Aggregate.Verdict != verdict || s.Aggregate.Completion != "complete" {
+		t.Errorf("complete walk: _loop %+v, aggregate %q %q", s.Loop, s.Aggregate.Completion, s.Aggregate.Verdict)
+	}
+	var got []demo.OrderTally
+	for _, g := range s.Aggregate.Groups {
+		got = append(got, demo.OrderTally{Currency: g.Currency, Count: g.Count, Sum: g.Sum})
+	}
+	if diff := cmp.Diff(demo.TallyOrders("open", 100), got); diff != "" {
+		t.Errorf("groups (-want: the test's own count over the demo data, +got):\n%s", diff)
+	}
+
+	s = run(paginate.Budget{Pages: 2})
+	if s.Loop.Complete || s.Aggregate.Completion != "partial" || !strings.HasSuffix(s.Loop.Aggregate, "(partial): rows are missing, so these are not totals") ||
+		s.Aggregate.Verdict != s.Loop.Aggregate {
+		t.Errorf("cut walk: _loop %+v, aggregate %q %q", s.Loop, s.Aggregate.Completion, s.Aggregate.Verdict)
+	}
+}

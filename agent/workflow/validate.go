@@ -25,7 +25,7 @@ type Lookup func(toolID string) (*tools.Tool, bool)
 // "end" reserved), every step's type and the fields that type takes,
 // every tool (known to lookup; input members are its parameters and its
 // required parameters are given; a for_each key is one of them), the
-// loop block (fields and filter compile, values are a ref or a non-empty
+// loop block (fields, filter and aggregate compile, values are a ref or a non-empty
 // list of scalars, a cache TTL is positive and applies to a walk), refs
 // (well formed, naming an earlier step), branch conditions and targets
 // (End or a later step, so that every run ends). A nil lookup skips the
@@ -155,7 +155,7 @@ func (v *validator) toolStep(i int, s Step) {
 		at := "input." + k
 		switch {
 		case loop.IsReserved(k):
-			v.fail(i, at, "is a reserved argument; declare it in the loop block (all_pages, fields, for_each, filter)")
+			v.fail(i, at, "is a reserved argument; declare it in the loop block (all_pages, fields, for_each, filter, aggregate)")
 		case t != nil:
 			if _, ok := t.Param(k); !ok {
 				v.fail(i, at, "is not a parameter of %s; parameters: %s", t.ID, paramNames(t))
@@ -199,6 +199,16 @@ func (v *validator) loopBlock(i int, s Step, t *tools.Tool) string {
 				v.fail(i, fmt.Sprintf("loop.filter[%d]", ce.Index), "%s: %s (ops: eq, neq, gt, gte, lt, lte, contains, in, exists)", ce.Clause, ce.Reason)
 			} else {
 				v.fail(i, "loop.filter", "%s", err.Error())
+			}
+		}
+	}
+	if l.Aggregate != nil {
+		if _, err := query.CompileAggregate(*l.Aggregate); err != nil {
+			var ae *query.AggregateError
+			if errors.As(err, &ae) && ae.Where != "" {
+				v.fail(i, "loop.aggregate."+ae.Where, "%s", ae.Reason)
+			} else {
+				v.fail(i, "loop.aggregate", "%s", strings.TrimPrefix(err.Error(), "query: aggregate "))
 			}
 		}
 	}

@@ -26,7 +26,7 @@ import (
 // is asked about on stderr and answered from stdin.
 func call(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flagSet("call", stderr)
-	argsJSON := fs.String("args", "{}", "the tool's arguments as a `JSON` object, reserved ones (_all_pages, _fields, _for_each, _filter) included")
+	argsJSON := fs.String("args", "{}", "the tool's arguments as a `JSON` object, reserved ones (_all_pages, _fields, _for_each, _filter, _aggregate) included")
 	agentID := fs.String("agent", "", "run the tool as agent `ID` holds it: its binding, and its approval policy (asked on the terminal)")
 	cfgPath := configFlag(fs)
 	pos, err := parseInterleaved(fs, args)
@@ -61,6 +61,11 @@ func call(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		out, err = srv.CallTool(ctx, tool, toolArgs, bar.update)
 	}
 	bar.done()
+	var unknown *deploy.UnknownToolError
+	if errors.As(err, &unknown) {
+		// A name the deployment does not have is a usage error.
+		return usagef("call: %v; `trawl tools` lists every tool", unknown)
+	}
 	if err != nil {
 		return err
 	}
@@ -219,6 +224,11 @@ func printVerdict(w io.Writer, out *loop.Outcome) {
 	}
 	if v.Note != "" {
 		fmt.Fprintf(w, "note: %s\n", v.Note)
+	}
+	if out.Aggregate != nil {
+		for _, line := range out.Aggregate.Lines() {
+			fmt.Fprintln(w, line)
+		}
 	}
 	if v.ResultID != "" && !v.ResultExpires.IsZero() {
 		fmt.Fprintf(w, "result: %s (kept until %s)\n", v.ResultID, v.ResultExpires.UTC().Format(time.RFC3339))

@@ -105,11 +105,12 @@ func TestChatResumesAfterADrop(t *testing.T) {
 	}
 	mu.Unlock()
 	for _, want := range []string{
-		"I'll fetch every open order, not just the first page, keeping only the fields I need.",
+		"I'll have every open order fetched, not just the first page, and counted and totalled by currency by trawl itself, so no row is added up by hand.",
 		"You have **278 open orders worth more than 100**",
 		"The amounts are in each order's own currency, so I haven't added them together.",
 		"→ list_orders {",
 		"✓ list_orders: complete · 364 records · 4 pages",
+		"· aggregate over the 278 of all 364 rows that match the filter (complete)\n",
 	} {
 		if c := strings.Count(out, want); c != 1 {
 			t.Errorf("%q printed %d times:\n%s", want, c, out)

@@ -26,7 +26,7 @@ func mcpStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if fs.NArg() > 0 {
 		return usagef("mcp: unexpected argument %q", fs.Arg(0))
 	}
-	cfg, cleanup, err := ephemeralConfig(*cfgPath)
+	cfg, cleanup, err := ephemeralConfig(*cfgPath, stderr)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/loop"
 	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/web/deploy"
 )
@@ -79,13 +80,19 @@ func (a *account) chunk(c stream.Chunk) {
 			Stopped  string          `json:"_stoppedBy"`
 			Note     string          `json:"_note"`
 		}
-		if b, err := json.Marshal(c.Output); err == nil {
-			json.Unmarshal(b, &v)
+		out, err := json.Marshal(c.Output)
+		if err == nil {
+			json.Unmarshal(out, &v)
 		}
-		if v.Boundary != nil {
+		rep, aggregated, _ := loop.ReadAggregate(out)
+		switch {
+		case v.Boundary != nil:
 			fmt.Fprintf(a.w, "  → %s\n", v.Note)
-		} else {
+		case !aggregated:
 			fmt.Fprintf(a.w, "  → ok\n")
+		}
+		if aggregated {
+			fmt.Fprintf(a.w, "  → aggregate: %s\n", rep.Verdict)
 		}
 	case stream.ToolOutputError:
 		a.failed++

@@ -68,6 +68,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	listen := fs.String("listen", "", "listen on `ADDR`, host:port (overrides the config)")
 	dataDir := fs.String("data-dir", "", "keep the embedded store and generated keys in `DIR` (overrides the config)")
 	latency := fs.Int("demo-latency", 0, "delay every answer of the demo upstream by `MS` milliseconds, so progress is visible (the demo only)")
+	strict := fs.Bool("strict", false, "refuse to start when a ${VAR} a credential needs is unset (default: a warning)")
+	cacheMode := fs.String("cache", "", "the dataset cache's `MODE`: on, off (every walk walks) or shadow (overrides the config)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -83,11 +85,27 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return usageError{"serve: " + err.Error()}
 		}
 	}
+	switch *cacheMode {
+	case "":
+	case "on", "off", "shadow":
+		cfg.Cache.Mode = *cacheMode
+	default:
+		return usagef("serve: --cache must be on, off or shadow, not %q", *cacheMode)
+	}
 	if *listen != "" {
 		cfg.Listen = *listen
 	}
 	if *dataDir != "" {
 		cfg.DataDir = *dataDir
+	}
+	if err := web.CheckListenAddr(cfg.Listen); err != nil {
+		if *listen != "" {
+			return usageError{"serve: --listen: " + err.Error()}
+		}
+		return fmt.Errorf("config %s: %w", cfg.File, err)
+	}
+	if err := checkCredentials(cfg, *strict, stderr); err != nil {
+		return err
 	}
 	srv, err := web.New(ctx, cfg, web.Options{Logger: deploy.NewLogger(stderr, cfg.Log), Stdout: stdout})
 	if err != nil {
@@ -128,7 +146,7 @@ func exitOnSecondSignal(ctx context.Context, stderr io.Writer) (stop func()) {
 // openEphemeral assembles a whole server for `trawl chat` without --url
 // that keeps nothing (see ephemeralConfig). done releases it.
 func openEphemeral(ctx context.Context, cfgPath string, stderr io.Writer) (srv *web.Server, done func(), err error) {
-	cfg, cleanup, err := ephemeralConfig(cfgPath)
+	cfg, cleanup, err := ephemeralConfig(cfgPath, stderr)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -145,8 +163,9 @@ func openEphemeral(ctx context.Context, cfgPath string, stderr io.Writer) (srv *
 // nothing, for a deployment that lives as long as one command (`trawl
 // chat` without --url, `trawl mcp`): its own temporary data folder, which
 // also keeps it clear of the lock a running server holds on the
-// deployment's store, and no Redis. cleanup removes the folder.
-func ephemeralConfig(cfgPath string) (cfg *deploy.Config, cleanup func(), err error) {
+// deployment's store, and no Redis. A credential left unset is a
+// warning on stderr. cleanup removes the folder.
+func ephemeralConfig(cfgPath string, stderr io.Writer) (cfg *deploy.Config, cleanup func(), err error) {
 	if cfg, err = loadConfig(cfgPath); err != nil {
 		return nil, nil, err
 	}
@@ -159,5 +178,9 @@ func ephemeralConfig(cfgPath string) (cfg *deploy.Config, cleanup func(), err er
 	// it would write its threads there and sweep the replicas' runs as a
 	// replica does.
 	cfg.RedisURL = ""
+	if err := checkCredentials(cfg, false, stderr); err != nil {
+		os.RemoveAll(dataDir)
+		return nil, nil, err
+	}
 	return cfg, func() { os.RemoveAll(dataDir) }, nil
 }

@@ -1,8 +1,10 @@
 // Package query projects and filters JSON rows without decoding them: a
 // single-pass byte scanner navigates raw documents (Get, Elements,
 // AppendElementsAt, Keys, Replace, Delete), builds `_fields` projections
-// (Fields) and evaluates `_filter` clauses (Filter) over the items the
-// looping engine merged from every page, so a 24 MB walk is narrowed
+// (Fields), evaluates `_filter` clauses (Filter) and computes
+// `_aggregate`s — groups with exact decimal counts, sums, averages,
+// minima and maxima (Aggregate) — over the items the looping engine
+// merged from every page, so a 24 MB walk is narrowed or totalled
 // without ever becoming a tree of Go values.
 //
 // Paths are dot-separated object keys ("customer.name"); a literal dot or
@@ -24,4 +26,7 @@
 //	filter, err := query.CompileFilter([]query.Clause{{Field: "total", Op: "gte", Value: 100}})
 //	out, stats, err := query.Run(rows, fields, filter)
 //	view := query.AppendArray(nil, out)
+//	spec, err := query.ParseAggregate([]byte(`{"group_by": ["currency"], "metrics": [{"op": "sum", "field": "total"}]}`))
+//	agg, err := query.CompileAggregate(spec)
+//	groups, err := agg.RunRows(rows)
 package query

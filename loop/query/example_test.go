@@ -82,3 +82,27 @@ func ExampleRun() {
 	// [{"id":1,"totl":null},{"id":3,"totl":null}]
 	// 2 of 3 kept; unmatched ["totl"]
 }
+
+func ExampleAggregate() {
+	spec, err := query.ParseAggregate([]byte(`{"group_by": ["currency"],
+		"metrics": [{"op": "count"}, {"op": "sum", "field": "total"}]}`))
+	if err != nil {
+		panic(err)
+	}
+	agg, err := query.CompileAggregate(spec)
+	if err != nil {
+		panic(err)
+	}
+	rows := [][]byte{
+		[]byte(`{"currency": "EUR", "total": 0.1}`),
+		[]byte(`{"currency": "EUR", "total": 0.2}`),
+		[]byte(`{"currency": "USD", "total": "12.50"}`),
+		[]byte(`{"currency": "USD", "total": null}`),
+	}
+	res, err := agg.RunRows(rows)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(string(res.AppendJSON(nil, nil, 0)))
+	// Output: {"rows":4,"groupBy":["currency"],"groupCount":2,"groups":[{"currency":"EUR","count":2,"sum(total)":"0.3"},{"currency":"USD","count":2,"sum(total)":"12.50","_skipped":{"sum(total)":{"null":1,"missing":0,"not_a_number":0}}}],"skipped":{"sum(total)":{"null":1,"missing":0,"not_a_number":0}},"numericStrings":{"sum(total)":1}}
+}

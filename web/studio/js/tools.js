@@ -6,7 +6,7 @@
 import { call, openStream, readEvents, refreshTools, seg, tools as loadTools } from './api.js';
 import { banner, bytes, effectBadge, errorText, frag, h, kindBadge, loading, paginationBadge } from './dom.js';
 import { jsonView } from './json.js';
-import { boundaryTable, completionOf, fmt, progressView, rowsView, verdictBadge } from './verdict.js';
+import { aggregateView, boundaryTable, completionOf, fmt, progressView, rowsView, verdictBadge } from './verdict.js';
 
 // The arguments typed per tool, kept while the page lives.
 const drafts = new Map();
@@ -182,7 +182,7 @@ function tryIt(t) {
   const form = h('form', { class: 'try-form', novalidate: true },
     h('label', { class: 'field-label', for: 'try-args' }, 'Arguments (JSON object)'),
     args,
-    h('p', { class: 'hint', id: 'try-args-hint' }, 'Reserved arguments such as _all_pages, _fields, _for_each and _filter work when looping is on. Ctrl+Enter runs.'),
+    h('p', { class: 'hint', id: 'try-args-hint' }, 'Reserved arguments such as _all_pages, _fields, _for_each, _filter and _aggregate work when looping is on. Ctrl+Enter runs.'),
     argsError,
     h('div', { class: 'try-actions' },
       h('div', { class: 'as-agent' }, h('label', { class: 'field-label', for: 'try-agent' }, 'as agent'), asAgent),
@@ -281,6 +281,7 @@ function tryIt(t) {
         verdict(output, { status: 200, ms, text }),
         prog.el,
         h('div', { class: 'try-out' },
+          aggregateView(output),
           rowsView(output, { scope: { thread_id: TRY_THREAD }, fields, callFilter: req.args._filter }),
           jsonView('Response JSON', output)));
     }

@@ -27,7 +27,12 @@ export function completionOf(env) {
 
 // verdictBadge is the pill naming the completion.
 export function verdictBadge(env) {
-  const c = completionOf(env);
+  return completionBadge(completionOf(env));
+}
+
+// completionBadge is the pill naming completion c ('' when there is
+// none).
+export function completionBadge(c) {
   const state = c || 'none';
   const label = COMPLETION_LABEL[c] || (c ? c.replace(/_/g, ' ') : 'No paging verdict');
   return h('span', { class: ['pill', `pill-${state.replace(/[^a-z_]/g, '')}`], dataset: { verdict: state } }, label);
@@ -45,6 +50,53 @@ export function boundaryTable(b) {
   return h('table', { class: 'table kv boundary' },
     h('caption', null, 'Boundary'),
     h('tbody', null, Object.entries(b).map(([k, v]) => h('tr', null, h('th', { scope: 'row' }, k), h('td', null, fmt(v))))));
+}
+
+// aggregateView shows an _aggregate: its verdict badge and its one
+// verdict sentence (as the server words it: this page never words a
+// verdict itself), then the groups × metrics table, what was skipped,
+// and what was left out. null when env holds no aggregate.
+export function aggregateView(env) {
+  const a = env && typeof env === 'object' ? env._aggregate : null;
+  if (!a || typeof a !== 'object' || !Array.isArray(a.groups)) return null;
+  const by = Array.isArray(a.groupBy) ? a.groupBy : [];
+  const metrics = [];
+  for (const g of a.groups) {
+    for (const k of Object.keys(g)) {
+      if (k !== '_skipped' && !by.includes(k) && !metrics.includes(k)) metrics.push(k);
+    }
+  }
+  if (!metrics.length && a.skipped) metrics.push(...Object.keys(a.skipped));
+  const cell = (v) => (v === null || v === undefined ? h('span', { class: 'muted' }, 'null') : fmt(v));
+  const head = h('tr', null,
+    by.map((p) => h('th', { scope: 'col', class: 'agg-key' }, p)),
+    metrics.map((m) => h('th', { scope: 'col', class: 'agg-metric' }, m)));
+  const body = a.groups.length
+    ? a.groups.map((g) => h('tr', null,
+      by.map((p) => h('th', { scope: 'row', class: 'agg-key' }, cell(g[p]))),
+      metrics.map((m) => h('td', { class: 'agg-metric' }, cell(g[m])))))
+    : [h('tr', null, h('td', { colspan: String(Math.max(by.length + metrics.length, 1)), class: 'empty' }, 'No group.'))];
+  const skipped = [];
+  for (const [m, s] of Object.entries(a.skipped || {})) {
+    const parts = [['null', s.null], ['missing', s.missing], ['not a number', s.not_a_number], ['out of range', s.out_of_range]]
+      .filter(([, n]) => n > 0).map(([what, n]) => `${n} ${what}`);
+    if (parts.length) skipped.push(h('li', null, h('code', null, m), ` skipped ${parts.join(', ')}`));
+  }
+  for (const [m, n] of Object.entries(a.numericStrings || {})) {
+    skipped.push(h('li', null, h('code', null, m), ` read ${plural(n, 'number', 'numbers')} written as strings`));
+  }
+  const shown = a.groupsShown ?? a.groups.length;
+  const counts = `${plural(a.rows ?? 0, 'row', 'rows')} · ${shown < (a.groupCount ?? shown) ? `${shown} of ${a.groupCount} groups` : plural(a.groupCount ?? shown, 'group', 'groups')}`;
+  return h('section', { class: ['aggregate', `aggregate-${a.completion || 'none'}`], 'aria-label': 'Aggregate', dataset: { completion: a.completion || 'none' } },
+    h('div', { class: 'rows-head' },
+      h('h4', { class: 'rows-title' }, 'Aggregate'),
+      completionBadge(a.completion || ''),
+      h('span', { class: 'muted agg-counts' }, counts)),
+    a.verdict ? h('p', { class: 'note aggregate-verdict' }, a.verdict) : null,
+    h('div', { class: 'table-wrap' }, h('table', { class: 'table aggregate-table' }, h('thead', null, head), h('tbody', null, body))),
+    skipped.length ? h('ul', { class: 'agg-skipped muted' }, skipped) : null,
+    Array.isArray(a.unmatched) && a.unmatched.length ? h('p', { class: 'inline-error' }, 'Unmatched: ', a.unmatched.map((p, i) => [i ? ', ' : '', h('code', null, p)])) : null,
+    a.note ? h('p', { class: 'muted agg-note' }, a.note) : null);
 }
 
 function plural(n, one, many) {
@@ -77,11 +129,50 @@ export function progressView() {
       else if (p.total > 0) bar.value = Math.min(1, p.items / p.total);
       else bar.removeAttribute('value');
     },
-    done() {
+    // done ends the line; with the call's final figures (finalText), a
+    // line that was shown says them instead of the last, stale, update.
+    done(final) {
       el.classList.add('tc-progress-done');
       bar.hidden = true;
+      if (final && !el.hidden) {
+        text.textContent = final;
+        el.dataset.final = '';
+      }
     },
   };
+}
+
+// finalText is a finished call's figures, from its boundary statement:
+// "4 pages · 364 items · 4 requests" ('' without one).
+export function finalText(env) {
+  const b = env && typeof env === 'object' ? env._boundary : null;
+  if (!b || typeof b !== 'object') return '';
+  const bits = [];
+  if (typeof b.pages === 'number') bits.push(plural(b.pages, 'page', 'pages'));
+  if (typeof b.records === 'number') bits.push(plural(b.records, 'item', 'items'));
+  if (typeof b.requests === 'number') bits.push(plural(b.requests, 'request', 'requests'));
+  return bits.length ? `done: ${bits.join(' · ')}` : '';
+}
+
+// queryChips shows a queryToolResult call's query — its filter clauses,
+// fields, offset and limit — as chips.
+export function queryChips(input) {
+  const q = input && typeof input === 'object' ? input : {};
+  const chips = [];
+  for (const c of Array.isArray(q.filter) ? q.filter : []) {
+    chips.push(h('span', { class: 'chip chip-filter' }, `${c.field} ${c.op}${c.value !== undefined ? ` ${fmt(c.value)}` : ''}`));
+  }
+  if (Array.isArray(q.fields) && q.fields.length) chips.push(h('span', { class: 'chip chip-fields' }, `fields: ${q.fields.join(', ')}`));
+  if (typeof q.offset === 'number' && q.offset > 0) chips.push(h('span', { class: 'chip' }, `offset ${q.offset}`));
+  if (typeof q.limit === 'number') chips.push(h('span', { class: 'chip' }, `limit ${q.limit}`));
+  if (!chips.length) chips.push(h('span', { class: 'chip' }, 'every row'));
+  return h('p', { class: 'chips', 'aria-label': 'Query' }, h('span', { class: 'muted' }, 'Query: '), chips);
+}
+
+// isQueryAnswer reports whether env is a queryToolResult answer: the
+// rows that matched (items), with matched and total counts.
+export function isQueryAnswer(env) {
+  return !!env && typeof env === 'object' && Array.isArray(env.items) && typeof env.matched === 'number' && typeof env.total === 'number';
 }
 
 // primaryRows is a result's list of rows: items, or the first array of
@@ -150,10 +241,13 @@ const OPS = ['contains', 'eq', 'neq', 'gt', 'gte', 'lt', 'lte', 'exists'];
 // (scope: {thread_id} or {agent_id, chat_id}, the scope it was stored
 // under; fields: the call's _fields; callFilter: the call's _filter,
 // applied again because the stored result holds every row the walk
-// fetched); otherwise it pages the rows the result holds.
+// fetched); otherwise it pages the rows the result holds. A
+// queryToolResult answer (isQueryAnswer) shows exactly the rows it
+// returned, never the stored result they came from.
 export function rowsView(env, { scope, fields, callFilter } = {}) {
   const local = primaryRows(env);
-  const resultId = env && typeof env === 'object' ? env._resultId : '';
+  const answer = isQueryAnswer(env);
+  const resultId = env && typeof env === 'object' && !answer ? env._resultId : '';
   if (!resultId && !(local && local.length)) return null;
   const base = id('rows');
   const fieldSel = h('select', { class: 'input', id: `${base}-field`, 'aria-label': 'Filter field' });
@@ -175,7 +269,7 @@ export function rowsView(env, { scope, fields, callFilter } = {}) {
     : null;
   const el = h('section', { class: 'rows', 'aria-label': 'Rows', dataset: { source: resultId ? 'stored' : 'inline' } },
     h('div', { class: 'rows-head' },
-      h('h4', { class: 'rows-title' }, resultId ? 'Rows (stored result)' : 'Rows'),
+      h('h4', { class: 'rows-title' }, resultId ? 'Rows (stored result)' : answer ? 'Rows this call returned' : 'Rows'),
       resultId ? h('code', { class: 'result-id muted', title: 'queryToolResult reads it' }, resultId) : null),
     baseNote,
     form,
@@ -206,6 +300,12 @@ export function rowsView(env, { scope, fields, callFilter } = {}) {
     if (!rows.length) tbody.replaceChildren(h('tr', null, h('td', { colspan: String(Math.max(cols.length, 1)), class: 'empty' }, 'No row matches.')));
     const to = from + rows.length;
     status.textContent = `rows ${rows.length ? from + 1 : 0}–${to} of ${matched}${matched !== total ? ` matched (${total} in all)` : ''}`;
+    if (answer && !filter) {
+      // What the call returned, out of what its query matched.
+      const start = env.offset || 0;
+      status.textContent = `rows ${rows.length ? from + 1 : 0}–${to} of the ${plural(local.length, 'row', 'rows')} this call returned`
+        + ` (matches ${local.length ? start + 1 : 0}–${start + local.length} of ${env.matched} matched, ${env.total} stored)`;
+    }
     prev.disabled = from === 0;
     next.disabled = to >= matched;
   }
