@@ -141,6 +141,9 @@ func (s *Server) saveConversation(ctx context.Context, th *agent.Thread, reporte
 func (s *Server) callTool(ctx context.Context, e *entry, req *mcp.CallToolRequest) (_ *mcp.CallToolResult, err error) {
 	s.inflight.Add(1)
 	defer s.inflight.Done()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.stopping, cancel)() // Close cancels the call
 	name := req.Params.Name
 	ctx, observed := s.observe(ctx, e, req)
 	outcome := "failed"
@@ -174,7 +177,7 @@ func (s *Server) callTool(ctx context.Context, e *entry, req *mcp.CallToolReques
 		if o := res.Outcome; o != nil && o.Verdict != nil {
 			// The activity log holds the cancelled call's verdict beside
 			// the requests it made.
-			_ = s.dep.Activity().Record(ctx, tools.Activity{Time: s.dep.Now().UTC(), ThreadID: conv.Thread.Key, CallID: callID,
+			_ = s.dep.Activity().Record(context.WithoutCancel(ctx), tools.Activity{Time: s.dep.Now().UTC(), ThreadID: conv.Thread.Key, CallID: callID,
 				Tool: name, Verdict: o.Verdict.Summary() + keptAs(o.ResultID)})
 		}
 		return nil, ctx.Err() // a cancelled request gets no response

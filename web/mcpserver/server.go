@@ -82,6 +82,10 @@ type Server struct {
 	calls   metric.Int64Counter
 
 	inflight sync.WaitGroup // tool calls running
+	// stopping ends when Close begins: every running tool call is
+	// cancelled with it.
+	stopping context.Context
+	stop     context.CancelFunc
 
 	mu       sync.Mutex
 	closed   bool
@@ -114,6 +118,7 @@ func New(d *deploy.Deployment, opt Options) *Server {
 	}
 	s := &Server{dep: d, opt: opt, log: opt.Logger, sdkLog: slog.New(warnOnly{opt.Logger.Handler()}), runner: d.Runner(), agents: d.Agents(), threads: d.Threads(),
 		handlers: map[string]*agentHandlers{}, running: map[string]context.CancelFunc{}, entries: map[string]*list.Element{}, lru: list.New()}
+	s.stopping, s.stop = context.WithCancel(context.Background())
 	if tp := d.Telemetry().TracerProvider(); tp != nil {
 		s.tracer = tp.Tracer(instrumentation)
 	}
@@ -411,8 +416,13 @@ func (s *Server) WaitIdle(d time.Duration) bool {
 	}
 }
 
-// Close ends every MCP session (a running call is cancelled) and refuses
-// new ones. The HTTP server calls it at shutdown, after the grace.
+// closeWait bounds how long Close waits for the cancelled calls to end
+// (they stop at their next upstream request or page).
+const closeWait = 5 * time.Second
+
+// Close cancels every running tool call (each keeps its partial, as a
+// client's cancellation does), ends every MCP session and refuses new
+// ones. The HTTP server calls it at shutdown, after the grace.
 func (s *Server) Close() {
 	s.mu.Lock()
 	s.closed = true
@@ -421,6 +431,8 @@ func (s *Server) Close() {
 		servers = append(servers, el.Value.(*entry).srv)
 	}
 	s.mu.Unlock()
+	s.stop()
+	s.WaitIdle(closeWait)
 	for _, srv := range servers {
 		for ss := range srv.Sessions() {
 			_ = ss.Close()
