@@ -157,5 +157,8 @@ func ProgressChunk(callID, toolName string, p loop.Progress, elapsed time.Durati
 	if p.ForEach != nil {
 		sp.ForEach = &stream.ForEachProgress{Key: p.ForEach.Key, Value: p.ForEach.Value, Index: p.ForEach.Index, Total: p.ForEach.Total}
 	}
+	if u := p.Upstream; u != nil {
+		sp.Upstream = &stream.UpstreamProgress{Progress: u.Progress, Total: u.Total, Message: u.Message}
+	}
 	return sp.Chunk()
 }

@@ -165,8 +165,9 @@ type Call struct {
 	// used only when CacheTTL is set.
 	Workflow bool
 	CacheTTL time.Duration
-	// Progress receives progress reports of a looping call; it must not
-	// block for long.
+	// Progress receives progress reports of a looping call, and of any
+	// call the upstream's own (Progress.Upstream, an MCP tool's); it
+	// must not block for long.
 	Progress func(Progress)
 }
 

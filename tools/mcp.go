@@ -183,6 +183,13 @@ type MCPSource struct {
 	closeOnce   sync.Once
 	closeErr    error
 
+	// progress is the calls that asked for the server's progress, by
+	// their progress token; a report is delivered under the read lock,
+	// so none is once a call has taken its entry out.
+	progressMu sync.RWMutex
+	progress   map[string]func(UpstreamProgress)
+	progressN  uint64
+
 	mu      sync.RWMutex
 	session *mcp.ClientSession // nil until the first connection
 	tools   []*Tool
@@ -245,6 +252,9 @@ func ConnectMCP(ctx context.Context, cfg MCPConfig, opt MCPOptions) (*MCPSource,
 			case s.changed <- struct{}{}:
 			default: // a refresh is already pending
 			}
+		},
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			s.relayProgress(req.Params)
 		},
 	})
 	if len(cfg.Command) > 0 {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -64,7 +65,13 @@ func (s *MCPSource) Call(ctx context.Context, req Request) (*Response, error) {
 		Path: name, Page: req.Page, Retry: req.Retry, Cursor: Fingerprint(req.Cursor),
 		Effect: req.EffectOf(), Writes: req.EffectOf().Writes(),
 	}
-	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: wireArgs(req.Tool, req.Args)})
+	params := &mcp.CallToolParams{Name: name, Arguments: wireArgs(req.Tool, req.Args)}
+	if req.Progress != nil {
+		token, done := s.watchProgress(req.Progress)
+		defer done()
+		params.SetProgressToken(token)
+	}
+	res, err := session.CallTool(ctx, params)
 	var out *Response
 	var wire *jsonrpc.Error
 	switch {
@@ -87,6 +94,43 @@ func (s *MCPSource) Call(ctx context.Context, req Request) (*Response, error) {
 	act.Status, act.Bytes, act.DurationMs = out.Status, int64(len(out.Body)), out.Duration.Milliseconds()
 	s.record(ctx, act)
 	return out, nil
+}
+
+// watchProgress registers report for the progress of one call: token
+// goes in the call's _meta; done takes it out (after done returns,
+// report is not called).
+func (s *MCPSource) watchProgress(report func(UpstreamProgress)) (token string, done func()) {
+	s.progressMu.Lock()
+	defer s.progressMu.Unlock()
+	if s.progress == nil {
+		s.progress = map[string]func(UpstreamProgress){}
+	}
+	s.progressN++
+	token = "trawl-" + strconv.FormatUint(s.progressN, 10)
+	s.progress[token] = report
+	return token, func() {
+		s.progressMu.Lock()
+		delete(s.progress, token)
+		s.progressMu.Unlock()
+	}
+}
+
+// relayProgress hands a notifications/progress from the server to the
+// call whose token it names; one for no call of ours (late, or made up)
+// is dropped.
+func (s *MCPSource) relayProgress(p *mcp.ProgressNotificationParams) {
+	if p == nil {
+		return
+	}
+	token, ok := p.ProgressToken.(string)
+	if !ok {
+		return
+	}
+	s.progressMu.RLock()
+	defer s.progressMu.RUnlock()
+	if report := s.progress[token]; report != nil {
+		report(UpstreamProgress{Progress: p.Progress, Total: p.Total, Message: p.Message})
+	}
 }
 
 func (s *MCPSource) record(ctx context.Context, a Activity) {

@@ -1,8 +1,10 @@
 package web
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -11,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/tools"
 )
 
@@ -22,6 +26,9 @@ type upstreamMCP struct {
 	srv   *mcp.Server
 	url   string
 	calls atomic.Int64
+	// beforeStep, when set, runs before the "work" tool reports step i
+	// of 3, and with i = 4 before it answers.
+	beforeStep func(i int)
 }
 
 func newUpstreamMCP(t *testing.T) *upstreamMCP {
@@ -38,10 +45,112 @@ func newUpstreamMCP(t *testing.T) *upstreamMCP {
 			u.calls.Add(1)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"greeting":"hello"}`}}}, nil
 		})
+	u.srv.AddTool(&mcp.Tool{Name: "work", Description: "Works in three steps, reporting each.", InputSchema: map[string]any{"type": "object"},
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			u.calls.Add(1)
+			if token := req.Params.GetProgressToken(); token != nil {
+				for i := 1; i <= 4; i++ {
+					if u.beforeStep != nil {
+						u.beforeStep(i)
+					}
+					if i <= 3 {
+						_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token,
+							Progress: float64(i), Total: 3, Message: fmt.Sprintf("step %d of 3", i)})
+					}
+				}
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"done":true}`}}}, nil
+		})
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return u.srv }, nil))
 	t.Cleanup(hs.Close)
 	u.url = hs.URL
 	return u
+}
+
+// An MCP tool's own progress is relayed: a streamed invoke gets it as a
+// data-tool-loop-progress chunk (upstream: progress, total, message),
+// and an MCP client of an agent binding the tool gets each report as
+// notifications/progress, as the upstream worded it.
+func TestMCPUpstreamProgressRelayed(t *testing.T) {
+	up := newUpstreamMCP(t)
+	ts := startDemo(t, func(c *Config) { c.MCPServers = []tools.MCPConfig{{ID: "up", URL: up.url}} })
+	// The SDK hands a notification to its handler beside reading on, so a
+	// report racing the answer may come too late to relay: the tool
+	// answers only once its reports were seen.
+	seenFirst := make(chan struct{})
+	up.beforeStep = func(i int) {
+		if i == 4 {
+			<-seenFirst
+		}
+	}
+	resp, err := ts.invokeSSE(t, context.Background(), "up.work", map[string]any{"args": map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first *stream.UpstreamProgress
+	var types []string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		var c struct {
+			Type string          `json:"type"`
+			Data stream.Progress `json:"data"`
+		}
+		if json.Unmarshal([]byte(strings.TrimPrefix(sc.Text(), "data: ")), &c) != nil {
+			continue
+		}
+		types = append(types, c.Type)
+		if c.Type == "data-tool-loop-progress" && first == nil {
+			first = c.Data.Upstream
+			close(seenFirst)
+		}
+	}
+	resp.Body.Close()
+	if first == nil {
+		close(seenFirst)
+	}
+	if diff := cmp.Diff(&stream.UpstreamProgress{Progress: 1, Total: 3, Message: "step 1 of 3"}, first); diff != "" {
+		t.Errorf("the first progress chunk's upstream (-want +got):\n%s\n%v", diff, types)
+	}
+
+	if st, b := ts.do(t, "PUT", "/v1/agents/worker", "", map[string]any{"agentTools": []any{map[string]any{"toolkit": "up"}}}); st != 200 {
+		t.Fatalf("agent worker: %d %s", st, b)
+	}
+	got := make(chan *mcp.ProgressNotificationParams, 8)
+	c := mcp.NewClient(&mcp.Implementation{Name: "progress", Version: "v0"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) { got <- req.Params }})
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: ts.URL + "/v1/agents/worker/mcp",
+		HTTPClient: &http.Client{Transport: tokenTransport{ts.AdminKey()}}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	// Each report comes once the client has the one before, and a
+	// throttle interval after it (progress is throttled as in chat).
+	var seen []string
+	up.beforeStep = func(i int) {
+		if i == 1 {
+			return
+		}
+		select {
+		case p := <-got:
+			seen = append(seen, fmt.Sprintf("%v/%v %s", p.Progress, p.Total, p.Message))
+		case <-time.After(20 * time.Second):
+			t.Errorf("report %d did not reach the client", i-1)
+		}
+		if i <= 3 {
+			time.Sleep(stream.ProgressInterval)
+		}
+	}
+	params := &mcp.CallToolParams{Name: "work", Arguments: map[string]any{}}
+	params.SetProgressToken("client-token")
+	res, err := cs.CallTool(context.Background(), params)
+	if err != nil || res.IsError {
+		t.Fatalf("work: %v %s", err, mcpText(res))
+	}
+	if diff := cmp.Diff([]string{"1/3 step 1 of 3", "2/3 step 2 of 3", "3/3 step 3 of 3"}, seen); diff != "" {
+		t.Errorf("notifications the MCP client got (-want +got):\n%s", diff)
+	}
 }
 
 // An MCP tool's isError is the tool's answer: it is called once, never

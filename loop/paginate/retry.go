@@ -81,6 +81,9 @@ func (w *walker) fetch(ctx context.Context, req tools.Request, probe bool) (*too
 			w.res.Retries++
 		}
 		req.Retry, w.attempt = attempt, attempt
+		if w.o.Progress != nil {
+			req.Progress = w.relay
+		}
 		callCtx, cancel := context.WithTimeout(ctx, w.deadline.Sub(now))
 		resp, err := w.o.Caller.Call(callCtx, req)
 		timedOut := callCtx.Err() != nil

@@ -82,6 +82,9 @@ type Progress struct {
 	// Total is the item count the server reported on its latest page
 	// (of this collection); 0 when it reported none.
 	Total int
+	// Upstream is what the upstream reported of the request under way
+	// (an MCP server's progress); nil on the report after a page.
+	Upstream *tools.UpstreamProgress
 }
 
 // WalkOptions says what to walk and under which bounds. Caller and Tool
@@ -838,16 +841,28 @@ func (w *walker) report() {
 	if w.o.Progress == nil {
 		return
 	}
+	w.o.Progress(w.progress(nil))
+}
+
+// progress is where the walk stands, with what the upstream reported of
+// the request under way (nil after a page).
+func (w *walker) progress(up *tools.UpstreamProgress) Progress {
 	u := w.meter.Usage()
 	total := 0
 	if w.res.Total != nil {
 		total = *w.res.Total
 	}
-	w.o.Progress(Progress{
+	return Progress{
 		Page: w.res.Pages, PagesMax: w.maxPages, Items: u.Items,
 		Requests: u.Requests, RequestsMax: w.budget.Requests, Elapsed: w.clock.Now().Sub(u.Start),
-		Total: total,
-	})
+		Total: total, Upstream: up,
+	}
+}
+
+// relay passes on the upstream's progress of the request under way (the
+// caller calls it while that request runs, so the walk stands still).
+func (w *walker) relay(up tools.UpstreamProgress) {
+	w.o.Progress(w.progress(&up))
 }
 
 // finish records why the walk stopped and returns the result.

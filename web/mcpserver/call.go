@@ -354,16 +354,21 @@ func progressEmitter(ctx context.Context, req *mcp.CallToolRequest) func(stream.
 		if !ok {
 			return nil
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if float64(p.Items) <= last {
-			return nil // progress must increase with each notification
-		}
-		last = float64(p.Items)
 		n := &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(p.Items), Message: ProgressMessage(p)}
 		if p.Total > 0 {
 			n.Total = float64(p.Total)
 		}
+		if u := p.Upstream; u != nil {
+			// The upstream's own report of the request under way (an MCP
+			// tool's progress), relayed as it came.
+			n.Progress, n.Total, n.Message = u.Progress, u.Total, u.Message
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if n.Progress <= last {
+			return nil // progress must increase with each notification
+		}
+		last = n.Progress
 		_ = req.Session.NotifyProgress(ctx, n) // progress is never needed for correctness
 		return nil
 	}
