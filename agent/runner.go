@@ -181,6 +181,17 @@ type turnState struct {
 	saveMu sync.Mutex
 	mu     sync.Mutex // guards msg.Parts, pending, reads, waiting, the ledger and Thread.Results/Approvals during tool calls
 	model  Model      // the runner's model, its output scrubbed for this turn's caller
+	// outcome, when set, receives the engine's outcome of each bound
+	// tool's call (a conversation's door reads its typed verdict).
+	outcome func(*loop.Outcome)
+	// callOnly: the step's tool list serves one call, no model reads it
+	// (a conversation's call), so the bound tools' schemas are not
+	// rendered.
+	callOnly bool
+	// gate, when set, decides a call that needs approval instead of the
+	// chat's approval parts (a conversation: the approvals inbox): the
+	// part to return, or run to go on with the call.
+	gate func(ctx context.Context, part Part, bt boundTool, args map[string]any) (np Part, run bool, err error)
 	// What the checkpoint says: the step running, where in it the turn
 	// stands, the index of its first part, and its calls' outcomes.
 	step      int
@@ -653,13 +664,22 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl 
 		effect := r.opt.Engine.Effect(bt.tool, bt.loopBinding())
 		part.Effect = string(effect)
 		if r.needsApproval(st, def, tl, c) {
-			// Nobody is asked to approve a call that can never run.
-			if err := r.opt.Engine.Check(loop.Call{Tool: bt.tool, Args: args, Binding: bt.loopBinding()}); err != nil {
-				part.State, part.ErrorText = "output-error", toolErrorText(err)
-				_ = r.settle(st, part, OutcomeAnswered, false)
-				return part, st.Emit(stream.ToolOutputError{ToolCallID: c.ID, ErrorText: part.ErrorText, Dynamic: true})
+			if st.gate != nil {
+				// A conversation's door asks through the approvals inbox.
+				np, run, err := st.gate(ctx, part, bt, args)
+				if err != nil || !run {
+					return np, err
+				}
+				part = np
+			} else {
+				// Nobody is asked to approve a call that can never run.
+				if err := r.opt.Engine.Check(loop.Call{Tool: bt.tool, Args: args, Binding: bt.loopBinding()}); err != nil {
+					part.State, part.ErrorText = "output-error", toolErrorText(err)
+					_ = r.settle(st, part, OutcomeAnswered, false)
+					return part, st.Emit(stream.ToolOutputError{ToolCallID: c.ID, ErrorText: part.ErrorText, Dynamic: true})
+				}
+				return r.askApproval(st, part, effect)
 			}
-			return r.askApproval(st, part, effect)
 		}
 	}
 	scope := loop.Scope{Org: st.Org, Thread: st.Thread.Key, User: st.User, CacheScope: st.CacheScope}
@@ -728,6 +748,9 @@ func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, tl
 	})
 	if err != nil {
 		return nil, err
+	}
+	if st.outcome != nil {
+		st.outcome(out)
 	}
 	if !r.opt.Engine.Effect(bt.tool, bt.loopBinding()).Writes() {
 		read := bt.name + ": a single call (looping off), no completeness claim"

@@ -29,6 +29,17 @@ type Progress struct {
 	// being walked; omitted when it reported none.
 	Total   int              `json:"total,omitempty"`
 	ForEach *ForEachProgress `json:"forEach,omitempty"`
+	// Upstream is the progress the upstream reported of the request under
+	// way (an MCP server's notifications/progress), relayed as it came;
+	// omitted on the reports after a page.
+	Upstream *UpstreamProgress `json:"upstream,omitempty"`
+}
+
+// UpstreamProgress is one progress report of the upstream, as it gave it.
+type UpstreamProgress struct {
+	Progress float64 `json:"progress"`
+	Total    float64 `json:"total,omitempty"` // omitted when unknown
+	Message  string  `json:"message,omitempty"`
 }
 
 // ForEachProgress is where a _for_each fan-out stands.

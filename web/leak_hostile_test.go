@@ -592,6 +592,46 @@ func huntLeaks(t *testing.T, onRedis bool) {
 	record(ts.do(t, "GET", "/v1/agents/leaky/chats/leak-u1", u2, nil)) // another user's thread: not found
 	record(ts.do(t, "GET", "/v1/agents/leaky/chats", u1, nil))
 	record(ts.do(t, "POST", "/v1/agents/leaky/search_tools", "", map[string]any{"query": "list the kit's items"}))
+	// The MCP surface: both revisions, the admin key and a user's session
+	// token, every tool listed and called (with a progress token), every
+	// byte the server sent recorded.
+	for _, tok := range []string{plantAdmin, u1} {
+		for _, v := range []string{"2026-07-28", "2025-11-25"} {
+			tap := &tapTransport{token: tok}
+			c := mcp.NewClient(&mcp.Implementation{Name: "leak", Version: "v0"}, nil)
+			cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: hs.URL + "/v1/agents/leaky/mcp",
+				HTTPClient: &http.Client{Transport: tap}}, &mcp.ClientSessionOptions{ProtocolVersion: v})
+			if err != nil {
+				t.Fatalf("MCP %s: %v", v, err)
+			}
+			for tool, err := range cs.Tools(context.Background(), nil) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, to := range []string{"0", "1", "2"} {
+					args := map[string]any{"_all_pages": true}
+					if strings.HasSuffix(tool.Name, "_jump") {
+						args["to"] = to
+					} else if to != "0" {
+						continue
+					}
+					if strings.Contains(tool.Name, "hmcp") || strings.Contains(tool.Name, "everything") || strings.Contains(tool.Name, "kit") {
+						args = map[string]any{}
+					}
+					p := &mcp.CallToolParams{Name: tool.Name, Arguments: args}
+					p.SetProgressToken("leak")
+					if _, err := cs.CallTool(context.Background(), p); err != nil {
+						seen = append(seen, err.Error())
+					}
+				}
+			}
+			cs.Close()
+			seen = append(seen, tap.String())
+			if !strings.Contains(tap.String(), "another origin") {
+				t.Errorf("MCP %s: the hostile redirects were not exercised", v)
+			}
+		}
+	}
 	for _, p := range []string{"/v1/activity?limit=1000", "/v1/tools", "/v1/agents", "/v1/info", "/readyz"} {
 		record(ts.do(t, "GET", p, "", nil))
 	}
@@ -677,4 +717,47 @@ func huntLeaks(t *testing.T, onRedis bool) {
 			}
 		}
 	}
+}
+
+// tapTransport sends every request with a bearer token and keeps every
+// byte of every response (headers and bodies, streams as they are read).
+type tapTransport struct {
+	token string
+	mu    sync.Mutex
+	b     strings.Builder
+}
+
+func (t *tapTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+t.token)
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	t.write(fmt.Sprint(resp.Header))
+	resp.Body = tapBody{resp.Body, t}
+	return resp, nil
+}
+
+func (t *tapTransport) write(s string) {
+	t.mu.Lock()
+	t.b.WriteString(s)
+	t.mu.Unlock()
+}
+
+func (t *tapTransport) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.b.String()
+}
+
+type tapBody struct {
+	io.ReadCloser
+	t *tapTransport
+}
+
+func (b tapBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.t.write(string(p[:n]))
+	return n, err
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/tools"
 	"github.com/trawl-dev/trawl/web/deploy"
+	"github.com/trawl-dev/trawl/web/mcpserver"
 )
 
 // Options are the process-level settings of a Server. The zero value is
@@ -109,6 +110,7 @@ type Server struct {
 	workflowRuns workflow.RunStore
 	runs         *deploy.RunHost
 	tel          *deploy.Telemetry
+	mcp          *mcpserver.Server // the agents' tools over MCP
 
 	echo      *echo.Echo
 	timeouts  Timeouts
@@ -142,6 +144,9 @@ func New(ctx context.Context, cfg *deploy.Config, opt Options) (*Server, error) 
 	}
 	s.authFails = newFailLimiter(func() time.Time { return s.now() })
 	s.streams = newStreamCap(cfg.Limits.StreamsPerSession)
+	s.mcp = mcpserver.New(d, mcpserver.Options{Logger: s.log, PageSize: cfg.MCP.PageSize, SessionIdle: cfg.MCP.SessionIdle,
+		MaxBody:     opt.BodyLimit,
+		Connections: s.mcpConnections})
 	s.echo = s.routes(opt)
 	// Turns a dead replica (or a restart) interrupted go on from here.
 	s.runs.Continue(map[string]deploy.Continuer{deploy.KindTurn: s.continueTurn, deploy.KindWorkflow: s.continueWorkflow})
@@ -269,9 +274,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// With replicas, each turn is handed off at its next checkpoint and
 	// another replica continues it at once.
 	s.runs.Drain()
+	deadline := time.Now().Add(grace)
 	if !s.runs.WaitIdle(grace) {
 		s.log.Info("shutdown grace is over: leaving the running turns to be continued from their checkpoints", "running", s.runs.Count())
 	}
+	// MCP sessions end within the grace too: running tool calls get what
+	// is left of it, then every session (and its open streams) is closed.
+	if !s.mcp.WaitIdle(max(time.Until(deadline), 0)) {
+		s.log.Info("shutdown grace is over: cancelling the running MCP tool calls")
+	}
+	s.mcp.Close()
 	s.runs.HandOffAll()
 	var err error
 	select {
@@ -368,6 +380,7 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	user.POST("/chat/:chatId/stop", s.stop)
 	user.GET("/chats", s.listChats)
 	user.GET("/chats/:chatId", s.getChat)
+	user.Match([]string{http.MethodGet, http.MethodPost, http.MethodDelete}, "/mcp", s.serveMCP, s.refuseWhenDraining)
 	return e
 }
 

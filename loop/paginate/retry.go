@@ -58,6 +58,9 @@ func (f *failure) pageError(res *Result) *PageError {
 func (w *walker) fetch(ctx context.Context, req tools.Request, probe bool) (*tools.Response, *failure, error) {
 	transient, waits := 0, 0
 	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); errors.Is(err, context.Canceled) {
+			return nil, nil, err // cancelled before this request: it is not sent
+		}
 		now := w.clock.Now()
 		if !now.Before(w.deadline) {
 			return nil, w.budgetFailure(StopBudgetTime, "the time budget ran out"), nil
@@ -77,6 +80,9 @@ func (w *walker) fetch(ctx context.Context, req tools.Request, probe bool) (*too
 			w.res.Retries++
 		}
 		req.Retry, w.attempt = attempt, attempt
+		if w.o.Progress != nil {
+			req.Progress = w.relay
+		}
 		callCtx, cancel := context.WithTimeout(ctx, w.deadline.Sub(now))
 		resp, err := w.o.Caller.Call(callCtx, req)
 		timedOut := callCtx.Err() != nil

@@ -59,6 +59,9 @@ const (
 	// count pages of another size, and the budget could not hold the walk
 	// again at the size it serves.
 	StopPageSizeNotHonoured = "page_size_not_honoured"
+	// StopCancelled: the caller cancelled the call mid-walk (an MCP
+	// client's notifications/cancelled, a stopped turn).
+	StopCancelled = "cancelled"
 )
 
 // maxEmptyPages is how many consecutive empty pages a walk follows while
@@ -80,6 +83,9 @@ type Progress struct {
 	// Total is the item count the server reported on its latest page
 	// (of this collection); 0 when it reported none.
 	Total int
+	// Upstream is what the upstream reported of the request under way
+	// (an MCP server's progress); nil on the report after a page.
+	Upstream *tools.UpstreamProgress
 }
 
 // WalkOptions says what to walk and under which bounds. Caller and Tool
@@ -506,7 +512,9 @@ func (w *walker) positional() bool {
 func (w *walker) setup() {
 	p, t := w.plan, w.o.Tool
 	w.posKnow = true
-	if p.SizeParam != "" {
+	// A size parameter counts as a page size only on a tool that pages: a
+	// search's "count" is the caller's own argument, not a page.
+	if p.SizeParam != "" && p.Paginated() {
 		if n, ok := argInt(w.args, p.SizeParam); ok {
 			w.pageSize = n
 		} else if w.o.AllPages && p.Paginated() {
@@ -579,6 +587,12 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		}
 		resp, fail, err := w.fetch(ctx, req, probing)
 		if err != nil {
+			if errors.Is(err, context.Canceled) && res.Pages > 0 {
+				// The caller cancelled mid-walk: what was fetched is a
+				// partial result (kept and stored), and no further
+				// request is sent.
+				return w.finish(StopCancelled, ""), nil
+			}
 			return nil, err
 		}
 		if fail != nil {
@@ -855,16 +869,28 @@ func (w *walker) report() {
 	if w.o.Progress == nil {
 		return
 	}
+	w.o.Progress(w.progress(nil))
+}
+
+// progress is where the walk stands, with what the upstream reported of
+// the request under way (nil after a page).
+func (w *walker) progress(up *tools.UpstreamProgress) Progress {
 	u := w.meter.Usage()
 	total := 0
 	if w.res.Total != nil {
 		total = *w.res.Total
 	}
-	w.o.Progress(Progress{
+	return Progress{
 		Page: w.res.Pages, PagesMax: w.maxPages, Items: u.Items,
 		Requests: u.Requests, RequestsMax: w.budget.Requests, Elapsed: w.clock.Now().Sub(u.Start),
-		Total: total,
-	})
+		Total: total, Upstream: up,
+	}
+}
+
+// relay passes on the upstream's progress of the request under way (the
+// caller calls it while that request runs, so the walk stands still).
+func (w *walker) relay(up tools.UpstreamProgress) {
+	w.o.Progress(w.progress(&up))
 }
 
 // finish records why the walk stopped and returns the result.
@@ -1245,6 +1271,8 @@ func (w *walker) uninspected(reason, why string) string {
 		b.WriteString("the server handed back a cursor it had already given (a cycle), so the walk stopped rather than loop")
 	case StopForeignNextURL:
 		b.WriteString("the next page's URL is on another origin than the provider's and was not followed")
+	case StopCancelled:
+		b.WriteString("the caller cancelled the call")
 	default:
 		b.WriteString(why)
 	}
