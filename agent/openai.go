@@ -17,7 +17,7 @@ import (
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
-	"github.com/trawl-dev/trawl/loop/paginate"
+	"github.com/trawl-dev/trawl/tools"
 )
 
 // OpenAIOptions configures an OpenAI model. Every field is optional.
@@ -528,7 +528,7 @@ func (o *OpenAI) redact(s string) string {
 }
 
 func oaiSleep(ctx context.Context, d time.Duration) error {
-	return paginate.SystemClock{}.Sleep(ctx, d)
+	return tools.SystemClock().Sleep(ctx, d)
 }
 
 // oaiExchange records what the HTTP client saw for one attempt, since

@@ -67,7 +67,7 @@ type Engine struct {
 func New(opt Options) *Engine {
 	e := &Engine{opt: opt, clock: opt.Clock, log: opt.Logger, obs: newInstrumentation(opt.TracerProvider, opt.MeterProvider)}
 	if e.clock == nil {
-		e.clock = paginate.SystemClock{}
+		e.clock = tools.SystemClock()
 	}
 	if e.log == nil {
 		e.log = slog.Default()

@@ -227,7 +227,10 @@ func RetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 		if n < 0 || math.IsNaN(n) {
 			return 0, false
 		}
-		return min(time.Duration(n*float64(time.Second)), 24*time.Hour), true
+		if n >= 86400 { // before the conversion, which would overflow
+			return 24 * time.Hour, true
+		}
+		return time.Duration(n * float64(time.Second)), true
 	}
 	t, err := http.ParseTime(v)
 	if err != nil {

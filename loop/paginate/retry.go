@@ -145,7 +145,7 @@ func (w *walker) fetch(ctx context.Context, req tools.Request, probe bool) (*too
 		case code >= 200 && code < 300:
 			return resp, nil, nil
 		case code == http.StatusTooManyRequests:
-			d, ok := retryAfter(resp.Header, w.clock.Now())
+			d, ok := tools.RetryAfter(resp.Header, w.clock.Now())
 			if !ok {
 				d = backoff(waits + 1)
 			}
@@ -167,7 +167,7 @@ func (w *walker) fetch(ctx context.Context, req tools.Request, probe bool) (*too
 			return nil, f, nil
 		case code >= 500 && w.retryable && transient < maxTransientRetries:
 			transient++
-			d, ok := retryAfter(resp.Header, w.clock.Now())
+			d, ok := tools.RetryAfter(resp.Header, w.clock.Now())
 			if !ok {
 				d = backoff(transient)
 			}

@@ -86,7 +86,7 @@ type Progress struct {
 type WalkOptions struct {
 	Caller Caller
 	// Clock reads time for budgets and sleeps for Retry-After and
-	// backoff. Nil: SystemClock.
+	// backoff. Nil: the system clock.
 	Clock Clock
 	Tool  *tools.Tool
 	// Args are the tool's own arguments (reserved ones stripped). Walk
@@ -417,7 +417,7 @@ type walker struct {
 func newWalker(o WalkOptions) *walker {
 	w := &walker{o: o, clock: o.Clock, budget: o.Budget.Resolved(), meter: o.Meter, plan: o.Plan, totalEvery: true}
 	if w.clock == nil {
-		w.clock = SystemClock{}
+		w.clock = tools.SystemClock()
 	}
 	if w.meter == nil {
 		w.meter = NewMeter(w.clock.Now())
