@@ -7,7 +7,6 @@ import (
 
 	"github.com/trawl-dev/trawl/discovery"
 	"github.com/trawl-dev/trawl/loop"
-	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/tools"
 )
@@ -27,8 +26,7 @@ func (b boundTool) loopBinding() loop.Binding {
 		lb.DatasetTTL = time.Duration(h * float64(time.Hour))
 	}
 	if l := b.binding.Limits; l != nil {
-		lb.Budget = paginate.Budget{Pages: l.Pages, Requests: l.Requests, Items: l.Items, Bytes: l.Bytes,
-			Time: time.Duration(l.Seconds * float64(time.Second)), ForEachValues: l.ForEachValues}
+		lb.Budget = l.Budget()
 	}
 	return lb
 }

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/tools"
 )
 
@@ -113,6 +115,16 @@ type Limits struct {
 	Bytes         int64   `json:"bytes,omitempty" yaml:"bytes"`
 	Seconds       float64 `json:"seconds,omitempty" yaml:"seconds"`
 	ForEachValues int     `json:"for_each_values,omitempty" yaml:"for_each_values"`
+	// Concurrency bounds the requests one walk has in flight when it may
+	// fetch pages ahead (paginate.Budget.Concurrency): 0 adaptive, 1 one
+	// at a time, at most paginate.MaxConcurrency.
+	Concurrency int `json:"concurrency,omitempty" yaml:"concurrency"`
+}
+
+// Budget is l as a walk budget.
+func (l Limits) Budget() paginate.Budget {
+	return paginate.Budget{Pages: l.Pages, Requests: l.Requests, Items: l.Items, Bytes: l.Bytes,
+		Time: time.Duration(l.Seconds * float64(time.Second)), ForEachValues: l.ForEachValues, Concurrency: l.Concurrency}
 }
 
 // Discovery says whether a binding's tools go to the model directly or

@@ -815,8 +815,10 @@ func TestWalkStrategies(t *testing.T) {
 				"GET /items?page=3&per_page=100", "GET /items?page=2&per_page=100"},
 		},
 		{
+			// One request at a time, so that the transcript has one order
+			// (ahead_test.go walks it fetching ahead).
 			name: "strategy_offset",
-			plan: offsetPlan, sizeMax: 50,
+			plan: offsetPlan, sizeMax: 50, budget: Budget{Concurrency: 1},
 			script: numbered(120, 50, true),
 			want:   verdict{Complete: true, StoppedBy: StopCompleteTotalReached, Items: 120, Pages: 3, Requests: 4, Probes: 1},
 			wantReqs: []string{"GET /items?limit=50", "GET /items?limit=50&offset=49",
