@@ -145,7 +145,10 @@ func LoopBinding(d Definition, cat *tools.Catalog, toolID string) (b loop.Bindin
 func ProgressChunk(callID, toolName string, p loop.Progress, elapsed time.Duration) stream.Chunk {
 	sp := stream.Progress{ToolCallID: callID, ToolName: toolName, Page: p.Page, PagesMax: p.PagesMax,
 		Items: p.Items, Requests: p.Requests, RequestsMax: p.RequestsMax, Total: p.Total,
-		ElapsedMs: elapsed.Milliseconds()}
+		ElapsedMs: elapsed.Milliseconds(), InFlight: p.InFlight}
+	if w := p.Waiting; w != nil {
+		sp.RateLimit = &stream.RateLimitWait{Provider: w.Provider, Cause: w.Cause, WaitMs: w.Wait.Milliseconds()}
+	}
 	if p.ForEach != nil {
 		sp.ForEach = &stream.ForEachProgress{Key: p.ForEach.Key, Value: p.ForEach.Value, Index: p.ForEach.Index, Total: p.ForEach.Total}
 	}
