@@ -145,6 +145,9 @@ type fitInput struct {
 	// memo keeps the older turns' conversion between the steps of one
 	// turn, whose older turns do not change. Nil: none.
 	memo *olderMemo
+	// compact sends tool results' rows in the compact layout (the
+	// agent's rows: compact).
+	compact bool
 }
 
 // olderMemo holds the conversion of a thread's older turns between the
@@ -165,6 +168,8 @@ type olderTurns struct {
 	left   int          // turns not converted yet: turns[:left]
 	steps  int          // tool-calling steps of the converted turns
 	gen    uint32       // counts fit calls, for olderTurn.compGen
+	// compact: tool results' rows in the compact layout (rows: compact).
+	compact bool
 }
 
 // olderTurn is one converted turn with what fitting needs of each
@@ -183,8 +188,8 @@ type olderTurn struct {
 	compGen []uint32
 }
 
-func newOlderTurns(older []UIMessage) *olderTurns {
-	o := &olderTurns{src: older}
+func newOlderTurns(older []UIMessage, compact bool) *olderTurns {
+	o := &olderTurns{src: older, compact: compact}
 	for i := range older {
 		if i == 0 || older[i].Role == RoleUser {
 			o.starts = append(o.starts, i)
@@ -228,7 +233,7 @@ func (o *olderTurns) convert(lo, hi int) {
 			}
 		}
 	}
-	conv := converter{out: make([]Message, 0, n), deferred: true,
+	conv := converter{out: make([]Message, 0, n), deferred: true, compact: o.compact,
 		parts: make([]*Part, 0, n), calls: make([]ToolCall, 0, calls)}
 	bounds := make([]int, 0, hi-lo+2)
 	for k := lo; k <= hi; k++ {
@@ -254,7 +259,7 @@ func (o *olderTurns) convert(lo, hi int) {
 		for i := len(ot.msgs) - 1; i >= 0; i-- {
 			ot.size[i] = messageSize(&ot.msgs[i])
 			if p := ot.parts[i]; p != nil {
-				ot.size[i] += toolResultLen(p)
+				ot.size[i] += toolResultLen(p, o.compact)
 			}
 			ot.age[i] = int32(o.steps)
 			if len(ot.msgs[i].ToolCalls) > 0 {
@@ -309,10 +314,10 @@ func fit(in fitInput) (*fitted, error) {
 	}
 	older := in.thread[:protect]
 	var o *olderTurns
-	if m := in.memo; m != nil && m.conv != nil && m.n == len(older) && (m.n == 0 || m.first == &older[0]) {
+	if m := in.memo; m != nil && m.conv != nil && m.n == len(older) && (m.n == 0 || m.first == &older[0]) && m.conv.compact == in.compact {
 		o = m.conv
 	} else {
-		o = newOlderTurns(older)
+		o = newOlderTurns(older, in.compact)
 		if m != nil {
 			m.conv, m.n, m.first = o, len(older), nil
 			if len(older) > 0 {
@@ -320,9 +325,9 @@ func fit(in fitInput) (*fitted, error) {
 			}
 		}
 	}
-	tail := ModelMessages(in.thread[protect:])
+	tail := modelMessages(in.thread[protect:], in.compact)
 	if in.current != nil {
-		tail = append(tail, ModelMessages([]UIMessage{*in.current})...)
+		tail = append(tail, modelMessages([]UIMessage{*in.current}, in.compact)...)
 	}
 	fixed := in.toolChars
 	for i := range in.system {
@@ -405,7 +410,7 @@ func fit(in fitInput) (*fitted, error) {
 			sz := ot.size[i]
 			if ot.parts[i] != nil {
 				if text := compacted(ot, i); text != "" {
-					sz += len(text) - toolResultLen(ot.parts[i])
+					sz += len(text) - toolResultLen(ot.parts[i], o.compact)
 				}
 				compSum += sz
 			} else {
@@ -451,7 +456,7 @@ func fit(in fitInput) (*fitted, error) {
 		}
 		old := len(ot.msgs[i].Content)
 		if st == entryCompacted {
-			old = toolResultLen(ot.parts[i])
+			old = toolResultLen(ot.parts[i], o.compact)
 			out.compacted++
 			out.compactedChars += len(ot.parts[i].Output)
 		} else {
@@ -536,7 +541,7 @@ func fit(in fitInput) (*fitted, error) {
 				m.Content = shortened(ot, i)
 			default:
 				if ot.parts[i] != nil {
-					m.Content = toolResultText(*ot.parts[i])
+					m.Content = toolResultText(*ot.parts[i], o.compact)
 				}
 			}
 			send = append(send, m)
@@ -653,6 +658,7 @@ func (r *Runner) fitStep(st *turnState, def Definition, bound []boundTool, specs
 		},
 		verdict: r.verdicts.get,
 		memo:    &st.older,
+		compact: def.Rows == RowsCompact,
 	})
 	return f, b, err
 }

@@ -480,6 +480,9 @@ func (r *Runner) systemMessages(def Definition, bound []boundTool) []Message {
 	if r.holdsWrites(bound) {
 		msgs = append(msgs, Message{Role: RoleSystem, Content: prompts.Text("writing")})
 	}
+	if def.Rows == RowsCompact {
+		msgs = append(msgs, Message{Role: RoleSystem, Content: prompts.Text("compact_rows")})
+	}
 	return msgs
 }
 
