@@ -93,7 +93,10 @@ type budget struct {
 	keepRecent int
 	cpt        float64 // characters per token
 	calibrated bool
-	limit      int // characters: what maxChars and maxTokens allow
+	// counted: cpt is what the model's tokenizer counted of this step as
+	// fitted first (fitStep).
+	counted bool
+	limit   int // characters: what maxChars and maxTokens allow
 }
 
 // resolveBudget derives the budget of def's next step on model, with the
@@ -272,8 +275,11 @@ func (o *olderTurns) convert(lo, hi int) {
 
 // fitted is what one step sends and what fitting did.
 type fitted struct {
-	msgs           []Message
-	chars          int
+	msgs  []Message
+	chars int
+	// tokens is what the model's tokenizer counts of the step (messages,
+	// tools, framing); 0 when trawl has no tokenizer for the model.
+	tokens         int
 	compacted      int
 	compactedChars int
 	compactedCalls []string
@@ -610,6 +616,9 @@ func (f *fitted) report(step int, b budget, reported int) stream.ContextReport {
 	if r.BudgetChars == math.MaxInt {
 		r.BudgetChars = 0
 	}
+	if f.tokens > 0 {
+		r.Tokens, r.Counted = f.tokens, true
+	}
 	return r
 }
 
@@ -649,7 +658,7 @@ func (r *Runner) fitStep(st *turnState, def Definition, bound []boundTool, specs
 		}
 	}
 	b := resolveBudget(def, model, cpt)
-	f, err := fitCompacting(fitInput{
+	in := fitInput{
 		system: r.systemMessages(def, bound), toolChars: toolChars,
 		thread: thread, current: current, budget: b,
 		expiry: func(id string) (time.Time, bool) {
@@ -659,8 +668,62 @@ func (r *Runner) fitStep(st *turnState, def Definition, bound []boundTool, specs
 		verdict: r.verdicts.get,
 		memo:    &st.older,
 		compact: def.Rows == RowsCompact,
-	})
+	}
+	f, err := fitCompacting(in)
+	tc, known := r.tokenCounter(model)
+	if !known || b.maxTokens <= 0 || err == nil && tokensAtMost(f, specs) <= b.maxTokens {
+		return f, b, err // no tokenizer; or the step fits whatever its text (no count needed)
+	}
+	// A model family trawl has the tokenizer of: what the step sends is
+	// counted (each text once per process: the memo), and when it is over
+	// the budget — or the estimate left out what would have fitted — the
+	// step is fitted again at the ratio counted.
+	for refit := 0; err == nil && f.chars > 0; refit++ {
+		f.tokens = tc.RequestTokens(&ModelRequest{Messages: f.msgs, Tools: specs})
+		measured := min(max(float64(f.chars)/float64(max(f.tokens, 1)), 1), 8)
+		over := f.tokens > b.maxTokens
+		roomy := !b.counted && f.compacted+f.shortened+f.dropped > 0 && measured > b.cpt*1.1
+		if refit == maxRefits || !over && !roomy {
+			// The next step (and turn) starts from the ratio counted, so
+			// it is fitted again only when what it adds changes it.
+			st.cpt = measured
+			r.calib.Store(model, measured)
+			break
+		}
+		b = resolveBudget(def, model, measured)
+		b.counted = true
+		in.budget = b
+		f, err = fitCompacting(in)
+	}
 	return f, b, err
+}
+
+// tokensAtMost bounds what f and specs can cost in tokens: a token is at
+// least one byte of text, and each message and tool adds its framing.
+func tokensAtMost(f *fitted, specs []ToolSpec) int {
+	n := f.chars + tokensReplyPrime + 2*tokensPerMessage*(len(f.msgs)+len(specs))
+	for i := range f.msgs {
+		n += len(f.msgs[i].Role) + tokensPerMessage*len(f.msgs[i].ToolCalls)
+	}
+	return n
+}
+
+// maxRefits bounds the fits of a step again at the ratio its tokenizer
+// counted (fitStep).
+const maxRefits = 2
+
+// tokenCounter is the tokenizer of model's family, through the runner's
+// memo of counts, when trawl knows it.
+func (r *Runner) tokenCounter(model string) (*TokenMemo, bool) {
+	enc, ok := encodingFor(model)
+	if !ok {
+		return nil, false
+	}
+	if m, ok := r.tokens.Load(enc); ok {
+		return m.(*TokenMemo), true
+	}
+	m, _ := r.tokens.LoadOrStore(enc, NewTokenMemo(bpeCounter(enc), 0))
+	return m.(*TokenMemo), true
 }
 
 // calibrate learns the characters per token of model from the prompt

@@ -71,6 +71,7 @@ type Runner struct {
 	verdicts *verdictCache // compacted older tool results
 	obs      *instrumentation
 	calib    sync.Map // model name → calibrated characters per token (float64)
+	tokens   sync.Map // tokenizer.Encoding → *TokenMemo (tokenCounter)
 
 	indexMu    sync.Mutex
 	indexes    sync.Map // pool fingerprint → *discovery.Index
