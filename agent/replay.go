@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -45,11 +46,10 @@ import (
 // Fields (any other field is an error):
 //
 //   - name: string, optional; names the transcript in messages and reports.
-//   - turns: array, at least one. Turn i answers the conversation's
-//     (i+1)-th user message.
-//   - turns[i].user: string, required, not blank. The user message the
-//     turn answers. Replay does not compare it with the live message; a
-//     driver such as `trawl replay` sends it.
+//   - turns: array, at least one.
+//   - turns[i].user: string, required, not blank. The question the turn
+//     answers: Replay plays the turn whose question matches the live user
+//     message (see Replay), and a driver such as `trawl replay` sends it.
 //   - turns[i].steps: array, at least one. Step j is the assistant's
 //     (j+1)-th model call of the turn. Every step but the last has
 //     tool_calls and the last has none, because a step without tool
@@ -380,9 +380,14 @@ type ReplayOptions struct {
 //
 // Which step to play depends only on the request's messages, so a Replay
 // holds no state, survives restarts and serves concurrent threads: the
-// turn is the number of user messages minus one, and the step the number
-// of assistant messages after the last user message. (The runner appends
-// one assistant message per step, tool results as tool messages.)
+// turn is the one whose recorded question matches the newest user message
+// (Match: the same text once case, punctuation and spacing are set aside,
+// else the closest by words), and the step the number of assistant
+// messages after that message. (The runner appends one assistant message
+// per step, tool results as tool messages.) So the questions may be asked
+// in any order, and again; a message that matches no recorded question is
+// answered with a short text saying so and listing the recorded
+// questions, with reason "stop".
 //
 // When the live calls of the turn did not do what the recording did (a
 // call refused or failed, or its binding does not loop so its reserved
@@ -392,11 +397,13 @@ type ReplayOptions struct {
 // A step streams its reasoning, then its text, in deltas of ChunkSize
 // characters, then each tool call: an EventToolCallStart with the id
 // call_<turn>_<step>_<k> (zero-based) and the recorded name, then the
-// arguments in two or three deltas. It ends with exactly one EventFinish:
-// reason "tool_calls" when the step has calls, "stop" otherwise, and no
-// usage. A call is played even when req.Tools lacks its name (see
-// Transcript.Validate). Past the last turn or step, the step is a short
-// text saying the recording has no more, with reason "stop".
+// arguments in two or three deltas (turn is the user message's place in
+// the conversation, so ids stay unique when a question is asked again).
+// It ends with exactly one EventFinish: reason "tool_calls" when the step
+// has calls, "stop" otherwise, and no usage. A call is played even when
+// req.Tools lacks its name (see Transcript.Validate). Past the last step
+// of a turn, the step is a short text saying the recording has no more,
+// with reason "stop".
 //
 // The sequence ends with an error instead of EventFinish only when ctx
 // is done, or when the request holds no user message.
@@ -447,31 +454,136 @@ func (r *Replay) Name() string { return r.name }
 // user message in the transcript.
 var ErrReplayNoUserMessage = errors.New("replay: the request has no user message")
 
-// Position returns the turn and step a Replay plays for messages.
+// Position returns the turn and step a Replay plays for messages: the
+// recorded turn whose question matches the newest user message (-1 when
+// none does, or there is no user message) and the number of assistant
+// messages after that message.
 func (r *Replay) Position(messages []Message) (turn, step int) {
-	users, after := 0, 0
+	asked, question, step := replayAsked(messages)
+	if asked < 0 {
+		return -1, 0
+	}
+	return r.Match(question, asked), step
+}
+
+// replayAsked reads the newest user message: its place among the user
+// messages (-1 when there is none), its text, and the assistant messages
+// after it.
+func replayAsked(messages []Message) (asked int, question string, after int) {
+	asked = -1
 	for _, m := range messages {
 		switch m.Role {
 		case RoleUser:
-			users++
-			after = 0
+			asked++
+			question, after = m.Content, 0
 		case RoleAssistant:
 			after++
 		}
 	}
-	return users - 1, after
+	return asked, question, after
+}
+
+// Match returns the recorded turn whose question matches question, or -1
+// when none does. A turn matches when its question is the same text once
+// case, punctuation and runs of spaces are set aside; failing that, the
+// turn whose question shares the most of question's words (plurals
+// folded, words such as "the", "how" or "do" left out) matches, when it
+// shares at least half of them. Ties go to the turn at index at (the
+// conversation's place: the recording in order), then to the question
+// closest in length by words, then to the earlier turn.
+func (r *Replay) Match(question string, at int) int {
+	q := replayNormal(question)
+	best := -1
+	for i, turn := range r.turns {
+		if replayNormal(turn.User) == q && (best < 0 || i == at) {
+			best = i
+		}
+	}
+	if best >= 0 || q == "" {
+		return best
+	}
+	asked := replayWords(question)
+	if len(asked) == 0 {
+		return -1
+	}
+	var bestCover, bestDice float64
+	for i, turn := range r.turns {
+		rec := replayWords(turn.User)
+		shared := 0
+		for w := range asked {
+			if rec[w] {
+				shared++
+			}
+		}
+		if shared == 0 {
+			continue
+		}
+		cover := float64(shared) / float64(len(asked))
+		dice := 2 * float64(shared) / float64(len(asked)+len(rec))
+		if cover < 0.5 {
+			continue
+		}
+		switch {
+		case best < 0, cover > bestCover, cover == bestCover && dice > bestDice,
+			cover == bestCover && dice == bestDice && i == at:
+			best, bestCover, bestDice = i, cover, dice
+		}
+	}
+	return best
+}
+
+// replayNormal is s in lower case with every run of characters other
+// than letters and digits one space, trimmed.
+func replayNormal(s string) string {
+	return strings.Join(strings.FieldsFunc(strings.ToLower(s), func(c rune) bool {
+		return !unicode.IsLetter(c) && !unicode.IsNumber(c)
+	}), " ")
+}
+
+// replayStopWords are left out when questions are compared by words: they
+// say how a question is asked, not what about.
+var replayStopWords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(`a an the and or but of to in on at by for from with about into over under
+		than then so as is are was were be been being do does did done have has had having i me my we us our
+		you your they them their it its this that these those there here what which who whom whose when where
+		why how many much more most any all some each every can could would should will shall may might must
+		please tell show give let know just also not no yes if`) {
+		m[w] = true
+	}
+	return m
+}()
+
+// replayWords is the set of s's words that say what it asks about, in
+// lower case with plurals folded (orders → order, properties → property).
+func replayWords(s string) map[string]bool {
+	out := map[string]bool{}
+	for _, w := range strings.Fields(replayNormal(s)) {
+		if replayStopWords[w] || len([]rune(w)) == 1 && !unicode.IsDigit([]rune(w)[0]) {
+			continue // and the s of "order's"
+		}
+		switch {
+		case len(w) > 4 && strings.HasSuffix(w, "ies"):
+			w = w[:len(w)-3] + "y"
+		case len(w) > 3 && strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "ss"):
+			w = w[:len(w)-1]
+		}
+		out[w] = true
+	}
+	return out
 }
 
 // Stream implements Model.
 func (r *Replay) Stream(ctx context.Context, req ModelRequest) iter.Seq2[ModelEvent, error] {
 	return func(yield func(ModelEvent, error) bool) {
-		turn, stepIndex := r.Position(req.Messages)
-		if turn < 0 {
+		asked, question, stepIndex := replayAsked(req.Messages)
+		if asked < 0 {
 			yield(ModelEvent{}, ErrReplayNoUserMessage)
 			return
 		}
-		step := r.step(turn, stepIndex)
-		if r.isAnswer(turn, stepIndex) {
+		turn := r.Match(question, asked)
+		step := r.step(turn, stepIndex, question)
+		if turn >= 0 && r.isAnswer(turn, stepIndex) {
 			if dev := replayDeviations(req.Messages); len(dev) > 0 {
 				step = TranscriptStep{Text: replayDeviationText(dev)}
 			}
@@ -494,7 +606,7 @@ func (r *Replay) Stream(ctx context.Context, req ModelRequest) iter.Seq2[ModelEv
 			}
 		}
 		for k, c := range step.ToolCalls {
-			id := fmt.Sprintf("call_%d_%d_%d", turn, stepIndex, k)
+			id := fmt.Sprintf("call_%d_%d_%d", asked, stepIndex, k)
 			if !send(ModelEvent{Kind: EventToolCallStart, Index: k, ToolCallID: id, ToolName: c.Name}) {
 				return
 			}
@@ -623,19 +735,47 @@ func replayDeviationText(dev []string) string {
 		"Switch \"Allow response looping for this tool\" back on in the agent's bindings (or fix the failing call, or raise the limits that cut the walk) and ask again."
 }
 
-// step is the step to play, or the note that the recording is over.
-func (r *Replay) step(turn, step int) TranscriptStep {
+// step is the step to play, or the note that no recorded question
+// matches question (turn -1), or that the turn's recording is over.
+func (r *Replay) step(turn, step int, question string) TranscriptStep {
 	name := "recording"
 	if r.name != "" {
 		name = fmt.Sprintf("recording %q", r.name)
 	}
 	switch {
-	case turn >= len(r.turns):
-		return TranscriptStep{Text: fmt.Sprintf("The %s has no more turns (it holds %d).", name, len(r.turns))}
+	case turn < 0:
+		return TranscriptStep{Text: r.noMatchText(name, question)}
 	case step >= len(r.turns[turn].Steps):
 		return TranscriptStep{Text: fmt.Sprintf("The %s has no more steps in turn %d.", name, turn)}
 	}
 	return r.turns[turn].Steps[step]
+}
+
+// noMatchText answers a question the recording does not hold: a replay
+// can only play what was recorded, so it says so and lists what was.
+func (r *Replay) noMatchText(name, question string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "This answer would come from a %s, and none of its recorded questions matches %q, so there is nothing to replay. ",
+		name, shortQuestion(question))
+	if len(r.turns) == 1 {
+		b.WriteString("Ask the recorded question:\n")
+	} else {
+		fmt.Fprintf(&b, "Ask one of the %d recorded questions:\n", len(r.turns))
+	}
+	for _, t := range r.turns {
+		b.WriteString("\n- ")
+		b.WriteString(strings.Join(strings.Fields(t.User), " "))
+	}
+	return b.String()
+}
+
+// shortQuestion is q on one line, cut to 120 characters.
+func shortQuestion(q string) string {
+	q = strings.Join(strings.Fields(q), " ")
+	if r := []rune(q); len(r) > 120 {
+		return string(r[:119]) + "…"
+	}
+	return q
 }
 
 // replayChunks splits s into pieces of n runes (the last may be shorter).

@@ -174,8 +174,6 @@ func TestReplayStepSelection(t *testing.T) {
 		{0, 2, "text:We have 42 open orders over $100 — 3 of them from new customers. finish:stop"},
 		{1, 0, "text:Acme Ltd., with 7 open orders. finish:stop"},
 		{1, 1, `text:The recording "open orders" has no more steps in turn 1. finish:stop`},
-		{2, 0, `text:The recording "open orders" has no more turns (it holds 2). finish:stop`},
-		{5, 3, `text:The recording "open orders" has no more turns (it holds 2). finish:stop`},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("turn %d step %d", tt.turn, tt.step), func(t *testing.T) {
@@ -267,9 +265,10 @@ func TestReplayStreaming(t *testing.T) {
 			{Kind: EventFinish, FinishReason: "stop"},
 		},
 	}, {
-		name: "past the last turn", chunk: 1000, turn: 2, step: 0,
+		name: "a question the recording does not hold", chunk: 1000, turn: 2, step: 0,
 		want: []ModelEvent{
-			{Kind: EventTextDelta, Text: `The recording "open orders" has no more turns (it holds 2).`},
+			{Kind: EventTextDelta, Text: "This answer would come from a recording \"open orders\", and none of its recorded questions matches \"(live)\", so there is nothing to replay. " +
+				"Ask one of the 2 recorded questions:\n\n- How many open orders over $100 do we have?\n- Which customer ordered the most?"},
 			{Kind: EventFinish, FinishReason: "stop"},
 		},
 	}}

@@ -172,7 +172,9 @@ type CacheRequest struct {
 	Scope   Scope
 	Runtime bool
 	// TTL overrides the default TTL for this binding (dataset_ttl_hours,
-	// or a workflow step's ttl_minutes). Zero: OrgTTL or RuntimeTTL.
+	// or a workflow step's ttl_minutes). Zero: OrgTTL or RuntimeTTL. It
+	// bounds both how long a walk this call makes is kept and how old a
+	// cached walk it is served may be.
 	TTL time.Duration
 	// Refresh bypasses a cached entry and replaces it with the new walk.
 	Refresh bool
@@ -275,7 +277,9 @@ func (c *DatasetCache) Stats() CacheStats {
 // Walk returns the dataset of req: from the cache when a live entry
 // exists and the mode serves it (hit is then non-nil), else from walk,
 // recording the result when it is complete. In mode on, concurrent calls
-// with the same key share one run of walk; it runs on a context detached
+// with the same key share one run of walk (a call that joined a run which
+// did not end complete — cut short by its starter's budget, or failed —
+// then runs walk itself); it runs on a context detached
 // from any single caller and is cancelled only when every caller waiting
 // for it has gone, so one caller giving up never fails the others. walk
 // must bound its own duration (the walk budgets do).
@@ -295,6 +299,13 @@ func (c *DatasetCache) Walk(ctx context.Context, req CacheRequest, walk func(con
 	if err != nil {
 		return nil, nil, err
 	}
+	ttl := req.TTL
+	if ttl <= 0 {
+		ttl = c.orgTTL
+		if req.Runtime {
+			ttl = c.runtimeTTL
+		}
+	}
 	switch {
 	case req.Experiment:
 		c.experiments.Add(1)
@@ -302,6 +313,11 @@ func (c *DatasetCache) Walk(ctx context.Context, req CacheRequest, walk func(con
 		c.refreshes.Add(1)
 	default:
 		d, cachedAt, expires, err := c.store.Get(ctx, key)
+		// An entry lives for the TTL of the call that made it, and is
+		// served only to a call whose own TTL admits its age: a workflow
+		// step asking for at most 5 minutes is not served a chat's day-old
+		// walk.
+		expires = minTime(expires, cachedAt.Add(ttl))
 		live := err == nil && c.now().Before(expires)
 		switch {
 		case err != nil && !errors.Is(err, ErrDatasetMiss):
@@ -315,13 +331,6 @@ func (c *DatasetCache) Walk(ctx context.Context, req CacheRequest, walk func(con
 			return d, &CacheHit{CachedAt: cachedAt, ExpiresAt: expires}, nil
 		default:
 			c.misses.Add(1)
-		}
-	}
-	ttl := req.TTL
-	if ttl <= 0 {
-		ttl = c.orgTTL
-		if req.Runtime {
-			ttl = c.runtimeTTL
 		}
 	}
 	record := func(ctx context.Context) (*Dataset, error) {
@@ -350,7 +359,13 @@ func (c *DatasetCache) Walk(ctx context.Context, req CacheRequest, walk func(con
 	if c.shared != nil {
 		run = func(ctx context.Context) (*Dataset, error) { return c.shared.Do(ctx, key, record) }
 	}
-	d, err := c.flights.do(ctx, key, run)
+	d, joined, err := c.flights.do(ctx, key, run)
+	if joined && ctx.Err() == nil && (err != nil || d == nil || !d.Complete) {
+		// The walk this call joined ran under its own caller's budget and
+		// deadline: a partial set or an error of that call is not this
+		// one's answer, so it walks itself (as across replicas).
+		d, err = run(ctx)
+	}
 	return d, nil, err
 }
 
@@ -370,8 +385,9 @@ type flight struct {
 	cancel  context.CancelFunc
 }
 
-// do runs fn once for every concurrent caller with key.
-func (g *flights) do(ctx context.Context, key string, fn func(context.Context) (*Dataset, error)) (*Dataset, error) {
+// do runs fn once for every concurrent caller with key; joined reports
+// that this caller shared a run another caller started.
+func (g *flights) do(ctx context.Context, key string, fn func(context.Context) (*Dataset, error)) (d *Dataset, joined bool, err error) {
 	g.mu.Lock()
 	if g.m == nil {
 		g.m = map[string]*flight{}
@@ -405,7 +421,7 @@ func (g *flights) do(ctx context.Context, key string, fn func(context.Context) (
 	g.mu.Unlock()
 	select {
 	case <-f.done:
-		return f.d, f.err
+		return f.d, shared, f.err
 	case <-ctx.Done():
 		g.mu.Lock()
 		f.waiters--
@@ -416,7 +432,7 @@ func (g *flights) do(ctx context.Context, key string, fn func(context.Context) (
 			}
 		}
 		g.mu.Unlock()
-		return nil, ctx.Err()
+		return nil, shared, ctx.Err()
 	}
 }
 
@@ -558,4 +574,11 @@ func appendFloat(dst []byte, f float64) []byte {
 		return strconv.AppendFloat(dst, f, 'f', -1, 64)
 	}
 	return strconv.AppendFloat(dst, f, 'g', -1, 64)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

@@ -580,6 +580,7 @@ func (e *Engine) merge(q walkRequest, values []any, results []*paginate.Result, 
 	}
 	shaped := false // the first value that answered set the payload's shape
 	objectRows := false
+	emptied := false // a value of a list answered an empty page
 	for i, res := range results {
 		if err := errs[i]; err != nil {
 			te := upstreamError(q.call.Tool, err)
@@ -601,6 +602,10 @@ func (e *Engine) merge(q walkRequest, values []any, results []*paginate.Result, 
 			cause(res.StoppedBy, "", "", res.Cause)
 			continue
 		}
+		path, isRows := collectionOf(res.Plan, res.FirstBody)
+		// A value of a list that answered an empty page ({}, {"data":
+		// null}; one that is no page at all failed in its walk).
+		listed := fanOut && !isRows && q.plan.Paginated()
 		w.Requests += res.Requests
 		w.Pages += res.Pages
 		w.Probes += res.Probes
@@ -616,7 +621,6 @@ func (e *Engine) merge(q walkRequest, values []any, results []*paginate.Result, 
 			w.Unproven = res.Unproven
 		}
 		w.PageSize = max(w.PageSize, res.PageSize)
-		path, isRows := collectionOf(res.Plan, res.FirstBody)
 		items := res.Items
 		if isRows && len(items) == 0 && !res.Plan.ItemsFound && res.FirstBody != nil {
 			// Detection found no primary array it could vouch for (no
@@ -631,7 +635,7 @@ func (e *Engine) merge(q walkRequest, values []any, results []*paginate.Result, 
 				res.Plan.Items, res.Plan.ItemsFound = path, true
 			}
 		}
-		if !shaped {
+		if !shaped && !listed {
 			shaped = true
 			w.Plan = res.Plan
 			w.Text = isText(res.FirstBody)
@@ -640,7 +644,12 @@ func (e *Engine) merge(q walkRequest, values []any, results []*paginate.Result, 
 				w.Envelope, w.HasItems, w.ItemsPath = res.FirstBody, isRows || fanOut, path
 			}
 		}
-		if fanOut && !isRows {
+		switch {
+		case listed:
+			// An empty page of the list ({}, {"data": null}): a value
+			// without rows.
+			items, emptied = nil, true
+		case fanOut && !isRows:
 			// One object per value: the value's answer is its row.
 			items = [][]byte{objectRow(res.FirstBody)}
 		}
@@ -672,7 +681,9 @@ func (e *Engine) merge(q walkRequest, values []any, results []*paginate.Result, 
 		return nil, &ToolError{Code: CodeUpstream, Status: w.Errors[0].Status,
 			Message: fmt.Sprintf("every _for_each value failed; first error: %s", w.Errors[0].Error)}
 	}
-	if objectRows {
+	if objectRows || emptied && !shaped {
+		// Rows without a page to take the shape from (every value of the
+		// list answered none): a bare list.
 		w.Envelope, w.ItemsPath, w.HasItems = nil, "", true
 	}
 	if w.HasItems && w.AllPages && w.Plan.Paginated() && w.Envelope != nil {
@@ -753,7 +764,10 @@ func retryableFailure(err error) bool {
 	case pe.Status == 429 || pe.Status >= 500:
 		return true
 	case pe.Status >= 200 && pe.Status < 300:
-		return true // a success status with a body that failed (a proxy's page)
+		// A success status with a body that failed: a proxy's page may
+		// pass; an answer that is none of the list's pages (an error
+		// object) will not.
+		return pe.StoppedBy != paginate.StopInconsistent
 	}
 	return false
 }

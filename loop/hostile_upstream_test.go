@@ -108,18 +108,19 @@ const (
 
 // Event kinds.
 const (
-	evMutate    = iota + 1 // change the collection before answering
-	evStatus               // answer an error status
-	evGarbage              // answer 200 with an HTML body (tools that declare JSON)
-	evDup                  // repeat an already delivered row in the page
-	evEmptyMore            // an empty page that still says more (token styles)
-	evForeign              // the next page's URL is on another origin (next_url, link)
-	evCycle                // the next cursor is one already issued (token styles)
-	evCut                  // send a response head and half a body, then drop the connection
+	evMutate      = iota + 1 // change the collection before answering
+	evStatus                 // answer an error status
+	evGarbage                // answer 200 with an HTML body (tools that declare JSON)
+	evDup                    // repeat an already delivered row in the page
+	evEmptyMore              // an empty page that still says more (token styles)
+	evForeign                // the next page's URL is on another origin (next_url, link)
+	evCycle                  // the next cursor is one already issued (token styles)
+	evCut                    // send a response head and half a body, then drop the connection
+	evErrorObject            // answer 200 with a JSON error object, none of the API's pages
 )
 
 var eventNames = map[int]string{evMutate: "evMutate", evStatus: "evStatus", evGarbage: "evGarbage", evDup: "evDup",
-	evEmptyMore: "evEmptyMore", evForeign: "evForeign", evCycle: "evCycle", evCut: "evCut"}
+	evEmptyMore: "evEmptyMore", evForeign: "evForeign", evCycle: "evCycle", evCut: "evCut", evErrorObject: "evErrorObject"}
 
 // event happens when a collection receives its At-th request (1-based,
 // retries counted).
@@ -164,13 +165,13 @@ type scenario struct {
 	// offsets. Always true for last_id.
 	Keyset    bool
 	AllPages  bool
-	ModelSize int // the page size the model asks for; 0: trawl chooses
-	SizeMax   int // the size parameter's declared maximum; 0: none
-	Cap       int // the largest page the server serves (silently)
-	Default   int // the page size the server serves when none is asked
-	Total     int // totalNone, totalExact, totalOver
-	Over      int // totalOver: how far above
-	MoreFlag  bool
+	ModelSize int  // the page size the model asks for; 0: trawl chooses
+	SizeMax   int  // the size parameter's declared maximum; 0: none
+	Cap       int  // the largest page the server serves (silently); a list: the rows it sends, its count saying all
+	Default   int  // the page size the server serves when none is asked
+	Total     int  // totalNone, totalExact, totalOver
+	Over      int  // totalOver: how far above
+	MoreFlag  bool // a list: its schema declares a next token and a more flag it never sends
 	End       int  // token styles: endAbsent, endNull, endEmpty
 	Relative  bool // next_url: a path-absolute URL
 	Schema    bool // list, object: the response schema is declared
@@ -193,6 +194,13 @@ type scenario struct {
 	// handles it (0: none).
 	Latency int
 	Cols    []collection
+	// Aggregate: the call asks _aggregate (count, sum(n) and
+	// count_distinct(id), by list_id in a fan-out); the rows are read
+	// back with queryToolResult.
+	Aggregate bool
+	// Cached: the engine has a dataset cache, and a call whose walk was
+	// complete is made a second time, to be served from it.
+	Cached bool
 }
 
 // fetchesAhead reports a walk that may send requests ahead of the page it
@@ -269,6 +277,13 @@ func generate(seed uint64) (sc scenario) {
 		sc.AskedOffsets = sc.Style == stylePage && r.IntN(2) == 0
 	}
 	sc.Schema = !sc.Style.paged() && r.IntN(2) == 0
+	if sc.Style == styleList && r.IntN(4) == 0 {
+		// A list without pagination that sends its first Cap rows and
+		// counts them all; its schema may declare paging members it never
+		// sends.
+		sc.Cap = 1 + r.IntN(12)
+		sc.MoreFlag = sc.Schema && r.IntN(2) == 0
+	}
 	sc.Fields = r.IntN(4) == 0
 	sc.Filter = sc.Style.rows() && r.IntN(5) == 0
 	sc.FilterTypo = sc.Filter && r.IntN(4) == 0
@@ -324,6 +339,8 @@ func generate(seed uint64) (sc scenario) {
 		slices.SortStableFunc(c.Events, func(a, b event) int { return a.At - b.At })
 		sc.Cols = append(sc.Cols, c)
 	}
+	sc.Aggregate = sc.Style.rows() && r.IntN(4) == 0 // drawn last: the seeds before it make what they made
+	sc.Cached = (sc.AllPages || sc.ForEach) && r.IntN(5) == 0
 	return sc
 }
 
@@ -349,6 +366,8 @@ func randomEvent(r *rand.Rand, sc scenario) event {
 		ev.Kind = evGarbage
 	case n < 72:
 		ev.Kind = evCut
+	case n < 76 && sc.Style.paged() && sc.Style != styleLink:
+		ev.Kind = evErrorObject
 	default:
 		ev.Kind = evStatus
 		switch m := r.IntN(10); {
@@ -370,6 +389,20 @@ func randomEvent(r *rand.Rand, sc scenario) event {
 
 // declaresJSON says the tool declares a JSON response, so that an HTML
 // page in its place is an error page, not an answer.
+// capped says a list without pagination sends fewer rows than it counts
+// for some value.
+func (sc scenario) capped() bool {
+	if sc.Style != styleList || sc.Cap == 0 {
+		return false
+	}
+	for _, c := range sc.Cols {
+		if c.Rows > sc.Cap {
+			return true
+		}
+	}
+	return false
+}
+
 func (sc scenario) declaresJSON() bool {
 	return sc.Style.paged() || sc.Schema && (sc.Style == styleList || sc.Style == styleObject)
 }
@@ -458,6 +491,12 @@ func (sc scenario) tool(origin string) *tools.Tool {
 		return t
 	case styleList:
 		if sc.Schema {
+			if sc.MoreFlag {
+				// Declared, never sent: a paging member the operation's
+				// parameters cannot use.
+				env["next_cursor"] = str()
+				env["has_more"] = &tools.Schema{Type: "boolean"}
+			}
 			t.Response = &tools.Schema{Type: "object", Properties: env}
 		}
 		return t
@@ -508,14 +547,30 @@ func (sc scenario) args() map[string]any {
 			a["_fields"] = []any{"id", "n"}
 		}
 	}
-	if sc.Filter {
-		field := "k"
-		if sc.FilterTypo {
-			field = "statsu"
+	if f := sc.filter(); f != nil {
+		a["_filter"] = f
+	}
+	if sc.Aggregate {
+		agg := map[string]any{"metrics": []any{map[string]any{"op": "count"}, map[string]any{"op": "sum", "field": "n"},
+			map[string]any{"op": "count_distinct", "field": "id"}}, "limit": 500}
+		if sc.ForEach {
+			agg["group_by"] = []any{"list_id"}
 		}
-		a["_filter"] = []any{map[string]any{"field": field, "op": "eq", "value": "a"}}
+		a["_aggregate"] = agg
 	}
 	return a
+}
+
+// filter is the call's _filter; nil without one.
+func (sc scenario) filter() []any {
+	if !sc.Filter {
+		return nil
+	}
+	field := "k"
+	if sc.FilterTypo {
+		field = "statsu"
+	}
+	return []any{map[string]any{"field": field, "op": "eq", "value": "a"}}
 }
 
 // ---- the model ----
@@ -558,7 +613,7 @@ type hcol struct {
 	boundary    int            // rows[:boundary] were all delivered (server positions)
 	nextStart   int            // where the next page starts, if the walk goes on as it should
 	gapBehind   int            // inserts behind the delivered rows in the current gap
-	garbage     int            // HTML bodies answered with 200
+	garbage     int            // HTML bodies and JSON error objects answered with 200
 	lastID      string         // the last id of the most recent non-empty page
 	lastPage    int            // page style: the page number last delivered
 	nextOffset  int            // offset style: where the next page starts
@@ -742,7 +797,7 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if c.spec.FailFrom > 0 && n >= c.spec.FailFrom {
 		status = c.spec.FailStatus
 	}
-	garbage, dup, emptyMore, foreign, cycle, cut := false, false, false, false, false, false
+	garbage, dup, emptyMore, foreign, cycle, cut, errObject := false, false, false, false, false, false, false
 	for _, ev := range c.events[n] {
 		switch ev.Kind {
 		case evStatus:
@@ -761,6 +816,8 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			cycle = true
 		case evCut:
 			cut = status == 0
+		case evErrorObject:
+			errObject = true
 		}
 	}
 	if !ok && status == 0 {
@@ -797,6 +854,15 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.lastStatus = 200
+	if errObject {
+		// A success status and an error object: no page, so neither rows
+		// nor the end of the collection.
+		c.faults++
+		c.garbage++
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"error":"list_temporarily_unavailable"}`)
+		return
+	}
 	switch h.sc.Style {
 	case styleObject:
 		c.done = "the whole object was sent"
@@ -811,11 +877,15 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, h.listing(c))
 		return
 	case styleList:
+		rows := c.rows
+		if h.sc.Cap > 0 && len(rows) > h.sc.Cap {
+			rows = rows[:h.sc.Cap] // the first rows only; the count says all
+		}
 		c.done = "the whole list was sent"
-		h.deliverIDs(c, c.rows)
+		h.deliverIDs(c, rows)
 		c.pages++
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"data":%s,"count":%d}`, rowsJSON(c.rows), len(c.rows))
+		fmt.Fprintf(w, `{"data":%s,"count":%d}`, rowsJSON(rows), len(c.rows))
 		return
 	}
 	h.page(w, c, pos, size, pageQuirks{dup: dup, emptyMore: emptyMore, foreign: foreign, cycle: cycle, probe: probe, asked: h.askedSize(query)})
@@ -1491,6 +1561,7 @@ func (sc scenario) goString() string {
 	field("Relative", sc.Relative, false)
 	field("Schema", sc.Schema, false)
 	field("Body", sc.Body, false)
+	field("AskedOffsets", sc.AskedOffsets, false)
 	field("Fields", sc.Fields, false)
 	field("Filter", sc.Filter, false)
 	field("FilterTypo", sc.FilterTypo, false)
@@ -1498,6 +1569,8 @@ func (sc scenario) goString() string {
 	field("ForEach", sc.ForEach, false)
 	field("DupValue", sc.DupValue, false)
 	field("FanOut", sc.FanOut, 0)
+	field("Aggregate", sc.Aggregate, false)
+	field("Cached", sc.Cached, false)
 	if sc.Budget != (paginate.Budget{}) {
 		fmt.Fprintf(&b, ", Budget: paginate.Budget{Pages: %d, Requests: %d, Concurrency: %d}", sc.Budget.Pages, sc.Budget.Requests, sc.Budget.Concurrency)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,7 +29,7 @@ func (e *Engine) plainCall(ctx context.Context, c Call, own map[string]any, unkn
 	if err != nil {
 		return nil, upstreamError(c.Tool, err)
 	}
-	body := asJSON(res.FirstBody)
+	body := withoutEnvelopeKeys(asJSON(res.FirstBody))
 	path, hasItems := itemsPathOf(res.Plan, body)
 	out := &Outcome{View: body}
 	if !hasItems {
@@ -232,7 +233,6 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 		}
 		v.AvailableKeys, v.Sample = availableKeys(rows, len(v.UnmatchedFields) > 0)
 	}
-	v.Note = note(v, q.budget, c.Workflow)
 	text, isText := textOf(w.Envelope)
 	isText = isText && !w.HasItems
 	full := func() (*StoredResult, error) {
@@ -255,18 +255,20 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 		out.Aggregate = newAggregated(aggregated, v.Set(), filter != nil || q.r.Aggregate.Filter() != nil)
 		v.AggregateVerdict = out.Aggregate.Verdict
 	}
+	if !c.Workflow && (w.HasItems && len(w.Items) > 0 || !w.HasItems && fields != nil) {
+		// A walk's full set is kept whenever it holds rows, and an object
+		// whenever _fields projected it, so the model can come back for a
+		// field it projected away. Before the note, which points at it
+		// only when it was kept.
+		out.ResultID = e.keep(ctx, c, full)
+		v.ResultID = out.ResultID
+	}
+	v.Note = note(v, q.budget, c.Workflow)
 	var members []query.Member
 	if c.Workflow {
 		loop, _ := json.Marshal(v.LoopBlock())
 		members = []query.Member{{Key: "_loop", Value: loop}}
 	} else {
-		// A walk's full set is kept whenever it holds rows, and an object
-		// whenever _fields projected it, so the model can come back for a
-		// field it projected away.
-		if w.HasItems && len(w.Items) > 0 || !w.HasItems && fields != nil {
-			out.ResultID = e.keep(ctx, c, full)
-			v.ResultID = out.ResultID
-		}
 		members = v.members()
 	}
 	if len(q.unknown) > 0 {
@@ -283,7 +285,7 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 		}
 		members = append([]query.Member{{Key: "_aggregate", Value: out.Aggregate.JSON(room)}}, members...)
 	}
-	if view, err = query.SetMembers(view, members); err != nil {
+	if view, err = query.SetMembers(withoutEnvelopeKeys(view), members); err != nil {
 		return nil, fmt.Errorf("envelope: %w", err)
 	}
 	path := w.ItemsPath
@@ -301,6 +303,36 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 		v.ResultExpires = e.clock.Now().Add(e.opt.Results.TTL())
 	}
 	return out, nil
+}
+
+// envelopeKeys are the top-level members trawl writes about a result
+// (DESIGN.md §5, the size guard's, a workflow's _loop). The model is told
+// to trust them, so no upstream member of these names reaches a view: an
+// upstream's own "_pagingComplete": true would otherwise stand where trawl
+// writes none (a single response, a plain call).
+var envelopeKeys = []string{"_pagingComplete", "_likelyMoreRows", "_stoppedBy", "_note", "_boundary", "_resultId",
+	"_resultExpires", "_resultExpired", "_unmatchedFields", "_unmatchedFilter", "_forEachErrors", "_forEachSkipped",
+	"_forEachPartial", "_cache", "_aggregate", "_unknownArgs", "_loop", "_truncated", "_shownItems", "_totalItems",
+	"_shownChars", "_totalChars"}
+
+// withoutEnvelopeKeys is view without the top-level envelopeKeys it holds.
+func withoutEnvelopeKeys(view []byte) []byte {
+	if query.FirstByte(view) != '{' {
+		return view
+	}
+	keys, err := query.Keys(view)
+	if err != nil {
+		return view
+	}
+	for _, k := range keys {
+		if !strings.HasPrefix(k, "_") || !slices.Contains(envelopeKeys, k) {
+			continue
+		}
+		if out, err := query.Delete(view, query.JoinPath(k)); err == nil {
+			view = out
+		}
+	}
+	return view
 }
 
 // unknownArgsMember is the envelope's _unknownArgs: the arguments sent

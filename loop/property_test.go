@@ -1,6 +1,7 @@
 package loop_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,7 +30,8 @@ import (
 // token, last item id + has_more, next URL, Link header), pages silently
 // capped, rows inserted and deleted between pages, repeated rows, empty
 // pages that still say more, 429 with Retry-After, 5xx, 404, 401, HTML
-// error pages and connections cut mid-body at random requests, failing
+// error pages, JSON error objects answered 200 and connections cut
+// mid-body at random requests, failing
 // fan-out values, next URLs to another origin, cursor cycles, objects with
 // nested arrays, text bodies, misspelt filters and missing arguments. Whatever the upstream did, the
 // envelope the model reads (Outcome.View, DESIGN.md §5/§6) must keep the
@@ -53,7 +55,13 @@ import (
 //     a 401/403/404, never a guessed cursor, never a skipped page or offset,
 //     never a foreign origin, at most 3 empty pages in a row;
 //   - no sentence of _note contradicts the typed verdict, and its counts
-//     are true.
+//     are true;
+//   - an _aggregate (asked on a quarter of the row cases; the rows are
+//     read back with queryToolResult) has the walk's completion, words it
+//     in its verdict, and counts, sums and groups exactly the rows kept;
+//   - a complete walk's call made again on an engine with a dataset cache
+//     is served from it: no request, the same completion, rows and
+//     aggregate, and a note that says the rows are cached.
 //
 // The sweep is seeded: case i of a run has seed -hostile.seed*1e6+i, and
 // -hostile.only=SEED replays one case with its request transcript. A case
@@ -110,22 +118,95 @@ const (
 	rulePlural         = "note-plurals"
 	ruleNoteCount      = "note-counts-are-true"
 	ruleFirstPage      = "first-page-only-is-not-a-budget"
-	ruleErrorPage      = "error-page-is-not-an-answer"  // HTML in place of the declared JSON
-	ruleArgument       = "argument-error-costs-nothing" // no request, no retry, no wait
-	ruleUnmatched      = "unmatched-filter-reported"    // a _filter field no row has is named
+	ruleErrorPage      = "error-page-is-not-an-answer"                  // HTML in place of the declared JSON
+	ruleArgument       = "argument-error-costs-nothing"                 // no request, no retry, no wait
+	ruleUnmatched      = "unmatched-filter-reported"                    // a _filter field no row has is named
+	ruleAggregate      = "aggregate-counts-the-rows-and-says-over-what" // _aggregate's numbers are those of the rows kept, its verdict the walk's
+	ruleCacheHit       = "cache-hit-is-the-walk-it-reuses"
 	ruleHarness        = "harness"
 )
 
 // callEngine is the one place the test calls the engine: adjust it, and
 // only it, when the entry point changes.
-func callEngine(ctx context.Context, caller paginate.Caller, clock paginate.Clock, sc scenario, t *tools.Tool, thread string) ([]byte, error) {
-	e := loop.New(loop.Options{Caller: caller, Clock: clock, Budget: sc.Budget, FanOut: sc.FanOut, ViewChars: 1 << 22})
-	out, err := e.Call(ctx, loop.Call{Tool: t, Args: sc.args(), Binding: loop.Binding{LoopResponses: true},
-		Scope: loop.Scope{Org: "o1", Thread: thread}})
-	if err != nil {
-		return nil, err
+//
+// With sc.Cached the engine has a dataset cache, and a call whose walk was
+// complete is made once more, as it was: again is that second view (nil
+// when there was none), and between runs before it.
+func callEngine(ctx context.Context, caller paginate.Caller, clock paginate.Clock, sc scenario, t *tools.Tool, thread string,
+	between func()) (view, again []byte, err error) {
+	var results *loop.Retrieval
+	if sc.Aggregate {
+		results = loop.NewRetrieval(loop.RetrievalOptions{Budget: 1 << 22})
 	}
-	return out.View, nil
+	var cache *loop.DatasetCache
+	if sc.Cached {
+		if cache, err = loop.NewDatasetCache(loop.CacheOptions{}); err != nil {
+			return nil, nil, err
+		}
+	}
+	e := loop.New(loop.Options{Caller: caller, Clock: clock, Budget: sc.Budget, FanOut: sc.FanOut, ViewChars: 1 << 22, Results: results, Cache: cache})
+	scope := loop.Scope{Org: "o1", Thread: thread}
+	call := func() ([]byte, error) {
+		out, err := e.Call(ctx, loop.Call{Tool: t, Args: sc.args(), Binding: loop.Binding{LoopResponses: true}, Scope: scope})
+		if err != nil {
+			return nil, err
+		}
+		if results == nil {
+			return out.View, nil
+		}
+		return withStoredRows(ctx, results, scope, sc, out.View)
+	}
+	if view, err = call(); err != nil || !sc.Cached {
+		return view, nil, err
+	}
+	var v struct {
+		Boundary struct{ Completion string } `json:"_boundary"`
+	}
+	if json.Unmarshal(view, &v) != nil || v.Boundary.Completion != "complete" {
+		return view, nil, nil
+	}
+	between()
+	again, err = call()
+	return view, again, err
+}
+
+// withStoredRows puts into an _aggregate call's view, which lists no rows,
+// the rows it kept under its _resultId (those that match the call's
+// _filter), read back with queryToolResult, where the rules look for
+// them: what the aggregate counted is checked against them, and they
+// against the upstream.
+func withStoredRows(ctx context.Context, res *loop.Retrieval, scope loop.Scope, sc scenario, view []byte) ([]byte, error) {
+	var v map[string]any
+	if err := json.Unmarshal(view, &v); err != nil {
+		return view, nil // the envelope rule says so
+	}
+	id, _ := v["_resultId"].(string)
+	rows := []any{} // none kept: the aggregate rule checks it counted none
+	for offset := 0; id != ""; {
+		args := map[string]any{"resultId": id, "offset": offset, "limit": loop.MaxQueryLimit}
+		if f := sc.filter(); f != nil {
+			args["filter"] = f
+		}
+		raw, _ := json.Marshal(args)
+		out, err := res.Call(ctx, scope, loop.QueryToolResult, raw)
+		if err != nil {
+			return nil, fmt.Errorf("harness: queryToolResult %s: %w", raw, err)
+		}
+		var page struct {
+			Items      []any `json:"items"`
+			NextOffset *int  `json:"nextOffset"`
+		}
+		if err := json.Unmarshal(out, &page); err != nil {
+			return nil, fmt.Errorf("harness: queryToolResult answered %s: %w", clip(string(out), 200), err)
+		}
+		rows = append(rows, page.Items...)
+		if page.NextOffset == nil || *page.NextOffset <= offset {
+			break
+		}
+		offset = *page.NextOffset
+	}
+	v[sc.itemsKey()] = rows
+	return json.Marshal(v)
 }
 
 // hostileRig is the server every case of a run shares (one path prefix
@@ -172,6 +253,9 @@ type caseResult struct {
 	view       []byte
 	err        error
 	violations []violation
+	// cachedAgain: the call was made a second time, to be served from the
+	// dataset cache (checkCacheHit).
+	cachedAgain bool
 }
 
 type violation struct{ rule, detail string }
@@ -194,9 +278,21 @@ func (rig *hostileRig) run(sc scenario) caseResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	thread := "thread" + prefix
-	res.view, res.err = callEngine(ctx, rig.invoker, clock, sc, tool, thread)
+	firstRequests := -1 // upstream requests of the first call, when there is a second
+	var again []byte
+	res.view, again, res.err = callEngine(ctx, rig.invoker, clock, sc, tool, thread, func() {
+		h.mu.Lock()
+		firstRequests = h.requests
+		h.mu.Unlock()
+	})
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if again != nil {
+		res.cachedAgain = true
+		res.violations = append(res.violations, checkCacheHit(res.view, again, h.requests-firstRequests)...)
+		h.requests = firstRequests // the rules below are the first call's
+		rig.activity.takeLast(thread, h.requests)
+	}
 	if sc.MissingArg {
 		var te *loop.ToolError
 		if !errors.As(res.err, &te) || h.requests > 0 || len(clock.Sleeps()) > 0 {
@@ -232,6 +328,14 @@ func (s *threadActivity) AppendActivity(_ context.Context, a tools.Activity) err
 
 func (s *threadActivity) ListActivity(context.Context, string, int) ([]tools.Activity, error) {
 	return nil, nil
+}
+
+// takeLast forgets thread's records after the first keep: those of a
+// second call, checked by checkCacheHit.
+func (s *threadActivity) takeLast(thread string, keep int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.byThread[thread] = min(s.byThread[thread], keep)
 }
 
 // take returns the count of thread's records and forgets them.
@@ -344,6 +448,8 @@ func checkCase(sc scenario, h *hostile, raw []byte, callErr error) []violation {
 		// Several whole responses merged: §2 does not say whether that is
 		// complete or a single response (complete must then be exact, and
 		// a failed value makes it partial).
+	case sc.Style == styleList && sc.capped() && completion == "partial":
+		// A list that counts more rows than it sent says more exist.
 	case !sc.Style.paged() && completion != "single_response":
 		add(ruleSingle, "a %s response has completion %q, not single_response", sc.Style, completion)
 	}
@@ -557,6 +663,10 @@ func checkCase(sc scenario, h *hostile, raw []byte, callErr error) []violation {
 		if f, _ := um["fields"].([]any); rows > 0 && !slices.Contains(f, any("statsu")) {
 			add(ruleUnmatched, "_filter on statsu, which none of the %d rows has, matched nothing and _unmatchedFilter is %v", rows, v["_unmatchedFilter"])
 		}
+	}
+
+	if sc.Aggregate {
+		vs = append(vs, checkAggregate(sc, v, completion)...)
 	}
 
 	// The note.
@@ -799,6 +909,26 @@ var hostileRegressions = []struct {
 	// Found by the sweep, shrunk: a fan-out value whose first page is HTML.
 	{"fan-out-value-answers-html", scenario{Seed: 1000090, Style: stylePage, AllPages: true, Cap: 8, Default: 5, ForEach: true, FanOut: 1,
 		Cols: []collection{{Value: "L3", Rows: 0, Events: []event{{At: 1, Kind: evGarbage}}}}}},
+	// Hostile round 3, found by the sweep once it made them, shrunk: a
+	// fan-out value of a list answered 200 with a JSON error object — the
+	// object became a row ("Complete: all 3 rows" of 2), or, with the
+	// object read as an empty page, "Complete: all 0 rows" of 1.
+	{"fan-out-value-answers-an-error-object", scenario{Seed: 1000193, Style: styleCursor, AllPages: true, Cap: 6, Default: 9, ForEach: true, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 2}, {Value: "L1", Rows: 1, Events: []event{{At: 1, Kind: evErrorObject}}}}}},
+	// The same without a fan-out: a "single response, the whole answer".
+	{"paginated-tool-answers-an-error-object", scenario{Seed: 1000180, Style: styleOffset, AllPages: true, Cap: 9, Default: 8, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 1, Events: []event{{At: 1, Kind: evErrorObject}}}}}},
+	// And on a later page of a value: partial, its rows kept.
+	{"fan-out-later-page-answers-an-error-object", scenario{Seed: 26, Style: stylePage, AllPages: true, SizeMax: 3, Cap: 3, Default: 3, ForEach: true, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 7, Events: []event{{At: 2, Kind: evErrorObject}}}, {Value: "L1", Rows: 2}}}},
+	// Hostile round 3, found by the sweep once it made them, shrunk: a list
+	// without pagination sends 1 row and counts 2, and its schema declares a
+	// next token it never sends — "Single response", _likelyMoreRows false;
+	// in a fan-out "Complete: all 9 rows" of 10.
+	{"unpaged-list-counts-more-than-it-sent", scenario{Seed: 1000832, Style: styleList, Cap: 1, MoreFlag: true, Schema: true, FanOut: 1,
+		Cols: []collection{{Value: "L0", Rows: 2}}}},
+	{"fan-out-unpaged-list-counts-more-than-it-sent", scenario{Seed: 1005175, Style: styleList, Cap: 9, MoreFlag: true, Schema: true, ForEach: true, FanOut: 1,
+		Cols: []collection{{Value: "L1", Rows: 10}, {Value: "L2", Rows: 3}}}},
 	// Against the verdict branch: a paginated tool whose first page is an
 	// HTML error page with status 200.
 	{"paginated-tool-answers-html", scenario{Seed: 17, Style: stylePage, AllPages: true, Cap: 5, Default: 5, FanOut: 1,
@@ -880,7 +1010,12 @@ func TestHostileUpstreams(t *testing.T) {
 		styles := map[style]int{}
 		var adversary struct{ mutations, dups, faults, empty, foreign, cycles, failed, requests int }
 		// The shapes of issue 21 the generator must keep making.
-		var shapes struct{ askedOffsets, head, middle, tail, cutMidValue, probes, shifted, ahead int }
+		var shapes struct {
+			askedOffsets, head, middle, tail, cutMidValue, probes, shifted int
+			aggregatesPartial, aggregatesUnstable, aggregatesFiltered      int // issue 24: _aggregate over sets that are not complete, or filtered
+			cacheHits                                                      int // a complete walk's call made again, from the cache
+			ahead                                                          int // issue 27: walks with requests in flight at once
+		}
 		for i := range n {
 			seed := *hostileSeed*1_000_000 + uint64(i)
 			res := rig.run(generate(seed))
@@ -927,6 +1062,20 @@ func TestHostileUpstreams(t *testing.T) {
 				if note, _ := view["_note"].(string); strings.Contains(note, "moved across a page boundary") {
 					shapes.shifted++
 				}
+				if res.cachedAgain {
+					shapes.cacheHits++
+				}
+				if agg, _ := view["_aggregate"].(map[string]any); agg != nil {
+					switch agg["completion"] {
+					case "partial":
+						shapes.aggregatesPartial++
+					case "unstable":
+						shapes.aggregatesUnstable++
+					}
+					if res.sc.Filter {
+						shapes.aggregatesFiltered++
+					}
+				}
 			}
 			seen := map[string]bool{}
 			for _, v := range res.violations {
@@ -962,12 +1111,14 @@ func TestHostileUpstreams(t *testing.T) {
 				"changes at the head": shapes.head, "changes in the middle": shapes.middle, "changes at the tail": shapes.tail,
 				"fan-out values cut mid-walk by the shared budget": shapes.cutMidValue,
 				"walks checked by a probe":                         shapes.probes, "shifts seen across a page boundary": shapes.shifted,
+				"aggregates over partial sets": shapes.aggregatesPartial, "aggregates over unstable sets": shapes.aggregatesUnstable,
+				"aggregates over filtered rows": shapes.aggregatesFiltered, "calls served again from the cache": shapes.cacheHits,
 				"walks with requests in flight at once": shapes.ahead} {
 				if k == 0 {
 					t.Errorf("no %s in %d cases", what, n)
 				}
 			}
-			t.Logf("issue 21 shapes: %+v", shapes)
+			t.Logf("issue 21 and 24 shapes: %+v", shapes)
 		}
 		shrinkRuns := 400
 		rules := make([]string, 0, len(groups))
@@ -1209,4 +1360,151 @@ func TestHostileModelCatchesBadWalker(t *testing.T) {
 	if got := rules(h); !slices.Equal(got, []string{ruleForeign}) {
 		t.Errorf("followed a foreign next URL: rules %v", got)
 	}
+}
+
+// checkAggregate checks an _aggregate call's aggregate against the rows it
+// kept (read back into the view by withStoredRows): its completion is the
+// walk's, its verdict words it, and its rows, groups, counts, sums and
+// distinct counts are those of the rows.
+func checkAggregate(sc scenario, v map[string]any, completion string) []violation {
+	var vs []violation
+	add := func(format string, args ...any) {
+		vs = append(vs, violation{ruleAggregate, fmt.Sprintf(format, args...)})
+	}
+	agg, _ := v["_aggregate"].(map[string]any)
+	if agg == nil {
+		add("the call asked _aggregate and the view has none (or no _resultId to read its rows): %v", clip(fmt.Sprint(v), 300))
+		return vs
+	}
+	if agg["completion"] != completion {
+		add("_aggregate.completion is %v; the walk's is %q", agg["completion"], completion)
+	}
+	verdict, _ := agg["verdict"].(string)
+	words := map[string]string{"complete": "all ", "partial": "not totals", "unstable": "at least", "single_response": "single response"}[completion]
+	if !strings.Contains(verdict, words) {
+		add("completion %q, and the aggregate's verdict does not say %q: %q", completion, words, verdict)
+	}
+	if completion != "complete" && strings.HasPrefix(verdict, "over all") {
+		add("completion %q, and the aggregate's verdict claims all rows: %q", completion, verdict)
+	}
+	rows, _ := v[sc.itemsKey()].([]any)
+	if n, _ := agg["rows"].(float64); int(n) != len(rows) {
+		add("_aggregate.rows is %v; %d rows were kept (matching the filter)", agg["rows"], len(rows))
+	}
+	type tally struct {
+		count int
+		sum   int64
+		ids   map[string]bool
+	}
+	want := map[string]*tally{}
+	for _, el := range rows {
+		row, _ := el.(map[string]any)
+		key := ""
+		if sc.ForEach {
+			key, _ = row["list_id"].(string)
+		}
+		t := want[key]
+		if t == nil {
+			t = &tally{ids: map[string]bool{}}
+			want[key] = t
+		}
+		t.count++
+		n, _ := row["n"].(float64)
+		t.sum += int64(n)
+		id, _ := row["id"].(string)
+		t.ids[id] = true
+	}
+	groups, _ := agg["groups"].([]any)
+	if n, _ := agg["groupCount"].(float64); len(rows) > 0 && int(n) != len(want) {
+		add("_aggregate.groupCount is %v; the rows kept have %d groups", agg["groupCount"], len(want))
+	}
+	seen := map[string]bool{}
+	for _, el := range groups {
+		g, _ := el.(map[string]any)
+		key := ""
+		if sc.ForEach {
+			key, _ = g["list_id"].(string)
+		}
+		count, _ := g["count"].(float64)
+		t := want[key]
+		if t == nil {
+			if count != 0 {
+				add("_aggregate has a group %v that no row kept is in", clip(fmt.Sprint(g), 200))
+			}
+			continue
+		}
+		seen[key] = true
+		if int(count) != t.count {
+			add("group %q: count %v; %d rows kept", key, g["count"], t.count)
+		}
+		if sum, _ := g["sum(n)"].(string); sum != strconv.FormatInt(t.sum, 10) {
+			add("group %q: sum(n) %v; the rows kept sum to %d", key, g["sum(n)"], t.sum)
+		}
+		if d, _ := g["count_distinct(id)"].(float64); int(d) != len(t.ids) {
+			add("group %q: count_distinct(id) %v; the rows kept have %d ids", key, g["count_distinct(id)"], len(t.ids))
+		}
+	}
+	for key := range want {
+		if !seen[key] {
+			add("group %q of %d rows kept is not in _aggregate.groups", key, want[key].count)
+		}
+	}
+	return vs
+}
+
+// checkCacheHit checks the second of two identical calls whose first walk
+// was complete (sent made upstream requests): it is served from the
+// dataset cache — no request, _cache.hit, a note that says so — with the
+// first call's completion, rows and aggregate.
+func checkCacheHit(first, second []byte, sent int) []violation {
+	var vs []violation
+	add := func(format string, args ...any) {
+		vs = append(vs, violation{ruleCacheHit, fmt.Sprintf(format, args...)})
+	}
+	var a, b map[string]any
+	if json.Unmarshal(first, &a) != nil || json.Unmarshal(second, &b) != nil {
+		add("a view is not a JSON object: %s", clip(string(second), 200))
+		return vs
+	}
+	if sent != 0 {
+		add("the second call of a complete walk sent %d upstream requests instead of reading the cache", sent)
+	}
+	c, _ := b["_cache"].(map[string]any)
+	if c["hit"] != true {
+		add("the second call of a complete walk has _cache %v", b["_cache"])
+	}
+	ba, _ := a["_boundary"].(map[string]any)
+	bb, _ := b["_boundary"].(map[string]any)
+	if ba["completion"] != bb["completion"] || a["_stoppedBy"] != b["_stoppedBy"] {
+		add("a cache hit says %v (%v); the walk it reuses was %v (%v)", bb["completion"], b["_stoppedBy"], ba["completion"], a["_stoppedBy"])
+	}
+	if n, _ := bb["requests"].(float64); n != 0 {
+		add("a cache hit's _boundary.requests is %v", bb["requests"])
+	}
+	if note, _ := b["_note"].(string); !strings.Contains(note, "cached") {
+		add("a cache hit's note does not say the rows are cached: %q", note)
+	}
+	ids := func(v map[string]any) []string {
+		var out []string
+		for _, key := range []string{"data", "items"} {
+			rows, _ := v[key].([]any)
+			for _, el := range rows {
+				row, _ := el.(map[string]any)
+				out = append(out, fmt.Sprint(row["id"], "/", row["list_id"]))
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	if x, y := ids(a), ids(b); !slices.Equal(x, y) {
+		add("a cache hit holds rows %v; the walk it reuses returned %v", clip(fmt.Sprint(y), 200), clip(fmt.Sprint(x), 200))
+	}
+	aa, _ := a["_aggregate"].(map[string]any)
+	ab, _ := b["_aggregate"].(map[string]any)
+	ga, _ := json.Marshal(aa["groups"])
+	gb, _ := json.Marshal(ab["groups"])
+	if !bytes.Equal(ga, gb) {
+		add("a cache hit's aggregate groups are %s; the walk's were %s", clip(string(gb), 200), clip(string(ga), 200))
+	}
+	return vs
 }

@@ -525,8 +525,15 @@ func note(v *Verdict, b paginate.Budget, workflow bool) string {
 	if v.FilterIgnored {
 		s += " _filter applies to lists of rows, so this response was not filtered."
 	}
-	if v.Aggregated {
+	switch {
+	case !v.Aggregated:
+	case v.ResultID != "":
 		s += " The rows are not listed: _aggregate holds their numbers, and queryToolResult reads the rows."
+	case v.Records == 0:
+		s += " _aggregate holds the numbers."
+	default:
+		// No store, or one that could not take them: no handle to point at.
+		s += " The rows are not listed: _aggregate holds their numbers (the rows themselves were not kept)."
 	}
 	if v.AggregateIgnored {
 		s += " _aggregate applies to lists of rows, so this response was not aggregated."
@@ -615,6 +622,9 @@ func stopAdvice(v *Verdict, b paginate.Budget) string {
 			return fmt.Sprintf("A later page was refused (status %d); authorization errors are not retried, and calling again will not help until the credential may read it.", st)
 		case st >= 400 && st < 500 && st != 429:
 			return fmt.Sprintf("A later page failed upstream (status %d), which a retry will not change.", st)
+		}
+		if v.Retries == 0 {
+			return "A later page failed upstream; calling again may succeed."
 		}
 		return "A later page failed upstream after retries; calling again may succeed."
 	case paginate.StopInconsistent:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
@@ -22,6 +23,10 @@ type chatRequest struct {
 	Messages  []agent.UIMessage `json:"messages"`
 	Trigger   string            `json:"trigger"`
 	MessageID string            `json:"messageId"`
+	// Replace stops a turn running on the chat and sends this message
+	// in its place, instead of answering 409 (a transport's body:
+	// {replace: true}).
+	Replace bool `json:"replace"`
 }
 
 // chat runs one turn and streams it. The run is detached from the
@@ -44,9 +49,18 @@ func (s *Server) chat(c echo.Context) error {
 	key := agent.ThreadKey(p.UserID, agentID, req.ID)
 	// The run ends with its deadline, a stop, or the end of the shutdown
 	// grace, never with the request.
-	run, err := s.runs.Claim(ctx, key, "run_"+randomHex(16))
+	runID := "run_" + randomHex(16)
+	run, err := s.runs.Claim(ctx, key, runID)
+	if errors.Is(err, runlease.ErrHeld) && req.Replace {
+		// Stop and replace: the running turn ends (its thread saved with
+		// what it did), then this message starts the next one.
+		if _, _, err := s.runs.Stop(ctx, key); err != nil {
+			return internal(err)
+		}
+		run, err = s.runs.Claim(ctx, key, runID)
+	}
 	if errors.Is(err, runlease.ErrHeld) {
-		return errConflict("a turn is already running on this chat; resume its stream or stop it first")
+		return turnRunning(agentID, req.ID, req.Replace)
 	} else if err != nil {
 		return internal(err)
 	}
@@ -84,17 +98,47 @@ func (s *Server) chat(c echo.Context) error {
 	return s.serveRun(c, key, run.ID())
 }
 
-// applyRequest adds the request's new user message to the thread, or —
-// for a regenerate — drops the last assistant message. The server's copy
-// of the thread is the truth: earlier messages in the request are not
-// read.
+// turnRunning is the 409 for a message sent while a turn runs on the
+// chat: it says how to follow, stop or replace that turn, and where.
+func turnRunning(agentID, chatID string, replaced bool) error {
+	base := "/v1/agents/" + url.PathEscape(agentID) + "/chat/" + url.PathEscape(chatID)
+	msg := "a turn is already running on this chat: follow it (GET " + base + "/stream), stop it (POST " + base +
+		"/stop), or send this message again with \"replace\": true to stop it and send this one in its place"
+	if replaced {
+		msg = "a turn is still running on this chat: it was asked to stop but another turn took the chat first; follow it (GET " +
+			base + "/stream) or stop it (POST " + base + "/stop)"
+	}
+	return &APIError{Status: http.StatusConflict, Code: "conflict", Message: msg,
+		With: map[string]any{"running": map[string]string{"stream": base + "/stream", "stop": base + "/stop"}}}
+}
+
+// applyRequest applies the request to the thread the way the AI SDK's
+// useChat changes its own list, so that both stay the same list: a new
+// user message is added; regenerate ("regenerate-message") drops the
+// thread from messageId on when it names an assistant message, or after
+// it when it names a user message (without messageId: the last message,
+// so a trailing answer is dropped); a user message sent with a messageId
+// (sendMessage({text, messageId}): an edit) replaces that message and
+// drops everything after it. The server's copy of the thread is the
+// truth: earlier messages in the request are not read.
 func applyRequest(t *agent.Thread, req chatRequest) error {
 	if req.Trigger == "regenerate-message" {
-		for len(t.Msgs) > 0 && t.Msgs[len(t.Msgs)-1].Role == agent.RoleAssistant {
-			t.Msgs = t.Msgs[:len(t.Msgs)-1]
+		if req.MessageID == "" {
+			for len(t.Msgs) > 0 && t.Msgs[len(t.Msgs)-1].Role == agent.RoleAssistant {
+				t.Msgs = t.Msgs[:len(t.Msgs)-1]
+			}
+		} else {
+			i := messageIndex(t.Msgs, req.MessageID)
+			if i < 0 {
+				return fmt.Errorf("nothing to regenerate: message %q is not in the chat", req.MessageID)
+			}
+			if t.Msgs[i].Role == agent.RoleUser {
+				i++
+			}
+			t.Msgs = t.Msgs[:i]
 		}
-		if len(t.Msgs) == 0 {
-			return errors.New("nothing to regenerate: the chat has no user message")
+		if len(t.Msgs) == 0 || t.Msgs[len(t.Msgs)-1].Role != agent.RoleUser {
+			return errors.New("nothing to regenerate: no user message comes before it")
 		}
 		return nil
 	}
@@ -102,6 +146,23 @@ func applyRequest(t *agent.Thread, req chatRequest) error {
 		return errors.New("messages must hold the new user message")
 	}
 	last := req.Messages[len(req.Messages)-1]
+	if req.MessageID != "" && last.Role == agent.RoleUser {
+		// An edit: the message keeps its id and its place; what came
+		// after it goes.
+		i := messageIndex(t.Msgs, req.MessageID)
+		if i < 0 {
+			return fmt.Errorf("message %q is not in the chat, so it cannot be replaced", req.MessageID)
+		}
+		if t.Msgs[i].Role != agent.RoleUser {
+			return fmt.Errorf("message %q is the assistant's; only a user message can be edited (regenerate an answer instead)", req.MessageID)
+		}
+		if err := agent.ValidateIncoming(last); err != nil {
+			return err
+		}
+		last.ID = req.MessageID
+		t.Msgs = append(t.Msgs[:i], last)
+		return nil
+	}
 	if last.Role == agent.RoleAssistant {
 		// The AI SDK's tool approval (ai >= 6): the client sends the
 		// assistant message back with its calls approval-responded.
@@ -136,6 +197,16 @@ func applyRequest(t *agent.Thread, req chatRequest) error {
 	}
 	t.Msgs = append(t.Msgs, last)
 	return nil
+}
+
+// messageIndex is the index of the message with id in msgs, or -1.
+func messageIndex(msgs []agent.UIMessage, id string) int {
+	for i, m := range msgs {
+		if m.ID == id {
+			return i
+		}
+	}
+	return -1
 }
 
 // runTurn runs a turn to its end and saves the thread (the run host

@@ -20,8 +20,10 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -156,11 +158,52 @@ func (s *Server) Handler() http.Handler { return s.echo }
 // Run listens on the configured address and serves until ctx ends, then
 // shuts down as Serve does.
 func (s *Server) Run(ctx context.Context) error {
+	if err := CheckListenAddr(s.cfg.Listen); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
+		return ListenError(s.cfg.Listen, err)
 	}
 	return s.Serve(ctx, ln)
+}
+
+// CheckListenAddr says what is wrong with a listen address, and what to
+// give instead, before anything listens.
+func CheckListenAddr(addr string) error {
+	if _, port, err := net.SplitHostPort(addr); err == nil {
+		if n, perr := strconv.Atoi(port); perr != nil || n < 0 || n > 65535 {
+			return fmt.Errorf("listen %q: the port %q is not a number from 0 to 65535; give host:port, such as 127.0.0.1:8080", addr, port)
+		}
+		return nil
+	}
+	if n, perr := strconv.Atoi(addr); perr == nil && n >= 0 && n <= 65535 {
+		return fmt.Errorf("listen %q: a port alone is not an address; give host:port: 127.0.0.1:%d (this machine only) or :%d (every interface)", addr, n, n)
+	}
+	return fmt.Errorf("listen %q: not a host:port address; give one such as 127.0.0.1:8080 (this machine only) or :8080 (every interface)", addr)
+}
+
+// ListenError words a failure to listen on addr with what to do.
+func ListenError(addr string, err error) error {
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("listen %s: the port is already in use (another trawl, or another program, listens there): stop it, or choose another port with --listen (listen: in the config), such as --listen %s", addr, nextPort(addr))
+	case errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("listen %s: permission denied (ports below 1024 need privileges): choose a port above 1024 with --listen, such as --listen 127.0.0.1:8080", addr)
+	case errors.Is(err, syscall.EADDRNOTAVAIL):
+		return fmt.Errorf("listen %s: this machine has no such address: listen on 127.0.0.1 (this machine only) or leave the host out (every interface), such as --listen 127.0.0.1:8080", addr)
+	}
+	return fmt.Errorf("listen %s: %w", addr, err)
+}
+
+// nextPort is addr with the port after its own.
+func nextPort(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	n, perr := strconv.Atoi(port)
+	if err != nil || perr != nil || n <= 0 || n >= 65535 {
+		return "127.0.0.1:8081"
+	}
+	return net.JoinHostPort(host, strconv.Itoa(n+1))
 }
 
 // Shutdown timings.

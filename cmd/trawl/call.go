@@ -61,6 +61,11 @@ func call(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		out, err = srv.CallTool(ctx, tool, toolArgs, bar.update)
 	}
 	bar.done()
+	var unknown *deploy.UnknownToolError
+	if errors.As(err, &unknown) {
+		// A name the deployment does not have is a usage error.
+		return usagef("call: %v; `trawl tools` lists every tool", unknown)
+	}
 	if err != nil {
 		return err
 	}

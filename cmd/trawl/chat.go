@@ -14,7 +14,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	sse "github.com/r3labs/sse/v2"
@@ -23,6 +25,7 @@ import (
 	"github.com/trawl-dev/trawl/loop"
 	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/stream"
+	"github.com/trawl-dev/trawl/web"
 )
 
 // chat is a terminal chat client over trawl's stream. Each message
@@ -32,6 +35,11 @@ import (
 // so a broken connection costs nothing but the reconnect. Without --url
 // the deployment runs in-process behind a loopback listener, so the same
 // code path serves both.
+//
+// Ctrl-C is the chat's own: at the prompt it exits (status 130); during a
+// turn it stops the turn (in-process), or leaves it running on the
+// server and says how to follow it again (with --url), and the prompt
+// comes back.
 func chat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flagSet("chat", stderr)
 	cfgPath := configFlag(fs)
@@ -39,6 +47,7 @@ func chat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	key := fs.String("key", "", "with --url: the admin `KEY` or a user's session token (default $TRAWL_ADMIN_KEY)")
 	chatID := fs.String("chat", "", "continue the chat with this `ID` (default: a new chat)")
 	message := fs.String("message", "", "send `TEXT` as the only message, then exit (default: one message per line of stdin)")
+	listen := fs.String("listen", "", "without --url: serve the in-process deployment on `ADDR` too, host:port (default: a free loopback port), so the Studio can watch the same chats")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -52,13 +61,29 @@ func chat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return usagef("chat: --config starts a deployment, --url talks to a running one; give one of them")
 	case *baseURL == "" && *key != "":
 		return usagef("chat: --key goes with --url")
+	case *baseURL != "" && *listen != "":
+		return usagef("chat: --listen serves the in-process deployment; with --url there is none")
 	}
+	if *listen != "" {
+		if err := web.CheckListenAddr(*listen); err != nil {
+			return usagef("chat: --listen: %v", err)
+		}
+	}
+	// The chat handles Ctrl-C itself (see above): its requests run on a
+	// context that the first signal does not end.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx = context.WithoutCancel(ctx)
 	c := &chatClient{agent: pos[0], chat: *chatID, out: stdout, http: &http.Client{}}
 	if c.chat == "" {
 		c.chat = "cli_" + randomID(8)
 	}
 	if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		c.tty = true
+		// Markdown is rendered for a terminal that takes colour
+		// (https://no-color.org); elsewhere the text comes as written.
+		c.md = os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
 		c.width = func() int {
 			if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 0 {
 				return cols
@@ -80,32 +105,145 @@ func chat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 			return usagef("chat: --url needs --key (or $TRAWL_ADMIN_KEY)")
 		}
 	} else {
-		stop, err := c.startLocal(ctx, *cfgPath, stderr)
+		stop, err := c.startLocal(ctx, *cfgPath, *listen, stderr)
 		if err != nil {
 			return err
 		}
 		defer stop()
 	}
-	if *message != "" {
-		return c.turn(ctx, *message)
+	if *chatID != "" {
+		// A turn still running on the chat (one left with Ctrl-C) is
+		// followed to its end first.
+		if err := c.interruptible(ctx, sigs, c.followActive); err != nil {
+			return err
+		}
 	}
-	in := bufio.NewScanner(stdin)
-	in.Buffer(make([]byte, 64<<10), 1<<20)
+	if *message != "" {
+		if err := c.interruptible(ctx, sigs, func(ctx context.Context) error { return c.turn(ctx, *message) }); err != nil {
+			return err
+		}
+		if c.interrupted {
+			return silentExit(130)
+		}
+		return nil
+	}
+	lines, readErr := readLines(stdin)
 	for {
 		if c.tty {
 			fmt.Fprint(c.out, "you> ")
 		}
-		if !in.Scan() {
-			return in.Err()
+		var text string
+		select {
+		case sig := <-sigs:
+			fmt.Fprintln(c.out)
+			return signalExit(sig)
+		case line, ok := <-lines:
+			if !ok {
+				if c.tty {
+					fmt.Fprintln(c.out)
+				}
+				return <-readErr
+			}
+			text = strings.TrimSpace(line)
 		}
-		text := strings.TrimSpace(in.Text())
 		if text == "" {
 			continue
 		}
-		if err := c.turn(ctx, text); err != nil {
+		if err := c.interruptible(ctx, sigs, func(ctx context.Context) error { return c.turn(ctx, text) }); err != nil {
 			return err
 		}
 	}
+}
+
+// readLines sends each line of r, then closes lines and sends the
+// reader's error (nil at the end of input) on errc.
+func readLines(r io.Reader) (lines <-chan string, errc <-chan error) {
+	out, done := make(chan string), make(chan error, 1)
+	go func() {
+		in := bufio.NewScanner(r)
+		in.Buffer(make([]byte, 64<<10), 1<<20)
+		for in.Scan() {
+			out <- in.Text()
+		}
+		close(out)
+		done <- in.Err()
+	}()
+	return out, done
+}
+
+// signalExit is the exit for a signal at the prompt: 130 for Ctrl-C,
+// 143 for SIGTERM, as shells report them.
+func signalExit(sig os.Signal) error {
+	if sig == syscall.SIGTERM {
+		return silentExit(143)
+	}
+	return silentExit(130)
+}
+
+// interruptible runs fn (a turn, or following one) until it ends or a
+// signal comes. On Ctrl-C the turn is stopped when the deployment is
+// in-process (it dies with the command otherwise), or left running on
+// the server with a note on how to follow it again; the prompt comes
+// back (nil). SIGTERM does the same, then exits.
+func (c *chatClient) interruptible(ctx context.Context, sigs <-chan os.Signal, fn func(context.Context) error) error {
+	c.interrupted = false
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- fn(tctx) }()
+	var sig os.Signal
+	select {
+	case err := <-done:
+		return err
+	case sig = <-sigs:
+	}
+	cancel()
+	<-done
+	c.interrupted = true
+	if c.local {
+		sctx, scancel := context.WithTimeout(ctx, 15*time.Second)
+		defer scancel()
+		resp, err := c.do(sctx, http.MethodPost, c.agentURL("/chat/"+url.PathEscape(c.chat)+"/stop"), nil)
+		if err != nil {
+			c.note(fmt.Sprintf("(interrupted; stopping the turn failed: %v)", err))
+		} else {
+			resp.Body.Close()
+			c.note("(stopped: the turn ended here; what it did so far is kept in the chat)")
+		}
+	} else {
+		c.note(fmt.Sprintf("(detached: the turn goes on on the server; `trawl chat %s --url %s --chat %s` follows it again, and POST %s stops it)",
+			c.agent, c.base, c.chat, "/v1/agents/"+url.PathEscape(c.agent)+"/chat/"+url.PathEscape(c.chat)+"/stop"))
+	}
+	if sig == syscall.SIGTERM {
+		return silentExit(143)
+	}
+	return nil
+}
+
+// note prints a line of the client's own, wrapped at word boundaries on
+// a terminal.
+func (c *chatClient) note(s string) {
+	width := 0
+	if c.tty {
+		width = c.width()
+	}
+	for _, l := range wrap(s, width, "  ") {
+		fmt.Fprintln(c.out, l)
+	}
+}
+
+// followActive follows the turn running on the chat, if one is.
+func (c *chatClient) followActive(ctx context.Context) error {
+	resp, err := c.do(ctx, http.MethodGet, c.agentURL("/chat/"+url.PathEscape(c.chat)+"/stream"), nil)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusNoContent {
+		return nil
+	}
+	c.note("(a turn is running on this chat: following it)")
+	return c.follow(ctx)
 }
 
 // chatClient talks to one agent's chat.
@@ -118,19 +256,32 @@ type chatClient struct {
 	width       func() int // with tty
 	// streamURL, when set, replaces the resume URL (tests).
 	streamURL string
+	local     bool // the deployment runs in this process
+	md        bool // render Markdown for the terminal (a TTY, colour allowed)
+	// interrupted: the last turn was left with Ctrl-C.
+	interrupted bool
 }
 
-// startLocal runs the deployment in-process on a loopback port.
-func (c *chatClient) startLocal(ctx context.Context, cfgPath string, stderr io.Writer) (stop func(), err error) {
+// startLocal runs the deployment in-process on a loopback port, or on
+// listen when given.
+func (c *chatClient) startLocal(ctx context.Context, cfgPath, listen string, stderr io.Writer) (stop func(), err error) {
 	srv, done, err := openEphemeral(ctx, cfgPath, stderr)
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := listen
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		done()
-		return nil, err
+		return nil, web.ListenError(addr, err)
 	}
+	if listen != "" {
+		fmt.Fprintf(stderr, "serving this chat's deployment on http://%s (Studio: http://%s/studio/, admin key %s)\n", ln.Addr(), ln.Addr(), srv.AdminKey())
+	}
+	c.local = true
 	sctx, cancel := context.WithCancel(ctx)
 	served := make(chan struct{})
 	go func() {
@@ -247,7 +398,7 @@ func (c *chatClient) follow(ctx context.Context) error {
 		case r.done:
 			return r.result()
 		case ctx.Err() != nil:
-			r.interrupt()
+			r.endLine() // the caller says what became of the turn
 			return ctx.Err()
 		case errors.Is(stopErr, errNoRun):
 			// The turn ended while the connection was down: what was not
@@ -354,11 +505,16 @@ type chatRenderer struct {
 	verdicts map[string]bool // tool calls whose verdict was printed
 	names    map[string]string
 	done     bool
-	err      error // an error chunk
+	err      error   // an error chunk
+	md       *mdTerm // with c.md: the Markdown renderer
 }
 
 func newChatRenderer(c *chatClient) *chatRenderer {
-	return &chatRenderer{c: c, verdicts: map[string]bool{}, names: map[string]string{}}
+	r := &chatRenderer{c: c, verdicts: map[string]bool{}, names: map[string]string{}}
+	if c.md {
+		r.md = &mdTerm{width: c.width}
+	}
+	return r
 }
 
 func (r *chatRenderer) result() error {
@@ -368,13 +524,24 @@ func (r *chatRenderer) result() error {
 
 func (r *chatRenderer) print(s string) {
 	r.clearProgress()
-	fmt.Fprint(r.c.out, s)
 	r.text.WriteString(s)
+	if r.md != nil {
+		if s = r.md.write(s); s == "" {
+			return // held: a table row, a line's start
+		}
+	}
+	fmt.Fprint(r.c.out, s)
 	r.midLine = !strings.HasSuffix(s, "\n")
 }
 
 func (r *chatRenderer) endLine() {
 	r.clearProgress()
+	if r.md != nil {
+		if rest := r.md.flush(); rest != "" {
+			fmt.Fprint(r.c.out, rest)
+			r.midLine = !strings.HasSuffix(rest, "\n")
+		}
+	}
 	if r.midLine {
 		fmt.Fprintln(r.c.out)
 		r.midLine = false
@@ -391,11 +558,6 @@ func (r *chatRenderer) clearProgress() {
 		fmt.Fprint(r.c.out, "\r\033[K")
 	}
 	r.progress = ""
-}
-
-func (r *chatRenderer) interrupt() {
-	r.endLine()
-	fmt.Fprintln(r.c.out, "(interrupted; the turn goes on on the server — `trawl chat` with --chat "+r.c.chat+" continues the chat)")
 }
 
 func (r *chatRenderer) event(ev *sse.Event) {
@@ -480,7 +642,10 @@ func (r *chatRenderer) toolError(id, text string) {
 // _pagingComplete as the fallback, and the counts.
 func (r *chatRenderer) verdict(id string, output json.RawMessage) {
 	r.verdicts[id] = true
-	r.line("  " + verdictLine(r.names[id], output))
+	// On a terminal the line wraps at word boundaries, never mid-word.
+	for _, l := range wrap(verdictLine(r.names[id], output), r.lineWidth()-2, "  ") {
+		r.line("  " + l)
+	}
 }
 
 // verdictLine summarises a tool output in one line.
@@ -525,13 +690,13 @@ func verdictLine(name string, output json.RawMessage) string {
 	parts := []string{fmt.Sprintf("%s %s: %s", mark, name, words)}
 	if b := env.Boundary; b != nil {
 		if b.Records != nil {
-			parts = append(parts, fmt.Sprintf("%d records", *b.Records))
+			parts = append(parts, plural(*b.Records, "record", "records"))
 		}
 		if b.Pages != nil {
-			parts = append(parts, fmt.Sprintf("%d pages", *b.Pages))
+			parts = append(parts, plural(*b.Pages, "page", "pages"))
 		}
 		if b.Requests != nil {
-			parts = append(parts, fmt.Sprintf("%d requests", *b.Requests))
+			parts = append(parts, plural(*b.Requests, "request", "requests"))
 		}
 	}
 	if env.StoppedBy != "" {

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/trawl-dev/trawl/web/deploy"
 )
@@ -29,6 +31,29 @@ func loadConfig(path string) (*deploy.Config, error) {
 	return cfg, nil
 }
 
+// checkCredentials warns on stderr, once per reference, about each ${VAR}
+// of the config that a credential needs and that is unset (so the
+// credential is empty, and the upstream will answer 401); with strict
+// it refuses to start instead.
+func checkCredentials(cfg *deploy.Config, strict bool, stderr io.Writer) error {
+	unset := cfg.UnsetCredentials()
+	if len(unset) == 0 {
+		return nil
+	}
+	if strict {
+		var what []string
+		for _, u := range unset {
+			what = append(what, u.String())
+		}
+		return fmt.Errorf("config %s: %s: set them (or give a default, ${VAR:-value}), or start without --strict", cfg.File, strings.Join(what, "; "))
+	}
+	for _, u := range unset {
+		fmt.Fprintf(stderr, "warning: config %s: %s: calls that need it will fail (the upstream's 401); set %s, or start with --strict to refuse\n",
+			cfg.File, u, u.Var)
+	}
+	return nil
+}
+
 // openParts opens only what one command needs of the deployment (a call,
 // the tool list, a replay): no store on disk, no admin key, nothing that
 // listens — so it also runs beside a server that holds the deployment's
@@ -36,6 +61,9 @@ func loadConfig(path string) (*deploy.Config, error) {
 func openParts(ctx context.Context, cfgPath string, stderr io.Writer, parts deploy.Parts) (d *deploy.Deployment, done func(), err error) {
 	cfg, err := loadConfig(cfgPath)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkCredentials(cfg, false, stderr); err != nil {
 		return nil, nil, err
 	}
 	quiet := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

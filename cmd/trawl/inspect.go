@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,7 @@ func inspect(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "print one JSON array")
+	wide := fs.Bool("wide", false, "print every cell whole, however wide the terminal (the default cuts cells with … to fit it)")
 	// Accept the spec before or after the flags.
 	var spec string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -51,10 +53,33 @@ func inspect(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		return enc.Encode(map[string]any{"tools": ins, "importWarnings": warnings})
 	}
-	if err := paginate.WriteTable(stdout, ins); err != nil {
+	width := termWidth(stdout)
+	if *wide || width == 0 {
+		if err := paginate.WriteTable(stdout, ins); err != nil {
+			return err
+		}
+		return paginate.WriteImportWarnings(stdout, r.Warnings)
+	}
+	// On a terminal: the table fits its width, the lines after it wrap.
+	tb := &table{header: paginate.TableHeader, rows: paginate.TableRows(ins)}
+	if err := tb.write(stdout, width); err != nil {
 		return err
 	}
-	return paginate.WriteImportWarnings(stdout, r.Warnings)
+	var rest strings.Builder
+	for _, line := range paginate.TableSummary(ins) {
+		rest.WriteString(line + "\n")
+	}
+	if err := paginate.WriteImportWarnings(&rest, r.Warnings); err != nil {
+		return err
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(rest.String(), "\n"), "\n") {
+		for _, l := range wrap(line, width, "    ") {
+			if _, err := fmt.Fprintln(stdout, l); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // sanitizeID makes a provider id from a file name.

@@ -1,10 +1,10 @@
 // Command trawl is the trawl server and its command-line tools:
 //
-//	trawl [serve] [--config F] [--listen ADDR] [--data-dir DIR] [--demo-latency MS]
-//	trawl tools [--config F] [--json]
-//	trawl inspect SPEC [--json]
+//	trawl [serve] [--config F] [--listen ADDR] [--data-dir DIR] [--demo-latency MS] [--cache MODE]
+//	trawl tools [--config F] [--json | --wide]
+//	trawl inspect SPEC [--json | --wide]
 //	trawl call TOOL --args JSON [--config F]
-//	trawl chat AGENT [--config F | --url URL --key KEY] [--chat ID] [--message TEXT]
+//	trawl chat AGENT [--config F [--listen ADDR] | --url URL --key KEY] [--chat ID] [--message TEXT]
 //	trawl replay TRANSCRIPT [--agent ID] [--config F]
 //	trawl version
 //
@@ -45,6 +45,12 @@ func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(forma
 // the command's usage on stdout and exits 0.
 type helpRequested struct{ fs *flag.FlagSet }
 
+// silentExit ends a command with its status and no message: Ctrl-C at a
+// prompt (130), as shells report an interrupted program.
+type silentExit int
+
+func (e silentExit) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
 func (helpRequested) Error() string { return "help requested" }
 
 func main() {
@@ -57,6 +63,10 @@ func main() {
 func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
+	}
+	var silent silentExit
+	if errors.As(err, &silent) {
+		return int(silent)
 	}
 	fmt.Fprintln(stderr, "trawl: "+oneLine(err.Error()))
 	switch {
@@ -83,12 +93,12 @@ type command struct {
 // commands in the order the help lists them. run is filled in init (it
 // refers to commands for `trawl help CMD`).
 var commands = []*command{
-	{name: "serve", synopsis: "trawl [serve] [--config F] [--listen ADDR] [--data-dir DIR] [--demo-latency MS]",
+	{name: "serve", synopsis: "trawl [serve] [--config F] [--listen ADDR] [--data-dir DIR] [--demo-latency MS] [--cache MODE]",
 		about: "Serve the API, the chat streams and the Studio console (/studio/) until interrupted.\n" +
 			"Without --config and without ./trawl.yaml, serve the built-in demo."},
-	{name: "tools", synopsis: "trawl tools [--config F] [--json]",
+	{name: "tools", synopsis: "trawl tools [--config F] [--json | --wide]",
 		about: "List the deployment's tools with their kind and the pagination detected for each."},
-	{name: "inspect", synopsis: "trawl inspect SPEC [--json]",
+	{name: "inspect", synopsis: "trawl inspect SPEC [--json | --wide]",
 		about: "Show the tools an OpenAPI document yields and the pagination detected for each."},
 	{name: "call", synopsis: "trawl call TOOL --args JSON [--agent ID] [--config F]",
 		about: "Run one tool call through the looping engine, no model: the envelope as JSON on stdout,\n" +
@@ -96,7 +106,7 @@ var commands = []*command{
 			"--agent applies that agent's binding and approval policy: a call that needs approval shows\n" +
 			"its evidence and asks on the terminal, and runs only on yes.\n" +
 			"Exit status 3 when the result is partial (a bound or an error ended the walk early)."},
-	{name: "chat", synopsis: "trawl chat AGENT [--config F | --url URL --key KEY] [--chat ID] [--message TEXT]",
+	{name: "chat", synopsis: "trawl chat AGENT [--config F [--listen ADDR] | --url URL --key KEY] [--chat ID] [--message TEXT]",
 		about: "Chat with an agent in the terminal over trawl's stream: text as it streams, a live progress\n" +
 			"line per looping tool call and its verdict. A dropped connection resumes where it broke.\n" +
 			"Without --url it starts the deployment (--config, ./trawl.yaml or the demo) in-process.\n" +

@@ -68,6 +68,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	listen := fs.String("listen", "", "listen on `ADDR`, host:port (overrides the config)")
 	dataDir := fs.String("data-dir", "", "keep the embedded store and generated keys in `DIR` (overrides the config)")
 	latency := fs.Int("demo-latency", 0, "delay every answer of the demo upstream by `MS` milliseconds, so progress is visible (the demo only)")
+	strict := fs.Bool("strict", false, "refuse to start when a ${VAR} a credential needs is unset (default: a warning)")
+	cacheMode := fs.String("cache", "", "the dataset cache's `MODE`: on, off (every walk walks) or shadow (overrides the config)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -83,11 +85,27 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return usageError{"serve: " + err.Error()}
 		}
 	}
+	switch *cacheMode {
+	case "":
+	case "on", "off", "shadow":
+		cfg.Cache.Mode = *cacheMode
+	default:
+		return usagef("serve: --cache must be on, off or shadow, not %q", *cacheMode)
+	}
 	if *listen != "" {
 		cfg.Listen = *listen
 	}
 	if *dataDir != "" {
 		cfg.DataDir = *dataDir
+	}
+	if err := web.CheckListenAddr(cfg.Listen); err != nil {
+		if *listen != "" {
+			return usageError{"serve: --listen: " + err.Error()}
+		}
+		return fmt.Errorf("config %s: %w", cfg.File, err)
+	}
+	if err := checkCredentials(cfg, *strict, stderr); err != nil {
+		return err
 	}
 	srv, err := web.New(ctx, cfg, web.Options{Logger: deploy.NewLogger(stderr, cfg.Log), Stdout: stdout})
 	if err != nil {
@@ -143,6 +161,9 @@ func openEphemeral(ctx context.Context, cfgPath string, stderr io.Writer) (srv *
 	// joining it would write its threads there and sweep the replicas'
 	// runs as a replica does.
 	cfg.RedisURL = ""
+	if err := checkCredentials(cfg, false, stderr); err != nil {
+		return nil, nil, err
+	}
 	quiet := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	srv, err = web.New(ctx, cfg, web.Options{Logger: quiet, Stdout: io.Discard})
 	if err != nil {

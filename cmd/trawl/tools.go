@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"text/tabwriter"
 
 	"github.com/trawl-dev/trawl/web/deploy"
 )
@@ -16,6 +15,7 @@ func listTools(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := flagSet("tools", stderr)
 	cfgPath := configFlag(fs)
 	asJSON := fs.Bool("json", false, "print one JSON array, each tool as GET /v1/tools shows it")
+	wide := fs.Bool("wide", false, "print every cell whole, however wide the terminal (the default cuts cells with … to fit it)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -34,8 +34,7 @@ func listTools(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		enc.SetEscapeHTML(false)
 		return enc.Encode(views)
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOOL\tKIND\tEFFECT\tMETHOD\tPATH\tPAGINATION\tITEMS")
+	tb := &table{header: []string{"TOOL", "KIND", "EFFECT", "METHOD", "PATH", "PAGINATION", "ITEMS"}}
 	paginated, writes := 0, 0
 	for _, v := range views {
 		items := "-"
@@ -55,11 +54,19 @@ func listTools(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if method == "" {
 			method, path = "-", "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Kind, v.Effect, method, path, v.Pagination.Strategy, items)
+		tb.rows = append(tb.rows, []string{v.ID, string(v.Kind), string(v.Effect), method, path, string(v.Pagination.Strategy), items})
 	}
-	if err := tw.Flush(); err != nil {
+	width := termWidth(stdout)
+	if *wide {
+		width = 0
+	}
+	if err := tb.write(stdout, width); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "%d tools, %d with detected pagination, %d that change data\n", len(views), paginated, writes)
-	return err
+	for _, line := range wrap(fmt.Sprintf("%d tools, %d with detected pagination, %d that change data", len(views), paginated, writes), width, "  ") {
+		if _, err := fmt.Fprintln(stdout, line); err != nil {
+			return err
+		}
+	}
+	return nil
 }

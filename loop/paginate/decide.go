@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/trawl-dev/trawl/loop/query"
 )
 
 // decision is what one page says to do next: stop (stop != "") or
@@ -19,8 +21,8 @@ func done(reason string) decision { return decision{stop: reason} }
 
 func inconsistent(why string) decision { return decision{stop: StopInconsistent, why: why} }
 
-// decide applies the stop rules to one page.
-func (w *walker) decide(s signals, received int, rerr error) decision {
+// decide applies the stop rules to one page (body is its raw body).
+func (w *walker) decide(s signals, body []byte, received int, rerr error) decision {
 	p := w.plan
 	if rerr != nil && !p.Paginated() {
 		// Nothing to walk: a field that does not read as a count (an
@@ -30,6 +32,16 @@ func (w *walker) decide(s signals, received int, rerr error) decision {
 	}
 	if rerr != nil {
 		return inconsistent(strings.TrimPrefix(rerr.Error(), errInconsistent.Error()+": "))
+	}
+
+	if !p.Paginated() && p.ItemsFound && s.total > received && !ownID(body) {
+		// A list the server counts beyond what it sent, from an operation
+		// whose pagination is unknown: more rows exist, and nothing here
+		// can reach them — whatever else the answer says (a declared next
+		// token left out reads as "no more" only where there is a walk to
+		// end). An object with its own id is a record, whose "total" is
+		// its own, such as an order's.
+		return inconsistent(fmt.Sprintf("the server reports %d rows but sent %d, and the operation's pagination is unknown", s.total, received))
 	}
 
 	// Rules 1 and 2: what the server says explicitly.
@@ -362,4 +374,11 @@ func lastKey(path string) string {
 		return path[i+1:]
 	}
 	return path
+}
+
+// ownID reports whether body is an object with its own "id": a record
+// (an order with its line items), not a list's envelope.
+func ownID(body []byte) bool {
+	_, ok := query.Get(body, "id")
+	return ok
 }

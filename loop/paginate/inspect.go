@@ -115,22 +115,16 @@ func nullable(s string) *string {
 // summaryOrder lists strategies in the order the summary line counts them.
 var summaryOrder = []Strategy{Cursor, NextURL, LinkHeader, PageNumber, Offset}
 
-// WriteTable writes ins as an aligned table, one operation a row, then a
-// summary line ("51 operations, 40 paginated: 14 cursor, 6 next_url, …").
-func WriteTable(w io.Writer, ins []Inspection) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "METHOD\tPATH\tTOOL\tEFFECT\tSTRATEGY\tCONFIDENCE\tPARAMS\tITEMS\tCONTINUATION\tPROVENANCE\tNOTE")
-	counts := map[Strategy]int{}
-	paginated, unsure := 0, 0
+// TableHeader is the header of WriteTable's table.
+var TableHeader = []string{"METHOD", "PATH", "TOOL", "EFFECT", "STRATEGY", "CONFIDENCE", "PARAMS", "ITEMS", "CONTINUATION", "PROVENANCE", "NOTE"}
+
+// TableRows are WriteTable's rows, one operation a row, each cell as
+// printed (for a caller that lays the table out itself, such as a
+// terminal of a given width).
+func TableRows(ins []Inspection) [][]string {
+	rows := make([][]string, 0, len(ins))
 	for _, in := range ins {
 		p := in.Pagination
-		if p.Strategy != None && p.Strategy != "" {
-			paginated++
-			counts[p.Strategy]++
-			if p.Confidence == Low || p.Stream {
-				unsure++
-			}
-		}
 		var params []string
 		for _, kv := range []struct {
 			k string
@@ -156,21 +150,32 @@ func WriteTable(w io.Writer, ins []Inspection) error {
 			note = strings.Join(append(p.Evidence[len(p.Evidence)-1:], note), "; ")
 			note = strings.TrimSuffix(note, "; ")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			cell(in.Method), cell(in.Path), cell(in.Tool), in.Effect, p.Strategy, orDash(string(p.Confidence)), orDash(strings.Join(params, " ")),
-			cell(items), cell(deref(p.Continuation)), cell(p.Provenance), cell(note))
+		rows = append(rows, []string{cell(in.Method), cell(in.Path), cell(in.Tool), string(in.Effect), string(p.Strategy),
+			orDash(string(p.Confidence)), orDash(strings.Join(params, " ")), cell(items), cell(deref(p.Continuation)),
+			cell(p.Provenance), cell(note)})
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	summary := fmt.Sprintf("%d operation%s, %d paginated", len(ins), plural(len(ins)), paginated)
+	return rows
+}
+
+// TableSummary are the lines after WriteTable's table: the counts
+// ("51 operations, 40 paginated: 14 cursor, 6 next_url, …"), then how
+// many were detected with low confidence, when any were.
+func TableSummary(ins []Inspection) []string {
+	counts := map[Strategy]int{}
+	paginated, unsure := 0, 0
 	effects := map[tools.Effect]int{}
 	for _, in := range ins {
+		p := in.Pagination
 		effects[in.Effect]++
+		if p.Strategy != None && p.Strategy != "" {
+			paginated++
+			counts[p.Strategy]++
+			if p.Confidence == Low || p.Stream {
+				unsure++
+			}
+		}
 	}
-	if unsure > 0 {
-		defer fmt.Fprintf(w, "%d paginated operation%s detected with low confidence: a walk on them completes only on the server's own end signal\n", unsure, plural(unsure))
-	}
+	summary := fmt.Sprintf("%d operation%s, %d paginated", len(ins), plural(len(ins)), paginated)
 	var parts []string
 	for _, s := range summaryOrder {
 		if counts[s] > 0 {
@@ -182,8 +187,30 @@ func WriteTable(w io.Writer, ins []Inspection) error {
 	}
 	summary += fmt.Sprintf("; %d read, %d write, %d destructive",
 		effects[tools.EffectRead], effects[tools.EffectWrite], effects[tools.EffectDestructive])
-	_, err := fmt.Fprintln(w, summary)
-	return err
+	lines := []string{summary}
+	if unsure > 0 {
+		lines = append(lines, fmt.Sprintf("%d paginated operation%s detected with low confidence: a walk on them completes only on the server's own end signal", unsure, plural(unsure)))
+	}
+	return lines
+}
+
+// WriteTable writes ins as an aligned table, one operation a row, then a
+// summary line ("51 operations, 40 paginated: 14 cursor, 6 next_url, …").
+func WriteTable(w io.Writer, ins []Inspection) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(TableHeader, "\t"))
+	for _, row := range TableRows(ins) {
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, line := range TableSummary(ins) {
+		if _, err := fmt.Fprintln(w, line); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // WriteImportWarnings lists what a lenient import repaired or skipped,

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/trawl-dev/trawl/loop/query"
 	"github.com/trawl-dev/trawl/tools"
 )
 
@@ -426,6 +427,7 @@ type walker struct {
 	pending    *pageEnd // proofProbe: the full page read before the last one
 
 	seen     map[string]struct{} // cursors, URLs and offsets sent
+	pageKeys map[string]bool     // the first page's members, when it was an object (notAPage)
 	lastPage uint64              // hash of the last non-empty page's items; 0 none
 	ids      idSet               // hashes of item ids received
 	seed     maphash.Seed
@@ -658,9 +660,25 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 			}
 			return w.finish(f.reason, f.why), nil
 		}
+		if why := w.firstNotAPage(plan, resp.Body, sig.items, first); why != "" {
+			// The first page is none of this list's pages (an error object
+			// answered with a success status): an error, as an HTML page
+			// is — not a single response, and no row of a fan-out.
+			f := &failure{reason: StopInconsistent, status: resp.Status, detail: why}
+			return nil, f.pageError(res)
+		}
+		if why := w.notAPage(plan, resp.Body, sig.items, res.Pages+1); why != "" {
+			// A success status whose body is none of this API's pages (an
+			// error object): neither rows nor an end.
+			if probing {
+				return w.probeFailed(why), nil
+			}
+			return w.finish(StopInconsistent, why), nil
+		}
 		w.plan = plan
 		if first {
 			res.FirstBody = resp.Body
+			w.pageKeys = memberSet(resp.Body)
 			w.chooseProof(sig)
 		}
 		w.received = len(sig.items)
@@ -701,7 +719,7 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		w.saysEnd = sig.flag != moreUnknown || explicit != moreUnknown
 		w.report()
 
-		d := w.decide(sig, len(sig.items), rerr)
+		d := w.decide(sig, resp.Body, len(sig.items), rerr)
 		if w.pageSize > 0 && w.received == w.pageSize {
 			w.fullSeen = true // whatever decided the page (a more flag, a next link, the numbers)
 		}
@@ -1133,6 +1151,89 @@ func (w *walker) probeBoundary(ctx context.Context) (refused *failure, err error
 	return nil, nil
 }
 
+// notAPage says why a later page's body is none of this API's pages, ""
+// when it may be one. The pages of an API whose rows sit in a member are
+// objects; a body that is not one, or an object holding members of which
+// the first page had none (an error object answered with a success
+// status: {"error": "internal"}), carries neither rows nor an end, and
+// reading it as an empty last page would end the walk "complete". An
+// empty object is an empty page (proto3 JSON omits empty members), and an
+// empty body is left to the rules of empty bodies (a 204).
+func (w *walker) notAPage(p Plan, body []byte, items [][]byte, page int) string {
+	if page < 2 || w.pageKeys == nil || !p.ItemsFound || p.Items == "" || len(items) > 0 {
+		return ""
+	}
+	b := bytes.TrimSpace(body)
+	if len(b) == 0 {
+		return ""
+	}
+	if query.FirstByte(b) != '{' {
+		return fmt.Sprintf("page %d is not an object like page 1 but %s", page, snippet(b, w.o.Credential))
+	}
+	keys, err := query.Keys(b)
+	if err != nil || len(keys) == 0 {
+		return ""
+	}
+	for _, k := range keys {
+		if w.pageKeys[k] {
+			return ""
+		}
+	}
+	return fmt.Sprintf("page %d holds none of the members of page 1, so it is not a page of this collection: %s", page, snippet(b, w.o.Credential))
+}
+
+// firstNotAPage is notAPage for the first page, which has no page before
+// it to compare with: the members the plan reads (the items, the next
+// token or link, the more flag, the totals) stand for it. An object
+// holding any array is left to detection (its rows may sit under a name
+// the plan did not expect), and an empty object or body is an empty page.
+func (w *walker) firstNotAPage(p Plan, body []byte, items [][]byte, first bool) string {
+	if !first || len(items) > 0 || !p.Paginated() || !p.ItemsFound || p.Items == "" {
+		return ""
+	}
+	b := bytes.TrimSpace(body)
+	if len(b) == 0 {
+		return ""
+	}
+	switch query.FirstByte(b) {
+	case '[':
+		return "" // rows, maybe, where the plan expected an envelope
+	case '{':
+	default:
+		return "its body is not an object like this list's pages but " + snippet(b, w.o.Credential)
+	}
+	known := map[string]bool{}
+	for _, path := range []string{p.Items, p.NextToken, p.NextURLField, p.MoreFlag, p.Total, p.TotalPages} {
+		if keys, err := query.SplitPath(path); err == nil && len(keys) > 0 {
+			known[keys[0]] = true
+		}
+	}
+	members, page := 0, false
+	err := query.EachMember(b, func(_ []byte, name string, value []byte) {
+		members++
+		// A member the plan reads (a page, maybe empty), or an array.
+		page = page || known[name] || query.FirstByte(value) == '['
+	})
+	if err != nil || members == 0 || page {
+		return ""
+	}
+	return "its body holds no rows and none of this list's members (" + p.Items + "), so it is not a page of the list: " + snippet(b, w.o.Credential)
+}
+
+// memberSet is the names of body's top-level members; nil when body is
+// not an object.
+func memberSet(body []byte) map[string]bool {
+	keys, err := query.Keys(bytes.TrimSpace(body))
+	if err != nil {
+		return nil
+	}
+	set := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		set[k] = true
+	}
+	return set
+}
+
 // keysOf is the rows' keys (rowKey), in order.
 func (w *walker) keysOf(items [][]byte) [][]byte {
 	keys := make([][]byte, len(items))
@@ -1155,6 +1256,9 @@ func (w *walker) probe(ctx context.Context, args map[string]any) (items [][]byte
 	sig, rerr := readPage(w.plan, resp.Body, resp.Header, w.base, nil)
 	if rerr != nil {
 		return nil, &failure{reason: StopInconsistent, detail: strings.TrimPrefix(rerr.Error(), errInconsistent.Error()+": ")}, nil
+	}
+	if why := w.notAPage(w.plan, resp.Body, sig.items, req.Page); why != "" {
+		return nil, &failure{reason: StopInconsistent, detail: why}, nil
 	}
 	if t := w.res.Total; sig.total >= 0 && t != nil && *t != sig.total {
 		w.res.TotalMoved = true // the probe saw the total move too

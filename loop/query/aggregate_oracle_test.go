@@ -241,7 +241,8 @@ func oracleCmpKey(a, b any) int {
 	return strings.Compare(string(ja), string(jb))
 }
 
-// oracleRound is q rounded half to even to 20 significant digits.
+// oracleRound is q rounded half to even to 20 significant digits, or to
+// a whole number when its integer part has more digits.
 func oracleRound(q *big.Rat) *big.Rat {
 	if q.Sign() == 0 {
 		return new(big.Rat)
@@ -263,7 +264,7 @@ func oracleRound(q *big.Rat) *big.Rat {
 		p++
 	}
 	_ = ten
-	scaled := new(big.Rat).Mul(a, pow(19-p))
+	scaled := new(big.Rat).Mul(a, pow(max(19-p, 0)))
 	n := new(big.Int).Quo(scaled.Num(), scaled.Denom())
 	rest := new(big.Rat).Sub(scaled, new(big.Rat).SetInt(n))
 	switch rest.Cmp(big.NewRat(1, 2)) {
@@ -274,7 +275,7 @@ func oracleRound(q *big.Rat) *big.Rat {
 			n.Add(n, big.NewInt(1))
 		}
 	}
-	out := new(big.Rat).Mul(new(big.Rat).SetInt(n), pow(p-19))
+	out := new(big.Rat).Mul(new(big.Rat).SetInt(n), pow(min(p-19, 0)))
 	if q.Sign() < 0 {
 		out.Neg(out)
 	}

@@ -393,7 +393,10 @@ const avgDigits = 20
 func appendAvg(dst []byte, sum dec, n int) []byte { return appendDec(dst, avgOf(sum, n)) }
 
 // avgOf is sum ÷ n rounded half to even to avgDigits significant digits,
-// without trailing zeros after the point.
+// or to a whole number when its integer part has more digits than that
+// (rounding never reaches into the integer part: the average of 3 rows
+// summing to 12345678901234567890223 is 4115226300411522630074, not
+// 4115226300411522630100), without trailing zeros after the point.
 func avgOf(sum dec, n int) dec {
 	if sum.sign() == 0 || n <= 0 {
 		return dec{}
@@ -403,7 +406,9 @@ func avgOf(sum dec, n int) dec {
 	num := new(big.Int).Abs(sum.bigOf(&t))
 	den := big.NewInt(int64(n))
 	dn, dd := len(num.String()), len(den.String())
-	k := int32(avgDigits + 2 - dn + dd) // the quotient gets avgDigits+2 or +3 digits
+	// The quotient's integer digits are at most dn+exp-dd+1: it gets at
+	// least two digits more than it keeps.
+	k := int32(max(avgDigits, dn+int(sum.exp)-dd+1) + 2 - dn + dd)
 	if k >= 0 {
 		num.Mul(num, bigPow10(k))
 	} else {
@@ -411,7 +416,9 @@ func avgOf(sum dec, n int) dec {
 	}
 	var q, r big.Int
 	q.QuoRem(num, den, &r)
-	drop := int32(len(q.String()) - avgDigits)
+	ql := len(q.String())
+	digits := max(avgDigits, ql+int(sum.exp-k)) // q × 10^(exp-k): its integer digits, when more
+	drop := int32(ql - digits)
 	p := bigPow10(drop)
 	var q2, r2 big.Int
 	q2.QuoRem(&q, p, &r2)

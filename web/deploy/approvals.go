@@ -49,11 +49,9 @@ func (d *Deployment) CallAs(ctx context.Context, agentID, toolID string, args ma
 	if !ok {
 		return nil, fmt.Errorf("no agent %q (see GET /v1/agents)", agentID)
 	}
-	t, ok := d.catalog.Get(toolID)
-	if !ok {
-		if t = d.toolByName(toolID); t == nil {
-			return nil, fmt.Errorf("no tool %q (see GET /v1/tools)", toolID)
-		}
+	t, err := d.findTool(toolID)
+	if err != nil {
+		return nil, err
 	}
 	bc, bound, err := agent.Bind(def, d.catalog, d.engine, t.ID)
 	if err != nil {

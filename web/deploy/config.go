@@ -85,6 +85,9 @@ type Config struct {
 	File string `yaml:"-"`
 	// lines maps a key path such as "agents[0].agentTools[1]" to its line.
 	lines map[string]int
+	// unset are the ${ENV} references that expanded to nothing: the
+	// variable is unset or empty and the reference has no default.
+	unset []UnsetEnv
 	// demo: start the built-in Acme upstream and use its spec and
 	// toolkits (see DemoConfig).
 	demo bool
@@ -254,11 +257,20 @@ func ParseConfig(name string, data []byte, lookup func(string) (string, bool)) (
 	if root.Kind != yaml.MappingNode {
 		return nil, &ConfigError{File: name, Line: root.Line, Msg: "the top level must be a mapping of keys"}
 	}
-	if err := expandEnv(name, root, refs, lookup); err != nil {
+	var unset []UnsetEnv
+	if err := expandEnv(name, root, refs, lookup, &unset); err != nil {
 		return nil, err
 	}
 	if err := checkKeys(name, root, reflect.TypeOf(Config{}), "", cfg.lines); err != nil {
 		return nil, err
+	}
+	for _, u := range unset {
+		for path, line := range cfg.lines {
+			if line == u.Line && len(path) > len(u.Key) {
+				u.Key = path // the deepest key on the reference's line
+			}
+		}
+		cfg.unset = append(cfg.unset, u)
 	}
 	if err := root.Decode(cfg); err != nil {
 		return nil, namedYAMLError(yamlError(name, err), cfg.lines)
@@ -332,8 +344,8 @@ func hideEnvRefs(data []byte) ([]byte, []string) {
 
 // expandEnv puts the references back into every scalar, expanded:
 // ${NAME} and ${NAME:-default}; "$$" is a literal "$". An unset variable
-// without a default expands to "".
-func expandEnv(name string, n *yaml.Node, refs []string, lookup func(string) (string, bool)) error {
+// without a default expands to "", and is added to unset.
+func expandEnv(name string, n *yaml.Node, refs []string, lookup func(string) (string, bool), unset *[]UnsetEnv) error {
 	if n.Kind == yaml.ScalarNode {
 		if strings.Contains(n.Value, "${") {
 			return &ConfigError{File: name, Line: n.Line, Msg: fmt.Sprintf("malformed ${…} reference in %q", n.Value)}
@@ -352,6 +364,9 @@ func expandEnv(name string, n *yaml.Node, refs []string, lookup func(string) (st
 				if v, ok := lookup(sub[1]); ok && v != "" {
 					return v
 				}
+				if sub[2] == "" {
+					*unset = append(*unset, UnsetEnv{Var: sub[1], Line: n.Line})
+				}
 				return sub[3]
 			})
 			// A plain scalar again, so "${PORT}" can become an int.
@@ -361,11 +376,50 @@ func expandEnv(name string, n *yaml.Node, refs []string, lookup func(string) (st
 		}
 	}
 	for _, c := range n.Content {
-		if err := expandEnv(name, c, refs, lookup); err != nil {
+		if err := expandEnv(name, c, refs, lookup, unset); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// UnsetEnv is a ${VAR} reference of a config that expanded to nothing.
+type UnsetEnv struct {
+	Var  string // the variable
+	Key  string // the key path whose value holds it, such as providers[0].auth.token
+	Line int
+}
+
+// credentialWords name what a credential is called, in a key path or a
+// variable's name.
+var credentialWords = []string{"token", "key", "password", "secret", "credential"}
+
+// UnsetCredentials are the ${VAR} references left unset where a
+// credential goes: a key path or a variable named for a token, key,
+// password or secret — except admin_key, which is generated when
+// absent. Each fails only when used (an upstream's 401), so start-up
+// says so early (and refuses with --strict).
+func (c *Config) UnsetCredentials() []UnsetEnv {
+	var out []UnsetEnv
+	for _, u := range c.unset {
+		if u.Key == "admin_key" {
+			continue
+		}
+		last := strings.ToLower(u.Key[strings.LastIndexByte(u.Key, '.')+1:])
+		name := strings.ToLower(u.Var)
+		for _, w := range credentialWords {
+			if strings.Contains(last, w) || strings.Contains(name, w) {
+				out = append(out, u)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// String says what is unset and what it leaves empty.
+func (u UnsetEnv) String() string {
+	return fmt.Sprintf("${%s} is not set, so %s (line %d) is empty", u.Var, u.Key, u.Line)
 }
 
 // checkKeys rejects keys that t has no field for, naming the closest one,

@@ -86,6 +86,7 @@ export function activityView() {
 
   let records = [];
   let turns = new Map(); // toolCallId → {turn, tool}
+  let titles = new Map(); // thread id → the chat's first question
   let focus = { call: '' };
   let timer = 0;
   let busy = false;
@@ -146,7 +147,9 @@ export function activityView() {
           requestTable(asc));
       });
       return h('li', null, h('details', { class: 'trace-group', open: hit || threads.size <= 3, dataset: { thread: threadId, highlight: String(!!hit) } },
-        h('summary', null, h('strong', null, o.label),
+        h('summary', null, titles.has(threadId)
+          ? [h('strong', { class: 'trace-title', title: titles.get(threadId) }, `“${titles.get(threadId)}”`), h('span', { class: 'muted trace-origin' }, o.label)]
+          : h('strong', null, o.label),
           h('span', { class: 'muted' }, `${calls.size} ${calls.size === 1 ? 'tool call' : 'tool calls'} · ${n} ${n === 1 ? 'request' : 'requests'} · last ${when(shown.find((a) => (a.threadId || '') === threadId).time)}`)),
         callEls));
     }));
@@ -155,18 +158,21 @@ export function activityView() {
   }
 
   // nameTurns reads the threads of the chats on screen, to name each
-  // tool call's turn.
+  // tool call's turn and each chat by its first question.
   async function nameTurns() {
     const chats = new Map();
     for (const a of records) {
       const o = origin(a.threadId);
-      if (o.kind === 'chat' && !o.user && matches(a)) chats.set(a.threadId, o);
+      if (o.kind === 'chat' && !o.user && matches(a)) chats.set(a.threadId, { ...o, threadId: a.threadId });
     }
     const todo = [...chats.values()].slice(0, TURN_LOOKUPS);
     await Promise.all(todo.map(async (o) => {
       try {
         const msgs = (await call('GET', `agents/${seg(o.agent)}/chats/${seg(o.chat)}`)).data || [];
         let turn = -1;
+        const first = msgs.find((m) => m.role === 'user');
+        const text = first ? (first.parts || []).filter((p) => p.type === 'text').map((p) => p.text).join(' ').trim() : '';
+        if (text) titles.set(o.threadId, text.length > 90 ? `${text.slice(0, 89)}…` : text);
         for (const m of msgs) {
           if (m.role === 'user') turn += 1;
           for (const p of m.parts || []) if (p.toolCallId) turns.set(p.toolCallId, { turn: Math.max(turn, 0) });
@@ -191,6 +197,7 @@ export function activityView() {
       agentSel.replaceChildren(h('option', { value: '' }, 'all agents'), ...[...agents].sort().map((a) => h('option', { value: a }, a)));
       agentSel.value = cur;
       turns = new Map();
+      titles = new Map();
       await nameTurns();
       msg.replaceChildren();
       render();

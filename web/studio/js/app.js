@@ -28,10 +28,11 @@ function navigate(hash, replace) {
   else location.hash = hash;
 }
 
+// The console opens on Chat, where README sends a new user.
 function parse() {
-  const hash = location.hash.startsWith('#/') ? location.hash : '#/agents';
+  const hash = location.hash.startsWith('#/') ? location.hash : '#/chat';
   const [first, ...rest] = hash.slice(2).split('/');
-  const name = VIEWS[first] ? first : 'agents';
+  const name = VIEWS[first] ? first : 'chat';
   let arg = '';
   try {
     arg = rest.length ? decodeURIComponent(rest.join('/')) : '';
@@ -50,6 +51,7 @@ function route(fresh) {
     else a.removeAttribute('aria-current');
   }
   document.title = `${TITLES[name]} · trawl Studio`;
+  document.body.dataset.view = name; // the chat fills the screen
   if (!getKey()) {
     askKey('');
     return;

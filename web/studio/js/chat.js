@@ -3,13 +3,19 @@
 // every tool call is a card with its arguments, the live progress line,
 // then the verdict, the boundary statement and the result's rows. The
 // thread list resumes a running turn (GET …/chat/{chatId}/stream, with
-// Last-Event-ID after a broken connection) and Stop ends it.
+// Last-Event-ID after a broken connection) and Stop ends it. The log
+// follows the stream unless the user scrolled up (then "↓ new activity"
+// brings it back). Messages have the actions of chat UIs, with the AI
+// SDK's semantics: retry the last answer (trigger regenerate-message with
+// its messageId), edit a question and rerun from it (a user message sent
+// with its messageId: the thread is replaced from there on), copy an
+// answer.
 
-import { call, openStream, readEvents, seg } from './api.js';
-import { banner, effectBadge, errorText, h, loading } from './dom.js';
+import { call, openStream, readEvents, seg, tools } from './api.js';
+import { banner, clock, effectBadge, errorText, h, loading } from './dom.js';
 import { jsonView } from './json.js';
 import { markdown } from './markdown.js';
-import { aggregateView, boundaryTable, completionOf, progressView, rowsView, verdictBadge } from './verdict.js';
+import { aggregateView, boundaryTable, completionOf, finalText, isQueryAnswer, progressView, queryChips, rowsView, verdictBadge } from './verdict.js';
 
 const PENDING = 'trawl.studio.pending.';
 // A broken connection is resumed this many times within one turn.
@@ -31,19 +37,23 @@ export function chatView({ navigate }) {
   const threads = h('ul', { id: 'chat-threads', class: 'thread-list', role: 'list' });
   const title = h('h1', { id: 'chat-title', class: 'chat-title' }, 'Chat');
   const modelNote = h('div', { id: 'chat-model' });
-  const log = h('ol', { id: 'chat-log', class: 'chat-log', 'aria-live': 'polite', 'aria-label': 'Conversation' });
+  const log = h('ol', { id: 'chat-log', class: 'chat-log', 'aria-live': 'polite', 'aria-label': 'Conversation', tabindex: '0' });
+  const newer = h('button', { type: 'button', id: 'chat-newer', class: 'new-activity', hidden: true }, '↓ new activity');
   const input = h('textarea', {
     id: 'chat-input', class: 'input chat-input', rows: '2', placeholder: 'Ask the agent…', 'aria-label': 'Message',
   });
   const send = h('button', { type: 'submit', id: 'chat-send', class: 'button primary' }, 'Send');
   const stop = h('button', { type: 'button', id: 'chat-stop', class: 'button', hidden: true }, 'Stop');
   const state = h('span', { id: 'chat-state', class: 'muted', role: 'status' });
-  const form = h('form', { id: 'chat-form', class: 'chat-form', novalidate: true }, input, h('div', { class: 'chat-actions' }, state, stop, send));
+  const form = h('form', { id: 'chat-form', class: 'chat-form', novalidate: true }, newer, input, h('div', { class: 'chat-actions' }, state, stop, send));
+  // On a phone the threads fold away, so the conversation has the screen.
+  const side = h('details', { class: 'chat-threads', open: !matchMedia('(max-width: 760px)').matches },
+    h('summary', { class: 'sidebar-title' }, 'Threads'),
+    h('div', { class: 'thread-head' }, newChat), threads);
   const el = h('div', { class: 'layout-chat' },
     h('nav', { class: 'sidebar chat-side', 'aria-label': 'Chats' },
       h('label', { class: 'field-label', for: 'chat-agent' }, 'Agent'), agentSel,
-      h('div', { class: 'thread-head' }, h('h2', { class: 'sidebar-title' }, 'Threads'), newChat),
-      threads),
+      side),
     h('section', { class: 'chat-main', 'aria-labelledby': 'chat-title' },
       h('header', { class: 'chat-head' }, title, modelNote),
       log, form));
@@ -54,6 +64,27 @@ export function chatView({ navigate }) {
   let chat = '';
   let seq = 0;
   let turn = null; // {controller, msg} while a turn streams here
+
+  // The log sticks to its bottom while it grows, unless the user
+  // scrolled up: then the pill says there is more below.
+  let stick = true;
+  const atBottom = () => log.scrollHeight - log.scrollTop - log.clientHeight <= 24;
+  const toBottom = () => {
+    stick = true;
+    newer.hidden = true;
+    log.scrollTop = log.scrollHeight;
+  };
+  log.addEventListener('scroll', () => {
+    stick = atBottom();
+    if (stick) newer.hidden = true;
+  });
+  newer.addEventListener('click', toBottom);
+  const grew = () => {
+    if (stick) log.scrollTop = log.scrollHeight;
+    else if (turn) newer.hidden = false;
+  };
+  new MutationObserver(grew).observe(log, { childList: true, subtree: true, characterData: true });
+  new ResizeObserver(grew).observe(log);
 
   agentSel.addEventListener('change', () => navigate(`#/chat/${encodeURIComponent(agentSel.value)}`));
   newChat.addEventListener('click', () => navigate(`#/chat/${encodeURIComponent(agent)}/${encodeURIComponent(newChatId())}`));
@@ -75,14 +106,17 @@ export function chatView({ navigate }) {
     try {
       const r = await call('GET', `agents/${seg(agent)}/chats`);
       const chats = r.data.chats || [];
+      // Each thread by its first question and when it last changed, so
+      // two chats that began alike are told apart.
       threads.replaceChildren(...chats.map((c) => h('li', null,
         h('a', {
           class: 'thread-link', href: `#/chat/${encodeURIComponent(agent)}/${encodeURIComponent(c.chatId)}`,
-          'aria-current': c.chatId === chat ? 'page' : null, dataset: { chatId: c.chatId },
+          'aria-current': c.chatId === chat ? 'page' : null, dataset: { chatId: c.chatId }, title: c.title || c.chatId,
         },
         h('span', { class: 'thread-title' }, c.title || c.chatId),
         h('span', { class: 'thread-meta' }, c.active ? h('span', { class: 'badge running' }, 'running') : null,
-          c.messages ? ` ${c.messages} messages` : '')))));
+          c.updated ? h('time', { datetime: c.updated }, clock(c.updated)) : null,
+          c.messages ? `${c.updated ? ' · ' : ''}${c.messages} messages` : '')))));
       if (!chats.length) threads.replaceChildren(h('li', { class: 'muted' }, 'No threads yet.'));
     } catch (err) {
       threads.replaceChildren(h('li', { class: 'inline-error' }, errorText(err)));
@@ -100,7 +134,15 @@ export function chatView({ navigate }) {
     } else modelNote.replaceChildren(m ? h('p', { class: 'muted' }, `Model: ${m.name || m.provider}`) : null);
   }
 
-  async function update(arg) {
+  // update shows the chat arg names; a message sent meanwhile waits for
+  // it (loaded), so it goes to the chat on screen.
+  let loaded = Promise.resolve();
+  function update(arg) {
+    loaded = show(arg);
+    return loaded;
+  }
+
+  async function show(arg) {
     const my = ++seq;
     if (!agents) {
       log.replaceChildren(h('li', null, loading('agents')));
@@ -142,9 +184,11 @@ export function chatView({ navigate }) {
       if (err.status !== 404) log.append(h('li', null, banner('error', `Could not load the thread: ${errorText(err)}`)));
     }
     if (my !== seq) return;
-    const shown = msgs.map((m) => ({ role: m.role, text: textOf(m), el: m.role === 'user' ? userMessage(textOf(m)) : assistantFromParts(m).el }));
+    const shown = msgs.map((m) => ({ role: m.role, text: textOf(m), el: m.role === 'user' ? userMessage(textOf(m), m.id) : assistantFromParts(m).el }));
     for (const s of shown) log.append(s.el);
     if (!msgs.length) log.append(h('li', { class: 'chat-empty muted' }, 'Ask the agent something. Tool calls show their progress, verdict and rows here.'));
+    markLast();
+    toBottom();
     resume(my, shown);
   }
 
@@ -226,26 +270,30 @@ export function chatView({ navigate }) {
       setRunning(false, ended ? '' : state.textContent);
       if (ended) sessionStorage.removeItem(pendingKey(a, c));
       msg.finish();
+      markLast();
       if (a === agent && c === chat) loadThreads();
     }
   }
 
-  form.addEventListener('submit', async (ev) => {
-    ev.preventDefault();
-    const text = input.value.trim();
-    if (!text || turn) return;
-    input.value = '';
-    log.querySelector('.chat-empty')?.remove();
-    log.append(userMessage(text));
-    sessionStorage.setItem(pendingKey(agent, chat), text);
+  // markLast offers Retry on the last answer only, as chat UIs do.
+  function markLast() {
+    const answers = log.querySelectorAll('.msg-assistant');
+    answers.forEach((m, i) => {
+      m.dataset.last = String(i === answers.length - 1 && !m.nextElementSibling);
+    });
+  }
+
+  // send starts a turn: body is the AI SDK request's own part (trigger,
+  // messageId, messages); the page from `from` on is replaced by what
+  // streams (an edit, a retry).
+  async function start(body, words, pendingText) {
     const controller = new AbortController();
-    setRunning(true, 'Sending…');
-    const mid = `msg-${Date.now().toString(36)}`;
+    setRunning(true, words);
+    if (pendingText) sessionStorage.setItem(pendingKey(agent, chat), pendingText);
+    toBottom();
     let res;
     try {
-      res = await openStream('POST', `agents/${seg(agent)}/chat`, {
-        id: chat, trigger: 'submit-message', messages: [{ id: mid, role: 'user', parts: [{ type: 'text', text }] }],
-      }, { signal: controller.signal });
+      res = await openStream('POST', `agents/${seg(agent)}/chat`, { id: chat, ...body }, { signal: controller.signal });
     } catch (err) {
       setRunning(false);
       sessionStorage.removeItem(pendingKey(agent, chat));
@@ -253,7 +301,47 @@ export function chatView({ navigate }) {
       return;
     }
     follow(res, controller, 'Streaming…');
+  }
+
+  // dropFrom takes el and every message after it off the page.
+  function dropFrom(el) {
+    while (el) {
+      const next = el.nextElementSibling;
+      el.remove();
+      el = next;
+    }
+  }
+
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    await loaded;
+    const text = input.value.trim();
+    if (!text || turn || !agent || !chat) return;
+    input.value = '';
+    log.querySelector('.chat-empty')?.remove();
+    const mid = `msg-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
+    log.append(userMessage(text, mid));
+    start({ trigger: 'submit-message', messages: [{ id: mid, role: 'user', parts: [{ type: 'text', text }] }] }, 'Sending…', text);
   });
+
+  // retry regenerates the answer msgEl shows (regenerate() in the AI
+  // SDK): the thread drops it, and the agent answers the question again.
+  function retry(msgEl) {
+    if (turn) return;
+    const messageId = msgEl.dataset.messageId;
+    dropFrom(msgEl);
+    start({ trigger: 'regenerate-message', messageId, messages: [] }, 'Retrying…');
+  }
+
+  // edit reruns the conversation from a question, reworded (sendMessage
+  // with its messageId in the AI SDK): what came after it is replaced.
+  function edit(userEl, text) {
+    if (turn) return;
+    const messageId = userEl.dataset.messageId;
+    userEl.querySelector('.msg-text-user').textContent = text;
+    dropFrom(userEl.nextElementSibling);
+    start({ trigger: 'submit-message', messageId, messages: [{ id: messageId, role: 'user', parts: [{ type: 'text', text }] }] }, 'Sending…', text);
+  }
 
   // answer sends the human's answers to a message's approval requests
   // the way the AI SDK does: the saved assistant message, its waiting
@@ -303,14 +391,60 @@ export function chatView({ navigate }) {
     }
   });
 
-  function userMessage(text) {
-    return h('li', { class: 'msg msg-user' }, h('p', { class: 'msg-role' }, 'You'), h('div', { class: 'msg-body' }, text));
+  // userMessage is a question, with Edit: the question reworded in
+  // place, and the conversation rerun from it.
+  function userMessage(text, messageId) {
+    const body = h('div', { class: 'msg-body' }, h('span', { class: 'msg-text-user' }, text));
+    const editBtn = h('button', { type: 'button', class: 'button ghost small msg-edit', 'aria-label': 'Edit this question and rerun from it' }, 'Edit');
+    const el = h('li', { class: 'msg msg-user', dataset: { messageId: messageId || '' } },
+      h('div', { class: 'msg-head' }, h('p', { class: 'msg-role' }, 'You'), h('div', { class: 'msg-actions' }, editBtn)), body);
+    editBtn.addEventListener('click', () => {
+      if (turn || el.querySelector('.msg-editor')) return;
+      const area = h('textarea', { class: 'input chat-input', rows: '2', 'aria-label': 'Edit the question' });
+      area.value = body.querySelector('.msg-text-user').textContent;
+      const save = h('button', { type: 'submit', class: 'button primary small' }, 'Send');
+      const cancel = h('button', { type: 'button', class: 'button small' }, 'Cancel');
+      const editor = h('form', { class: 'msg-editor', novalidate: true }, area,
+        h('p', { class: 'muted msg-editor-note' }, 'Sending reruns the conversation from this question; what came after it is replaced.'),
+        h('div', { class: 'chat-actions' }, cancel, save));
+      const close = () => {
+        editor.remove();
+        body.hidden = false;
+      };
+      cancel.addEventListener('click', close);
+      editor.addEventListener('submit', (ev) => {
+        ev.preventDefault();
+        const text = area.value.trim();
+        if (!text || turn) return;
+        close();
+        edit(el, text);
+      });
+      body.hidden = true;
+      el.append(editor);
+      area.focus();
+    });
+    return el;
   }
 
   // assistantMessage renders a streamed assistant message chunk by chunk.
   function assistantMessage() {
     const body = h('div', { class: 'msg-body' });
-    const el = h('li', { class: 'msg msg-assistant', dataset: { state: 'streaming' } }, h('p', { class: 'msg-role' }, 'Agent'), body);
+    const copyBtn = h('button', { type: 'button', class: 'button ghost small msg-copy', 'aria-label': 'Copy the answer' }, 'Copy');
+    const retryBtn = h('button', { type: 'button', class: 'button ghost small msg-retry', 'aria-label': 'Retry: answer the question again' }, 'Retry');
+    const el = h('li', { class: 'msg msg-assistant', dataset: { state: 'streaming' } },
+      h('div', { class: 'msg-head' }, h('p', { class: 'msg-role' }, 'Agent'), h('div', { class: 'msg-actions' }, copyBtn, retryBtn)), body);
+    copyBtn.addEventListener('click', async () => {
+      const text = [...texts.values()].map((t) => t.text).join('\n\n');
+      try {
+        await navigator.clipboard.writeText(text);
+        copyBtn.textContent = 'Copied';
+      } catch {
+        copyBtn.textContent = 'Copy failed';
+      }
+      el.dataset.copied = text;
+      setTimeout(() => { copyBtn.textContent = 'Copy'; }, 1500);
+    });
+    retryBtn.addEventListener('click', () => retry(el));
     const texts = new Map(); // text id → {el, text}
     const cards = new Map(); // toolCallId → card
     const asked = new Map(); // approval id → card, while it waits
@@ -338,6 +472,9 @@ export function chatView({ navigate }) {
       el,
       chunk(ch) {
         switch (ch.type) {
+          case 'start':
+            if (ch.messageId) el.dataset.messageId = ch.messageId;
+            break;
           case 'text-start': {
             const t = { el: h('div', { class: 'msg-text' }), text: '' };
             texts.set(ch.id, t);
@@ -434,6 +571,7 @@ export function chatView({ navigate }) {
   // assistantFromParts renders a saved assistant message.
   function assistantFromParts(m) {
     const msg = assistantMessage();
+    msg.el.dataset.messageId = m.id || '';
     const later = [];
     let n = 0;
     for (const p of m.parts || []) {
@@ -479,6 +617,27 @@ export function chatView({ navigate }) {
       h('header', { class: 'tc-head' }, name, effect, badge, trace),
       args, proof, approval, prog.el, result);
     let input = {};
+    // firstPageOnly marks a call that came back without a verdict although
+    // its tool pages (or the call asked for every page): it ran without
+    // looping, so it saw the first page only.
+    const firstPageOnly = async (env) => {
+      let paged = input && input._all_pages === true;
+      if (!paged) {
+        const n = name.textContent;
+        try {
+          const named = (await tools()).filter((t) => t.name === n || t.id === n);
+          paged = named.some((t) => t.pagination && t.pagination.strategy && t.pagination.strategy !== 'none');
+        } catch {
+          return; // without the catalog, no claim either way
+        }
+      }
+      if (!paged || el.dataset.verdict !== 'none' || isQueryAnswer(env)) return;
+      el.dataset.verdict = 'first_page';
+      badge.replaceChildren(h('span', {
+        class: ['pill', 'pill-partial'], dataset: { verdict: 'first_page' },
+        title: 'This call ran without looping (response looping is off for this tool in the agent’s binding): it saw the first page only, and more rows may exist beyond it.',
+      }, 'First page only'));
+    };
     return {
       el,
       input(v) {
@@ -493,16 +652,19 @@ export function chatView({ navigate }) {
         el.dataset.state = 'done';
         approval.hidden = true;
         approval.replaceChildren();
-        prog.done();
         const env = out && typeof out === 'object' ? out : {};
+        prog.done(finalText(env));
         const c = completionOf(env);
         badge.replaceChildren(c ? verdictBadge(env) : h('span', { class: ['pill', 'pill-none'], dataset: { verdict: 'none' } }, 'Done'));
         el.dataset.verdict = c || 'none';
+        if (!c) firstPageOnly(env);
+        const query = isQueryAnswer(env);
         const fields = Array.isArray(input._fields) ? input._fields : null;
         const agg = aggregateView(env);
         // A queryToolResult aggregate has no rows of its own to list.
         const rows = agg && !env._boundary ? null : rowsView(env, { scope, fields, callFilter: input._filter });
         result.replaceChildren(...[
+          query ? queryChips(input) : null,
           env._note ? h('p', { class: 'note' }, env._note) : null,
           env._boundary ? h('details', { class: 'tc-boundary' }, h('summary', null, 'Boundary statement'), boundaryTable(env._boundary)) : null,
           agg,

@@ -99,3 +99,15 @@ export function kindBadge(kind) {
   const label = { api: 'own API', app: 'connected app', mcp: 'MCP' }[kind] || kind;
   return h('span', { class: ['badge', 'kind', `kind-${kind}`] }, label);
 }
+
+// clock is a time for lists: 14:05:09 today, else 3 Mar 14:05 (with the
+// year when not this one); '' for no time.
+export function clock(iso) {
+  const d = new Date(iso);
+  if (!iso || Number.isNaN(d.getTime()) || d.getFullYear() < 2000) return '';
+  const now = new Date();
+  const hm = d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
+  if (d.toDateString() === now.toDateString()) return d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+  const day = d.toLocaleDateString(undefined, { day: 'numeric', month: 'short', year: d.getFullYear() === now.getFullYear() ? undefined : 'numeric' });
+  return `${day} ${hm}`;
+}

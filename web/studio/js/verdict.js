@@ -135,11 +135,50 @@ export function progressView() {
       else if (p.total > 0) bar.value = Math.min(1, p.items / p.total);
       else bar.removeAttribute('value');
     },
-    done() {
+    // done ends the line; with the call's final figures (finalText), a
+    // line that was shown says them instead of the last, stale, update.
+    done(final) {
       el.classList.add('tc-progress-done');
       bar.hidden = true;
+      if (final && !el.hidden) {
+        text.textContent = final;
+        el.dataset.final = '';
+      }
     },
   };
+}
+
+// finalText is a finished call's figures, from its boundary statement:
+// "4 pages · 364 items · 4 requests" ('' without one).
+export function finalText(env) {
+  const b = env && typeof env === 'object' ? env._boundary : null;
+  if (!b || typeof b !== 'object') return '';
+  const bits = [];
+  if (typeof b.pages === 'number') bits.push(plural(b.pages, 'page', 'pages'));
+  if (typeof b.records === 'number') bits.push(plural(b.records, 'item', 'items'));
+  if (typeof b.requests === 'number') bits.push(plural(b.requests, 'request', 'requests'));
+  return bits.length ? `done: ${bits.join(' · ')}` : '';
+}
+
+// queryChips shows a queryToolResult call's query — its filter clauses,
+// fields, offset and limit — as chips.
+export function queryChips(input) {
+  const q = input && typeof input === 'object' ? input : {};
+  const chips = [];
+  for (const c of Array.isArray(q.filter) ? q.filter : []) {
+    chips.push(h('span', { class: 'chip chip-filter' }, `${c.field} ${c.op}${c.value !== undefined ? ` ${fmt(c.value)}` : ''}`));
+  }
+  if (Array.isArray(q.fields) && q.fields.length) chips.push(h('span', { class: 'chip chip-fields' }, `fields: ${q.fields.join(', ')}`));
+  if (typeof q.offset === 'number' && q.offset > 0) chips.push(h('span', { class: 'chip' }, `offset ${q.offset}`));
+  if (typeof q.limit === 'number') chips.push(h('span', { class: 'chip' }, `limit ${q.limit}`));
+  if (!chips.length) chips.push(h('span', { class: 'chip' }, 'every row'));
+  return h('p', { class: 'chips', 'aria-label': 'Query' }, h('span', { class: 'muted' }, 'Query: '), chips);
+}
+
+// isQueryAnswer reports whether env is a queryToolResult answer: the
+// rows that matched (items), with matched and total counts.
+export function isQueryAnswer(env) {
+  return !!env && typeof env === 'object' && Array.isArray(env.items) && typeof env.matched === 'number' && typeof env.total === 'number';
 }
 
 // primaryRows is a result's list of rows: items, or the first array of
@@ -208,10 +247,13 @@ const OPS = ['contains', 'eq', 'neq', 'gt', 'gte', 'lt', 'lte', 'exists'];
 // (scope: {thread_id} or {agent_id, chat_id}, the scope it was stored
 // under; fields: the call's _fields; callFilter: the call's _filter,
 // applied again because the stored result holds every row the walk
-// fetched); otherwise it pages the rows the result holds.
+// fetched); otherwise it pages the rows the result holds. A
+// queryToolResult answer (isQueryAnswer) shows exactly the rows it
+// returned, never the stored result they came from.
 export function rowsView(env, { scope, fields, callFilter } = {}) {
   const local = primaryRows(env);
-  const resultId = env && typeof env === 'object' ? env._resultId : '';
+  const answer = isQueryAnswer(env);
+  const resultId = env && typeof env === 'object' && !answer ? env._resultId : '';
   if (!resultId && !(local && local.length)) return null;
   const base = id('rows');
   const fieldSel = h('select', { class: 'input', id: `${base}-field`, 'aria-label': 'Filter field' });
@@ -233,7 +275,7 @@ export function rowsView(env, { scope, fields, callFilter } = {}) {
     : null;
   const el = h('section', { class: 'rows', 'aria-label': 'Rows', dataset: { source: resultId ? 'stored' : 'inline' } },
     h('div', { class: 'rows-head' },
-      h('h4', { class: 'rows-title' }, resultId ? 'Rows (stored result)' : 'Rows'),
+      h('h4', { class: 'rows-title' }, resultId ? 'Rows (stored result)' : answer ? 'Rows this call returned' : 'Rows'),
       resultId ? h('code', { class: 'result-id muted', title: 'queryToolResult reads it' }, resultId) : null),
     baseNote,
     form,
@@ -264,6 +306,12 @@ export function rowsView(env, { scope, fields, callFilter } = {}) {
     if (!rows.length) tbody.replaceChildren(h('tr', null, h('td', { colspan: String(Math.max(cols.length, 1)), class: 'empty' }, 'No row matches.')));
     const to = from + rows.length;
     status.textContent = `rows ${rows.length ? from + 1 : 0}–${to} of ${matched}${matched !== total ? ` matched (${total} in all)` : ''}`;
+    if (answer && !filter) {
+      // What the call returned, out of what its query matched.
+      const start = env.offset || 0;
+      status.textContent = `rows ${rows.length ? from + 1 : 0}–${to} of the ${plural(local.length, 'row', 'rows')} this call returned`
+        + ` (matches ${local.length ? start + 1 : 0}–${start + local.length} of ${env.matched} matched, ${env.total} stored)`;
+    }
     prev.disabled = from === 0;
     next.disabled = to >= matched;
   }
