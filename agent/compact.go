@@ -16,8 +16,9 @@ import (
 // sent to the model again: its verdict — which tool, with which
 // arguments, how complete, how many rows, why it stopped, its note and,
 // while it lives, its stored result — without the rows, and how to get
-// them back. The envelope keys are read by their DESIGN.md §5 names from
-// the stored output, and any of them may be absent.
+// them back. The verdict is read with loop.ReadEnvelope; the envelope
+// values kept are copied raw from the stored output, and any of them may
+// be absent.
 
 // verdict is what compaction keeps of one tool result; it is built once
 // per result (see verdictCache) and rendered per step, since whether
@@ -28,7 +29,7 @@ type verdict struct {
 	chars    int             // the output's size in the thread
 	members  []member        // the envelope keys kept, in their order
 	note     string          // _note
-	complete bool            // _boundary.completion (or _pagingComplete) says complete
+	complete bool            // the envelope's completion is complete
 	resultID string          // _resultId
 	rows     []member        // top-level arrays dropped: key → element count
 
@@ -130,24 +131,8 @@ func newVerdict(p *Part) *verdict {
 			}
 		}
 	}
-	if raw, ok := get("_note"); ok {
-		_ = json.Unmarshal(raw, &v.note)
-	}
-	if raw, ok := get("_resultId"); ok {
-		_ = json.Unmarshal(raw, &v.resultID)
-	}
-	// The completion: _boundary.completion, or — in outputs that predate
-	// it — _pagingComplete.
-	var completion string
-	if raw, ok := query.Get(out, "_boundary.completion"); ok {
-		_ = json.Unmarshal(raw, &completion)
-	} else if raw, ok := get("_pagingComplete"); ok {
-		var b bool
-		if json.Unmarshal(raw, &b) == nil && b {
-			completion = "complete"
-		}
-	}
-	v.complete = completion == "complete"
+	env, _ := loop.ReadEnvelope(out) // what is malformed reads as absent
+	v.note, v.resultID, v.complete = env.Note, env.ResultID, env.Completion == loop.Complete
 	return v
 }
 

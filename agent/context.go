@@ -308,9 +308,46 @@ func messageSize(m *Message) int {
 	return n
 }
 
-// fit decides what one step sends.
+// fit decides what one step sends, in the three phases it has always
+// had: bound (which older turns may be sent at all), choose (what each of
+// their messages is sent as: whole, compacted to its verdict or
+// shortened) and assemble (the messages, and the report's figures).
 func fit(in fitInput) (*fitted, error) {
-	// The protected tail: from the newest user message on.
+	f := newFitter(in)
+	f.bound()
+	if err := f.choose(); err != nil {
+		return nil, err
+	}
+	return f.assemble(), nil
+}
+
+// fitter is one fit's state, shared by its phases.
+type fitter struct {
+	in    fitInput
+	o     *olderTurns
+	tail  []Message // the protected tail: from the newest user message on
+	fixed int       // what the step sends whatever the budget
+	gen   uint32    // this fit's generation in o's compaction cache
+
+	// bound's result: the older turns first..T-1 may be sent; minimal
+	// when they are certain to be sent at their least.
+	first, T int
+	minimal  bool
+	compSum  int // the older turns' size with every result compacted
+
+	// choose's state, per message of the turns that may be sent (off[t]
+	// is turn first+t's first index): its state and size, the total.
+	off   []int
+	state []entryState
+	size  []int
+	total int
+	cut   bool // the notice is sent
+	out   *fitted
+}
+
+// newFitter finds the protected tail, converts (or takes from the memo)
+// the older turns and sizes the part that is sent whatever the budget.
+func newFitter(in fitInput) *fitter {
 	protect := 0
 	for i := len(in.thread) - 1; i >= 0; i-- {
 		if in.thread[i].Role == RoleUser {
@@ -342,209 +379,228 @@ func fit(in fitInput) (*fitted, error) {
 	for i := range tail {
 		fixed += messageSize(&tail[i])
 	}
-	b := in.budget
-	keep := int32(min(b.keepRecent, math.MaxInt32))
-
-	// compacted is what a tool result is sent as when compacted ("" when
-	// it stays whole: not a finished result, or no shorter).
 	o.gen++
-	gen := o.gen
-	compacted := func(ot *olderTurn, i int) string {
-		if ot.compGen[i] == gen {
-			return ot.comp[i]
-		}
-		p := ot.parts[i]
-		if p == nil || p.State != "output-available" {
-			ot.compGen[i] = gen
-			return ""
-		}
-		v := ot.verdicts[i]
-		if v == nil {
-			v = in.verdict(p)
-			ot.verdicts[i] = v
-		}
-		var exp time.Time // zero: expired, or never known
-		if v.resultID != "" {
-			if t, ok := in.expiry(v.resultID); ok {
-				exp = t
-			}
-		}
-		var nanos int64
-		if !exp.IsZero() {
-			nanos = exp.UnixNano()
-		}
-		if ot.compGen[i] == 0 || ot.compExp[i] != nanos {
-			ot.comp[i], ot.compExp[i] = "", nanos
-			// A verdict replaces the result when it is shorter, and
-			// always once the result's stored id has expired.
-			if text := v.render(exp); len(text) < len(p.Output) || v.resultID != "" && exp.IsZero() {
-				ot.comp[i] = text
-			}
-		}
-		ot.compGen[i] = gen
+	return &fitter{in: in, o: o, tail: tail, fixed: fixed, gen: o.gen}
+}
+
+// compacted is what a tool result is sent as when compacted ("" when it
+// stays whole: not a finished result, or no shorter).
+func (f *fitter) compacted(ot *olderTurn, i int) string {
+	if ot.compGen[i] == f.gen {
 		return ot.comp[i]
 	}
-	// expiredID reports a result whose stored result id has expired: it
-	// is compacted whatever its age, so the id is never offered as live.
-	expiredID := func(ot *olderTurn, i int) bool {
-		compacted(ot, i)
-		v := ot.verdicts[i]
-		return v != nil && v.resultID != "" && ot.compExp[i] == 0
-	}
-	shortened := func(ot *olderTurn, i int) string {
-		if c := ot.msgs[i].Content; ot.parts[i] == nil {
-			if _, ok := shortenedLen(c); ok {
-				return cutText(c, shortenTo) + shortenedMark
-			}
-		}
+	p := ot.parts[i]
+	if p == nil || p.State != "output-available" {
+		ot.compGen[i] = f.gen
 		return ""
 	}
+	v := ot.verdicts[i]
+	if v == nil {
+		v = f.in.verdict(p)
+		ot.verdicts[i] = v
+	}
+	var exp time.Time // zero: expired, or never known
+	if v.resultID != "" {
+		if t, ok := f.in.expiry(v.resultID); ok {
+			exp = t
+		}
+	}
+	var nanos int64
+	if !exp.IsZero() {
+		nanos = exp.UnixNano()
+	}
+	if ot.compGen[i] == 0 || ot.compExp[i] != nanos {
+		ot.comp[i], ot.compExp[i] = "", nanos
+		// A verdict replaces the result when it is shorter, and
+		// always once the result's stored id has expired.
+		if text := v.render(exp); len(text) < len(p.Output) || v.resultID != "" && exp.IsZero() {
+			ot.comp[i] = text
+		}
+	}
+	ot.compGen[i] = f.gen
+	return ot.comp[i]
+}
 
-	// Newest turn first: each turn's size with every result compacted
-	// (texts whole), and its least size (texts shortened too). Once the
-	// least sizes alone overflow with the notice, and the compacted sizes
-	// overflow without it, the older turns are certain to be left out —
-	// the passes below would shorten everything and drop them — so they
-	// are never converted.
-	T := len(o.turns)
-	first := 0 // the oldest turn that may be sent
-	minimal := false
-	compSum, minSum, cand := 0, 0, -1
-	for t := T - 1; t >= 0; t-- {
+// expiredID reports a result whose stored result id has expired: it is
+// compacted whatever its age, so the id is never offered as live.
+func (f *fitter) expiredID(ot *olderTurn, i int) bool {
+	f.compacted(ot, i)
+	v := ot.verdicts[i]
+	return v != nil && v.resultID != "" && ot.compExp[i] == 0
+}
+
+// shortened is what an older text is sent as when shortened ("" when it
+// is a tool result or short enough already).
+func (f *fitter) shortened(ot *olderTurn, i int) string {
+	if c := ot.msgs[i].Content; ot.parts[i] == nil {
+		if _, ok := shortenedLen(c); ok {
+			return cutText(c, shortenTo) + shortenedMark
+		}
+	}
+	return ""
+}
+
+// bound walks the older turns newest first: each turn's size with every
+// result compacted (texts whole), and its least size (texts shortened
+// too). Once the least sizes alone overflow with the notice, and the
+// compacted sizes overflow without it, the older turns are certain to be
+// left out — choose would shorten everything and drop them — so they are
+// never converted.
+func (f *fitter) bound() {
+	o, limit := f.o, f.in.budget.limit
+	f.T = len(o.turns)
+	minSum, cand := 0, -1
+	for t := f.T - 1; t >= 0; t-- {
 		ot := o.turn(t)
 		for i := range ot.msgs {
 			sz := ot.size[i]
 			if ot.parts[i] != nil {
-				if text := compacted(ot, i); text != "" {
+				if text := f.compacted(ot, i); text != "" {
 					sz += len(text) - toolResultLen(ot.parts[i], o.compact)
 				}
-				compSum += sz
+				f.compSum += sz
 			} else {
-				compSum += sz
+				f.compSum += sz
 				if n, ok := shortenedLen(ot.msgs[i].Content); ok {
 					sz += n - len(ot.msgs[i].Content)
 				}
 			}
 			minSum += sz
 		}
-		if cand < 0 && fixed+noticeReserve+minSum > b.limit {
+		if cand < 0 && f.fixed+noticeReserve+minSum > limit {
 			cand = t + 1
 		}
-		if cand >= 0 && fixed+compSum > b.limit {
-			first, minimal = cand, true
+		if cand >= 0 && f.fixed+f.compSum > limit {
+			f.first, f.minimal = cand, true
 			break
 		}
 	}
+}
 
-	// Per message of the turns that may be sent: its state, size, text.
-	off := make([]int, T-first+1)
-	for t := first; t < T; t++ {
-		off[t-first+1] = off[t-first] + len(o.turns[t].msgs)
+// set sends message i of ot (index j among those sent) as text in state
+// st, unless it is already other than whole or text is "".
+func (f *fitter) set(ot *olderTurn, i, j int, text string, st entryState) {
+	if text == "" || f.state[j] != entryWhole {
+		return
 	}
-	n := off[T-first]
-	state := make([]entryState, n)
-	size := make([]int, n)
-	total := fixed
-	for t := first; t < T; t++ {
-		ot := o.turns[t]
-		copy(size[off[t-first]:], ot.size)
+	old := len(ot.msgs[i].Content)
+	if st == entryCompacted {
+		old = toolResultLen(ot.parts[i], f.o.compact)
+		f.out.compacted++
+		f.out.compactedChars += len(ot.parts[i].Output)
+	} else {
+		f.out.shortened++
 	}
-	for _, sz := range size {
-		total += sz
-	}
-	out := &fitted{dropped: first, fixed: fixed, history: compSum}
-	if minimal {
-		out.history = math.MaxInt
-	}
-	set := func(ot *olderTurn, i, j int, text string, st entryState) {
-		if text == "" || state[j] != entryWhole {
-			return
-		}
-		old := len(ot.msgs[i].Content)
-		if st == entryCompacted {
-			old = toolResultLen(ot.parts[i], o.compact)
-			out.compacted++
-			out.compactedChars += len(ot.parts[i].Output)
-		} else {
-			out.shortened++
-		}
-		total += len(text) - old
-		size[j] += len(text) - old
-		state[j] = st
-	}
-	each := func(f func(ot *olderTurn, i, j int) bool) {
-		for t := first; t < T; t++ {
-			ot := o.turns[t]
-			for i := range ot.msgs {
-				if !f(ot, i, off[t-first]+i) {
-					return
-				}
+	f.total += len(text) - old
+	f.size[j] += len(text) - old
+	f.state[j] = st
+}
+
+// each calls fn for every message of the turns that may be sent, oldest
+// first, while it returns true.
+func (f *fitter) each(fn func(ot *olderTurn, i, j int) bool) {
+	for t := f.first; t < f.T; t++ {
+		ot := f.o.turns[t]
+		for i := range ot.msgs {
+			if !fn(ot, i, f.off[t-f.first]+i) {
+				return
 			}
 		}
 	}
-	cut := minimal
-	if minimal {
+}
+
+// choose decides what each message of the turns that may be sent is sent
+// as; a *ContextBudgetError when even the least does not fit.
+func (f *fitter) choose() error {
+	o, b := f.o, f.in.budget
+	first, T := f.first, f.T
+	keep := int32(min(b.keepRecent, math.MaxInt32))
+	f.off = make([]int, T-first+1)
+	for t := first; t < T; t++ {
+		f.off[t-first+1] = f.off[t-first] + len(o.turns[t].msgs)
+	}
+	n := f.off[T-first]
+	f.state = make([]entryState, n)
+	f.size = make([]int, n)
+	f.total = f.fixed
+	for t := first; t < T; t++ {
+		copy(f.size[f.off[t-first]:], o.turns[t].size)
+	}
+	for _, sz := range f.size {
+		f.total += sz
+	}
+	f.out = &fitted{dropped: first, fixed: f.fixed, history: f.compSum}
+	if f.minimal {
+		f.out.history = math.MaxInt
+	}
+	f.cut = f.minimal
+	if f.minimal {
 		// Every turn sent is at its least.
-		each(func(ot *olderTurn, i, j int) bool {
-			set(ot, i, j, compacted(ot, i), entryCompacted)
-			set(ot, i, j, shortened(ot, i), entryShortened)
+		f.each(func(ot *olderTurn, i, j int) bool {
+			f.set(ot, i, j, f.compacted(ot, i), entryCompacted)
+			f.set(ot, i, j, f.shortened(ot, i), entryShortened)
 			return true
 		})
-		total += noticeReserve
+		f.total += noticeReserve
 	} else {
 		// Results older than the window, or whose stored result has expired,
 		// are always sent as verdicts;
 		// then the recent ones, oldest first, while the step does not fit.
-		each(func(ot *olderTurn, i, j int) bool {
-			if ot.age[i] >= keep || expiredID(ot, i) {
-				set(ot, i, j, compacted(ot, i), entryCompacted)
+		f.each(func(ot *olderTurn, i, j int) bool {
+			if ot.age[i] >= keep || f.expiredID(ot, i) {
+				f.set(ot, i, j, f.compacted(ot, i), entryCompacted)
 			}
 			return true
 		})
-		each(func(ot *olderTurn, i, j int) bool {
-			if total <= b.limit {
+		f.each(func(ot *olderTurn, i, j int) bool {
+			if f.total <= b.limit {
 				return false
 			}
-			set(ot, i, j, compacted(ot, i), entryCompacted)
+			f.set(ot, i, j, f.compacted(ot, i), entryCompacted)
 			return true
 		})
-		if total > b.limit && n > 0 {
-			total += noticeReserve
-			cut = true
+		if f.total > b.limit && n > 0 {
+			f.total += noticeReserve
+			f.cut = true
 			// Older turns' texts, oldest turn first (a turn is shortened
 			// whole once begun).
-			for t := first; t < T && total > b.limit; t++ {
+			for t := first; t < T && f.total > b.limit; t++ {
 				ot := o.turns[t]
 				for i := range ot.msgs {
-					set(ot, i, off[t-first]+i, shortened(ot, i), entryShortened)
+					f.set(ot, i, f.off[t-first]+i, f.shortened(ot, i), entryShortened)
 				}
 			}
 		}
 	}
-	if total > b.limit {
-		need := fixed
-		if cut {
+	if f.total > b.limit {
+		need := f.fixed
+		if f.cut {
 			need += noticeReserve
 		}
-		return nil, &ContextBudgetError{Model: b.model, Need: need, Limit: b.limit,
+		return &ContextBudgetError{Model: b.model, Need: need, Limit: b.limit,
 			NeedTokens: b.tokens(need), MaxTokens: b.maxTokens, ByChars: b.maxChars > 0 && b.limit == b.maxChars}
 	}
+	return nil
+}
 
-	// Assemble: the system messages, the notice, the older messages
-	// kept, the tail.
-	send := make([]Message, 0, len(in.system)+1+n+len(tail))
+// assemble writes what the step sends: the system messages, the notice,
+// the older messages kept, the tail; and the report's figures.
+func (f *fitter) assemble() *fitted {
+	o, out, in := f.o, f.out, f.in
+	first, T := f.first, f.T
+	send := make([]Message, 0, len(in.system)+1+len(f.state)+len(f.tail))
 	send = append(send, in.system...)
-	if cut {
+	if f.cut {
 		send = append(send, Message{Role: RoleSystem, Content: notice(out.dropped, T, out.shortened)})
 	}
 	for t := first; t < T; t++ {
 		ot := o.turns[t]
 		for i, m := range ot.msgs {
-			switch state[off[t-first]+i] {
+			switch f.state[f.off[t-first]+i] {
 			case entryCompacted:
-				m.Content = compacted(ot, i)
+				m.Content = f.compacted(ot, i)
 			case entryShortened:
-				m.Content = shortened(ot, i)
+				m.Content = f.shortened(ot, i)
 			default:
 				if ot.parts[i] != nil {
 					m.Content = toolResultText(*ot.parts[i], o.compact)
@@ -553,12 +609,12 @@ func fit(in fitInput) (*fitted, error) {
 			send = append(send, m)
 		}
 	}
-	send = append(send, tail...)
+	send = append(send, f.tail...)
 	// The report lists the newest compacted calls.
 	for t := T - 1; t >= first && len(out.compactedCalls) < maxReportedCalls; t-- {
 		ot := o.turns[t]
 		for i := len(ot.msgs) - 1; i >= 0 && len(out.compactedCalls) < maxReportedCalls; i-- {
-			if state[off[t-first]+i] == entryCompacted && ot.parts[i].ToolCallID != "" {
+			if f.state[f.off[t-first]+i] == entryCompacted && ot.parts[i].ToolCallID != "" {
 				out.compactedCalls = append(out.compactedCalls, ot.parts[i].ToolCallID)
 			}
 		}
@@ -569,7 +625,7 @@ func fit(in fitInput) (*fitted, error) {
 	for i := range send {
 		out.chars += messageSize(&send[i])
 	}
-	return out, nil
+	return out
 }
 
 // notice is the system message that says the conversation was shortened.

@@ -82,8 +82,7 @@ func refFit(in fitInput) (*fitted, error) {
 		}
 	}
 	older := in.thread[:protect]
-	var o *refOlderTurns
-	o = refConvertOlder(older)
+	o := refConvertOlder(older)
 	tail := ModelMessages(in.thread[protect:])
 	if in.current != nil {
 		tail = append(tail, ModelMessages([]UIMessage{*in.current})...)

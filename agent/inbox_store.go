@@ -146,7 +146,7 @@ func (s *BoltApprovals) prune(tx *bolt.Tx, now time.Time) error {
 	limit := uint64(max(now.UnixNano(), 0))
 	var gone [][]byte
 	c := ix.Cursor()
-	for k, _ := c.First(); k != nil && len(k) >= 8 && binary.BigEndian.Uint64(k[:8]) <= limit; k, _ = c.Next() {
+	for k, _ := c.First(); len(k) >= 8 && binary.BigEndian.Uint64(k[:8]) <= limit; k, _ = c.Next() {
 		gone = append(gone, slices.Clone(k))
 	}
 	for _, k := range gone {

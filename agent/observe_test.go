@@ -66,8 +66,8 @@ func TestTurnSpansFollowGenAI(t *testing.T) {
 		names = append(names, parentName(s)+">"+s.Name())
 		a := attrs(s)
 		for k, v := range a {
-			if strings.Contains(v.Emit(), "_all_pages") || strings.Contains(v.Emit(), "how many items") {
-				t.Errorf("content in span %s: %s=%s", s.Name(), k, v.Emit())
+			if strings.Contains(v.String(), "_all_pages") || strings.Contains(v.String(), "how many items") {
+				t.Errorf("content in span %s: %s=%s", s.Name(), k, v.String())
 			}
 		}
 		switch s.Name() {
@@ -142,7 +142,7 @@ func TestRecordContent(t *testing.T) {
 	var all strings.Builder
 	for _, s := range rec.Ended() {
 		for _, kv := range s.Attributes() {
-			all.WriteString(kv.Value.Emit())
+			all.WriteString(kv.Value.String())
 		}
 	}
 	if !strings.Contains(all.String(), "how many items") || !strings.Contains(all.String(), "_all_pages") {

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/trawl-dev/trawl/loop"
 )
 
 // Transcript is a recorded conversation: the user's messages and, for
@@ -643,12 +645,8 @@ func withLastResultID(args string, msgs []Message) string {
 		if msgs[i].Role != RoleTool {
 			continue
 		}
-		var r struct {
-			ResultID string `json:"_resultId"`
-		}
-		if json.Unmarshal([]byte(msgs[i].Content), &r) == nil {
-			id = r.ResultID
-		}
+		env, _ := loop.ReadEnvelope([]byte(msgs[i].Content))
+		id = env.ResultID
 	}
 	return strings.ReplaceAll(args, LastResultIDRef, id)
 }
@@ -708,18 +706,16 @@ func replayDeviations(msgs []Message) []string {
 					asked = append(asked, "`"+k+"`")
 				}
 			}
-			boundary, bounded := res["_boundary"]
-			_, verdict := res["_pagingComplete"]
-			if len(asked) > 0 && res != nil && !bounded && !verdict {
+			env, _ := loop.ReadEnvelope([]byte(content))
+			if len(asked) > 0 && res != nil && !env.Looped() {
 				out = append(out, fmt.Sprintf("`%s` ran without looping (response looping is switched off in this agent's binding), so %s did not apply and it saw a single response",
 					c.Name, strings.Join(asked, ", ")))
 			}
 			// A walk of every page the recording counted that did not
 			// see every row this time (a limit, a failed value, data
 			// that moved): the recorded totals are not this run's.
-			var b struct{ Completion, StopReason string }
-			if _, all := args["_all_pages"]; all && bounded && json.Unmarshal(boundary, &b) == nil && (b.Completion == "partial" || b.Completion == "unstable") {
-				out = append(out, fmt.Sprintf("`%s` came back %s (stopped by %s), so it did not see every row the recorded answer counted", c.Name, b.Completion, b.StopReason))
+			if _, all := args["_all_pages"]; all && env.Boundary != nil && (env.Completion == loop.Partial || env.Completion == loop.Unstable) {
+				out = append(out, fmt.Sprintf("`%s` came back %s (stopped by %s), so it did not see every row the recorded answer counted", c.Name, env.Completion, env.Boundary.StopReason))
 			}
 		}
 	}

@@ -49,8 +49,8 @@ func (c *BoltVectors) Vectors(_ context.Context, keys []string) (map[string][]fl
 		b := tx.Bucket(bucketVectors)
 		for _, k := range keys {
 			v := b.Get([]byte(k))
-			if len(v) < 8 || (len(v)-8)%4 != 0 {
-				continue // absent, or not a vector: embedded again
+			if len(v) < 8+4 || (len(v)-8)%4 != 0 {
+				continue // absent, empty or not a vector: embedded again
 			}
 			vec := make([]float32, (len(v)-8)/4)
 			for i := range vec {

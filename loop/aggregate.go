@@ -252,21 +252,21 @@ type AggregateGroup struct {
 	Values map[string]string
 }
 
-// ReadAggregate reads the `_aggregate` member of output; ok is false
-// when it has none.
+// ReadAggregate reads the `_aggregate` member of output (the Aggregate
+// of its ReadEnvelope); ok is false when it has none.
 func ReadAggregate(output []byte) (rep *AggregateReport, ok bool, err error) {
-	raw, found := query.Get(output, "_aggregate")
-	if !found || query.FirstByte(raw) != '{' {
-		return nil, false, nil
-	}
+	env, err := ReadEnvelope(output)
+	return env.Aggregate, env.Aggregate != nil, err
+}
+
+// readAggregate decodes an `_aggregate` object.
+func readAggregate(raw []byte) (*AggregateReport, error) {
 	var top struct {
 		AggregateReport
 		Groups []map[string]json.RawMessage `json:"groups"`
 	}
-	if err := json.Unmarshal(raw, &top); err != nil {
-		return nil, true, fmt.Errorf("_aggregate: %w", err)
-	}
-	rep = &top.AggregateReport
+	err := json.Unmarshal(raw, &top)
+	rep := &top.AggregateReport
 	for _, g := range top.Groups {
 		ag := AggregateGroup{Key: map[string]json.RawMessage{}, Values: map[string]string{}}
 		for k, v := range g {
@@ -287,5 +287,8 @@ func ReadAggregate(output []byte) (rep *AggregateReport, ok bool, err error) {
 		}
 		rep.Groups = append(rep.Groups, ag)
 	}
-	return rep, true, nil
+	if err != nil {
+		return rep, fmt.Errorf("_aggregate: %w", err)
+	}
+	return rep, nil
 }

@@ -138,17 +138,22 @@ type CacheOptions struct {
 	OrgTTL     time.Duration
 	RuntimeTTL time.Duration
 	// Shared collapses identical walks across processes that share Store
-	// (the Redis deployment's lock). Nil: walks collapse within this
-	// process only.
+	// (the Redis deployment's lock), beneath the cache's own LocalWalks.
+	// Nil: walks collapse within this process only.
 	Shared SharedWalks
 }
 
-// SharedWalks collapses identical walks across the processes that share
-// one DatasetStore: of concurrent calls with one key, one runs walk (which
-// records a complete result in the store) and the others wait for it and
-// read what it recorded; when it recorded nothing (a partial walk, an
-// error) one of them walks in turn. A store failure is an error, never a
-// silent walk of one's own.
+// SharedWalks collapses concurrent identical walks: of concurrent calls
+// with one key, one runs walk (which records a complete result in the
+// dataset store) and the others wait for it and get the dataset it
+// recorded. Within one process (LocalWalks) they get whatever it
+// returned; across the processes that share one DatasetStore
+// (loop/redisstore's Walks) they read what it recorded, and when it
+// recorded nothing (a partial walk, an error) one of them walks in turn.
+// A waiter whose context ends returns its error; a store failure is an
+// error, never a silent walk of one's own. A call after a walk ended
+// walks again: serving what a walk recorded is the DatasetCache's.
+// Implementations are safe for concurrent use.
 type SharedWalks interface {
 	Do(ctx context.Context, key string, walk func(context.Context) (*Dataset, error)) (*Dataset, error)
 }
@@ -185,8 +190,8 @@ type CacheRequest struct {
 
 // CacheHit labels a dataset served from the cache.
 type CacheHit struct {
-	CachedAt  time.Time
-	ExpiresAt time.Time
+	CachedAt  time.Time `json:"cachedAt"`
+	ExpiresAt time.Time `json:"expiresAt"`
 }
 
 // JSON is the value of the view's _cache key.
@@ -231,10 +236,10 @@ type DatasetCache struct {
 	runtimeTTL time.Duration
 	shared     SharedWalks
 
-	flights flights
+	local LocalWalks // collapses walks in this process; shared, when set, beneath it across processes
 
 	hits, misses, shadowHits, shadowMisses, stores, partial atomic.Int64
-	refreshes, experiments, collapsed, walks, errs          atomic.Int64
+	refreshes, experiments, walks, errs                     atomic.Int64
 }
 
 // NewDatasetCache returns a DatasetCache.
@@ -270,7 +275,7 @@ func (c *DatasetCache) Stats() CacheStats {
 	return CacheStats{
 		Hits: c.hits.Load(), Misses: c.misses.Load(), ShadowHits: c.shadowHits.Load(), ShadowMisses: c.shadowMisses.Load(),
 		Stores: c.stores.Load(), Partial: c.partial.Load(), Refreshes: c.refreshes.Load(), Experiments: c.experiments.Load(),
-		Collapsed: c.flights.joined.Load(), Walks: c.walks.Load(), Errors: c.errs.Load(),
+		Collapsed: c.local.Joined(), Walks: c.walks.Load(), Errors: c.errs.Load(),
 	}
 }
 
@@ -359,7 +364,7 @@ func (c *DatasetCache) Walk(ctx context.Context, req CacheRequest, walk func(con
 	if c.shared != nil {
 		run = func(ctx context.Context) (*Dataset, error) { return c.shared.Do(ctx, key, record) }
 	}
-	d, joined, err := c.flights.do(ctx, key, run)
+	d, joined, err := c.local.do(ctx, key, run)
 	if joined && ctx.Err() == nil && (err != nil || d == nil || !d.Complete) {
 		// The walk this call joined ran under its own caller's budget and
 		// deadline: a partial set or an error of that call is not this
@@ -369,25 +374,45 @@ func (c *DatasetCache) Walk(ctx context.Context, req CacheRequest, walk func(con
 	return d, nil, err
 }
 
-// flights collapses concurrent identical walks.
-type flights struct {
-	joined atomic.Int64 // callers that joined a run in flight
+// LocalWalks is the SharedWalks of one process: concurrent callers with
+// one key share one run of walk and what it returns, complete or not. The
+// run is detached from any single caller and cancelled only when every
+// caller waiting for it has gone, so one caller giving up never fails the
+// others. The zero value is ready to use; every DatasetCache holds one.
+type LocalWalks struct {
+	joined  atomic.Int64 // callers that joined a run in flight
+	waiting atomic.Int64 // callers now waiting for a run they joined
 
 	mu sync.Mutex
 	m  map[string]*flight
 }
 
+var _ SharedWalks = (*LocalWalks)(nil)
+
 type flight struct {
 	done    chan struct{}
 	d       *Dataset
 	err     error
-	waiters int // guarded by flights.mu
+	waiters int // guarded by LocalWalks.mu
 	cancel  context.CancelFunc
 }
 
-// do runs fn once for every concurrent caller with key; joined reports
-// that this caller shared a run another caller started.
-func (g *flights) do(ctx context.Context, key string, fn func(context.Context) (*Dataset, error)) (d *Dataset, joined bool, err error) {
+// Joined counts the callers that joined a walk in flight.
+func (g *LocalWalks) Joined() int64 { return g.joined.Load() }
+
+// Waiting is how many callers are waiting now for a walk they joined.
+func (g *LocalWalks) Waiting() int64 { return g.waiting.Load() }
+
+// Do implements SharedWalks: fn runs once for every concurrent caller
+// with key.
+func (g *LocalWalks) Do(ctx context.Context, key string, fn func(context.Context) (*Dataset, error)) (*Dataset, error) {
+	d, _, err := g.do(ctx, key, fn)
+	return d, err
+}
+
+// do is Do; joined reports that this caller shared a run another caller
+// started.
+func (g *LocalWalks) do(ctx context.Context, key string, fn func(context.Context) (*Dataset, error)) (d *Dataset, joined bool, err error) {
 	g.mu.Lock()
 	if g.m == nil {
 		g.m = map[string]*flight{}
@@ -395,6 +420,8 @@ func (g *flights) do(ctx context.Context, key string, fn func(context.Context) (
 	f, shared := g.m[key]
 	if shared {
 		g.joined.Add(1)
+		g.waiting.Add(1)
+		defer g.waiting.Add(-1)
 	} else {
 		// Values (trace ids, progress sinks) carry over; cancellation
 		// does not: the run ends when its last waiter leaves.

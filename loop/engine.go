@@ -98,13 +98,11 @@ type Binding struct {
 // DefaultBulkValues bounds the _for_each values of a bulk write.
 const DefaultBulkValues = 10
 
-// Effect is t's effect under binding b: b's override, else the tool's
-// (paginate.EffectOf).
+// Effect is t's effect under binding b (a zero Binding: the tool's own):
+// paginate.Effect, the one resolver, on t's detected plan with b's
+// override.
 func (e *Engine) Effect(t *tools.Tool, b Binding) tools.Effect {
-	if b.Effect != "" {
-		return b.Effect
-	}
-	return paginate.EffectOf(t, e.Plan(t))
+	return paginate.Effect(t, e.Plan(t), b.Effect)
 }
 
 // checkWrite refuses the reserved arguments a write does not take: a

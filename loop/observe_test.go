@@ -116,7 +116,7 @@ func TestToolErrorSpanHoldsNoContent(t *testing.T) {
 		t.Errorf("error span: %v", a)
 	}
 	for _, kv := range s.Attributes() {
-		if strings.Contains(kv.Value.Emit(), "no such property") {
+		if strings.Contains(kv.Value.String(), "no such property") {
 			t.Errorf("upstream body in %s", kv.Key)
 		}
 	}

@@ -180,20 +180,15 @@ func Describe(t *tools.Tool, effect tools.Effect) string {
 	return t.Description
 }
 
-// Schema returns the tool's input schema as the model sees it under a
-// binding: with looping on, it gains _fields, _all_pages (only when
+// SchemaFor returns the tool's input schema as the model sees it under a
+// binding: with looping on, a read gains _fields, _all_pages (only when
 // pagination was detected), _for_each, _aggregate and _refresh. _filter
 // is honoured but never advertised: next to the API's own filter
 // parameters a model would reach for it and fetch everything to filter
-// afterwards.
-func Schema(t *tools.Tool, plan paginate.Plan, looping bool) map[string]any {
-	return SchemaFor(t, plan, looping, tools.EffectRead, false, 0)
-}
-
-// SchemaFor is Schema for a tool of the given effect: a write (or a
-// destructive call) gains only _fields, and _for_each when bulk is set
-// (at most bulkMax values); its description starts with the effect's
-// marker ([writes], [destructive]) — see Describe.
+// afterwards. A write (or a destructive call) gains only _fields, and
+// _for_each when bulk is set (at most bulkMax values); its description
+// starts with the effect's marker ([writes], [destructive]) — see
+// Describe.
 func SchemaFor(t *tools.Tool, plan paginate.Plan, looping bool, effect tools.Effect, bulk bool, bulkMax int) map[string]any {
 	s := t.InputSchema()
 	if !looping {

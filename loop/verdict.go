@@ -310,14 +310,10 @@ func (v *Verdict) members() []query.Member {
 		add("_resultId", v.ResultID)
 	}
 	if len(v.UnmatchedFields) > 0 {
-		rep := map[string]any{"paths": v.UnmatchedFields, "availableKeys": keysOrEmpty(v.AvailableKeys)}
-		if v.Sample != nil {
-			rep["sample"] = v.Sample
-		}
-		add("_unmatchedFields", rep)
+		add("_unmatchedFields", UnmatchedFields{Paths: v.UnmatchedFields, AvailableKeys: keysOrEmpty(v.AvailableKeys), Sample: v.Sample})
 	}
 	if len(v.UnmatchedFilter) > 0 {
-		add("_unmatchedFilter", map[string]any{"fields": v.UnmatchedFilter, "availableKeys": keysOrEmpty(v.AvailableKeys)})
+		add("_unmatchedFilter", UnmatchedFilter{Fields: v.UnmatchedFilter, AvailableKeys: keysOrEmpty(v.AvailableKeys)})
 	}
 	if len(v.ForEachErrors) > 0 {
 		add("_forEachErrors", v.ForEachErrors)

@@ -25,13 +25,3 @@ func Text(name string) string {
 	}
 	return strings.TrimSpace(string(b))
 }
-
-// Names lists the embedded prompts.
-func Names() []string {
-	entries, _ := files.ReadDir(".")
-	out := make([]string, 0, len(entries))
-	for _, e := range entries {
-		out = append(out, strings.TrimSuffix(e.Name(), ".md"))
-	}
-	return out
-}

@@ -1,7 +1,8 @@
 // Package stream speaks the Vercel AI SDK's UI message stream protocol
-// over server-sent events: the chunk types, the SSE writer, the per-run
-// event log that lets clients follow and resume a run, and the throttle
-// for tool-call progress. It imports no other trawl package.
+// over server-sent events: the chunk types and their parser, the SSE
+// writer, the per-run event log that lets clients follow and resume a
+// run, the client that follows one ([Follow]), and the throttle for
+// tool-call progress. It imports no other trawl package.
 //
 // Every chunk of a run goes through the run's [EventLog]; clients are
 // served from the log, never from the producer:
@@ -20,12 +21,23 @@
 // On the wire each chunk is one event, "id: <seq>" then "data: <json>",
 // and the stream ends with "data: [DONE]" as the AI SDK's own server
 // helpers end it. A client that reconnects with Last-Event-ID gets exactly
-// the events after that one.
+// the events after that one. [Follow] is that client: it yields a run's
+// chunks, resuming with Last-Event-ID whenever the connection drops:
+//
+//	for ch, err := range stream.Follow(ctx, url, stream.FollowOptions{}) {
+//		if err != nil {
+//			return err // stream.ErrNotRunning when no run is active
+//		}
+//		if d, ok := ch.(stream.TextDelta); ok {
+//			fmt.Print(d.Delta)
+//		}
+//	}
 //
 // # Why the server side is ours and not r3labs/sse's
 //
-// r3labs/sse/v2 (v2.10.0) is used as an independent SSE client in the
-// tests; serving with it would not meet this package's contract:
+// r3labs/sse/v2 (v2.10.0) is the SSE client under [Follow] (its framing
+// and reconnects are sound) and an independent client in the tests;
+// serving with it would not meet this package's contract:
 //
 //   - Its EventLog numbers events from 0 and Replay sends those whose id
 //     is >= Last-Event-ID, so a client that resumes receives again the

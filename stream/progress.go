@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"encoding/json"
 	"sync"
 	"time"
 )
@@ -121,4 +122,25 @@ func (t *Throttle) Forget(key string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.last, key)
+}
+
+// ProgressOf is the progress a data-tool-loop-progress chunk carries —
+// as Progress.Chunk made it, or as ParseChunk read it off the wire — and
+// false for any other data chunk, or one whose data is not a progress.
+func ProgressOf(d Data) (Progress, bool) {
+	if d.Name != ProgressName {
+		return Progress{}, false
+	}
+	if p, ok := d.Data.(Progress); ok {
+		return p, true
+	}
+	b, err := json.Marshal(d.Data)
+	if err != nil {
+		return Progress{}, false
+	}
+	var p Progress
+	if json.Unmarshal(b, &p) != nil {
+		return Progress{}, false
+	}
+	return p, true
 }

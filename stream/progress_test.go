@@ -86,3 +86,33 @@ func TestThrottleConcurrent(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
+
+// ProgressOf reads a progress chunk as the producer made it and as
+// ParseChunk reads it off the wire, alike; any other data chunk is not
+// one.
+func TestProgressOf(t *testing.T) {
+	p := Progress{ToolCallID: "c1", ToolName: "acme.list", Page: 2, PagesMax: 20, Items: 150, Requests: 3, RequestsMax: 60,
+		ElapsedMs: 420, Total: 364, ForEach: &ForEachProgress{Key: "id", Value: "p7", Index: 1, Total: 4}}
+	enc, err := Encode(p.Chunk())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire, err := ParseChunk(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, d := range map[string]Data{"made": p.Chunk(), "read": wire.(Data)} {
+		got, ok := ProgressOf(d)
+		if !ok {
+			t.Errorf("%s: not a progress", name)
+		}
+		if diff := cmp.Diff(p, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", name, diff)
+		}
+	}
+	for _, d := range []Data{{Name: "other", Data: p}, {Name: ProgressName, Data: "a string"}} {
+		if _, ok := ProgressOf(d); ok {
+			t.Errorf("%+v is read as a progress", d)
+		}
+	}
+}

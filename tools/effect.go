@@ -134,11 +134,12 @@ func summaryQueries(summary string) bool {
 	return false
 }
 
-// DeriveEffect is the effect of t: the one its source gave it (set at
-// import), else its HTTP method's, with a POST named as a search, list or
-// query read. Pagination (a POST that pages through a response array
-// reads too) is the paging detector's to add; see paginate.EffectOf. A
-// tool with neither method nor effect is a write.
+// DeriveEffect is the effect of t as its source says: the one its source
+// gave it (set at import), else its HTTP method's, with a POST named as a
+// search, list or query read. A tool with neither method nor effect is a
+// write. What trawl acts on is paginate.Effect, which adds what
+// pagination detection knows (a POST that pages through a response array
+// reads too) and a binding's override.
 func DeriveEffect(t *Tool) Effect {
 	if t.Effect != "" {
 		return t.Effect

@@ -397,7 +397,7 @@ func (inv *Invoker) build(ctx context.Context, req Request) (*http.Request, []st
 				"the continuation URL is on another origin (%s) than the provider's (%s); it was not requested", Origin(u), OriginOf(t.Origin))}
 		}
 	} else {
-		u, err = buildURL(t, req.Args)
+		u, err = RequestURL(t, req.Args)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -520,7 +520,12 @@ func resolveNext(origin, next string) (*url.URL, error) {
 	return base.ResolveReference(ref), nil
 }
 
-func buildURL(t *Tool, args map[string]any) (*url.URL, error) {
+// RequestURL is the URL a call of t with args requests: the origin, the
+// path with its parameters filled in (escaped), and the query parameters
+// (arrays repeated, objects as name[key]). An *ArgError names a path
+// parameter that is missing or empty. The invoker sends it; pagination
+// resolves a server's relative next links against it.
+func RequestURL(t *Tool, args map[string]any) (*url.URL, error) {
 	path := t.Path
 	q := url.Values{}
 	for _, p := range t.Params {

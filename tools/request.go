@@ -47,7 +47,9 @@ type Response struct {
 	Duration  time.Duration
 }
 
-// EffectOf is the request's effect: Effect, else the tool's.
+// EffectOf is the request's effect: Effect — the engine sets it on every
+// request it sends, as paginate.Effect resolved it — else, for a request
+// made outside the engine, the tool's own (DeriveEffect).
 func (r Request) EffectOf() Effect {
 	if r.Effect != "" {
 		return r.Effect

@@ -75,9 +75,11 @@ type Tool struct {
 	Name        string `json:"name"`        // the function name the model sees
 	Description string `json:"description"` // written for a model
 	Kind        Kind   `json:"kind"`
-	// Effect is what a call may do to the data: read, write or
-	// destructive (DeriveEffect; paginate.EffectOf adds what paging
-	// detection knows). EffectDeclared says the source declared it (a
+	// Effect is what a call may do to the data as the tool's source
+	// says: read, write or destructive (DeriveEffect). It is set when
+	// the tool is made and never rewritten; what trawl acts on is
+	// paginate.Effect, which adds what paging detection knows and a
+	// binding's override. EffectDeclared says the source declared it (a
 	// vendor extension, MCP annotations, a manifest's effect field)
 	// rather than it being derived from the method.
 	Effect         Effect `json:"effect"`

@@ -40,13 +40,13 @@ func TestWorkflowRunWithoutItsClaimDoesNotSave(t *testing.T) {
 	if err := r.redis.Client(t).Set(ctx, prefix+"lease:"+deploy.WorkflowRunKey(runID), "another_run", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := r.b.dep.LoadWorkflowRun(ctx, runID, "all")
+	rec, err := r.b.dep.WorkflowRuns().GetRun(ctx, runID)
 	if err != nil || rec == nil {
 		t.Fatalf("the run's record: %v %v", rec, err)
 	}
 	ended := time.Now().UTC()
 	rec.Status, rec.Ended, rec.Error = "failed", &ended, "the server running this run stopped before it finished"
-	if err := r.b.dep.SaveWorkflowRun(ctx, *rec); err != nil {
+	if err := r.b.dep.WorkflowRuns().PutRun(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
 	release() // A's run goes on (its renewal finds the claim lost), then ends

@@ -106,6 +106,7 @@ type Server struct {
 	conns        *deploy.Connections
 	workflows    *workflow.Runner
 	workflowDefs deploy.Records
+	workflowRuns workflow.RunStore
 	runs         *deploy.RunHost
 	tel          *deploy.Telemetry
 
@@ -129,7 +130,7 @@ func New(ctx context.Context, cfg *deploy.Config, opt Options) (*Server, error) 
 	s := &Server{dep: d, cfg: d.Config(), log: d.Logger(), out: d.Stdout(), catalog: d.Catalog(), engine: d.Engine(),
 		results: d.Results(), activity: d.Activity(), agents: d.Agents(), runner: d.Runner(), model: d.Model(),
 		threads: d.Threads(), sessions: d.Sessions(), events: d.Events(), conns: d.Connections(), workflows: d.Workflows(),
-		workflowDefs: d.WorkflowDefs(), runs: d.Runs(), tel: d.Telemetry(), timeouts: opt.Timeouts.withDefaults()}
+		workflowDefs: d.WorkflowDefs(), workflowRuns: d.WorkflowRuns(), runs: d.Runs(), tel: d.Telemetry(), timeouts: opt.Timeouts.withDefaults()}
 	if s.proxies, err = cfg.ProxyPrefixes(); err != nil {
 		d.Close()
 		return nil, err

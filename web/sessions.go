@@ -2,13 +2,9 @@ package web
 
 import (
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -40,44 +36,31 @@ func sealKey(token string) []byte {
 	return sum[:]
 }
 
+// seal and unseal keep a session's runtime credentials, under a key
+// derived from its token (so only its holder's requests open them).
 func seal(token string, creds map[string]string) ([]byte, error) {
 	plain, err := json.Marshal(creds)
 	if err != nil {
 		return nil, err
 	}
-	block, err := aes.NewCipher(sealKey(token))
+	s, err := deploy.NewSealer(sealKey(token))
 	if err != nil {
 		return nil, err
 	}
-	gcm, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	nonce := make([]byte, gcm.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		return nil, err
-	}
-	return gcm.Seal(nonce, nonce, plain, nil), nil
+	return s.Seal(plain, nil)
 }
 
 func unseal(token string, sealed []byte) (map[string]string, error) {
 	if len(sealed) == 0 {
 		return nil, nil
 	}
-	block, err := aes.NewCipher(sealKey(token))
+	s, err := deploy.NewSealer(sealKey(token))
 	if err != nil {
 		return nil, err
 	}
-	gcm, err := cipher.NewGCM(block)
+	plain, err := s.Open(sealed, nil)
 	if err != nil {
-		return nil, err
-	}
-	if len(sealed) < gcm.NonceSize() {
-		return nil, errors.New("sealed credentials too short")
-	}
-	plain, err := gcm.Open(nil, sealed[:gcm.NonceSize()], sealed[gcm.NonceSize():], nil)
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("sealed credentials: %w", err)
 	}
 	var creds map[string]string
 	return creds, json.Unmarshal(plain, &creds)

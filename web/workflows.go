@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -106,8 +107,8 @@ func (s *Server) startWorkflowRun(c echo.Context) error {
 	if err != nil {
 		return internal(err)
 	}
-	rec := deploy.WorkflowRun{ID: runID, Workflow: def.ID, Status: "running", Started: s.now().UTC()}
-	if err := s.dep.SaveWorkflowRun(ctx, rec); err != nil {
+	rec := &workflow.Run{ID: runID, Workflow: def.ID, Status: workflow.StatusRunning, Started: s.now().UTC()}
+	if err := s.workflowRuns.PutRun(ctx, rec); err != nil {
 		s.runs.Drop(run)
 		return internal(err)
 	}
@@ -123,14 +124,14 @@ func (s *Server) startWorkflowRun(c echo.Context) error {
 				return err
 			}})
 		ended := s.now().UTC()
-		rec.Ended, rec.Result, rec.Status = &ended, res, "done"
+		rec.Ended, rec.Result, rec.Status = &ended, res, workflow.StatusDone
 		switch {
 		case ctx.Err() != nil:
-			rec.Status = "stopped"
+			rec.Status = workflow.StatusStopped
 		case err != nil || (res != nil && res.Failed != ""):
-			rec.Status = "failed"
+			rec.Status = workflow.StatusFailed
 		}
-		observed(rec.Status)
+		observed(string(rec.Status))
 		// Saved only while the run holds its claim (as a turn's thread
 		// is): once it lapsed, a surviving replica has marked the run
 		// failed, and a replica paused or cut off past its lease must
@@ -143,9 +144,24 @@ func (s *Server) startWorkflowRun(c echo.Context) error {
 	return s.serveRun(c, deploy.WorkflowRunKey(runID), runID)
 }
 
+// workflowRun is run runId of workflow id as get reads it (GetRun, or
+// GetSummary without its result): nil when the workflow has no such run.
+func workflowRun(c echo.Context, get func(context.Context, string) (*workflow.Run, error)) (*workflow.Run, error) {
+	r, err := get(c.Request().Context(), c.Param("runId"))
+	switch {
+	case errors.Is(err, workflow.ErrRunNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case r.Workflow != c.Param("id"):
+		return nil, nil
+	}
+	return r, nil
+}
+
 // getWorkflowRun returns a run's state and, once it ended, its result.
 func (s *Server) getWorkflowRun(c echo.Context) error {
-	r, err := s.dep.LoadWorkflowRun(c.Request().Context(), c.Param("runId"), c.Param("id"))
+	r, err := workflowRun(c, s.workflowRuns.GetRun)
 	if err != nil {
 		return internal(err)
 	}
@@ -157,9 +173,12 @@ func (s *Server) getWorkflowRun(c echo.Context) error {
 
 // listWorkflowRuns lists a workflow's runs, newest first, without results.
 func (s *Server) listWorkflowRuns(c echo.Context) error {
-	out, err := s.dep.WorkflowRuns(c.Request().Context(), c.Param("id"))
+	out, err := s.workflowRuns.ListRuns(c.Request().Context(), c.Param("id"), 0)
 	if err != nil {
 		return internal(err)
+	}
+	if out == nil {
+		out = []*workflow.Run{}
 	}
 	return c.JSON(http.StatusOK, map[string]any{"runs": out})
 }
@@ -167,21 +186,20 @@ func (s *Server) listWorkflowRuns(c echo.Context) error {
 // resumeWorkflowRun streams an active run, wherever it runs (204 when it
 // is not running).
 func (s *Server) resumeWorkflowRun(c echo.Context) error {
-	runID := c.Param("runId")
-	r, err := s.dep.LoadWorkflowRun(c.Request().Context(), runID, c.Param("id"))
+	r, err := workflowRun(c, s.workflowRuns.GetSummary)
 	if err != nil {
 		return internal(err)
 	}
 	if r == nil {
 		return c.NoContent(http.StatusNoContent)
 	}
-	return s.serveActive(c, deploy.WorkflowRunKey(runID))
+	return s.serveActive(c, deploy.WorkflowRunKey(r.ID))
 }
 
 // stopWorkflowRun ends a running run, wherever it runs.
 func (s *Server) stopWorkflowRun(c echo.Context) error {
 	ctx := c.Request().Context()
-	r, err := s.dep.LoadWorkflowRun(ctx, c.Param("runId"), c.Param("id"))
+	r, err := workflowRun(c, s.workflowRuns.GetSummary)
 	if err != nil {
 		return internal(err)
 	}

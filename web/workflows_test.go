@@ -98,3 +98,37 @@ func TestWorkflowsAPI(t *testing.T) {
 		t.Errorf("run of a deleted workflow: %d", st)
 	}
 }
+
+// A workflow keeps workflow_runs.max_per_workflow runs: a new one beyond
+// it deletes the oldest, which then answers 404.
+func TestWorkflowRunsRetention(t *testing.T) {
+	ts := startDemo(t, func(c *Config) { c.WorkflowRuns.MaxPerWorkflow = 2 })
+	def := json.RawMessage(`{"steps": [{"id": "stats", "type": "tool", "tool": "acme.get_stats"}]}`)
+	if st, b := ts.do(t, "PUT", "/v1/workflows/stats", "", def); st != 200 {
+		t.Fatalf("put: %d %s", st, b)
+	}
+	var ids []string
+	for range 3 {
+		resp := ts.post(t, "/v1/workflows/stats/runs", "", nil)
+		ids = append(ids, resp.Header.Get("X-Trawl-Run-Id"))
+		readSSE(t, resp.Body)
+		resp.Body.Close()
+	}
+	st, b := ts.do(t, "GET", "/v1/workflows/stats/runs", "", nil)
+	var list struct {
+		Runs []struct{ ID, Status string }
+	}
+	if err := json.Unmarshal(b, &list); err != nil || st != 200 {
+		t.Fatalf("runs: %d %s", st, b)
+	}
+	var got []string
+	for _, r := range list.Runs {
+		got = append(got, r.ID+":"+r.Status)
+	}
+	if want := []string{ids[2] + ":done", ids[1] + ":done"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("runs kept %v, want %v", got, want)
+	}
+	if st, _ := ts.do(t, "GET", "/v1/workflows/stats/runs/"+ids[0], "", nil); st != 404 {
+		t.Errorf("the run past the bound: %d, want 404", st)
+	}
+}

@@ -1,14 +1,17 @@
 // Package redisstore is the Redis agent.ThreadStore,
-// agent.DefinitionStore and agent.ApprovalStore: threads, agent
-// definitions edited over the API and the approvals inbox, shared by every
-// replica (a PATCH on one applies on the others from their next read),
-// within the same agent.Retention contract as the embedded store.
+// agent.DefinitionStore, agent.ApprovalStore and workflow.RunStore
+// (Runs): threads, agent definitions edited over the API, the approvals
+// inbox and workflow runs, shared by every replica (a PATCH on one
+// applies on the others from their next read), within the same
+// agent.Retention and workflow.RunRetention contracts as the embedded
+// stores.
 //
 // Keys, under the prefix: "thread:<key>" (the thread's JSON, trimmed by
 // Retention.Encode), "threads-of:<owner>" (a sorted set of the owner's
 // thread keys by last update, for MaxThreadsPerUser), "threads-by-age"
 // (all thread keys by last update, for Prune) and "agents" (a hash of
-// definitions by id; a deletion is kept as a tombstone). A put and its
+// definitions by id; a deletion is kept as a tombstone); the runs' keys
+// are Runs'. A put and its
 // pruning are one Lua script, so concurrent puts keep the bound exactly.
 // The approvals inbox (Approvals) keeps "approval:<id>" and "approvals"
 // beside them. The scripts name keys they build, so this store needs a

@@ -10,6 +10,7 @@ import (
 	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/agent/redisstore"
 	"github.com/trawl-dev/trawl/agent/storetest"
+	"github.com/trawl-dev/trawl/agent/workflow"
 	"github.com/trawl-dev/trawl/stream/redistest"
 )
 
@@ -201,5 +202,45 @@ func TestPutThreadFenced(t *testing.T) {
 	got, err := s.GetThread(ctx, th.Key)
 	if err != nil || got.Msgs[0].Text() != "first" {
 		t.Fatalf("the thread is %v (%v); the fenced writes must not have landed", got.Msgs, err)
+	}
+}
+
+func TestRunsConform(t *testing.T) {
+	c := redistest.Start(t).Client(t)
+	n := 0
+	storetest.RunRuns(t, func(t *testing.T, ret workflow.RunRetention) workflow.RunStore {
+		n++
+		return redisstore.NewRuns(c, fmt.Sprintf("r%d:", n), ret)
+	})
+}
+
+// A run's fenced put writes only while the fence key holds the run's
+// claim, in the write's own script.
+func TestRunsPutFenced(t *testing.T) {
+	c := redistest.Start(t).Client(t)
+	s := redisstore.NewRuns(c, "p:", workflow.RunRetention{})
+	ctx := context.Background()
+	run := &workflow.Run{ID: "wfr_1", Workflow: "w", Status: workflow.StatusRunning, Started: time.Now()}
+	if err := s.PutRun(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(ctx, "p:lease:wfr", "wfr_1", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	done := *run
+	done.Status = workflow.StatusDone
+	if ok, err := s.PutRunFenced(ctx, &done, "p:lease:wfr", "wfr_1"); !ok || err != nil {
+		t.Fatalf("a put holding the claim: %v %v", ok, err)
+	}
+	stopped := *run
+	stopped.Status = workflow.StatusStopped
+	if ok, err := s.PutRunFenced(ctx, &stopped, "p:lease:wfr", "wfr_other"); ok || err != nil {
+		t.Fatalf("a put without the claim: %v %v", ok, err)
+	}
+	if ok, err := s.PutRunFenced(ctx, &stopped, "p:lease:none", "wfr_1"); ok || err != nil {
+		t.Fatalf("a put on a claim that is gone: %v %v", ok, err)
+	}
+	if got, err := s.GetSummary(ctx, "wfr_1"); err != nil || got.Status != workflow.StatusDone {
+		t.Errorf("after the refused puts: %+v %v, want done", got, err)
 	}
 }

@@ -1,6 +1,8 @@
 // Package storetest is the conformance suite of agent.ThreadStore (with
-// its Retention contract) and agent.DefinitionStore: the embedded bbolt
-// store and the Redis one run it, so they behave the same.
+// its Retention contract), agent.DefinitionStore (Run),
+// agent.ApprovalStore (RunApprovals) and workflow.RunStore (with its
+// RunRetention contract; RunRuns): the embedded bbolt stores and the
+// Redis ones run it, so they behave the same.
 package storetest
 
 import (

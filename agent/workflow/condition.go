@@ -2,7 +2,6 @@ package workflow
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -22,8 +21,6 @@ const (
 	OpExists = "exists"
 	OpTruthy = "truthy"
 )
-
-var conditionOps = []string{OpEq, OpNeq, OpGt, OpGte, OpLt, OpLte, OpExists, OpTruthy}
 
 // op returns the condition's operator, truthy when none is given.
 func (c *Condition) op() string {
@@ -51,7 +48,7 @@ func (c *Condition) check() (field, msg string) {
 	default:
 		return "op", fmt.Sprintf("%q is not an operator; operators: eq, neq, gt, gte, lt, lte, exists, truthy (the default)", op)
 	}
-	if _, err := query.Test(nil, c.op(), normalize(c.Value)); err != nil {
+	if _, err := query.Test(nil, c.op(), jsonValue(c.Value)); err != nil {
 		var ce *query.ClauseError
 		if errors.As(err, &ce) {
 			return "value", ce.Reason
@@ -72,7 +69,7 @@ func (c *Condition) holds(raw []byte) bool {
 	if c.op() == OpTruthy {
 		return truthy(raw)
 	}
-	ok, err := query.Test(raw, c.op(), normalize(c.Value))
+	ok, err := query.Test(raw, c.op(), jsonValue(c.Value))
 	return err == nil && ok
 }
 
@@ -95,24 +92,6 @@ func truthy(raw []byte) bool {
 	}
 	f, err := strconv.ParseFloat(string(raw), 64)
 	return err != nil || f != 0
-}
-
-// normalize turns Go values that are not of the decoded JSON kinds
-// ([]string, map[string]string, structs…) into them.
-func normalize(v any) any {
-	switch v.(type) {
-	case nil, bool, string, json.Number, float64, float32, int, int64, int32, uint, uint64, []any, map[string]any:
-		return v
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return v
-	}
-	out, err := decodeNumbers(b)
-	if err != nil {
-		return v
-	}
-	return out
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -379,24 +379,6 @@ func (d *decoder) loop(v any, at field) *Loop {
 	return l
 }
 
-func (d *decoder) strings(v any, at field) []string {
-	list, ok := v.([]any)
-	if !ok {
-		d.fail(at, "must be an array of strings, not %s", kindOf(v))
-		return nil
-	}
-	out := make([]string, 0, len(list))
-	for i, e := range list {
-		s, ok := e.(string)
-		if !ok {
-			d.fail(at.index(i), "must be a string, not %s", kindOf(e))
-			continue
-		}
-		out = append(out, s)
-	}
-	return out
-}
-
 func (d *decoder) forEach(v any, at field) *ForEach {
 	m, ok := d.object(v, at, "key", "values")
 	if !ok {

@@ -119,6 +119,10 @@ func TestConditionHolds(t *testing.T) {
 		{"eq null is not true", Condition{Op: OpEq, Value: true}, `null`, false},
 		{"eq absent is not true", Condition{Op: OpEq, Value: true}, ``, false},
 		{"eq number kinds", Condition{Op: OpEq, Value: 3}, `3.0`, true},
+		// Values written in Go reach the comparison as decoded JSON
+		// (jsonValue, the steps' inputs' reader too).
+		{"eq Go-typed number", Condition{Op: OpEq, Value: uint8(7)}, `7`, true},
+		{"lt Go-typed float", Condition{Op: OpLt, Value: float32(0.5)}, `0.25`, true},
 		{"eq big literal", Condition{Op: OpEq, Value: json.Number("12345678901234567891")}, `12345678901234567891`, true},
 		{"eq string", Condition{Op: OpEq, Value: "complete_total_reached"}, `"complete_total_reached"`, true},
 		// The comparisons are _filter's: a numeric string compares as a

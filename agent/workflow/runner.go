@@ -451,8 +451,12 @@ func (ru *run) values(v Values) ([]any, error) {
 
 // jsonValue returns v as decoded JSON (numbers as json.Number), so that
 // values written in Go (an int, a []string) reach the engine in the form
-// it reads.
+// it reads. Conditions' values and steps' inputs both go through it.
 func jsonValue(v any) any {
+	switch v.(type) {
+	case nil, bool, string, json.Number:
+		return v
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return v

@@ -194,13 +194,6 @@ func jsonKind(v any) string {
 	return "a number"
 }
 
-func errOr(err error, s string) string {
-	if err != nil {
-		return err.Error()
-	}
-	return s
-}
-
 // printVerdict writes the verdict, the boundary statement and the note,
 // all rendered from the engine's typed verdict (never re-read from the
 // JSON view). A plain call (no verdict) prints nothing.

@@ -19,9 +19,9 @@ import (
 	"syscall"
 	"time"
 
-	sse "github.com/r3labs/sse/v2"
 	"golang.org/x/term"
 
+	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/loop"
 	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/stream"
@@ -30,9 +30,9 @@ import (
 
 // chat is a terminal chat client over trawl's stream. Each message
 // starts a turn with POST /v1/agents/{id}/chat; the turn is then read
-// from the resume endpoint (GET …/chat/{chatId}/stream) with r3labs/sse's
-// client, which reconnects with Last-Event-ID when the connection drops,
-// so a broken connection costs nothing but the reconnect. Without --url
+// from the resume endpoint (GET …/chat/{chatId}/stream) with
+// stream.Follow, which reconnects with Last-Event-ID when the connection
+// drops, so a broken connection costs nothing but the reconnect. Without --url
 // the deployment runs in-process behind a loopback listener, so the same
 // code path serves both.
 //
@@ -254,10 +254,8 @@ type chatClient struct {
 	http        *http.Client
 	tty         bool
 	width       func() int // with tty
-	// streamURL, when set, replaces the resume URL (tests).
-	streamURL string
-	local     bool // the deployment runs in this process
-	md        bool // render Markdown for the terminal (a TTY, colour allowed)
+	local       bool       // the deployment runs in this process
+	md          bool       // render Markdown for the terminal (a TTY, colour allowed)
 	// interrupted: the last turn was left with Ctrl-C.
 	interrupted bool
 }
@@ -327,21 +325,22 @@ func (c *chatClient) do(ctx context.Context, method, u string, body any) (*http.
 	}
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
-		return nil, apiError(resp)
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return nil, apiError(resp.StatusCode, b)
 	}
 	return resp, nil
 }
 
-// apiError reads trawl's {"error":{"code","message"}}.
-func apiError(resp *http.Response) error {
+// apiError reads trawl's {"error":{"code","message"}} from an answer of
+// status with body.
+func apiError(status int, body []byte) error {
 	var e struct {
 		Error struct{ Code, Message string } `json:"error"`
 	}
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
-		return fmt.Errorf("chat: %s (%s, HTTP %d)", e.Error.Message, e.Error.Code, resp.StatusCode)
+	if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
+		return fmt.Errorf("chat: %s (%s, HTTP %d)", e.Error.Message, e.Error.Code, status)
 	}
-	return fmt.Errorf("chat: HTTP %d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+	return fmt.Errorf("chat: HTTP %d %s", status, strings.TrimSpace(string(body)))
 }
 
 // turn sends one user message and prints the agent's answer as it
@@ -360,81 +359,31 @@ func (c *chatClient) turn(ctx context.Context, text string) error {
 	return c.follow(ctx)
 }
 
-// errNoRun: the resume endpoint answered 204, no turn is running.
-var errNoRun = errors.New("no turn is running")
-
-// maxResumes bounds reconnects within one turn.
-const maxResumes = 20
-
 // follow prints the running turn from the resume endpoint until it ends.
 func (c *chatClient) follow(ctx context.Context) error {
-	u := c.streamURL
-	if u == "" {
-		u = c.agentURL("/chat/" + url.PathEscape(c.chat) + "/stream")
-	}
-	cl := sse.NewClient(u, sse.ClientMaxBufferSize(16<<20))
-	cl.Connection = c.http
-	cl.Headers["Authorization"] = "Bearer " + c.key
-	var stopErr error // a refusal that no reconnect can fix
-	cl.ResponseValidator = func(_ *sse.Client, resp *http.Response) error {
-		switch resp.StatusCode {
-		case http.StatusOK:
-			return nil
-		case http.StatusNoContent:
-			resp.Body.Close()
-			stopErr = errNoRun
-		default:
-			stopErr = apiError(resp)
-			resp.Body.Close()
-		}
-		return stopErr
-	}
-	strategy := &resumeBackoff{ctx: ctx, stop: func() bool { return stopErr != nil }}
-	cl.ReconnectStrategy = strategy
+	u := c.agentURL("/chat/" + url.PathEscape(c.chat) + "/stream")
 	r := newChatRenderer(c)
-	for attempt := 0; ; attempt++ {
-		err := cl.SubscribeWithContext(ctx, "", r.event)
+	opt := stream.FollowOptions{Client: c.http, Header: http.Header{"Authorization": {"Bearer " + c.key}}}
+	for ch, err := range stream.Follow(ctx, u, opt) {
+		var refused *stream.StatusError
 		switch {
-		case r.done:
-			return r.result()
+		case err == nil:
+			r.chunk(ch)
 		case ctx.Err() != nil:
 			r.endLine() // the caller says what became of the turn
 			return ctx.Err()
-		case errors.Is(stopErr, errNoRun):
+		case errors.Is(err, stream.ErrNotRunning):
 			// The turn ended while the connection was down: what was not
 			// printed yet is in the saved thread.
 			return c.finishFromThread(ctx, r)
-		case stopErr != nil:
-			return stopErr
-		case err != nil && strategy.spent():
-			return fmt.Errorf("chat: the stream broke and could not be resumed: %v", err)
-		case attempt >= maxResumes:
-			return fmt.Errorf("chat: the stream ended early %d times; giving up", attempt+1)
+		case errors.As(err, &refused):
+			return apiError(refused.StatusCode, refused.Body)
+		default:
+			return fmt.Errorf("chat: %w", err)
 		}
-		// The server ended the response before the turn's end: resume
-		// after the last event received (the client keeps its id).
 	}
+	return r.result()
 }
-
-// resumeBackoff is the reconnect strategy: soon, a bounded number of
-// times, never after a refusal or once ctx is done.
-type resumeBackoff struct {
-	ctx   context.Context
-	stop  func() bool
-	tries int
-}
-
-func (b *resumeBackoff) NextBackOff() time.Duration {
-	if b.stop() || b.ctx.Err() != nil || b.tries >= maxResumes {
-		return -1 // backoff.Stop
-	}
-	b.tries++
-	return time.Duration(min(b.tries-1, 10)) * 100 * time.Millisecond
-}
-
-func (b *resumeBackoff) Reset() {}
-
-func (b *resumeBackoff) spent() bool { return b.tries >= maxResumes || b.stop() }
 
 // finishFromThread prints the rest of the newest assistant message from
 // the saved thread: what the stream did not deliver before the turn ended.
@@ -444,22 +393,11 @@ func (c *chatClient) finishFromThread(ctx context.Context, r *chatRenderer) erro
 		return err
 	}
 	defer resp.Body.Close()
-	var msgs []struct {
-		Role  string `json:"role"`
-		Parts []struct {
-			Type       string          `json:"type"`
-			Text       string          `json:"text"`
-			ToolCallID string          `json:"toolCallId"`
-			ToolName   string          `json:"toolName"`
-			Input      json.RawMessage `json:"input"`
-			Output     json.RawMessage `json:"output"`
-			ErrorText  string          `json:"errorText"`
-		} `json:"parts"`
-	}
+	var msgs []agent.UIMessage
 	if err := json.NewDecoder(resp.Body).Decode(&msgs); err != nil {
 		return fmt.Errorf("chat: reading the saved thread: %w", err)
 	}
-	if len(msgs) == 0 || msgs[len(msgs)-1].Role != "assistant" {
+	if len(msgs) == 0 || msgs[len(msgs)-1].Role != agent.RoleAssistant {
 		r.endLine()
 		return nil
 	}
@@ -475,13 +413,9 @@ func (c *chatClient) finishFromThread(ctx context.Context, r *chatRenderer) erro
 				at = len(printed)
 				r.endLine()
 			}
-		case (strings.HasPrefix(p.Type, "tool-") || p.Type == "dynamic-tool") && p.ToolCallID != "" && !r.verdicts[p.ToolCallID]:
+		case p.IsTool() && p.ToolCallID != "" && !r.verdicts[p.ToolCallID]:
 			if _, seen := r.names[p.ToolCallID]; !seen {
-				name := p.ToolName
-				if name == "" {
-					name = strings.TrimPrefix(p.Type, "tool-")
-				}
-				r.toolInput(p.ToolCallID, name, p.Input)
+				r.toolInput(p.ToolCallID, p.Name(), p.Input)
 			}
 			if p.Output != nil {
 				r.verdict(p.ToolCallID, p.Output)
@@ -504,7 +438,6 @@ type chatRenderer struct {
 	frame    int
 	verdicts map[string]bool // tool calls whose verdict was printed
 	names    map[string]string
-	done     bool
 	err      error   // an error chunk
 	md       *mdTerm // with c.md: the Markdown renderer
 }
@@ -560,15 +493,8 @@ func (r *chatRenderer) clearProgress() {
 	r.progress = ""
 }
 
-func (r *chatRenderer) event(ev *sse.Event) {
-	if string(ev.Data) == stream.Done {
-		r.done = true
-		return
-	}
-	ch, err := stream.ParseChunk(ev.Data)
-	if err != nil {
-		return // a chunk this client does not know: nothing to print
-	}
+// chunk prints one chunk of the turn.
+func (r *chatRenderer) chunk(ch stream.Chunk) {
 	switch ch := ch.(type) {
 	case stream.TextDelta:
 		r.print(ch.Delta)
@@ -580,8 +506,8 @@ func (r *chatRenderer) event(ev *sse.Event) {
 	case stream.ToolInputError:
 		r.line("✗ " + ch.ToolName + ": " + oneLine(ch.ErrorText))
 	case stream.Data:
-		if ch.Name == stream.ProgressName {
-			r.showProgress(ch)
+		if p, ok := stream.ProgressOf(ch); ok {
+			r.showProgress(ch.ID, p)
 		}
 	case stream.ToolOutputAvailable:
 		out, _ := json.Marshal(ch.Output)
@@ -608,12 +534,7 @@ func (r *chatRenderer) lineWidth() int {
 	return 0 // no limit
 }
 
-func (r *chatRenderer) showProgress(d stream.Data) {
-	var p stream.Progress
-	b, _ := json.Marshal(d.Data)
-	if json.Unmarshal(b, &p) != nil {
-		return
-	}
+func (r *chatRenderer) showProgress(id string, p stream.Progress) {
 	lp := loop.Progress{Progress: paginate.Progress{
 		Page: p.Page, PagesMax: p.PagesMax, Items: p.Items, Requests: p.Requests, RequestsMax: p.RequestsMax,
 		Elapsed: time.Duration(p.ElapsedMs) * time.Millisecond, Total: p.Total,
@@ -629,7 +550,7 @@ func (r *chatRenderer) showProgress(d stream.Data) {
 	r.endLine()
 	r.frame++
 	fmt.Fprint(r.c.out, "\r\033[K  "+progressLine(lp, r.c.width()-2, r.frame))
-	r.progress = d.ID
+	r.progress = id
 }
 
 func (r *chatRenderer) toolError(id, text string) {
@@ -637,9 +558,8 @@ func (r *chatRenderer) toolError(id, text string) {
 	r.line("  ✗ " + r.names[id] + " failed: " + oneLine(text))
 }
 
-// verdict prints a tool result's verdict: the boundary statement's
-// completion (complete · partial · unstable · single response), with
-// _pagingComplete as the fallback, and the counts.
+// verdict prints a tool result's verdict: its completion (complete ·
+// partial · unstable · single response) and the counts.
 func (r *chatRenderer) verdict(id string, output json.RawMessage) {
 	r.verdicts[id] = true
 	// On a terminal the line wraps at word boundaries, never mid-word.
@@ -650,40 +570,12 @@ func (r *chatRenderer) verdict(id string, output json.RawMessage) {
 
 // verdictLine summarises a tool output in one line.
 func verdictLine(name string, output json.RawMessage) string {
-	var env struct {
-		Complete  *bool  `json:"_pagingComplete"`
-		StoppedBy string `json:"_stoppedBy"`
-		ResultID  string `json:"_resultId"`
-		Truncated bool   `json:"_truncated"`
-		Shown     int    `json:"_shownItems"`
-		Total     int    `json:"_totalItems"`
-		Boundary  *struct {
-			Completion string `json:"completion"`
-			Records    *int   `json:"records"`
-			Pages      *int   `json:"pages"`
-			Requests   *int   `json:"requests"`
-			StopReason string `json:"stopReason"`
-		} `json:"_boundary"`
-		Aggregate *struct {
-			Verdict string `json:"verdict"`
-		} `json:"_aggregate"`
-	}
-	_ = json.Unmarshal(output, &env)
-	completion := ""
-	if env.Boundary != nil {
-		completion = env.Boundary.Completion
-	}
-	if completion == "" && env.Complete != nil {
-		completion = "partial"
-		if *env.Complete {
-			completion = "complete"
-		}
-	}
-	mark := map[string]string{"complete": "✓", "partial": "!", "unstable": "~", "single_response": "·", "": "✓"}[completion]
+	env, _ := loop.ReadEnvelope(output)
+	mark := map[loop.Completion]string{loop.Complete: "✓", loop.Partial: "!", loop.Unstable: "~", loop.SingleResponse: "·", "": "✓"}[env.Completion]
 	if mark == "" {
 		mark = "?"
 	}
-	words := strings.ReplaceAll(completion, "_", " ")
+	words := strings.ReplaceAll(string(env.Completion), "_", " ")
 	if words == "" {
 		words = "done"
 	}
@@ -692,18 +584,13 @@ func verdictLine(name string, output json.RawMessage) string {
 		if b.Records != nil {
 			parts = append(parts, plural(*b.Records, "record", "records"))
 		}
-		if b.Pages != nil {
-			parts = append(parts, plural(*b.Pages, "page", "pages"))
-		}
-		if b.Requests != nil {
-			parts = append(parts, plural(*b.Requests, "request", "requests"))
-		}
+		parts = append(parts, plural(b.Pages, "page", "pages"), plural(b.Requests, "request", "requests"))
 	}
 	if env.StoppedBy != "" {
 		parts = append(parts, "stopped by "+env.StoppedBy)
 	}
 	if env.Truncated {
-		parts = append(parts, fmt.Sprintf("%d of %d rows shown, the rest stored as %s", env.Shown, env.Total, env.ResultID))
+		parts = append(parts, fmt.Sprintf("%d of %d rows shown, the rest stored as %s", env.ShownItems, env.TotalItems, env.ResultID))
 	}
 	if a := env.Aggregate; a != nil && a.Verdict != "" {
 		parts = append(parts, "aggregate "+a.Verdict)

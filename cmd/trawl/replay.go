@@ -75,24 +75,18 @@ func (a *account) chunk(c stream.Chunk) {
 		in, _ := json.Marshal(c.Input)
 		fmt.Fprintf(a.w, "tool %s %s\n", c.ToolName, in)
 	case stream.ToolOutputAvailable:
-		var v struct {
-			Boundary json.RawMessage `json:"_boundary"` // every verdict has one (a single response no _pagingComplete)
-			Stopped  string          `json:"_stoppedBy"`
-			Note     string          `json:"_note"`
+		var env loop.Envelope
+		if b, err := json.Marshal(c.Output); err == nil {
+			env, _ = loop.ReadEnvelope(b)
 		}
-		out, err := json.Marshal(c.Output)
-		if err == nil {
-			json.Unmarshal(out, &v)
-		}
-		rep, aggregated, _ := loop.ReadAggregate(out)
 		switch {
-		case v.Boundary != nil:
-			fmt.Fprintf(a.w, "  → %s\n", v.Note)
-		case !aggregated:
+		case env.Looped():
+			fmt.Fprintf(a.w, "  → %s\n", env.Note)
+		case env.Aggregate == nil:
 			fmt.Fprintf(a.w, "  → ok\n")
 		}
-		if aggregated {
-			fmt.Fprintf(a.w, "  → aggregate: %s\n", rep.Verdict)
+		if env.Aggregate != nil {
+			fmt.Fprintf(a.w, "  → aggregate: %s\n", env.Aggregate.Verdict)
 		}
 	case stream.ToolOutputError:
 		a.failed++

@@ -2,13 +2,25 @@ package redisvectors_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl-dev/trawl/discovery"
 	"github.com/trawl-dev/trawl/discovery/redisvectors"
+	"github.com/trawl-dev/trawl/discovery/vectorcachetest"
 	"github.com/trawl-dev/trawl/stream/redistest"
 )
+
+func TestCacheConforms(t *testing.T) {
+	c := redistest.Start(t).Client(t)
+	n := 0
+	vectorcachetest.Run(t, func(t *testing.T) discovery.VectorCache {
+		n++
+		return redisvectors.New(c, fmt.Sprintf("v%d:", n))
+	})
+}
 
 func TestRoundTripAndIsolation(t *testing.T) {
 	srv := redistest.Start(t)

@@ -2,7 +2,6 @@ package paginate
 
 import (
 	"encoding/json"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -185,29 +184,6 @@ func numberOf(v any) (int, bool) {
 		}
 	}
 	return 0, false
-}
-
-// requestURL is the URL of the walk's first request without its query:
-// the base for resolving relative next URLs. Nil when the tool has no
-// usable origin.
-func requestURL(t *tools.Tool, args map[string]any) *url.URL {
-	if t.Origin == "" {
-		return nil
-	}
-	path := t.Path
-	for _, p := range t.Params {
-		if p.In != tools.InPath {
-			continue
-		}
-		if v, ok := argString(args, p.Name); ok && v != "" {
-			path = strings.ReplaceAll(path, "{"+p.WireName()+"}", url.PathEscape(v))
-		}
-	}
-	u, err := url.Parse(strings.TrimRight(t.Origin, "/") + path)
-	if err != nil || u.Host == "" {
-		return nil
-	}
-	return u
 }
 
 // originOf is the scheme://host:port of a URL (tools.OriginOf: one

@@ -53,10 +53,10 @@ func TestEffectsOfSpecs(t *testing.T) {
 			t.Logf("%s: not imported, no effects to check: %v", name, err)
 			continue
 		}
-		SettleEffects(ts)
 		var n [3]int
 		for _, tool := range ts {
-			switch e := tool.Effect; e {
+			effect := Effect(tool, Detect(tool), "")
+			switch e := effect; e {
 			case tools.EffectRead:
 				n[0]++
 			case tools.EffectWrite:
@@ -72,7 +72,7 @@ func TestEffectsOfSpecs(t *testing.T) {
 			default:
 				t.Errorf("%s %s: effect %q", name, tool.Name, e)
 			}
-			if tool.Effect == tools.EffectRead && tool.Method != "GET" && tool.Method != "HEAD" {
+			if effect == tools.EffectRead && tool.Method != "GET" && tool.Method != "HEAD" {
 				summary := strings.ToLower(tool.Description)
 				named := tools.QueryNamed(tool) || strings.HasPrefix(summary, "list") || strings.HasPrefix(summary, "search") || strings.HasPrefix(summary, "quer")
 				if tool.Method != "POST" || !named && !Detect(tool).Paginated() {

@@ -901,6 +901,38 @@ func TestWalkStrategies(t *testing.T) {
 			},
 		},
 		{
+			// A next link relative to the request's own path resolves
+			// against the URL the invoker sent: path parameter filled in
+			// and escaped, the origin's base path kept.
+			name: "strategy_next_url_path_relative",
+			plan: Plan{Strategy: NextURL, SizeParam: "PageSize", Items: "messages", ItemsFound: true,
+				NextURLField: "next_page_uri", Continuation: "next_page_uri", Provenance: "schema"},
+			tool: func(origin string) *tools.Tool {
+				return &tools.Tool{ID: "twilio.list_messages", Provider: "twilio", Name: "list_messages", Kind: tools.KindAPI,
+					Method: http.MethodGet, Path: "/Accounts/{AccountSid}/Messages.json", Origin: origin + "/2010-04-01",
+					Params: []tools.Param{
+						{Name: "AccountSid", In: tools.InPath, Required: true, Schema: &tools.Schema{Type: "string"}},
+						{Name: "PageSize", In: tools.InQuery, Schema: intSchema(50)},
+					}}
+			},
+			args: map[string]any{"AccountSid": "AC 123"},
+			script: func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+				pg, _ := strconv.Atoi(firstOf(r.URL.Query().Get("Page"), "0"))
+				ids := seq("SM", pg*50+1, 50)
+				next := fmt.Sprintf(`"Messages.json?Page=%d&PageSize=50"`, pg+1)
+				if pg == 1 {
+					ids, next = ids[:10], "null"
+				}
+				reply(w, 200, fmt.Sprintf(`{"messages":%s,"next_page_uri":%s}`, items(ids...), next))
+			},
+			want: verdict{Complete: true, StoppedBy: StopCompleteNoNext, Items: 60, Pages: 2, Requests: 2,
+				LastCursor: "$ORIGIN/2010-04-01/Accounts/AC%20123/Messages.json?Page=1&PageSize=50"},
+			wantReqs: []string{
+				"GET /2010-04-01/Accounts/AC%20123/Messages.json?PageSize=50",
+				"GET /2010-04-01/Accounts/AC%20123/Messages.json?Page=1&PageSize=50",
+			},
+		},
+		{
 			// GitHub: a bare array, page numbers in the schema, and a Link
 			// header (absolute, then relative) that the first response
 			// turns into the plan.

@@ -22,7 +22,7 @@ type Inspection struct {
 	Method      string            `json:"method"`
 	Path        string            `json:"path"`
 	OperationID *string           `json:"operationId"` // null when the spec gives none
-	Effect      tools.Effect      `json:"effect"`      // read, write or destructive (EffectOf)
+	Effect      tools.Effect      `json:"effect"`      // read, write or destructive (Effect)
 	Pagination  PaginationSummary `json:"pagination"`
 
 	note string // one remark for the table (a signal with nothing to send it back)
@@ -67,7 +67,7 @@ func NewInspection(t *tools.Tool, p Plan) Inspection {
 		Method:      strings.ToUpper(t.Method),
 		Path:        t.Path,
 		OperationID: nullable(t.OperationID),
-		Effect:      EffectOf(t, p),
+		Effect:      Effect(t, p, ""),
 	}
 	s := PaginationSummary{Strategy: p.Strategy, Provenance: p.Provenance, Confidence: p.Confidence,
 		Evidence: p.Evidence, Stream: p.Stream}

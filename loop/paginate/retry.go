@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/trawl-dev/trawl/tools"
@@ -305,29 +304,5 @@ func maybeSent(err error) bool {
 }
 
 // retryable reports whether a page request may be sent again after an
-// uncertain failure: when it reads (ReadLike).
-func retryable(t *tools.Tool, p Plan) bool { return ReadLike(t, p) }
-
-// ReadLike reports whether calling t reads without changing anything:
-// its effect (EffectOf) is read.
-func ReadLike(t *tools.Tool, p Plan) bool { return EffectOf(t, p) == tools.EffectRead }
-
-// EffectOf is t's effect (tools.DeriveEffect) with what pagination
-// detection adds: a POST whose effect was derived, not declared, and that
-// pages through a response array only queries, so it reads.
-func EffectOf(t *tools.Tool, p Plan) tools.Effect {
-	e := tools.DeriveEffect(t)
-	if e == tools.EffectWrite && !t.EffectDeclared && strings.EqualFold(t.Method, http.MethodPost) && p.Paginated() && p.ItemsFound {
-		return tools.EffectRead
-	}
-	return e
-}
-
-// SettleEffects sets each tool's Effect to EffectOf under its detected
-// plan, so that every place a tool is shown says the same. Run once when
-// tools are imported.
-func SettleEffects(ts []*tools.Tool) {
-	for _, t := range ts {
-		t.Effect = EffectOf(t, Detect(t))
-	}
-}
+// uncertain failure: when it reads.
+func retryable(t *tools.Tool, p Plan) bool { return Effect(t, p, "") == tools.EffectRead }

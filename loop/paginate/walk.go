@@ -103,7 +103,7 @@ type WalkOptions struct {
 	// Plan is what detection found; the first response may refine it.
 	Plan Plan
 	// Effect is the call's effect (a binding may override the tool's);
-	// "" means EffectOf(Tool, Plan). Only a read is sent again after a
+	// "" means Effect(Tool, Plan, ""). Only a read is sent again after a
 	// transport failure or a 5xx.
 	Effect tools.Effect
 	// AllPages walks every page. False: one request, whose signals still
@@ -468,10 +468,15 @@ func newWalker(o WalkOptions) *walker {
 	w.seen = map[string]struct{}{}
 	w.args = cloneArgs(o.Args)
 	w.origin = originOf(o.Tool.Origin)
-	w.base = requestURL(o.Tool, w.args)
+	// The base for resolving relative next URLs: the first request's URL
+	// (the invoker's own), without its query; none without an origin.
+	if u, err := tools.RequestURL(o.Tool, w.args); err == nil && u.Host != "" {
+		u.RawQuery = ""
+		w.base = u
+	}
 	effect := o.Effect
 	if effect == "" {
-		effect = EffectOf(o.Tool, o.Plan)
+		effect = Effect(o.Tool, o.Plan, "")
 	}
 	w.effect = effect
 	w.retryable = effect == tools.EffectRead

@@ -785,7 +785,7 @@ func numberOf(v []byte) (n float64, i int64, isInt, ok bool) {
 			return 0, 0, false, false
 		}
 	}
-	if bytes.IndexAny(text, ".eE") < 0 {
+	if !bytes.ContainsAny(text, ".eE") {
 		t := text
 		if len(t) > 0 && t[0] == '+' {
 			t = t[1:]

@@ -2,7 +2,6 @@ package query
 
 import (
 	"fmt"
-	"strconv"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -100,9 +99,6 @@ func CloseObject(dst []byte) []byte {
 // AppendString appends s as a JSON string: encoding/json's escaping
 // without its HTML escaping; invalid UTF-8 becomes U+FFFD.
 func AppendString(dst []byte, s string) []byte { return appendQuoted(dst, s) }
-
-// AppendInt appends n as a JSON number.
-func AppendInt(dst []byte, n int) []byte { return strconv.AppendInt(dst, int64(n), 10) }
 
 // AppendStringPrefix appends, as one JSON string, the longest prefix of s
 // whose quoted form takes at most max characters (both quotes included;

@@ -36,7 +36,8 @@ type Walks struct {
 	store loop.DatasetStore
 	opt   WalksOptions
 
-	joined atomic.Int64
+	joined  atomic.Int64
+	waiting atomic.Int64
 }
 
 var _ loop.SharedWalks = (*Walks)(nil)
@@ -55,6 +56,9 @@ func NewWalks(client redis.UniversalClient, store loop.DatasetStore, opts WalksO
 
 // Joined counts the calls that were served by another process's walk.
 func (w *Walks) Joined() int64 { return w.joined.Load() }
+
+// Waiting is how many calls are waiting now for a walk another holds.
+func (w *Walks) Waiting() int64 { return w.waiting.Load() }
 
 var renewScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
@@ -122,6 +126,8 @@ func (w *Walks) lead(ctx context.Context, lock, token string, walk func(context.
 
 // waitFree waits until lock is released or expires.
 func (w *Walks) waitFree(ctx context.Context, lock string) error {
+	w.waiting.Add(1)
+	defer w.waiting.Add(-1)
 	t := time.NewTicker(w.opt.Poll)
 	defer t.Stop()
 	for {

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/trawl-dev/trawl/loop"
 	"github.com/trawl-dev/trawl/loop/redisstore"
+	"github.com/trawl-dev/trawl/loop/storetest"
 	"github.com/trawl-dev/trawl/stream/redistest"
 )
 
@@ -25,6 +27,21 @@ func replica(t *testing.T, c redis.UniversalClient, lease time.Duration) (*loop.
 		t.Fatal(err)
 	}
 	return cache, walks
+}
+
+// Walks conform on two replicas of one Redis.
+func TestWalksConform(t *testing.T) {
+	c := redistest.Start(t).Client(t)
+	n := 0
+	storetest.RunWalks(t, func(t *testing.T) storetest.WalksSetup {
+		n++
+		opt := redisstore.Options{Prefix: fmt.Sprintf("w%d:", n)}
+		store := redisstore.NewDatasetStore(c, opt)
+		replica := func() storetest.Walks {
+			return redisstore.NewWalks(c, store, redisstore.WalksOptions{Prefix: opt.Prefix, Poll: 5 * time.Millisecond})
+		}
+		return storetest.WalksSetup{Store: store, Replicas: []storetest.Walks{replica(), replica()}}
+	})
 }
 
 var req = loop.CacheRequest{ToolID: "acme.list", Args: map[string]any{"q": "x"}, Scope: loop.Scope{Org: "acme"}}

@@ -18,3 +18,10 @@ func TestMemoryDatasetStoreConforms(t *testing.T) {
 		return loop.NewMemoryDatasetStore(loop.MemoryStoreOptions{MaxBytes: max})
 	})
 }
+
+func TestLocalWalksConform(t *testing.T) {
+	storetest.RunWalks(t, func(t *testing.T) storetest.WalksSetup {
+		return storetest.WalksSetup{Store: loop.NewMemoryDatasetStore(loop.MemoryStoreOptions{}),
+			Replicas: []storetest.Walks{&loop.LocalWalks{}}, SharesUnrecorded: true}
+	})
+}

@@ -1,6 +1,7 @@
-// Package storetest is the conformance suite of loop.ResultStore and
-// loop.DatasetStore: the embedded stores and the Redis ones run it, so
-// they behave the same.
+// Package storetest is the conformance suite of loop.ResultStore,
+// loop.DatasetStore and loop.SharedWalks (RunWalks): the embedded stores
+// (and the in-process LocalWalks) and the Redis ones run it, so they
+// behave the same.
 package storetest
 
 import (

@@ -135,8 +135,6 @@ func (r *release) args() []any {
 		r.learned.Remaining, reset, strconv.FormatFloat(r.learned.Rate, 'g', 17, 64), r.learned.Burst}
 }
 
-const releaseArgs = 14
-
 // Acquire implements tools.RateLimiter.
 func (l *Limiter) Acquire(ctx context.Context, s tools.LimitScope) (tools.Permit, error) {
 	clock := l.opt.Clock

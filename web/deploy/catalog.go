@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/tools"
 )
 
@@ -28,7 +27,6 @@ func (s *Deployment) loadCatalog(ctx context.Context) (*tools.Catalog, error) {
 			return nil, cfg.errAt(at+".openapi", err.Error())
 		}
 		s.logImport(p.ID, r)
-		paginate.SettleEffects(r.Tools)
 		if err := cat.Add(r.Tools...); err != nil {
 			return nil, cfg.errAt(at, err.Error())
 		}
@@ -113,7 +111,6 @@ func (s *Deployment) addToolkit(cat *tools.Catalog, m *tools.Manifest) error {
 	if err != nil {
 		return err
 	}
-	paginate.SettleEffects(ts)
 	if err := cat.Add(ts...); err != nil {
 		return err
 	}

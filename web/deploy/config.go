@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/agent/workflow"
 	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/tools"
 	"gopkg.in/yaml.v3"
@@ -71,6 +72,8 @@ type Config struct {
 	CORS CORSConfig `yaml:"cors"`
 	// Threads bounds the stored threads.
 	Threads ThreadsConfig `yaml:"threads"`
+	// WorkflowRuns bounds the stored workflow runs.
+	WorkflowRuns WorkflowRunsConfig `yaml:"workflow_runs"`
 	// TrustedProxies are the addresses (CIDR or single IP) of reverse
 	// proxies whose X-Forwarded-For names the client. Zero: none, so the
 	// client is the connection's peer.
@@ -126,6 +129,25 @@ type ThreadsConfig struct {
 	MaxBytes int `yaml:"max_bytes"`
 	// MaxAgeDays deletes threads not updated for that many days. Zero: 90.
 	MaxAgeDays int `yaml:"max_age_days"`
+}
+
+// WorkflowRunsConfig is the retention of stored workflow runs: the oldest
+// go first. Zero fields keep the defaults; -1 lifts a bound.
+type WorkflowRunsConfig struct {
+	// MaxPerWorkflow is how many runs one workflow keeps (running ones
+	// are never deleted for it). Zero: 1000.
+	MaxPerWorkflow int `yaml:"max_per_workflow"`
+	// MaxAgeDays deletes runs started that many days ago. Zero: 90.
+	MaxAgeDays int `yaml:"max_age_days"`
+}
+
+// runRetention is the workflow run store's RunRetention for this config.
+func (c *Config) runRetention() workflow.RunRetention {
+	r := workflow.RunRetention{MaxPerWorkflow: c.WorkflowRuns.MaxPerWorkflow}
+	if c.WorkflowRuns.MaxAgeDays != 0 {
+		r.MaxAge = time.Duration(c.WorkflowRuns.MaxAgeDays) * 24 * time.Hour
+	}
+	return r
 }
 
 // retention is the thread store's Retention for this config.
@@ -580,7 +602,8 @@ func (c *Config) validate() error {
 	for _, b := range []struct {
 		key string
 		v   int
-	}{{"threads.max_per_user", c.Threads.MaxPerUser}, {"threads.max_bytes", c.Threads.MaxBytes}, {"threads.max_age_days", c.Threads.MaxAgeDays}} {
+	}{{"threads.max_per_user", c.Threads.MaxPerUser}, {"threads.max_bytes", c.Threads.MaxBytes}, {"threads.max_age_days", c.Threads.MaxAgeDays},
+		{"workflow_runs.max_per_workflow", c.WorkflowRuns.MaxPerWorkflow}, {"workflow_runs.max_age_days", c.WorkflowRuns.MaxAgeDays}} {
 		if b.v < -1 {
 			return c.errAt(b.key, "must be positive (0 keeps the default, -1 lifts the bound)")
 		}

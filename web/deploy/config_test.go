@@ -89,6 +89,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"run lease long", "redis_url: redis://127.0.0.1:6379\nrun_lease: 1000h\n", "trawl.yaml:2: run_lease: must be at least 1s and at most 10m"},
 		{"redis url unparsable, password kept out", "redis_url: 'redis://:s3cretpw@[::1/0'\n", "trawl.yaml:1: redis_url: want redis://"},
 		{"redis password not encoded", "redis_url: 'redis://:s3cretpw/#x@127.0.0.1:6379/0'\n", "must be percent-encoded"},
+		{"bad run retention", "workflow_runs: {max_per_workflow: -5}\n", "trawl.yaml:1: workflow_runs.max_per_workflow: must be positive"},
+		{"unknown run retention key", "workflow_runs: {max_runs: 5}\n", `workflow_runs.max_runs: unknown key "max_runs"`},
 		{"mcp needs one", "mcp_servers:\n  - {id: f}\n", "command or url is required"},
 		{"rate limit burst alone", "providers:\n  - {id: a, openapi: x, rate_limit: {burst: 4}}\n", "trawl.yaml:2: providers[0].rate_limit: burst needs requests_per_second"},
 		{"rate limit negative", "providers:\n  - {id: a, openapi: x, rate_limit: {concurrency: -1}}\n", "providers[0].rate_limit: concurrency must not be negative"},

@@ -2,8 +2,6 @@ package deploy
 
 import (
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -30,7 +28,7 @@ import (
 type Connections struct {
 	sealed Records // sealed credentials by connKey
 	grants grants  // codes ("code:<hash>") and attempts ("attempt:<hash>")
-	aead   cipher.AEAD
+	sealer *Sealer
 	orgTKs func(toolkit string) bool // toolkits with an organization credential
 	now    func() time.Time
 }
@@ -54,15 +52,11 @@ const (
 )
 
 func newConnections(sealed Records, grants grants, key []byte, orgTKs func(string) bool, now func() time.Time) (*Connections, error) {
-	block, err := aes.NewCipher(key)
+	sealer, err := NewSealer(key)
 	if err != nil {
 		return nil, err
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	return &Connections{sealed: sealed, grants: grants, aead: aead, orgTKs: orgTKs, now: now}, nil
+	return &Connections{sealed: sealed, grants: grants, sealer: sealer, orgTKs: orgTKs, now: now}, nil
 }
 
 // deploymentKey is a 256-bit key generated on first start and kept in
@@ -95,24 +89,19 @@ func (c *Connections) Credential(ctx context.Context, user, toolkit string) (str
 	if err != nil || !ok || len(sealed) == 0 {
 		return "", false, err
 	}
-	n := c.aead.NonceSize()
-	if len(sealed) < n {
-		return "", false, errors.New("stored connection is damaged")
-	}
-	plain, err := c.aead.Open(nil, sealed[:n], sealed[n:], []byte(connKey(user, toolkit)))
+	plain, err := c.sealer.Open(sealed, []byte(connKey(user, toolkit)))
 	if err != nil {
-		return "", false, fmt.Errorf("opening a stored connection: %w", err)
+		return "", false, fmt.Errorf("opening a stored connection (damaged): %w", err)
 	}
 	return string(plain), true, nil
 }
 
 // Store seals credential and keeps it as user's for toolkit.
 func (c *Connections) Store(ctx context.Context, user, toolkit, credential string) error {
-	nonce := make([]byte, c.aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
+	sealed, err := c.sealer.Seal([]byte(credential), []byte(connKey(user, toolkit)))
+	if err != nil {
 		return err
 	}
-	sealed := c.aead.Seal(nonce, nonce, []byte(credential), []byte(connKey(user, toolkit)))
 	return c.sealed.Put(ctx, connKey(user, toolkit), sealed)
 }
 
@@ -137,8 +126,12 @@ func (c *Connections) put(ctx context.Context, kind string, g ConnectGrant) (str
 		return "", err
 	}
 	secret := RandomHex(20)
-	if err := c.grants.PutGrant(ctx, kind+":"+TokenHash(secret), v, g.Expires.Sub(c.now())); err != nil {
+	stored, err := c.grants.PutGrant(ctx, kind+":"+TokenHash(secret), v, g.Expires.Sub(c.now()))
+	if err != nil {
 		return "", err
+	}
+	if !stored {
+		return "", ErrTooManyPending
 	}
 	return secret, nil
 }

@@ -180,6 +180,9 @@ func Open(ctx context.Context, cfg *Config, opt Options) (_ *Deployment, err err
 	if p, ok := d.threads.(pruner); ok {
 		prune["threads past their age"] = p
 	}
+	if st.workflowRuns != nil {
+		prune["workflow runs past their age"] = st.workflowRuns
+	}
 	if p, ok := st.datasets.(pruner); ok {
 		prune["expired cached datasets"] = p
 	}
@@ -211,8 +214,9 @@ func (d *Deployment) AdminKey() string { return d.adminKey }
 // or "memory" (one call or replay).
 func (d *Deployment) StoreKind() string { return d.stores.kind }
 
-// pruner is a store that deletes what is past its age (the embedded
-// thread store and dataset cache; Redis expires keys itself).
+// pruner is a store that deletes what is past its age (the thread and
+// workflow run stores, the embedded dataset cache: Redis expires cached
+// datasets itself).
 type pruner interface {
 	Prune(ctx context.Context) (int, error)
 }

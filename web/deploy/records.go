@@ -9,7 +9,7 @@ import (
 )
 
 // Records is a named set of opaque records by key — workflow definitions,
-// workflow runs, sealed connection tokens: a bucket of the embedded store
+// sealed connection tokens: a bucket of the embedded store
 // (boltRecords) or a Redis hash (redisstore.Bucket). stores.go picks.
 type Records interface {
 	Put(ctx context.Context, k string, v []byte) error
@@ -66,13 +66,15 @@ func (b *boltRecords) ForEach(_ context.Context, fn func(k string, v []byte) err
 }
 
 // grants keeps short-lived secrets' records (connect codes and attempts)
-// by key until they expire: in memory on the embedded default, in Redis
-// when replicas share a deployment (a link minted on one replica opens on
-// any).
+// by key until they expire, at most a bound of them live: in memory on
+// the embedded default, in Redis when replicas share a deployment (a link
+// minted on one replica opens on any, and the bound counts every
+// replica's).
 type grants interface {
-	// PutGrant stores v under k for ttl. It fails with ErrTooManyPending
-	// when the store holds its bound of live grants.
-	PutGrant(ctx context.Context, k string, v []byte, ttl time.Duration) error
+	// PutGrant stores v under k for ttl (under a millisecond: nothing
+	// is kept); stored is false, and nothing is stored, when the store
+	// holds its bound of live grants.
+	PutGrant(ctx context.Context, k string, v []byte, ttl time.Duration) (stored bool, err error)
 	// TakeGrant returns the live value under k; spend removes it, so of
 	// two concurrent spends only one gets it.
 	TakeGrant(ctx context.Context, k string, spend bool) (v []byte, ok bool, err error)
@@ -96,7 +98,10 @@ func newMemGrants(now func() time.Time, max int) *memGrants {
 	return &memGrants{now: now, max: max, m: map[string]memGrant{}}
 }
 
-func (g *memGrants) PutGrant(_ context.Context, k string, v []byte, ttl time.Duration) error {
+func (g *memGrants) PutGrant(_ context.Context, k string, v []byte, ttl time.Duration) (bool, error) {
+	if ttl < time.Millisecond {
+		return true, nil // born expired: nothing to keep
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.now()
@@ -105,11 +110,11 @@ func (g *memGrants) PutGrant(_ context.Context, k string, v []byte, ttl time.Dur
 			delete(g.m, key)
 		}
 	}
-	if len(g.m) >= g.max {
-		return ErrTooManyPending
+	if _, live := g.m[k]; !live && g.max > 0 && len(g.m) >= g.max {
+		return false, nil
 	}
 	g.m[k] = memGrant{v: v, expires: now.Add(ttl)}
-	return nil
+	return true, nil
 }
 
 func (g *memGrants) TakeGrant(_ context.Context, k string, spend bool) ([]byte, bool, error) {

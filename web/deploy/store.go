@@ -11,6 +11,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // openStore opens (creating) the embedded store, trawl.db in dataDir,
@@ -28,7 +29,7 @@ func openStore(dataDir string) (*bolt.DB, error) {
 	os.Remove(probe.Name())
 	path := filepath.Join(dataDir, "trawl.db")
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%s is in use by another trawl process", path)
 	}
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/trawl-dev/trawl/agent"
 	agentredis "github.com/trawl-dev/trawl/agent/redisstore"
+	"github.com/trawl-dev/trawl/agent/workflow"
 	"github.com/trawl-dev/trawl/discovery"
 	"github.com/trawl-dev/trawl/discovery/redisvectors"
 	"github.com/trawl-dev/trawl/loop"
@@ -55,8 +56,9 @@ type stores struct {
 	// approvals is the approvals inbox's store; nil: memory.
 	approvals agent.ApprovalStore
 
-	workflows, workflowRuns, connections Records
-	grants                               grants // connect codes and attempts
+	workflows, connections Records
+	workflowRuns           workflow.RunStore
+	grants                 grants // connect codes and attempts
 
 	// adminKey is the admin API's key; keyIsNew when it was generated
 	// now (the banner shows it once). secretKey seals connections.
@@ -219,10 +221,16 @@ func openEmbeddedStores(cfg *Config, tel *Telemetry) (_ *stores, err error) {
 	for _, b := range []struct {
 		to   *Records
 		name string
-	}{{&st.workflows, "workflows"}, {&st.workflowRuns, "workflow_runs"}, {&st.connections, "connections"}} {
+	}{{&st.workflows, "workflows"}, {&st.connections, "connections"}} {
 		if *b.to, err = newBoltRecords(st.db, b.name); err != nil {
 			return nil, err
 		}
+	}
+	if st.workflowRuns, err = workflow.NewBoltRunStore(st.db, cfg.runRetention()); err != nil {
+		return nil, err
+	}
+	if err := migrateBoltWorkflowRuns(st.db, st.workflowRuns); err != nil {
+		return nil, err
 	}
 	st.grants = newMemGrants(time.Now, connectPending)
 	return st, nil
@@ -289,9 +297,12 @@ func openRedisStores(ctx context.Context, cfg *Config, tel *Telemetry) (_ *store
 	st.runs = runs
 	st.approvals = agentredis.NewApprovals(c, prefix)
 	st.workflows = webredis.NewBucket(c, prefix, "workflows")
-	st.workflowRuns = webredis.NewBucket(c, prefix, "workflow_runs")
+	st.workflowRuns = agentredis.NewRuns(c, prefix, cfg.runRetention())
+	if err := migrateWorkflowRuns(ctx, webredis.NewBucket(c, prefix, oldWorkflowRuns), st.workflowRuns); err != nil {
+		return nil, err
+	}
 	st.connections = webredis.NewBucket(c, prefix, "connections")
-	st.grants = webredis.NewGrants(c, prefix)
+	st.grants = webredis.NewGrants(c, prefix, connectPending)
 	return st, nil
 }
 

@@ -27,7 +27,7 @@ func (s *Deployment) ViewOf(t *tools.Tool) ToolView {
 	return ToolView{
 		ID: t.ID, Name: t.Name, Description: t.Description, Kind: t.Kind, Provider: t.Provider,
 		Toolkit: t.Toolkit, Method: t.Method, Path: t.Path, OperationID: t.OperationID,
-		Effect:      paginate.EffectOf(t, s.engine.Plan(t)),
+		Effect:      s.engine.Effect(t, loop.Binding{}),
 		InputSchema: s.engine.Schema(t, loop.Binding{LoopResponses: true}),
 		Pagination:  s.engine.Plan(t),
 	}

@@ -3,121 +3,55 @@ package deploy
 import (
 	"context"
 	"encoding/json"
-	"sort"
+	"fmt"
 	"strings"
-	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/trawl-dev/trawl/agent/workflow"
 	"github.com/trawl-dev/trawl/web/runlease"
 )
 
-// WorkflowRun is what a run leaves: its state and, once ended, its result.
-type WorkflowRun struct {
-	ID       string           `json:"id"`
-	Workflow string           `json:"workflow"`
-	Status   string           `json:"status"` // running, done, failed, stopped
-	Started  time.Time        `json:"started"`
-	Ended    *time.Time       `json:"ended,omitempty"`
-	Result   *workflow.Result `json:"result,omitempty"`
-	// Error says why a run failed without a result (its replica died).
-	Error string `json:"error,omitempty"`
-}
-
 // WorkflowRunKey is a workflow run's key in the run registry.
 func WorkflowRunKey(runID string) string { return "workflow-run:" + runID }
+
+// WorkflowRuns is the store of the deployment's workflow runs (nil unless
+// PartsServe).
+func (d *Deployment) WorkflowRuns() workflow.RunStore { return d.stores.workflowRuns }
 
 // endLapsedRun records a run whose replica died (its log was ended by
 // the run host): a workflow run is marked failed with the reason. A
 // chat's thread needs nothing: it was saved after every step.
-func (s *Deployment) endLapsedRun(ctx context.Context, c runlease.Claim) {
+func (d *Deployment) endLapsedRun(ctx context.Context, c runlease.Claim) {
 	if c.Key != WorkflowRunKey(c.RunID) {
 		return
 	}
-	v, ok, err := s.stores.workflowRuns.Get(ctx, c.RunID)
-	if err != nil || !ok {
+	r, err := d.stores.workflowRuns.GetSummary(ctx, c.RunID)
+	if err != nil || r.Status != workflow.StatusRunning {
 		return
 	}
-	var r WorkflowRun
-	if json.Unmarshal(v, &r) != nil || r.Status != "running" {
-		return
-	}
-	ended := s.now().UTC()
-	r.Status, r.Ended, r.Error = "failed", &ended, lapsedRunText
-	if err := s.SaveWorkflowRun(ctx, r); err != nil {
-		s.log.Warn("marking a dead replica's workflow run failed", "run", r.ID, "err", err)
+	ended := d.now().UTC()
+	r.Status, r.Ended, r.Error = workflow.StatusFailed, &ended, lapsedRunText
+	if err := d.stores.workflowRuns.PutRun(ctx, r); err != nil {
+		d.log.Warn("marking a dead replica's workflow run failed", "run", r.ID, "err", err)
 	}
 }
 
-// fencedRecords is a store of records that writes one only while a
-// fence key holds a value (web/redisstore: the run's claim).
-type fencedRecords interface {
-	PutFenced(ctx context.Context, k string, v []byte, fenceKey, fenceValue string) (written bool, err error)
+// fencedRuns is a run store that writes a run only while a fence key
+// holds a value (agent/redisstore: the run's claim).
+type fencedRuns interface {
+	PutRunFenced(ctx context.Context, r *workflow.Run, fenceKey, fenceValue string) (written bool, err error)
 }
 
 // SaveHeldWorkflowRun saves r while its run holds its claim:
 // runlease.ErrFenced when it does not. On Redis the check is in the write's
 // own script; in one process, a look-up.
-func (s *Deployment) SaveHeldWorkflowRun(ctx context.Context, r WorkflowRun) error {
+func (d *Deployment) SaveHeldWorkflowRun(ctx context.Context, r *workflow.Run) error {
 	var fenced func(string) (bool, error)
-	if fr, ok := s.stores.workflowRuns.(fencedRecords); ok {
-		fenced = func(fenceKey string) (bool, error) {
-			b, err := json.Marshal(r)
-			if err != nil {
-				return false, err
-			}
-			return fr.PutFenced(ctx, r.ID, b, fenceKey, r.ID)
-		}
+	if fr, ok := d.stores.workflowRuns.(fencedRuns); ok {
+		fenced = func(fenceKey string) (bool, error) { return fr.PutRunFenced(ctx, r, fenceKey, r.ID) }
 	}
-	return s.runs.SaveHeld(ctx, WorkflowRunKey(r.ID), r.ID, fenced, func() error { return s.SaveWorkflowRun(ctx, r) })
-}
-
-// SaveWorkflowRun stores r.
-func (s *Deployment) SaveWorkflowRun(ctx context.Context, r WorkflowRun) error {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	return s.stores.workflowRuns.Put(ctx, r.ID, b)
-}
-
-// LoadWorkflowRun is run id of workflowID, nil when it has none.
-func (s *Deployment) LoadWorkflowRun(ctx context.Context, id, workflowID string) (*WorkflowRun, error) {
-	v, ok, err := s.stores.workflowRuns.Get(ctx, id)
-	if err != nil || !ok {
-		return nil, err
-	}
-	r := new(WorkflowRun)
-	if err := json.Unmarshal(v, r); err != nil {
-		return nil, err
-	}
-	if r.Workflow != workflowID {
-		return nil, nil
-	}
-	return r, nil
-}
-
-// WorkflowRuns lists workflowID's runs, newest first, without results.
-func (s *Deployment) WorkflowRuns(ctx context.Context, workflowID string) ([]WorkflowRun, error) {
-	var out []WorkflowRun
-	err := s.stores.workflowRuns.ForEach(ctx, func(_ string, v []byte) error {
-		var r WorkflowRun
-		if err := json.Unmarshal(v, &r); err != nil {
-			return err
-		}
-		if r.Workflow == workflowID {
-			r.Result = nil
-			out = append(out, r)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Started.After(out[j].Started) })
-	if out == nil {
-		out = []WorkflowRun{}
-	}
-	return out, nil
+	return d.runs.SaveHeld(ctx, WorkflowRunKey(r.ID), r.ID, fenced, func() error { return d.stores.workflowRuns.PutRun(ctx, r) })
 }
 
 // lapsedText is the error a dead replica's run of key ends with: a
@@ -127,4 +61,61 @@ func lapsedText(key string) string {
 		return lapsedRunText
 	}
 	return lapsedTurnText
+}
+
+// oldWorkflowRuns names the records that held workflow runs, whole,
+// before the typed run store: a bbolt bucket, or a Redis hash
+// (redisstore.Bucket).
+const oldWorkflowRuns = "workflow_runs"
+
+// migrateWorkflowRuns moves the runs of old (nil: none) into to, each
+// deleted from old once stored, so a deployment keeps its runs across
+// the upgrade and a migration cut short resumes at the next start. It
+// reads the keys first and then one run at a time: a bbolt bucket cannot
+// be written to while it is read, and old runs hold whole results.
+func migrateWorkflowRuns(ctx context.Context, old Records, to workflow.RunStore) error {
+	if old == nil {
+		return nil
+	}
+	var keys []string
+	if err := old.ForEach(ctx, func(k string, _ []byte) error { keys = append(keys, k); return nil }); err != nil {
+		return fmt.Errorf("moving the workflow runs to their store: %w", err)
+	}
+	for _, k := range keys {
+		v, ok, err := old.Get(ctx, k)
+		if err != nil {
+			return fmt.Errorf("moving the workflow runs to their store: %w", err)
+		}
+		r := new(workflow.Run)
+		if !ok || json.Unmarshal(v, r) != nil || r.ID != k {
+			continue // not a run: left where it is
+		}
+		if err := to.PutRun(ctx, r); err != nil {
+			return fmt.Errorf("moving workflow run %s to its store: %w", k, err)
+		}
+		if _, err := old.Delete(ctx, k); err != nil {
+			return fmt.Errorf("moving workflow run %s to its store: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// migrateBoltWorkflowRuns moves the runs of the embedded store's old
+// bucket, if it has one, and drops the bucket once empty.
+func migrateBoltWorkflowRuns(db *bolt.DB, to workflow.RunStore) error {
+	name := []byte(oldWorkflowRuns)
+	found := false
+	_ = db.View(func(tx *bolt.Tx) error { found = tx.Bucket(name) != nil; return nil })
+	if !found {
+		return nil
+	}
+	if err := migrateWorkflowRuns(context.Background(), &boltRecords{db: db, name: name}, to); err != nil {
+		return err
+	}
+	return db.Update(func(tx *bolt.Tx) error {
+		if k, _ := tx.Bucket(name).Cursor().First(); k != nil {
+			return nil // records that are not runs: kept
+		}
+		return tx.DeleteBucket(name)
+	})
 }

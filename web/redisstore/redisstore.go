@@ -1,8 +1,8 @@
 // Package redisstore holds the Redis backends of a deployment's own state
 // (package web/deploy): sessions (Sessions, a deploy.SessionStore for the
 // deployment's Session type) and the plain keyed records the embedded
-// store keeps in bbolt buckets — workflow definitions, workflow runs,
-// sealed connection tokens (Bucket). It imports nothing of web or
+// store keeps in bbolt buckets — workflow definitions, sealed connection
+// tokens (Bucket). It imports nothing of web or
 // web/deploy, so the deployment can use it.
 package redisstore
 
@@ -37,25 +37,6 @@ func (b *Bucket) Put(ctx context.Context, k string, v []byte) error {
 		return fmt.Errorf("%s: redis: %w", b.key, err)
 	}
 	return nil
-}
-
-// putFencedScript: KEYS bucket, fence; ARGV field, value, fence value.
-var putFencedScript = redis.NewScript(`
-if redis.call('GET', KEYS[2]) ~= ARGV[3] then return -1 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-return 1`)
-
-// PutFenced stores v under k only if fenceKey holds fenceValue, in the
-// same script as the write (a run's claim, for the record the run
-// writes: runlease.Fencer): a writer whose claim lapsed cannot overwrite
-// what was written since, however late its write arrives. written is
-// false then, and nothing was written.
-func (b *Bucket) PutFenced(ctx context.Context, k string, v []byte, fenceKey, fenceValue string) (written bool, err error) {
-	n, err := putFencedScript.Run(ctx, b.c, []string{b.key, fenceKey}, k, v, fenceValue).Int()
-	if err != nil {
-		return false, fmt.Errorf("%s: redis: %w", b.key, err)
-	}
-	return n >= 0, nil
 }
 
 // Get returns the value under k; ok is false when there is none.
@@ -172,39 +153,69 @@ func (s *Sessions[T]) DeleteSession(ctx context.Context, hash string) error {
 }
 
 // Grants keeps short-lived records by key until they expire (connect
-// codes and attempts): "<prefix>grant:<key>" with the record's TTL, so a
-// link minted on one replica opens on any. A spend is GETDEL: of two
-// concurrent spends only one gets the record.
+// codes and attempts), at most a bound of them live across every replica:
+// "<prefix>grant:<key>" with the record's TTL, so a link minted on one
+// replica opens on any, and "<prefix>grants", the live keys by expiry, to
+// count them. A spend is GETDEL: of two concurrent spends only one gets
+// the record.
 type Grants struct {
-	c      redis.UniversalClient
-	prefix string
+	c     redis.UniversalClient
+	key   string // the records' key prefix
+	index string
+	max   int
+	now   func() time.Time
 }
 
-// NewGrants returns the grant store of client under prefix.
-func NewGrants(client redis.UniversalClient, prefix string) *Grants {
-	return &Grants{c: client, prefix: prefix + "grant:"}
+// NewGrants returns the grant store of client under prefix, holding at
+// most max live grants (zero or less: no bound).
+func NewGrants(client redis.UniversalClient, prefix string, max int) *Grants {
+	return &Grants{c: client, key: prefix + "grant:", index: prefix + "grants", max: max, now: time.Now}
 }
 
-// PutGrant stores v under k for ttl.
-func (g *Grants) PutGrant(ctx context.Context, k string, v []byte, ttl time.Duration) error {
-	if err := g.c.Set(ctx, g.prefix+k, v, ttl).Err(); err != nil {
-		return fmt.Errorf("grants: redis: %w", err)
+// putGrantScript: KEYS record, index; ARGV key, value, ttl ms, now ms,
+// max. 0 when the bound is reached (and k is not live already).
+var putGrantScript = redis.NewScript(`
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[4])
+local max = tonumber(ARGV[5])
+if max > 0 and not redis.call('ZSCORE', KEYS[2], ARGV[1]) and redis.call('ZCARD', KEYS[2]) >= max then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+redis.call('ZADD', KEYS[2], tonumber(ARGV[4]) + tonumber(ARGV[3]), ARGV[1])
+return 1`)
+
+// PutGrant stores v under k for ttl; stored is false, and nothing is
+// stored, when the bound of live grants is reached. A ttl under a
+// millisecond stores nothing.
+func (g *Grants) PutGrant(ctx context.Context, k string, v []byte, ttl time.Duration) (stored bool, err error) {
+	if ttl < time.Millisecond {
+		return true, nil
 	}
-	return nil
+	n, err := putGrantScript.Run(ctx, g.c, []string{g.key + k, g.index}, k, v, ttl.Milliseconds(), g.now().UnixMilli(), g.max).Int()
+	if err != nil {
+		return false, fmt.Errorf("grants: redis: %w", err)
+	}
+	return n == 1, nil
 }
+
+// spendGrantScript: KEYS record, index; ARGV key.
+var spendGrantScript = redis.NewScript(`
+local v = redis.call('GETDEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+return v`)
 
 // TakeGrant returns the live value under k; spend removes it.
 func (g *Grants) TakeGrant(ctx context.Context, k string, spend bool) ([]byte, bool, error) {
-	cmd := g.c.Get(ctx, g.prefix+k)
+	var v string
+	var err error
 	if spend {
-		cmd = g.c.GetDel(ctx, g.prefix+k)
+		v, err = spendGrantScript.Run(ctx, g.c, []string{g.key + k, g.index}, k).Text()
+	} else {
+		v, err = g.c.Get(ctx, g.key+k).Result()
 	}
-	v, err := cmd.Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("grants: redis: %w", err)
 	}
-	return v, true, nil
+	return []byte(v), true, nil
 }

@@ -110,31 +110,3 @@ func TestRedisRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
-// PutFenced writes only while the fence key holds the writer's value.
-func TestBucketPutFenced(t *testing.T) {
-	c := redistest.Start(t).Client(t)
-	ctx := context.Background()
-	b := redisstore.NewBucket(c, "p:", "workflow_runs")
-	if written, err := b.PutFenced(ctx, "r1", []byte("mine"), "p:lease:r1", "run1"); written || err != nil {
-		t.Fatalf("no fence key: %v %v", written, err)
-	}
-	if _, ok, _ := b.Get(ctx, "r1"); ok {
-		t.Fatal("a fenced-out write was stored")
-	}
-	if err := c.Set(ctx, "p:lease:r1", "run1", time.Minute).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if written, err := b.PutFenced(ctx, "r1", []byte("mine"), "p:lease:r1", "run1"); !written || err != nil {
-		t.Fatalf("the holder's write: %v %v", written, err)
-	}
-	if err := c.Set(ctx, "p:lease:r1", "run2", time.Minute).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if written, err := b.PutFenced(ctx, "r1", []byte("stale"), "p:lease:r1", "run1"); written || err != nil {
-		t.Fatalf("another holder: %v %v", written, err)
-	}
-	if v, ok, err := b.Get(ctx, "r1"); err != nil || !ok || string(v) != "mine" {
-		t.Fatalf("after a fenced-out write: %q %v %v", v, ok, err)
-	}
-}

@@ -54,8 +54,8 @@ type Sweeper interface {
 // Fencer is a Registry whose claims can fence a store's writes: FenceKey
 // is the store key holding key's claim, whose value is the id of the run
 // holding it. A store on the same server makes a write conditional on it,
-// checked inside the write itself (agent/redisstore's PutThreadFenced,
-// web/redisstore's Bucket.PutFenced), so a run that lost its claim — its
+// checked inside the write itself (agent/redisstore's PutThreadFenced
+// and Runs.PutRunFenced), so a run that lost its claim — its
 // replica paused or cut off past the lease — cannot write over what the
 // key's next run wrote, however late its write arrives. A registry whose
 // claims never lapse (Memory) needs no fence: the holder is looked up.

@@ -1,0 +1,224 @@
+package redisstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl-dev/trawl/agent/workflow"
+)
+
+// Runs is the Redis workflow.RunStore, within the same
+// workflow.RunRetention as the embedded store. Keys, under the prefix:
+// "wfrun:<id>" (a hash: the run's summary JSON, its status, its workflow
+// and, once it ended, its result JSON), "wfruns-of:<workflow>" (a sorted
+// set of the workflow's run ids by start, for lists and MaxPerWorkflow)
+// and "wfruns-by-start" (every run id by start, for Prune). A put and its
+// pruning are one Lua script, so concurrent runs keep the bound exactly.
+type Runs struct {
+	c      redis.UniversalClient
+	prefix string
+	ret    workflow.RunRetention
+}
+
+var _ workflow.RunStore = (*Runs)(nil)
+
+// NewRuns returns the run store of client; every key begins with prefix.
+func NewRuns(client redis.UniversalClient, prefix string, ret workflow.RunRetention) *Runs {
+	return &Runs{c: client, prefix: prefix, ret: ret.WithDefaults()}
+}
+
+func (s *Runs) runKey(id string) string { return s.prefix + "wfrun:" + id }
+
+// putRunScript: KEYS run, the workflow's set, the start set[, fence];
+// ARGV summary, result ("" for none), status, workflow, score, id, max
+// per workflow, run key prefix[, fence value]. With a fence, nothing is
+// written unless the fence key holds the fence value (-1). Returns how
+// many runs the bound deleted.
+var putRunScript = redis.NewScript(`
+if #KEYS == 4 and redis.call('GET', KEYS[4]) ~= ARGV[9] then return -1 end
+local isNew = redis.call('EXISTS', KEYS[1]) == 0
+redis.call('HSET', KEYS[1], 'summary', ARGV[1], 'status', ARGV[3], 'workflow', ARGV[4])
+if ARGV[2] == '' then redis.call('HDEL', KEYS[1], 'result') else redis.call('HSET', KEYS[1], 'result', ARGV[2]) end
+redis.call('ZADD', KEYS[2], ARGV[5], ARGV[6])
+redis.call('ZADD', KEYS[3], ARGV[5], ARGV[6])
+local max = tonumber(ARGV[7])
+if not isNew or max <= 0 then return 0 end
+local excess = redis.call('ZCARD', KEYS[2]) - max
+local dropped, from = 0, 0
+while dropped < excess do
+  local ids = redis.call('ZRANGE', KEYS[2], from, from + 99)
+  if #ids == 0 then break end
+  for _, id in ipairs(ids) do
+    if dropped == excess then break end
+    if id ~= ARGV[6] and redis.call('HGET', ARGV[8] .. id, 'status') ~= 'running' then
+      redis.call('DEL', ARGV[8] .. id)
+      redis.call('ZREM', KEYS[2], id)
+      redis.call('ZREM', KEYS[3], id)
+      dropped = dropped + 1
+    else
+      from = from + 1
+    end
+  end
+end
+return dropped`)
+
+// PutRun implements workflow.RunStore.
+func (s *Runs) PutRun(ctx context.Context, r *workflow.Run) error {
+	_, err := s.put(ctx, r, "", "")
+	return err
+}
+
+// PutRunFenced stores r only if fenceKey holds fenceValue, in the same
+// script as the write (the run's claim: runlease.Fencer): a run whose
+// claim lapsed (its replica paused or cut off past its lease) cannot
+// write its end over the one the replica that ended it wrote, however
+// late its write arrives. written is false then, and nothing was written.
+func (s *Runs) PutRunFenced(ctx context.Context, r *workflow.Run, fenceKey, fenceValue string) (written bool, err error) {
+	return s.put(ctx, r, fenceKey, fenceValue)
+}
+
+func (s *Runs) put(ctx context.Context, r *workflow.Run, fenceKey, fenceValue string) (bool, error) {
+	sum := *r
+	sum.Result = nil
+	sb, err := json.Marshal(&sum)
+	if err != nil {
+		return false, err
+	}
+	var rb []byte
+	if r.Result != nil {
+		if rb, err = json.Marshal(r.Result); err != nil {
+			return false, err
+		}
+	}
+	var score int64
+	if !r.Started.IsZero() {
+		score = r.Started.UnixNano()
+	}
+	keys := []string{s.runKey(r.ID), s.prefix + "wfruns-of:" + r.Workflow, s.prefix + "wfruns-by-start"}
+	args := []any{sb, rb, string(r.Status), r.Workflow, score, r.ID, s.ret.MaxPerWorkflow, s.prefix + "wfrun:"}
+	if fenceKey != "" {
+		keys, args = append(keys, fenceKey), append(args, fenceValue)
+	}
+	n, err := putRunScript.Run(ctx, s.c, keys, args...).Int()
+	if err != nil {
+		return false, fmt.Errorf("workflow run store: redis: %w", err)
+	}
+	return n >= 0, nil
+}
+
+// GetRun implements workflow.RunStore: summary and result in one read.
+func (s *Runs) GetRun(ctx context.Context, id string) (*workflow.Run, error) {
+	vals, err := s.c.HMGet(ctx, s.runKey(id), "summary", "result").Result()
+	if err != nil {
+		return nil, fmt.Errorf("workflow run store: redis: %w", err)
+	}
+	r, err := decodeRun(id, vals[0])
+	if err != nil {
+		return nil, err
+	}
+	if res, ok := vals[1].(string); ok {
+		r.Result = new(workflow.Result)
+		if err := json.Unmarshal([]byte(res), r.Result); err != nil {
+			return nil, fmt.Errorf("workflow run %s: result: %w", id, err)
+		}
+	}
+	return r, nil
+}
+
+// GetSummary implements workflow.RunStore.
+func (s *Runs) GetSummary(ctx context.Context, id string) (*workflow.Run, error) {
+	v, err := s.c.HGet(ctx, s.runKey(id), "summary").Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, workflow.ErrRunNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("workflow run store: redis: %w", err)
+	}
+	return decodeRun(id, v)
+}
+
+// decodeRun decodes a summary field (nil: no such run).
+func decodeRun(id string, v any) (*workflow.Run, error) {
+	str, ok := v.(string)
+	if !ok {
+		return nil, workflow.ErrRunNotFound
+	}
+	r := new(workflow.Run)
+	if err := json.Unmarshal([]byte(str), r); err != nil {
+		return nil, fmt.Errorf("workflow run %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// ListRuns implements workflow.RunStore: the workflow's set, newest
+// first, then the summaries in one pipeline.
+func (s *Runs) ListRuns(ctx context.Context, workflowID string, limit int) ([]*workflow.Run, error) {
+	ids, err := s.c.ZRevRange(ctx, s.prefix+"wfruns-of:"+workflowID, 0, int64(limit)-1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("workflow run store: redis: %w", err)
+	}
+	out := make([]*workflow.Run, 0, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	cmds := make([]*redis.StringCmd, len(ids))
+	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HGet(ctx, s.runKey(id), "summary")
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("workflow run store: redis: %w", err)
+	}
+	for i, cmd := range cmds {
+		v, err := cmd.Result()
+		if errors.Is(err, redis.Nil) {
+			continue // deleted since the set was read
+		}
+		if err != nil {
+			return nil, fmt.Errorf("workflow run store: redis: %w", err)
+		}
+		r, err := decodeRun(ids[i], v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// pruneRunsScript: KEYS the start set; ARGV cutoff, run key prefix, the
+// workflows' set prefix. Deletes at most 1,000 per call.
+var pruneRunsScript = redis.NewScript(`
+local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1], 'LIMIT', 0, 1000)
+for _, id in ipairs(old) do
+  local wf = redis.call('HGET', ARGV[2] .. id, 'workflow')
+  redis.call('DEL', ARGV[2] .. id)
+  redis.call('ZREM', KEYS[1], id)
+  if wf then redis.call('ZREM', ARGV[3] .. wf, id) end
+end
+return #old`)
+
+// Prune implements workflow.RunStore.
+func (s *Runs) Prune(ctx context.Context) (int, error) {
+	if s.ret.MaxAge <= 0 {
+		return 0, nil
+	}
+	cutoff := s.ret.Now().Add(-s.ret.MaxAge).UnixNano()
+	total := 0
+	for {
+		n, err := pruneRunsScript.Run(ctx, s.c, []string{s.prefix + "wfruns-by-start"}, cutoff, s.prefix+"wfrun:", s.prefix+"wfruns-of:").Int()
+		if err != nil {
+			return total, fmt.Errorf("workflow run store: prune: redis: %w", err)
+		}
+		total += n
+		if n < 1000 {
+			return total, nil
+		}
+	}
+}
