@@ -728,7 +728,9 @@ func TestStudioChatInBrowser(t *testing.T) {
 func TestStudioTryItStreams(t *testing.T) {
 	br := startBrowser(t, 90*time.Second)
 	defer br.finish()
-	ts := startDemo(t, func(c *Config) { c.Demo = &DemoSettings{LatencyMs: 250} })
+	// One request at a time (limits.concurrency 1), so that the walk
+	// takes 20 × 250 ms and Stop lands mid-walk.
+	ts := startDemo(t, func(c *Config) { c.Demo, c.Limits.Concurrency = &DemoSettings{LatencyMs: 250}, 1 })
 	br.login(ts, "/studio/#/tools/acme.list_orders")
 	requests := func() int {
 		_, b := ts.do(t, "GET", "/v1/activity?limit=1000", "", nil)
