@@ -55,6 +55,9 @@ func resolveBindings(d Definition, cat *tools.Catalog) ([]boundTool, error) {
 		switch {
 		case b.Toolkit != "":
 			ts := cat.Provider(b.Toolkit)
+			if _, waiting := cat.Waiting(b.Toolkit); len(ts) == 0 && waiting {
+				continue // an MCP server not reached yet: its tools join when it answers
+			}
 			if len(ts) == 0 {
 				return nil, fmt.Errorf("agent %s: unknown toolkit %q", d.ID, b.Toolkit)
 			}
@@ -67,6 +70,9 @@ func resolveBindings(d Definition, cat *tools.Catalog) ([]boundTool, error) {
 			}
 		default:
 			t, ok := cat.Get(b.ToolID)
+			if _, waiting := cat.WaitingFor(b.ToolID); !ok && waiting {
+				continue // its MCP server has not answered yet
+			}
 			if !ok {
 				return nil, fmt.Errorf("agent %s: unknown tool %q", d.ID, b.ToolID)
 			}
@@ -151,6 +157,9 @@ func ProgressChunk(callID, toolName string, p loop.Progress, elapsed time.Durati
 	}
 	if p.ForEach != nil {
 		sp.ForEach = &stream.ForEachProgress{Key: p.ForEach.Key, Value: p.ForEach.Value, Index: p.ForEach.Index, Total: p.ForEach.Total}
+	}
+	if u := p.Upstream; u != nil {
+		sp.Upstream = &stream.UpstreamProgress{Progress: u.Progress, Total: u.Total, Message: u.Message}
 	}
 	return sp.Chunk()
 }

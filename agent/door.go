@@ -81,6 +81,9 @@ type Gate struct {
 	// Source names the door in the requests it puts in the inbox
 	// ("invoke", "cli", "mcp").
 	Source string
+	// Reads are the verdicts of the reads made before the call (a
+	// conversation's), shown with a new request as its evidence.
+	Reads []string
 }
 
 // Admit says whether call, by agent def, may run now: nil when it needs
@@ -124,7 +127,7 @@ func (g Gate) Admit(ctx context.Context, def Definition, call loop.Call, approva
 			action = t.Method + " " + t.Path
 		}
 		a, err := g.Inbox.Request(ctx, ApprovalRequest{Source: g.Source, AgentID: def.ID, ToolID: t.ID,
-			ToolName: t.Name, Effect: string(bc.Effect), Input: input, Action: action})
+			ToolName: t.Name, Effect: string(bc.Effect), Input: input, Action: action, Reads: g.Reads})
 		if err != nil {
 			return nil, err
 		}

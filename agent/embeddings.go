@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	openai "github.com/sashabaranov/go-openai"
+	"github.com/trawl-dev/trawl/tools"
 )
 
 // OpenAIEmbedderOptions configures an OpenAIEmbedder.
@@ -20,6 +21,10 @@ type OpenAIEmbedderOptions struct {
 	// https://api.openai.com/v1. The key never appears in an error.
 	BaseURL string
 	APIKey  string
+	// Scrub masks secrets in the text of every error: a deployment passes
+	// its scrubber, which holds APIKey among every other secret. Nil: a
+	// scrubber of APIKey alone.
+	Scrub *tools.Scrubber
 	// HTTPClient sends the requests. Nil: a new http.Client.
 	HTTPClient *http.Client
 }
@@ -30,7 +35,7 @@ type OpenAIEmbedderOptions struct {
 type OpenAIEmbedder struct {
 	client *openai.Client
 	model  string
-	apiKey string
+	scrub  *tools.Scrubber
 }
 
 // NewOpenAIEmbedder checks opt and returns the embedder.
@@ -47,18 +52,18 @@ func NewOpenAIEmbedder(opt OpenAIEmbedderOptions) (*OpenAIEmbedder, error) {
 		hc = &http.Client{}
 	}
 	cfg.HTTPClient = hc
-	return &OpenAIEmbedder{client: openai.NewClientWithConfig(cfg), model: opt.Model, apiKey: opt.APIKey}, nil
+	scrub := opt.Scrub
+	if scrub == nil {
+		scrub = tools.NewScrubber(opt.APIKey)
+	}
+	return &OpenAIEmbedder{client: openai.NewClientWithConfig(cfg), model: opt.Model, scrub: scrub}, nil
 }
 
 // Embed returns one vector per text, in order.
 func (e *OpenAIEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	res, err := e.client.CreateEmbeddings(ctx, openai.EmbeddingRequestStrings{Input: texts, Model: openai.EmbeddingModel(e.model)})
 	if err != nil {
-		msg := err.Error()
-		if len(e.apiKey) >= oaiMinKeyLen {
-			msg = strings.ReplaceAll(msg, e.apiKey, "[redacted]")
-		}
-		return nil, fmt.Errorf("embeddings (%s): %s", e.model, msg)
+		return nil, fmt.Errorf("embeddings (%s): %s", e.model, e.scrub.String(err.Error()))
 	}
 	out := make([][]float32, len(texts))
 	for _, d := range res.Data {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -34,7 +35,8 @@ func fakeEmbeddingsServer(t *testing.T, status *atomic.Int32, requests *atomic.I
 		if s := status.Load(); s != 0 && s != http.StatusOK {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(int(s))
-			w.Write([]byte(`{"error":{"message":"overloaded, key sk-test-0123456789abcdef"}}`))
+			// The key raw, and inside the whole header base64-encoded.
+			w.Write([]byte(`{"error":{"message":"overloaded, key sk-test-0123456789abcdef, header ` + embedHeaderB64 + `"}}`))
 			return
 		}
 		var req struct {
@@ -67,6 +69,9 @@ func fakeEmbeddingsServer(t *testing.T, status *atomic.Int32, requests *atomic.I
 	return srv
 }
 
+// embedHeaderB64 is the Authorization header the fake receives, base64-encoded.
+var embedHeaderB64 = base64.StdEncoding.EncodeToString([]byte("Bearer sk-test-0123456789abcdef"))
+
 func TestOpenAIEmbedder(t *testing.T) {
 	var status, requests atomic.Int32
 	srv := fakeEmbeddingsServer(t, &status, &requests)
@@ -83,8 +88,9 @@ func TestOpenAIEmbedder(t *testing.T) {
 	}
 	status.Store(http.StatusServiceUnavailable)
 	_, err = e.Embed(t.Context(), []string{"x"})
-	if err == nil || strings.Contains(err.Error(), "sk-test-0123456789abcdef") || !strings.Contains(err.Error(), "embed-test") {
-		t.Errorf("error %v: want one naming the model, without the key", err)
+	if err == nil || strings.Contains(err.Error(), "sk-test-0123456789abcdef") || !strings.Contains(err.Error(), "embed-test") ||
+		strings.Contains(err.Error(), embedHeaderB64[12:]) || strings.Count(err.Error(), tools.Mask) != 2 {
+		t.Errorf("error %v: want one naming the model, without the key in any form", err)
 	}
 	for _, bad := range []OpenAIEmbedderOptions{{}, {Model: "m", BaseURL: "ftp://x"}} {
 		if _, err := NewOpenAIEmbedder(bad); err == nil {

@@ -37,6 +37,12 @@ type OpenAIOptions struct {
 	// deployments). Empty: no credential is sent, as local servers expect.
 	// It never appears in an error.
 	APIKey string
+	// Scrub masks secrets in the text of every error (the server's
+	// message, a connection error): a deployment passes its scrubber,
+	// which holds APIKey among every other secret. Nil: a scrubber of
+	// APIKey alone. The model's output is the runner's to scrub
+	// (RunnerOptions.Scrub), whatever the model.
+	Scrub *tools.Scrubber
 	// Model is the model when a request names none.
 	Model string
 	// HTTPClient sends the requests. Nil: a client without an overall
@@ -99,11 +105,11 @@ type OpenAIError struct {
 	Type, Code string
 	// Attempts counts the requests made, retries included.
 	Attempts int
-	// Message is the server's message or the connection error, with the
-	// API key removed and long bodies cut.
+	// Message is the server's message or the connection error, scrubbed
+	// (OpenAIOptions.Scrub) and with long bodies cut.
 	Message string
 
-	err error // the cause, when its text is free of the key
+	err error // the cause, when its text holds no secret
 }
 
 func (e *OpenAIError) Error() string {
@@ -128,7 +134,7 @@ func (e *OpenAIError) Error() string {
 
 // Unwrap returns the cause: go-openai's *openai.APIError or
 // *openai.RequestError, a connection error, or ErrStreamIncomplete. It is
-// nil when the cause's text held the API key.
+// nil when the cause's text held a secret.
 func (e *OpenAIError) Unwrap() error { return e.err }
 
 // OpenAI is a Model served by any OpenAI-compatible chat completions API,
@@ -154,7 +160,7 @@ func (e *OpenAIError) Unwrap() error { return e.err }
 type OpenAI struct {
 	client       *openai.Client
 	model        string
-	apiKey       string
+	scrub        *tools.Scrubber
 	includeUsage bool
 	usageAuto    bool        // includeUsage may be dropped when a server rejects it
 	usageOff     atomic.Bool // the server rejected stream_options
@@ -172,7 +178,7 @@ type OpenAI struct {
 func NewOpenAI(opt OpenAIOptions) *OpenAI {
 	o := &OpenAI{
 		model:      opt.Model,
-		apiKey:     opt.APIKey,
+		scrub:      opt.Scrub,
 		maxRetries: opt.MaxRetries,
 		backoff:    opt.Backoff,
 		maxWait:    opt.MaxRetryWait,
@@ -193,6 +199,9 @@ func NewOpenAI(opt OpenAIOptions) *OpenAI {
 	if o.now == nil {
 		o.now = time.Now
 	}
+	if o.scrub == nil {
+		o.scrub = tools.NewScrubber(opt.APIKey)
+	}
 	if o.sleep == nil {
 		o.sleep = oaiSleep
 	}
@@ -202,7 +211,7 @@ func NewOpenAI(opt OpenAIOptions) *OpenAI {
 	}
 	cfg, usageAuto, err := oaiConfig(opt.BaseURL, opt.APIKey)
 	if err != nil {
-		o.configErr = &OpenAIError{Message: o.redact(err.Error())}
+		o.configErr = &OpenAIError{Message: o.scrub.String(err.Error())}
 	}
 	cfg.HTTPClient = oaiDoer{hc}
 	o.client = openai.NewClientWithConfig(cfg)
@@ -427,7 +436,7 @@ func (o *OpenAI) attempt(ctx context.Context, creq openai.ChatCompletionRequest,
 		}
 		var c oaiChunk
 		if err := json.Unmarshal(raw, &c); err != nil {
-			return yielded, false, &oaiFailure{err: &OpenAIError{Message: "malformed stream chunk: " + o.redact(err.Error())}}
+			return yielded, false, &oaiFailure{err: &OpenAIError{Message: "malformed stream chunk: " + o.scrub.String(err.Error())}}
 		}
 		if !emit(dec.feed(&c)) {
 			return yielded, true, nil
@@ -443,22 +452,22 @@ func (o *OpenAI) requestFailure(err error, ex *oaiExchange) *oaiFailure {
 	var reqErr *openai.RequestError
 	switch {
 	case errors.As(err, &apiErr):
-		f.err = &OpenAIError{StatusCode: apiErr.HTTPStatusCode, Type: apiErr.Type, Code: oaiCode(apiErr.Code), Message: o.redact(apiErr.Message)}
+		f.err = &OpenAIError{StatusCode: apiErr.HTTPStatusCode, Type: apiErr.Type, Code: oaiCode(apiErr.Code), Message: o.scrub.String(apiErr.Message)}
 		f.retryable = oaiRetryableStatus(apiErr.HTTPStatusCode, ex.header) && f.err.Code != "insufficient_quota"
 	case errors.As(err, &reqErr):
-		f.err = &OpenAIError{StatusCode: reqErr.HTTPStatusCode, Message: o.redact(oaiSnippet(reqErr.Body))}
+		f.err = &OpenAIError{StatusCode: reqErr.HTTPStatusCode, Message: o.scrub.String(oaiSnippet(reqErr.Body))}
 		f.retryable = oaiRetryableStatus(reqErr.HTTPStatusCode, ex.header)
 	case ex.called:
 		// The HTTP client failed: no answer (refused, reset, timeout).
-		f.err = &OpenAIError{Message: o.redact(err.Error())}
+		f.err = &OpenAIError{Message: o.scrub.String(err.Error())}
 		f.retryable = true
 	default:
-		f.err = &OpenAIError{Message: "building the request: " + o.redact(err.Error())}
+		f.err = &OpenAIError{Message: "building the request: " + o.scrub.String(err.Error())}
 	}
 	if f.err.Message == "" {
 		f.err.Message = "no error message"
 	}
-	if !strings.Contains(err.Error(), o.apiKey) || len(o.apiKey) < oaiMinKeyLen {
+	if o.scrub.String(err.Error()) == err.Error() {
 		f.err.err = err
 	}
 	return f
@@ -467,16 +476,16 @@ func (o *OpenAI) requestFailure(err error, ex *oaiExchange) *oaiFailure {
 // streamFailure describes an error met while reading a 200 answer: an
 // error event in the stream, or a broken connection.
 func (o *OpenAI) streamFailure(err error) *oaiFailure {
-	f := &oaiFailure{err: &OpenAIError{Message: o.redact(err.Error())}}
+	f := &oaiFailure{err: &OpenAIError{Message: o.scrub.String(err.Error())}}
 	var apiErr *openai.APIError
 	if errors.As(err, &apiErr) {
-		f.err.Type, f.err.Code, f.err.Message = apiErr.Type, oaiCode(apiErr.Code), o.redact(apiErr.Message)
+		f.err.Type, f.err.Code, f.err.Message = apiErr.Type, oaiCode(apiErr.Code), o.scrub.String(apiErr.Message)
 		f.retryable = apiErr.Type == "server_error" || apiErr.Type == "overloaded_error"
 	} else {
 		f.retryable = !errors.Is(err, openai.ErrTooManyEmptyStreamMessages)
 		f.err.Message = "reading the stream: " + f.err.Message
 	}
-	if !strings.Contains(err.Error(), o.apiKey) || len(o.apiKey) < oaiMinKeyLen {
+	if o.scrub.String(err.Error()) == err.Error() {
 		f.err.err = err
 	}
 	return f
@@ -514,17 +523,6 @@ func oaiSnippet(body []byte) string {
 		s = strings.ToValidUTF8(s[:limit], "") + "…"
 	}
 	return s
-}
-
-// oaiMinKeyLen: shorter "keys" (local servers take any) are not secrets,
-// and redacting them would mangle messages.
-const oaiMinKeyLen = 4
-
-func (o *OpenAI) redact(s string) string {
-	if len(o.apiKey) < oaiMinKeyLen {
-		return s
-	}
-	return strings.ReplaceAll(s, o.apiKey, "[redacted]")
 }
 
 func oaiSleep(ctx context.Context, d time.Duration) error {

@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,12 +12,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/trawl-dev/trawl/tools"
 )
 
 // The tests below drive the real go-openai client against oaiFake, a
@@ -1028,5 +1031,41 @@ func TestOpenAIBackoffCap(t *testing.T) {
 		if got[i] < floor || got[i] > min(floor*5/4, 2*time.Second) {
 			t.Errorf("wait %d = %v, want %v plus at most a quarter, capped at 2s", i, got[i], floor)
 		}
+	}
+}
+
+// TestOpenAIErrorsMaskEncodedKeys: a model server that echoes the key —
+// or another secret of the deployment's scrubber — URL-escaped, with
+// some characters escaped and others not, or base64-encoded inside the
+// whole header it received, gets none of it into the error or its chain.
+func TestOpenAIErrorsMaskEncodedKeys(t *testing.T) {
+	const key, admin = "sk-proj/Key+0123456789abc", "admin-key-of-the-deployment-42"
+	header := base64.StdEncoding.EncodeToString([]byte("Bearer " + key))
+	for _, tt := range []struct {
+		name, body string
+		scrub      *tools.Scrubber
+		gone       []string
+	}{
+		{"url-escaped", `{"error":{"message":"bad key ` + url.QueryEscape(key) + `"}}`, nil, []string{url.QueryEscape(key)}},
+		{"mixed escapes", `{"error":{"message":"bad key sk-proj/Key%2B0123456789abc"}}`, nil, []string{"Key%2B0123456789abc"}},
+		{"base64 header", `{"error":{"message":"got ` + header + `"}}`, nil, []string{header[10:30]}},
+		{"not JSON", "bad key " + strings.ReplaceAll(url.PathEscape(key), "%2F", "/"), nil, []string{"0123456789abc"}},
+		{"another secret of the deployment", `{"error":{"message":"admin ` + url.QueryEscape(admin) + `"}}`,
+			tools.NewScrubber(key, admin), []string{admin}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newOAIFake(t, oaiStatus(401, nil, tt.body))
+			_, err := oaiCollect(t, NewOpenAI(OpenAIOptions{BaseURL: f.srv.URL, APIKey: key, Scrub: tt.scrub, MaxRetries: -1}).Stream(context.Background(), oaiTestRequest))
+			if err == nil || !strings.Contains(err.Error(), tools.Mask) {
+				t.Fatalf("error %v, want one with %s", err, tools.Mask)
+			}
+			for e := error(err); e != nil; e = errors.Unwrap(e) {
+				for _, g := range append(tt.gone, key) {
+					if strings.Contains(e.Error(), g) {
+						t.Errorf("%T %q holds %q", e, e, g)
+					}
+				}
+			}
+		})
 	}
 }

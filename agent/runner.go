@@ -59,6 +59,14 @@ type RunnerOptions struct {
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
 	RecordContent  bool
+	// Scrub returns the deployment's scrubber, with the given runtime
+	// credentials of a turn's caller. Every model event (text, reasoning,
+	// tool calls and their arguments, with a bounded hold-back so that a
+	// secret split across deltas is masked too) and every model error of
+	// the turn passes through it before anything else sees it: the
+	// stream, the thread, the tool calls, traces and logs. Nil: nothing is
+	// scrubbed.
+	Scrub func(runtime ...string) *tools.Scrubber
 }
 
 // Runner runs turns: the step loop of DESIGN.md §1. It is safe for
@@ -150,7 +158,19 @@ type turnState struct {
 	reads    []string
 	approved map[string]bool
 	waiting  bool
-	mu       sync.Mutex // guards msg.Parts, pending, reads, waiting and Thread.Results/Approvals during tool calls
+	model    Model // the runner's model, its output scrubbed for this turn's caller
+	// outcome, when set, receives the engine's outcome of each bound
+	// tool's call (a conversation's door reads its typed verdict).
+	outcome func(*loop.Outcome)
+	// callOnly: the step's tool list serves one call, no model reads it
+	// (a conversation's call), so the bound tools' schemas are not
+	// rendered.
+	callOnly bool
+	// gate, when set, decides a call that needs approval instead of the
+	// chat's approval parts (a conversation: the approvals inbox): the
+	// part to return, or run to go on with the call.
+	gate func(ctx context.Context, part Part, bt boundTool, args map[string]any) (np Part, run bool, err error)
+	mu   sync.Mutex // guards msg.Parts, pending, reads, waiting and Thread.Results/Approvals during tool calls
 }
 
 // Run runs one turn to its end, emitting the UI message stream: start,
@@ -163,7 +183,8 @@ func (r *Runner) Run(ctx context.Context, t *Turn) (err error) {
 	defer func() { observed(err) }()
 	st := &turnState{Turn: t, pending: map[string]bool{}, approved: map[string]bool{},
 		msg:      UIMessage{ID: "msg_" + randomHex(12), Role: RoleAssistant},
-		throttle: stream.NewThrottle(stream.ThrottleOptions{Now: r.opt.Now})}
+		throttle: stream.NewThrottle(stream.ThrottleOptions{Now: r.opt.Now}),
+		model:    scrubbedModel{model: r.opt.Model, scrub: r.turnScrubber(t)}}
 	resumed := false
 	if n := len(t.Thread.Msgs); n > 0 && awaitsRun(t.Thread.Msgs[n-1]) {
 		// The human answered approvals: the same assistant message goes on.
@@ -373,7 +394,7 @@ func (r *Runner) answer(ctx context.Context, st *turnState, req ModelRequest, st
 			st.msg.Parts = append(st.msg.Parts, Part{Type: "text", Text: text.String(), State: "done"})
 		}
 	}
-	for ev, err := range r.obs.stream(ctx, r.opt.Model, req) {
+	for ev, err := range r.obs.stream(ctx, st.model, req) {
 		if err != nil {
 			keepPartial()
 			if ctx.Err() != nil {
@@ -563,12 +584,21 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl 
 		effect := r.opt.Engine.Effect(bt.tool, bt.loopBinding())
 		part.Effect = string(effect)
 		if r.needsApproval(st, def, tl, c) {
-			// Nobody is asked to approve a call that can never run.
-			if err := r.opt.Engine.Check(loop.Call{Tool: bt.tool, Args: args, Binding: bt.loopBinding()}); err != nil {
-				part.State, part.ErrorText = "output-error", toolErrorText(err)
-				return part, st.Emit(stream.ToolOutputError{ToolCallID: c.ID, ErrorText: part.ErrorText, Dynamic: true})
+			if st.gate != nil {
+				// A conversation's door asks through the approvals inbox.
+				np, run, err := st.gate(ctx, part, bt, args)
+				if err != nil || !run {
+					return np, err
+				}
+				part = np
+			} else {
+				// Nobody is asked to approve a call that can never run.
+				if err := r.opt.Engine.Check(loop.Call{Tool: bt.tool, Args: args, Binding: bt.loopBinding()}); err != nil {
+					part.State, part.ErrorText = "output-error", toolErrorText(err)
+					return part, st.Emit(stream.ToolOutputError{ToolCallID: c.ID, ErrorText: part.ErrorText, Dynamic: true})
+				}
+				return r.askApproval(st, part, effect)
 			}
-			return r.askApproval(st, part, effect)
 		}
 	}
 	scope := loop.Scope{Org: st.Org, Thread: st.Thread.Key, User: st.User, CacheScope: st.CacheScope}
@@ -626,6 +656,9 @@ func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, tl
 	})
 	if err != nil {
 		return nil, err
+	}
+	if st.outcome != nil {
+		st.outcome(out)
 	}
 	if !r.opt.Engine.Effect(bt.tool, bt.loopBinding()).Writes() {
 		read := bt.name + ": a single call (looping off), no completeness claim"

@@ -103,6 +103,9 @@ func (r *Runner) assemble(st *turnState, def Definition, bound []boundTool) (*st
 				continue
 			}
 			out.byName[bt.name] = bt
+			if st.callOnly {
+				continue // no model reads the list: no schema to render
+			}
 			lb := bt.loopBinding()
 			schema, _ := json.Marshal(r.opt.Engine.Schema(bt.tool, lb))
 			desc := loop.Describe(bt.tool, r.opt.Engine.Effect(bt.tool, lb))

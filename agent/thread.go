@@ -33,8 +33,24 @@ type Thread struct {
 	Results []KeptResult `json:"results,omitempty"`
 	// Approvals are the approval requests issued in the thread.
 	Approvals []IssuedApproval `json:"approvals,omitempty"`
-	Created   time.Time        `json:"created"`
-	Updated   time.Time        `json:"updated"`
+	// Interrupted are calls of a conversation (see Conversation) that
+	// their client cancelled mid-walk, not yet reported to it: the next
+	// call tells the client what each fetched and where it is kept.
+	Interrupted []InterruptedCall `json:"interrupted,omitempty"`
+	// Reads are the verdicts of a conversation's latest reads, the
+	// evidence its approval requests show (a chat's are its turn's).
+	Reads   []string  `json:"reads,omitempty"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
+}
+
+// InterruptedCall is a call cancelled mid-walk, with what it fetched.
+type InterruptedCall struct {
+	ToolCallID string `json:"toolCallId"`
+	Tool       string `json:"tool"`
+	// Note is the partial result's verdict in the engine's words.
+	Note     string `json:"note"`
+	ResultID string `json:"resultId,omitempty"`
 }
 
 // KeptResult is a stored result of a thread.

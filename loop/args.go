@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -24,7 +25,7 @@ func checkArgs(t *tools.Tool, own map[string]any, forEachKey string) error {
 			}
 			continue
 		}
-		if msg := checkValue(p.Schema, v); msg != "" {
+		if msg := checkValue(p.Schema, v, t.Kind == tools.KindMCP); msg != "" {
 			return &ToolError{Code: CodeInvalidArgument, Message: fmt.Sprintf("argument %q %s", p.Name, msg)}
 		}
 	}
@@ -33,8 +34,11 @@ func checkArgs(t *tools.Tool, own map[string]any, forEachKey string) error {
 
 // checkValue says what is wrong with v under schema s ("" when nothing
 // is). Scalars are accepted in any form coerce accepts ("20" for an
-// integer), as the invoker sends them.
-func checkValue(s *tools.Schema, v any) string {
+// integer), as the invoker sends them into a URL or a form — unless
+// typed: the arguments go as JSON values as they are (an MCP tool's), so
+// a value must be of its declared JSON type. A number must lie within
+// the schema's minimum and maximum.
+func checkValue(s *tools.Schema, v any, typed bool) string {
 	if s == nil {
 		return ""
 	}
@@ -53,17 +57,28 @@ func checkValue(s *tools.Schema, v any) string {
 			list = []any{v} // one value for a list parameter
 		}
 		for i, e := range list {
-			if msg := checkValue(s.Items, e); msg != "" {
+			if msg := checkValue(s.Items, e, typed); msg != "" {
 				return fmt.Sprintf("[%d] %s", i, msg)
 			}
 		}
 		return ""
 	}
 	c := v
+	if typed && s.Type != "" && !jsonTyped(v, s.Type) {
+		return fmt.Sprintf("must be %s, not %s", article(s.Type), query.KindName(v))
+	}
 	if s.Type != "" {
 		var err error
 		if c, err = coerce(v, s.Type); err != nil {
 			return "must be " + article(s.Type) + ": " + err.Error()
+		}
+	}
+	if f, ok := c.(float64); ok {
+		switch {
+		case s.Minimum != nil && f < *s.Minimum:
+			return fmt.Sprintf("must be at least %v, not %v", *s.Minimum, f)
+		case s.Maximum != nil && f > *s.Maximum:
+			return fmt.Sprintf("must be at most %v, not %v", *s.Maximum, f)
 		}
 	}
 	if len(s.Enum) > 0 {
@@ -79,6 +94,28 @@ func checkValue(s *tools.Schema, v any) string {
 		return fmt.Sprintf("is %v, not one of its values: %s", c, strings.Join(opts, ", "))
 	}
 	return ""
+}
+
+// jsonTyped reports whether v, as decoded from JSON, is of JSON type typ
+// (a whole number for integer).
+func jsonTyped(v any, typ string) bool {
+	switch x := v.(type) {
+	case string:
+		return typ == "string"
+	case bool:
+		return typ == "boolean"
+	case float64:
+		return typ == "number" || typ == "integer" && x == float64(int64(x))
+	case int, int64, int32:
+		return typ == "number" || typ == "integer"
+	case json.Number:
+		if typ == "integer" {
+			_, err := x.Int64()
+			return err == nil
+		}
+		return typ == "number"
+	}
+	return false
 }
 
 func article(typ string) string {

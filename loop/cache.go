@@ -452,21 +452,28 @@ func (g *LocalWalks) do(ctx context.Context, key string, fn func(context.Context
 	case <-ctx.Done():
 		g.mu.Lock()
 		f.waiters--
-		if f.waiters == 0 {
+		last := f.waiters == 0
+		if last {
 			f.cancel()
 			if g.m[key] == f {
 				delete(g.m, key) // a newcomer starts afresh rather than join a cancelled run
 			}
 		}
 		g.mu.Unlock()
-		return nil, shared, ctx.Err()
+		if !last {
+			return nil, shared, ctx.Err() // the others' walk goes on
+		}
+		// The walk ends at once (no further request is sent); what it
+		// fetched is the cancelled call's partial result.
+		<-f.done
+		return f.d, shared, f.err
 	}
 }
 
 // DatasetKey is the cache key of req: its credential scope, then a
 // SHA-256 of the tool id, the canonical arguments (object keys sorted,
 // numbers in one spelling, without _fields, _filter, _aggregate,
-// _refresh and _for_each, and without a false _all_pages), the fan-out key and its
+// _refresh, _max_chars and _for_each, and without a false _all_pages), the fan-out key and its
 // sorted values, and the scope again. No credential is part of it.
 func DatasetKey(req CacheRequest) (string, error) {
 	scope, err := req.Scope.DatasetScope(req.Runtime)
@@ -476,7 +483,7 @@ func DatasetKey(req CacheRequest) (string, error) {
 	args := make(map[string]any, len(req.Args))
 	for k, v := range req.Args {
 		switch k {
-		case "_fields", "_filter", "_aggregate", "_refresh", "_for_each":
+		case ArgFields, ArgFilter, ArgAggregate, ArgRefresh, ArgForEach, ArgMaxChars:
 			continue
 		case "_all_pages":
 			if b, ok := v.(bool); ok && !b {

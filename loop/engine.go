@@ -25,6 +25,10 @@ import (
 type Options struct {
 	// Caller sends upstream requests (a *tools.Invoker).
 	Caller paginate.Caller
+	// Scrub is the Caller's scrubber, for the given runtime credential
+	// (tools.Invoker.Scrubber): what the engine renders from an answer
+	// passes through it too. Nil: nothing more is masked.
+	Scrub func(runtime ...string) *tools.Scrubber
 	// Clock reads time for budgets, TTLs and Retry-After. Nil: the system
 	// clock.
 	Clock paginate.Clock
@@ -61,6 +65,15 @@ type Engine struct {
 
 	plans sync.Map // tool pointer → paginate.Plan
 	obs   *instrumentation
+}
+
+// scrubber is the Caller's scrubber for a call with credential; nil
+// without Options.Scrub.
+func (e *Engine) scrubber(credential string) *tools.Scrubber {
+	if e.opt.Scrub == nil {
+		return nil
+	}
+	return e.opt.Scrub(credential)
 }
 
 // New returns an Engine.
@@ -163,8 +176,9 @@ type Call struct {
 	// used only when CacheTTL is set.
 	Workflow bool
 	CacheTTL time.Duration
-	// Progress receives progress reports of a looping call; it must not
-	// block for long.
+	// Progress receives progress reports of a looping call, and of any
+	// call the upstream's own (Progress.Upstream, an MCP tool's); it
+	// must not block for long.
 	Progress func(Progress)
 }
 
@@ -259,12 +273,15 @@ func (e *Engine) Call(ctx context.Context, c Call) (out *Outcome, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.r.MaxChars > 0 {
+		c.ViewChars = p.r.MaxChars // the caller's budget for this one result
+	}
 	if !c.Binding.LoopResponses {
 		// Reserved arguments are stripped but ignored — and the model is
 		// told so: one plain call, size-guarded.
 		var ignored []string
 		for _, k := range reservedArgs {
-			if _, ok := c.Args[k]; ok {
+			if _, ok := c.Args[k]; ok && k != ArgMaxChars { // every call honours _max_chars
 				ignored = append(ignored, k)
 			}
 		}
@@ -436,7 +453,7 @@ func (e *Engine) walk(ctx context.Context, q walkRequest) (*walked, error) {
 			res, err := paginate.Walk(gctx, paginate.WalkOptions{
 				Caller: e.opt.Caller, Clock: e.clock, Tool: c.Tool, Args: args, Plan: q.plan, Effect: q.effect,
 				AllPages: q.r.AllPages, Meter: meter, Lease: lease, Budget: q.budget,
-				Credential: c.Credential, ThreadID: c.Scope.Thread,
+				Credential: c.Credential, ThreadID: c.Scope.Thread, Scrub: e.scrubber(c.Credential),
 				Progress: func(p paginate.Progress) {
 					if c.Progress == nil {
 						return
@@ -446,7 +463,6 @@ func (e *Engine) walk(ctx context.Context, q walkRequest) (*walked, error) {
 					c.Progress(Progress{Progress: p, ForEach: fe})
 				},
 			})
-			results[i], errs[i] = res, err
 			spent := 0
 			var pe *paginate.PageError
 			switch {
@@ -456,19 +472,48 @@ func (e *Engine) walk(ctx context.Context, q walkRequest) (*walked, error) {
 				spent = pe.Requests
 			}
 			sched.done(lease, spent)
-			if ctx.Err() != nil {
-				return ctx.Err()
+			if err != nil && ctx.Err() != nil {
+				if q.values == nil || !errors.Is(ctx.Err(), context.Canceled) {
+					return ctx.Err()
+				}
+				// A fan-out value the cancellation reached before its
+				// first page: never requested.
+				res, err = cancelledValue(), nil
 			}
+			results[i], errs[i] = res, err
 			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	for i := range results {
+		if results[i] == nil && errs[i] == nil && ctx.Err() != nil {
+			results[i] = cancelledValue() // not started: the call was cancelled first
+		}
 	}
+	if err := ctx.Err(); err != nil && !fetchedAny(results) {
+		return nil, err // cancelled before anything came back
+	}
+	// A walk the caller cancelled mid-way is merged like any partial one:
+	// its verdict says so (stopped by cancelled) and its rows are kept.
 	return e.merge(q, values, results, errs)
+}
+
+// cancelledValue is a fan-out value the cancellation reached before its
+// walk began: never requested (merge lists it in _forEachSkipped).
+func cancelledValue() *paginate.Result {
+	return &paginate.Result{StoppedBy: paginate.StopCancelled, Cause: "the call was cancelled before this value was fetched"}
+}
+
+// fetchedAny reports whether any walk fetched a page.
+func fetchedAny(results []*paginate.Result) bool {
+	for _, r := range results {
+		if r != nil && r.Pages > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // fanOut starts the _for_each values of one call under their shared

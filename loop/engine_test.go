@@ -395,6 +395,83 @@ func TestPlainCallIsSizeGuarded(t *testing.T) {
 	}
 }
 
+// _max_chars is the caller's budget for one result: it replaces the
+// engine's view budget for that call, looping or not, and is never sent
+// upstream.
+func TestMaxCharsCutsOneResult(t *testing.T) {
+	up := newUpstream(t, 2400)
+	e := newTestEngine(t, Options{Results: NewRetrieval(RetrievalOptions{})})
+	for _, b := range []Binding{{}, {LoopResponses: true}} {
+		out, err := e.Call(context.Background(), Call{Tool: ordersTool(up.URL), Scope: scope, Binding: b,
+			Args: map[string]any{"per_page": 100.0, "_max_chars": 1500.0}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !out.Truncated || out.ResultID == "" || len([]rune(string(out.View))) > 1500 {
+			t.Errorf("looping=%v: truncated=%v, %d characters for a budget of 1500", b.LoopResponses, out.Truncated, len([]rune(string(out.View))))
+		}
+		wide, err := e.Call(context.Background(), Call{Tool: ordersTool(up.URL), Scope: scope, Binding: b, Args: map[string]any{"per_page": 100.0}})
+		if err != nil || wide.Truncated {
+			t.Errorf("looping=%v: without _max_chars the default budget holds 100 orders: truncated=%v err=%v", b.LoopResponses, wide.Truncated, err)
+		}
+	}
+	for _, r := range up.requests() {
+		if strings.Contains(r, "max_chars") {
+			t.Errorf("_max_chars went upstream: %s", r)
+		}
+	}
+}
+
+// A call cancelled mid-walk (an MCP client's notifications/cancelled)
+// sends no further request, and what it fetched is a partial result with
+// its verdict, stored under a _resultId — through the dataset cache's
+// collapsed walks too — and never cached as a dataset.
+func TestCancelledWalkIsAPartialResult(t *testing.T) {
+	up := newUpstream(t, 2400)
+	cache, err := NewDatasetCache(CacheOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := NewRetrieval(RetrievalOptions{})
+	e := newTestEngine(t, Options{Results: results, Cache: cache})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// One request at a time: the pages a walk fetches ahead are sent
+	// before the cancellation, and the count below is of the requests
+	// after it.
+	out, err := e.Call(ctx, Call{Tool: ordersTool(up.URL), Scope: scope,
+		Binding: Binding{LoopResponses: true, Budget: paginate.Budget{Concurrency: 1}},
+		Args:    map[string]any{"_all_pages": true, "_fields": []any{"id"}},
+		Progress: func(p Progress) {
+			if p.Page == 2 {
+				cancel()
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The cancellation reaches a walk the cache collapses for its callers
+	// as the last of them leaves, so the page requested meanwhile may
+	// still come back (and is kept); nothing is requested after it.
+	v := out.Verdict
+	if v.Completion != Partial || v.StopReason != paginate.StopCancelled || v.Pages < 2 || v.Pages > 3 || v.Records != 100*v.Pages || !v.LikelyMore {
+		t.Errorf("verdict = %s (%d pages, %d records)", v.Summary(), v.Pages, v.Records)
+	}
+	if n := len(up.requests()); n > v.Pages+1 {
+		t.Errorf("%d upstream requests for %d pages: requests went on after the cancellation", n, v.Pages)
+	}
+	if !strings.Contains(v.Note, "cancelled") || out.ResultID == "" {
+		t.Errorf("note %q, result id %q", v.Note, out.ResultID)
+	}
+	q, _ := json.Marshal(map[string]any{"resultId": out.ResultID, "limit": 1})
+	if _, err := results.Call(context.Background(), scope, QueryToolResult, q); err != nil {
+		t.Errorf("the partial rows are not readable: %v", err)
+	}
+	if st := cache.Stats(); st.Stores != 0 {
+		t.Errorf("a cancelled walk was cached: %+v", st)
+	}
+}
+
 func TestCacheThroughEngine(t *testing.T) {
 	up := newUpstream(t, 250)
 	clock := paginate.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))

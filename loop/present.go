@@ -22,9 +22,21 @@ import (
 // _note, so it does not take one call's answer for a walk it asked for.
 func (e *Engine) plainCall(ctx context.Context, c Call, own map[string]any, unknown, ignored []string) (*Outcome, error) {
 	plan := e.Plan(c.Tool)
+	var progress func(paginate.Progress)
+	if c.Progress != nil {
+		// A plain call reports no pages; what the upstream reports of its
+		// one request (an MCP tool's progress) is passed on.
+		progress = func(p paginate.Progress) {
+			if p.Upstream != nil {
+				c.Progress(Progress{Progress: p})
+			}
+		}
+	}
 	res, err := paginate.Walk(ctx, paginate.WalkOptions{
 		Caller: e.opt.Caller, Clock: e.clock, Tool: c.Tool, Args: own, Plan: plan, Effect: e.Effect(c.Tool, c.Binding),
 		Budget: e.opt.Budget.Merge(c.Binding.Budget), Credential: c.Credential, ThreadID: c.Scope.Thread,
+		Scrub:    e.scrubber(c.Credential),
+		Progress: progress,
 	})
 	if err != nil {
 		return nil, upstreamError(c.Tool, err)
@@ -163,7 +175,8 @@ func (e *Engine) keep(ctx context.Context, c Call, full func() (*StoredResult, e
 		e.log.Warn("result not kept", "tool", c.Tool.ID, "err", err)
 		return ""
 	}
-	id, err := e.opt.Results.Keep(ctx, c.Scope, rec)
+	// On a context of its own: a cancelled call's partial result is kept.
+	id, err := e.opt.Results.Keep(context.WithoutCancel(ctx), c.Scope, rec)
 	if err != nil {
 		e.log.Warn("result not kept", "tool", c.Tool.ID, "err", err)
 		return ""

@@ -29,6 +29,9 @@ type Request struct {
 	ForEach *ForEach
 	// Refresh skips the dataset cache (_refresh).
 	Refresh bool
+	// MaxChars is the caller's view budget for this call (_max_chars);
+	// zero keeps the binding's.
+	MaxChars int
 	// Aggregate groups and totals the rows (_aggregate) instead of
 	// listing them; nil lists them.
 	Aggregate *query.Aggregate
@@ -63,6 +66,8 @@ func ParseRequest(args map[string]any) (own map[string]any, r Request, err error
 			r.ForEach, err = ForEachArg(k, v)
 		case ArgFilter:
 			r.Filter, err = FilterArg(k, v)
+		case ArgMaxChars:
+			r.MaxChars, err = maxCharsArg(k, v)
 		case ArgAggregate:
 			r.Aggregate, err = AggregateArg(k, v)
 		}
@@ -169,6 +174,29 @@ func boolArg(name string, v any) (bool, error) {
 		}
 	}
 	return false, argError(CodeInvalidArgument, name, "must be true or false")
+}
+
+// maxCharsArg parses _max_chars: a whole number of characters within
+// MinMaxChars and MaxMaxChars.
+func maxCharsArg(name string, v any) (int, error) {
+	var f float64
+	switch x := v.(type) {
+	case float64:
+		f = x
+	case int:
+		f = float64(x)
+	case json.Number:
+		var err error
+		if f, err = x.Float64(); err != nil {
+			return 0, argError(CodeInvalidArgument, name, fmt.Sprintf("must be a whole number from %d to %d", MinMaxChars, MaxMaxChars))
+		}
+	default:
+		return 0, argError(CodeInvalidArgument, name, fmt.Sprintf("must be a whole number from %d to %d", MinMaxChars, MaxMaxChars))
+	}
+	if f != float64(int(f)) || f < MinMaxChars || f > MaxMaxChars {
+		return 0, argError(CodeInvalidArgument, name, fmt.Sprintf("must be a whole number from %d to %d, not %s", MinMaxChars, MaxMaxChars, shownValue(v)))
+	}
+	return int(f), nil
 }
 
 // jsonArg returns v as decoded JSON when it is a Go value of another

@@ -32,6 +32,9 @@ func TestParseRequestErrors(t *testing.T) {
 		{"for_each empty", map[string]any{"_for_each": map[string]any{"key": "k", "values": []any{}}},
 			CodeInvalidForEach, `values must not be empty`},
 		{"all_pages wrong type", map[string]any{"_all_pages": 1.0}, CodeInvalidArgument, `_all_pages must be true or false`},
+		{"max_chars too small", map[string]any{"_max_chars": 10.0}, CodeInvalidArgument, `_max_chars must be a whole number from 1000 to 1000000, not 10`},
+		{"max_chars not whole", map[string]any{"_max_chars": 2000.5}, CodeInvalidArgument, `not 2000.5`},
+		{"max_chars a string", map[string]any{"_max_chars": "2000"}, CodeInvalidArgument, `_max_chars must be a whole number`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := ParseRequest(tc.args)
@@ -45,8 +48,8 @@ func TestParseRequestErrors(t *testing.T) {
 		})
 	}
 	own, r, err := ParseRequest(map[string]any{"status": "open", "_all_pages": "true", "_fields": "id, customer.name",
-		"_filter": []any{map[string]any{"field": "total", "op": ">", "value": 10}}, "_refresh": nil})
-	if err != nil || len(own) != 1 || own["status"] != "open" || !r.AllPages || r.Refresh || r.Fields == nil || r.Filter == nil ||
+		"_filter": []any{map[string]any{"field": "total", "op": ">", "value": 10}}, "_refresh": nil, "_max_chars": 5000.0})
+	if err != nil || len(own) != 1 || own["status"] != "open" || !r.AllPages || r.Refresh || r.Fields == nil || r.Filter == nil || r.MaxChars != 5000 ||
 		strings.Join(r.Fields.Paths(), ",") != "id,customer.name" {
 		t.Errorf("good arguments: own %v, request %+v, err %v", own, r, err)
 	}

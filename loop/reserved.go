@@ -23,9 +23,19 @@ const (
 	// ArgAggregate groups and totals the rows after the walk, the fan-out
 	// and _filter; the view holds the numbers instead of the rows.
 	ArgAggregate = "_aggregate"
+	// ArgMaxChars is a client's budget for one result: the size guard
+	// cuts this call's view at it instead of the deployment's view
+	// budget. Every tool takes it; the MCP server advertises it.
+	ArgMaxChars = "_max_chars"
 )
 
-var reservedArgs = []string{ArgFields, ArgAllPages, ArgForEach, ArgFilter, ArgRefresh, ArgAggregate}
+// The bounds of _max_chars.
+const (
+	MinMaxChars = minViewBudget
+	MaxMaxChars = 1_000_000
+)
+
+var reservedArgs = []string{ArgFields, ArgAllPages, ArgForEach, ArgFilter, ArgRefresh, ArgAggregate, ArgMaxChars}
 
 // IsReserved reports whether name is a reserved argument.
 func IsReserved(name string) bool {
@@ -168,6 +178,16 @@ func forEachSchema() map[string]any {
 			"values": map[string]any{"type": "array", "description": "The values to call it with (at most 50)."},
 		},
 		"required": []string{"key", "values"},
+	}
+}
+
+// MaxCharsSchema is the schema of _max_chars, for a door that lets its
+// client state a budget for one result (budget: the view budget it
+// replaces).
+func MaxCharsSchema(budget int) map[string]any {
+	return map[string]any{
+		"type": "integer", "minimum": MinMaxChars, "maximum": MaxMaxChars,
+		"description": fmt.Sprintf("The most characters this result may put in front of you (default %d). A longer result is cut at a row boundary and kept whole under _resultId.", budget),
 	}
 }
 

@@ -625,6 +625,8 @@ func stopAdvice(v *Verdict, b paginate.Budget) string {
 		return "A later page failed upstream after retries; calling again may succeed."
 	case paginate.StopInconsistent:
 		return "The server's paging data could not be trusted, so the walk stopped (_boundary.uninspected says what was wrong)."
+	case paginate.StopCancelled:
+		return "The call was cancelled by its caller before the walk ended; call again (with the same arguments) for the rest, or read these rows with queryToolResult."
 	case paginate.StopForeignNextURL:
 		return "The server pointed the next page at another origin (a different scheme, host or port than the provider's), which is not followed, so the request and its credentials stay with the provider."
 	case paginate.StopPageSizeNotHonoured:

@@ -15,7 +15,7 @@ const ProgressName = "tool-loop-progress"
 const ProgressInterval = 750 * time.Millisecond
 
 // Progress is where a looping tool call stands. Every field but Total,
-// ForEach and RateLimit is always sent.
+// ForEach, RateLimit and Upstream is always sent.
 type Progress struct {
 	ToolCallID  string `json:"toolCallId"`
 	ToolName    string `json:"toolName"`
@@ -36,6 +36,10 @@ type Progress struct {
 	// RateLimit is set while a request of the call waits for its
 	// provider's rate limit.
 	RateLimit *RateLimitWait `json:"rateLimit,omitempty"`
+	// Upstream is the progress the upstream reported of the request under
+	// way (an MCP server's notifications/progress), relayed as it came;
+	// omitted on the reports after a page.
+	Upstream *UpstreamProgress `json:"upstream,omitempty"`
 }
 
 // RateLimitWait is a request waiting for its provider's rate limit: the
@@ -50,6 +54,13 @@ type RateLimitWait struct {
 	// when it cannot be told (a concurrency slot comes back when a
 	// request ends).
 	WaitMs int64 `json:"waitMs,omitempty"`
+}
+
+// UpstreamProgress is one progress report of the upstream, as it gave it.
+type UpstreamProgress struct {
+	Progress float64 `json:"progress"`
+	Total    float64 `json:"total,omitempty"` // omitted when unknown
+	Message  string  `json:"message,omitempty"`
 }
 
 // ForEachProgress is where a _for_each fan-out stands.

@@ -37,6 +37,10 @@ type Activity struct {
 	// changed data (write or destructive).
 	Effect Effect `json:"effect,omitempty"`
 	Writes bool   `json:"writes,omitempty"`
+	// Verdict is set on the record that ends a tool call its client
+	// cancelled mid-walk (an MCP client): that call's partial verdict and
+	// where its rows are kept. Such a record is no request (no method).
+	Verdict string `json:"verdict,omitempty"`
 }
 
 // ActivityStore persists activity records. Implementations must be safe

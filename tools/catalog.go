@@ -12,6 +12,46 @@ type Catalog struct {
 	mu    sync.RWMutex
 	byID  map[string]*Tool
 	order []string // ids in insertion order
+	// waiting are the providers whose tools are not known yet (an MCP
+	// server unreachable so far), with why.
+	waiting map[string]string
+}
+
+// SetWaiting marks provider as one whose tools are not known yet (why
+// says why: an MCP server that does not answer), or no longer (why "").
+// Bindings to a waiting provider's tools are kept, not refused.
+func (c *Catalog) SetWaiting(provider, why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if why == "" {
+		delete(c.waiting, provider)
+		return
+	}
+	if c.waiting == nil {
+		c.waiting = map[string]string{}
+	}
+	c.waiting[provider] = why
+}
+
+// Waiting reports whether provider's tools are not known yet, and why.
+func (c *Catalog) Waiting(provider string) (string, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	why, ok := c.waiting[provider]
+	return why, ok
+}
+
+// WaitingFor reports whether the tool id belongs to a waiting provider
+// ("<provider>.<name>"), and which.
+func (c *Catalog) WaitingFor(toolID string) (string, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for p := range c.waiting {
+		if len(toolID) > len(p) && toolID[:len(p)] == p && toolID[len(p)] == '.' {
+			return p, true
+		}
+	}
+	return "", false
 }
 
 // NewCatalog returns an empty catalog.

@@ -162,15 +162,17 @@ func (inv *Invoker) AddSecrets(secrets ...string) {
 }
 
 // Scrubber is the deployment's scrubber: every provider's credential and
-// every secret the invoker was given. With runtime non-empty it also
-// masks that runtime credential (as it is sent: a basic one's password
-// and base64 form too).
-func (inv *Invoker) Scrubber(runtime string) *Scrubber {
+// every secret the invoker was given. With runtime credentials it also
+// masks those (as they are sent: a basic one's password and base64 form
+// too). Scrubbers for runtime credentials are cached.
+func (inv *Invoker) Scrubber(runtime ...string) *Scrubber {
+	runtime = slices.DeleteFunc(slices.Clone(runtime), func(c string) bool { return c == "" })
+	key := strings.Join(runtime, "\x00")
 	inv.mu.RLock()
-	base, per := inv.scrub, inv.perCall[runtime]
+	base, per := inv.scrub, inv.perCall[key]
 	inv.mu.RUnlock()
-	if base != nil && (runtime == "" || per != nil) {
-		if runtime == "" {
+	if base != nil && (key == "" || per != nil) {
+		if key == "" {
 			return base
 		}
 		return per
@@ -184,17 +186,21 @@ func (inv *Invoker) Scrubber(runtime string) *Scrubber {
 		}
 		inv.scrub = NewScrubber(all...)
 	}
-	if runtime == "" {
+	if key == "" {
 		return inv.scrub
 	}
-	if s := inv.perCall[runtime]; s != nil {
+	if s := inv.perCall[key]; s != nil {
 		return s
 	}
 	if inv.perCall == nil || len(inv.perCall) >= maxPerCallScrubbers {
 		inv.perCall = map[string]*Scrubber{}
 	}
-	s := inv.scrub.With(runtimeSecrets(runtime)...)
-	inv.perCall[runtime] = s
+	var forms []string
+	for _, c := range runtime {
+		forms = append(forms, runtimeSecrets(c)...)
+	}
+	s := inv.scrub.With(forms...)
+	inv.perCall[key] = s
 	return s
 }
 

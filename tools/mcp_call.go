@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -30,13 +31,13 @@ func (s *MCPSource) Call(ctx context.Context, req Request) (*Response, error) {
 	if req.URL != "" {
 		return nil, fmt.Errorf("mcp tool %q takes no continuation URL", req.Tool.ID)
 	}
+	session, err := s.current()
+	if err != nil {
+		return nil, err
+	}
 	s.mu.RLock()
 	name, known := s.remote[req.Tool.ID]
-	gone := s.gone
 	s.mu.RUnlock()
-	if gone != nil {
-		return nil, gone
-	}
 	if !known {
 		return nil, fmt.Errorf("mcp server %q no longer offers tool %q", s.id, req.Tool.ID)
 	}
@@ -64,7 +65,13 @@ func (s *MCPSource) Call(ctx context.Context, req Request) (*Response, error) {
 		Path: name, Page: req.Page, Retry: req.Retry, Cursor: Fingerprint(req.Cursor),
 		Effect: req.EffectOf(), Writes: req.EffectOf().Writes(),
 	}
-	res, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: wireArgs(req.Tool, req.Args)})
+	params := &mcp.CallToolParams{Name: name, Arguments: wireArgs(req.Tool, req.Args)}
+	if req.Progress != nil {
+		token, done := s.watchProgress(req.Progress)
+		defer done()
+		params.SetProgressToken(token)
+	}
+	res, err := session.CallTool(ctx, params)
 	var out *Response
 	var wire *jsonrpc.Error
 	switch {
@@ -75,8 +82,9 @@ func (s *MCPSource) Call(ctx context.Context, req Request) (*Response, error) {
 	default:
 		act.DurationMs = time.Since(start).Milliseconds()
 		var ferr error = s.fail("calling tool "+name, err)
-		if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			ferr = fmt.Errorf("mcp server %q: calling tool %s: the connection ended: %w", s.id, name, ErrMCPClosed)
+			s.lose(session, err) // connect again now, not when the SDK notices
 		}
 		act.Error = safeMCPCause(err)
 		s.record(ctx, act)
@@ -86,6 +94,43 @@ func (s *MCPSource) Call(ctx context.Context, req Request) (*Response, error) {
 	act.Status, act.Bytes, act.DurationMs = out.Status, int64(len(out.Body)), out.Duration.Milliseconds()
 	s.record(ctx, act)
 	return out, nil
+}
+
+// watchProgress registers report for the progress of one call: token
+// goes in the call's _meta; done takes it out (after done returns,
+// report is not called).
+func (s *MCPSource) watchProgress(report func(UpstreamProgress)) (token string, done func()) {
+	s.progressMu.Lock()
+	defer s.progressMu.Unlock()
+	if s.progress == nil {
+		s.progress = map[string]func(UpstreamProgress){}
+	}
+	s.progressN++
+	token = "trawl-" + strconv.FormatUint(s.progressN, 10)
+	s.progress[token] = report
+	return token, func() {
+		s.progressMu.Lock()
+		delete(s.progress, token)
+		s.progressMu.Unlock()
+	}
+}
+
+// relayProgress hands a notifications/progress from the server to the
+// call whose token it names; one for no call of ours (late, or made up)
+// is dropped.
+func (s *MCPSource) relayProgress(p *mcp.ProgressNotificationParams) {
+	if p == nil {
+		return
+	}
+	token, ok := p.ProgressToken.(string)
+	if !ok {
+		return
+	}
+	s.progressMu.RLock()
+	defer s.progressMu.RUnlock()
+	if report := s.progress[token]; report != nil {
+		report(UpstreamProgress{Progress: p.Progress, Total: p.Total, Message: p.Message})
+	}
 }
 
 func (s *MCPSource) record(ctx context.Context, a Activity) {
@@ -110,7 +155,7 @@ func wireArgs(t *Tool, args map[string]any) map[string]any {
 
 // renderMCPResult turns a tools/call result into a Response body a loop
 // engine can read as JSON:
-//   - isError: status 502 and {"error": the result's text};
+//   - isError: status 422 (never retried) and {"error": the result's text};
 //   - structuredContent: that value (the text copy the server usually
 //     sends beside it is preferred when it says the same, as it keeps
 //     number precision and key order);
@@ -125,7 +170,10 @@ func renderMCPResult(res *mcp.CallToolResult, limit int64) *Response {
 		out.Status = http.StatusBadGateway
 		body = errorJSON("the MCP server returned no result")
 	case res.IsError:
-		out.Status = http.StatusBadGateway
+		// The tool's own answer (access denied, not found): what it says
+		// is for the model, and calling again would say it again — a
+		// status no walk retries, unlike a 502.
+		out.Status = http.StatusUnprocessableEntity
 		msg := strings.TrimSpace(strings.Join(texts(res.Content), "\n"))
 		if msg == "" {
 			msg = "the MCP tool reported an error without a message"
@@ -283,6 +331,15 @@ func contentItem(c mcp.Content) any {
 type Router struct {
 	HTTP *Invoker
 	MCP  map[string]*MCPSource // by server id
+}
+
+// Scrubber is the HTTP invoker's scrubber (nil without one): the one
+// every result of the router passes through.
+func (r Router) Scrubber(runtime ...string) *Scrubber {
+	if r.HTTP == nil {
+		return nil
+	}
+	return r.HTTP.Scrubber(runtime...)
 }
 
 // Call sends req to where its tool lives.

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -262,8 +264,10 @@ func TestMCPSourceCallRendersResults(t *testing.T) {
 			`{"type":"resource_link","mimeType":"text/csv","uri":"file:///report.csv","name":"report"},` +
 			`{"type":"resource","mimeType":"text/plain","uri":"file:///a.txt","text":"alpha"},` +
 			`{"type":"resource","mimeType":"application/octet-stream","uri":"file:///b.bin","bytes":3}]}`},
-		{"fails", nil, 502, `{"error":"quota exceeded"}`},
-		// A Go error from an SDK tool handler reaches the client as a tool error.
+		// isError is the tool's answer, never retried: 422, not 502.
+		{"fails", nil, 422, `{"error":"quota exceeded"}`},
+		// A Go error from an SDK tool handler reaches the client as a
+		// protocol error: 502.
 		{"strict", nil, 502, `{"error":"the server broke"}`},
 	}
 	for _, tt := range tests {
@@ -398,10 +402,13 @@ func TestMCPListChanged(t *testing.T) {
 }
 
 func TestConnectMCPStdio(t *testing.T) {
-	t.Setenv(mcpServerEnv, "1")
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&syncWriter{w: &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	src := connectTest(t, MCPConfig{ID: "local", Command: []string{os.Args[0]}}, MCPOptions{Logger: logger})
+	// The child gets only what Env gives it (and PATH, HOME…): the test
+	// binary serves MCP because Env says so.
+	src := connectTest(t, MCPConfig{ID: "local", Command: []string{os.Args[0]},
+		Env: map[string]MCPEnvValue{mcpServerEnv: {Value: "1"}}}, MCPOptions{Logger: logger,
+		ReconnectMin: 10 * time.Millisecond, ReconnectMax: 50 * time.Millisecond})
 
 	if got := len(src.Tools()); got != 9 {
 		t.Errorf("tools = %d (%v), want 9", got, toolNames(src.Tools()))
@@ -413,15 +420,99 @@ func TestConnectMCPStdio(t *testing.T) {
 		t.Errorf("search_orders: %d %s", status, body)
 	}
 
-	// The server process dies: the call fails plainly, and so does every
-	// later one.
+	// The server process dies: the call fails plainly; the source starts
+	// the server again and the tools work again.
 	exit := toolByName(t, src.Tools(), "exit")
-	if _, err := src.Call(t.Context(), Request{Tool: exit}); !errors.Is(err, ErrMCPClosed) {
-		t.Fatalf("calling exit: %v, want ErrMCPClosed", err)
+	if _, err := src.Call(t.Context(), Request{Tool: exit}); !errors.Is(err, ErrMCPClosed) || !strings.Contains(err.Error(), `mcp server "local"`) {
+		t.Fatalf("calling exit: %v, want ErrMCPClosed naming the server", err)
 	}
+	waitConnected(t, src)
+	if status, body := callBody(t, src, "text_json", nil); status != 200 || body != `{"a":[1,2]}` {
+		t.Errorf("text_json after the server was started again: %d %s", status, body)
+	}
+}
+
+// waitConnected waits until src has a session again.
+func waitConnected(t *testing.T, src *MCPSource) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !src.Connected() {
+		if time.Now().After(deadline) {
+			t.Fatal("the source did not connect again within 30 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A remote server that restarts forgets its sessions: the source opens a
+// new one and reads the tools again.
+func TestMCPReconnectsToARestartedServer(t *testing.T) {
+	var h atomic.Pointer[http.Handler]
+	restart := func() {
+		var next http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return newTestMCPServer(mcpTestServerOptions{}) }, nil)
+		h.Store(&next)
+	}
+	restart()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*h.Load()).ServeHTTP(w, r) }))
+	t.Cleanup(hs.Close)
+	src := connectTest(t, MCPConfig{ID: "files", URL: hs.URL}, MCPOptions{ReconnectMin: 10 * time.Millisecond, ReconnectMax: 50 * time.Millisecond})
+	if status, _ := callBody(t, src, "text_json", nil); status != 200 {
+		t.Fatalf("before the restart: %d", status)
+	}
+	restart()
+	// The first call after the restart finds the session gone; the
+	// source connects again and the next one works.
 	_, err := src.Call(t.Context(), Request{Tool: toolByName(t, src.Tools(), "text_json")})
-	if !errors.Is(err, ErrMCPClosed) || !strings.Contains(err.Error(), `mcp server "local"`) {
-		t.Fatalf("call after exit: %v, want ErrMCPClosed naming the server", err)
+	if err == nil {
+		t.Log("the call after the restart went through (the session was made again first)")
+	}
+	waitConnected(t, src)
+	if status, body := callBody(t, src, "text_json", nil); status != 200 || body != `{"a":[1,2]}` {
+		t.Errorf("after the restart: %d %s", status, body)
+	}
+}
+
+// With Degraded, a server down at start is no error: the source starts
+// without tools, its calls fail with ErrMCPClosed, and when the server
+// comes up the tools arrive through OnChange.
+func TestMCPDegradedStart(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there yet
+	got := make(chan []*Tool, 1)
+	src, err := ConnectMCP(t.Context(), MCPConfig{ID: "late", URL: "http://" + addr}, MCPOptions{Degraded: true,
+		ReconnectMin: 10 * time.Millisecond, ReconnectMax: 50 * time.Millisecond, ConnectTimeout: time.Second,
+		OnChange: func(ts []*Tool) { got <- ts }})
+	if err != nil {
+		t.Fatalf("a degraded start failed: %v", err)
+	}
+	t.Cleanup(func() { src.Close() })
+	if src.Connected() || len(src.Tools()) != 0 {
+		t.Fatalf("connected %v with %d tools to nothing", src.Connected(), len(src.Tools()))
+	}
+	if err := src.Ping(t.Context()); !errors.Is(err, ErrMCPClosed) || !strings.Contains(err.Error(), "not reachable") {
+		t.Errorf("ping: %v", err)
+	}
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("the port was taken meanwhile: %v", err)
+	}
+	hs := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return newTestMCPServer(mcpTestServerOptions{}) }, nil)}
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	select {
+	case ts := <-got:
+		if len(ts) != 8 || !src.Connected() {
+			t.Errorf("tools when the server came up: %v", toolNames(ts))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no tools 30 s after the server came up")
+	}
+	if status, _ := callBody(t, src, "text_json", nil); status != 200 {
+		t.Errorf("a call once connected: %d", status)
 	}
 }
 
@@ -531,9 +622,9 @@ func TestRenderMCPResult(t *testing.T) {
 		{"audio", &mcp.CallToolResult{Content: []mcp.Content{&mcp.AudioContent{MIMEType: "audio/wav", Data: make([]byte, 10)}}}, 0,
 			200, `{"content":[{"type":"audio","mimeType":"audio/wav","bytes":10}]}`, false},
 		{"error texts joined", &mcp.CallToolResult{IsError: true, Content: []mcp.Content{text("bad"), text("input")}}, 0,
-			502, `{"error":"bad\ninput"}`, false},
+			422, `{"error":"bad\ninput"}`, false},
 		{"error without text", &mcp.CallToolResult{IsError: true}, 0,
-			502, `{"error":"the MCP tool reported an error without a message"}`, false},
+			422, `{"error":"the MCP tool reported an error without a message"}`, false},
 		{"nil", nil, 0, 502, `{"error":"the MCP server returned no result"}`, false},
 		{"cut at the limit", &mcp.CallToolResult{Content: []mcp.Content{text(`{"long":"abcdefghij"}`)}}, 10,
 			200, `{"long":"a`, true},
@@ -864,5 +955,31 @@ func BenchmarkMapMCPTools(b *testing.B) {
 		if len(ts) != len(list) {
 			b.Fatal(len(ts))
 		}
+	}
+}
+
+// A server that writes its URL key into its tool list — a tool's name,
+// description, schema — has it masked there like in its answers; the
+// masked tool is still called by the server's own name.
+func TestMCPToolListScrubbed(t *testing.T) {
+	const key = "MCPQSECRET/Zq+4444hh"
+	srv := mcp.NewServer(&mcp.Implementation{Name: "leaky", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "echo_MCPQSECRET_Zq_4444hh", Description: "Call with key " + url.QueryEscape(key),
+		InputSchema: map[string]any{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string", "description": "the key is " + key}}}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"ok":true}`}}}, nil
+		})
+	scrub := NewScrubber(key, "MCPQSECRET_Zq_4444hh")
+	src := connectTest(t, MCPConfig{ID: "leaky", URL: serveMCP(t, srv)}, MCPOptions{Scrub: func(...string) *Scrubber { return scrub }})
+	ts := src.Tools()
+	if len(ts) != 1 {
+		t.Fatalf("tools = %v", toolNames(ts))
+	}
+	listed, _ := json.Marshal(ts[0])
+	if strings.Contains(string(listed), "MCPQSECRET") || !strings.Contains(string(listed), Mask) {
+		t.Errorf("listed tool: %s", listed)
+	}
+	if status, body := callBody(t, src, ts[0].Name, map[string]any{"q": "x"}); status != 200 || body != `{"ok":true}` {
+		t.Errorf("calling the masked tool: %d %s", status, body)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/google/go-cmp/cmp"
 	"io"
 	"net"
 	"net/http"
@@ -446,9 +447,25 @@ func TestRouterScrubsMCPResults(t *testing.T) {
 }
 
 func TestMCPConfigSecrets(t *testing.T) {
-	got := MCPConfig{ID: "m", URL: "https://mcp.example/sse?api_key=MCPKEY-123456&x=1"}.Secrets()
-	sort.Strings(got)
-	if strings.Join(got, ",") != "1,MCPKEY-123456" {
-		t.Errorf("Secrets = %v", got)
+	for _, tt := range []struct {
+		name string
+		cfg  MCPConfig
+		want []string
+	}{
+		{"query values", MCPConfig{ID: "m", URL: "https://mcp.example/sse?api_key=MCPKEY-123456&x=1"}, []string{"1", "MCPKEY-123456"}},
+		// The server receives the spelling written in the URL, raw '/' and
+		// encoded '+' alike, and may echo it base64-encoded.
+		{"as written and decoded", MCPConfig{ID: "m", URL: "https://mcp.example/mcp?key=MCPQSECRET/Zq%2B4444hh"},
+			[]string{"MCPQSECRET/Zq%2B4444hh", "MCPQSECRET/Zq+4444hh"}},
+		{"env values marked secret", MCPConfig{ID: "m", Command: []string{"srv"}, Env: map[string]MCPEnvValue{
+			"API_TOKEN": {Value: "env-secret-123", Secret: true}, "LOG_LEVEL": {Value: "verbose-logging"}}}, []string{"env-secret-123"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.cfg.Secrets()
+			sort.Strings(got)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Secrets (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

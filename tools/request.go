@@ -35,6 +35,20 @@ type Request struct {
 	Page   int
 	Retry  int
 	Cursor string
+
+	// Progress, when set, receives the progress the upstream reports
+	// while this request runs (an MCP server's notifications/progress).
+	// It is never called once Call has returned, and must not block for
+	// long.
+	Progress func(UpstreamProgress)
+}
+
+// UpstreamProgress is one progress report of the upstream, as it gave it:
+// Progress grows while the request runs, Total is 0 when unknown.
+type UpstreamProgress struct {
+	Progress float64
+	Total    float64
+	Message  string
 }
 
 // Response is what the upstream answered. Body is capped at the invoker's

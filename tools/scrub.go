@@ -3,16 +3,12 @@ package tools
 import (
 	"context"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
-	"unicode/utf16"
 )
 
 // Mask replaces every secret the scrubber finds.
@@ -24,22 +20,42 @@ const Mask = "[redacted]"
 // enough.
 const MinSecretLen = 6
 
-// Scrubber masks secrets in bytes: every occurrence of a secret, or of a
-// form an upstream realistically echoes it in, becomes Mask. The forms
-// are the secret itself, its base64 (standard and URL alphabets, padded
-// or not), its JSON-escaped spellings (Go's, with \u003c-style escapes,
-// and PHP's, with \/), and its URL-escaped spellings (query and path,
-// upper- and lower-case hex). Overlapping and adjacent occurrences
-// become one Mask, so no part of any secret survives.
+// Scrubber masks secrets in bytes: every occurrence of a secret, in any
+// form an upstream realistically echoes it in, becomes Mask. It is the
+// deployment's one redactor: upstream and MCP answers, the model's errors
+// and streamed output, the embeddings client's errors, the walker's error
+// snippets and the logs all pass through it.
+//
+// The forms are the classes README's Security section lists:
+//
+//   - the secret itself;
+//   - escaped, in any mix of raw and escaped characters: percent-encoding
+//     (%2F or %2f) and JSON escapes (\/, \", \\, \n…, \uXXXX in either
+//     hex case). The input is matched twice in the same pass: as it is,
+//     and as an escape decoder reads it (%XX and \-escapes decoded, left to
+//     right), with matches mapped back to the bytes that spelled them;
+//   - base64 and base64url (padded or not) of the secret and of its JSON-
+//     and URL-escaped spellings, standing alone or inside a longer encoded
+//     string at any of the three byte alignments: what is matched is the
+//     run of characters that encode the secret's bits alone, and the one
+//     character on each side that mixes its bits with a neighbour's is
+//     masked with it (the way secret scanners find base64 at an offset).
+//
+// Deliberate transformations (reversal, hex, encryption, base64 broken
+// across lines, an escape of an escape) are not recognised.
+// Overlapping and adjacent occurrences become one Mask, so no part of any
+// secret survives.
 //
 // Matching is one pass over the input for all secrets at once, linear in
 // its length whatever it holds (an Aho–Corasick automaton; runs of bytes
-// that cannot start a secret are skipped with a two-byte filter). A Scrubber is immutable and safe for
-// concurrent use; With derives one that also masks more secrets.
+// that can start no secret are skipped with a two-byte filter, and the
+// decoded reading costs nothing until an escape appears). A Scrubber is
+// immutable and safe for concurrent use; With derives one that also masks
+// more secrets.
 type Scrubber struct {
 	ms     []*matcher
-	pairs  *pairFilter // union of the matchers' filters
-	maxLen int         // longest form
+	pairs  *pairFilter // union of the matchers' filters and the escapes
+	window int         // longest pattern plus its leading character, in decoded bytes
 }
 
 // NewScrubber returns a scrubber for secrets (empty and shorter than
@@ -56,11 +72,12 @@ func (s *Scrubber) With(secrets ...string) *Scrubber {
 	if s == nil {
 		s = &Scrubber{}
 	}
-	m := newMatcher(secretForms(secrets))
+	m := newMatcher(secretPatterns(secrets))
 	if m == nil {
 		return s
 	}
-	out := &Scrubber{ms: append(slices.Clip(s.ms), m), maxLen: max(s.maxLen, m.maxLen), pairs: &pairFilter{}}
+	out := &Scrubber{ms: append(slices.Clip(s.ms), m), window: max(s.window, m.window), pairs: &pairFilter{}}
+	out.pairs.setEscapes()
 	for _, x := range out.ms {
 		for i := range out.pairs {
 			out.pairs[i] |= x.pairs[i]
@@ -79,8 +96,9 @@ func (s *Scrubber) Bytes(b []byte) []byte {
 		return b
 	}
 	var spans []span
-	states := make([]int32, len(s.ms))
-	s.scan(b, 0, states, &spans)
+	st := s.newScan()
+	s.scan(b, 0, nil, st, &spans)
+	st.finish(s, &spans)
 	if len(spans) == 0 {
 		return b
 	}
@@ -96,7 +114,7 @@ func (s *Scrubber) Bytes(b []byte) []byte {
 
 // String is Bytes for a string.
 func (s *Scrubber) String(text string) string {
-	if s.Empty() {
+	if s.Empty() || text == "" {
 		return text
 	}
 	b := s.Bytes([]byte(text))
@@ -130,201 +148,25 @@ func (s *Scrubber) Header(h http.Header) http.Header {
 	return out
 }
 
-// span is a masked range [start, end) of the input.
-type span struct{ start, end int64 }
-
-// addSpan merges a match into spans (ordered by start, disjoint and not
-// touching). Matches arrive by increasing end, so only the tail merges.
-func addSpan(spans *[]span, start, end int64) {
-	sp := *spans
-	for len(sp) > 0 && sp[len(sp)-1].end >= start {
-		start = min(start, sp[len(sp)-1].start)
-		end = max(end, sp[len(sp)-1].end)
-		sp = sp[:len(sp)-1]
-	}
-	*spans = append(sp, span{start, end})
+// pattern is one string the automaton looks for, in decoded bytes. lead
+// and trail say that the character just before or after it carries some
+// of the secret's bits (a base64 character shared with a neighbouring
+// byte) and is masked with it.
+type pattern struct {
+	text        string
+	lead, trail bool
 }
 
-// scan runs every matcher over b, whose first byte is at absolute
-// position base, from states (updated in place), appending matches to
-// spans.
-func (s *Scrubber) scan(b []byte, base int64, states []int32, spans *[]span) {
-	n := len(b)
-	pairs := s.pairs
-	idle := true
-	for _, st := range states {
-		idle = idle && st == 0
-	}
-	for i := 0; i < n; i++ {
-		if idle {
-			// Skip bytes that cannot start a secret: from the idle state, a
-			// byte whose pair with the next byte begins no form leads back
-			// to the idle state on that next byte (every form is at least
-			// two bytes long).
-			i = pairs.skip(b, i)
-		}
-		c := b[i]
-		idle = true
-		for k, m := range s.ms {
-			st := m.step(states[k], c)
-			states[k] = st
-			if st != 0 {
-				idle = false
-				if l := m.out[st]; l > 0 {
-					end := base + int64(i) + 1
-					addSpan(spans, end-int64(l), end)
-				}
-			}
-		}
-	}
-}
-
-// pairFilter has a bit for every two-byte prefix of a form.
-type pairFilter [1 << 16 / 64]uint64
-
-func (p *pairFilter) set(a, b byte) {
-	x := uint(a) | uint(b)<<8
-	p[x>>6] |= 1 << (x & 63)
-}
-
-func (p *pairFilter) has(x uint) bool { return p[x>>6]&(1<<(x&63)) != 0 }
-
-// skip returns the first position from i whose pair with the next byte
-// is in the filter, or the last position of b. It reads eight bytes at a
-// time (a pair is the 16-bit little-endian value at its position).
-func (p *pairFilter) skip(b []byte, i int) int {
-	for ; i+8 < len(b); i += 7 {
-		v := binary.LittleEndian.Uint64(b[i:])
-		if p.has(uint(v) & 0xffff) {
-			return i
-		}
-		if p.has(uint(v>>8) & 0xffff) {
-			return i + 1
-		}
-		if p.has(uint(v>>16) & 0xffff) {
-			return i + 2
-		}
-		if p.has(uint(v>>24) & 0xffff) {
-			return i + 3
-		}
-		if p.has(uint(v>>32) & 0xffff) {
-			return i + 4
-		}
-		if p.has(uint(v>>40) & 0xffff) {
-			return i + 5
-		}
-		if p.has(uint(v>>48) & 0xffff) {
-			return i + 6
-		}
-	}
-	for ; i+1 < len(b); i++ {
-		if p.has(uint(b[i]) | uint(b[i+1])<<8) {
-			return i
-		}
-	}
-	return i
-}
-
-// matcher is an Aho–Corasick automaton: the trie of its patterns with
-// failure links, a full transition row for the root (the state most bytes
-// are read in) and children as sibling lists elsewhere. Its size is
-// linear in the patterns' total length, whatever their alphabet (a
-// kilobyte-long JWT costs kilobytes, not a table of states × bytes), and
-// matching stays linear in the input: each byte descends at most one
-// edge, and failure links only ever climb back what was descended.
-type matcher struct {
-	root    [256]int32 // the root's child for each byte; 0 none
-	first   []int32    // a state's first child; 0 none
-	sibling []int32    // the next child of the same parent; 0 none
-	label   []byte     // the byte of the edge into a state
-	fail    []int32    // the longest proper suffix that is a trie state
-	out     []int32    // longest pattern ending in each state; 0 none
-	pairs   pairFilter
-	maxLen  int
-}
-
-// child is s's child on byte c, or 0.
-func (m *matcher) child(s int32, c byte) int32 {
-	if s == 0 {
-		return m.root[c]
-	}
-	for t := m.first[s]; t != 0; t = m.sibling[t] {
-		if m.label[t] == c {
-			return t
-		}
-	}
-	return 0
-}
-
-// step is the automaton's transition from s on byte c.
-func (m *matcher) step(s int32, c byte) int32 {
-	for s != 0 {
-		if t := m.child(s, c); t != 0 {
-			return t
-		}
-		s = m.fail[s]
-	}
-	return m.root[c]
-}
-
-// newMatcher builds the automaton for patterns; nil when there are none.
-func newMatcher(patterns []string) *matcher {
-	if len(patterns) == 0 {
-		return nil
-	}
-	m := &matcher{first: []int32{0}, sibling: []int32{0}, label: []byte{0}, out: []int32{0}}
-	for _, p := range patterns {
-		m.pairs.set(p[0], p[1])
-		m.maxLen = max(m.maxLen, len(p))
-		st := int32(0)
-		for i := 0; i < len(p); i++ {
-			t := m.child(st, p[i])
-			if t == 0 {
-				t = int32(len(m.out))
-				m.first = append(m.first, 0)
-				m.label = append(m.label, p[i])
-				m.out = append(m.out, 0)
-				if st == 0 {
-					m.sibling = append(m.sibling, 0)
-					m.root[p[i]] = t
-				} else {
-					m.sibling = append(m.sibling, m.first[st])
-					m.first[st] = t
-				}
-			}
-			st = t
-		}
-		m.out[st] = max(m.out[st], int32(len(p)))
-	}
-	// Breadth first: a state's failure link is found from its parent's.
-	m.fail = make([]int32, len(m.out))
-	queue := make([]int32, 0, len(m.out))
-	for c := range m.root {
-		if t := m.root[c]; t != 0 {
-			queue = append(queue, t) // fail 0
-		}
-	}
-	for len(queue) > 0 {
-		st := queue[0]
-		queue = queue[1:]
-		m.out[st] = max(m.out[st], m.out[m.fail[st]])
-		for t := m.first[st]; t != 0; t = m.sibling[t] {
-			m.fail[t] = m.step(m.fail[st], m.label[t])
-			queue = append(queue, t)
-		}
-	}
-	return m
-}
-
-// secretForms is every spelling of secrets the scrubber masks, without
-// duplicates, each at least MinSecretLen (and two) bytes long.
-func secretForms(secrets []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	add := func(f string) {
-		if len(f) >= max(MinSecretLen, 2) && !seen[f] {
-			seen[f] = true
-			out = append(out, f)
+// secretPatterns is what the automaton looks for to find secrets, without
+// duplicates: each secret (its escaped spellings are read through the
+// decoder), and the base64 cores of each of its wire spellings.
+func secretPatterns(secrets []string) []pattern {
+	seen := map[pattern]bool{}
+	var out []pattern
+	add := func(p pattern) {
+		if len(p.text) >= max(MinSecretLen, 2) && !seen[p] {
+			seen[p] = true
+			out = append(out, p)
 		}
 	}
 	for _, s := range secrets {
@@ -333,58 +175,70 @@ func secretForms(secrets []string) []string {
 			// (base64 of "user:pass") arrives as a secret of its own.
 			continue
 		}
-		add(s)
-		// Unpadded base64 is a prefix of the padded form.
-		add(base64.RawStdEncoding.EncodeToString([]byte(s)))
-		add(base64.RawURLEncoding.EncodeToString([]byte(s)))
-		for _, j := range jsonForms(s) {
-			add(j)
+		add(pattern{text: s})
+		if strings.Contains(s, " ") {
+			add(pattern{text: strings.ReplaceAll(s, " ", "+")}) // a query's spelling of a space
 		}
-		for _, u := range []string{url.QueryEscape(s), url.PathEscape(s)} {
-			add(u)
-			add(lowerHex(u))
-			// A query value echoed inside JSON by PHP-style encoders.
-			add(strings.ReplaceAll(u, "/", `\/`))
+		for _, f := range wireForms(s) {
+			for _, p := range base64Cores(f) {
+				add(p)
+			}
 		}
 	}
 	return out
 }
 
-// jsonForms are the spellings of s inside a JSON string: Go's (HTML
-// characters as \u003c…), a plain encoder's, and with '/' as '\/'.
-func jsonForms(s string) []string {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	_ = enc.Encode(s)
-	goForm := strings.TrimSpace(b.String())
-	goForm = goForm[1 : len(goForm)-1]
-	b.Reset()
-	enc = json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s)
-	plain := strings.TrimSpace(b.String())
-	plain = plain[1 : len(plain)-1]
-	forms := []string{goForm, plain, strings.ReplaceAll(goForm, "/", `\/`), strings.ReplaceAll(plain, "/", `\/`)}
-	if len(s) <= maxEscapedSecret {
-		forms = append(forms, allEscaped(s, "\\u%04x"), allEscaped(s, "\\u%04X"))
+// wireForms are the spellings of s an upstream may base64-encode: s, its
+// JSON string forms (Go's, with \u003c-style escapes; a plain encoder's;
+// PHP's, with \/) and its URL-escaped forms (query and path, upper- and
+// lower-case hex). Escaped forms need their own base64: base64 does not
+// commute with escaping.
+func wireForms(s string) []string {
+	var forms []string
+	for _, f := range []string{s, jsonString(s, true), jsonString(s, false), url.QueryEscape(s), url.PathEscape(s)} {
+		forms = append(forms, f, lowerHex(f), strings.ReplaceAll(f, "/", `\/`))
 	}
-	return forms
+	slices.Sort(forms)
+	return slices.Compact(forms)
 }
 
-// maxEscapedSecret bounds the secrets whose every-character-escaped form
-// is masked: tokens and keys are short, and the form is six times the
-// secret (a kilobyte-long JWT would cost the automaton tens of KB more).
-const maxEscapedSecret = 256
-
-// allEscaped is s with every character written as a \uXXXX escape (an
-// encoder that escapes everything, or an upstream hiding a value): it
-// decodes to s in any JSON parser.
-func allEscaped(s, format string) string {
+// jsonString is s as a JSON string's contents, with or without Go's HTML
+// escapes.
+func jsonString(s string, escapeHTML bool) string {
 	var b strings.Builder
-	for _, u := range utf16.Encode([]rune(s)) {
-		fmt.Fprintf(&b, format, u)
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(escapeHTML)
+	_ = enc.Encode(s)
+	q := strings.TrimSpace(b.String())
+	return q[1 : len(q)-1]
+}
+
+// base64Cores are the patterns that find f base64-encoded (both
+// alphabets) at each of the three byte alignments inside a longer encoded
+// string. At alignment a, f's first byte shares a 3-byte group with a
+// bytes before it: the characters encoding only those bytes are not part
+// of the core, and the one mixing their bits with f's is its lead. At the
+// end, the character mixing f's last bits with what follows is its trail.
+// Padding holds no bits and is left alone.
+func base64Cores(f string) []pattern {
+	var out []pattern
+	buf := make([]byte, 2+len(f))
+	for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
+		for a := range 3 {
+			clear(buf[:a])
+			copy(buf[a:], f)
+			e := enc.EncodeToString(buf[:a+len(f)])
+			p := pattern{text: e}
+			if a > 0 {
+				p.text, p.lead = p.text[a+1:], true
+			}
+			if (a+len(f))%3 != 0 {
+				p.text, p.trail = p.text[:len(p.text)-1], true
+			}
+			out = append(out, p)
+		}
 	}
-	return b.String()
+	return out
 }
 
 // lowerHex lower-cases the hex digits of %XX escapes.
@@ -406,118 +260,6 @@ func lowerHex(s string) string {
 	return string(b)
 }
 
-// Writer returns a writer that scrubs what it is given on its way to w,
-// holding back at most the longest form's length (plus a pending mask)
-// until more arrives or Close flushes it. A secret split across Write
-// calls is masked like one written whole.
-func (s *Scrubber) Writer(w io.Writer) *ScrubWriter {
-	return &ScrubWriter{s: s, w: w, states: make([]int32, len(s.ms))}
-}
-
-// ScrubWriter is Scrubber.Writer's writer. It is not safe for concurrent
-// use.
-type ScrubWriter struct {
-	s       *Scrubber
-	w       io.Writer
-	states  []int32
-	tail    []byte // held back: absolute positions [tailPos, tailPos+len(tail))
-	tailPos int64
-	spans   []span // matches not yet written, by start
-	err     error
-}
-
-// Write scrubs p and writes what can no longer be part of a secret.
-func (sw *ScrubWriter) Write(p []byte) (int, error) {
-	if sw.err != nil {
-		return 0, sw.err
-	}
-	if sw.s.Empty() {
-		_, sw.err = sw.w.Write(p)
-		if sw.err != nil {
-			return 0, sw.err
-		}
-		return len(p), nil
-	}
-	base := sw.tailPos + int64(len(sw.tail))
-	sw.s.scan(p, base, sw.states, &sw.spans)
-	end := base + int64(len(p))
-	// Bytes before frontier can start no future match; a pending span
-	// reaching past it may still grow.
-	frontier := end + 1 - int64(sw.s.maxLen)
-	if n := len(sw.spans); n > 0 && sw.spans[n-1].end >= frontier {
-		frontier = min(frontier, sw.spans[n-1].start)
-	}
-	if frontier <= sw.tailPos {
-		sw.tail = append(sw.tail, p...)
-		return len(p), nil
-	}
-	if err := sw.emit(p, base, frontier); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
-
-// emit writes the virtual buffer tail+p (p starting at base) up to
-// upTo, masking spans, and keeps the rest as the new tail.
-func (sw *ScrubWriter) emit(p []byte, base, upTo int64) error {
-	at := func(from, to int64) []byte { // bytes [from, to) of tail+p, to ≤ base or from ≥ base
-		if to <= base {
-			return sw.tail[from-sw.tailPos : to-sw.tailPos]
-		}
-		return p[from-base : to-base]
-	}
-	write := func(from, to int64) {
-		for from < to && sw.err == nil {
-			stop := to
-			if from < base && to > base {
-				stop = base
-			}
-			_, sw.err = sw.w.Write(at(from, stop))
-			from = stop
-		}
-	}
-	pos := sw.tailPos
-	k := 0
-	for ; k < len(sw.spans) && sw.spans[k].end <= upTo; k++ {
-		sp := sw.spans[k]
-		write(pos, sp.start)
-		if sw.err == nil {
-			_, sw.err = io.WriteString(sw.w, Mask)
-		}
-		pos = sp.end
-	}
-	if k < len(sw.spans) && sw.spans[k].start < upTo {
-		upTo = sw.spans[k].start
-	}
-	if pos < upTo {
-		write(pos, upTo)
-		pos = upTo
-	}
-	sw.spans = append(sw.spans[:0], sw.spans[k:]...)
-	// The new tail: [pos, base+len(p)).
-	if pos < base {
-		n := copy(sw.tail, sw.tail[pos-sw.tailPos:])
-		sw.tail = append(sw.tail[:n], p...)
-	} else {
-		sw.tail = append(sw.tail[:0], p[pos-base:]...)
-	}
-	sw.tailPos = pos
-	return sw.err
-}
-
-// Close writes what was held back. It does not close the underlying
-// writer.
-func (sw *ScrubWriter) Close() error {
-	if sw.err != nil {
-		return sw.err
-	}
-	if len(sw.tail) == 0 && len(sw.spans) == 0 {
-		return nil
-	}
-	end := sw.tailPos + int64(len(sw.tail))
-	return sw.emit(nil, end, end)
-}
-
 // scrubError masks secrets in an error's text. RefusedError and ArgError
 // keep their types; any other error whose text changes becomes one that
 // still matches the sentinels callers branch on (ErrUpstream,
@@ -534,8 +276,20 @@ func scrubError(scrub *Scrubber, err error) error {
 	case errors.As(err, &ae):
 		return &ArgError{Arg: scrub.String(ae.Arg), Msg: scrub.String(ae.Msg)}
 	}
+	return scrub.Error(err)
+}
+
+// Error returns err with its text scrubbed: err itself when the text
+// holds no secret, else an error with the masked text that still matches
+// the sentinels callers branch on (ErrUpstream, ErrMCPClosed, ErrRefused,
+// context errors) but not the original's types or chain, whose text would
+// not be masked.
+func (s *Scrubber) Error(err error) error {
+	if err == nil {
+		return nil
+	}
 	msg := err.Error()
-	if clean := scrub.String(msg); clean != msg {
+	if clean := s.String(msg); clean != msg {
 		return &scrubbedError{msg: clean, err: err}
 	}
 	return err

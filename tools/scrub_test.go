@@ -4,24 +4,54 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf16"
 )
 
-// naiveScrub is the oracle: every occurrence of every form, overlapping
-// ones included, merged with its neighbours when they overlap or touch,
-// each merged range replaced by Mask.
+// naiveScrub is the oracle: every occurrence of every pattern, found by
+// brute force in the raw bytes and in the bytes as a plain left-to-right
+// escape decoder reads them (mapped back to the bytes that spelled them),
+// overlapping ones included, widened by a base64 core's lead and trail
+// characters when they are base64 characters, merged with its neighbours when they overlap or touch, each
+// merged range replaced by Mask.
 func naiveScrub(secrets []string, body []byte) []byte {
 	type iv struct{ s, e int }
 	var ivs []iv
-	for _, f := range secretForms(secrets) {
-		for i := 0; i+len(f) <= len(body); i++ {
-			if string(body[i:i+len(f)]) == f {
-				ivs = append(ivs, iv{i, i + len(f)})
+	pats := secretPatterns(secrets)
+	for _, p := range pats {
+		for i := 0; i+len(p.text) <= len(body); i++ {
+			if string(body[i:i+len(p.text)]) == p.text {
+				s, e := i, i+len(p.text)
+				if p.lead && s > 0 && isBase64(body[s-1]) {
+					s--
+				}
+				if p.trail && e < len(body) && isBase64(body[e]) {
+					e++
+				}
+				ivs = append(ivs, iv{s, e})
+			}
+		}
+	}
+	dec, from := naiveDecode(body)
+	for _, p := range pats {
+		for i := 0; i+len(p.text) <= len(dec); i++ {
+			if string(dec[i:i+len(p.text)]) == p.text {
+				j := i + len(p.text)
+				s, e := from[i].s, from[j-1].e
+				if p.lead && i > 0 && isBase64(dec[i-1]) {
+					s = from[i-1].s
+				}
+				if p.trail && j < len(dec) && isBase64(dec[j]) {
+					e = from[j].e
+				}
+				ivs = append(ivs, iv{s, e})
 			}
 		}
 	}
@@ -45,6 +75,51 @@ func naiveScrub(secrets []string, body []byte) []byte {
 		prev = m.e
 	}
 	return append(out, body[prev:]...)
+}
+
+// naiveDecode decodes %XX and JSON's backslash escapes left to right,
+// anything else being itself, and says which bytes of b spelled each
+// decoded byte.
+func naiveDecode(b []byte) ([]byte, []struct{ s, e int }) {
+	var out []byte
+	var from []struct{ s, e int }
+	hex := func(c byte) bool { return strings.IndexByte("0123456789abcdefABCDEF", c) >= 0 }
+	put := func(s, e int, x ...byte) {
+		for _, c := range x {
+			out = append(out, c)
+			from = append(from, struct{ s, e int }{s, e})
+		}
+	}
+	for i := 0; i < len(b); {
+		switch {
+		case b[i] == '%' && i+2 < len(b) && hex(b[i+1]) && hex(b[i+2]):
+			v, _ := strconv.ParseUint(string(b[i+1:i+3]), 16, 8)
+			put(i, i+3, byte(v))
+			i += 3
+		case b[i] == '\\' && i+5 < len(b) && b[i+1] == 'u' && hex(b[i+2]) && hex(b[i+3]) && hex(b[i+4]) && hex(b[i+5]):
+			v, _ := strconv.ParseUint(string(b[i+2:i+6]), 16, 32)
+			put(i, i+6, []byte(string(rune(v)))...)
+			i += 6
+		case b[i] == '\\' && i+1 < len(b) && strings.IndexByte(`"\\/bfnrt`, b[i+1]) >= 0:
+			x := map[byte]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}[b[i+1]]
+			put(i, i+2, x)
+			i += 2
+		default:
+			put(i, i+1, b[i])
+			i++
+		}
+	}
+	return out, from
+}
+
+// allEscaped is s with every character written as a \uXXXX escape (an
+// encoder that escapes everything, or an upstream hiding a value).
+func allEscaped(s, format string) string {
+	var b strings.Builder
+	for _, u := range utf16.Encode([]rune(s)) {
+		fmt.Fprintf(&b, format, u)
+	}
+	return b.String()
 }
 
 func TestScrubberForms(t *testing.T) {
@@ -184,6 +259,10 @@ func FuzzScrubber(f *testing.F) {
 	f.Add("aaaaaa", "aaaaab", []byte("aaaaaaaaaaaaab"), []byte{5, 0, 2})
 	f.Add("s3cr3t%value", "x", []byte("q=s3cr3t%25value&b=s3cr3t%2525value"), []byte{1})
 	f.Add("\x00\xff\x80binary", "é-unicode-é", []byte("\x00\xff\x80binary é-unicode-é \\u00e9-unicode"), []byte{6, 6})
+	// Base64 inside a longer string, a mixed escaping, escapes of escapes.
+	f.Add("ORGBEARER/Zq+7781aa", "MCPQSECRET/Zq+4444hh", []byte("QmVhcmVyIE9SR0JFQVJFUi9acSs3NzgxYWE= ?key=MCPQSECRET/Zq%2B4444hh&x"), []byte{2, 5})
+	f.Add("abc%41defgh", "x\\y\"z12345", []byte(`abc%2541defgh "x\\y\"z12345" x\u005cy\u0022z12345 %%41 \\u0041`), []byte{1, 1})
+	f.Add("AAAAAAAAAA", "AAAAAAAAAB", []byte("QUFBQUFBQUFBQUFB QUFBQUFBQUFBQg== %41%41AAAAAAAAB"), []byte{0, 3})
 	f.Fuzz(func(t *testing.T, a, b string, body []byte, cuts []byte) {
 		secrets := []string{a, b}
 		s := NewScrubber(a).With(b)

@@ -163,16 +163,16 @@ func (s *Server) connectSubmit(c echo.Context) error {
 		return s.renderConnect(c, http.StatusForbidden, connectView{Name: name, Invalid: connectForeign})
 	}
 	client := s.clientAddr(c.Request())
-	if err := s.authAllowed(c, client); err != nil {
+	cookie, ctx := cookieValue(c), c.Request().Context()
+	if err := s.authAllowed(c, client, cookie); err != nil {
 		return err
 	}
-	cookie, ctx := cookieValue(c), c.Request().Context()
 	g, ok, err := s.conns.Attempt(ctx, cookie, tk, false)
 	if err != nil {
 		return internal(err)
 	}
 	if !ok || subtle.ConstantTimeCompare([]byte(c.FormValue("csrf")), []byte(g.CSRF)) != 1 {
-		s.authFails.fail(client)
+		s.authFails.fail(client, cookie)
 		return s.renderConnect(c, http.StatusForbidden, connectView{Name: name, Invalid: connectExpired})
 	}
 	cred := strings.TrimSpace(c.FormValue("credential"))

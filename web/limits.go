@@ -2,6 +2,9 @@ package web
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -73,31 +76,48 @@ func tooLarge(limit int64) error {
 	return apiErr(http.StatusRequestEntityTooLarge, codeForStatus(http.StatusRequestEntityTooLarge), fmt.Sprintf("the request body is over the limit of %d bytes", limit))
 }
 
-// Failed-authentication allowance of one client address: it may fail
-// authFailBurst times at once, and regains one attempt every
+// Failed-authentication allowance: an address may fail with new
+// credentials authFailBurst times at once, and one credential may fail
+// authFailBurst times from one address; each regains one attempt every
 // authFailEvery.
 const (
 	authFailBurst = 20
 	authFailEvery = 3 * time.Second
-	// authFailClients bounds the addresses tracked.
+	// authFailClients bounds the addresses tracked, and the (address,
+	// credential) pairs.
 	authFailClients = 1 << 16
 )
 
-// failLimiter counts failed authentications per client address, as a
-// token bucket: each failure takes a token; tokens come back at a fixed
-// rate up to the burst. While an address has no token left, every
-// authenticated request from it is refused — valid credentials too, so a
-// guesser learns nothing from the answer. IPv6 addresses count per /64
-// (what one host usually holds). Safe for concurrent use; it holds at most
-// authFailClients addresses (then it forgets the ones that recovered, and
-// if none has, an arbitrary one).
+// failLimiter counts failed authentications as token buckets keyed on
+// the client address and on the credential presented. A failure with a
+// credential the address has not failed with lately takes a token from
+// the address's bucket and starts the pair's; a repeat of one it has
+// takes from the pair's bucket only. So a guesser trying new credentials
+// runs out at the address's rate, while one client retrying the same bad
+// key (a stale session token in a browser behind a shared NAT) spends only
+// its own allowance: everyone else behind that address keeps signing in.
+// While an address or the pair has no token left, every request from it
+// (from that pair) is refused before authentication — valid credentials
+// too, so a guesser learns nothing from the answer. IPv6 addresses count
+// per /64 (what one host usually holds). Credentials are kept only as a
+// keyed fingerprint. Safe for concurrent use; it holds at most
+// authFailClients of each (then it forgets the ones that recovered, and
+// arbitrary ones down to seven eighths).
 type failLimiter struct {
 	burst float64
 	every time.Duration
 	now   func() time.Time
+	key   []byte // keys the fingerprints of presented credentials
 
-	mu sync.Mutex
-	m  map[netip.Addr]*failBucket
+	mu    sync.Mutex
+	addrs map[netip.Addr]*failBucket
+	pairs map[failPair]*failBucket
+}
+
+// failPair is an address and the fingerprint of a credential it presented.
+type failPair struct {
+	addr netip.Addr
+	cred [16]byte
 }
 
 type failBucket struct {
@@ -106,7 +126,12 @@ type failBucket struct {
 }
 
 func newFailLimiter(now func() time.Time) *failLimiter {
-	return &failLimiter{burst: authFailBurst, every: authFailEvery, now: now, m: map[netip.Addr]*failBucket{}}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		panic("crypto/rand: " + err.Error())
+	}
+	return &failLimiter{burst: authFailBurst, every: authFailEvery, now: now, key: key,
+		addrs: map[netip.Addr]*failBucket{}, pairs: map[failPair]*failBucket{}}
 }
 
 func clientKey(a netip.Addr) netip.Addr {
@@ -118,6 +143,14 @@ func clientKey(a netip.Addr) netip.Addr {
 	return a
 }
 
+func (l *failLimiter) pair(a netip.Addr, cred string) failPair {
+	m := hmac.New(sha256.New, l.key)
+	m.Write([]byte(cred))
+	p := failPair{addr: clientKey(a)}
+	copy(p.cred[:], m.Sum(nil))
+	return p
+}
+
 // refill brings b up to date; l.mu is held.
 func (l *failLimiter) refill(b *failBucket, now time.Time) {
 	if d := now.Sub(b.at); d > 0 {
@@ -126,59 +159,77 @@ func (l *failLimiter) refill(b *failBucket, now time.Time) {
 	}
 }
 
-// blocked reports whether a has no attempt left, and when it gets one.
-func (l *failLimiter) blocked(a netip.Addr) (time.Duration, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b := l.m[clientKey(a)]
+// wait is how long b has no token left; l.mu is held.
+func (l *failLimiter) wait(b *failBucket, now time.Time) time.Duration {
 	if b == nil {
-		return 0, false
+		return 0
 	}
-	now := l.now()
 	l.refill(b, now)
 	if b.tokens >= 1 {
-		return 0, false
+		return 0
 	}
-	return time.Duration((1 - b.tokens) * float64(l.every)), true
+	return time.Duration((1 - b.tokens) * float64(l.every))
 }
 
-// fail records a failed authentication from a.
-func (l *failLimiter) fail(a netip.Addr) {
+// blocked reports whether a presenting cred has no attempt left, and when
+// it gets one.
+func (l *failLimiter) blocked(a netip.Addr, cred string) (time.Duration, bool) {
+	p := l.pair(a, cred)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	k, now := clientKey(a), l.now()
-	b := l.m[k]
+	now := l.now()
+	w := max(l.wait(l.addrs[p.addr], now), l.wait(l.pairs[p], now))
+	return w, w > 0
+}
+
+// fail records a failed authentication from a presenting cred.
+func (l *failLimiter) fail(a netip.Addr, cred string) {
+	p := l.pair(a, cred)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	if b := l.pairs[p]; b != nil {
+		l.refill(b, now)
+		b.tokens = math.Max(0, b.tokens-1)
+		return
+	}
+	if len(l.pairs) >= authFailClients {
+		sweep(l, l.pairs, now)
+	}
+	l.pairs[p] = &failBucket{tokens: l.burst - 1, at: now}
+	b := l.addrs[p.addr]
 	if b == nil {
-		if len(l.m) >= authFailClients {
-			l.sweep(now)
+		if len(l.addrs) >= authFailClients {
+			sweep(l, l.addrs, now)
 		}
 		b = &failBucket{tokens: l.burst, at: now}
-		l.m[k] = b
+		l.addrs[p.addr] = b
 	}
 	l.refill(b, now)
 	b.tokens = math.Max(0, b.tokens-1)
 }
 
-// sweep forgets the addresses that recovered, or one arbitrary address;
-// l.mu is held.
-func (l *failLimiter) sweep(now time.Time) {
-	for k, b := range l.m {
+// sweep forgets the entries of m that recovered and, while more than
+// seven eighths of authFailClients remain, arbitrary ones (so that a full
+// map is swept once per authFailClients/8 new entries); l.mu is held.
+func sweep[K comparable](l *failLimiter, m map[K]*failBucket, now time.Time) {
+	for k, b := range m {
 		if l.refill(b, now); b.tokens >= l.burst {
-			delete(l.m, k)
+			delete(m, k)
 		}
 	}
-	for k := range l.m {
-		if len(l.m) < authFailClients {
+	for k := range m {
+		if len(m) <= authFailClients*7/8 {
 			break
 		}
-		delete(l.m, k)
+		delete(m, k)
 	}
 }
 
-// authAllowed answers 429 with Retry-After when client has used up its
-// failed attempts.
-func (s *Server) authAllowed(c echo.Context, client netip.Addr) error {
-	wait, blocked := s.authFails.blocked(client)
+// authAllowed answers 429 with Retry-After when client, presenting cred,
+// has used up its failed attempts.
+func (s *Server) authAllowed(c echo.Context, client netip.Addr, cred string) error {
+	wait, blocked := s.authFails.blocked(client, cred)
 	if !blocked {
 		return nil
 	}

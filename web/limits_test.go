@@ -164,10 +164,11 @@ func TestServerTimeouts(t *testing.T) {
 	})
 }
 
-// TestFailedAuthRateLimit: an address that fails authentication too often
-// is refused — valid credentials too — with 429 and Retry-After, until it
-// regains attempts; X-Forwarded-For moves the address only behind a
-// trusted proxy, and then only its right-most untrusted hop counts.
+// TestFailedAuthRateLimit: an address that fails authentication with too
+// many different credentials is refused — valid credentials too — with
+// 429 and Retry-After, until it regains attempts; X-Forwarded-For moves
+// the address only behind a trusted proxy, and then only its right-most
+// untrusted hop counts.
 func TestFailedAuthRateLimit(t *testing.T) {
 	now := time.Now()
 	ts := startDemo(t, nil)
@@ -186,8 +187,10 @@ func TestFailedAuthRateLimit(t *testing.T) {
 		resp.Body.Close()
 		return resp
 	}
+	guess := 0
+	wrong := func() string { guess++; return fmt.Sprintf("wrong-guess-%d", guess) }
 	for i := range authFailBurst {
-		if st := try("wrong", "").StatusCode; st != 401 {
+		if st := try(wrong(), "").StatusCode; st != 401 {
 			t.Fatalf("failure %d: %d", i+1, st)
 		}
 	}
@@ -210,10 +213,10 @@ func TestFailedAuthRateLimit(t *testing.T) {
 	if st := try(ts.AdminKey(), "").StatusCode; st != 404 {
 		t.Errorf("after Retry-After: %d", st)
 	}
-	if st := try("wrong", "").StatusCode; st != 401 {
+	if st := try(wrong(), "").StatusCode; st != 401 {
 		t.Errorf("one regained attempt: %d", st)
 	}
-	if st := try("wrong", "").StatusCode; st != 429 {
+	if st := try(wrong(), "").StatusCode; st != 429 {
 		t.Errorf("and no more: %d", st)
 	}
 
@@ -222,7 +225,7 @@ func TestFailedAuthRateLimit(t *testing.T) {
 	px.clock.set(func() time.Time { return now })
 	ts = px
 	for range authFailBurst {
-		try("wrong", "198.51.100.7")
+		try(wrong(), "198.51.100.7")
 	}
 	if st := try(px.AdminKey(), "198.51.100.7").StatusCode; st != 429 {
 		t.Errorf("the limited client behind the proxy: %d", st)
@@ -232,6 +235,63 @@ func TestFailedAuthRateLimit(t *testing.T) {
 	}
 	if st := try(px.AdminKey(), "198.51.100.8").StatusCode; st != 404 {
 		t.Errorf("another client behind the proxy: %d", st)
+	}
+}
+
+// TestOneBadKeyLocksOutNobodyElse is the shared address (a NAT, every
+// browser behind one backend without trusted_proxies): one client keeps
+// failing with the same bad key — twenty times at once, then once every
+// authFailEvery for a long while. That key is refused with 429 once it has
+// spent its attempts, but the valid admin key and a valid session token
+// from the same address are never refused; and a guesser's new keys still
+// spend the address's attempts.
+func TestOneBadKeyLocksOutNobodyElse(t *testing.T) {
+	now := time.Now()
+	ts := startDemo(t, nil)
+	ts.clock.set(func() time.Time { return now })
+	_, b := ts.do(t, "POST", "/v1/sessions", "", map[string]any{"user_id": "u1"})
+	var sess struct{ Token string }
+	json.Unmarshal(b, &sess)
+	if sess.Token == "" {
+		t.Fatalf("no session: %s", b)
+	}
+	try := func(token string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", ts.URL+"/v1/agents/demo/chats", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	const stale = "trawl_sess_stale-token-of-a-logged-out-browser"
+	for i := range authFailBurst {
+		if st := try(stale); st != 401 {
+			t.Fatalf("failure %d: %d", i+1, st)
+		}
+	}
+	if st := try(stale); st != 429 {
+		t.Errorf("the bad key after %d failures: %d; want 429", authFailBurst, st)
+	}
+	for i := range 40 {
+		now = now.Add(authFailEvery)
+		if st := try(stale); st != 401 && st != 429 {
+			t.Fatalf("the bad key, round %d: %d", i, st)
+		}
+		if st := try(ts.AdminKey()); st != 200 {
+			t.Fatalf("round %d: the admin key from the same address: %d; want 200", i, st)
+		}
+		if st := try(sess.Token); st != 200 {
+			t.Fatalf("round %d: a session token from the same address: %d; want 200", i, st)
+		}
+	}
+	for i := range authFailBurst {
+		try(fmt.Sprintf("guess-%d", i))
+	}
+	if st := try(ts.AdminKey()); st != 429 {
+		t.Errorf("after %d new wrong keys, the admin key: %d; want 429", authFailBurst, st)
 	}
 }
 
@@ -269,19 +329,23 @@ func TestFailLimiterBounded(t *testing.T) {
 	now := time.Now()
 	l := newFailLimiter(func() time.Time { return now })
 	for i := range authFailClients + 100 {
-		l.fail(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
+		l.fail(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), "k")
 	}
-	if len(l.m) > authFailClients {
-		t.Errorf("holds %d addresses", len(l.m))
+	one := netip.MustParseAddr("10.200.0.1")
+	for i := range authFailClients + 100 {
+		l.fail(one, fmt.Sprint(i))
+	}
+	if len(l.addrs) > authFailClients || len(l.pairs) > authFailClients {
+		t.Errorf("holds %d addresses and %d pairs", len(l.addrs), len(l.pairs))
 	}
 	a, b := netip.MustParseAddr("2001:db8:1:2::1"), netip.MustParseAddr("2001:db8:1:2:ffff::9")
-	for range authFailBurst {
-		l.fail(a)
+	for i := range authFailBurst {
+		l.fail(a, fmt.Sprint("guess", i))
 	}
-	if _, blocked := l.blocked(b); !blocked {
+	if _, blocked := l.blocked(b, "valid"); !blocked {
 		t.Error("another address of the same /64 is not limited")
 	}
-	if _, blocked := l.blocked(netip.MustParseAddr("2001:db8:1:3::1")); blocked {
+	if _, blocked := l.blocked(netip.MustParseAddr("2001:db8:1:3::1"), "valid"); blocked {
 		t.Error("another /64 is limited")
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/tools"
 	"github.com/trawl-dev/trawl/web/deploy"
+	"github.com/trawl-dev/trawl/web/mcpserver"
 )
 
 // Options are the process-level settings of a Server. The zero value is
@@ -109,12 +110,14 @@ type Server struct {
 	workflowRuns workflow.RunStore
 	runs         *deploy.RunHost
 	tel          *deploy.Telemetry
+	mcp          *mcpserver.Server // the agents' tools over MCP
 
 	echo      *echo.Echo
 	timeouts  Timeouts
 	proxies   []netip.Prefix  // trusted reverse proxies
 	origins   map[string]bool // CORS allowed origins
 	authFails *failLimiter
+	streams   *streamCap // streams open per session token
 	// draining is set when shutdown begins: /readyz answers 503 and new
 	// turns and runs are refused.
 	draining atomic.Bool
@@ -140,6 +143,10 @@ func New(ctx context.Context, cfg *deploy.Config, opt Options) (*Server, error) 
 		s.origins[strings.ToLower(o)] = true
 	}
 	s.authFails = newFailLimiter(func() time.Time { return s.now() })
+	s.streams = newStreamCap(cfg.Limits.StreamsPerSession)
+	s.mcp = mcpserver.New(d, mcpserver.Options{Logger: s.log, PageSize: cfg.MCP.PageSize, SessionIdle: cfg.MCP.SessionIdle,
+		MaxBody:     opt.BodyLimit,
+		Connections: s.mcpConnections})
 	s.echo = s.routes(opt)
 	return s, nil
 }
@@ -262,9 +269,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	n := s.runs.Count()
 	s.log.Info("shutting down: the listener is closed", "running", n, "grace", grace)
+	deadline := time.Now().Add(grace)
 	if !s.runs.WaitIdle(grace) {
 		s.log.Info("shutdown grace is over: cancelling the running turns and runs", "running", s.runs.Count())
 	}
+	// MCP sessions end within the grace too: running tool calls get what
+	// is left of it, then every session (and its open streams) is closed.
+	if !s.mcp.WaitIdle(max(time.Until(deadline), 0)) {
+		s.log.Info("shutdown grace is over: cancelling the running MCP tool calls")
+	}
+	s.mcp.Close()
 	s.runs.StopAll()
 	var err error
 	select {
@@ -356,11 +370,12 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	e.POST("/connect/:toolkit", s.connectSubmit, connectHeaders, readBody(connectBodyLimit, min(s.timeouts.Body, connectBodyTimeout)))
 
 	user := e.Group("/v1/agents/:id", s.requireUser, body, s.syncAgents)
-	user.POST("/chat", s.chat, s.refuseWhenDraining, s.requireModel)
-	user.GET("/chat/:chatId/stream", s.resume)
+	user.POST("/chat", s.chat, s.refuseWhenDraining, s.requireModel, s.capStreams)
+	user.GET("/chat/:chatId/stream", s.resume, s.capStreams)
 	user.POST("/chat/:chatId/stop", s.stop)
 	user.GET("/chats", s.listChats)
 	user.GET("/chats/:chatId", s.getChat)
+	user.Match([]string{http.MethodGet, http.MethodPost, http.MethodDelete}, "/mcp", s.serveMCP, s.refuseWhenDraining)
 	return e
 }
 
@@ -397,12 +412,12 @@ func errDraining(c echo.Context) error {
 func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		client := s.clientAddr(c.Request())
-		if err := s.authAllowed(c, client); err != nil {
+		tok, ok := bearer(c.Request())
+		if err := s.authAllowed(c, client, tok); err != nil {
 			return err
 		}
-		tok, ok := bearer(c.Request())
 		if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(s.AdminKey())) != 1 {
-			s.authFails.fail(client)
+			s.authFails.fail(client, tok)
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="trawl"`)
 			return apiErr(http.StatusUnauthorized, "unauthorized", "a valid admin key is required (Authorization: Bearer <key>)")
 		}

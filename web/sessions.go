@@ -22,6 +22,8 @@ type principal struct {
 	// Session is the hash of the session token ("" for the admin): what
 	// binds a connect code to the session that asked for it.
 	Session string
+	// Expires is when the session token expires (zero for the admin).
+	Expires time.Time
 }
 
 const principalKey = "trawl.principal"
@@ -113,7 +115,8 @@ func (s *Server) createSession(c echo.Context) error {
 func (s *Server) requireUser(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		client := s.clientAddr(c.Request())
-		if err := s.authAllowed(c, client); err != nil {
+		tok, _ := bearer(c.Request())
+		if err := s.authAllowed(c, client, tok); err != nil {
 			return err
 		}
 		p, ok, err := s.authenticate(c.Request().Context(), c.Request())
@@ -121,7 +124,8 @@ func (s *Server) requireUser(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		if !ok {
-			s.authFails.fail(client)
+			s.authFails.fail(client, tok)
+			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="trawl"`)
 			return unauthorized()
 		}
 		c.Set(principalKey, p)
@@ -146,7 +150,8 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request) (principal, 
 	if err != nil {
 		return principal{}, false, internal(fmt.Errorf("unsealing session credentials: %w", err))
 	}
-	return principal{UserID: sess.UserID, Credentials: creds, CacheScope: sess.CacheScope, Session: deploy.TokenHash(tok)}, true, nil
+	return principal{UserID: sess.UserID, Credentials: creds, CacheScope: sess.CacheScope, Session: deploy.TokenHash(tok),
+		Expires: sess.Expires}, true, nil
 }
 
 // liveSession returns the session stored under hash unless it expired

@@ -53,6 +53,13 @@ func (s *Server) listActivity(c echo.Context) error {
 		}
 		thread = agent.ThreadKey(c.QueryParam("user_id"), c.QueryParam("agent_id"), chat)
 	}
+	if conv := c.QueryParam("conversation"); conv != "" {
+		// An MCP client's conversation (its _thread) is a thread of its own.
+		if c.QueryParam("agent_id") == "" || c.QueryParam("chat_id") != "" {
+			return badRequest("conversation needs agent_id (and user_id for a user's), and excludes chat_id")
+		}
+		thread = agent.ConversationKey(c.QueryParam("user_id"), c.QueryParam("agent_id"), conv)
+	}
 	acts, err := s.activity.List(c.Request().Context(), thread, limit)
 	if err != nil {
 		return internal(err)

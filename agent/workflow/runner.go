@@ -310,10 +310,15 @@ func (ru *run) tool(ctx context.Context, s Step) (failed bool, err error) {
 	}
 	out, err := ru.opt.Engine.Call(tools.WithCallID(ctx, callID), call)
 	ru.throttle.Forget(callID)
-	if err != nil {
-		if ctx.Err() != nil {
-			return false, ctx.Err()
+	if ctx.Err() != nil {
+		// Stopped mid-walk: the run ends here; the step keeps what it
+		// fetched (its verdict says stopped by cancelled).
+		if err == nil && out != nil {
+			ru.res.Steps[s.ID] = out.View
 		}
+		return false, ctx.Err()
+	}
+	if err != nil {
 		text := ru.errorText(s, err)
 		ru.fail(s, text)
 		if err := ru.emit(stream.ToolOutputError{ToolCallID: callID, ErrorText: text, Dynamic: true}); err != nil {

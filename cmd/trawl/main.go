@@ -5,6 +5,7 @@
 //	trawl inspect SPEC [--json | --wide]
 //	trawl call TOOL --args JSON [--config F]
 //	trawl chat AGENT [--config F [--listen ADDR] | --url URL --key KEY] [--chat ID] [--message TEXT]
+//	trawl mcp [--agent ID] [--config F] [--demo-latency MS]
 //	trawl replay TRANSCRIPT [--agent ID] [--config F]
 //	trawl version
 //
@@ -111,6 +112,10 @@ var commands = []*command{
 			"line per looping tool call and its verdict. A dropped connection resumes where it broke.\n" +
 			"Without --url it starts the deployment (--config, ./trawl.yaml or the demo) in-process.\n" +
 			"Reads one message per line from stdin until end of input, or sends --message alone."},
+	{name: "mcp", synopsis: "trawl mcp [--agent ID] [--config F] [--demo-latency MS]",
+		about: "Serve an agent's tools to an MCP client over stdio (Claude Desktop, Claude Code, VS Code…): walks,\n" +
+			"verdicts, stored results and tool search, as in chat. Without --config and without ./trawl.yaml,\n" +
+			"the built-in demo's agent. Runs as the config's organization and keeps nothing after it exits."},
 	{name: "replay", synopsis: "trawl replay TRANSCRIPT [--agent ID] [--config F]",
 		about: "Play a recorded conversation against the live tools as an experiment run (no cache reads):\n" +
 			"an account on stderr, the resulting thread (UIMessage[]) as JSON on stdout."},
@@ -129,6 +134,7 @@ func init() {
 		},
 		"call":    call,
 		"chat":    chat,
+		"mcp":     mcpStdio,
 		"replay":  func(ctx context.Context, a []string, _ io.Reader, o, e io.Writer) error { return replay(ctx, a, o, e) },
 		"version": printVersion,
 	}

@@ -144,12 +144,29 @@ func exitOnSecondSignal(ctx context.Context, stderr io.Writer) (stop func()) {
 }
 
 // openEphemeral assembles a whole server for `trawl chat` without --url
-// that keeps nothing: its own temporary data folder also keeps it clear of
-// the lock a running server holds on the deployment's store. done
-// releases it.
+// that keeps nothing (see ephemeralConfig). done releases it.
 func openEphemeral(ctx context.Context, cfgPath string, stderr io.Writer) (srv *web.Server, done func(), err error) {
-	cfg, err := loadConfig(cfgPath)
+	cfg, cleanup, err := ephemeralConfig(cfgPath, stderr)
 	if err != nil {
+		return nil, nil, err
+	}
+	quiet := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err = web.New(ctx, cfg, web.Options{Logger: quiet, Stdout: io.Discard})
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return srv, func() { srv.Close(); cleanup() }, nil
+}
+
+// ephemeralConfig is the config at cfgPath (see loadConfig) made to keep
+// nothing, for a deployment that lives as long as one command (`trawl
+// chat` without --url, `trawl mcp`): its own temporary data folder, which
+// also keeps it clear of the lock a running server holds on the
+// deployment's store, and no Redis. A credential left unset is a
+// warning on stderr. cleanup removes the folder.
+func ephemeralConfig(cfgPath string, stderr io.Writer) (cfg *deploy.Config, cleanup func(), err error) {
+	if cfg, err = loadConfig(cfgPath); err != nil {
 		return nil, nil, err
 	}
 	dataDir, err := os.MkdirTemp("", "trawl-*")
@@ -157,18 +174,13 @@ func openEphemeral(ctx context.Context, cfgPath string, stderr io.Writer) (srv *
 		return nil, nil, err
 	}
 	cfg.DataDir = dataDir
-	// Keeping nothing includes the deployment's Redis: a terminal chat
-	// joining it would write its threads there and sweep the replicas'
-	// runs as a replica does.
+	// Keeping nothing includes the deployment's Redis: a command joining
+	// it would write its threads there and sweep the replicas' runs as a
+	// replica does.
 	cfg.RedisURL = ""
 	if err := checkCredentials(cfg, false, stderr); err != nil {
-		return nil, nil, err
-	}
-	quiet := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err = web.New(ctx, cfg, web.Options{Logger: quiet, Stdout: io.Discard})
-	if err != nil {
 		os.RemoveAll(dataDir)
 		return nil, nil, err
 	}
-	return srv, func() { srv.Close(); os.RemoveAll(dataDir) }, nil
+	return cfg, func() { os.RemoveAll(dataDir) }, nil
 }

@@ -351,8 +351,12 @@ func (w *walker) requestAt(k aheadKey, page bool) tools.Request {
 	if page {
 		n++ // a page after the current one (an estimate for the activity log)
 	}
-	return tools.Request{Tool: t, Args: args, Credential: w.o.Credential, ThreadID: w.o.ThreadID,
+	r := tools.Request{Tool: t, Args: args, Credential: w.o.Credential, ThreadID: w.o.ThreadID,
 		Page: n, Effect: w.effect}
+	if w.o.Progress != nil {
+		r.Progress = w.relay
+	}
+	return r
 }
 
 // send sends req once under the walk's time budget and reports its rate

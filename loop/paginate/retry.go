@@ -76,6 +76,9 @@ func (w *walker) fetch(ctx context.Context, req tools.Request, probe bool) (*too
 			}
 			w.res.Requests++ // counted on the Meter when it was sent
 		} else {
+			if err := ctx.Err(); errors.Is(err, context.Canceled) {
+				return nil, nil, err // cancelled before this request: it is not sent
+			}
 			now := w.clock.Now()
 			if !now.Before(w.deadline) {
 				return nil, w.budgetFailure(StopBudgetTime, "the time budget ran out"), nil
@@ -95,6 +98,9 @@ func (w *walker) fetch(ctx context.Context, req tools.Request, probe bool) (*too
 				w.res.Retries++
 			}
 			req.Retry = attempt
+			if w.o.Progress != nil {
+				req.Progress = w.relay
+			}
 			out = w.send(ctx, req, now)
 		}
 		w.attempt = attempt
@@ -204,7 +210,7 @@ func (w *walker) fetch(ctx context.Context, req tools.Request, probe bool) (*too
 
 // classify words an error response: a rejected cursor, or an HTTP error.
 func (w *walker) classify(resp *tools.Response) *failure {
-	f := &failure{reason: StopHTTPError, status: resp.Status, snippet: snippet(resp.Body, w.o.Credential)}
+	f := &failure{reason: StopHTTPError, status: resp.Status, snippet: snippet(resp.Body, w.o.Scrub)}
 	page := w.res.Pages + 1
 	sendingCursor := w.cursor != "" // a cursor parameter or a server-given URL
 	rejected := false

@@ -344,17 +344,15 @@ func cursorRejected(body []byte) bool {
 	return cursorWords.Match(body) && rejectWords.Match(body)
 }
 
-// secretish finds credentials an upstream might echo in an error body.
-var secretish = regexp.MustCompile(`(?i)(bearer|basic)\s+[a-z0-9._~+/=-]+|((api[_-]?key|access[_-]?token|token|secret|password|signature|sig)["']?\s*[=:]\s*["']?)[^\s"'&,}]+`)
-
 // messageFields are where JSON error bodies usually say what went wrong.
 var messageFields = []string{"error.message", "message", "error_description", "error", "detail", "title", "errors.0.message"}
 
 // snippet is a short, safe rendering of an upstream error body for an
 // error message: the body's own message field when it has one, else its
-// start, on one line, printable, at most 200 characters, with credential-
-// like values (and the walk's own credential) redacted.
-func snippet(body []byte, credential string) string {
+// start, on one line, printable, at most 200 characters, passed through
+// scrub (the Caller's scrubber; the body already was, but a message field
+// is read decoded from its JSON escapes) before it is cut.
+func snippet(body []byte, scrub *tools.Scrubber) string {
 	text := ""
 	for _, f := range messageFields {
 		if raw, ok := query.Get(body, f); ok {
@@ -370,16 +368,7 @@ func snippet(body []byte, credential string) string {
 		}
 		text = string(body)
 	}
-	if len(credential) >= 4 {
-		text = strings.ReplaceAll(text, credential, "[redacted]")
-	}
-	text = secretish.ReplaceAllStringFunc(text, func(m string) string {
-		if sub := secretish.FindStringSubmatch(m); sub[2] != "" {
-			return sub[2] + "[redacted]"
-		}
-		f := strings.Fields(m)
-		return f[0] + " [redacted]"
-	})
+	text = scrub.String(text)
 	var b strings.Builder
 	space := false
 	for _, r := range strings.ToValidUTF8(text, "") {

@@ -60,6 +60,9 @@ const (
 	// count pages of another size, and the budget could not hold the walk
 	// again at the size it serves.
 	StopPageSizeNotHonoured = "page_size_not_honoured"
+	// StopCancelled: the caller cancelled the call mid-walk (an MCP
+	// client's notifications/cancelled, a stopped turn).
+	StopCancelled = "cancelled"
 )
 
 // maxEmptyPages is how many consecutive empty pages a walk follows while
@@ -87,6 +90,9 @@ type Progress struct {
 	// Waiting is set while a request of the call waits for its provider's
 	// rate limit; nil otherwise.
 	Waiting *RateLimitWait
+	// Upstream is what the upstream reported of the request under way
+	// (an MCP server's progress); nil on the report after a page.
+	Upstream *tools.UpstreamProgress
 }
 
 // WalkOptions says what to walk and under which bounds. Caller and Tool
@@ -122,6 +128,11 @@ type WalkOptions struct {
 	// Credential and ThreadID are passed on in every tools.Request.
 	Credential string
 	ThreadID   string
+	// Scrub is the Caller's scrubber for Credential. What the walker
+	// renders from an answer — an error body's message, read decoded from
+	// its JSON escapes — passes through it, so that no decoding undoes the
+	// Caller's masking. Nil: nothing more is masked.
+	Scrub *tools.Scrubber
 	// Progress, when set, is called after every page, and when a request
 	// starts waiting for its provider's rate limit, again while it waits,
 	// and when it stops. Calls never overlap, but may come from the
@@ -536,7 +547,9 @@ func (w *walker) positional() bool {
 func (w *walker) setup() {
 	p, t := w.plan, w.o.Tool
 	w.posKnow = true
-	if p.SizeParam != "" {
+	// A size parameter counts as a page size only on a tool that pages: a
+	// search's "count" is the caller's own argument, not a page.
+	if p.SizeParam != "" && p.Paginated() {
 		if n, ok := argInt(w.args, p.SizeParam); ok {
 			w.pageSize = n
 		} else if w.o.AllPages && p.Paginated() {
@@ -610,6 +623,12 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		w.fetchAhead(ctx)
 		resp, fail, err := w.fetch(ctx, req, probing)
 		if err != nil {
+			if errors.Is(err, context.Canceled) && res.Pages > 0 {
+				// The caller cancelled mid-walk: what was fetched is a
+				// partial result (kept and stored), and no further
+				// request is sent.
+				return w.finish(StopCancelled, ""), nil
+			}
 			return nil, err
 		}
 		if fail != nil {
@@ -911,7 +930,16 @@ func (w *walker) report() {
 // reportAgain repeats the latest report with the call's counters as they
 // stand now (a request started or stopped waiting for its rate limit).
 // It is safe from any goroutine.
-func (w *walker) reportAgain() {
+func (w *walker) reportAgain() { w.again(nil) }
+
+// relay passes on the upstream's progress of a request under way (the
+// caller calls it while that request runs: the walk's, or one fetched
+// ahead beside it).
+func (w *walker) relay(up tools.UpstreamProgress) { w.again(&up) }
+
+// again repeats the latest report, counters as they stand now, with what
+// the upstream reported of a request under way (nil: nothing).
+func (w *walker) again(up *tools.UpstreamProgress) {
 	if w.o.Progress == nil {
 		return
 	}
@@ -921,7 +949,9 @@ func (w *walker) reportAgain() {
 	if p.PagesMax == 0 {
 		p = Progress{PagesMax: w.maxPages, RequestsMax: w.budget.Requests} // before the first page
 	}
-	w.o.Progress(w.usage(p))
+	p = w.usage(p)
+	p.Upstream = up
+	w.o.Progress(p)
 }
 
 // usage fills p's call-wide counters from the Meter.
@@ -1173,7 +1203,7 @@ func (w *walker) notAPage(p Plan, body []byte, items [][]byte, page int) string 
 		return ""
 	}
 	if query.FirstByte(b) != '{' {
-		return fmt.Sprintf("page %d is not an object like page 1 but %s", page, snippet(b, w.o.Credential))
+		return fmt.Sprintf("page %d is not an object like page 1 but %s", page, snippet(b, w.o.Scrub))
 	}
 	keys, err := query.Keys(b)
 	if err != nil || len(keys) == 0 {
@@ -1184,7 +1214,7 @@ func (w *walker) notAPage(p Plan, body []byte, items [][]byte, page int) string 
 			return ""
 		}
 	}
-	return fmt.Sprintf("page %d holds none of the members of page 1, so it is not a page of this collection: %s", page, snippet(b, w.o.Credential))
+	return fmt.Sprintf("page %d holds none of the members of page 1, so it is not a page of this collection: %s", page, snippet(b, w.o.Scrub))
 }
 
 // firstNotAPage is notAPage for the first page, which has no page before
@@ -1205,7 +1235,7 @@ func (w *walker) firstNotAPage(p Plan, body []byte, items [][]byte, first bool) 
 		return "" // rows, maybe, where the plan expected an envelope
 	case '{':
 	default:
-		return "its body is not an object like this list's pages but " + snippet(b, w.o.Credential)
+		return "its body is not an object like this list's pages but " + snippet(b, w.o.Scrub)
 	}
 	known := map[string]bool{}
 	for _, path := range []string{p.Items, p.NextToken, p.NextURLField, p.MoreFlag, p.Total, p.TotalPages} {
@@ -1222,7 +1252,7 @@ func (w *walker) firstNotAPage(p Plan, body []byte, items [][]byte, first bool) 
 	if err != nil || members == 0 || page {
 		return ""
 	}
-	return "its body holds no rows and none of this list's members (" + p.Items + "), so it is not a page of the list: " + snippet(b, w.o.Credential)
+	return "its body holds no rows and none of this list's members (" + p.Items + "), so it is not a page of the list: " + snippet(b, w.o.Scrub)
 }
 
 // memberSet is the names of body's top-level members; nil when body is
@@ -1312,6 +1342,8 @@ func (w *walker) uninspected(reason, why string) string {
 		b.WriteString("the server handed back a cursor it had already given (a cycle), so the walk stopped rather than loop")
 	case StopForeignNextURL:
 		b.WriteString("the next page's URL is on another origin than the provider's and was not followed")
+	case StopCancelled:
+		b.WriteString("the caller cancelled the call")
 	default:
 		b.WriteString(why)
 	}

@@ -135,6 +135,27 @@ func TestProgress(t *testing.T) {
 	}
 }
 
+// A tool that does not page may still take a size-like argument (a
+// search's count): it is the caller's, sent as given, and no page size.
+func TestSizeArgumentOfAToolThatDoesNotPage(t *testing.T) {
+	tool := &tools.Tool{ID: "m.search", Provider: "m", Name: "search", Kind: tools.KindMCP,
+		Params: []tools.Param{{Name: "query", Schema: &tools.Schema{Type: "string"}}, {Name: "count", Schema: &tools.Schema{Type: "integer"}}}}
+	plan := Detect(tool)
+	if plan.Paginated() {
+		t.Fatalf("plan %+v pages", plan)
+	}
+	var sent map[string]any
+	caller := fakeCaller{call: func(_ context.Context, req tools.Request) (*tools.Response, error) {
+		sent = req.Args
+		return jsonResponse(`{"hits":[{"id":"a"}]}`), nil
+	}}
+	res, err := Walk(context.Background(), WalkOptions{Caller: caller, Clock: NewFakeClock(epoch), Tool: tool, Plan: plan, AllPages: true,
+		Args: map[string]any{"query": "q", "count": 5.0}})
+	if err != nil || res.PageSize != 0 || sent["count"] != 5.0 {
+		t.Errorf("page size %d, count sent %v, err %v", res.PageSize, sent["count"], err)
+	}
+}
+
 func TestWalkCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var n int
@@ -148,11 +169,27 @@ func TestWalkCancelled(t *testing.T) {
 	}}
 	res, err := Walk(ctx, WalkOptions{Caller: caller, Clock: NewFakeClock(epoch),
 		Tool: listTool("https://api.example", cursorPlan, 100), Plan: cursorPlan, AllPages: true})
-	if !errors.Is(err, context.Canceled) || res != nil {
-		t.Fatalf("Walk = %v, %v; want nil, context.Canceled", res, err)
+	// Cancelled after a page: that page is a partial result, stopped by
+	// cancelled, and no further request is sent.
+	if err != nil || res == nil || res.StoppedBy != StopCancelled || res.Complete || !res.LikelyMore ||
+		res.Pages != 1 || len(res.Items) != 2 || res.Requests != 2 || res.LastCursor != "c1" {
+		t.Fatalf("Walk = %+v, %v; want a partial page stopped by cancelled", res, err)
 	}
 	if n != 2 {
 		t.Errorf("%d calls, want 2 (no retry after cancellation)", n)
+	}
+	// Cancelled before any page came back: nothing to show, an error.
+	ctx, cancel = context.WithCancel(context.Background())
+	n = 0
+	first := fakeCaller{call: func(ctx context.Context, req tools.Request) (*tools.Response, error) {
+		n++
+		cancel()
+		return nil, ctx.Err()
+	}}
+	res, err = Walk(ctx, WalkOptions{Caller: first, Clock: NewFakeClock(epoch),
+		Tool: listTool("https://api.example", cursorPlan, 100), Plan: cursorPlan, AllPages: true})
+	if !errors.Is(err, context.Canceled) || res != nil || n != 1 {
+		t.Fatalf("cancelled on the first page: Walk = %v, %v after %d calls; want nil, context.Canceled after 1", res, err, n)
 	}
 }
 

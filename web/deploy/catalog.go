@@ -89,20 +89,34 @@ func (s *Deployment) connectMCP(ctx context.Context, cat *tools.Catalog, mc tool
 	s.invoker.AddSecrets(mc.Secrets()...)
 	src, err := tools.ConnectMCP(ctx, mc, tools.MCPOptions{
 		Logger: s.log.With("mcp", mc.ID), Log: s.activity, HTTPClient: s.tel.mcpClient(s.cfg.Telemetry, mc.ID), Limiter: s.limiter,
+		Scrub: s.invoker.Scrubber,
+		// A server that does not answer at start leaves the deployment
+		// degraded, not down: it is retried in the background, and its
+		// tools join the catalog when it answers.
+		Degraded: true,
 		OnChange: func(ts []*tools.Tool) {
 			if err := cat.ReplaceProvider(mc.ID, ts); err != nil {
 				s.log.Error("mcp tool list changed but could not be applied", "mcp", mc.ID, "err", err)
+				return
 			}
+			cat.SetWaiting(mc.ID, "")
 		},
 	})
 	if err != nil {
 		return err
 	}
 	s.closers = append(s.closers, src.Close)
-	if err := cat.Add(src.Tools()...); err != nil {
-		return err
-	}
 	s.mcp[mc.ID] = src
+	if src.Connected() {
+		return cat.ReplaceProvider(mc.ID, src.Tools())
+	}
+	// Marked before it is checked again: a connection made meanwhile
+	// (OnChange) clears the mark, and so does this check.
+	cat.SetWaiting(mc.ID, "its MCP server has not answered yet")
+	if src.Connected() {
+		cat.SetWaiting(mc.ID, "")
+	}
+	s.log.Warn("mcp server unreachable at start: serving without its tools and retrying in the background", "mcp", mc.ID, "err", src.Ping(ctx))
 	return nil
 }
 
@@ -142,12 +156,18 @@ func (s *Deployment) checkBindings() error {
 
 func (s *Deployment) checkBinding(toolID, providerID, toolkit string) error {
 	if toolkit != "" {
+		if _, waiting := s.catalog.Waiting(toolkit); waiting {
+			return nil // an MCP server not reached yet
+		}
 		if len(s.catalog.Provider(toolkit)) == 0 {
 			return fmt.Errorf("unknown toolkit %q (known: %v)", toolkit, s.toolkits())
 		}
 		return nil
 	}
 	t, ok := s.catalog.Get(toolID)
+	if p, waiting := s.catalog.WaitingFor(toolID); !ok && waiting && (providerID == "" || providerID == p) {
+		return nil // its MCP server has not answered yet: checked when it does
+	}
 	if !ok {
 		return fmt.Errorf("unknown tool_id %q", toolID)
 	}

@@ -70,6 +70,8 @@ type Config struct {
 	ShutdownDelay time.Duration `yaml:"shutdown_delay"`
 	// CORS lets browser front ends on other origins call the API.
 	CORS CORSConfig `yaml:"cors"`
+	// MCP tunes the MCP server (/v1/agents/{id}/mcp, trawl mcp).
+	MCP MCPServeConfig `yaml:"mcp"`
 	// Threads bounds the stored threads.
 	Threads ThreadsConfig `yaml:"threads"`
 	// WorkflowRuns bounds the stored workflow runs.
@@ -108,9 +110,22 @@ type Config struct {
 
 // DemoSettings tune the built-in demo upstream.
 type DemoSettings struct {
+	// Approval is the demo agent's approval per effect, e.g. {write:
+	// required} to see approvals at work (in chat, the Studio's
+	// Approvals page and MCP clients' elicitation). Zero: none.
+	Approval *agent.ApprovalPolicy `yaml:"approval"`
 	// LatencyMs delays every answer of the demo upstream by that many
 	// milliseconds, so that a walk's progress is visible. Zero: none.
 	LatencyMs int `yaml:"latency_ms"`
+}
+
+// MCPServeConfig tunes the MCP server.
+type MCPServeConfig struct {
+	// PageSize is how many tools one tools/list page holds. Zero: 50.
+	PageSize int `yaml:"page_size"`
+	// SessionIdle closes a 2025-11-25 MCP session idle this long. Zero:
+	// 30 minutes.
+	SessionIdle time.Duration `yaml:"session_idle"`
 }
 
 // CORSConfig lists the origins whose browser pages may call the API.
@@ -184,6 +199,10 @@ type LimitsConfig struct {
 	// ViewChars is the size guard's budget for one tool result in front
 	// of the model, in characters. Zero: 32,000.
 	ViewChars int `yaml:"view_chars"`
+	// StreamsPerSession caps the streams one session token holds open at
+	// once (chat turns and resumes, per replica); one more answers 429.
+	// Zero: defaultStreamsPerSession.
+	StreamsPerSession int `yaml:"streams_per_session"`
 }
 
 // DiscoveryConfig tunes tool discovery.
@@ -578,7 +597,7 @@ func (c *Config) validate() error {
 		return c.errAt("model.provider", fmt.Sprintf("must be openai or replay, not %q", c.Model.Provider))
 	}
 	if c.Limits.ViewChars < 0 || c.Limits.Pages < 0 || c.Limits.Requests < 0 || c.Limits.Items < 0 ||
-		c.Limits.Bytes < 0 || c.Limits.Seconds < 0 || c.Limits.ForEachValues < 0 {
+		c.Limits.Bytes < 0 || c.Limits.Seconds < 0 || c.Limits.ForEachValues < 0 || c.Limits.StreamsPerSession < 0 {
 		return c.errAt("limits", "limits must not be negative")
 	}
 	if n := c.Limits.Concurrency; n < 0 || n > paginate.MaxConcurrency {
@@ -586,6 +605,12 @@ func (c *Config) validate() error {
 	}
 	if c.ShutdownGrace < 0 {
 		return c.errAt("shutdown_grace", "must not be negative")
+	}
+	if c.MCP.PageSize < 0 || c.MCP.PageSize > 1000 {
+		return c.errAt("mcp.page_size", fmt.Sprintf("must be 1 to 1000 (zero: 50), not %d", c.MCP.PageSize))
+	}
+	if c.MCP.SessionIdle < 0 {
+		return c.errAt("mcp.session_idle", "must not be negative")
 	}
 	if key, msg := c.checkObserve(); key != "" {
 		return c.errAt(key, msg)
@@ -626,6 +651,13 @@ func (c *Config) validate() error {
 			return c.errAt("demo.latency_ms", "must be 0 to 10000 (milliseconds)")
 		case len(c.Providers) > 0 || len(c.Toolkits) > 0 || len(c.MCPServers) > 0 || len(c.Agents) > 0:
 			return c.errAt("demo", "the built-in demo brings its own providers, toolkits and agent; leave those keys out")
+		}
+		if p := c.Demo.Approval; p != nil {
+			for k, a := range map[string]agent.Approval{"read": p.Read, "write": p.Write, "destructive": p.Destructive} {
+				if a != "" && a != agent.ApprovalAuto && a != agent.ApprovalRequired {
+					return c.errAt("demo.approval."+k, fmt.Sprintf("must be required or auto, not %q", a))
+				}
+			}
 		}
 		c.demo = true
 	}

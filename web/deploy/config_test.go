@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/trawl-dev/trawl/tools"
 )
 
 func env(vars map[string]string) func(string) (string, bool) {
@@ -92,6 +95,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad run retention", "workflow_runs: {max_per_workflow: -5}\n", "trawl.yaml:1: workflow_runs.max_per_workflow: must be positive"},
 		{"unknown run retention key", "workflow_runs: {max_runs: 5}\n", `workflow_runs.max_runs: unknown key "max_runs"`},
 		{"mcp needs one", "mcp_servers:\n  - {id: f}\n", "command or url is required"},
+		{"mcp env key", "mcp_servers:\n  - {id: f, command: [x], env: {A: {value: v, secrt: false}}}\n", `unknown key "secrt"`},
+		{"mcp env on a url server", "mcp_servers:\n  - {id: f, url: 'https://x.example/mcp', env: {A: v}}\n", "env is for a command server"},
+		{"streams per session", "limits: {streams_per_session: -1}\n", "trawl.yaml:1: limits: limits must not be negative"},
 		{"rate limit burst alone", "providers:\n  - {id: a, openapi: x, rate_limit: {burst: 4}}\n", "trawl.yaml:2: providers[0].rate_limit: burst needs requests_per_second"},
 		{"rate limit negative", "providers:\n  - {id: a, openapi: x, rate_limit: {concurrency: -1}}\n", "providers[0].rate_limit: concurrency must not be negative"},
 		{"walk concurrency too high", "limits: {concurrency: 17}\n", "trawl.yaml:1: limits.concurrency: must be between 0 (adaptive) and 16, not 17"},
@@ -154,6 +160,20 @@ func TestApplyEnv(t *testing.T) {
 	replay.ApplyEnv(env(map[string]string{"OPENAI_API_KEY": "sk-x"}))
 	if replay.Model.Provider != "replay" || replay.Model.APIKey != "" {
 		t.Errorf("a named provider must stay: %+v", replay.Model)
+	}
+}
+
+// An MCP server's env values expand ${ENV} like any config value; a
+// plain one is a secret, {value, secret: false} is not.
+func TestMCPEnvFromConfig(t *testing.T) {
+	cfg, err := ParseConfig("trawl.yaml", []byte("mcp_servers:\n  - id: f\n    command: [srv]\n    env: {TOKEN: ${TOK}, MODE: {value: '${MODE:-quiet}', secret: false}}\n"),
+		env(map[string]string{"TOK": "tok-from-the-env"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]tools.MCPEnvValue{"TOKEN": {Value: "tok-from-the-env", Secret: true}, "MODE": {Value: "quiet"}}
+	if diff := cmp.Diff(want, cfg.MCPServers[0].Env); diff != "" {
+		t.Errorf("env (-want +got):\n%s", diff)
 	}
 }
 

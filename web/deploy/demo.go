@@ -90,7 +90,11 @@ func (s *Deployment) startDemo(cfg *Config) error {
 	if err != nil {
 		return fmt.Errorf("the demo's own spec: %w", err)
 	}
-	cfg.Agents = []agent.Definition{demoAgent(acme, names)}
+	def := demoAgent(acme, names)
+	if cfg.Demo != nil {
+		def.Approval = cfg.Demo.Approval
+	}
+	cfg.Agents = []agent.Definition{def}
 	return nil
 }
 

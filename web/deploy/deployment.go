@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/trawl-dev/trawl/agent"
@@ -113,7 +114,8 @@ func Open(ctx context.Context, cfg *Config, opt Options) (_ *Deployment, err err
 	if d.log == nil {
 		d.log = slog.Default()
 	}
-	d.log = withContextIDs(d.log)
+	var inv atomic.Pointer[tools.Invoker] // the scrubber of the logs, once there is one
+	d.log = scrubbedLogger(withContextIDs(d.log), &inv)
 	if d.out == nil {
 		d.out = os.Stdout
 	}
@@ -148,7 +150,10 @@ func Open(ctx context.Context, cfg *Config, opt Options) (_ *Deployment, err err
 		limiter = tools.NewMemoryLimiter(tools.LimiterOptions{})
 	}
 	d.limiter = d.tel.wrapLimiter(limiter)
-	d.invoker = tools.NewInvoker(tools.InvokerOptions{Log: d.activity, Client: d.tel.httpClient(false), Limiter: d.limiter, ScopeKey: st.scopeKey()})
+	// Secrets no byte coming back may carry (the invoker's scrubber).
+	d.invoker = tools.NewInvoker(tools.InvokerOptions{Log: d.activity, Client: d.tel.httpClient(false), Limiter: d.limiter, ScopeKey: st.scopeKey(),
+		Secrets: deploymentSecrets(cfg, st)})
+	inv.Store(d.invoker)
 	if d.catalog, err = d.loadCatalog(ctx); err != nil {
 		return nil, err
 	}
@@ -158,8 +163,6 @@ func Open(ctx context.Context, cfg *Config, opt Options) (_ *Deployment, err err
 	if d.engine, err = d.newEngine(); err != nil {
 		return nil, err
 	}
-	// Secrets no upstream byte may carry back (the invoker's scrubber).
-	d.invoker.AddSecrets(cfg.Model.APIKey, cfg.Discovery.Embeddings.APIKey, d.adminKey)
 	if d.parts == PartsCall {
 		return d, nil
 	}
@@ -304,7 +307,7 @@ func (d *Deployment) newAgents(model agent.Model) error {
 func (d *Deployment) runnerOptions(model agent.Model, semantic bool) (agent.RunnerOptions, error) {
 	opts := agent.RunnerOptions{
 		Model: model, ModelName: d.cfg.Model.Name, Engine: d.engine, Retrieval: d.results,
-		Catalog: d.catalog, Logger: d.log, DirectBudget: d.cfg.Discovery.DirectBudget,
+		Catalog: d.catalog, Logger: d.log, DirectBudget: d.cfg.Discovery.DirectBudget, Scrub: d.invoker.Scrubber,
 		TracerProvider: d.tel.tracerProvider(), MeterProvider: d.tel.meterProvider(), RecordContent: d.cfg.Telemetry.RecordContent,
 	}
 	if semantic {

@@ -22,6 +22,7 @@ func (s *Deployment) newEngine() (*loop.Engine, error) {
 	s.cache = cache
 	return loop.New(loop.Options{
 		Caller:    s.observeCaller(tools.Router{HTTP: s.invoker, MCP: s.mcp}),
+		Scrub:     s.invoker.Scrubber,
 		Budget:    s.cfg.Limits.Budget(),
 		ViewChars: s.cfg.Limits.ViewChars,
 		Results:   s.results,

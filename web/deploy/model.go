@@ -16,7 +16,7 @@ func (s *Deployment) newModel() (agent.Model, error) {
 	m := s.cfg.Model
 	switch m.Provider {
 	case "openai":
-		return agent.NewOpenAI(agent.OpenAIOptions{BaseURL: m.BaseURL, APIKey: m.APIKey, Model: m.Name}), nil
+		return agent.NewOpenAI(agent.OpenAIOptions{BaseURL: m.BaseURL, APIKey: m.APIKey, Model: m.Name, Scrub: s.invoker.Scrubber()}), nil
 	case "replay":
 		var data []byte
 		if m.Transcript != "" {

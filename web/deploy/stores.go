@@ -129,13 +129,10 @@ func redactURLError(err error, raw string) string {
 		// would quote it.
 		return "its password is not where a URL's user info goes"
 	}
-	msg := err.Error()
-	if perr == nil && u.User != nil {
-		if p, ok := u.User.Password(); ok && p != "" {
-			msg = strings.ReplaceAll(msg, p, "xxxxx")
-		}
-	}
-	return msg
+	// What is left quotes at most a part of the URL the parser did not
+	// object to; the password is masked in it, in any spelling, by the
+	// scrubber every secret goes through.
+	return tools.NewScrubber(redisPassword(raw)...).String(err.Error())
 }
 
 // redisStartError says why the Redis at addr failed its first command: it

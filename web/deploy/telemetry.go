@@ -183,6 +183,12 @@ func (t *Telemetry) meterProvider() metric.MeterProvider {
 	return t.mp
 }
 
+// TracerProvider and MeterProvider are the deployment's providers for a
+// surface that instruments itself (the MCP server); nil when off.
+func (t *Telemetry) TracerProvider() trace.TracerProvider { return t.tracerProvider() }
+
+func (t *Telemetry) MeterProvider() metric.MeterProvider { return t.meterProvider() }
+
 // Tracing reports whether traces are on.
 func (t *Telemetry) Tracing() bool { return t != nil && t.tracer != nil }
 

@@ -20,7 +20,7 @@ func (s *Deployment) searchOptions() (discovery.IndexOptions, error) {
 	if key == "" && base == s.cfg.Model.BaseURL {
 		key = s.cfg.Model.APIKey
 	}
-	emb, err := agent.NewOpenAIEmbedder(agent.OpenAIEmbedderOptions{Model: e.Model, BaseURL: base, APIKey: key})
+	emb, err := agent.NewOpenAIEmbedder(agent.OpenAIEmbedderOptions{Model: e.Model, BaseURL: base, APIKey: key, Scrub: s.invoker.Scrubber()})
 	if err != nil {
 		return discovery.IndexOptions{}, s.cfg.errAt("discovery.embeddings", err.Error())
 	}

@@ -35,23 +35,26 @@ function statusCell(a) {
     a.retry ? h('span', { class: 'muted' }, ` retry ${a.retry}`) : null);
 }
 
-// origin says what a thread id belongs to: a chat (u=…;a=…;c=…), a
-// workflow run (workflow:<run>), a Try-it session, or nothing.
+function dec(s) {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+}
+
+// origin says what a thread id belongs to: a chat (u=…;a=…;c=…), an MCP
+// client's conversation (u=…;a=…;m=…), a workflow run (workflow:<run>), a Try-it session, or nothing.
 export function origin(threadId) {
   if (!threadId) return { kind: 'direct', label: 'Calls outside any thread', agent: '', chat: '' };
-  const m = /^u=([^;]*);a=([^;]*);c=(.*)$/.exec(threadId);
+  const m = /^u=([^;]*);a=([^;]*);([cm])=(.*)$/.exec(threadId);
   if (m) {
-    const dec = (s) => {
-      try {
-        return decodeURIComponent(s);
-      } catch {
-        return s;
-      }
-    };
     const user = dec(m[1]);
     const agent = dec(m[2]);
-    const chat = dec(m[3]);
-    return { kind: 'chat', label: `Chat ${chat} · agent ${agent}${user ? ` · user ${user}` : ''}`, agent, chat, user };
+    const chat = dec(m[4]);
+    const kind = m[3] === 'c' ? 'chat' : 'mcp';
+    const what = kind === 'chat' ? 'Chat' : 'MCP conversation';
+    return { kind, label: `${what} ${chat} · agent ${agent}${user ? ` · user ${user}` : ''}`, agent, chat, user };
   }
   if (threadId.startsWith('workflow:')) return { kind: 'workflow', label: `Workflow run ${threadId.slice(9)}`, agent: '', chat: '' };
   if (threadId.startsWith('studio-try-')) return { kind: 'try', label: 'Try it (this console)', agent: '', chat: '' };
@@ -97,7 +100,7 @@ export function activityView() {
     if (chatIn.value.trim() && !o.chat.includes(chatIn.value.trim())) return false;
     if (toolIn.value.trim() && !a.tool.toLowerCase().includes(toolIn.value.trim().toLowerCase())) return false;
     const words = filter.value.toLowerCase().split(/\s+/).filter(Boolean);
-    const text = [a.tool, a.method, a.path, a.status, a.error, a.callId].filter((x) => x !== undefined).join(' ').toLowerCase();
+    const text = [a.tool, a.method, a.path, a.status, a.error, a.verdict, a.callId].filter((x) => x !== undefined).join(' ').toLowerCase();
     return words.every((w) => text.includes(w));
   }
 
@@ -109,7 +112,8 @@ export function activityView() {
         h('td', { class: 'time' }, h('time', { datetime: a.time, title: a.time }, when(a.time))),
         h('td', null, h('code', null, a.tool)),
         h('td', null, h('code', { class: 'method' }, a.method)),
-        h('td', { class: 'path' }, h('code', { title: a.path }, a.path), a.error ? h('span', { class: 'inline-error small' }, a.error) : null),
+        h('td', { class: 'path' }, h('code', { title: a.path }, a.path), a.error ? h('span', { class: 'inline-error small' }, a.error) : null,
+          a.verdict ? h('span', { class: 'muted small' }, `cancelled by the client — ${a.verdict}`) : null),
         statusCell(a),
         h('td', { class: 'num' }, a.page ? String(a.page) : ''),
         h('td', { class: 'num', title: `${a.bytes} bytes` }, bytes(a.bytes)),

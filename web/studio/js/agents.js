@@ -5,6 +5,7 @@
 
 import { call, seg, tools as loadTools } from './api.js';
 import { banner, effectBadge, errorText, frag, h, id, loading, paginationBadge } from './dom.js';
+import { mcpPanel } from './mcp.js';
 
 const LOOP_LABEL = 'Allow response looping for this tool';
 // A group with more tools than this starts collapsed.
@@ -225,7 +226,8 @@ function agentDetail(initial, catalog, onChange) {
       h('p', { class: 'detail-meta' },
         h('code', null, def.id), ` · ${bindings} ${bindings === 1 ? 'binding' : 'bindings'} · ${rows.length} tools · `,
         loopCount, ' looping · ', `max ${def.max_steps || 12} steps`),
-      def.system ? h('details', { class: 'system' }, h('summary', null, 'System prompt'), h('p', null, def.system)) : null),
+      def.system ? h('details', { class: 'system' }, h('summary', null, 'System prompt'), h('p', null, def.system)) : null,
+      mcpPanel(def.id)),
     h('div', { class: 'toolbar' },
       h('label', { class: 'field-label', for: filterId }, 'Filter tools'), filter),
     rows.length ? null : banner('info', 'This agent has no tool bindings.'),

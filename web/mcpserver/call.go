@@ -1,0 +1,454 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/loop"
+	"github.com/trawl-dev/trawl/stream"
+	"github.com/trawl-dev/trawl/tools"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Conversation handles: what _thread may hold.
+const (
+	maxThreadLen  = 100
+	threadPattern = `^[A-Za-z0-9._:-]+$`
+)
+
+var threadRE = regexp.MustCompile(threadPattern)
+
+func checkThread(h string) error {
+	if len(h) > maxThreadLen || !threadRE.MatchString(h) {
+		return fmt.Errorf("%s must be 1 to %d letters, digits or . _ : -, not %s", ArgThread, maxThreadLen, quote(h))
+	}
+	return nil
+}
+
+func quote(s string) string {
+	if len(s) > 60 {
+		s = s[:60] + "…"
+	}
+	return strconv.Quote(s)
+}
+
+// threadOf is the _thread of a call's arguments (DefaultThread when
+// absent or not a string: the call reports the latter).
+func threadOf(args json.RawMessage) string {
+	var a struct {
+		Thread *string `json:"_thread"`
+	}
+	if json.Unmarshal(args, &a) == nil && a.Thread != nil {
+		return *a.Thread
+	}
+	return DefaultThread
+}
+
+// splitThread takes the door's _thread out of a call's arguments: the
+// handle, and the arguments the agent's tool gets (the rest, unchanged).
+func splitThread(args json.RawMessage) (rest string, handle string, err error) {
+	t := bytes.TrimSpace(args)
+	if len(t) == 0 || string(t) == "null" {
+		return "{}", DefaultThread, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(t, &m); err != nil || m == nil {
+		return string(t), DefaultThread, nil // the runner words a malformed call
+	}
+	raw, ok := m[ArgThread]
+	if !ok {
+		return string(t), DefaultThread, nil
+	}
+	delete(m, ArgThread)
+	if string(raw) != "null" {
+		if err := json.Unmarshal(raw, &handle); err != nil {
+			return "", "", fmt.Errorf("%s must be a string", ArgThread)
+		}
+		if err := checkThread(handle); err != nil {
+			return "", "", err
+		}
+	}
+	if handle == "" {
+		handle = DefaultThread
+	}
+	b, err := json.Marshal(m)
+	return string(b), handle, err
+}
+
+// conversation loads the caller's conversation handle with the agent:
+// its current definition and thread (a new one on first use).
+func (s *Server) conversation(ctx context.Context, agentID string, c Caller, handle string) (*agent.Conversation, error) {
+	if err := s.agents.Sync(ctx); err != nil {
+		s.log.WarnContext(ctx, "mcp: reading agent definitions: using the last known", "err", err)
+	}
+	def, ok := s.agents.Get(agentID)
+	if !ok {
+		return nil, &UnknownAgentError{ID: agentID, Known: s.agentIDs()}
+	}
+	key := agent.ConversationKey(c.UserID, agentID, handle)
+	th, err := s.threads.GetThread(ctx, key)
+	switch {
+	case errors.Is(err, agent.ErrNotFound):
+		th = &agent.Thread{Key: key, ChatID: handle, AgentID: agentID, UserID: c.UserID, Created: s.dep.Now().UTC()}
+	case err != nil:
+		return nil, fmt.Errorf("reading the conversation: %w", err)
+	}
+	conv := &agent.Conversation{Agent: def, Thread: th, Org: s.dep.Config().Org, User: c.UserID,
+		CacheScope: c.CacheScope, Credentials: c.Credentials}
+	if s.opt.Connections != nil {
+		conv.Connections = s.opt.Connections(c)
+	}
+	return conv, nil
+}
+
+// saveConversation stores what a call remembered, merged into the thread
+// as another call may have saved it meanwhile.
+func (s *Server) saveConversation(ctx context.Context, th *agent.Thread, reported []agent.InterruptedCall) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	cur, err := s.threads.GetThread(sctx, th.Key)
+	switch {
+	case errors.Is(err, agent.ErrNotFound):
+		cur = th
+	case err != nil:
+		return err
+	default:
+		cur = agent.MergeConversation(cur, th, reported)
+	}
+	cur.Updated = s.dep.Now().UTC()
+	return s.threads.PutThread(sctx, cur)
+}
+
+// callTool serves tools/call: the conversation's call through the same
+// engine call as a chat step, its progress as notifications/progress,
+// its envelope as structuredContent and text, a tool failure as isError
+// with chat's words and codes.
+func (s *Server) callTool(ctx context.Context, e *entry, req *mcp.CallToolRequest) (_ *mcp.CallToolResult, err error) {
+	s.inflight.Add(1)
+	defer s.inflight.Done()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.stopping, cancel)() // Close cancels the call
+	name := req.Params.Name
+	ctx, observed := s.observe(ctx, e, req)
+	outcome := "failed"
+	defer func() { observed(outcome, err) }()
+	c := callerOf(req.Extra, e)
+	args, handle, err := splitThread(req.Params.Arguments)
+	if err != nil {
+		outcome = "tool_error"
+		return toolError(loop.CodeInvalidArgument + ": " + err.Error()), nil
+	}
+	conv, err := s.conversation(ctx, e.agentID, c, handle)
+	if err != nil {
+		return nil, err
+	}
+	conv.Emit = progressEmitter(ctx, req)
+	gate := s.dep.Gate("mcp")
+	conv.Gate = &gate
+	retry := len(req.Params.InputResponses) > 0
+	conv.Answer = elicitedAnswer(req)
+	callID := "mcp_" + randomHex(8)
+	res, err := s.runner.ConversationCall(ctx, conv, agent.ToolCall{ID: callID, Name: name, Arguments: args})
+	if res.Changed {
+		// Kept even when the call was cancelled: the next call sees what
+		// this one fetched.
+		if serr := s.saveConversation(ctx, conv.Thread, res.Earlier); serr != nil {
+			s.log.WarnContext(ctx, "mcp: saving the conversation", "thread", conv.Thread.Key, "err", serr)
+		}
+	}
+	if ctx.Err() != nil {
+		outcome = "cancelled"
+		if o := res.Outcome; o != nil && o.Verdict != nil {
+			// The activity log holds the cancelled call's verdict beside
+			// the requests it made.
+			_ = s.dep.Activity().Record(context.WithoutCancel(ctx), tools.Activity{Time: s.dep.Now().UTC(), ThreadID: conv.Thread.Key, CallID: callID,
+				Tool: name, Verdict: o.Verdict.Summary() + keptAs(o.ResultID)})
+		}
+		return nil, ctx.Err() // a cancelled request gets no response
+	}
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case res.Loaded:
+		// A tool loaded: the caller's sessions and subscriptions hear that
+		// the list changed.
+		err = s.listChanged(ctx, e, c, handle)
+	case res.Changed && !e.has(loop.QueryToolResult):
+		// A stored result kept may add the retrieval tools (registering a
+		// new tool tells the clients).
+		err = s.registerFor(ctx, e, c, handle)
+	}
+	if err != nil {
+		s.log.WarnContext(ctx, "mcp: listing the conversation's tools after a change", "err", err)
+	}
+	if a := res.Approval; res.Part.State == agent.StateApprovalRequested && a != nil && !retry && elicits(req) {
+		// Ask the human at the client: an input request (2026-07-28),
+		// which the SDK turns into elicitation/create for 2025-11-25.
+		outcome = "input_required"
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{inputApproval: approvalElicitation(a)}, RequestState: a.ID}, nil
+	}
+	out := result(res)
+	out.Meta = mcp.Meta{MetaThread: handle}
+	if a := res.Approval; a != nil {
+		out.Meta[MetaApproval] = map[string]any{"id": a.ID, "status": a.Status}
+	}
+	if len(res.Earlier) > 0 {
+		out.Meta[MetaInterrupted] = res.Earlier
+		out.Content = append(out.Content, &mcp.TextContent{Text: interruptedText(res.Earlier)})
+	}
+	outcome = "ok"
+	if out.IsError {
+		outcome = "tool_error"
+	}
+	return out, nil
+}
+
+func keptAs(resultID string) string {
+	if resultID == "" {
+		return ""
+	}
+	return "; its rows are kept as " + resultID
+}
+
+// interruptedText tells the client's model about the calls it cancelled
+// mid-walk: what each fetched (the verdict's own note) and its handle.
+func interruptedText(calls []agent.InterruptedCall) string {
+	var b strings.Builder
+	for i, c := range calls {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		fmt.Fprintf(&b, "An earlier call of %s in this conversation was cancelled before it finished. %s", c.Tool, c.Note)
+		if c.ResultID != "" {
+			fmt.Fprintf(&b, " Its rows are kept under _resultId %s.", c.ResultID)
+		}
+	}
+	return b.String()
+}
+
+// result is a conversation call's part as an MCP result.
+func result(res agent.CallResult) *mcp.CallToolResult {
+	p := res.Part
+	switch p.State {
+	case "output-available":
+		view := []byte(p.Output)
+		out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(view)}}}
+		if t := bytes.TrimSpace(view); len(t) > 0 && t[0] == '{' {
+			out.StructuredContent = json.RawMessage(view)
+		}
+		return out
+	case "output-error":
+		return toolError(p.ErrorText)
+	case agent.StateApprovalRequested:
+		return toolError(p.ErrorText + approvalHint)
+	}
+	return toolError("the call did not run (" + p.State + ")")
+}
+
+// approvalHint says where a waiting call's request is answered.
+const approvalHint = ". A person answers it in the Studio (Approvals) or with POST /v1/approvals/{id} {\"approved\": true}; " +
+	"then make the same call again, with the same arguments, and it runs once."
+
+// inputApproval names the approval's input request.
+const inputApproval = "approval"
+
+// elicits reports whether the client takes elicitation (form mode).
+func elicits(req *mcp.CallToolRequest) bool {
+	caps := req.ClientCapabilities()
+	return caps != nil && caps.Elicitation != nil
+}
+
+// approvalElicitation asks the human at the client to approve one call,
+// showing its evidence: what it would do, its arguments, the reads made
+// before it.
+func approvalElicitation(a *agent.PendingApproval) *mcp.ElicitParams {
+	ev := a.Evidence
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s wants to run %s (%s).", a.ToolID, ev.Action, a.Effect)
+	if len(ev.Input) > 0 {
+		fmt.Fprintf(&b, "\nArguments: %s", ev.Input)
+	}
+	if len(ev.Reads) > 0 {
+		b.WriteString("\nWhat it read before:")
+		for _, r := range ev.Reads {
+			b.WriteString("\n- " + r)
+		}
+	} else {
+		b.WriteString("\nIt read nothing before this call.")
+	}
+	fmt.Fprintf(&b, "\nApprove this call? (It also waits in the approvals inbox as %s.)", a.ID)
+	return &mcp.ElicitParams{Mode: "form", Message: b.String(), RequestedSchema: map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"approve": map[string]any{"type": "boolean", "title": "Approve", "description": "Run this call once, with these arguments."},
+			"reason":  map[string]any{"type": "string", "title": "Reason", "description": "Why (optional)."},
+		},
+		"required": []any{"approve"},
+	}}
+}
+
+// elicitedAnswer is the human's answer a retried call carries: accept
+// with approve true approves, accept with false or decline denies; a
+// dismissed form (cancel) answers nothing, so the request stays pending.
+func elicitedAnswer(req *mcp.CallToolRequest) *agent.ApprovalAnswer {
+	r, ok := req.Params.InputResponses[inputApproval].(*mcp.ElicitResult)
+	if !ok || req.Params.RequestState == "" {
+		return nil
+	}
+	who := "the MCP client"
+	if ci := req.ClientInfo(); ci != nil && ci.Name != "" {
+		who = ci.Name + " (MCP)"
+	}
+	switch r.Action {
+	case "accept":
+		approve, _ := r.Content["approve"].(bool)
+		reason, _ := r.Content["reason"].(string)
+		if reason == "" {
+			reason = "answered in " + who
+		}
+		return &agent.ApprovalAnswer{ApprovalID: req.Params.RequestState, Approved: approve, Reason: reason}
+	case "decline":
+		return &agent.ApprovalAnswer{ApprovalID: req.Params.RequestState, Reason: "declined in " + who}
+	}
+	return nil
+}
+
+func toolError(text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
+
+// progressEmitter turns a call's data-tool-loop-progress chunks (the
+// runner throttles them as in chat) into notifications/progress for the
+// call's progress token: progress is the items so far, total the
+// server's count when it gave one. Nil without a token.
+func progressEmitter(ctx context.Context, req *mcp.CallToolRequest) func(stream.Chunk) error {
+	token := req.Params.GetProgressToken()
+	if token == nil || req.Session == nil {
+		return nil
+	}
+	var mu sync.Mutex
+	last := -1.0
+	return func(ch stream.Chunk) error {
+		d, ok := ch.(stream.Data)
+		if !ok || d.Name != stream.ProgressName {
+			return nil
+		}
+		p, ok := d.Data.(stream.Progress)
+		if !ok {
+			return nil
+		}
+		n := &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(p.Items), Message: ProgressMessage(p)}
+		if p.Total > 0 {
+			n.Total = float64(p.Total)
+		}
+		if u := p.Upstream; u != nil {
+			// The upstream's own report of the request under way (an MCP
+			// tool's progress), relayed as it came.
+			n.Progress, n.Total, n.Message = u.Progress, u.Total, u.Message
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if n.Progress <= last {
+			return nil // progress must increase with each notification
+		}
+		last = n.Progress
+		_ = req.Session.NotifyProgress(ctx, n) // progress is never needed for correctness
+		return nil
+	}
+}
+
+// ProgressMessage words one progress report: "page 3 · 750 of 2,000
+// items · 3 requests", with the fan-out value first when there is one.
+func ProgressMessage(p stream.Progress) string {
+	var parts []string
+	if fe := p.ForEach; fe != nil {
+		parts = append(parts, fmt.Sprintf("%s %d of %d", fe.Key, fe.Index+1, fe.Total))
+	}
+	parts = append(parts, "page "+commas(p.Page))
+	if p.Total > 0 {
+		parts = append(parts, commas(p.Items)+" of "+commas(p.Total)+" items")
+	} else {
+		parts = append(parts, plural(p.Items, "item"))
+	}
+	parts = append(parts, plural(p.Requests, "request"))
+	return strings.Join(parts, " · ")
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return commas(n) + " " + noun + "s"
+}
+
+// commas writes n with thousands separators: 2,000.
+func commas(n int) string {
+	s := strconv.Itoa(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// observe starts a call's mcp server span (execute_tool and the engine's
+// spans nest under it) and counts it when it ends.
+func (s *Server) observe(ctx context.Context, e *entry, req *mcp.CallToolRequest) (context.Context, func(outcome string, err error)) {
+	var span trace.Span
+	if s.tracer != nil {
+		attrs := []attribute.KeyValue{attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", req.Params.Name),
+			attribute.String("gen_ai.operation.name", "execute_tool"), attribute.String("trawl.agent.id", e.agentID)}
+		if req.Session != nil && req.Session.ID() != "" {
+			attrs = append(attrs, attribute.String("mcp.session.id", req.Session.ID()))
+		}
+		ctx, span = s.tracer.Start(ctx, "tools/call "+req.Params.Name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+	}
+	return ctx, func(outcome string, err error) {
+		if span != nil {
+			span.SetAttributes(attribute.String("trawl.mcp.outcome", outcome))
+			if outcome == "failed" {
+				span.SetStatus(codes.Error, "the call failed")
+				if err != nil {
+					span.RecordError(err)
+				}
+			}
+			span.End()
+		}
+		if s.calls != nil {
+			s.calls.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(attribute.String("agent", e.agentID), attribute.String("outcome", outcome)))
+		}
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic("crypto/rand: " + err.Error())
+	}
+	return hex.EncodeToString(b)
+}

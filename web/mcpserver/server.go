@@ -1,0 +1,452 @@
+// Package mcpserver serves an agent's tools over the Model Context
+// Protocol, with the MCP Go SDK: Streamable HTTP (mounted by package web
+// at /v1/agents/{id}/mcp) and stdio (`trawl mcp`). Every MCP client then
+// gets what chat gets — looping, verdicts, the size guard, stored results
+// and tool search — through the same engine call as a chat step
+// (agent.Runner.ConversationCall), with trawl holding the credentials.
+//
+// Both revisions are served, negotiated per request: 2026-07-28
+// (stateless, no initialize handshake, elicitation by multi-round-trip
+// input requests, list changes through subscriptions/listen) and
+// 2025-11-25 (sessions, elicitation/create). State kept between calls —
+// stored results and the tools load_tool made callable — belongs to a
+// conversation: the caller (the organization, or a session token's
+// user) plus the handle the tools take as `_thread` (one default per
+// caller), kept in the deployment's thread store, so it exists in both
+// revisions and on every replica. An MCP session is never the key.
+//
+//	srv := mcpserver.New(d, mcpserver.Options{})
+//	// HTTP: after authenticating the request
+//	srv.ServeHTTP(w, r.WithContext(mcpserver.WithRequest(ctx, "demo", caller)))
+//	// stdio
+//	err := srv.ServeStdio(ctx, "demo", mcpserver.OrgCaller(), os.Stdin, os.Stdout)
+package mcpserver
+
+import (
+	"bytes"
+	"container/list"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/web/deploy"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Options configure a Server. The zero value is usable.
+type Options struct {
+	// Logger receives operational logs. Zero: the deployment's.
+	Logger *slog.Logger
+	// Version is the server version clients see. Zero: "dev".
+	Version string
+	// PageSize is how many tools one tools/list page holds (a client
+	// follows nextCursor for the rest). Zero: DefaultPageSize.
+	PageSize int
+	// SessionIdle closes a 2025-11-25 session idle this long. Zero:
+	// DefaultSessionIdle.
+	SessionIdle time.Duration
+	// MaxBody bounds one request's body, in bytes. Zero: 4 MiB.
+	MaxBody int64
+	// Connections returns the connected apps of a caller (the HTTP
+	// server's user connections). Nil: the organization's.
+	Connections func(Caller) agent.Connections
+}
+
+// Defaults of Options.
+const (
+	DefaultPageSize    = 50
+	DefaultSessionIdle = 30 * time.Minute
+)
+
+// Server serves the agents of one deployment over MCP. It is safe for
+// concurrent use.
+type Server struct {
+	dep     *deploy.Deployment
+	opt     Options
+	log     *slog.Logger
+	sdkLog  *slog.Logger // the SDK's: warnings and errors only (it logs every session at info)
+	runner  *agent.Runner
+	agents  *agent.Registry
+	threads agent.ThreadStore
+	tracer  trace.Tracer // nil: traces off
+	calls   metric.Int64Counter
+
+	inflight sync.WaitGroup // tool calls running
+	// stopping ends when Close begins: every running tool call is
+	// cancelled with it.
+	stopping context.Context
+	stop     context.CancelFunc
+
+	mu       sync.Mutex
+	closed   bool
+	handlers map[string]*agentHandlers     // by agent id
+	running  map[string]context.CancelFunc // 2026-07-28 tool calls by caller and JSON-RPC id
+	entries  map[string]*list.Element      // by entryKey; values are *entry
+	lru      *list.List                    // entries, most recently used first
+}
+
+// maxEntries bounds the (agent, caller) servers kept; past it the least
+// recently used goes (its open sessions keep working).
+const maxEntries = 4096
+
+// New returns the MCP server of d (opened with deploy.PartsServe).
+func New(d *deploy.Deployment, opt Options) *Server {
+	if opt.Logger == nil {
+		opt.Logger = d.Logger()
+	}
+	if opt.Version == "" {
+		opt.Version = "dev"
+	}
+	if opt.PageSize <= 0 {
+		opt.PageSize = DefaultPageSize
+	}
+	if opt.SessionIdle <= 0 {
+		opt.SessionIdle = DefaultSessionIdle
+	}
+	if opt.MaxBody <= 0 {
+		opt.MaxBody = 4 << 20
+	}
+	s := &Server{dep: d, opt: opt, log: opt.Logger, sdkLog: slog.New(warnOnly{opt.Logger.Handler()}), runner: d.Runner(), agents: d.Agents(), threads: d.Threads(),
+		handlers: map[string]*agentHandlers{}, running: map[string]context.CancelFunc{}, entries: map[string]*list.Element{}, lru: list.New()}
+	s.stopping, s.stop = context.WithCancel(context.Background())
+	if tp := d.Telemetry().TracerProvider(); tp != nil {
+		s.tracer = tp.Tracer(instrumentation)
+	}
+	if mp := d.Telemetry().MeterProvider(); mp != nil {
+		s.calls, _ = mp.Meter(instrumentation).Int64Counter("trawl.mcp.calls",
+			metric.WithDescription("MCP tool calls, by agent and outcome (ok, tool_error, cancelled, failed)."))
+	}
+	return s
+}
+
+const instrumentation = "github.com/trawl-dev/trawl/web/mcpserver"
+
+// Caller is who an MCP request acts for: the organization (the admin key,
+// or stdio), or a session token's user with its runtime credentials and
+// cache scope — exactly as in chat.
+type Caller struct {
+	// UserID is the session's user; "" for the organization.
+	UserID      string
+	CacheScope  string
+	Credentials map[string]string
+	// Session is the hash of the session token ("" for the
+	// organization): what connect links bind to.
+	Session string
+	// Expires is when the session token expires (zero: never).
+	Expires time.Time
+}
+
+// OrgCaller is the organization: the admin key, or `trawl mcp` over
+// stdio (which runs as the config's org).
+func OrgCaller() Caller { return Caller{} }
+
+// binding names the caller for the MCP session binding: an MCP session
+// made by one caller answers no other.
+func (c Caller) binding() string {
+	if c.UserID == "" {
+		return "org"
+	}
+	return "user:" + c.UserID
+}
+
+type requestKey struct{}
+
+type request struct {
+	agentID string
+	caller  Caller
+}
+
+// WithRequest returns ctx carrying the agent an HTTP request addresses
+// and the caller it authenticated as: what ServeHTTP serves.
+func WithRequest(ctx context.Context, agentID string, c Caller) context.Context {
+	return context.WithValue(ctx, requestKey{}, request{agentID: agentID, caller: c})
+}
+
+func requestOf(ctx context.Context) (request, bool) {
+	r, ok := ctx.Value(requestKey{}).(request)
+	return r, ok
+}
+
+// ErrClosed is returned by ServeStdio once the server is closed.
+var ErrClosed = errors.New("mcp server closed")
+
+// ServeHTTP serves the Streamable HTTP transport of the agent and caller
+// WithRequest put in the request's context (the route and the
+// authentication are the HTTP server's). A request at 2026-07-28 or later
+// (its Mcp-Protocol-Version header) is served statelessly; an older one
+// in a session of its own, bound to its caller.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	req, ok := requestOf(r.Context())
+	if !ok {
+		http.Error(w, "mcpserver: request without an agent and caller", http.StatusInternalServerError)
+		return
+	}
+	h, err := s.handlersFor(req.agentID)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	if modern(r.Header.Get("Mcp-Protocol-Version")) {
+		r, done := s.cancellable(w, r, req.caller)
+		defer done()
+		h.stateless.ServeHTTP(w, r)
+		return
+	}
+	h.stateful.ServeHTTP(w, r)
+}
+
+// cancellable serves what a session would on 2026-07-28, where every
+// request is a POST of its own: a tools/call's context ends when the
+// client closes its stream (the SDK propagates it) and also when the
+// same caller posts notifications/cancelled naming it (to this replica).
+// done forgets the call.
+func (s *Server) cancellable(w http.ResponseWriter, r *http.Request, c Caller) (*http.Request, func()) {
+	if r.Method != http.MethodPost || r.Body == nil {
+		return r, func() {}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opt.MaxBody))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return r, func() {} // the SDK answers the short read
+	}
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			RequestID json.RawMessage `json:"requestId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil {
+		return r, func() {}
+	}
+	switch msg.Method {
+	case "tools/call":
+		if len(msg.ID) == 0 {
+			break
+		}
+		key := c.binding() + "\x00" + string(msg.ID)
+		ctx, cancel := context.WithCancel(r.Context())
+		s.mu.Lock()
+		s.running[key] = cancel
+		s.mu.Unlock()
+		return r.WithContext(ctx), func() {
+			s.mu.Lock()
+			delete(s.running, key)
+			s.mu.Unlock()
+			cancel()
+		}
+	case "notifications/cancelled":
+		s.mu.Lock()
+		cancel := s.running[c.binding()+"\x00"+string(msg.Params.RequestID)]
+		s.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+	}
+	return r, func() {}
+}
+
+// modern reports whether a protocol version is 2026-07-28 or later (the
+// stateless revision).
+func modern(version string) bool { return version >= "2026-07-28" }
+
+// agentHandlers are the SDK's two Streamable HTTP handlers for one agent.
+type agentHandlers struct {
+	stateful, stateless http.Handler
+}
+
+func (s *Server) handlersFor(agentID string) (*agentHandlers, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if h, ok := s.handlers[agentID]; ok {
+		return h, nil
+	}
+	getServer := func(r *http.Request) *mcp.Server {
+		req, ok := requestOf(r.Context())
+		if !ok {
+			return nil
+		}
+		e, err := s.entryFor(req.agentID, req.caller)
+		if err != nil {
+			s.log.Warn("mcp: no server for the request", "agent", req.agentID, "err", err)
+			return nil
+		}
+		return e.srv
+	}
+	verify := func(ctx context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+		req, ok := requestOf(r.Context())
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: req.caller.binding(), Expiration: req.caller.Expires,
+			Extra: map[string]any{callerExtra: req.caller}}, nil
+	}
+	bearer := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
+	h := &agentHandlers{
+		stateful: bearer(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+			SessionTimeout: s.opt.SessionIdle, MaxRequestBodyBytes: s.opt.MaxBody, Logger: s.sdkLog})),
+		stateless: bearer(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+			Stateless: true, MaxRequestBodyBytes: s.opt.MaxBody, PropagateRequestCancellation: true, Logger: s.sdkLog})),
+	}
+	s.handlers[agentID] = h
+	return h, nil
+}
+
+// callerExtra is the TokenInfo.Extra key of the request's Caller.
+const callerExtra = "trawl.caller"
+
+// ServeStdio serves one client over stdio (newline-delimited JSON-RPC
+// on in and out) as caller, until the client closes its end or ctx ends.
+func (s *Server) ServeStdio(ctx context.Context, agentID string, caller Caller, in io.ReadCloser, out io.WriteCloser) error {
+	if _, ok := s.agents.Get(agentID); !ok {
+		return &UnknownAgentError{ID: agentID, Known: s.agentIDs()}
+	}
+	e, err := s.entryFor(agentID, caller)
+	if err != nil {
+		return err
+	}
+	err = e.srv.Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
+	if ctx.Err() != nil || errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+// UnknownAgentError names an agent the deployment does not have.
+type UnknownAgentError struct {
+	ID    string
+	Known []string
+}
+
+func (e *UnknownAgentError) Error() string {
+	return "no agent " + quote(e.ID) + "; the deployment's agents: " + strings.Join(e.Known, ", ")
+}
+
+func (s *Server) agentIDs() []string {
+	var ids []string
+	for _, d := range s.agents.List() {
+		ids = append(ids, d.ID)
+	}
+	return ids
+}
+
+// entry is the MCP server of one agent for one caller: its tools are
+// registered as the caller's conversations need them (registered), and
+// a change to that set sends notifications/tools/list_changed to the
+// caller's sessions and subscriptions.
+type entry struct {
+	key     string
+	agentID string
+	caller  Caller // the caller it was made for (stdio's; HTTP calls carry their own)
+	srv     *mcp.Server
+
+	mu         sync.Mutex
+	registered map[string]string // tool name → fingerprint of what was registered
+	added      bool              // the last register added a tool (and so notified)
+}
+
+func entryKey(agentID string, c Caller) string { return agentID + "\x00" + c.binding() }
+
+// entryFor returns the (agent, caller) server, made on first use.
+func (s *Server) entryFor(agentID string, c Caller) (*entry, error) {
+	key := entryKey(agentID, c)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if el, ok := s.entries[key]; ok {
+		s.lru.MoveToFront(el)
+		return el.Value.(*entry), nil
+	}
+	def, ok := s.agents.Get(agentID)
+	if !ok {
+		return nil, &UnknownAgentError{ID: agentID, Known: s.agentIDs()}
+	}
+	e := &entry{key: key, agentID: agentID, caller: c, registered: map[string]string{}}
+	e.srv = mcp.NewServer(&mcp.Implementation{Name: "trawl", Title: "trawl: " + agentTitle(def), Version: s.opt.Version},
+		&mcp.ServerOptions{
+			Instructions: s.instructions(def),
+			Logger:       s.sdkLog,
+			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		})
+	e.srv.AddReceivingMiddleware(s.listMiddleware(e))
+	s.entries[key] = s.lru.PushFront(e)
+	if s.lru.Len() > maxEntries {
+		old := s.lru.Back()
+		s.lru.Remove(old)
+		delete(s.entries, old.Value.(*entry).key)
+	}
+	return e, nil
+}
+
+func agentTitle(d agent.Definition) string {
+	if d.Name != "" {
+		return d.Name
+	}
+	return "agent " + d.ID
+}
+
+// WaitIdle waits until no tool call runs, at most d; it reports whether
+// none does.
+func (s *Server) WaitIdle(d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		s.inflight.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// closeWait bounds how long Close waits for the cancelled calls to end
+// (they stop at their next upstream request or page).
+const closeWait = 5 * time.Second
+
+// Close cancels every running tool call (each keeps its partial, as a
+// client's cancellation does), ends every MCP session and refuses new
+// ones. The HTTP server calls it at shutdown, after the grace.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	var servers []*mcp.Server
+	for el := s.lru.Front(); el != nil; el = el.Next() {
+		servers = append(servers, el.Value.(*entry).srv)
+	}
+	s.mu.Unlock()
+	s.stop()
+	s.WaitIdle(closeWait)
+	for _, srv := range servers {
+		for ss := range srv.Sessions() {
+			_ = ss.Close()
+		}
+	}
+}
+
+// warnOnly passes on warnings and errors only.
+type warnOnly struct{ slog.Handler }
+
+func (h warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
+}
+
+func (h warnOnly) WithAttrs(as []slog.Attr) slog.Handler { return warnOnly{h.Handler.WithAttrs(as)} }
+
+func (h warnOnly) WithGroup(name string) slog.Handler { return warnOnly{h.Handler.WithGroup(name)} }
