@@ -134,6 +134,19 @@ type Turn struct {
 	// flight. Its error is logged and the turn goes on. Nil: the thread
 	// is only what Run leaves in Thread.
 	Checkpoint func(ctx context.Context, t *Thread) error
+	// Journal, when set, keeps the turn's checkpoints and its outcome
+	// ledger (see durable.go), so that another process can continue the
+	// turn from its last one: after the model answered a step, after
+	// each of its calls, and after each step (once Checkpoint saved the
+	// thread); a write is recorded as sent before its request leaves. A
+	// save that fails is logged and the turn goes on — except the one
+	// before a write: that write is not sent. Nil: none.
+	Journal Journal
+	// Resume continues a turn that another process (or this one, before
+	// a restart) began, from its Journal's last checkpoint; Thread is the
+	// thread as saved with it. The stream goes on without a new start
+	// chunk. Nil: a new turn.
+	Resume *Resume
 }
 
 // ErrNoAgent is returned when the turn's agent no longer exists.
@@ -158,7 +171,17 @@ type turnState struct {
 	reads    []string
 	approved map[string]bool
 	waiting  bool
-	model    Model // the runner's model, its output scrubbed for this turn's caller
+	// step0 is the step the turn's loop starts at (a resumed turn's
+	// checkpoint); tail what an interrupted run had shown of the step it
+	// was in (nil for a new turn); idSuffix sets the ids of a resumed
+	// turn's parts apart from the interrupted run's.
+	step0    int
+	tail     *tailState
+	idSuffix string
+	// saveMu orders the Journal's saves.
+	saveMu sync.Mutex
+	mu     sync.Mutex // guards msg.Parts, pending, reads, waiting, the ledger and Thread.Results/Approvals during tool calls
+	model  Model      // the runner's model, its output scrubbed for this turn's caller
 	// outcome, when set, receives the engine's outcome of each bound
 	// tool's call (a conversation's door reads its typed verdict).
 	outcome func(*loop.Outcome)
@@ -170,7 +193,13 @@ type turnState struct {
 	// chat's approval parts (a conversation: the approvals inbox): the
 	// part to return, or run to go on with the call.
 	gate func(ctx context.Context, part Part, bt boundTool, args map[string]any) (np Part, run bool, err error)
-	mu   sync.Mutex // guards msg.Parts, pending, reads, waiting and Thread.Results/Approvals during tool calls
+	// What the checkpoint says: the step running, where in it the turn
+	// stands, the index of its first part, and its calls' outcomes.
+	step      int
+	phase     string
+	stepStart int
+	ledger    map[string]*LedgerEntry
+	order     []string // the ledger's call ids, in call order
 }
 
 // Run runs one turn to its end, emitting the UI message stream: start,
@@ -185,8 +214,16 @@ func (r *Runner) Run(ctx context.Context, t *Turn) (err error) {
 		msg:      UIMessage{ID: "msg_" + randomHex(12), Role: RoleAssistant},
 		throttle: stream.NewThrottle(stream.ThrottleOptions{Now: r.opt.Now}),
 		model:    scrubbedModel{model: r.opt.Model, scrub: r.turnScrubber(t)}}
-	resumed := false
-	if n := len(t.Thread.Msgs); n > 0 && awaitsRun(t.Thread.Msgs[n-1]) {
+	resumed, done := false, false
+	if t.Resume != nil {
+		cp := t.Resume.Checkpoint
+		if n := len(t.Thread.Msgs); n > 0 && t.Thread.Msgs[n-1].ID == cp.MessageID {
+			cp = reconcile(cp, &t.Thread.Msgs[n-1])
+		}
+		st.restore(cp)
+		t.Resume.Checkpoint = cp
+		resumed = cp.Phase == PhaseApprovals
+	} else if n := len(t.Thread.Msgs); n > 0 && awaitsRun(t.Thread.Msgs[n-1]) {
 		// The human answered approvals: the same assistant message goes on.
 		st.msg, t.Thread.Msgs, resumed = t.Thread.Msgs[n-1], t.Thread.Msgs[:n-1], true
 	}
@@ -195,13 +232,22 @@ func (r *Runner) Run(ctx context.Context, t *Turn) (err error) {
 			t.Thread.Msgs = append(t.Thread.Msgs, st.msg)
 		}
 	}()
-	if err := t.Emit(stream.Start{MessageID: st.msg.ID}); err != nil {
-		return err
+	if t.Resume != nil {
+		done, err = r.takeOver(ctx, st)
+	} else {
+		// Saved before anything is shown, so a continuation goes on
+		// with this message.
+		if err := r.saveOrHandOff(ctx, st, "saving the turn's first checkpoint"); err != nil {
+			return err
+		}
+		if err := t.Emit(stream.Start{MessageID: st.msg.ID}); err != nil {
+			return err
+		}
 	}
-	if resumed {
+	if resumed && err == nil {
 		err = r.resolveApprovals(ctx, st)
 	}
-	if err == nil {
+	if err == nil && !done {
 		err = r.steps(ctx, st)
 	}
 	switch {
@@ -210,6 +256,8 @@ func (r *Runner) Run(ctx context.Context, t *Turn) (err error) {
 			return err
 		}
 		return t.Emit(stream.Finish{})
+	case errors.Is(err, ErrHandOff), ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrHandOff):
+		return ErrHandOff // another process continues the turn: the stream is its
 	case ctx.Err() != nil:
 		_ = t.Emit(stream.Abort{})
 		return ctx.Err()
@@ -242,7 +290,7 @@ type ModelError struct{ Msg string }
 func (e *ModelError) Error() string { return "the model call failed: " + e.Msg }
 
 func (r *Runner) steps(ctx context.Context, st *turnState) error {
-	for step := 0; ; step++ {
+	for step := st.step0; ; step++ {
 		def, ok := st.Agent()
 		if !ok {
 			return ErrNoAgent
@@ -258,13 +306,19 @@ func (r *Runner) steps(ctx context.Context, st *turnState) error {
 		if err != nil {
 			return err
 		}
+		st.mu.Lock()
+		st.step, st.phase = step, PhaseModel
+		st.mu.Unlock()
 		sctx, observed := r.obs.step(ctx, step)
 		calls, err := r.step(sctx, st, def, bound, step)
 		observed(calls, err)
 		if err != nil || len(calls) == 0 {
 			return err
 		}
-		r.checkpoint(ctx, st)
+		st.step = step + 1
+		if err := r.checkpoint(ctx, st); err != nil {
+			return err
+		}
 		if st.waiting {
 			return nil // a call waits for a human's approval: the turn ends here
 		}
@@ -272,11 +326,20 @@ func (r *Runner) steps(ctx context.Context, st *turnState) error {
 }
 
 // checkpoint hands Turn.Checkpoint a copy of the thread with the assistant
-// message so far. It runs between steps, when no tool call is running.
-func (r *Runner) checkpoint(ctx context.Context, st *turnState) {
-	if st.Checkpoint == nil {
-		return
+// message so far, then the Journal the checkpoint of the step that comes
+// next (st.step). It runs between steps, when no tool call is running.
+func (r *Runner) checkpoint(ctx context.Context, st *turnState) error {
+	st.mu.Lock()
+	st.phase, st.ledger, st.order = PhaseModel, nil, nil
+	st.mu.Unlock()
+	if st.Checkpoint != nil {
+		r.saveThread(ctx, st)
 	}
+	return r.saveOrHandOff(ctx, st, "saving the turn's checkpoint after a step")
+}
+
+// saveThread hands Turn.Checkpoint a copy of the thread.
+func (r *Runner) saveThread(ctx context.Context, st *turnState) {
 	st.mu.Lock()
 	t := *st.Thread
 	msg := st.msg
@@ -315,7 +378,10 @@ func (r *Runner) step(ctx context.Context, st *turnState, def Definition, bound 
 	if err := st.Emit(stream.StartStep{}); err != nil {
 		return nil, err
 	}
+	st.mu.Lock()
+	st.stepStart = len(st.msg.Parts)
 	st.msg.Parts = append(st.msg.Parts, Part{Type: "step-start"})
+	st.mu.Unlock()
 	if err := st.Emit(fitted.report(step, bud, st.reported).Chunk()); err != nil {
 		return nil, err
 	}
@@ -335,6 +401,11 @@ func (r *Runner) step(ctx context.Context, st *turnState, def Definition, bound 
 	}
 	r.calibrate(st, bud, fitted.chars, ans.usage)
 	tl.room = viewRoom(fitted, bud, ans.text, ans.calls)
+	if len(ans.calls) > 0 {
+		if err := r.beginCalls(ctx, st, PhaseCalls, ans.calls); err != nil {
+			return nil, err
+		}
+	}
 	if err := r.runCalls(ctx, st, def, tl, ans.calls); err != nil {
 		return nil, err
 	}
@@ -358,7 +429,7 @@ type stepAnswer struct {
 // decides.
 func (r *Runner) answer(ctx context.Context, st *turnState, req ModelRequest, step int, hold bool) (stepAnswer, error) {
 	var ans stepAnswer
-	textID, reasonID := fmt.Sprintf("txt_%d", step), fmt.Sprintf("rsn_%d", step)
+	textID, reasonID := fmt.Sprintf("txt_%d%s", step, st.idSuffix), fmt.Sprintf("rsn_%d%s", step, st.idSuffix)
 	var text, reasoning strings.Builder
 	textOpen, reasonOpen := false, false
 	var held []stream.Chunk // while holding: the chunks not sent yet
@@ -432,6 +503,11 @@ func (r *Runner) answer(ctx context.Context, st *turnState, req ModelRequest, st
 			c := &ToolCall{ID: ev.ToolCallID, Name: ev.ToolName}
 			if c.ID == "" {
 				c.ID = "call_" + randomHex(8)
+			}
+			if st.tail != nil && st.tail.ids[c.ID] {
+				// A step asked again may name a call as the interrupted
+				// run did: the stream keeps each call's id to one call.
+				c.ID += st.idSuffix
 			}
 			calls[ev.Index] = c
 			order = append(order, ev.Index)
@@ -555,6 +631,10 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl 
 	ctx, observed := r.obs.tool(ctx, c)
 	part := Part{Type: "dynamic-tool", ToolCallID: c.ID, ToolName: c.Name, Input: json.RawMessage(c.Arguments)}
 	defer func() { observed(part) }()
+	if p, ended, err := r.ledgered(st, tl, c); ended || err != nil {
+		part = p
+		return part, err
+	}
 	var args map[string]any
 	raw := strings.TrimSpace(c.Arguments)
 	if raw == "" {
@@ -566,6 +646,7 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl 
 			msg += ": " + err.Error()
 		}
 		part.Input, part.State, part.ErrorText = json.RawMessage(jsonString(c.Arguments)), "output-error", msg
+		_ = r.settle(st, part, OutcomeAnswered, true)
 		return part, st.Emit(stream.ToolInputError{ToolCallID: c.ID, ToolName: c.Name, Input: c.Arguments, Dynamic: true, ErrorText: msg})
 	}
 	part.Input = json.RawMessage(raw)
@@ -575,10 +656,13 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl 
 	if !known && !retrieval && !meta {
 		msg := fmt.Sprintf("there is no tool %q in this step; use one of the tools offered", c.Name)
 		part.State, part.ErrorText = "output-error", msg
+		_ = r.settle(st, part, OutcomeAnswered, true)
 		return part, st.Emit(stream.ToolInputError{ToolCallID: c.ID, ToolName: c.Name, Input: args, Dynamic: true, ErrorText: msg})
 	}
-	if err := st.Emit(stream.ToolInputAvailable{ToolCallID: c.ID, ToolName: c.Name, Input: args, Dynamic: true}); err != nil {
-		return part, err
+	if st.tail == nil || !st.tail.inputs[c.ID] {
+		if err := st.Emit(stream.ToolInputAvailable{ToolCallID: c.ID, ToolName: c.Name, Input: args, Dynamic: true}); err != nil {
+			return part, err
+		}
 	}
 	if known && !meta && !retrieval {
 		effect := r.opt.Engine.Effect(bt.tool, bt.loopBinding())
@@ -595,6 +679,7 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl 
 				// Nobody is asked to approve a call that can never run.
 				if err := r.opt.Engine.Check(loop.Call{Tool: bt.tool, Args: args, Binding: bt.loopBinding()}); err != nil {
 					part.State, part.ErrorText = "output-error", toolErrorText(err)
+					_ = r.settle(st, part, OutcomeAnswered, false)
 					return part, st.Emit(stream.ToolOutputError{ToolCallID: c.ID, ErrorText: part.ErrorText, Dynamic: true})
 				}
 				return r.askApproval(st, part, effect)
@@ -630,9 +715,11 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl 
 			return part, ctx.Err()
 		}
 		part.State, part.ErrorText = "output-error", toolErrorText(err)
+		_ = r.settle(st, part, OutcomeAnswered, false)
 		return part, st.Emit(stream.ToolOutputError{ToolCallID: c.ID, ErrorText: part.ErrorText, Dynamic: true})
 	}
 	part.State, part.Output = "output-available", json.RawMessage(out)
+	_ = r.settle(st, part, OutcomeAnswered, false)
 	return part, st.Emit(stream.ToolOutputAvailable{ToolCallID: c.ID, Output: json.RawMessage(out), Dynamic: true})
 }
 
@@ -640,6 +727,15 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl 
 func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, tl *stepTools, bt boundTool, callID string, args map[string]any, scope loop.Scope) ([]byte, error) {
 	start := r.opt.Now()
 	ctx = tools.WithCallID(ctx, callID) // the activity log groups the call's requests
+	if r.opt.Engine.Effect(bt.tool, bt.loopBinding()).Writes() {
+		// The ledger records the write as sent before its request
+		// leaves; an operation that takes an idempotency key gets one
+		// derived from the call, the same after a takeover.
+		ctx = tools.WithIdempotencyKey(ctx, idempotencyBase(st, callID))
+		if st.Journal != nil {
+			ctx = tools.WithWriteGate(ctx, func(ctx context.Context) error { return r.markSent(ctx, st, callID) })
+		}
+	}
 	cred, err := appCredential(ctx, st, bt.tool)
 	if err != nil {
 		return nil, err
@@ -801,10 +897,11 @@ func (r *Runner) askApproval(st *turnState, part Part, effect tools.Effect) (Par
 	data, _ := json.Marshal(ev)
 	st.msg.Parts = append(st.msg.Parts, Part{Type: "data-approval-evidence", ID: id, Data: data})
 	st.mu.Unlock()
+	part.State, part.Approval = StateApprovalRequested, &PartApproval{ID: id}
+	_ = r.settle(st, part, OutcomeAnswered, false)
 	if err := st.Emit(stream.Data{Name: "approval-evidence", ID: id, Data: json.RawMessage(data)}); err != nil {
 		return part, err
 	}
-	part.State, part.Approval = StateApprovalRequested, &PartApproval{ID: id}
 	return part, st.Emit(stream.ToolApprovalRequest{ApprovalID: id, ToolCallID: part.ToolCallID})
 }
 
@@ -839,6 +936,11 @@ func (r *Runner) resolveApprovals(ctx context.Context, st *turnState) error {
 	if f, b, err := r.fitStep(st, def, bound, tl.specs, model); err == nil {
 		tl.room = viewRoom(f, b, "", approved)
 	}
+	if st.ledger == nil {
+		if err := r.beginCalls(ctx, st, PhaseApprovals, approved); err != nil {
+			return err
+		}
+	}
 	for i := range st.msg.Parts {
 		p := st.msg.Parts[i]
 		if !p.IsTool() || p.State != StateApprovalResponded || p.Approval == nil {
@@ -849,6 +951,9 @@ func (r *Runner) resolveApprovals(ctx context.Context, st *turnState) error {
 			st.mu.Lock()
 			st.msg.Parts[i] = p
 			st.mu.Unlock()
+			if st.tail != nil && st.tail.outputs[p.ToolCallID] {
+				continue // the interrupted run said so already
+			}
 			if err := st.Emit(stream.ToolOutputDenied{ToolCallID: p.ToolCallID}); err != nil {
 				return err
 			}
@@ -866,8 +971,7 @@ func (r *Runner) resolveApprovals(ctx context.Context, st *turnState) error {
 		st.msg.Parts[i] = np
 		st.mu.Unlock()
 	}
-	r.checkpoint(ctx, st)
-	return nil
+	return r.checkpoint(ctx, st)
 }
 
 // toolErrorText is what the model and the UI read of a failed call.

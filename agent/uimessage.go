@@ -101,7 +101,8 @@ func ValidateIncoming(m UIMessage) error {
 // ModelMessages converts a thread to the model's messages: a user message
 // per user turn; per assistant step (split at step-start parts) one
 // assistant message with its text and tool calls, then one tool message
-// per call with its output (or error).
+// per call with its output (or error). A step that a data-turn-resumed
+// part marks interrupted (it was asked again) is left out.
 func ModelMessages(thread []UIMessage) []Message { return modelMessages(thread, false) }
 
 // modelMessages is ModelMessages, with compact the rows of tool results
@@ -176,6 +177,13 @@ func (c *converter) add(m *UIMessage) {
 			flush()
 			continue
 		}
+		if p.Type == resumedPart && interruptedStep(p) {
+			// The step was asked again after its server died: what it
+			// had shown stays in the thread, the model is not shown it.
+			c.calls, c.results = c.calls[:first], c.results[:0]
+			cur, open = Message{}, false
+			continue
+		}
 		if !open {
 			cur, open = Message{Role: RoleAssistant}, true
 		}
@@ -236,4 +244,13 @@ func toolResultText(p Part, compact bool) string {
 		return string(b)
 	}
 	return `{"error":"the call did not complete"}`
+}
+
+// interruptedStep reports whether a data-turn-resumed part says the step
+// it ends was interrupted and asked again.
+func interruptedStep(p *Part) bool {
+	var r struct {
+		Interrupted bool `json:"interrupted"`
+	}
+	return json.Unmarshal(p.Data, &r) == nil && r.Interrupted
 }

@@ -16,10 +16,11 @@ import (
 // its enum values. An argument error is a *ToolError (invalid_argument):
 // it costs no request and is never retried.
 func checkArgs(t *tools.Tool, own map[string]any, forEachKey string) error {
+	idem, _ := t.IdempotencyParam() // filled by the invoker
 	for _, p := range t.Params {
 		v, given := own[p.Name]
 		if !given || v == nil {
-			if p.Required && p.Name != forEachKey {
+			if p.Required && p.Name != forEachKey && p.Name != idem.Name {
 				return &ToolError{Code: CodeInvalidArgument, Message: fmt.Sprintf(
 					"argument %q is required by %s", p.Name, t.Name)}
 			}

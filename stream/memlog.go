@@ -114,6 +114,14 @@ func (l *MemoryLog) Append(_ context.Context, runID string, c Chunk) (int64, err
 	if err != nil {
 		return 0, err
 	}
+	return l.AppendEncoded(runID, data)
+}
+
+// AppendEncoded stores data — a chunk's JSON as [Encode] made it — as the
+// run's next event, as Append does: a log that keeps its events elsewhere
+// too (a durable one) serves them through a MemoryLog this way. The log
+// keeps data; the caller must not modify it.
+func (l *MemoryLog) AppendEncoded(runID string, data []byte) (int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r, ok := l.runs[runID]

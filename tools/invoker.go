@@ -328,6 +328,9 @@ func (inv *Invoker) Call(ctx context.Context, req Request) (*Response, error) {
 		Effect: req.EffectOf(), Writes: req.EffectOf().Writes(), WaitMs: waited.Milliseconds(),
 	}
 	act.Path = scrub.String(act.Path)
+	if err := passWriteGate(ctx, req); err != nil {
+		return nil, err
+	}
 	resp, err := inv.client.Do(hreq)
 	if err != nil {
 		act.DurationMs = time.Since(start).Milliseconds()
@@ -387,6 +390,7 @@ func (inv *Invoker) build(ctx context.Context, req Request) (*http.Request, []st
 	if t == nil {
 		return nil, nil, errors.New("no tool")
 	}
+	req.Args = withIdempotency(ctx, req)
 	method := strings.ToUpper(t.Method)
 	if method == "" {
 		method = http.MethodGet

@@ -65,11 +65,14 @@ func (s *MCPSource) Call(ctx context.Context, req Request) (*Response, error) {
 		Path: name, Page: req.Page, Retry: req.Retry, Cursor: Fingerprint(req.Cursor),
 		Effect: req.EffectOf(), Writes: req.EffectOf().Writes(),
 	}
-	params := &mcp.CallToolParams{Name: name, Arguments: wireArgs(req.Tool, req.Args)}
+	params := &mcp.CallToolParams{Name: name, Arguments: wireArgs(req.Tool, withIdempotency(ctx, req))}
 	if req.Progress != nil {
 		token, done := s.watchProgress(req.Progress)
 		defer done()
 		params.SetProgressToken(token)
+	}
+	if err := passWriteGate(ctx, req); err != nil {
+		return nil, err
 	}
 	res, err := session.CallTool(ctx, params)
 	var out *Response

@@ -144,11 +144,16 @@ func (t *Tool) Undeclared(args map[string]any) []string {
 }
 
 // InputSchema is the JSON Schema of the tool's arguments as the model sees
-// it, without any reserved argument.
+// it, without any reserved argument, and without the idempotency key
+// parameter (IdempotencyParam), which trawl fills.
 func (t *Tool) InputSchema() map[string]any {
 	props := make(map[string]any, len(t.Params))
 	var required []string
+	idem, _ := t.IdempotencyParam()
 	for _, p := range t.Params {
+		if p.Name == idem.Name {
+			continue // trawl fills it on every write
+		}
 		s := p.Schema.JSON()
 		if p.Description != "" {
 			if _, ok := s["description"]; !ok {

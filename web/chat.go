@@ -93,9 +93,89 @@ func (s *Server) chat(c echo.Context) error {
 	if err := s.events.Open(ctx, run.ID()); err != nil {
 		return internal(err)
 	}
+	spec, err := s.turnSpec(run.ID(), thread, p)
+	if err != nil {
+		return internal(err)
+	}
+	// From here the turn outlives this process: another replica, or this
+	// one after a restart, continues it from its last checkpoint.
+	if err := s.runs.Record(ctx, run, deploy.KindTurn, spec); err != nil {
+		return internal(err)
+	}
 	started = true
-	s.runs.Start(run, func(ctx context.Context) { s.runTurn(ctx, key, run.ID(), thread, p) })
+	s.runs.Start(run, func(ctx context.Context) { s.runTurn(ctx, run, thread, p, nil) })
 	return s.serveRun(c, key, run.ID())
+}
+
+// turnSpec is what a turn's record keeps to continue it elsewhere: the
+// chat and the session it acts for, the session's runtime credentials
+// sealed with the deployment's key.
+type turnSpec struct {
+	AgentID    string `json:"agentId"`
+	ChatID     string `json:"chatId"`
+	UserID     string `json:"userId,omitempty"`
+	CacheScope string `json:"cacheScope,omitempty"`
+	Session    string `json:"session,omitempty"`
+	Sealed     []byte `json:"sealed,omitempty"`
+}
+
+func (s *Server) turnSpec(runID string, thread *agent.Thread, p principal) (turnSpec, error) {
+	spec := turnSpec{AgentID: thread.AgentID, ChatID: thread.ChatID, UserID: p.UserID, CacheScope: p.CacheScope, Session: p.Session}
+	if len(p.Credentials) > 0 {
+		plain, err := json.Marshal(p.Credentials)
+		if err != nil {
+			return spec, err
+		}
+		if spec.Sealed, err = s.dep.SealRun(runID, plain); err != nil {
+			return spec, err
+		}
+	}
+	return spec, nil
+}
+
+// continueTurn continues a turn from its record (deploy.Continuer): the
+// thread as saved with its last checkpoint, the session it acted for.
+func (s *Server) continueTurn(ctx context.Context, run *deploy.Run, rec deploy.RunRecord, how deploy.Continuation) (func(context.Context), error) {
+	var spec turnSpec
+	if err := json.Unmarshal(rec.Spec, &spec); err != nil {
+		return nil, fmt.Errorf("turn record: %w", err)
+	}
+	p := principal{UserID: spec.UserID, CacheScope: spec.CacheScope, Session: spec.Session, Admin: spec.UserID == ""}
+	if len(spec.Sealed) > 0 {
+		plain, err := s.dep.OpenRun(rec.RunID, spec.Sealed)
+		if err != nil {
+			return nil, fmt.Errorf("turn record: opening the session's credentials: %w", err)
+		}
+		if err := json.Unmarshal(plain, &p.Credentials); err != nil {
+			return nil, fmt.Errorf("turn record: %w", err)
+		}
+	}
+	if _, ok := s.agents.Get(spec.AgentID); !ok {
+		return nil, fmt.Errorf("turn record: no agent %q", spec.AgentID)
+	}
+	thread, err := s.threads.GetThread(ctx, rec.Key)
+	if err != nil {
+		return nil, fmt.Errorf("turn record: the thread: %w", err)
+	}
+	var resume *agent.Resume
+	if len(rec.State) > 0 {
+		var cp agent.Checkpoint
+		if err := json.Unmarshal(rec.State, &cp); err != nil {
+			return nil, fmt.Errorf("turn record: %w", err)
+		}
+		resume = &agent.Resume{Checkpoint: cp, Tail: how.Tail, By: how.By, Reason: how.Reason, Count: how.Count}
+	}
+	return func(ctx context.Context) { s.runTurn(ctx, run, thread, p, resume) }, nil
+}
+
+// turnJournal keeps a turn's checkpoints in its run's record.
+type turnJournal struct {
+	runs *deploy.RunHost
+	run  *deploy.Run
+}
+
+func (j turnJournal) Save(ctx context.Context, cp agent.Checkpoint) error {
+	return j.runs.Checkpoint(ctx, j.run, cp, cp.Idle())
 }
 
 // turnRunning is the 409 for a message sent while a turn runs on the
@@ -210,9 +290,11 @@ func messageIndex(msgs []agent.UIMessage, id string) int {
 }
 
 // runTurn runs a turn to its end and saves the thread (the run host
-// then closes its log).
-func (s *Server) runTurn(ctx context.Context, key, runID string, thread *agent.Thread, p principal) {
+// then closes its log); resume continues one from its checkpoint. A turn
+// handed off leaves both to whoever continues it.
+func (s *Server) runTurn(ctx context.Context, run *deploy.Run, thread *agent.Thread, p principal, resume *agent.Resume) {
 	agentID := thread.AgentID
+	key, runID := run.Key(), run.ID()
 	// A run saves only while it holds the chat's claim: a replica that
 	// was cut off (or paused) past its lease must not write its stale
 	// thread over a turn another replica ran meanwhile.
@@ -227,12 +309,14 @@ func (s *Server) runTurn(ctx context.Context, key, runID string, thread *agent.T
 		},
 		Thread: thread, Org: s.cfg.Org, User: p.UserID, CacheScope: p.CacheScope, Credentials: p.Credentials,
 		Connections: userConnections{s: s, user: p.UserID, session: p.Credentials, sessionHash: p.Session},
-		Emit: func(ch stream.Chunk) error {
-			_, err := s.events.Append(context.WithoutCancel(ctx), runID, ch)
-			return err
-		},
-		Checkpoint: save,
+		Emit:        func(ch stream.Chunk) error { return s.runs.Emit(context.WithoutCancel(ctx), run, ch) },
+		Checkpoint:  save,
+		Journal:     turnJournal{runs: s.runs, run: run},
+		Resume:      resume,
 	})
+	if errors.Is(err, agent.ErrHandOff) {
+		return
+	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		s.log.InfoContext(ctx, "turn ended with an error", "thread", key, "err", err)
 	}

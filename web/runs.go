@@ -20,9 +20,10 @@ func errConflict(what string) error {
 }
 
 // serveActive streams the run holding key from the client's
-// Last-Event-ID, wherever it runs: 204 when none is active.
+// Last-Event-ID, wherever it runs — or the one about to be continued,
+// whose replica died or handed it off: 204 when none is active.
 func (s *Server) serveActive(c echo.Context, key string) error {
-	runID, err := s.runs.Active(c.Request().Context(), key)
+	runID, err := s.runs.Resumable(c.Request().Context(), key)
 	if err != nil {
 		return internal(err)
 	}
@@ -31,6 +32,9 @@ func (s *Server) serveActive(c echo.Context, key string) error {
 	}
 	return s.serveRun(c, key, runID)
 }
+
+// errReleased ends the streams of a server that handed its runs off.
+var errReleased = errors.New("this server handed its runs off")
 
 // orphanedText tells a follower that the run it follows is gone.
 const orphanedText = "the server running this run stopped without ending its stream; what it saved is kept"
@@ -46,12 +50,19 @@ func (s *Server) serveRun(c echo.Context, key, runID string) error {
 	defer cancel(nil)
 	stop := s.runs.WatchOrphan(ctx, cancel, key, runID)
 	defer stop()
+	go func() {
+		select {
+		case <-s.runs.Released():
+			cancel(errReleased) // the run goes on elsewhere: the client resumes there
+		case <-ctx.Done():
+		}
+	}()
 	readError := func(err error) string {
 		switch {
 		case errors.Is(context.Cause(ctx), deploy.ErrOrphaned):
 			return orphanedText
 		case ctx.Err() != nil:
-			return "" // the client went away
+			return "" // the client went away, or the server handed the run off
 		}
 		return streamReadError(err)
 	}

@@ -148,6 +148,8 @@ func New(ctx context.Context, cfg *deploy.Config, opt Options) (*Server, error) 
 		MaxBody:     opt.BodyLimit,
 		Connections: s.mcpConnections})
 	s.echo = s.routes(opt)
+	// Turns a dead replica (or a restart) interrupted go on from here.
+	s.runs.Continue(map[string]deploy.Continuer{deploy.KindTurn: s.continueTurn, deploy.KindWorkflow: s.continueWorkflow})
 	return s, nil
 }
 
@@ -269,9 +271,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	n := s.runs.Count()
 	s.log.Info("shutting down: the listener is closed", "running", n, "grace", grace)
+	// With replicas, each turn is handed off at its next checkpoint and
+	// another replica continues it at once.
+	s.runs.Drain()
 	deadline := time.Now().Add(grace)
 	if !s.runs.WaitIdle(grace) {
-		s.log.Info("shutdown grace is over: cancelling the running turns and runs", "running", s.runs.Count())
+		s.log.Info("shutdown grace is over: leaving the running turns to be continued from their checkpoints", "running", s.runs.Count())
 	}
 	// MCP sessions end within the grace too: running tool calls get what
 	// is left of it, then every session (and its open streams) is closed.
@@ -279,7 +284,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.log.Info("shutdown grace is over: cancelling the running MCP tool calls")
 	}
 	s.mcp.Close()
-	s.runs.StopAll()
+	s.runs.HandOffAll()
 	var err error
 	select {
 	case err = <-shut:

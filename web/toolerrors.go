@@ -33,6 +33,9 @@ var toolErrorStatus = map[string]int{
 	tools.CodeTooManyRedirects:    http.StatusBadGateway,
 	tools.CodeUserInfoURL:         http.StatusBadGateway,
 	tools.CodeForeignURL:          http.StatusBadGateway,
+	// A write whose record in the turn's outcome ledger could not be
+	// saved was not sent: the deployment's store failed.
+	tools.CodeNotSent: http.StatusServiceUnavailable,
 	// Approvals (invoke with agent_id).
 	agent.CodeApprovalRequired: http.StatusConflict,
 	agent.CodeApprovalDenied:   http.StatusForbidden,

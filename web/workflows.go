@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/agent/workflow"
 	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/web/deploy"
@@ -116,13 +118,60 @@ func (s *Server) startWorkflowRun(c echo.Context) error {
 		s.runs.Drop(run)
 		return internal(err)
 	}
-	s.runs.Start(run, func(ctx context.Context) {
+	// From here the run outlives this process: another replica, or this
+	// one after a restart, continues it from its last completed step.
+	if err := s.runs.Record(ctx, run, deploy.KindWorkflow, workflowSpec{Definition: def}); err != nil {
+		s.runs.Drop(run)
+		return internal(err)
+	}
+	s.runs.Start(run, func(ctx context.Context) { s.runWorkflow(ctx, run, def, rec, nil) })
+	c.Response().Header().Set("X-Trawl-Run-Id", runID)
+	return s.serveRun(c, deploy.WorkflowRunKey(runID), runID)
+}
+
+// workflowSpec is what a workflow run's record keeps to continue it
+// elsewhere: the definition as it was when the run started.
+type workflowSpec struct {
+	Definition *workflow.Definition `json:"definition"`
+}
+
+// continueWorkflow continues a workflow run from its record
+// (deploy.Continuer): from its last completed step.
+func (s *Server) continueWorkflow(ctx context.Context, run *deploy.Run, rec deploy.RunRecord, how deploy.Continuation) (func(context.Context), error) {
+	var spec workflowSpec
+	if err := json.Unmarshal(rec.Spec, &spec); err != nil || spec.Definition == nil {
+		return nil, fmt.Errorf("workflow run record: %v", err)
+	}
+	wr, err := s.workflowRuns.GetSummary(ctx, rec.RunID)
+	if err != nil {
+		return nil, fmt.Errorf("workflow run record: the run: %w", err)
+	}
+	resume := &workflow.Resume{Tail: how.Tail, By: how.By, Reason: how.Reason, Count: how.Count}
+	if len(rec.State) > 0 {
+		if err := json.Unmarshal(rec.State, &resume.Checkpoint); err != nil {
+			return nil, fmt.Errorf("workflow run record: %w", err)
+		}
+	}
+	return func(ctx context.Context) { s.runWorkflow(ctx, run, spec.Definition, wr, resume) }, nil
+}
+
+// runWorkflow runs (or, with resume, continues) a workflow run and saves
+// how it ended.
+func (s *Server) runWorkflow(ctx context.Context, run *deploy.Run, def *workflow.Definition, rec *workflow.Run, resume *workflow.Resume) {
+	runID := rec.ID
+	{
 		ctx, observed := s.tel.WorkflowRun(ctx, def.ID)
 		res, err := s.workflows.Run(ctx, def, workflow.RunInput{Org: s.cfg.Org, RunID: runID,
 			Emit: func(ch stream.Chunk) error {
-				_, err := s.events.Append(context.WithoutCancel(ctx), runID, ch)
-				return err
-			}})
+				return s.runs.Emit(context.WithoutCancel(ctx), run, ch)
+			},
+			Checkpoint: func(ctx context.Context, cp workflow.Checkpoint) error {
+				return s.runs.Checkpoint(ctx, run, cp, cp.Sent == "")
+			},
+			Resume: resume})
+		if errors.Is(err, agent.ErrHandOff) {
+			return // handed off at a checkpoint: another process continues it
+		}
 		ended := s.now().UTC()
 		rec.Ended, rec.Result, rec.Status = &ended, res, workflow.StatusDone
 		switch {
@@ -139,9 +188,7 @@ func (s *Server) startWorkflowRun(c echo.Context) error {
 		// waited out.
 		s.runs.EndRun(ctx, deploy.WorkflowRunKey(runID), runID, "workflow run", nil,
 			func(ctx context.Context) error { return s.dep.SaveHeldWorkflowRun(ctx, rec) })
-	})
-	c.Response().Header().Set("X-Trawl-Run-Id", runID)
-	return s.serveRun(c, deploy.WorkflowRunKey(runID), runID)
+	}
 }
 
 // workflowRun is run runId of workflow id as get reads it (GetRun, or

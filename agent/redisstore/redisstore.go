@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -114,30 +115,35 @@ func (s *Store) ListThreads(ctx context.Context, userID, agentID string, limit i
 }
 
 // putScript: KEYS thread, owner set, age set[, fence]; ARGV JSON,
-// score, key, max per user, key prefix of threads[, fence value]. With a
-// fence, nothing is written unless the fence key holds the fence value
-// (-1).
+// score, key, max per user[, fence value]. With a fence, nothing is
+// written unless the fence key holds the fence value ({-1}). Otherwise it
+// returns {0, the keys of the owner's threads past the bound, oldest
+// first} — for the caller to drop: a script touches only the keys named
+// in KEYS.
 var putScript = redis.NewScript(`
-if #KEYS == 4 and redis.call('GET', KEYS[4]) ~= ARGV[6] then return -1 end
+if #KEYS == 4 and redis.call('GET', KEYS[4]) ~= ARGV[5] then return {-1} end
 local isNew = redis.call('EXISTS', KEYS[1]) == 0
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[3])
+local out = {0}
 local max = tonumber(ARGV[4])
-if not isNew or max <= 0 then return 0 end
+if not isNew or max <= 0 then return out end
 local excess = redis.call('ZCARD', KEYS[2]) - max
-if excess <= 0 then return 0 end
-local dropped = 0
+if excess <= 0 then return out end
 for _, k in ipairs(redis.call('ZRANGE', KEYS[2], 0, excess)) do
-  if dropped == excess then break end
-  if k ~= ARGV[3] then
-    redis.call('DEL', ARGV[5] .. k)
-    redis.call('ZREM', KEYS[2], k)
-    redis.call('ZREM', KEYS[3], k)
-    dropped = dropped + 1
-  end
+  if #out - 1 == excess then break end
+  if k ~= ARGV[3] then table.insert(out, k) end
 end
-return dropped`)
+return out`)
+
+// dropScript: KEYS thread, owner set, age set; ARGV key. Deletes one
+// thread and its index entries.
+var dropScript = redis.NewScript(`
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+return 1`)
 
 // PutThread implements agent.ThreadStore.
 func (s *Store) PutThread(ctx context.Context, t *agent.Thread) error {
@@ -163,32 +169,42 @@ func (s *Store) put(ctx context.Context, t *agent.Thread, fenceKey, fenceValue s
 	if !t.Updated.IsZero() {
 		score = t.Updated.UnixNano()
 	}
-	keys := []string{s.prefix + "thread:" + t.Key, s.prefix + "threads-of:" + owner(t.Key), s.prefix + "threads-by-age"}
-	args := []any{v, score, t.Key, s.ret.MaxThreadsPerUser, s.prefix + "thread:"}
+	keys := []string{s.threadKey(t.Key), s.ownerKey(t.Key), s.ageKey()}
+	args := []any{v, score, t.Key, s.ret.MaxThreadsPerUser}
 	if fenceKey != "" {
 		keys, args = append(keys, fenceKey), append(args, fenceValue)
 	}
-	n, err := putScript.Run(ctx, s.c, keys, args...).Int()
+	res, err := putScript.Run(ctx, s.c, keys, args...).Slice()
 	if err != nil {
 		return false, fmt.Errorf("thread store: redis: %w", err)
 	}
-	return n >= 0, nil
+	if n, _ := res[0].(int64); n < 0 {
+		return false, nil
+	}
+	for _, k := range res[1:] {
+		if k, ok := k.(string); ok {
+			if err := s.drop(ctx, k); err != nil {
+				return true, err
+			}
+		}
+	}
+	return true, nil
 }
 
-// pruneScript: KEYS age set; ARGV cutoff, key prefix, owner set prefix.
-// Deletes at most 1,000 per call.
-var pruneScript = redis.NewScript(`
-local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1], 'LIMIT', 0, 1000)
-for _, k in ipairs(old) do
-  redis.call('DEL', ARGV[2] .. k)
-  redis.call('ZREM', KEYS[1], k)
-  local o = string.match(k, '^[^;]*')
-  redis.call('ZREM', ARGV[3] .. o, k)
-end
-return #old`)
+// drop deletes the thread under key k with its index entries.
+func (s *Store) drop(ctx context.Context, k string) error {
+	if err := dropScript.Run(ctx, s.c, []string{s.threadKey(k), s.ownerKey(k), s.ageKey()}, k).Err(); err != nil {
+		return fmt.Errorf("thread store: redis: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) threadKey(k string) string { return s.prefix + "thread:" + k }
+func (s *Store) ownerKey(k string) string  { return s.prefix + "threads-of:" + owner(k) }
+func (s *Store) ageKey() string            { return s.prefix + "threads-by-age" }
 
 // Prune deletes the threads not updated within MaxAge and reports how
-// many.
+// many: the age index names them, a script per thread drops each.
 func (s *Store) Prune(ctx context.Context) (int, error) {
 	if s.ret.MaxAge <= 0 {
 		return 0, nil
@@ -196,12 +212,17 @@ func (s *Store) Prune(ctx context.Context) (int, error) {
 	cutoff := s.ret.Now().Add(-s.ret.MaxAge).UnixNano()
 	total := 0
 	for {
-		n, err := pruneScript.Run(ctx, s.c, []string{s.prefix + "threads-by-age"}, cutoff, s.prefix+"thread:", s.prefix+"threads-of:").Int()
+		old, err := s.c.ZRangeArgs(ctx, redis.ZRangeArgs{Key: s.ageKey(), Start: "-inf", Stop: "(" + strconv.FormatInt(cutoff, 10), ByScore: true, Count: 1000}).Result()
 		if err != nil {
 			return total, fmt.Errorf("thread store: prune: redis: %w", err)
 		}
-		total += n
-		if n < 1000 {
+		for _, k := range old {
+			if err := s.drop(ctx, k); err != nil {
+				return total, err
+			}
+			total++
+		}
+		if len(old) < 1000 {
 			return total, nil
 		}
 	}

@@ -15,20 +15,24 @@ import (
 )
 
 func TestStoreConforms(t *testing.T) {
-	c := redistest.Start(t).Client(t)
-	n := 0
-	storetest.Run(t, func(t *testing.T, ret agent.Retention) storetest.Store {
-		n++
-		return redisstore.New(c, fmt.Sprintf("t%d:", n), ret)
+	redistest.Each(t, func(t *testing.T, srv redistest.Backend) {
+		c := srv.Universal(t)
+		n := 0
+		storetest.Run(t, func(t *testing.T, ret agent.Retention) storetest.Store {
+			n++
+			return redisstore.New(c, srv.Prefix(fmt.Sprintf("t%d:", n)), ret)
+		})
 	})
 }
 
 func TestApprovalsConform(t *testing.T) {
-	c := redistest.Start(t).Client(t)
-	n := 0
-	storetest.RunApprovals(t, func(t *testing.T) agent.ApprovalStore {
-		n++
-		return redisstore.NewApprovals(c, fmt.Sprintf("a%d:", n))
+	redistest.Each(t, func(t *testing.T, srv redistest.Backend) {
+		c := srv.Universal(t)
+		n := 0
+		storetest.RunApprovals(t, func(t *testing.T) agent.ApprovalStore {
+			n++
+			return redisstore.NewApprovals(c, srv.Prefix(fmt.Sprintf("a%d:", n)))
+		})
 	})
 }
 
@@ -206,11 +210,13 @@ func TestPutThreadFenced(t *testing.T) {
 }
 
 func TestRunsConform(t *testing.T) {
-	c := redistest.Start(t).Client(t)
-	n := 0
-	storetest.RunRuns(t, func(t *testing.T, ret workflow.RunRetention) workflow.RunStore {
-		n++
-		return redisstore.NewRuns(c, fmt.Sprintf("r%d:", n), ret)
+	redistest.Each(t, func(t *testing.T, srv redistest.Backend) {
+		c := srv.Universal(t)
+		n := 0
+		storetest.RunRuns(t, func(t *testing.T, ret workflow.RunRetention) workflow.RunStore {
+			n++
+			return redisstore.NewRuns(c, srv.Prefix(fmt.Sprintf("r%d:", n)), ret)
+		})
 	})
 }
 

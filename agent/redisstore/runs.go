@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
@@ -34,37 +35,34 @@ func NewRuns(client redis.UniversalClient, prefix string, ret workflow.RunRetent
 func (s *Runs) runKey(id string) string { return s.prefix + "wfrun:" + id }
 
 // putRunScript: KEYS run, the workflow's set, the start set[, fence];
-// ARGV summary, result ("" for none), status, workflow, score, id, max
-// per workflow, run key prefix[, fence value]. With a fence, nothing is
-// written unless the fence key holds the fence value (-1). Returns how
-// many runs the bound deleted.
+// ARGV summary, result ("" for none), status, workflow, score, id[,
+// fence value]. With a fence, nothing is written unless the fence key
+// holds the fence value (-1). Returns 1 for a new run, else 0: the
+// caller then applies the per-workflow bound (dropRunScript), as a
+// script touches only the keys named in KEYS.
 var putRunScript = redis.NewScript(`
-if #KEYS == 4 and redis.call('GET', KEYS[4]) ~= ARGV[9] then return -1 end
+if #KEYS == 4 and redis.call('GET', KEYS[4]) ~= ARGV[7] then return -1 end
 local isNew = redis.call('EXISTS', KEYS[1]) == 0
 redis.call('HSET', KEYS[1], 'summary', ARGV[1], 'status', ARGV[3], 'workflow', ARGV[4])
 if ARGV[2] == '' then redis.call('HDEL', KEYS[1], 'result') else redis.call('HSET', KEYS[1], 'result', ARGV[2]) end
 redis.call('ZADD', KEYS[2], ARGV[5], ARGV[6])
 redis.call('ZADD', KEYS[3], ARGV[5], ARGV[6])
-local max = tonumber(ARGV[7])
-if not isNew or max <= 0 then return 0 end
-local excess = redis.call('ZCARD', KEYS[2]) - max
-local dropped, from = 0, 0
-while dropped < excess do
-  local ids = redis.call('ZRANGE', KEYS[2], from, from + 99)
-  if #ids == 0 then break end
-  for _, id in ipairs(ids) do
-    if dropped == excess then break end
-    if id ~= ARGV[6] and redis.call('HGET', ARGV[8] .. id, 'status') ~= 'running' then
-      redis.call('DEL', ARGV[8] .. id)
-      redis.call('ZREM', KEYS[2], id)
-      redis.call('ZREM', KEYS[3], id)
-      dropped = dropped + 1
-    else
-      from = from + 1
-    end
-  end
+if isNew then return 1 end
+return 0`)
+
+// dropRunScript: KEYS run, the workflow's set, the start set; ARGV id,
+// and "ended" with the bound to drop it only if it is not running and
+// the workflow still holds more runs than the bound (another put may
+// have dropped some meanwhile). Returns 1 when it dropped it.
+var dropRunScript = redis.NewScript(`
+if ARGV[2] == 'ended' then
+  if redis.call('ZCARD', KEYS[2]) <= tonumber(ARGV[3]) then return 0 end
+  if redis.call('HGET', KEYS[1], 'status') == 'running' then return 0 end
 end
-return dropped`)
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+return 1`)
 
 // PutRun implements workflow.RunStore.
 func (s *Runs) PutRun(ctx context.Context, r *workflow.Run) error {
@@ -99,7 +97,7 @@ func (s *Runs) put(ctx context.Context, r *workflow.Run, fenceKey, fenceValue st
 		score = r.Started.UnixNano()
 	}
 	keys := []string{s.runKey(r.ID), s.prefix + "wfruns-of:" + r.Workflow, s.prefix + "wfruns-by-start"}
-	args := []any{sb, rb, string(r.Status), r.Workflow, score, r.ID, s.ret.MaxPerWorkflow, s.prefix + "wfrun:"}
+	args := []any{sb, rb, string(r.Status), r.Workflow, score, r.ID}
 	if fenceKey != "" {
 		keys, args = append(keys, fenceKey), append(args, fenceValue)
 	}
@@ -107,7 +105,59 @@ func (s *Runs) put(ctx context.Context, r *workflow.Run, fenceKey, fenceValue st
 	if err != nil {
 		return false, fmt.Errorf("workflow run store: redis: %w", err)
 	}
+	if n == 1 && s.ret.MaxPerWorkflow > 0 {
+		if err := s.bound(ctx, r); err != nil {
+			return true, err
+		}
+	}
 	return n >= 0, nil
+}
+
+// bound deletes the oldest ended runs of r's workflow beyond
+// MaxPerWorkflow, r never.
+func (s *Runs) bound(ctx context.Context, r *workflow.Run) error {
+	set := s.prefix + "wfruns-of:" + r.Workflow
+	for from := int64(0); ; {
+		n, err := s.c.ZCard(ctx, set).Result()
+		if err != nil {
+			return fmt.Errorf("workflow run store: redis: %w", err)
+		}
+		excess := n - int64(s.ret.MaxPerWorkflow)
+		if excess <= 0 {
+			return nil
+		}
+		ids, err := s.c.ZRange(ctx, set, from, from+excess-1).Result()
+		if err != nil {
+			return fmt.Errorf("workflow run store: redis: %w", err)
+		}
+		if len(ids) == 0 {
+			return nil // every older run is still running
+		}
+		for _, id := range ids {
+			dropped := 0
+			if id != r.ID {
+				if dropped, err = s.drop(ctx, id, r.Workflow, true); err != nil {
+					return err
+				}
+			}
+			if dropped == 0 {
+				from++ // kept: look past it
+			}
+		}
+	}
+}
+
+// drop deletes run id of workflow wf (only if it ended, with ended).
+func (s *Runs) drop(ctx context.Context, id, wf string, ended bool) (int, error) {
+	mode := ""
+	if ended {
+		mode = "ended"
+	}
+	n, err := dropRunScript.Run(ctx, s.c, []string{s.runKey(id), s.prefix + "wfruns-of:" + wf, s.prefix + "wfruns-by-start"}, id, mode, s.ret.MaxPerWorkflow).Int()
+	if err != nil {
+		return 0, fmt.Errorf("workflow run store: redis: %w", err)
+	}
+	return n, nil
 }
 
 // GetRun implements workflow.RunStore: summary and result in one read.
@@ -192,18 +242,6 @@ func (s *Runs) ListRuns(ctx context.Context, workflowID string, limit int) ([]*w
 	return out, nil
 }
 
-// pruneRunsScript: KEYS the start set; ARGV cutoff, run key prefix, the
-// workflows' set prefix. Deletes at most 1,000 per call.
-var pruneRunsScript = redis.NewScript(`
-local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1], 'LIMIT', 0, 1000)
-for _, id in ipairs(old) do
-  local wf = redis.call('HGET', ARGV[2] .. id, 'workflow')
-  redis.call('DEL', ARGV[2] .. id)
-  redis.call('ZREM', KEYS[1], id)
-  if wf then redis.call('ZREM', ARGV[3] .. wf, id) end
-end
-return #old`)
-
 // Prune implements workflow.RunStore.
 func (s *Runs) Prune(ctx context.Context) (int, error) {
 	if s.ret.MaxAge <= 0 {
@@ -212,12 +250,21 @@ func (s *Runs) Prune(ctx context.Context) (int, error) {
 	cutoff := s.ret.Now().Add(-s.ret.MaxAge).UnixNano()
 	total := 0
 	for {
-		n, err := pruneRunsScript.Run(ctx, s.c, []string{s.prefix + "wfruns-by-start"}, cutoff, s.prefix+"wfrun:", s.prefix+"wfruns-of:").Int()
+		old, err := s.c.ZRangeArgs(ctx, redis.ZRangeArgs{Key: s.prefix + "wfruns-by-start", Start: "-inf", Stop: "(" + strconv.FormatInt(cutoff, 10), ByScore: true, Count: 1000}).Result()
 		if err != nil {
 			return total, fmt.Errorf("workflow run store: prune: redis: %w", err)
 		}
-		total += n
-		if n < 1000 {
+		for _, id := range old {
+			wf, err := s.c.HGet(ctx, s.runKey(id), "workflow").Result()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return total, fmt.Errorf("workflow run store: prune: redis: %w", err)
+			}
+			if _, err := s.drop(ctx, id, wf, false); err != nil {
+				return total, err
+			}
+			total++
+		}
+		if len(old) < 1000 {
 			return total, nil
 		}
 	}

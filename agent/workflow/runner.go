@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/trawl-dev/trawl/agent"
@@ -86,6 +87,13 @@ type RunInput struct {
 	// goroutine at a time. An error from it ends the run. Nil: the run is
 	// not streamed.
 	Emit func(stream.Chunk) error
+	// Checkpoint, when set, saves the run's state after each completed
+	// step, and a write step's right before its request leaves (see
+	// Checkpoint). An error from it ends the run.
+	Checkpoint func(ctx context.Context, cp Checkpoint) error
+	// Resume, when set, continues a run from its last checkpoint instead
+	// of starting it: the stream goes on after Resume.Tail.
+	Resume *Resume
 }
 
 // Result is what a run did.
@@ -132,7 +140,9 @@ type ResultData struct {
 // finish; Run returns a nil error then. Run returns an error when def is
 // invalid (an *InvalidError, before anything is emitted), when Emit fails,
 // or when ctx ends (the stream ends with abort, the result holds what
-// ran, the error is ctx's).
+// ran, the error is ctx's) — unless ctx ends with agent.ErrHandOff as its
+// cause, or Checkpoint returns it: then the run stops where it is, for
+// another process to continue it (no abort), and Run returns it.
 func (r *Runner) Run(ctx context.Context, def *Definition, in RunInput) (*Result, error) {
 	if r.opt.Engine == nil || r.opt.Catalog == nil {
 		return nil, errors.New("workflow: RunnerOptions.Engine and Catalog are required")
@@ -153,11 +163,21 @@ func (r *Runner) Run(ctx context.Context, def *Definition, in RunInput) (*Result
 	if ru.in.Emit == nil {
 		ru.in.Emit = func(stream.Chunk) error { return nil }
 	}
-	if err := ru.emit(stream.Start{MessageID: in.RunID}); err != nil {
+	first := 0
+	if in.Resume != nil {
+		var err error
+		if first, err = ru.resume(); err != nil {
+			return ru.res, err
+		}
+	} else if err := ru.emit(stream.Start{MessageID: in.RunID}); err != nil {
 		return ru.res, err
 	}
-	err := ru.steps(ctx)
+	err := ru.steps(ctx, first)
 	switch {
+	case errors.Is(err, agent.ErrHandOff) || (err != nil && errors.Is(context.Cause(ctx), agent.ErrHandOff)):
+		// Another process continues the run from its checkpoint: the
+		// stream is not over.
+		return ru.res, agent.ErrHandOff
 	case err != nil && ctx.Err() != nil:
 		_ = ru.emit(stream.Abort{})
 		return ru.res, ctx.Err()
@@ -185,10 +205,11 @@ type run struct {
 
 func (ru *run) emit(c stream.Chunk) error { return ru.in.Emit(c) }
 
-// steps runs the steps from the first; a nil error covers a failed step
-// (recorded in the result).
-func (ru *run) steps(ctx context.Context) error {
-	for i := 0; i < len(ru.def.Steps); {
+// steps runs the steps from the first-th; a nil error covers a failed
+// step (recorded in the result). With a Checkpoint, the run's state is
+// saved after each step.
+func (ru *run) steps(ctx context.Context, first int) error {
+	for i := first; i < len(ru.def.Steps); {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -200,13 +221,19 @@ func (ru *run) steps(ctx context.Context) error {
 				return err
 			}
 			i = ru.index[next]
+			if err := ru.checkpoint(ctx, i, ""); err != nil {
+				return err
+			}
 			continue
 		}
-		failed, err := ru.tool(ctx, s)
+		failed, err := ru.tool(ctx, i, s)
 		if err != nil || failed {
 			return err
 		}
 		i++
+		if err := ru.checkpoint(ctx, i, ""); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -261,7 +288,7 @@ func (ru *run) incompleteInput(s Step, t *tools.Tool) string {
 }
 
 // tool runs a tool step; failed reports a step failure (recorded).
-func (ru *run) tool(ctx context.Context, s Step) (failed bool, err error) {
+func (ru *run) tool(ctx context.Context, i int, s Step) (failed bool, err error) {
 	callID := CallIDPrefix + s.ID
 	if err := ru.emit(stream.StartStep{}); err != nil {
 		return false, err
@@ -284,6 +311,15 @@ func (ru *run) tool(ctx context.Context, s Step) (failed bool, err error) {
 	}
 	if err := ru.emit(stream.ToolInputAvailable{ToolCallID: callID, ToolName: s.Tool, Input: shownInput(args, s.Loop, request), Dynamic: true}); err != nil {
 		return false, err
+	}
+	writes := ru.opt.Engine.Effect(t, loop.Binding{LoopResponses: true}).Writes()
+	if _, keyed := t.IdempotencyParam(); writes && ru.resumedWrite(i, s) && !keyed {
+		text := unknownText(s)
+		ru.fail(s, text)
+		if err := ru.emit(stream.ToolOutputError{ToolCallID: callID, ErrorText: text, Dynamic: true}); err != nil {
+			return true, err
+		}
+		return true, ru.emit(stream.FinishStep{})
 	}
 	if text := ru.incompleteInput(s, t); text != "" {
 		ru.fail(s, text)
@@ -308,7 +344,28 @@ func (ru *run) tool(ctx context.Context, s Step) (failed bool, err error) {
 	if s.Loop != nil && s.Loop.Cache != nil {
 		call.CacheTTL = time.Duration(s.Loop.Cache.TTLMinutes * float64(time.Minute))
 	}
-	out, err := ru.opt.Engine.Call(tools.WithCallID(ctx, callID), call)
+	cctx := tools.WithCallID(ctx, callID)
+	if writes && ru.in.Checkpoint != nil {
+		// Recorded as sent before the request leaves: a run continued
+		// elsewhere never sends it again (or sends it with the same
+		// idempotency key).
+		cctx = tools.WithIdempotencyKey(cctx, "workflow:"+ru.in.RunID+":"+s.ID)
+		var mu sync.Mutex
+		var sent bool
+		cctx = tools.WithWriteGate(cctx, func(ctx context.Context) error {
+			mu.Lock() // a fan-out's requests pass it concurrently
+			defer mu.Unlock()
+			if sent {
+				return nil
+			}
+			if err := ru.checkpoint(ctx, i, s.ID); err != nil {
+				return err
+			}
+			sent = true
+			return nil
+		})
+	}
+	out, err := ru.opt.Engine.Call(cctx, call)
 	ru.throttle.Forget(callID)
 	if ctx.Err() != nil {
 		// Stopped mid-walk: the run ends here; the step keeps what it

@@ -14,24 +14,28 @@ import (
 )
 
 func TestResultStoreConforms(t *testing.T) {
-	c := redistest.Start(t).Client(t)
-	n := 0
-	storetest.RunResults(t, func(t *testing.T, max int64) loop.ResultStore {
-		n++
-		return redisstore.NewResultStore(c, redisstore.Options{Prefix: fmt.Sprintf("t%d:", n), MaxRecordBytes: max})
+	redistest.Each(t, func(t *testing.T, srv redistest.Backend) {
+		c := srv.Universal(t)
+		n := 0
+		storetest.RunResults(t, func(t *testing.T, max int64) loop.ResultStore {
+			n++
+			return redisstore.NewResultStore(c, redisstore.Options{Prefix: srv.Prefix(fmt.Sprintf("t%d:", n)), MaxRecordBytes: max})
+		})
 	})
 }
 
 func TestDatasetStoreConforms(t *testing.T) {
-	c := redistest.Start(t).Client(t)
-	n := 0
-	storetest.RunDatasets(t, func(t *testing.T, max int64) loop.DatasetStore {
-		n++
-		if max > 0 {
-			// Redis bounds one entry; its maxmemory bounds the total.
-			t.Skip("the total bound is Redis's maxmemory, not the store's")
-		}
-		return redisstore.NewDatasetStore(c, redisstore.Options{Prefix: fmt.Sprintf("t%d:", n)})
+	redistest.Each(t, func(t *testing.T, srv redistest.Backend) {
+		c := srv.Universal(t)
+		n := 0
+		storetest.RunDatasets(t, func(t *testing.T, max int64) loop.DatasetStore {
+			n++
+			if max > 0 {
+				// Redis bounds one entry; its maxmemory bounds the total.
+				t.Skip("the total bound is Redis's maxmemory, not the store's")
+			}
+			return redisstore.NewDatasetStore(c, redisstore.Options{Prefix: srv.Prefix(fmt.Sprintf("t%d:", n))})
+		})
 	})
 }
 

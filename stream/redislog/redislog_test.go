@@ -16,13 +16,14 @@ import (
 )
 
 func TestLogConforms(t *testing.T) {
-	srv := redistest.Start(t)
-	c := srv.Client(t)
-	n := 0
-	eventlogtest.Run(t, func(t *testing.T, o eventlogtest.Options) stream.EventLog {
-		n++ // each log its own prefix: the suite reuses run ids
-		return redislog.New(c, redislog.Options{Prefix: fmt.Sprintf("t%d:", n), MaxRunBytes: o.MaxRunBytes,
-			Retention: o.Retention, Block: 100 * time.Millisecond})
+	redistest.Each(t, func(t *testing.T, srv redistest.Backend) {
+		c := srv.Universal(t)
+		n := 0
+		eventlogtest.Run(t, func(t *testing.T, o eventlogtest.Options) stream.EventLog {
+			n++ // each log its own prefix: the suite reuses run ids
+			return redislog.New(c, redislog.Options{Prefix: fmt.Sprintf("t%d:", n), MaxRunBytes: o.MaxRunBytes,
+				Retention: o.Retention, Block: 100 * time.Millisecond})
+		})
 	})
 }
 

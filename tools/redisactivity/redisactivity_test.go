@@ -13,11 +13,13 @@ import (
 )
 
 func TestStoreConforms(t *testing.T) {
-	c := redistest.Start(t).Client(t)
-	n := 0
-	activitytest.Run(t, func(t *testing.T, max int) tools.ActivityStore {
-		n++
-		return redisactivity.New(c, redisactivity.Options{Prefix: fmt.Sprintf("t%d:", n), Max: max})
+	redistest.Each(t, func(t *testing.T, srv redistest.Backend) {
+		c := srv.Universal(t)
+		n := 0
+		activitytest.Run(t, func(t *testing.T, max int) tools.ActivityStore {
+			n++
+			return redisactivity.New(c, redisactivity.Options{Prefix: srv.Prefix(fmt.Sprintf("t%d:", n)), Max: max})
+		})
 	})
 }
 

@@ -113,7 +113,8 @@ type release struct {
 	learned                  tools.Learned
 }
 
-func (r *release) args() []any {
+// args are r's fields for the script, its scope's keys added to keys.
+func (r *release) args(keys *scopeKeys) []any {
 	has, tm, ok := 0, 0, 0
 	if r.status != 0 {
 		has = 1
@@ -131,8 +132,39 @@ func (r *release) args() []any {
 	if !r.learned.Reset.IsZero() {
 		reset = r.learned.Reset.UnixMicro()
 	}
-	return []any{r.id, r.provider, r.credential, r.epochs[0], r.epochs[1], r.conf, has, tm, ok, pause,
+	p, c := keys.add(r.provider, r.credential)
+	return []any{r.id, p, c, r.epochs[0], r.epochs[1], r.conf, has, tm, ok, pause,
 		r.learned.Remaining, reset, strconv.FormatFloat(r.learned.Rate, 'g', 17, 64), r.learned.Burst}
+}
+
+// scopeKeys are the KEYS of one script call: each scope's state key
+// followed by its permits key, each once.
+type scopeKeys struct {
+	prefix string
+	keys   []string
+	at     map[string]int // state key → its index in KEYS (1-based)
+}
+
+func newScopeKeys(prefix string) *scopeKeys { return &scopeKeys{prefix: prefix, at: map[string]int{}} }
+
+// add names the keys of a provider's scope and of its credential's ("":
+// none), returning their indexes in KEYS (0: none).
+func (k *scopeKeys) add(provider, credential string) (p, c int) {
+	key := k.prefix + "rl:" + provider
+	p = k.index(key)
+	if credential != "" {
+		c = k.index(key + ":c:" + credential)
+	}
+	return p, c
+}
+
+func (k *scopeKeys) index(key string) int {
+	if i, ok := k.at[key]; ok {
+		return i
+	}
+	k.keys = append(k.keys, key, key+":p")
+	k.at[key] = len(k.keys) - 1
+	return len(k.keys) - 1
 }
 
 // Acquire implements tools.RateLimiter.
@@ -152,14 +184,16 @@ func (l *Limiter) Acquire(ctx context.Context, s tools.LimitScope) (tools.Permit
 		l.pending = nil
 		changed := l.changed
 		l.mu.Unlock()
-		args := []any{l.opt.Prefix, clock.Now().UnixMicro(), l.opt.PermitLease.Microseconds(), learnTTL, growDivisor, concCeiling, "a",
-			maxWait.Microseconds(), id, s.Provider, s.Credential,
+		keys := newScopeKeys(l.opt.Prefix)
+		p, c := keys.add(s.Provider, s.Credential)
+		args := []any{"", clock.Now().UnixMicro(), l.opt.PermitLease.Microseconds(), learnTTL, growDivisor, concCeiling, "a",
+			maxWait.Microseconds(), id, p, c,
 			strconv.FormatFloat(s.Limit.RequestsPerSecond, 'g', 17, 64), s.Limit.BurstOrDefault(), s.Limit.Concurrency, len(rel)}
 		for i := range rel {
-			args = append(args, rel[i].args()...)
+			args = append(args, rel[i].args(keys)...)
 		}
 		l.roundTrips.Add(1)
-		res, err := script.Run(ctx, l.c, []string{l.opt.Prefix + "rl:" + s.Provider}, args...).StringSlice()
+		res, err := script.Run(ctx, l.c, keys.keys, args...).StringSlice()
 		if err != nil {
 			l.requeue(rel)
 			if ctx.Err() != nil {
@@ -274,12 +308,13 @@ func (l *Limiter) flush(ctx context.Context) error {
 	if len(rel) == 0 {
 		return nil
 	}
-	args := []any{l.opt.Prefix, l.opt.Clock.Now().UnixMicro(), l.opt.PermitLease.Microseconds(), learnTTL, growDivisor, concCeiling, "r", len(rel)}
+	keys := newScopeKeys(l.opt.Prefix)
+	args := []any{"", l.opt.Clock.Now().UnixMicro(), l.opt.PermitLease.Microseconds(), learnTTL, growDivisor, concCeiling, "r", len(rel)}
 	for i := range rel {
-		args = append(args, rel[i].args()...)
+		args = append(args, rel[i].args(keys)...)
 	}
 	l.roundTrips.Add(1)
-	if err := script.Run(ctx, l.c, []string{l.opt.Prefix + "rl:" + rel[0].provider}, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+	if err := script.Run(ctx, l.c, keys.keys, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		l.mu.Lock()
 		l.pending = append(rel, l.pending...)
 		l.mu.Unlock()

@@ -11,15 +11,16 @@ import (
 )
 
 func TestRedisLimiter(t *testing.T) {
-	srv := redistest.Start(t)
-	n := 0
-	limittest.Run(t, func(t *testing.T, clock tools.Clock, lease time.Duration) (tools.RateLimiter, tools.RateLimiter) {
-		n++
-		opt := redislimit.Options{Prefix: "t" + string(rune('a'+n%26)) + time.Now().Format("150405.000000") + ":",
-			LimiterOptions: tools.LimiterOptions{Clock: clock, PermitLease: lease}}
-		a := redislimit.New(srv.Client(t), opt)
-		b := redislimit.New(srv.Client(t), opt) // another replica
-		t.Cleanup(func() { a.Close(); b.Close() })
-		return a, b
+	redistest.Each(t, func(t *testing.T, srv redistest.Backend) {
+		n := 0
+		limittest.Run(t, func(t *testing.T, clock tools.Clock, lease time.Duration) (tools.RateLimiter, tools.RateLimiter) {
+			n++
+			opt := redislimit.Options{Prefix: srv.Prefix("t" + string(rune('a'+n%26)) + time.Now().Format("150405.000000") + ":"),
+				LimiterOptions: tools.LimiterOptions{Clock: clock, PermitLease: lease}}
+			a := redislimit.New(srv.Universal(t), opt)
+			b := redislimit.New(srv.Universal(t), opt) // another replica
+			t.Cleanup(func() { a.Close(); b.Close() })
+			return a, b
+		})
 	})
 }

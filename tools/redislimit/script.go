@@ -6,11 +6,14 @@ import "github.com/redis/go-redis/v9"
 // embedded limiter (tools/ratelimit_memory.go: decide, learnInto) field
 // for field; the conformance suite (tools/limittest) runs both.
 //
-// ARGV: prefix, now (µs), lease (µs), learn TTL (µs), growth divisor,
-// concurrency ceiling, mode ("a": acquire, "r": releases only); for "a":
-// max wait (µs), permit id, provider, credential, rps, burst,
-// concurrency; then the number of releases and 14 fields each (see
-// release.args). Numbers are written with %.17g, which keeps every
+// KEYS: every scope's state key followed by its permits key (scopeKeys
+// in Go), so the script touches only keys named in KEYS. ARGV: unused,
+// now (µs), lease (µs), learn TTL (µs), growth divisor, concurrency
+// ceiling, mode ("a": acquire, "r": releases only); for "a": max wait
+// (µs), permit id, the provider's and the credential's index in KEYS
+// (0: none), rps, burst, concurrency; then the number of releases and 14
+// fields each (see release.args, the provider and credential as
+// indexes). Numbers are written with %.17g, which keeps every
 // microsecond timestamp exact.
 //
 // It answers, for "a": {code, wait µs, cause, provider epoch, credential
@@ -18,7 +21,6 @@ import "github.com/redis/go-redis/v9"
 // granted (wait: until the slot starts), 0 paused, 2 every concurrency
 // slot taken, 3 the rate slot is further than the max wait.
 var script = redis.NewScript(`
-local prefix = ARGV[1]
 local now = tonumber(ARGV[2])
 local lease = tonumber(ARGV[3])
 local LEARN = tonumber(ARGV[4])
@@ -28,9 +30,10 @@ local mode = ARGV[7]
 
 local function fmt(n) return string.format('%.17g', n) end
 
-local function load(key)
+local function load(i)
+  local key = KEYS[i]
   local v = redis.call('HMGET', key, 'tat', 'lrate', 'lburst', 'lrexp', 'rem', 'reset', 'pause', 'cwnd', 'cwexp', 'epoch')
-  local st = {key = key, pkey = key .. ':p',
+  local st = {key = key, pkey = KEYS[i + 1],
     tat = tonumber(v[1]) or 0, lrate = tonumber(v[2]) or 0, lburst = tonumber(v[3]) or 0, lrexp = tonumber(v[4]) or 0,
     rem = tonumber(v[5]) or -1, reset = tonumber(v[6]) or 0, pause = tonumber(v[7]) or 0,
     cwnd = tonumber(v[8]) or 0, cwexp = tonumber(v[9]) or 0, epoch = tonumber(v[10]) or 0}
@@ -53,8 +56,8 @@ local function save(st)
 end
 
 local function scopeKeys(provider, cred)
-  local keys = {prefix .. 'rl:' .. provider}
-  if cred ~= '' then keys[2] = keys[1] .. ':c:' .. cred end
+  local keys = {tonumber(provider)}
+  if tonumber(cred) > 0 then keys[2] = tonumber(cred) end
   return keys
 end
 

@@ -39,8 +39,9 @@ type Config struct {
 	RedisPrefix string `yaml:"redis_prefix"`
 	// RunLease is how long a replica's claim on a running turn or
 	// workflow run outlives its last renewal: a replica that dies has its
-	// runs ended (an error chunk, the log closed) within about this long.
-	// Zero: 15 s. Redis only.
+	// runs taken over by another (continued from their checkpoints)
+	// within about this long. Zero: runlease.DefaultLease (3 s). Redis
+	// only.
 	RunLease time.Duration `yaml:"run_lease"`
 	// SecretKey (64 hex digits) seals stored connection tokens. Zero: a
 	// key generated in data_dir; with redis_url it is required (every

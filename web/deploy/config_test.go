@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -204,5 +205,38 @@ trusted_proxies: [10.0.0.0/8, "::1"]
 		if _, err := ParseConfig("trawl.yaml", []byte(tt.text), env(nil)); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%q: %v; want %q", tt.text, err, tt.want)
 		}
+	}
+}
+
+// TestParseRedisURL: redis_url names one Redis or, with +cluster, a Redis
+// Cluster's seed nodes; on a cluster the prefix becomes one hash tag.
+func TestParseRedisURL(t *testing.T) {
+	for _, tc := range []struct {
+		url     string
+		addrs   []string // the cluster's seeds; nil: one Redis
+		tls, ok bool
+	}{
+		{url: "redis://127.0.0.1:6379/2", ok: true},
+		{url: "redis+cluster://:pw@10.0.0.1:7000?addr=10.0.0.2:7000&addr=10.0.0.3:7000", addrs: []string{"10.0.0.1:7000", "10.0.0.2:7000", "10.0.0.3:7000"}, ok: true},
+		{url: "rediss+cluster://10.0.0.1:7000", addrs: []string{"10.0.0.1:7000"}, tls: true, ok: true},
+		{url: "http+cluster://10.0.0.1:7000"},
+		{url: "redis+cluster://10.0.0.1:7000?bogus=1"},
+	} {
+		one, cluster, err := parseRedisURL(tc.url)
+		switch {
+		case (err == nil) != tc.ok:
+			t.Errorf("%s: error %v, want ok %v", tc.url, err, tc.ok)
+		case !tc.ok:
+		case tc.addrs == nil && (one == nil || cluster != nil):
+			t.Errorf("%s: not one Redis", tc.url)
+		case tc.addrs != nil && (cluster == nil || !slices.Equal(cluster.Addrs, tc.addrs) || (cluster.TLSConfig != nil) != tc.tls):
+			t.Errorf("%s: cluster %+v", tc.url, cluster)
+		}
+	}
+	if got := clusterPrefix("trawl:"); got != "{trawl:}" {
+		t.Errorf("clusterPrefix = %q", got)
+	}
+	if got := clusterPrefix("{app}:trawl:"); got != "{app}:trawl:" {
+		t.Errorf("clusterPrefix of a tagged prefix = %q", got)
 	}
 }

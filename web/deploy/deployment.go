@@ -178,7 +178,7 @@ func Open(ctx context.Context, cfg *Config, opt Options) (_ *Deployment, err err
 	}
 	d.workflows = workflow.NewRunner(workflow.RunnerOptions{Engine: d.engine, Catalog: d.catalog, Logger: d.log})
 	d.runs = newRunHost(d.ctx, runHostOptions{Registry: st.runs, Events: d.events, Logger: d.log, Lease: cfg.RunLease,
-		OnLapsed: d.endLapsedRun, LapsedText: lapsedText, Timings: opt.Runs})
+		OnLapsed: d.endLapsedRun, LapsedText: lapsedText, Timings: opt.Runs, Records: st.runRecords})
 	prune := map[string]pruner{}
 	if p, ok := d.threads.(pruner); ok {
 		prune["threads past their age"] = p

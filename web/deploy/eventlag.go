@@ -74,3 +74,10 @@ func (l *laggedLog) Close(ctx context.Context, runID string) error {
 	l.mu.Unlock()
 	return err
 }
+
+// Sync passes the wrapped log's Sync through (see eventSyncer).
+func (l *laggedLog) Sync(ctx context.Context) error { return syncEvents(ctx, l.EventLog) }
+
+// Recovered passes the wrapped log's Recovered through (see
+// recoveredRuns).
+func (l *laggedLog) Recovered() []string { return recoveredOf(l.EventLog) }

@@ -22,6 +22,12 @@ type Records interface {
 	ForEach(ctx context.Context, fn func(k string, v []byte) error) error
 }
 
+// fencedRecords is a store of records that writes one only while a
+// fence key holds a value (web/redisstore: the run's claim).
+type fencedRecords interface {
+	PutFenced(ctx context.Context, k string, v []byte, fenceKey, fenceValue string) (written bool, err error)
+}
+
 // boltRecords is a bucket of the embedded store.
 type boltRecords struct {
 	db   *bolt.DB

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/tools"
 	"github.com/trawl-dev/trawl/web/runlease"
@@ -37,36 +39,56 @@ type RunHost struct {
 	// fencer, on a registry whose claims can lapse, names the store key
 	// holding a key's claim, for writes fenced on it (nil: none).
 	fencer runlease.Fencer
+	lease  time.Duration // the registry's (0: the default)
 	// lapsedText is the error a dead replica's run of key ends with.
 	lapsedText func(key string) string
 	sweeps     sync.WaitGroup
+	// records keeps each running run's record (durable.go); nil: runs
+	// are not continued elsewhere.
+	records Records
+	// replica names this process in the runs it continues.
+	replica string
 
-	mu    sync.Mutex
-	local map[string]*Run // the runs of this process, by key
-	idle  chan struct{}   // closed (and replaced) when a run ends, to wake WaitIdle
+	mu         sync.Mutex
+	local      map[string]*Run // the runs of this process, by key
+	idle       chan struct{}   // closed (and replaced) when a run ends, to wake WaitIdle
+	continuers map[string]Continuer
+	serving    bool // Continue was called
+	draining   bool // Drain was called: runs hand off, none is taken over
+	// released closes when the process runs no more runs (HandOffAll).
+	released     chan struct{}
+	releasedOnce sync.Once
 }
 
 // Run is a run of this process.
 type Run struct {
 	key, id string
 	ctx     context.Context
-	cancel  context.CancelFunc
+	cancel  context.CancelCauseFunc
 	lease   runlease.Lease
 	done    chan struct{} // closed once the run has ended and released its claim
+	// rec is the run's record (nil: none; guarded by recMu), lastSeq the
+	// last event it appended; handedOff says another process continues
+	// the run: its end leaves the log and the record as they are.
+	recMu     sync.Mutex
+	rec       *RunRecord
+	lastSeq   atomic.Int64
+	handedOff atomic.Bool
 }
 
 // ID is the run's id.
 func (r *Run) ID() string { return r.id }
 
-// sweepEvery is how often a host looks for runs whose replica died: a
-// fifteenth of the lease, at most a second, so such a run ends within
-// the lease of the holder's last renewal plus about a second. A sweep is
-// one short script, whatever the number of claims.
+// sweepEvery is how often a host looks for runs whose replica died or
+// handed them off: a fifteenth of the lease, at most half a second, so
+// such a run is continued (or ended) within the lease of the holder's
+// last renewal plus that, and a handed-off one within half a second. A
+// sweep is one short script, whatever the number of claims.
 func sweepEvery(lease time.Duration) time.Duration {
 	if lease <= 0 {
 		lease = runlease.DefaultLease
 	}
-	return max(min(lease/15, time.Second), 100*time.Millisecond)
+	return max(min(lease/15, 500*time.Millisecond), 100*time.Millisecond)
 }
 
 // RunTimings are a run host's clock and waits. The zero value means the
@@ -135,21 +157,29 @@ type runHostOptions struct {
 	// Zero: lapsedRunText.
 	LapsedText func(key string) string
 	Timings    RunTimings
+	// Records keeps each running run's record, so that another replica,
+	// or this process after a restart, continues it (durable.go). Zero:
+	// runs are not continued.
+	Records Records
+	// Replica names this process in the runs it continues. Zero: a
+	// random name.
+	Replica string
 }
 
 func newRunHost(base context.Context, opt runHostOptions) *RunHost {
 	h := &RunHost{reg: opt.Registry, events: opt.Events, log: opt.Logger, onLapsed: opt.OnLapsed, lapsedText: opt.LapsedText,
-		local: map[string]*Run{}}
+		local: map[string]*Run{}, released: make(chan struct{})}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
 	h.ctx, h.cancel = context.WithCancel(base)
 	h.fencer, _ = h.reg.(runlease.Fencer)
-	sw, lapses := h.reg.(runlease.Sweeper)
+	_, lapses := h.reg.(runlease.Sweeper)
 	h.t = opt.Timings.withDefaults(opt.Lease, lapses)
-	if lapses {
-		h.sweeps.Add(1)
-		go h.sweep(sw, sweepEvery(opt.Lease))
+	h.lease = opt.Lease
+	h.records, h.replica = opt.Records, opt.Replica
+	if h.replica == "" {
+		h.replica = "replica-" + RandomHex(4)
 	}
 	return h
 }
@@ -162,12 +192,19 @@ func (h *RunHost) Claim(req context.Context, key, runID string) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(carryRequest(h.ctx, req), runDeadline)
-	r := &Run{key: key, id: runID, ctx: ctx, cancel: cancel, lease: lease, done: make(chan struct{})}
+	return h.newRun(carryRequest(h.ctx, req), key, runID, lease, runDeadline), nil
+}
+
+// newRun registers a claimed run of this process, ending within d.
+func (h *RunHost) newRun(base context.Context, key, runID string, lease runlease.Lease, d time.Duration) *Run {
+	dctx, cancelDeadline := context.WithTimeout(base, d)
+	ctx, cancel := context.WithCancelCause(dctx)
+	r := &Run{key: key, id: runID, ctx: ctx, lease: lease, done: make(chan struct{})}
+	r.cancel = func(cause error) { cancel(cause); cancelDeadline() }
 	h.mu.Lock()
 	h.local[key] = r
 	h.mu.Unlock()
-	return r, nil
+	return r
 }
 
 // acquire claims key. A holder whose log has already ended is releasing
@@ -198,7 +235,7 @@ func (h *RunHost) acquire(ctx context.Context, key, runID string) (runlease.Leas
 
 // Drop gives up a claimed run that did not start.
 func (h *RunHost) Drop(r *Run) {
-	r.cancel()
+	r.cancel(nil)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), h.t.StoreWait)
 	defer cancel()
 	if err := r.lease.Release(ctx); err != nil {
@@ -218,9 +255,17 @@ func (h *RunHost) Start(r *Run, fn func(ctx context.Context)) {
 		select {
 		case <-r.lease.Done():
 			if err := r.lease.Err(); errors.Is(err, runlease.ErrLost) {
+				if r.durable() {
+					// Another replica may hold the claim by now: it continues
+					// the run from its checkpoint; this one stops quietly.
+					h.log.Warn("run claim lost: leaving the run to be continued from its checkpoint", "run", r.id, "err", err)
+					r.handedOff.Store(true)
+					r.cancel(agent.ErrHandOff)
+					return
+				}
 				h.log.Warn("run claim lost: ending the run", "run", r.id, "err", err)
 			}
-			r.cancel()
+			r.cancel(nil)
 		case <-r.ctx.Done():
 		}
 	}()
@@ -231,9 +276,17 @@ func (h *RunHost) Start(r *Run, fn func(ctx context.Context)) {
 }
 
 func (h *RunHost) finish(r *Run) {
-	r.cancel()
+	if errors.Is(context.Cause(r.ctx), agent.ErrHandOff) {
+		r.handedOff.Store(true)
+	}
+	r.cancel(nil)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), h.t.StoreWait)
 	defer cancel()
+	if r.handedOff.Load() {
+		h.handOff(ctx, r)
+		return
+	}
+	h.deleteRecord(ctx, r)
 	// Every follower waits for the log's end: a store failing for a
 	// moment (an outage, a full Redis) is waited out, within StoreWait.
 	if err := h.retryStore(ctx, func() error { return h.events.Close(ctx, r.id) }); err != nil {
@@ -270,9 +323,9 @@ func (h *RunHost) Active(ctx context.Context, key string) (string, error) {
 // write, given the registry's fence key (runlease.Fencer), and reports
 // whether it wrote; otherwise the holder is looked up, then plain writes
 // (in one process the look-up is exact).
-func (h *RunHost) SaveHeld(ctx context.Context, key, runID string, fenced func(fenceKey string) (bool, error), plain func() error) error {
+func (h *RunHost) SaveHeld(ctx context.Context, key, runID string, fenced func(fenceKey, fenceValue string) (bool, error), plain func() error) error {
 	if fenced != nil && h.fencer != nil {
-		written, err := fenced(h.fencer.FenceKey(key))
+		written, err := fenced(h.fencer.FenceKey(key), h.fenceValue(key, runID))
 		if err == nil && !written {
 			return runlease.ErrFenced
 		}
@@ -282,6 +335,21 @@ func (h *RunHost) SaveHeld(ctx context.Context, key, runID string, fenced func(f
 		return err
 	}
 	return plain()
+}
+
+// fenceValue is what the fence key of key holds while this process's run
+// runID holds it (a run that is not this process's holds nothing).
+func (h *RunHost) fenceValue(key, runID string) string {
+	h.mu.Lock()
+	r := h.local[key]
+	h.mu.Unlock()
+	if r == nil || r.id != runID {
+		return "\x00not held here"
+	}
+	if f, ok := r.lease.(runlease.Fenced); ok {
+		return f.FenceValue()
+	}
+	return runID
 }
 
 // holds checks that runID still holds key in the registry (on Redis, one
@@ -433,14 +501,15 @@ func (h *RunHost) StopAll() {
 	h.cancel()
 	h.mu.Lock()
 	for _, r := range h.local {
-		r.cancel()
+		r.cancel(nil)
 	}
 	h.mu.Unlock()
 	h.WaitIdle(-1)
 	h.sweeps.Wait()
 }
 
-// sweep ends, every interval, the runs whose replica died. A registry
+// sweep continues (or ends), every interval, the runs whose replica
+// died or handed them off. A registry
 // that fails is logged once, and once more when it works again, not at
 // every sweep (an outage shows in /readyz and as 503s).
 func (h *RunHost) sweep(sw runlease.Sweeper, every time.Duration) {
@@ -453,6 +522,9 @@ func (h *RunHost) sweep(sw runlease.Sweeper, every time.Duration) {
 		case <-h.ctx.Done():
 			return
 		case <-t.C:
+		}
+		if h.isDraining() {
+			continue // a draining replica takes no run over
 		}
 		claims, err := sw.Lapsed(h.ctx)
 		if err != nil {
@@ -470,7 +542,7 @@ func (h *RunHost) sweep(sw runlease.Sweeper, every time.Duration) {
 		// however many there are and however the store fares meanwhile.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(h.ctx), h.t.StoreWait)
 		for _, c := range claims {
-			h.endLapsed(ctx, c)
+			h.continueLapsed(ctx, c)
 		}
 		cancel()
 	}
@@ -488,6 +560,15 @@ const (
 // retried until ctx ends rather than leaving the run's followers waiting
 // on a log nobody closes.
 func (h *RunHost) endLapsed(ctx context.Context, c runlease.Claim) {
+	text := lapsedRunText
+	if h.lapsedText != nil {
+		text = h.lapsedText(c.Key)
+	}
+	h.endLapsedText(ctx, c, text)
+}
+
+// endLapsedText is endLapsed with the error text.
+func (h *RunHost) endLapsedText(ctx context.Context, c runlease.Claim, text string) {
 	var st stream.RunState
 	err := h.retryStore(ctx, func() (err error) {
 		st, err = h.events.Stat(ctx, c.RunID)
@@ -501,10 +582,6 @@ func (h *RunHost) endLapsed(ctx context.Context, c runlease.Claim) {
 		return
 	}
 	if !st.Closed {
-		text := lapsedRunText
-		if h.lapsedText != nil {
-			text = h.lapsedText(c.Key)
-		}
 		err := h.retryStore(ctx, func() error {
 			_, err := h.events.Append(ctx, c.RunID, stream.Error{ErrorText: text})
 			return err

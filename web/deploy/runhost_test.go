@@ -40,6 +40,7 @@ func TestSweepFailureLoggedOnce(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	reg := &failingSweeper{Memory: runlease.NewMemory(), swept: make(chan struct{})}
 	h := newRunHost(context.Background(), runHostOptions{Registry: reg, Events: stream.NewMemoryLog(stream.MemoryLogOptions{}), Logger: log, Lease: time.Second})
+	h.Continue(nil)
 	sweeps := func(n int) {
 		for range n {
 			<-reg.swept
@@ -137,7 +138,7 @@ func TestSaveHeld(t *testing.T) {
 		}
 		var wrote []string
 		save := func(runID string, holds bool) error {
-			fenced := func(fenceKey string) (bool, error) {
+			fenced := func(fenceKey, _ string) (bool, error) {
 				if fenceKey != "fence:k" {
 					t.Errorf("fence key %q", fenceKey)
 				}

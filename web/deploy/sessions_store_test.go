@@ -54,8 +54,7 @@ func TestSessionStoresConform(t *testing.T) {
 		}
 		testSessionStore(t, s)
 	})
-	t.Run("redis", func(t *testing.T) {
-		c := redistest.Start(t).Client(t)
-		testSessionStore(t, redisstore.NewSessions(c, "trawl:", func(s Session) time.Time { return s.Expires }))
+	redistest.Each(t, func(t *testing.T, srv redistest.Backend) {
+		testSessionStore(t, redisstore.NewSessions(srv.Universal(t), srv.Prefix("trawl:"), func(s Session) time.Time { return s.Expires }))
 	})
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/trawl-dev/trawl/loop/boltstore"
 	loopredis "github.com/trawl-dev/trawl/loop/redisstore"
 	"github.com/trawl-dev/trawl/stream"
+	"github.com/trawl-dev/trawl/stream/boltlog"
 	"github.com/trawl-dev/trawl/stream/redislog"
 	"github.com/trawl-dev/trawl/tools"
 	"github.com/trawl-dev/trawl/tools/redisactivity"
@@ -58,7 +59,9 @@ type stores struct {
 
 	workflows, connections Records
 	workflowRuns           workflow.RunStore
-	grants                 grants // connect codes and attempts
+	// runRecords keeps each running run's record (durable.go).
+	runRecords Records
+	grants     grants // connect codes and attempts
 
 	// adminKey is the admin API's key; keyIsNew when it was generated
 	// now (the banner shows it once). secretKey seals connections.
@@ -66,8 +69,8 @@ type stores struct {
 	keyIsNew  bool
 	secretKey []byte
 
-	db      *bolt.DB      // the embedded store; nil on Redis
-	redis   *redis.Client // nil on the embedded store
+	db      *bolt.DB              // the embedded store; nil on Redis
+	redis   redis.UniversalClient // nil on the embedded store
 	pingers map[string]pinger
 	closers []func() error
 }
@@ -86,14 +89,14 @@ func (c *Config) checkRedis() error {
 		}
 		return nil
 	}
-	if _, err := redis.ParseURL(c.RedisURL); err != nil {
+	if _, _, err := parseRedisURL(c.RedisURL); err != nil {
 		return c.errAt("redis_url", badRedisURL(err, c.RedisURL))
 	}
 	if strings.ContainsAny(c.RedisPrefix, " \t\r\n*?[]") {
 		return c.errAt("redis_prefix", "must not hold spaces or the pattern characters * ? [ ]")
 	}
 	if c.RunLease < 0 || (c.RunLease > 0 && c.RunLease < time.Second) || c.RunLease > maxRunLease {
-		return c.errAt("run_lease", "must be at least 1s and at most 10m (zero: 15s)")
+		return c.errAt("run_lease", "must be at least 1s and at most 10m (zero: 3s)")
 	}
 	return nil
 }
@@ -102,9 +105,32 @@ func (c *Config) checkRedis() error {
 // longer lease would only keep a dead replica's chats answering 409.
 const maxRunLease = runDeadline
 
+// parseRedisURL parses redis_url: redis:// or rediss:// is one Redis;
+// redis+cluster:// or rediss+cluster:// a Redis Cluster, its seed nodes
+// the URL's host and each addr= parameter (go-redis's cluster URL).
+func parseRedisURL(raw string) (*redis.Options, *redis.ClusterOptions, error) {
+	for _, scheme := range []string{"redis", "rediss"} {
+		if rest, ok := strings.CutPrefix(raw, scheme+"+cluster://"); ok {
+			opt, err := redis.ParseClusterURL(scheme + "://" + rest)
+			return nil, opt, err
+		}
+	}
+	opt, err := redis.ParseURL(raw)
+	return opt, nil, err
+}
+
+// clusterPrefix is the key prefix on a Redis Cluster: prefix as one hash
+// tag (as it is, if it holds one already).
+func clusterPrefix(prefix string) string {
+	if strings.Contains(prefix, "{") {
+		return prefix
+	}
+	return "{" + prefix + "}"
+}
+
 // badRedisURL says what is wrong with a redis_url that does not parse.
 func badRedisURL(err error, raw string) string {
-	msg := "want redis://[user:password@]host:port[/db] or rediss://…: " + redactURLError(err, raw)
+	msg := "want redis://[user:password@]host:port[/db] or rediss://…, or for a Redis Cluster redis+cluster://[user:password@]host:port?addr=host2:port&addr=… (or rediss+cluster://…): " + redactURLError(err, raw)
 	if strings.Contains(raw, "@") {
 		msg += " (a password holding any of @ : / ? # % or a space must be percent-encoded)"
 	}
@@ -196,7 +222,15 @@ func openEmbeddedStores(cfg *Config, tel *Telemetry) (_ *stores, err error) {
 	if st.sessions, err = newBoltSessions(st.db); err != nil {
 		return nil, err
 	}
-	st.events = tel.wrapEvents(stream.NewMemoryLog(stream.MemoryLogOptions{}))
+	// The event log of the runs is in the bbolt file too (group commit),
+	// so the turns a restart interrupts are continued into their logs and
+	// their clients resume them.
+	events, err := boltlog.New(st.db, boltlog.Options{})
+	if err != nil {
+		return nil, err
+	}
+	st.closers = append(st.closers, events.Shutdown) // before the file closes
+	st.events = tel.wrapEvents(events)
 	// The dataset cache (and shadow mode's records) persist in the bbolt
 	// file, so a restart keeps them until they expire.
 	if st.datasets, err = boltstore.New(st.db, boltstore.Options{}); err != nil {
@@ -218,7 +252,7 @@ func openEmbeddedStores(cfg *Config, tel *Telemetry) (_ *stores, err error) {
 	for _, b := range []struct {
 		to   *Records
 		name string
-	}{{&st.workflows, "workflows"}, {&st.connections, "connections"}} {
+	}{{&st.workflows, "workflows"}, {&st.connections, "connections"}, {&st.runRecords, "run_records"}} {
 		if *b.to, err = newBoltRecords(st.db, b.name); err != nil {
 			return nil, err
 		}
@@ -252,21 +286,33 @@ func openRedisStores(ctx context.Context, cfg *Config, tel *Telemetry) (_ *store
 	if st.secretKey == nil {
 		return nil, cfg.errAt("secret_key", "is required with redis_url (or TRAWL_SECRET_KEY; 64 hex digits, e.g. from `openssl rand -hex 32`): every replica must open the connection tokens another sealed, and the key never goes to Redis")
 	}
-	opt, err := redis.ParseURL(cfg.RedisURL)
+	one, cluster, err := parseRedisURL(cfg.RedisURL)
 	if err != nil {
 		return nil, cfg.errAt("redis_url", badRedisURL(err, cfg.RedisURL))
 	}
-	st.redis = redis.NewClient(opt)
+	addr := ""
+	if cluster != nil {
+		st.redis, addr = redis.NewClusterClient(cluster), strings.Join(cluster.Addrs, ", ")
+	} else {
+		st.redis, addr = redis.NewClient(one), one.Addr
+	}
 	st.redis.AddHook(unavailableHook{})
 	st.closers = append(st.closers, st.redis.Close)
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := st.redis.Ping(pctx).Err(); err != nil {
-		return nil, cfg.errAt("redis_url", redisStartError(opt.Addr, err, cfg.RedisURL))
+		return nil, cfg.errAt("redis_url", redisStartError(addr, err, cfg.RedisURL))
 	}
-	prefix := cfg.RedisPrefix
-	if prefix == "" {
-		prefix = DefaultRedisPrefix
+	logPrefix := cfg.RedisPrefix
+	if logPrefix == "" {
+		logPrefix = DefaultRedisPrefix
+	}
+	// On a cluster every key but the event logs' is under one hash tag,
+	// so each script's keys share a slot; the event logs tag each run's
+	// keys with its id, so runs spread over the cluster.
+	prefix := logPrefix
+	if cluster != nil {
+		prefix = clusterPrefix(logPrefix)
 	}
 	c := st.redis
 	if err := checkSharedKeys(pctx, c, prefix, st.adminKey, st.secretKey); err != nil {
@@ -276,7 +322,7 @@ func openRedisStores(ctx context.Context, cfg *Config, tel *Telemetry) (_ *store
 	threads := agentredis.New(c, prefix, cfg.retention())
 	st.threads, st.defs = threads, threads
 	st.sessions = webredis.NewSessions[Session](c, prefix, func(s Session) time.Time { return s.Expires })
-	events := redislog.New(c, redislog.Options{Prefix: prefix})
+	events := redislog.New(c, redislog.Options{Prefix: logPrefix})
 	st.closers = append(st.closers, events.Shutdown)
 	st.events = tel.wrapEvents(events)
 	lopt := loopredis.Options{Prefix: prefix}
@@ -299,6 +345,7 @@ func openRedisStores(ctx context.Context, cfg *Config, tel *Telemetry) (_ *store
 		return nil, err
 	}
 	st.connections = webredis.NewBucket(c, prefix, "connections")
+	st.runRecords = webredis.NewBucket(c, prefix, "run_records")
 	st.grants = webredis.NewGrants(c, prefix, connectPending)
 	return st, nil
 }
@@ -311,7 +358,7 @@ func openRedisStores(ctx context.Context, cfg *Config, tel *Telemetry) (_ *store
 // nothing of either key without the secret key.
 const keyCheckKey = "keycheck"
 
-func checkSharedKeys(ctx context.Context, c *redis.Client, prefix, adminKey string, secretKey []byte) error {
+func checkSharedKeys(ctx context.Context, c redis.UniversalClient, prefix, adminKey string, secretKey []byte) error {
 	mac := hmac.New(sha256.New, secretKey)
 	mac.Write([]byte("trawl replica key check v1\n" + adminKey))
 	want := hex.EncodeToString(mac.Sum(nil))

@@ -19,13 +19,13 @@ type fencedThreads interface {
 // write's own script; in one process, a look-up. The write has a context
 // of its own, so a cancelled turn is still saved.
 func (d *Deployment) SaveHeldThread(ctx context.Context, key, runID string, t *agent.Thread) error {
-	var fenced func(string) (bool, error)
+	var fenced func(string, string) (bool, error)
 	if ft, ok := d.threads.(fencedThreads); ok {
-		fenced = func(fenceKey string) (bool, error) {
+		fenced = func(fenceKey, fenceValue string) (bool, error) {
 			t.Updated = d.now().UTC()
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.runs.t.StoreWait)
 			defer cancel()
-			return ft.PutThreadFenced(sctx, t, fenceKey, runID)
+			return ft.PutThreadFenced(sctx, t, fenceKey, fenceValue)
 		}
 	}
 	return d.runs.SaveHeld(ctx, key, runID, fenced, func() error { return d.saveThread(ctx, t) })

@@ -21,9 +21,11 @@ func (d *Deployment) WorkflowRuns() workflow.RunStore { return d.stores.workflow
 
 // endLapsedRun records a run whose replica died (its log was ended by
 // the run host): a workflow run is marked failed with the reason. A
-// chat's thread needs nothing: it was saved after every step.
+// chat's thread needs nothing: it was saved after every step. A claim
+// with no key is a log a restart left open (its run may be a workflow
+// run's).
 func (d *Deployment) endLapsedRun(ctx context.Context, c runlease.Claim) {
-	if c.Key != WorkflowRunKey(c.RunID) {
+	if c.Key != WorkflowRunKey(c.RunID) && c.Key != "" {
 		return
 	}
 	r, err := d.stores.workflowRuns.GetSummary(ctx, c.RunID)
@@ -47,9 +49,9 @@ type fencedRuns interface {
 // runlease.ErrFenced when it does not. On Redis the check is in the write's
 // own script; in one process, a look-up.
 func (d *Deployment) SaveHeldWorkflowRun(ctx context.Context, r *workflow.Run) error {
-	var fenced func(string) (bool, error)
+	var fenced func(string, string) (bool, error)
 	if fr, ok := d.stores.workflowRuns.(fencedRuns); ok {
-		fenced = func(fenceKey string) (bool, error) { return fr.PutRunFenced(ctx, r, fenceKey, r.ID) }
+		fenced = func(fenceKey, fenceValue string) (bool, error) { return fr.PutRunFenced(ctx, r, fenceKey, fenceValue) }
 	}
 	return d.runs.SaveHeld(ctx, WorkflowRunKey(r.ID), r.ID, fenced, func() error { return d.stores.workflowRuns.PutRun(ctx, r) })
 }

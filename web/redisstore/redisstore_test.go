@@ -13,45 +13,47 @@ import (
 )
 
 func TestBucket(t *testing.T) {
-	c := redistest.Start(t).Client(t)
-	ctx := context.Background()
-	a := redisstore.NewBucket(c, "p:", "workflows")
-	b := redisstore.NewBucket(c, "p:", "workflow_runs")
-	other := redisstore.NewBucket(c, "q:", "workflows")
-	for i := range 1200 { // more than one HSCAN batch
-		if err := a.Put(ctx, fmt.Sprintf("w%04d", i), fmt.Appendf(nil, `{"n":%d}`, i)); err != nil {
+	redistest.Each(t, func(t *testing.T, srv redistest.Backend) {
+		c := srv.Universal(t)
+		ctx := context.Background()
+		a := redisstore.NewBucket(c, srv.Prefix("p:"), "workflows")
+		b := redisstore.NewBucket(c, srv.Prefix("p:"), "workflow_runs")
+		other := redisstore.NewBucket(c, srv.Prefix("q:"), "workflows")
+		for i := range 1200 { // more than one HSCAN batch
+			if err := a.Put(ctx, fmt.Sprintf("w%04d", i), fmt.Appendf(nil, `{"n":%d}`, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := a.Put(ctx, "w0001", []byte("\x00binary\xff")); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := a.Put(ctx, "w0001", []byte("\x00binary\xff")); err != nil {
-		t.Fatal(err)
-	}
-	if v, ok, err := a.Get(ctx, "w0001"); err != nil || !ok || string(v) != "\x00binary\xff" {
-		t.Fatalf("Get: %q %v %v", v, ok, err)
-	}
-	for _, bk := range []*redisstore.Bucket{b, other} {
-		if _, ok, err := bk.Get(ctx, "w0001"); ok || err != nil {
-			t.Errorf("another bucket or prefix sees the record (%v)", err)
+		if v, ok, err := a.Get(ctx, "w0001"); err != nil || !ok || string(v) != "\x00binary\xff" {
+			t.Fatalf("Get: %q %v %v", v, ok, err)
 		}
-	}
-	var keys []string
-	if err := a.ForEach(ctx, func(k string, _ []byte) error { keys = append(keys, k); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if len(keys) != 1200 || !slices.IsSorted(keys) {
-		t.Fatalf("ForEach: %d keys, sorted %v", len(keys), slices.IsSorted(keys))
-	}
-	stop := errors.New("stop")
-	n := 0
-	if err := a.ForEach(ctx, func(string, []byte) error { n++; return stop }); !errors.Is(err, stop) || n != 1 {
-		t.Errorf("ForEach's error: %v after %d", err, n)
-	}
-	if ok, err := a.Delete(ctx, "w0001"); !ok || err != nil {
-		t.Errorf("Delete: %v %v", ok, err)
-	}
-	if ok, err := a.Delete(ctx, "w0001"); ok || err != nil {
-		t.Errorf("Delete again: %v %v", ok, err)
-	}
+		for _, bk := range []*redisstore.Bucket{b, other} {
+			if _, ok, err := bk.Get(ctx, "w0001"); ok || err != nil {
+				t.Errorf("another bucket or prefix sees the record (%v)", err)
+			}
+		}
+		var keys []string
+		if err := a.ForEach(ctx, func(k string, _ []byte) error { keys = append(keys, k); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) != 1200 || !slices.IsSorted(keys) {
+			t.Fatalf("ForEach: %d keys, sorted %v", len(keys), slices.IsSorted(keys))
+		}
+		stop := errors.New("stop")
+		n := 0
+		if err := a.ForEach(ctx, func(string, []byte) error { n++; return stop }); !errors.Is(err, stop) || n != 1 {
+			t.Errorf("ForEach's error: %v after %d", err, n)
+		}
+		if ok, err := a.Delete(ctx, "w0001"); !ok || err != nil {
+			t.Errorf("Delete: %v %v", ok, err)
+		}
+		if ok, err := a.Delete(ctx, "w0001"); ok || err != nil {
+			t.Errorf("Delete again: %v %v", ok, err)
+		}
+	})
 }
 
 type sess struct {

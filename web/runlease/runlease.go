@@ -17,8 +17,10 @@ import (
 )
 
 // DefaultLease is how long a run's claim outlives its holder's last
-// renewal (the holder renews every third of it).
-const DefaultLease = 15 * time.Second
+// renewal (the holder renews every third of it): short, because a dead
+// replica's runs are continued by another once it lapses, and a client
+// waits that long for the continuation.
+const DefaultLease = 3 * time.Second
 
 // Registry holds the active run of each key. Implementations are safe for
 // concurrent use.
@@ -52,8 +54,8 @@ type Sweeper interface {
 }
 
 // Fencer is a Registry whose claims can fence a store's writes: FenceKey
-// is the store key holding key's claim, whose value is the id of the run
-// holding it. A store on the same server makes a write conditional on it,
+// is the store key holding key's claim, whose value names the lease
+// holding it (Fenced). A store on the same server makes a write conditional on it,
 // checked inside the write itself (agent/redisstore's PutThreadFenced
 // and Runs.PutRunFenced), so a run that lost its claim — its
 // replica paused or cut off past the lease — cannot write over what the
@@ -61,6 +63,22 @@ type Sweeper interface {
 // claims never lapse (Memory) needs no fence: the holder is looked up.
 type Fencer interface {
 	FenceKey(key string) string
+}
+
+// Fenced is a Lease of a Fencer: FenceValue is what the registry's fence
+// key holds while this lease holds the claim — another lease of the same
+// run id (a run continued elsewhere) holds another value.
+type Fenced interface {
+	FenceValue() string
+}
+
+// HandOff is a Lease whose run can be handed to another replica at once,
+// without waiting for the lease to lapse: HandOff gives the claim up and
+// marks it for the next Lapsed on any replica (a draining replica's runs
+// are continued elsewhere from their last checkpoint). It reports whether
+// the run still held the claim.
+type HandOff interface {
+	HandOff(ctx context.Context) (bool, error)
 }
 
 // Lease is a held claim. The holder ends its run when Done closes and

@@ -1,7 +1,10 @@
 // Package redislease is the runlease.Registry replicas share on Redis.
 //
-// A claim is the key "<prefix>lease:<key>" holding the run id, set with
-// NX and a lease (PX) that the holder renews every third of it; a holder
+// A claim is the key "<prefix>lease:<key>" holding "<run id>@<holder>",
+// set with NX and a lease (PX) that the holder renews every third of it.
+// The holder part is new at every Acquire, so a run continued by another
+// replica under the same run id is another holder: the one that lost the
+// claim can neither renew, release, hand off nor write fenced on it. A holder
 // that dies stops renewing, so its claim lapses within the lease and Wait
 // on any replica returns. Stop marks "<prefix>stop:<key>" with the
 // holder's run id and publishes on "<prefix>stop"; each registry
@@ -16,12 +19,17 @@
 // claims whose holder died (the deadline passed and the lease key no
 // longer names the run) and hands each to one caller; and of
 // "<prefix>leases-by-key" (score 0, ordered by name), so ActiveKeys reads
-// a prefix's claims without scanning the keyspace. The scripts name
-// keys they build, so this registry needs a single Redis, not a cluster.
+// a prefix's claims without scanning the keyspace. A lease handed off
+// (HandOff: a draining replica) deletes its lease key and scores its
+// member 0, so the next Lapsed on any replica returns it at once. The
+// scripts name keys they build, so this registry needs a single Redis,
+// not a cluster.
 package redislease
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -76,7 +84,7 @@ func (r *Registry) Close() error {
 func (r *Registry) leaseKey(key string) string { return r.prefix + "lease:" + key }
 
 // FenceKey implements runlease.Fencer: the Redis key holding key's claim,
-// whose value is the id of the run holding it. A store that fences a
+// whose value is the holder's (Lease.FenceValue). A store that fences a
 // write on it (in the same script as the write) writes only for the
 // current holder.
 func (r *Registry) FenceKey(key string) string { return r.leaseKey(key) }
@@ -120,12 +128,28 @@ type lease struct {
 	*runlease.Signal
 	r        *Registry
 	key, id  string
+	value    string // the lease key's value while this lease holds it
 	release  chan struct{}
 	stopped  chan struct{} // the renewer has returned
 	released sync.Once
 }
 
 func (l *lease) RunID() string { return l.id }
+
+// FenceValue implements runlease.Fenced.
+func (l *lease) FenceValue() string { return l.value }
+
+// runOf is the run id of a lease key's value.
+func runOf(value string) string {
+	if i := strings.LastIndexByte(value, '@'); i >= 0 {
+		return value[:i]
+	}
+	return value
+}
+
+// luaRunOf is runOf in the scripts.
+const luaRunOf = `local function runOf(v) if not v then return v end return string.match(v, '^(.*)@[^@]*$') or v end
+`
 
 // Acquire implements runlease.Registry.
 func (r *Registry) Acquire(ctx context.Context, key, runID string) (runlease.Lease, error) {
@@ -135,7 +159,8 @@ func (r *Registry) Acquire(ctx context.Context, key, runID string) (runlease.Lea
 	if err != nil {
 		return nil, err
 	}
-	ok, err := r.c.SetNX(ctx, r.leaseKey(key), runID, r.lease).Result()
+	value := runID + "@" + holderToken()
+	ok, err := r.c.SetNX(ctx, r.leaseKey(key), value, r.lease).Result()
 	if err != nil {
 		return nil, fmt.Errorf("run registry: redis: %w", err)
 	}
@@ -144,7 +169,7 @@ func (r *Registry) Acquire(ctx context.Context, key, runID string) (runlease.Lea
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return nil, fmt.Errorf("run registry: redis: %w", err)
 		}
-		return nil, &runlease.HeldError{Key: key, RunID: holder}
+		return nil, &runlease.HeldError{Key: key, RunID: runOf(holder)}
 	}
 	_, err = r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.ZAdd(ctx, r.setKey(), redis.Z{Score: r.deadline(), Member: member(key, runID)})
@@ -159,7 +184,7 @@ func (r *Registry) Acquire(ctx context.Context, key, runID string) (runlease.Lea
 	if err := r.c.Del(ctx, r.stopKey(key)).Err(); err != nil {
 		return nil, fmt.Errorf("run registry: redis: %w", err)
 	}
-	l := &lease{Signal: runlease.NewSignal(), r: r, key: key, id: runID, release: make(chan struct{}), stopped: make(chan struct{})}
+	l := &lease{Signal: runlease.NewSignal(), r: r, key: key, id: runID, value: value, release: make(chan struct{}), stopped: make(chan struct{})}
 	r.mu.Lock()
 	r.local[key] = l
 	r.mu.Unlock()
@@ -167,13 +192,14 @@ func (r *Registry) Acquire(ctx context.Context, key, runID string) (runlease.Lea
 	return l, nil
 }
 
-// renewScript: KEYS lease, stop, leases; ARGV run id, lease ms, member,
-// deadline. Returns 0: lost, 1: held, 2: held and asked to stop.
+// renewScript: KEYS lease, stop, leases; ARGV lease value, lease ms,
+// member, deadline, run id. Returns 0: lost, 1: held, 2: held and asked
+// to stop.
 var renewScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
-if redis.call('GET', KEYS[2]) == ARGV[1] then return 2 end
+if redis.call('GET', KEYS[2]) == ARGV[5] then return 2 end
 return 1`)
 
 func (l *lease) renew() {
@@ -204,7 +230,7 @@ func (l *lease) renew() {
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), every)
 		res, err := renewScript.Run(ctx, l.r.c, []string{l.r.leaseKey(l.key), l.r.stopKey(l.key), l.r.setKey()},
-			l.id, l.r.lease.Milliseconds(), member(l.key, l.id), l.r.deadline()).Int()
+			l.value, l.r.lease.Milliseconds(), member(l.key, l.id), l.r.deadline(), l.id).Int()
 		cancel()
 		switch {
 		case err != nil:
@@ -219,8 +245,8 @@ func (l *lease) renew() {
 	}
 }
 
-// releaseScript: KEYS lease, stop, leases, leases-by-key; ARGV run id,
-// member.
+// releaseScript: KEYS lease, stop, leases, leases-by-key; ARGV lease
+// value, member.
 var releaseScript = redis.NewScript(`
 redis.call('ZREM', KEYS[3], ARGV[2])
 redis.call('ZREM', KEYS[4], ARGV[2])
@@ -231,8 +257,27 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0`)
 
-// Release implements runlease.Lease.
-func (l *lease) Release(ctx context.Context) error {
+// handOffScript: KEYS lease, stop, leases; ARGV lease value, member. The
+// claim ends and its member is due at once, for Lapsed.
+var handOffScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[2])
+redis.call('ZADD', KEYS[3], 0, ARGV[2])
+return 1`)
+
+// HandOff implements runlease.HandOff.
+func (l *lease) HandOff(ctx context.Context) (bool, error) {
+	l.stopRenewing()
+	n, err := handOffScript.Run(ctx, l.r.c, []string{l.r.leaseKey(l.key), l.r.stopKey(l.key), l.r.setKey()}, l.value, member(l.key, l.id)).Int()
+	if err != nil {
+		return false, fmt.Errorf("run registry: hand-off: redis: %w (the claim lapses within the lease)", err)
+	}
+	return n == 1, nil
+}
+
+// stopRenewing ends the renewals and forgets the lease locally.
+func (l *lease) stopRenewing() {
 	l.released.Do(func() { close(l.release) })
 	<-l.stopped
 	l.r.mu.Lock()
@@ -240,7 +285,12 @@ func (l *lease) Release(ctx context.Context) error {
 		delete(l.r.local, l.key)
 	}
 	l.r.mu.Unlock()
-	if err := releaseScript.Run(ctx, l.r.c, []string{l.r.leaseKey(l.key), l.r.stopKey(l.key), l.r.setKey(), l.r.byKeyKey()}, l.id, member(l.key, l.id)).Err(); err != nil {
+}
+
+// Release implements runlease.Lease.
+func (l *lease) Release(ctx context.Context) error {
+	l.stopRenewing()
+	if err := releaseScript.Run(ctx, l.r.c, []string{l.r.leaseKey(l.key), l.r.stopKey(l.key), l.r.setKey(), l.r.byKeyKey()}, l.value, member(l.key, l.id)).Err(); err != nil {
 		return fmt.Errorf("run registry: release: redis: %w (the claim lapses within the lease)", err)
 	}
 	return nil
@@ -248,19 +298,19 @@ func (l *lease) Release(ctx context.Context) error {
 
 // Active implements runlease.Registry.
 func (r *Registry) Active(ctx context.Context, key string) (string, error) {
-	id, err := r.c.Get(ctx, r.leaseKey(key)).Result()
+	v, err := r.c.Get(ctx, r.leaseKey(key)).Result()
 	if errors.Is(err, redis.Nil) {
 		return "", nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("run registry: redis: %w", err)
 	}
-	return id, nil
+	return runOf(v), nil
 }
 
 // stopScript: KEYS lease, stop; ARGV stop channel, key, lease ms, run id.
-var stopScript = redis.NewScript(`
-local h = redis.call('GET', KEYS[1])
+var stopScript = redis.NewScript(luaRunOf + `
+local h = runOf(redis.call('GET', KEYS[1]))
 if h ~= ARGV[4] then return 0 end
 redis.call('SET', KEYS[2], h, 'PX', ARGV[3])
 redis.call('PUBLISH', ARGV[1], ARGV[2] .. '\n' .. h)
@@ -326,7 +376,7 @@ func (r *Registry) ActiveKeys(ctx context.Context, prefix string) ([]string, err
 	}
 	var out []string
 	for i, h := range held {
-		if id, ok := h.(string); ok && id == ids[i] {
+		if v, ok := h.(string); ok && runOf(v) == ids[i] {
 			out = append(out, keys[i]) // a lapsed claim not yet swept is not active
 		}
 	}
@@ -334,40 +384,56 @@ func (r *Registry) ActiveKeys(ctx context.Context, prefix string) ([]string, err
 	return slices.Compact(out), nil
 }
 
-// lapsedScript: KEYS leases, leases-by-key; ARGV now (ms), the lease key prefix. It
-// removes and returns the members whose deadline passed and whose lease
-// key no longer names their run.
-var lapsedScript = redis.NewScript(`
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 100)
-local out = {}
-for _, m in ipairs(due) do
-  local nl = string.find(m, '\n', 1, true)
-  if nl then
-    local key, id = string.sub(m, 1, nl - 1), string.sub(m, nl + 1)
-    if redis.call('GET', ARGV[2] .. key) ~= id then
-      redis.call('ZREM', KEYS[1], m)
-      redis.call('ZREM', KEYS[2], m)
-      table.insert(out, m)
-    end
-  else
-    redis.call('ZREM', KEYS[1], m)
-    redis.call('ZREM', KEYS[2], m)
-  end
-end
-return out`)
+// sweepScript: KEYS leases, leases-by-key, the member's lease key; ARGV
+// member, run id, now (ms). It removes the member and returns 1 when its
+// deadline passed and its lease key no longer names its run — once,
+// whatever the number of replicas sweeping — else 0. Every key it
+// touches is named in KEYS.
+var sweepScript = redis.NewScript(luaRunOf + `
+local due = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not due or tonumber(due) > tonumber(ARGV[3]) then return 0 end
+if runOf(redis.call('GET', KEYS[3])) == ARGV[2] then return 0 end
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+return 1`)
 
-// Lapsed implements runlease.Sweeper.
+// Lapsed implements runlease.Sweeper: the members whose deadline passed
+// (up to 100 a sweep), each then swept by its own script.
 func (r *Registry) Lapsed(ctx context.Context) ([]runlease.Claim, error) {
-	ms, err := lapsedScript.Run(ctx, r.c, []string{r.setKey(), r.byKeyKey()}, time.Now().UnixMilli(), r.leaseKey("")).StringSlice()
+	now := time.Now().UnixMilli()
+	due, err := r.c.ZRangeArgs(ctx, redis.ZRangeArgs{Key: r.setKey(), Start: "-inf", Stop: now, ByScore: true, Count: 100}).Result()
 	if err != nil {
 		return nil, fmt.Errorf("run registry: redis: %w", err)
 	}
-	out := make([]runlease.Claim, 0, len(ms))
-	for _, m := range ms {
-		key, id, _ := strings.Cut(m, "\n")
-		out = append(out, runlease.Claim{Key: key, RunID: id})
+	var out []runlease.Claim
+	for _, m := range due {
+		key, id, ok := strings.Cut(m, "\n")
+		if !ok { // not a member this registry wrote
+			if err := r.c.ZRem(ctx, r.setKey(), m).Err(); err != nil {
+				return out, fmt.Errorf("run registry: redis: %w", err)
+			}
+			continue
+		}
+		n, err := sweepScript.Run(ctx, r.c, []string{r.setKey(), r.byKeyKey(), r.leaseKey(key)}, m, id, now).Int()
+		if err != nil {
+			return out, fmt.Errorf("run registry: redis: %w", err)
+		}
+		if n == 1 {
+			out = append(out, runlease.Claim{Key: key, RunID: id})
+		}
 	}
 	return out, nil
 }
 
-var _ runlease.Sweeper = (*Registry)(nil)
+var (
+	_ runlease.Sweeper = (*Registry)(nil)
+	_ runlease.HandOff = (*lease)(nil)
+	_ runlease.Fenced  = (*lease)(nil)
+)
+
+// holderToken tells one Acquire's claim from another's.
+func holderToken() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

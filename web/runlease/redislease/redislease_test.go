@@ -16,16 +16,17 @@ import (
 )
 
 func TestRegistryConforms(t *testing.T) {
-	srv := redistest.Start(t)
-	n := 0
-	runleasetest.Run(t, func(t *testing.T, lease time.Duration) (runlease.Registry, runlease.Registry) {
-		n++
-		prefix := fmt.Sprintf("t%d:", n)
-		// Two replicas: two clients, two registries.
-		a := redislease.New(srv.Client(t), prefix, lease)
-		b := redislease.New(srv.Client(t), prefix, lease)
-		t.Cleanup(func() { a.Close(); b.Close() })
-		return a, b
+	redistest.Each(t, func(t *testing.T, srv redistest.Backend) {
+		n := 0
+		runleasetest.Run(t, func(t *testing.T, lease time.Duration) (runlease.Registry, runlease.Registry) {
+			n++
+			prefix := srv.Prefix(fmt.Sprintf("t%d:", n))
+			// Two replicas: two clients, two registries.
+			a := redislease.New(srv.Universal(t), prefix, lease)
+			b := redislease.New(srv.Universal(t), prefix, lease)
+			t.Cleanup(func() { a.Close(); b.Close() })
+			return a, b
+		})
 	})
 }
 
@@ -190,5 +191,57 @@ func TestHolderGivesUpBeforeTheClaimLapses(t *testing.T) {
 		}
 	case <-time.After(3 * time.Second):
 		t.Fatal("a holder that cannot renew kept its claim")
+	}
+}
+
+// A run handed off (a draining replica) is free at once and returned by
+// the very next Lapsed on one replica, without waiting for its lease;
+// the same run id claims it again there.
+func TestHandOffIsSweptAtOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	const leaseFor = time.Minute // a lapse would take this long
+	a := redislease.New(srv.Client(t), "p:", leaseFor)
+	b := redislease.New(srv.Client(t), "p:", leaseFor)
+	c := redislease.New(srv.Client(t), "p:", leaseFor)
+	defer a.Close()
+	defer b.Close()
+	defer c.Close()
+	l, err := a.Acquire(ctx, "u=x;a=demo;c=1", "run1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := b.Lapsed(ctx); len(got) != 0 {
+		t.Fatalf("a held claim was swept: %v", got)
+	}
+	ok, err := l.(runlease.HandOff).HandOff(ctx)
+	if err != nil || !ok {
+		t.Fatalf("HandOff: %v, %v", ok, err)
+	}
+	if id, _ := b.Active(ctx, "u=x;a=demo;c=1"); id != "" {
+		t.Errorf("after the hand-off the claim is still held by %q", id)
+	}
+	var swept []runlease.Claim
+	for _, r := range []*redislease.Registry{b, c} {
+		got, err := r.Lapsed(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		swept = append(swept, got...)
+	}
+	if len(swept) != 1 || swept[0] != (runlease.Claim{Key: "u=x;a=demo;c=1", RunID: "run1"}) {
+		t.Fatalf("swept %v; want the handed-off claim once", swept)
+	}
+	again, err := b.Acquire(ctx, "u=x;a=demo;c=1", "run1")
+	if err != nil {
+		t.Fatalf("the taker claims the run: %v", err)
+	}
+	defer again.Release(ctx)
+	// A hand-off of a claim no longer held does nothing.
+	if ok, err := l.(runlease.HandOff).HandOff(ctx); ok || err != nil {
+		t.Errorf("a stale hand-off: %v, %v", ok, err)
+	}
+	if id, _ := c.Active(ctx, "u=x;a=demo;c=1"); id != "run1" {
+		t.Errorf("a stale hand-off freed the taker's claim: %q", id)
 	}
 }
