@@ -144,14 +144,16 @@ type Finding struct {
 	Reason string `json:"reason"`
 }
 
-// Check reports each claim of answer that the calls do not support. An
+// Check reports each claim of answer that the calls do not support (the
+// first of each sentence, per call; bytes that are not UTF-8 read as
+// U+FFFD). An
 // answer over calls that are all complete (or single responses) is never
 // read further: it claims nothing unsupported.
 func Check(answer string, calls []Call) []Finding {
 	if !slices.ContainsFunc(calls, func(c Call) bool { return !c.numbersVerdict().Supports() || !c.Verdict.Supports() }) {
 		return nil
 	}
-	sents := sentences(unmark.Replace(answer))
+	sents := sentences(unmark.Replace(strings.ToValidUTF8(answer, "\uFFFD")))
 	disclaimed := slices.ContainsFunc(sents, func(s string) bool { return hedged(fold(s)) })
 	var out []Finding
 	seen := map[string]bool{}
@@ -216,23 +218,32 @@ type claim struct {
 }
 
 // about is the call the claim is about, if the claim is unsupported: the
-// call whose aggregate holds its number; else the calls the sentence
-// names (a tool's noun: "orders" for list_orders); else any call, unless
-// the number is the row count of a complete one.
+// call whose aggregate holds its number; else the calls its words name (a
+// tool's noun: "orders" or "commandes" for list_orders), else those the
+// sentence names; else any call, unless the number claimed (or, for a
+// universal without one, a number of the sentence) is the row count of a
+// complete call.
 func (cl claim) about(sent string, calls []Call) (Call, bool) {
 	if cl.agg != nil {
 		return *cl.agg, !cl.agg.numbersVerdict().Supports()
 	}
-	var named []Call
-	for _, c := range calls {
-		if names(sent, c.Tool) {
-			named = append(named, c)
-		}
+	named := namedBy(fold(cl.text), calls)
+	if len(named) == 0 {
+		named = namedBy(sent, calls)
 	}
 	if len(named) == 0 {
 		named = calls
+		nums := []float64{cl.number}
+		if math.IsNaN(cl.number) {
+			nums = nil
+			for _, m := range numberRe.FindAllString(sent, -1) {
+				if n, ok := parseNumber(m); ok {
+					nums = append(nums, n)
+				}
+			}
+		}
 		for _, c := range calls {
-			if c.Verdict.Supports() && c.Records >= 0 && float64(c.Records) == cl.number {
+			if c.Verdict.Supports() && c.Records >= 0 && slices.Contains(nums, float64(c.Records)) {
 				return Call{}, false
 			}
 		}
@@ -245,8 +256,20 @@ func (cl claim) about(sent string, calls []Call) (Call, bool) {
 	return Call{}, false
 }
 
-// names reports whether sentence s names what tool lists: one of its
-// name's nouns, singular or plural ("acme.list_orders": "order").
+// namedBy are the calls whose tool text s names.
+func namedBy(s string, calls []Call) []Call {
+	var named []Call
+	for _, c := range calls {
+		if names(s, c.Tool) {
+			named = append(named, c)
+		}
+	}
+	return named
+}
+
+// names reports whether text s names what tool lists: one of its name's
+// nouns, singular or plural, in English or by its French word
+// ("acme.list_orders": "order", "orders", "commandes").
 func names(s, tool string) bool {
 	for _, w := range strings.FieldsFunc(strings.ToLower(tool), func(r rune) bool { return !unicode.IsLetter(r) }) {
 		if toolVerbs[w] || len(w) < 3 {
@@ -254,12 +277,21 @@ func names(s, tool string) bool {
 		}
 		stem := singular(w)
 		for _, sw := range words(s) {
-			if singular(sw) == stem {
+			if sw = singular(sw); sw == stem || french[sw] == stem {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// french maps the French nouns of common collections (folded, singular)
+// to the English nouns tools are named with.
+var french = map[string]string{
+	"commande": "order", "client": "customer", "facture": "invoice", "produit": "product", "article": "item",
+	"salarie": "employee", "employe": "employee", "utilisateur": "user", "depot": "repo", "tache": "task",
+	"demande": "request", "element": "item", "ligne": "row", "enregistrement": "record", "paiement": "payment",
+	"abonnement": "subscription", "projet": "project", "fichier": "file", "evenement": "event", "message": "message",
 }
 
 var toolVerbs = set("list get search fetch query find read all by for and the with show lookup retrieve")
@@ -330,7 +362,8 @@ func span(s, folded string, i, j int) string {
 	return strings.TrimSpace(string(rs[utf8.RuneCountInString(folded[:i]):utf8.RuneCountInString(folded[:j])]))
 }
 
-// sentences splits text at sentence ends, semicolons and line breaks; a
+// sentences splits text at sentence ends and line breaks (a semicolon
+// joins two clauses of one claim); a
 // dot inside a number ("1.5", "2.000") does not end a sentence.
 func sentences(text string) []string {
 	var out []string
@@ -344,7 +377,7 @@ func sentences(text string) []string {
 	}
 	for i, r := range rs {
 		switch r {
-		case '\n', ';', '!', '?':
+		case '\n', '!', '?':
 			flush(i + 1)
 		case '.':
 			if i+1 < len(rs) && unicode.IsDigit(rs[i+1]) && i > 0 && unicode.IsDigit(rs[i-1]) {
@@ -370,7 +403,9 @@ var hedges = regexp.MustCompile(strings.Join([]string{
 	`\bnot (yet )?(all|every|everything)\b`, `\bnot (been )?(fetched|loaded|retrieved|read) (all|every|in full)`,
 	`\b(could not|couldn't|can't|cannot|did not|didn't|was unable to|were unable to|unable to|failed to) (fetch|load|get|retrieve|read|list|walk|see|count|page)\b`,
 	`\bonly (the |a )?(first|some|part|portion|sample|subset)\b`, `\bsample\b`, `\bsubset\b`,
-	`\b\d[\d,. ]* (out )?of (more than|at least|over) `, `\bmissing\b`, `\bchanged (during|while)\b`, `\bgaps?\b`,
+	`\b\d[\d,. ]* (out )?of (more than|at least|over) `,
+	`\b(rows|items|records|results|entries|pages|data|some|others|ones) (may be |might be |could be |are |were |still )?missing\b`, `\bmissing (rows|items|records|results|entries|pages|data)\b`,
+	`\bonly (\w+ ){0,2}(part|some|a few|a portion)\b`, `\bchanged (during|while)\b`, `\bgaps?\b`,
 	`\blower bound\b`, `\bmay not be (complete|exhaustive|all)\b`, `\bnot (be )?(complete|exhaustive)\b`,
 	// French
 	`\bau moins\b`, `\bau minimum\b`, `\bplus de \d`, `\bou plus\b`, `\bpremi[ee]re page\b`, `\bune (seule )?page\b`,
@@ -379,13 +414,14 @@ var hedges = regexp.MustCompile(strings.Join([]string{
 	`\bincompl[ee]te?s?\b`, `\bnon exhaustive?s?\b`, `\bpartiel(le)?s?\b`, `\bpartiellement\b`,
 	`\bil (peut|pourrait) (y )?en (avoir|exister) (d'autres|plus|davantage)\b`, `\b(d'autres|davantage) (lignes |elements |resultats |commandes )?(existent|peuvent|pourraient|restent)\b`,
 	`\bpas (tous|toutes|tout|chaque|l'ensemble)\b`, `\bn'(ai|avons|a|ont) pas (pu|reussi)\b`, `\bne (peux|peut|pouvons|pouvait|pourrait) pas\b`,
-	`\bseulement (la |les |une )?(premi|partie|echantillon)`, `\bechantillon\b`, `\b\d[\d ,.]* sur (plus de|au moins) `, `\bmanqu(e|ent|er|antes?)\b`,
+	`\bseulement (la |les |une )?(premi|partie|echantillon)`, `\bechantillon\b`, `\b\d[\d ,.]* sur (plus de|au moins) `, `\b(peuvent|pourraient|pourrait|peut|doit|doivent) manquer\b`, `\b(il )?manque (des|d'autres|encore)\b`,
+	`\bqu'une partie\b`, `\bune partie (de|des|du)\b`, `\bd'autres pages\b`, `\bn'(ai|avons|a|ont) pas (encore )?(pu )?(recupere|charge|lu|parcouru|vu)`,
 	`\ba change pendant\b`, `\blacunes?\b`, `\bminimum\b`, `\bpeut-etre (d'autres|plus|davantage)\b`,
 }, "|"))
 
 // partOf is "N of M" or "N sur M" with two different numbers: a share of a
 // known whole, which says the rest was not fetched.
-var partOf = regexp.MustCompile(`(\d[\d,.]*) (?:out of|of|sur) (?:the |les )?(\d[\d,.]*)\b`)
+var partOf = regexp.MustCompile(`(\d[\d,.]*) (?:\p{L}+ )?(?:out of|of|sur|des|parmi) (?:the |les )?(\d[\d,.]*)\b`)
 
 func hedged(s string) bool {
 	if hedges.MatchString(s) {
@@ -414,6 +450,7 @@ var unrelated = regexp.MustCompile(strings.Join([]string{
 	`\b(tous|toutes) les (jours|mois|ans|deux|trois|semaines|heures|matins|soirs|fois|lundis|ans)\b`, `\b(merci|bonjour|salut) a tous\b`,
 	`\bune fois pour toutes\b`, `\bde toutes? (facons?|manieres?)\b`, `\ba tous\b`,
 	`\b(a )?chaque (fois|jour|semaine|mois|annee|matin|soir|heure)\b`,
+	`\bno (idea|problem|worries|doubt)\b`, `\baucun(e)? (probleme|souci|idee|doute)\b`, `\bsans aucune?\b`,
 }, "|"))
 
 // universals are the strong claims that need no number.
@@ -422,11 +459,13 @@ var universals = regexp.MustCompile(strings.Join([]string{
 	`\bevery \p{L}+`, `\beach of the\b(?: \d[\d,.]*)?(?: \p{L}+)?`, `\beverything\b`, `\bevery single\b`,
 	`\b(?:complete|full|entire|whole|exhaustive|comprehensive) (?:list|set|count|inventory|overview|history|catalog(?:ue)?|picture|collection|export)\b`,
 	`\b(?:is|are|looks|seems) (?:now )?(?:complete|exhaustive)\b`, `\bentire\b(?: \p{L}+)?`,
-	`\bin total\b`, `\bin all\b`, `\ball told\b`, `\ba total of\b(?: \d[\d,.]*)?`, `\btotal(?:s|ling|ed)?\b(?: (?:of |is |was |are |:)?\$?€?\d[\d,.]*)?`, `\bexactly\b(?: \d[\d,.]*)?(?: \p{L}+)?`,
+	`\bin total\b`, `\bin all\b`, `\ball told\b`, `\ba total of\b(?: \d[\d,.]*)?`, `\b(?:grand )?total(?:s|ling|ed)?\b(?: [\p{L}']+){0,4}:? [$€£]?\d[\d,.]*`, `\bexactly\b(?: \d[\d,.]*)?(?: \p{L}+)?`,
 	`\btous\b(?: (?:les |ces |vos |mes |nos )?(?:\d[\d,.]* )?\p{L}+)?`, `\btoutes\b(?: (?:les |ces |vos |mes |nos )?(?:\d[\d,.]* )?\p{L}+)?`,
 	`\bchaque \p{L}+`, `\bchacune?\b`, `\bl'ensemble (?:des|de|du)\b(?: \p{L}+)?`, `\bl'integralite\b`, `\bintegrale?\b`,
 	`\bliste (?:complete|exhaustive|integrale|entiere)\b`, `\b(?:est|sont|semble) (?:maintenant )?(?:complete?s?|exhaustive?s?)\b`,
-	`\bau total\b`, `\ben tout\b`, `\bexactement\b(?: \d[\d ,.]*)?(?: \p{L}+)?`, `\btotal(?:e|es|ise|isent)?\b(?: (?:de |est de |:)?\d[\d ,.]*)?`,
+	`\b(?:head ?count|count|total count|number of \p{L}+|effectif|nombre (?:de |d')\p{L}+)\s*(?::|is|was|est de|est)?\s*\d[\d,.]*(?: \d{3})*`,
+	`\bau total\b`, `\ben tout\b`, `\bentiere?s?\b(?: \p{L}+)?`, `\baucune?\b(?: \p{L}+)?`, `\bil n'y a (?:pas|plus) d(?:e |')\p{L}+`,
+	`\b(?:there (?:are|is|were)|you have|we have|i found|has|have|had) no \p{L}+`, `\bnone of\b(?: (?:the|your|these|them) \p{L}+)?`, `\bexactement\b(?: \d[\d,.]*(?: \d{3})*)?(?: \p{L}+)?`, `\btotal(?:e|es|ise|isent)?\b(?: [\p{L}']+){0,5}:? \d[\d,.]*(?: \d{3})*`,
 }, "|"))
 
 // numberRe finds numbers: digits with thousands separators (1,234;
@@ -439,6 +478,8 @@ var notCounts = set(`% percent pourcent pour per x times fois
 	ms s sec secs second seconds min mins minute minutes h hr hrs hour hours day days week weeks month months year years
 	seconde secondes heure heures jour jours semaine semaines mois an ans annee annees am pm
 	km m cm mm kg g mg l ml gb mb kb tb go mo ko to b bytes octets mi miles ft inch inches degrees degres °c °f °
+	error errors erreur erreurs status statut code codes
+	request requests requete requetes call calls appel appels page pages retry retries attempt attempts tentative tentatives step steps etape etapes
 	$ € £ usd eur gbp chf cad dollars dollar euros euro cents cent k
 	and or to of in on at for from by with than is are was were has have had be been am so more others other
 	et ou a au aux de des du en sur par pour avec que qui est sont etait a ont avait
@@ -455,8 +496,9 @@ var notCountsBefore = set(`# $ € £ n° no no. id ids number numero num ref re
 	january february march april may june july august september october november december
 	jan feb mar apr jun jul aug sep sept oct nov dec
 	janvier fevrier mars avril mai juin juillet aout septembre octobre novembre decembre
+	error erreur http status statut code
 	top q rank line ligne room chapter section figure table row col column
-	at a the la le l' of sur first last premier premiere dernier derniere`)
+	at first last premier premiere dernier derniere`)
 
 // findClaims lists the claims of sentence orig, s being fold(orig).
 func findClaims(orig, s string, calls []Call) []claim {
