@@ -102,3 +102,36 @@ func (r *Runner) checkAnswer(st *turnState, def Definition, step int) (again boo
 	}
 	return cc.Status == ClaimRevising, nil
 }
+
+// ClaimCheckOf reads a data-claim-check chunk, as streamed or parsed back
+// from the wire; ok is false for any other chunk.
+func ClaimCheckOf(d stream.Data) (ClaimCheck, bool) {
+	if d.Name != ClaimCheckName {
+		return ClaimCheck{}, false
+	}
+	if cc, ok := d.Data.(ClaimCheck); ok {
+		return cc, true
+	}
+	b, err := json.Marshal(d.Data)
+	if err != nil {
+		return ClaimCheck{}, false
+	}
+	var cc ClaimCheck
+	if json.Unmarshal(b, &cc) != nil {
+		return ClaimCheck{}, false
+	}
+	return cc, true
+}
+
+// Lines words a claim check for a person: one line per finding, then
+// what follows.
+func (cc ClaimCheck) Lines() []string {
+	var out []string
+	for _, f := range cc.Findings {
+		out = append(out, fmt.Sprintf("⚠ unsupported claim %q: %s (%s) was %s, not complete", f.Claim, f.Tool, f.CallID, strings.ReplaceAll(string(f.Verdict), "_", " ")))
+	}
+	if cc.Status == ClaimRevising {
+		out = append(out, "  a correction follows")
+	}
+	return out
+}
