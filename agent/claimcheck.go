@@ -135,3 +135,73 @@ func (cc ClaimCheck) Lines() []string {
 	}
 	return out
 }
+
+// CheckAnswer checks an assistant message: its last text against its
+// calls (see turnCalls). A replay or an evaluation checks a thread with
+// it, whatever the agent's answer_check.
+func CheckAnswer(m UIMessage) []claims.Finding {
+	text := ""
+	for _, p := range m.Parts {
+		if p.Type == "text" {
+			text = p.Text
+		}
+	}
+	if strings.TrimSpace(text) == "" {
+		return nil
+	}
+	return claims.Check(text, turnCalls(m))
+}
+
+// KindVerdictChanged names a recorded call whose live verdict differs.
+const KindVerdictChanged = "verdict_changed"
+
+// VerdictChange is a recorded call whose live verdict is not the
+// recorded one.
+type VerdictChange struct {
+	Tool     string         `json:"tool"`
+	CallID   string         `json:"callId"` // the live call
+	Recorded claims.Verdict `json:"recorded"`
+	Live     claims.Verdict `json:"live"`
+}
+
+// VerdictChanges compares the calls of turn i of t, as recorded, with
+// the live calls of m, the assistant message that played it, call by
+// call in order (a call without a recorded verdict is not compared).
+func (t *Transcript) VerdictChanges(i int, m UIMessage) []VerdictChange {
+	recorded := t.turnCalls(i)
+	var out []VerdictChange
+	k := -1
+	for _, p := range m.Parts {
+		if !p.IsTool() {
+			continue
+		}
+		if k++; k >= len(recorded) || recorded[k].Verdict == "" || recorded[k].Name != p.Name() {
+			continue
+		}
+		var live claims.Call
+		switch p.State {
+		case "output-available":
+			live = claims.ReadCall(p.ToolCallID, p.Name(), p.Output, "")
+		case "output-error":
+			live = claims.ReadCall(p.ToolCallID, p.Name(), nil, p.ErrorText)
+		default:
+			live = claims.ReadCall(p.ToolCallID, p.Name(), nil, "the call did not run")
+		}
+		if live.Verdict != recorded[k].Verdict {
+			out = append(out, VerdictChange{Tool: p.Name(), CallID: p.ToolCallID, Recorded: recorded[k].Verdict, Live: live.Verdict})
+		}
+	}
+	return out
+}
+
+// turnCalls are the recorded calls of turn i, in order.
+func (t *Transcript) turnCalls(i int) []TranscriptCall {
+	if i < 0 || i >= len(t.Turns) {
+		return nil
+	}
+	var out []TranscriptCall
+	for _, s := range t.Turns[i].Steps {
+		out = append(out, s.ToolCalls...)
+	}
+	return out
+}

@@ -61,6 +61,9 @@ const (
 	Unverified Verdict = "unverified"
 )
 
+// Verdicts are the verdicts a call can have.
+var Verdicts = []Verdict{Complete, Partial, Unstable, FirstPageOnly, SingleResponse, Failed, Unverified}
+
 // Supports reports whether a count or "all" over a result of verdict v
 // can be true: a complete walk, or a single response that claims no
 // rows.
