@@ -7,7 +7,6 @@ import (
 
 	"github.com/trawl-dev/trawl/discovery"
 	"github.com/trawl-dev/trawl/loop"
-	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/tools"
 )
@@ -27,8 +26,7 @@ func (b boundTool) loopBinding() loop.Binding {
 		lb.DatasetTTL = time.Duration(h * float64(time.Hour))
 	}
 	if l := b.binding.Limits; l != nil {
-		lb.Budget = paginate.Budget{Pages: l.Pages, Requests: l.Requests, Items: l.Items, Bytes: l.Bytes,
-			Time: time.Duration(l.Seconds * float64(time.Second)), ForEachValues: l.ForEachValues}
+		lb.Budget = l.Budget()
 	}
 	return lb
 }
@@ -153,7 +151,10 @@ func LoopBinding(d Definition, cat *tools.Catalog, toolID string) (b loop.Bindin
 func ProgressChunk(callID, toolName string, p loop.Progress, elapsed time.Duration) stream.Chunk {
 	sp := stream.Progress{ToolCallID: callID, ToolName: toolName, Page: p.Page, PagesMax: p.PagesMax,
 		Items: p.Items, Requests: p.Requests, RequestsMax: p.RequestsMax, Total: p.Total,
-		ElapsedMs: elapsed.Milliseconds()}
+		ElapsedMs: elapsed.Milliseconds(), InFlight: p.InFlight}
+	if w := p.Waiting; w != nil {
+		sp.RateLimit = &stream.RateLimitWait{Provider: w.Provider, Cause: w.Cause, WaitMs: w.Wait.Milliseconds()}
+	}
 	if p.ForEach != nil {
 		sp.ForEach = &stream.ForEachProgress{Key: p.ForEach.Key, Value: p.ForEach.Value, Index: p.ForEach.Index, Total: p.ForEach.Total}
 	}

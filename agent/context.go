@@ -93,7 +93,10 @@ type budget struct {
 	keepRecent int
 	cpt        float64 // characters per token
 	calibrated bool
-	limit      int // characters: what maxChars and maxTokens allow
+	// counted: cpt is what the model's tokenizer counted of this step as
+	// fitted first (fitStep).
+	counted bool
+	limit   int // characters: what maxChars and maxTokens allow
 }
 
 // resolveBudget derives the budget of def's next step on model, with the
@@ -145,6 +148,9 @@ type fitInput struct {
 	// memo keeps the older turns' conversion between the steps of one
 	// turn, whose older turns do not change. Nil: none.
 	memo *olderMemo
+	// compact sends tool results' rows in the compact layout (the
+	// agent's rows: compact).
+	compact bool
 }
 
 // olderMemo holds the conversion of a thread's older turns between the
@@ -165,6 +171,8 @@ type olderTurns struct {
 	left   int          // turns not converted yet: turns[:left]
 	steps  int          // tool-calling steps of the converted turns
 	gen    uint32       // counts fit calls, for olderTurn.compGen
+	// compact: tool results' rows in the compact layout (rows: compact).
+	compact bool
 }
 
 // olderTurn is one converted turn with what fitting needs of each
@@ -183,8 +191,8 @@ type olderTurn struct {
 	compGen []uint32
 }
 
-func newOlderTurns(older []UIMessage) *olderTurns {
-	o := &olderTurns{src: older}
+func newOlderTurns(older []UIMessage, compact bool) *olderTurns {
+	o := &olderTurns{src: older, compact: compact}
 	for i := range older {
 		if i == 0 || older[i].Role == RoleUser {
 			o.starts = append(o.starts, i)
@@ -228,7 +236,7 @@ func (o *olderTurns) convert(lo, hi int) {
 			}
 		}
 	}
-	conv := converter{out: make([]Message, 0, n), deferred: true,
+	conv := converter{out: make([]Message, 0, n), deferred: true, compact: o.compact,
 		parts: make([]*Part, 0, n), calls: make([]ToolCall, 0, calls)}
 	bounds := make([]int, 0, hi-lo+2)
 	for k := lo; k <= hi; k++ {
@@ -254,7 +262,7 @@ func (o *olderTurns) convert(lo, hi int) {
 		for i := len(ot.msgs) - 1; i >= 0; i-- {
 			ot.size[i] = messageSize(&ot.msgs[i])
 			if p := ot.parts[i]; p != nil {
-				ot.size[i] += toolResultLen(p)
+				ot.size[i] += toolResultLen(p, o.compact)
 			}
 			ot.age[i] = int32(o.steps)
 			if len(ot.msgs[i].ToolCalls) > 0 {
@@ -267,8 +275,11 @@ func (o *olderTurns) convert(lo, hi int) {
 
 // fitted is what one step sends and what fitting did.
 type fitted struct {
-	msgs           []Message
-	chars          int
+	msgs  []Message
+	chars int
+	// tokens is what the model's tokenizer counts of the step (messages,
+	// tools, framing); 0 when trawl has no tokenizer for the model.
+	tokens         int
 	compacted      int
 	compactedChars int
 	compactedCalls []string
@@ -346,10 +357,10 @@ func newFitter(in fitInput) *fitter {
 	}
 	older := in.thread[:protect]
 	var o *olderTurns
-	if m := in.memo; m != nil && m.conv != nil && m.n == len(older) && (m.n == 0 || m.first == &older[0]) {
+	if m := in.memo; m != nil && m.conv != nil && m.n == len(older) && (m.n == 0 || m.first == &older[0]) && m.conv.compact == in.compact {
 		o = m.conv
 	} else {
-		o = newOlderTurns(older)
+		o = newOlderTurns(older, in.compact)
 		if m != nil {
 			m.conv, m.n, m.first = o, len(older), nil
 			if len(older) > 0 {
@@ -357,9 +368,9 @@ func newFitter(in fitInput) *fitter {
 			}
 		}
 	}
-	tail := ModelMessages(in.thread[protect:])
+	tail := modelMessages(in.thread[protect:], in.compact)
 	if in.current != nil {
-		tail = append(tail, ModelMessages([]UIMessage{*in.current})...)
+		tail = append(tail, modelMessages([]UIMessage{*in.current}, in.compact)...)
 	}
 	fixed := in.toolChars
 	for i := range in.system {
@@ -445,7 +456,7 @@ func (f *fitter) bound() {
 			sz := ot.size[i]
 			if ot.parts[i] != nil {
 				if text := f.compacted(ot, i); text != "" {
-					sz += len(text) - toolResultLen(ot.parts[i])
+					sz += len(text) - toolResultLen(ot.parts[i], o.compact)
 				}
 				f.compSum += sz
 			} else {
@@ -474,7 +485,7 @@ func (f *fitter) set(ot *olderTurn, i, j int, text string, st entryState) {
 	}
 	old := len(ot.msgs[i].Content)
 	if st == entryCompacted {
-		old = toolResultLen(ot.parts[i])
+		old = toolResultLen(ot.parts[i], f.o.compact)
 		f.out.compacted++
 		f.out.compactedChars += len(ot.parts[i].Output)
 	} else {
@@ -592,7 +603,7 @@ func (f *fitter) assemble() *fitted {
 				m.Content = f.shortened(ot, i)
 			default:
 				if ot.parts[i] != nil {
-					m.Content = toolResultText(*ot.parts[i])
+					m.Content = toolResultText(*ot.parts[i], o.compact)
 				}
 			}
 			send = append(send, m)
@@ -661,6 +672,9 @@ func (f *fitted) report(step int, b budget, reported int) stream.ContextReport {
 	if r.BudgetChars == math.MaxInt {
 		r.BudgetChars = 0
 	}
+	if f.tokens > 0 {
+		r.Tokens, r.Counted = f.tokens, true
+	}
 	return r
 }
 
@@ -700,7 +714,7 @@ func (r *Runner) fitStep(st *turnState, def Definition, bound []boundTool, specs
 		}
 	}
 	b := resolveBudget(def, model, cpt)
-	f, err := fitCompacting(fitInput{
+	in := fitInput{
 		system: r.systemMessages(def, bound), toolChars: toolChars,
 		thread: thread, current: current, budget: b,
 		expiry: func(id string) (time.Time, bool) {
@@ -709,8 +723,63 @@ func (r *Runner) fitStep(st *turnState, def Definition, bound []boundTool, specs
 		},
 		verdict: r.verdicts.get,
 		memo:    &st.older,
-	})
+		compact: def.Rows == RowsCompact,
+	}
+	f, err := fitCompacting(in)
+	tc, known := r.tokenCounter(model)
+	if !known || b.maxTokens <= 0 || err == nil && tokensAtMost(f, specs) <= b.maxTokens {
+		return f, b, err // no tokenizer; or the step fits whatever its text (no count needed)
+	}
+	// A model family trawl has the tokenizer of: what the step sends is
+	// counted (each text once per process: the memo), and when it is over
+	// the budget — or the estimate left out what would have fitted — the
+	// step is fitted again at the ratio counted.
+	for refit := 0; err == nil && f.chars > 0; refit++ {
+		f.tokens = tc.RequestTokens(&ModelRequest{Messages: f.msgs, Tools: specs})
+		measured := min(max(float64(f.chars)/float64(max(f.tokens, 1)), 1), 8)
+		over := f.tokens > b.maxTokens
+		roomy := !b.counted && f.compacted+f.shortened+f.dropped > 0 && measured > b.cpt*1.1
+		if refit == maxRefits || !over && !roomy {
+			// The next step (and turn) starts from the ratio counted, so
+			// it is fitted again only when what it adds changes it.
+			st.cpt = measured
+			r.calib.Store(model, measured)
+			break
+		}
+		b = resolveBudget(def, model, measured)
+		b.counted = true
+		in.budget = b
+		f, err = fitCompacting(in)
+	}
 	return f, b, err
+}
+
+// tokensAtMost bounds what f and specs can cost in tokens: a token is at
+// least one byte of text, and each message and tool adds its framing.
+func tokensAtMost(f *fitted, specs []ToolSpec) int {
+	n := f.chars + tokensReplyPrime + 2*tokensPerMessage*(len(f.msgs)+len(specs))
+	for i := range f.msgs {
+		n += len(f.msgs[i].Role) + tokensPerMessage*len(f.msgs[i].ToolCalls)
+	}
+	return n
+}
+
+// maxRefits bounds the fits of a step again at the ratio its tokenizer
+// counted (fitStep).
+const maxRefits = 2
+
+// tokenCounter is the tokenizer of model's family, through the runner's
+// memo of counts, when trawl knows it.
+func (r *Runner) tokenCounter(model string) (*TokenMemo, bool) {
+	enc, ok := encodingFor(model)
+	if !ok {
+		return nil, false
+	}
+	if m, ok := r.tokens.Load(enc); ok {
+		return m.(*TokenMemo), true
+	}
+	m, _ := r.tokens.LoadOrStore(enc, NewTokenMemo(bpeCounter(enc), 0))
+	return m.(*TokenMemo), true
 }
 
 // calibrate learns the characters per token of model from the prompt

@@ -55,7 +55,7 @@ func refConvertOlder(older []UIMessage) *refOlderTurns {
 	for i := range o.msgs {
 		o.size[i] = messageSize(&o.msgs[i])
 		if p := o.parts[i]; p != nil {
-			o.size[i] += toolResultLen(p)
+			o.size[i] += toolResultLen(p, false)
 		} else if len(o.msgs[i].ToolCalls) > 0 {
 			steps++
 		}
@@ -204,7 +204,7 @@ func refFit(in fitInput) (*fitted, error) {
 		case texts[i] != "":
 			m.Content = texts[i]
 		case o.parts[i] != nil:
-			m.Content = toolResultText(*o.parts[i])
+			m.Content = toolResultText(*o.parts[i], false)
 		}
 		send = append(send, m)
 	}

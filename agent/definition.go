@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/tools"
 )
 
@@ -25,8 +27,14 @@ type Definition struct {
 	ViewChars int `json:"view_chars,omitempty" yaml:"view_chars"`
 	// Context is the budget of what one step sends the model. Nil: the
 	// model's known context window (see ContextWindow).
-	Context    *ContextConfig `json:"context,omitempty" yaml:"context"`
-	AgentTools []Binding      `json:"agentTools" yaml:"agentTools"`
+	Context *ContextConfig `json:"context,omitempty" yaml:"context"`
+	// Rows is how tool results' rows reach the model: "objects" (the
+	// default: JSON objects, as stored) or "compact" (uniform rows as a
+	// header of field names and one array per row, loop.CompactRows; the
+	// model is told the layout in one line). The stored result, the
+	// stream's tool output and the Studio keep the objects.
+	Rows       RowLayout `json:"rows,omitempty" yaml:"rows"`
+	AgentTools []Binding `json:"agentTools" yaml:"agentTools"`
 	// Approval says, per effect class, which calls wait for a human's
 	// yes before they run (a binding's own approval wins).
 	Approval *ApprovalPolicy `json:"approval,omitempty" yaml:"approval"`
@@ -40,6 +48,14 @@ type Definition struct {
 	// deleted through the API stays deleted.
 	Deleted bool `json:"deleted,omitempty" yaml:"-"`
 }
+
+// RowLayout is how tool results' rows reach the model (Definition.Rows).
+type RowLayout string
+
+const (
+	RowsObjects RowLayout = "objects" // JSON objects, as stored (also the empty value)
+	RowsCompact RowLayout = "compact" // a header of field names and one array per row
+)
 
 // Binding is one entry of an agent's tool list: a single tool
 // (ToolID, with ProviderID) or a whole connected-app toolkit (Toolkit).
@@ -133,6 +149,16 @@ type Limits struct {
 	Bytes         int64   `json:"bytes,omitempty" yaml:"bytes"`
 	Seconds       float64 `json:"seconds,omitempty" yaml:"seconds"`
 	ForEachValues int     `json:"for_each_values,omitempty" yaml:"for_each_values"`
+	// Concurrency bounds the requests one walk has in flight when it may
+	// fetch pages ahead (paginate.Budget.Concurrency): 0 adaptive, 1 one
+	// at a time, at most paginate.MaxConcurrency.
+	Concurrency int `json:"concurrency,omitempty" yaml:"concurrency"`
+}
+
+// Budget is l as a walk budget.
+func (l Limits) Budget() paginate.Budget {
+	return paginate.Budget{Pages: l.Pages, Requests: l.Requests, Items: l.Items, Bytes: l.Bytes,
+		Time: time.Duration(l.Seconds * float64(time.Second)), ForEachValues: l.ForEachValues, Concurrency: l.Concurrency}
 }
 
 // Discovery says whether a binding's tools go to the model directly or
@@ -207,6 +233,9 @@ func (d *Definition) Validate() error {
 	}
 	if !d.AnswerCheck.valid() {
 		return &FieldError{Field: "answer_check", Msg: "must be off, warn or revise"}
+	}
+	if d.Rows != RowsObjects && d.Rows != RowsCompact && d.Rows != "" {
+		return &FieldError{Field: "rows", Msg: fmt.Sprintf("must be objects or compact, not %q", string(d.Rows))}
 	}
 	if err := d.Context.validate(); err != nil {
 		return err

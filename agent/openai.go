@@ -17,7 +17,6 @@ import (
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
-	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/tools"
 )
 
@@ -527,7 +526,7 @@ func oaiSnippet(body []byte) string {
 }
 
 func oaiSleep(ctx context.Context, d time.Duration) error {
-	return paginate.SystemClock{}.Sleep(ctx, d)
+	return tools.SystemClock().Sleep(ctx, d)
 }
 
 // oaiExchange records what the HTTP client saw for one attempt, since

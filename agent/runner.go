@@ -79,6 +79,7 @@ type Runner struct {
 	verdicts *verdictCache // compacted older tool results
 	obs      *instrumentation
 	calib    sync.Map // model name → calibrated characters per token (float64)
+	tokens   sync.Map // tokenizer.Encoding → *TokenMemo (tokenCounter)
 
 	indexMu    sync.Mutex
 	indexes    sync.Map // pool fingerprint → *discovery.Index
@@ -518,6 +519,9 @@ func (r *Runner) systemMessages(def Definition, bound []boundTool) []Message {
 	}
 	if r.holdsWrites(bound) {
 		msgs = append(msgs, Message{Role: RoleSystem, Content: prompts.Text("writing")})
+	}
+	if def.Rows == RowsCompact {
+		msgs = append(msgs, Message{Role: RoleSystem, Content: prompts.Text("compact_rows")})
 	}
 	return msgs
 }

@@ -7,6 +7,7 @@ import (
 	"iter"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -388,5 +389,75 @@ func TestRunnerCheckpointsEveryStep(t *testing.T) {
 	final := tr.Thread.Msgs[len(tr.Thread.Msgs)-1]
 	if final.ID != saved[1].Msgs[1].ID || len(final.Parts) <= len(saved[1].Msgs[1].Parts) {
 		t.Errorf("the final message should extend the checkpointed one: %d vs %d parts", len(final.Parts), len(saved[1].Msgs[1].Parts))
+	}
+}
+
+// An agent with rows: compact: the model reads the looping result's rows
+// and queryToolResult's as a header and one array per row, told the
+// layout in one system line; the stream's tool outputs and the stored
+// thread keep the objects.
+func TestRunnerCompactRows(t *testing.T) {
+	resultID := regexp.MustCompile(`"_resultId":"([^"]+)"`)
+	m := &scriptModel{steps: []func(ModelRequest) []ModelEvent{
+		func(ModelRequest) []ModelEvent { return call("c1", "list_items", `{"_all_pages":true}`) },
+		func(req ModelRequest) []ModelEvent {
+			id := resultID.FindStringSubmatch(req.Messages[len(req.Messages)-1].Content)
+			if id == nil {
+				t.Fatalf("no _resultId in %s", req.Messages[len(req.Messages)-1].Content)
+			}
+			return call("c2", "queryToolResult", `{"resultId":"`+id[1]+`","limit":3}`)
+		},
+	}}
+	r, _ := newTestRunner(t, m, &fakeClock{now: time.Unix(0, 0), step: 100 * time.Millisecond})
+	def := Definition{ID: "a", Rows: RowsCompact, AgentTools: []Binding{{ToolID: "p.list_items", LoopResponses: true}}}
+	if err := def.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	tr := turn(def, rec)
+	if err := r.Run(context.Background(), tr); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.reqs) != 3 {
+		t.Fatalf("%d model requests, want 3", len(m.reqs))
+	}
+	note := 0
+	for _, msg := range m.reqs[0].Messages {
+		if msg.Role == RoleSystem && msg.Content == prompts.Text("compact_rows") {
+			note++
+		}
+	}
+	if note != 1 {
+		t.Errorf("the layout is told %d times in the system messages, want once", note)
+	}
+	last := func(req ModelRequest) string { return req.Messages[len(req.Messages)-1].Content }
+	if got := last(m.reqs[1]); !strings.Contains(got, `"data":{"fields":["id"],"rows":[[0],[1],[2],`) || strings.Contains(got, `{"id":0}`) {
+		t.Errorf("the looping result as the model read it: %.300s", got)
+	}
+	if got := last(m.reqs[2]); !strings.Contains(got, `"items":{"fields":["id"],"rows":[[0],[1],[2]]}`) {
+		t.Errorf("queryToolResult as the model read it: %.300s", got)
+	}
+	rec.mu.Lock()
+	outputs := 0
+	for _, c := range rec.chunks {
+		if o, ok := c.(stream.ToolOutputAvailable); ok {
+			outputs++
+			if b, _ := json.Marshal(o.Output); !strings.Contains(string(b), `{"id":0}`) {
+				t.Errorf("the stream's tool output lost the objects: %.300s", b)
+			}
+		}
+	}
+	rec.mu.Unlock()
+	if outputs != 2 {
+		t.Errorf("%d tool outputs streamed, want 2", outputs)
+	}
+	for _, p := range tr.Thread.Msgs[1].Parts {
+		if p.IsTool() && !strings.Contains(string(p.Output), `{"id":0}`) {
+			t.Errorf("the stored %s output lost the objects: %.300s", p.Name(), p.Output)
+		}
+	}
+	bad := Definition{ID: "b", Rows: "csv"}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "rows") {
+		t.Errorf("rows: csv: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"hash/maphash"
 	"strings"
 	"sync"
 
@@ -97,44 +98,91 @@ func (b bpe) CountTokens(text string) int {
 }
 
 // TokenMemo counts texts through a TokenCounter and keeps each count, so a
-// text sent at every step of a turn (the thread's older messages, the
-// tools) is tokenized once. It keeps at most max texts (then starts
-// afresh), holding their strings; it is safe for concurrent use.
+// text sent at every step (the thread's older messages, the tools) is
+// tokenized once. It keeps the counts of at most max texts (then starts
+// afresh), by a 64-bit hash of each text — not the texts themselves, so
+// what it holds is a few bytes a text; it is safe for concurrent use.
 type TokenMemo struct {
-	tc  TokenCounter
-	max int
+	tc   TokenCounter
+	max  int
+	seed maphash.Seed
 
 	mu     sync.Mutex
-	counts map[string]int
+	counts map[uint64]int
 }
 
 // NewTokenMemo returns a memo over tc keeping at most max counts (zero
-// means 4,096).
+// means 65,536).
 func NewTokenMemo(tc TokenCounter, max int) *TokenMemo {
 	if max <= 0 {
-		max = 4096
+		max = 1 << 16
 	}
-	return &TokenMemo{tc: tc, max: max, counts: map[string]int{}}
+	return &TokenMemo{tc: tc, max: max, seed: maphash.MakeSeed(), counts: map[uint64]int{}}
 }
 
 // CountTokens implements TokenCounter. Texts under 64 bytes are counted
-// each time: tokenizing them costs about what keeping them would.
+// each time: tokenizing them costs about what hashing them would.
 func (m *TokenMemo) CountTokens(text string) int {
 	if len(text) < 64 {
 		return m.tc.CountTokens(text)
 	}
+	return m.keep(maphash.String(m.seed, text), func() int { return m.tc.CountTokens(text) })
+}
+
+// RequestTokens is RequestTokens(m's counter, req), each message and tool
+// counted once (kept by a hash of all it holds), so that a step sending
+// the thread again tokenizes only what is new in it.
+func (m *TokenMemo) RequestTokens(req *ModelRequest) int {
+	n := tokensReplyPrime
+	for i := range req.Messages {
+		msg := &req.Messages[i]
+		var h maphash.Hash
+		h.SetSeed(m.seed)
+		h.WriteString(string(msg.Role))
+		h.WriteByte(0)
+		h.WriteString(msg.Content)
+		h.WriteByte(0)
+		h.WriteString(msg.ToolCallID)
+		for _, c := range msg.ToolCalls {
+			h.WriteByte(1)
+			h.WriteString(c.ID)
+			h.WriteByte(0)
+			h.WriteString(c.Name)
+			h.WriteByte(0)
+			h.WriteString(c.Arguments)
+		}
+		n += m.keep(h.Sum64(), func() int { return MessageTokens(m.tc, msg) })
+	}
+	for i := range req.Tools {
+		t := &req.Tools[i]
+		var h maphash.Hash
+		h.SetSeed(m.seed)
+		h.WriteByte(2)
+		h.WriteString(t.Name)
+		h.WriteByte(0)
+		h.WriteString(t.Description)
+		h.WriteByte(0)
+		h.Write(t.Parameters)
+		n += m.keep(h.Sum64(), func() int { return ToolTokens(m.tc, t) })
+	}
+	return n
+}
+
+// keep returns the count kept under key, counting it with count first if
+// there is none.
+func (m *TokenMemo) keep(key uint64, count func() int) int {
 	m.mu.Lock()
-	n, ok := m.counts[text]
+	n, ok := m.counts[key]
 	m.mu.Unlock()
 	if ok {
 		return n
 	}
-	n = m.tc.CountTokens(text)
+	n = count()
 	m.mu.Lock()
 	if len(m.counts) >= m.max {
-		m.counts = map[string]int{}
+		m.counts = map[uint64]int{}
 	}
-	m.counts[text] = n
+	m.counts[key] = n
 	m.mu.Unlock()
 	return n
 }

@@ -1,12 +1,17 @@
 package agent
 
 import (
+	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/tiktoken-go/tokenizer"
+
+	"github.com/trawl-dev/trawl/stream"
 )
 
 func TestTokenizerForFamilies(t *testing.T) {
@@ -137,5 +142,61 @@ func TestTokenMemoCountsEachTextOnce(t *testing.T) {
 	m.CountTokens("short")
 	if inner.calls["short"] != 2 {
 		t.Errorf("short texts are counted each time, got %d", inner.calls["short"])
+	}
+}
+
+// A model family trawl has the tokenizer of: what a step sends is counted
+// by it, and fitted to the budget by that count, not by the 3-characters
+// rule — over text that costs a token every 1.3 characters, the rule
+// alone sends more than twice the budget. A model trawl does not know
+// keeps the estimate.
+func TestContextBudgetCountsWithTheTokenizer(t *testing.T) {
+	tc, _ := TokenizerFor("gpt-4o-mini")
+	dense := strings.Repeat("a7$ ", 300) // 1,200 characters, about 900 tokens
+	var older []UIMessage
+	for i := range 12 {
+		older = append(older,
+			UIMessage{ID: fmt.Sprintf("u%d", i), Role: RoleUser, Parts: []Part{{Type: "text", Text: fmt.Sprintf("question %d: %s", i, dense)}}},
+			UIMessage{ID: fmt.Sprintf("a%d", i), Role: RoleAssistant, Parts: []Part{{Type: "text", Text: fmt.Sprintf("answer %d: %s", i, dense)}}})
+	}
+	const budgetTokens = 6000
+	for _, c := range []struct {
+		model   string
+		counted bool
+	}{{"gpt-4o-mini", true}, {"local-model", false}} {
+		t.Run(c.model, func(t *testing.T) {
+			m := &scriptModel{}
+			r, _ := newTestRunner(t, m, nil)
+			def := Definition{ID: "a", Model: c.model, Context: &ContextConfig{MaxTokens: budgetTokens}}
+			rec := &recorder{}
+			tr := turn(def, rec)
+			tr.Thread.Msgs = append(slices.Clone(older), tr.Thread.Msgs...)
+			if err := r.Run(context.Background(), tr); err != nil {
+				t.Fatal(err)
+			}
+			sent := RequestTokens(tc, &m.reqs[0])
+			var report stream.ContextReport
+			rec.mu.Lock()
+			for _, ch := range rec.chunks {
+				if d, ok := ch.(stream.Data); ok && d.Name == "context" {
+					report = d.Data.(stream.ContextReport)
+					break
+				}
+			}
+			rec.mu.Unlock()
+			t.Logf("sent %d tokens by the tokenizer's count; reported %d (counted %v), %d turns dropped", sent, report.Tokens, report.Counted, report.DroppedTurns)
+			if c.counted {
+				if sent > budgetTokens || report.Tokens != sent || !report.Counted || report.DroppedTurns == 0 {
+					t.Errorf("sent %d tokens by the tokenizer (budget %d); the report says %d (counted %v), %d turns dropped",
+						sent, budgetTokens, report.Tokens, report.Counted, report.DroppedTurns)
+				}
+				return
+			}
+			// The estimate alone: the same thread goes over the budget by
+			// the tokenizer's count — what counting prevents.
+			if sent <= 2*budgetTokens || report.Counted {
+				t.Errorf("without a tokenizer, sent %d tokens by the tokenizer's count (budget %d), counted %v", sent, budgetTokens, report.Counted)
+			}
+		})
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/trawl-dev/trawl/loop"
 )
 
 // UIMessage is a message of a thread in the AI SDK's UIMessage shape, so a
@@ -100,8 +102,12 @@ func ValidateIncoming(m UIMessage) error {
 // per user turn; per assistant step (split at step-start parts) one
 // assistant message with its text and tool calls, then one tool message
 // per call with its output (or error).
-func ModelMessages(thread []UIMessage) []Message {
-	var c converter
+func ModelMessages(thread []UIMessage) []Message { return modelMessages(thread, false) }
+
+// modelMessages is ModelMessages, with compact the rows of tool results
+// in the compact layout (an agent's rows: compact).
+func modelMessages(thread []UIMessage, compact bool) []Message {
+	c := converter{compact: compact}
 	for i := range thread {
 		c.add(&thread[i])
 	}
@@ -118,8 +124,11 @@ type converter struct {
 	// sends it whole.
 	deferred bool
 	parts    []*Part
-	calls    []ToolCall // the tool calls of every message, carved per message
-	results  []*Part    // scratch: the current step's tool parts
+	// compact writes tool results' rows in the compact layout (an
+	// agent's rows: compact).
+	compact bool
+	calls   []ToolCall // the tool calls of every message, carved per message
+	results []*Part    // scratch: the current step's tool parts
 }
 
 func (c *converter) push(msg Message, p *Part) {
@@ -154,7 +163,7 @@ func (c *converter) add(m *UIMessage) {
 			for _, p := range c.results {
 				msg := Message{Role: RoleTool, ToolCallID: p.ToolCallID}
 				if !c.deferred {
-					msg.Content = toolResultText(*p)
+					msg.Content = toolResultText(*p, c.compact)
 				}
 				c.push(msg, p)
 			}
@@ -188,18 +197,32 @@ func (c *converter) add(m *UIMessage) {
 	flush()
 }
 
-// toolResultLen is len(toolResultText(p)), without building the text.
-func toolResultLen(p *Part) int {
-	if p.State == "output-available" {
+// toolResultLen is len(toolResultText(p, compact)), without building the
+// text when the layout is the stored one.
+func toolResultLen(p *Part, compact bool) int {
+	if p.State == "output-available" && !(compact && compactable(p)) {
 		return len(p.Output)
 	}
-	return len(toolResultText(*p)) // an error: short
+	return len(toolResultText(*p, compact)) // an error: short
 }
 
-// toolResultText is what the model reads of a finished (or failed) call.
-func toolResultText(p Part) string {
+// compactable reports a tool output the compact row layout may rewrite:
+// any but fetchToolResult's, which slices the stored text as it is.
+func compactable(p *Part) bool {
+	return p.Name() != loop.FetchToolResult && len(p.Output) > 0 && p.Output[0] == '{'
+}
+
+// toolResultText is what the model reads of a finished (or failed) call;
+// with compact (the agent's rows: compact), its rows in the compact
+// layout (loop.CompactRows).
+func toolResultText(p Part, compact bool) string {
 	switch p.State {
 	case "output-available":
+		if compact && compactable(&p) {
+			if out, ok := loop.CompactRows(p.Output); ok {
+				return string(out)
+			}
+		}
 		return string(p.Output)
 	case "output-error":
 		b, _ := json.Marshal(map[string]string{"error": p.ErrorText})

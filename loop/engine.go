@@ -80,7 +80,7 @@ func (e *Engine) scrubber(credential string) *tools.Scrubber {
 func New(opt Options) *Engine {
 	e := &Engine{opt: opt, clock: opt.Clock, log: opt.Logger, obs: newInstrumentation(opt.TracerProvider, opt.MeterProvider)}
 	if e.clock == nil {
-		e.clock = paginate.SystemClock{}
+		e.clock = tools.SystemClock()
 	}
 	if e.log == nil {
 		e.log = slog.Default()
@@ -344,6 +344,7 @@ type walkStats struct {
 	Shifted   bool           `json:"shifted,omitempty"`    // rows moved across a page boundary (paginate.Result.Shifted)
 	Unproven  string         `json:"unproven,omitempty"`   // why a complete walk could not prove it saw every row
 	Probes    int            `json:"probes,omitempty"`     // requests made only to check the walk (in Requests)
+	Unused    int            `json:"unused,omitempty"`     // requests fetched ahead whose page was never read (in Requests)
 	Status    int            `json:"status,omitempty"`     // the HTTP status of the response that stopped a partial walk
 	Values    int            `json:"values,omitempty"`     // fan-out values asked (0 without _for_each)
 	Text      bool           `json:"text,omitempty"`       // the response was text, not JSON
@@ -651,6 +652,7 @@ func (e *Engine) merge(q walkRequest, values []any, results []*paginate.Result, 
 		w.Requests += res.Requests
 		w.Pages += res.Pages
 		w.Probes += res.Probes
+		w.Unused += res.Unused
 		w.Retries += res.Retries
 		w.Resumed = w.Resumed || res.Resumed
 		w.Dups += res.Duplicates

@@ -436,8 +436,12 @@ func TestCancelledWalkIsAPartialResult(t *testing.T) {
 	e := newTestEngine(t, Options{Results: results, Cache: cache})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out, err := e.Call(ctx, Call{Tool: ordersTool(up.URL), Scope: scope, Binding: Binding{LoopResponses: true},
-		Args: map[string]any{"_all_pages": true, "_fields": []any{"id"}},
+	// One request at a time: the pages a walk fetches ahead are sent
+	// before the cancellation, and the count below is of the requests
+	// after it.
+	out, err := e.Call(ctx, Call{Tool: ordersTool(up.URL), Scope: scope,
+		Binding: Binding{LoopResponses: true, Budget: paginate.Budget{Concurrency: 1}},
+		Args:    map[string]any{"_all_pages": true, "_fields": []any{"id"}},
 		Progress: func(p Progress) {
 			if p.Page == 2 {
 				cancel()

@@ -89,12 +89,6 @@ func (s *h3Server) count() int {
 	return s.requests
 }
 
-func (s *h3Server) log() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.queries...)
-}
-
 type h3Env struct {
 	engine *loop.Engine
 	clock  *paginate.FakeClock
@@ -168,17 +162,6 @@ func parseH3View(t *testing.T, view []byte, items string) *h3View {
 	return v
 }
 
-// ids are the "id" members of rows.
-func h3IDs(rows []json.RawMessage) []string {
-	var out []string
-	for _, r := range rows {
-		var m map[string]json.RawMessage
-		_ = json.Unmarshal(r, &m)
-		out = append(out, string(m["id"]))
-	}
-	return out
-}
-
 // rowsJSON renders rows {"id": i, "n": i} for ids.
 func h3Rows(ids []int) string {
 	parts := make([]string, len(ids))
@@ -202,14 +185,6 @@ func h3Atoi(s string, def int) int {
 		return def
 	}
 	return n
-}
-
-// h3Claims fails the test when the view says complete.
-func h3NotComplete(t *testing.T, v *h3View, why string) {
-	t.Helper()
-	if v.Boundary.Completion == "complete" || (v.PagingComplete != nil && *v.PagingComplete) {
-		t.Errorf("%s, yet the verdict is complete (stoppedBy %s, %d records, note %q)", why, v.StoppedBy, derefH3(v.Boundary.Records), v.Note)
-	}
 }
 
 func derefH3(p *int) int {

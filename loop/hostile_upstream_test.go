@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/tools"
@@ -46,6 +47,15 @@ import (
 // A page-number collection may number its pages by the size asked rather
 // than by the size it serves (AskedOffsets): a walk that keeps asking for
 // a size the server caps then skips rows.
+//
+// Answers may take a few milliseconds (Latency), so that a walk that
+// fetches ahead (Budget.Concurrency: a page-number walk with a total, an
+// offset walk) has several requests in flight. Such a walk may send up to
+// its window's worth of requests before it has read the answer that said
+// the collection ended (or refused it), at positions ahead of the pages
+// delivered; every other walk — cursors, next URLs, Link headers, page
+// numbers checked by probes — must never have two requests in flight at
+// once.
 
 // style is one way an upstream pages (or does not).
 type style int
@@ -180,7 +190,10 @@ type scenario struct {
 	DupValue   bool // the first value is listed twice
 	FanOut     int
 	Budget     paginate.Budget
-	Cols       []collection
+	// Latency is the most milliseconds an answer waits before the server
+	// handles it (0: none).
+	Latency int
+	Cols    []collection
 	// Aggregate: the call asks _aggregate (count, sum(n) and
 	// count_distinct(id), by list_id in a fan-out); the rows are read
 	// back with queryToolResult.
@@ -190,10 +203,32 @@ type scenario struct {
 	Cached bool
 }
 
+// fetchesAhead reports a walk that may send requests ahead of the page it
+// reads: a page-number walk with a total, or an offset walk.
+func (sc scenario) fetchesAhead() bool {
+	return sc.AllPages && sc.Budget.Concurrency != 1 &&
+		(sc.Style == styleOffset || sc.Style == stylePage && sc.Total != totalNone)
+}
+
+// late is how many positions such a walk may ask for after the server
+// said the collection ended (or refused a request) before the walk has
+// read that answer: those in flight then, and one more for each page
+// before it that the walk reads meanwhile — twice its window less one.
+func (sc scenario) late() int { return 2 * sc.ahead() }
+
+// ahead is how many requests such a walk may have sent beyond the one
+// whose answer it is reading: its window, less that one.
+func (sc scenario) ahead() int {
+	if sc.Budget.Concurrency == 0 {
+		return 5 // the adaptive window grows to 6
+	}
+	return sc.Budget.Concurrency - 1
+}
+
 // generate builds the scenario of seed.
-func generate(seed uint64) scenario {
+func generate(seed uint64) (sc scenario) {
 	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
-	sc := scenario{Seed: seed, FanOut: 1}
+	sc = scenario{Seed: seed, FanOut: 1}
 	switch n := r.IntN(100); {
 	case n < 14:
 		sc.Style = stylePage
@@ -262,6 +297,14 @@ func generate(seed uint64) scenario {
 		}
 	}
 	sc.MissingArg = !sc.ForEach && r.IntN(50) == 0
+	defer func() {
+		// Drawn last, so that the draws above (and the cases they made
+		// before these fields existed) are unchanged.
+		sc.Budget.Concurrency = []int{0, 0, 0, 1, 1, 2, 3, 6}[r.IntN(8)]
+		if r.IntN(3) == 0 {
+			sc.Latency = 1 + r.IntN(3)
+		}
+	}()
 	if r.IntN(3) == 0 {
 		sc.Budget.Pages = 3 + r.IntN(8)
 	}
@@ -589,6 +632,12 @@ type hcol struct {
 	capped      bool            // a page was asked for more rows than the server serves
 	changedAt   [4]int          // changes by where they hit (whereAny … whereTail)
 	probes      int             // page style: pages delivered again (boundary probes)
+	refusedAt   map[string]bool // the queries answered 401/403/404
+	askedBefore map[string]bool // the queries asked before the server said done or refused
+	lateAt      map[string]bool // the queries first asked after it did
+	curPage     int             // page style: the page number the request being answered asks for
+	pageAt      map[[2]int]bool // page style, fetching ahead: the pages delivered, by number and size
+	highOffset  int             // offset style: where the furthest page delivered ends
 	initial     map[string]bool // the rows before the walk's first request
 	deleted     map[string]bool // rows deleted during the walk
 }
@@ -605,14 +654,20 @@ type hostile struct {
 	requests   int
 	violations []wireViolation
 	transcript []string
+
+	fmu       sync.Mutex     // guards flight and overlapped (not mu: taken before it)
+	flight    map[string]int // requests of each value in flight at the server
+	overlaps  int            // requests that arrived while another of their value was in flight
+	overlapAt []string       // the first of them, for the violation
 }
 
 func newHostile(sc scenario, origin, foreign, prefix string) *hostile {
-	h := &hostile{sc: sc, prefix: prefix, origin: origin + prefix, foreign: foreign + prefix, cols: map[string]*hcol{}}
+	h := &hostile{sc: sc, prefix: prefix, origin: origin + prefix, foreign: foreign + prefix, cols: map[string]*hcol{},
+		flight: map[string]int{}}
 	for i, spec := range sc.Cols {
 		c := &hcol{spec: spec, rng: rand.New(rand.NewPCG(sc.Seed, uint64(i)+1)), used: map[int]bool{},
 			keys: map[string]int{}, events: map[int][]event{}, delivered: map[string]int{},
-			issued: map[string]position{}}
+			issued: map[string]position{}, refusedAt: map[string]bool{}, askedBefore: map[string]bool{}, lateAt: map[string]bool{}, pageAt: map[[2]int]bool{}}
 		for j := range spec.Rows {
 			c.addRow(len(c.rows), (j+1)*1000)
 		}
@@ -644,6 +699,31 @@ func (h *hostile) violate(rule, format string, args ...any) {
 
 // ServeHTTP answers one request of the scenario's call.
 func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	value := ""
+	if segs := strings.Split(strings.Trim(strings.TrimPrefix(r.URL.Path, h.prefix), "/"), "/"); len(segs) >= 2 {
+		value = segs[1]
+	}
+	h.fmu.Lock()
+	if h.flight[value]++; h.flight[value] > 1 {
+		h.overlaps++
+		if len(h.overlapAt) == 0 {
+			h.overlapAt = append(h.overlapAt, r.URL.RequestURI())
+		}
+	}
+	h.fmu.Unlock()
+	// The request leaves the flight once its answer is decided, before a
+	// byte of it is written: a walker that waits for each answer cannot
+	// send the next one earlier.
+	leave := sync.OnceFunc(func() {
+		h.fmu.Lock()
+		h.flight[value]--
+		h.fmu.Unlock()
+	})
+	defer leave()
+	w = flightWriter{w, leave}
+	if h.sc.Latency > 0 {
+		time.Sleep(time.Duration(rand.IntN(h.sc.Latency*1000+1)) * time.Microsecond)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.requests++
@@ -663,14 +743,8 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.reqs++
 	n := c.reqs
-	if c.done != "" && !h.probeRequest(c, r) {
-		h.violate(ruleAfterDone, "%s: request %d after the server said the collection was done (%s)", c.spec.Value, n, c.done)
-	}
 	if c.emptyRun >= 3 {
 		h.violate(ruleEmptyPages, "%s: request %d after %d consecutive empty pages that said more", c.spec.Value, n, c.emptyRun)
-	}
-	if c.refused != 0 {
-		h.violate(ruleAfterRefusal, "%s: request %d after the server answered %d, which no retry can change", c.spec.Value, n, c.refused)
 	}
 	query := r.URL.Query()
 	if h.sc.Body {
@@ -686,6 +760,32 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			h.violate(rulePosition, "%s: request %d is a %s, not the tool's POST", c.spec.Value, n, r.Method)
 		}
+	}
+	// What the request asks, wherever its arguments are: the position
+	// the rules below compare.
+	at := query.Encode()
+	if c.done != "" && !h.probeRequest(c, r) {
+		// A walk fetching ahead may have sent its window's requests (and
+		// their retries) before it read the answer that said done.
+		if !c.askedBefore[at] {
+			c.lateAt[at] = true
+		}
+		if !h.sc.fetchesAhead() || len(c.lateAt) > h.sc.late() {
+			h.violate(ruleAfterDone, "%s: request %d after the server said the collection was done (%s)", c.spec.Value, n, c.done)
+		}
+	}
+	if c.refused != 0 {
+		// The same: never the refused request again, at most the window's
+		// others.
+		if !c.askedBefore[at] {
+			c.lateAt[at] = true
+		}
+		if !h.sc.fetchesAhead() || len(c.lateAt) > h.sc.late() || c.refusedAt[at] {
+			h.violate(ruleAfterRefusal, "%s: request %d after the server answered %d, which no retry can change", c.spec.Value, n, c.refused)
+		}
+	}
+	if c.done == "" && c.refused == 0 {
+		c.askedBefore[at] = true
 	}
 	pos, size, ok, probe := h.position(c, query, n)
 	for _, ev := range c.events[n] {
@@ -729,6 +829,7 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		switch status {
 		case 401, 403, 404:
 			c.refused = status
+			c.refusedAt[at] = true
 		}
 		if status == 429 {
 			w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
@@ -740,6 +841,7 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if cut {
 		c.faults++ // not a status: lastStatus stays the last HTTP one
+		leave()
 		cutConnection(w)
 		return
 	}
@@ -786,12 +888,13 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"data":%s,"count":%d}`, rowsJSON(rows), len(c.rows))
 		return
 	}
-	h.page(w, c, pos, size, pageQuirks{dup: dup, emptyMore: emptyMore, foreign: foreign, cycle: cycle, probe: probe})
+	h.page(w, c, pos, size, pageQuirks{dup: dup, emptyMore: emptyMore, foreign: foreign, cycle: cycle, probe: probe, asked: h.askedSize(query)})
 }
 
 // pageQuirks are the ways one page lies or misleads.
 type pageQuirks struct {
 	dup, emptyMore, foreign, cycle bool
+	asked                          int  // the page size asked (page style)
 	probe                          bool // a page-number boundary probe: a page already delivered, read again
 }
 
@@ -811,6 +914,25 @@ func (h *hostile) probeRequest(c *hcol, r *http.Request) bool {
 	}
 	return page >= 1 && page < c.lastPage
 }
+
+// flightWriter calls leave before the first byte of an answer is written.
+type flightWriter struct {
+	http.ResponseWriter
+	leave func()
+}
+
+func (f flightWriter) WriteHeader(code int) {
+	f.leave()
+	f.ResponseWriter.WriteHeader(code)
+}
+
+func (f flightWriter) Write(b []byte) (int, error) {
+	f.leave()
+	return f.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (cutConnection).
+func (f flightWriter) Unwrap() http.ResponseWriter { return f.ResponseWriter }
 
 // cutConnection sends a response head and half a body, then drops the
 // connection: a transport failure the HTTP client cannot retry by itself
@@ -880,8 +1002,17 @@ func (h *hostile) position(c *hcol, q url.Values, n int) (pos position, size int
 		if v := q.Get("page"); v != "" {
 			page, _ = strconv.Atoi(v)
 		}
+		c.curPage = page
 		probe := page >= 1 && page < c.lastPage // a boundary probe reads a page already delivered
-		if page != c.lastPage+1 && !probe {
+		switch {
+		case sc.fetchesAhead():
+			// A walk with a total: no probes; the pages ahead, never one
+			// delivered again at the same size.
+			probe = false
+			if page < 1 || page > c.lastPage+1+sc.ahead() || c.pageAt[[2]int{page, asked}] {
+				h.violate(rulePosition, "%s: request %d asks for page %d (per_page %d) after page %d was delivered", c.spec.Value, n, page, asked, c.lastPage)
+			}
+		case page != c.lastPage+1 && !probe:
 			h.violate(rulePosition, "%s: request %d asks for page %d after page %d was delivered", c.spec.Value, n, page, c.lastPage)
 		}
 		if page < 1 {
@@ -899,7 +1030,14 @@ func (h *hostile) position(c *hcol, q url.Values, n int) (pos position, size int
 		}
 		// The next offset, or one row before it: an overlapping page or a
 		// closing probe reads the last row delivered again.
-		if off != c.nextOffset && (off != c.nextOffset-1 || c.lastLen < 1) {
+		switch {
+		case sc.fetchesAhead():
+			// Pages ahead: within the window of where the furthest page
+			// delivered ends.
+			if off > c.highOffset+(sc.ahead()+1)*size {
+				h.violate(rulePosition, "%s: request %d asks for offset %d; the pages delivered end at %d at most", c.spec.Value, n, off, c.highOffset)
+			}
+		case off != c.nextOffset && (off != c.nextOffset-1 || c.lastLen < 1):
 			h.violate(rulePosition, "%s: request %d asks for offset %d; the pages delivered end at %d", c.spec.Value, n, off, c.nextOffset)
 		}
 		if off < 0 {
@@ -930,6 +1068,26 @@ func (h *hostile) position(c *hcol, q url.Values, n int) (pos position, size int
 		return p, size, ok, false
 	}
 	return start, size, true, false
+}
+
+// askedSize is the page size a request asks for (the server's default
+// when it asks none).
+func (h *hostile) askedSize(q url.Values) int {
+	if n, err := strconv.Atoi(q.Get(h.sc.sizeParam())); err == nil {
+		return n
+	}
+	return h.sc.Default
+}
+
+// overlapped words the requests that arrived while another of their value
+// was in flight ("" none), for a walk that must send one at a time.
+func (h *hostile) overlapped() string {
+	h.fmu.Lock()
+	defer h.fmu.Unlock()
+	if h.overlaps == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d requests arrived while another of the same collection was in flight, the first %s", h.overlaps, h.overlapAt[0])
 }
 
 // startIndex is where pos falls in the rows as they stand.
@@ -1083,6 +1241,9 @@ func (h *hostile) mutateAt(c *hcol, ev event, dir int) {
 func (h *hostile) page(w http.ResponseWriter, c *hcol, pos position, size int, qk pageQuirks) {
 	dup, emptyMore := qk.dup, qk.emptyMore
 	sc := h.sc
+	// A page fetched ahead after the server said done is never read: what
+	// it shows is no trace the walk could have seen.
+	unread := sc.fetchesAhead() && c.done != ""
 	start := c.startIndex(pos)
 	end := min(start+size, len(c.rows))
 	items := slices.Clone(c.rows[start:end])
@@ -1098,11 +1259,11 @@ func (h *hostile) page(w http.ResponseWriter, c *hcol, pos position, size int, q
 			// that row again itself, and would take the repeat for it.)
 			items = append([]hrow{c.rows[start-1]}, items[:len(items)-1]...)
 			consumed--
-			c.dups++
+			c.dups += b2i(!unread)
 		case len(items) >= 2:
 			items[len(items)-1] = items[0]
 			consumed--
-			c.dups++
+			c.dups += b2i(!unread)
 		}
 	}
 	more := emptyMore || start+consumed < len(c.rows)
@@ -1120,10 +1281,10 @@ func (h *hostile) page(w http.ResponseWriter, c *hcol, pos position, size int, q
 		body := `{"data":` + rowsJSON(items)
 		switch sc.Total {
 		case totalExact:
-			c.totals = append(c.totals, len(c.rows))
+			c.noteTotal(len(c.rows), unread)
 			body += `,"total":` + strconv.Itoa(len(c.rows))
 		case totalOver:
-			c.totals = append(c.totals, len(c.rows)+sc.Over)
+			c.noteTotal(len(c.rows)+sc.Over, unread)
 			body += `,"total":` + strconv.Itoa(len(c.rows)+sc.Over)
 		}
 		if sc.MoreFlag {
@@ -1149,11 +1310,17 @@ func (h *hostile) page(w http.ResponseWriter, c *hcol, pos position, size int, q
 	}
 	switch sc.Style {
 	case stylePage:
-		c.lastPage++
+		if sc.fetchesAhead() {
+			c.lastPage = max(c.lastPage, c.curPage)
+			c.pageAt[[2]int{c.curPage, qk.asked}] = true
+		} else {
+			c.lastPage++
+		}
 		c.nextStart = c.lastPage * size
 	case styleOffset:
 		c.nextOffset = start + len(items)
 		c.nextStart = c.nextOffset
+		c.highOffset = max(c.highOffset, c.nextOffset)
 	default:
 		c.nextStart = start + consumed
 	}
@@ -1181,10 +1348,10 @@ func (h *hostile) page(w http.ResponseWriter, c *hcol, pos position, size int, q
 	b.WriteString(rowsJSON(items))
 	switch sc.Total {
 	case totalExact:
-		c.totals = append(c.totals, len(c.rows))
+		c.noteTotal(len(c.rows), unread)
 		extra("total", strconv.Itoa(len(c.rows)))
 	case totalOver:
-		c.totals = append(c.totals, len(c.rows)+sc.Over)
+		c.noteTotal(len(c.rows)+sc.Over, unread)
 		extra("total", strconv.Itoa(len(c.rows)+sc.Over))
 	}
 	if sc.MoreFlag || sc.Style == styleLastID {
@@ -1251,6 +1418,13 @@ func (h *hostile) page(w http.ResponseWriter, c *hcol, pos position, size int, q
 		return
 	}
 	fmt.Fprint(w, b.String())
+}
+
+// noteTotal records a total sent, unless the walk cannot have read it.
+func (c *hcol) noteTotal(total int, unread bool) {
+	if !unread {
+		c.totals = append(c.totals, total)
+	}
 }
 
 func (h *hostile) deliverIDs(c *hcol, items []hrow) {
@@ -1398,8 +1572,9 @@ func (sc scenario) goString() string {
 	field("Aggregate", sc.Aggregate, false)
 	field("Cached", sc.Cached, false)
 	if sc.Budget != (paginate.Budget{}) {
-		fmt.Fprintf(&b, ", Budget: paginate.Budget{Pages: %d, Requests: %d}", sc.Budget.Pages, sc.Budget.Requests)
+		fmt.Fprintf(&b, ", Budget: paginate.Budget{Pages: %d, Requests: %d, Concurrency: %d}", sc.Budget.Pages, sc.Budget.Requests, sc.Budget.Concurrency)
 	}
+	field("Latency", sc.Latency, 0)
 	b.WriteString(", Cols: []collection{")
 	for i, c := range sc.Cols {
 		if i > 0 {

@@ -378,11 +378,11 @@ func (e *Engine) verdict(q walkRequest, w *walked, hit *CacheHit) *Verdict {
 		Empty:  !w.HasItems && len(bytes.TrimSpace(w.Envelope)) == 0,
 		Action: actionOf(q.call.Tool, q.effect, w.Requests), Values: w.Values,
 		ForEachErrors: w.Errors, ForEachSkipped: w.Skipped, ForEachPartial: w.Partial, Cache: hit,
-		Shifted: w.Shifted, Unproven: w.Unproven, Probes: w.Probes, Status: w.Status,
+		Shifted: w.Shifted, Unproven: w.Unproven, Probes: w.Probes, Unused: w.Unused, Status: w.Status,
 	}
 	if hit != nil {
 		// The rows come from a walk made earlier: this call sent nothing.
-		v.Requests, v.Retries, v.Probes = 0, 0, 0
+		v.Requests, v.Retries, v.Probes, v.Unused = 0, 0, 0, 0
 	}
 	if q.r.ForEach != nil {
 		v.ForEachKey = q.r.ForEach.Key

@@ -90,6 +90,7 @@ const (
 	ruleUnknownRequest = "no-unknown-request"      // a path or value the call does not have
 	ruleEmptyPages     = "at-most-3-empty-pages"   // empty pages that still say more: at most 3 in a row
 	ruleForeign        = "no-foreign-next-url"     // a next URL on another origin is not followed
+	ruleOneAtATime     = "one-request-at-a-time"   // a walk that cannot fetch ahead had two requests in flight
 	ruleDetection      = "detection"               // the harness's tool is not detected as its style (a harness or detector bug)
 	ruleFailed         = "error-only-without-rows" // the call failed although pages were delivered
 	ruleEnvelope       = "envelope"                // the view is not an object with a _boundary
@@ -302,6 +303,9 @@ func (rig *hostileRig) run(sc scenario) caseResult {
 		return res
 	}
 	res.violations = append(res.violations, checkCase(sc, h, res.view, res.err)...)
+	if why := h.overlapped(); why != "" && !sc.fetchesAhead() {
+		res.violations = append(res.violations, violation{ruleOneAtATime, fmt.Sprintf("a %s walk that must wait for each answer: %s", sc.Style, why)})
+	}
 	if n := rig.activity.take(thread); n != h.requests {
 		res.violations = append(res.violations, violation{ruleActivity, fmt.Sprintf("the activity log has %d requests of the call's thread; the upstream received %d", n, h.requests)})
 	}
@@ -713,13 +717,19 @@ func checkCase(sc scenario, h *hostile, raw []byte, callErr error) []violation {
 	}
 	if sc.Style.paged() && garbage == 0 { // an HTML page counts as a page or not: §2 does not say
 		probes, _ := b["probes"].(float64)
+		unused, _ := b["unused"].(float64) // pages fetched ahead and never read
+		if unused > 0 && !sc.fetchesAhead() {
+			add(ruleNoteCount, "_boundary.unused is %v for a walk that cannot fetch ahead", unused)
+		}
 		if m := rePages.FindStringSubmatch(note); m != nil {
-			if n, _ := strconv.Atoi(m[1]); n+int(probes) != delivered {
-				add(ruleNoteCount, "note says %s pages (and %v probes); the upstream delivered %d: %q", m[1], probes, delivered, note)
+			if n, _ := strconv.Atoi(m[1]); n+int(probes)+int(unused) < delivered || n+int(probes) > delivered {
+				add(ruleNoteCount, "note says %s pages (and %v probes, %v unused); the upstream delivered %d: %q", m[1], probes, unused, delivered, note)
 			}
 		}
-		if p, ok := b["pages"].(float64); ok && int(p)+int(probes) != delivered {
-			add(ruleNoteCount, "_boundary.pages is %v (and probes %v); the upstream delivered %d pages", p, probes, delivered)
+		// A request fetched ahead and never read may have been answered
+		// with a page or with an error.
+		if p, ok := b["pages"].(float64); ok && (int(p)+int(probes) > delivered || int(p)+int(probes)+int(unused) < delivered) {
+			add(ruleNoteCount, "_boundary.pages is %v (and probes %v, unused %v); the upstream delivered %d pages", p, probes, unused, delivered)
 		}
 	}
 	if m := reOne.FindString(note); m != "" {
@@ -1004,6 +1014,7 @@ func TestHostileUpstreams(t *testing.T) {
 			askedOffsets, head, middle, tail, cutMidValue, probes, shifted int
 			aggregatesPartial, aggregatesUnstable, aggregatesFiltered      int // issue 24: _aggregate over sets that are not complete, or filtered
 			cacheHits                                                      int // a complete walk's call made again, from the cache
+			ahead                                                          int // issue 27: walks with requests in flight at once
 		}
 		for i := range n {
 			seed := *hostileSeed*1_000_000 + uint64(i)
@@ -1027,6 +1038,9 @@ func TestHostileUpstreams(t *testing.T) {
 						shapes.askedOffsets++
 					}
 				}
+			}
+			if res.sc.fetchesAhead() && res.h.overlapped() != "" {
+				shapes.ahead++
 			}
 			for _, c := range res.h.cols {
 				shapes.head += c.changedAt[whereHead]
@@ -1098,7 +1112,8 @@ func TestHostileUpstreams(t *testing.T) {
 				"fan-out values cut mid-walk by the shared budget": shapes.cutMidValue,
 				"walks checked by a probe":                         shapes.probes, "shifts seen across a page boundary": shapes.shifted,
 				"aggregates over partial sets": shapes.aggregatesPartial, "aggregates over unstable sets": shapes.aggregatesUnstable,
-				"aggregates over filtered rows": shapes.aggregatesFiltered, "calls served again from the cache": shapes.cacheHits} {
+				"aggregates over filtered rows": shapes.aggregatesFiltered, "calls served again from the cache": shapes.cacheHits,
+				"walks with requests in flight at once": shapes.ahead} {
 				if k == 0 {
 					t.Errorf("no %s in %d cases", what, n)
 				}
@@ -1200,6 +1215,8 @@ func smaller(sc scenario) []scenario {
 	try(func(c *scenario) bool { c.ModelSize = 0; return sc.ModelSize != 0 })
 	try(func(c *scenario) bool { c.Budget = paginate.Budget{}; return sc.Budget != paginate.Budget{} })
 	try(func(c *scenario) bool { c.FanOut = 1; return sc.FanOut > 1 })
+	try(func(c *scenario) bool { c.Latency = 0; return sc.Latency > 0 })
+	try(func(c *scenario) bool { c.Budget.Concurrency = 1; return sc.Budget.Concurrency != 1 })
 	try(func(c *scenario) bool { c.Relative = false; return sc.Relative })
 	try(func(c *scenario) bool { c.Total, c.Over = totalNone, 0; return sc.Total != totalNone })
 	try(func(c *scenario) bool { c.MoreFlag = false; return sc.MoreFlag && sc.Style != styleLastID })
@@ -1274,12 +1291,29 @@ func TestHostileModelCatchesBadWalker(t *testing.T) {
 
 	done := base
 	done.Style, done.MoreFlag = styleOffset, true
+	done.Budget.Concurrency = 1 // one request at a time
 	h = model(done)
 	get(h, "limit=2")
 	get(h, "limit=2&offset=2") // has_more: false
 	get(h, "limit=2&offset=3")
 	if got := rules(h); !slices.Contains(got, ruleAfterDone) {
 		t.Errorf("request after has_more false: rules %v", got)
+	}
+	// A walk fetching ahead may have sent its window's requests before it
+	// read that answer, never more.
+	done.Budget.Concurrency = 2
+	h = model(done)
+	get(h, "limit=2")
+	get(h, "limit=2&offset=2") // has_more: false
+	for i := range done.late() {
+		get(h, "limit=2&offset="+strconv.Itoa(3+i))
+	}
+	if got := rules(h); len(got) != 0 {
+		t.Errorf("the window's requests after has_more false: rules %v", got)
+	}
+	get(h, "limit=2&offset="+strconv.Itoa(3+done.late()))
+	if got := rules(h); !slices.Contains(got, ruleAfterDone) {
+		t.Errorf("more than the window's requests after has_more false: rules %v", got)
 	}
 
 	refused := base

@@ -118,10 +118,13 @@ type Verdict struct {
 	// (a row added or removed earlier in the collection between two
 	// reads). Unproven: why a position-based walk could not prove that it
 	// saw every row. Probes: requests made only to check the walk (they
-	// are in Requests, not in Pages).
+	// are in Requests, not in Pages). Unused: requests fetched ahead whose
+	// page the walk never read (past an end that moved, or at a position a
+	// short page shifted; in Requests, not in Pages).
 	Shifted  bool
 	Unproven string
 	Probes   int
+	Unused   int
 	// Status is the HTTP status of the response that stopped a partial
 	// walk (0 when none did).
 	Status int
@@ -199,6 +202,7 @@ type Boundary struct {
 	Action      string        `json:"action"`
 	Retries     int           `json:"retries,omitempty"`
 	Probes      int           `json:"probes,omitempty"` // requests that only checked the walk (in requests, not in pages)
+	Unused      int           `json:"unused,omitempty"` // requests fetched ahead whose page was never read (in requests, not in pages)
 	Duplicates  *int          `json:"duplicates,omitempty"`
 	Reported    *int          `json:"reportedTotal,omitempty"`
 	Distinct    *int          `json:"distinctRecords,omitempty"`
@@ -230,7 +234,7 @@ func (v *Verdict) Boundary() Boundary {
 	b := Boundary{
 		Scope: v.Scope, Pages: v.Pages, Requests: v.Requests, Completion: v.Completion,
 		StopReason: v.StopReason, LastCursor: maskCursor(v.LastCursor), Uninspected: v.Uninspected,
-		Action: v.Action, Retries: v.Retries, Probes: v.Probes,
+		Action: v.Action, Retries: v.Retries, Probes: v.Probes, Unused: v.Unused,
 	}
 	if v.PageSize > 0 {
 		b.PageSize = intPtr(v.PageSize)

@@ -228,18 +228,15 @@ func TestForEachSharedBudgetRunsOutMidValue(t *testing.T) {
 // An offset walk over a collection losing rows at its head between pages,
 // with no total and no duplicate to show it: the overlapping pages see the
 // row the walk ended on move, so the verdict is unstable ("rows may be
-// missing"), never complete.
+// missing"), never complete. The collection a page sees has lost one row
+// at its head for every page before it (the walk steps 4 rows a page),
+// whenever that page is fetched: a walk fetching ahead sees what one
+// fetching a page at a time sees.
 func TestOffsetWalkLosingRowsAtTheHead(t *testing.T) {
-	var mu sync.Mutex
-	list := ids(40)
-	var c *counted
-	c = newCounted(t, func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		if n := c.n.Load(); n > 1 && len(list) > 0 {
-			list = list[1:] // a row leaves the head before every later page
-		}
+	all := ids(40)
+	c := newCounted(t, func(w http.ResponseWriter, r *http.Request) {
 		off, _ := strconv.Atoi(r.URL.Query().Get("offset"))
+		list := all[min(off/4, len(all)):]
 		end := min(off+5, len(list))
 		fmt.Fprintf(w, `{"data":%s}`, rowsJSON(list[min(off, end):end]))
 	})
@@ -264,16 +261,30 @@ func TestOffsetWalkLosingRowsAtTheHead(t *testing.T) {
 // An offset walk over a collection that does not change: the overlapping
 // pages cost one row a page, and the end the walk counted (a short page
 // of the size it chose and saw honoured) is confirmed by one closing
-// probe, counted in the boundary and the activity log.
+// probe, counted in the boundary and the activity log. Without a total
+// the walk knows no end, so it fetches one page ahead at most: the page
+// after the short one (27) was asked for while it came back, is never
+// read, and counts as a request (unused). The upstream holds the short
+// page back until that request has arrived, so that it is always sent.
 func TestOffsetWalkOverlapAndClosingProbe(t *testing.T) {
 	all := ids(23)
 	var mu sync.Mutex
 	var offsets []int
+	past := make(chan struct{}) // the request past the end arrived
 	up := newCounted(t, func(w http.ResponseWriter, r *http.Request) {
 		off, _ := strconv.Atoi(r.URL.Query().Get("offset"))
 		mu.Lock()
 		offsets = append(offsets, off)
 		mu.Unlock()
+		switch off {
+		case 27:
+			close(past)
+		case 18:
+			select {
+			case <-past:
+			case <-time.After(10 * time.Second): // not sent: the offsets below say so
+			}
+		}
 		end := min(off+10, len(all))
 		fmt.Fprintf(w, `{"data":%s}`, rowsJSON(all[min(off, end):end]))
 	})
@@ -290,15 +301,20 @@ func TestOffsetWalkOverlapAndClosingProbe(t *testing.T) {
 	v := decode(t, out.View)
 	b := checkBoundary(t, v)
 	// Pages at 0, 9 and 18 (each re-reads the row before), the third short
-	// at the size trawl chose: the end; the probe at 22 finds only r23.
-	if want := []int{0, 9, 18, 22}; !slices.Equal(offsets, want) {
+	// at the size trawl chose: the end; the probe at 22 finds only r23; 27
+	// was fetched ahead.
+	mu.Lock()
+	slices.Sort(offsets)
+	mu.Unlock()
+	if want := []int{0, 9, 18, 22, 27}; !slices.Equal(offsets, want) {
 		t.Errorf("offsets %v, want %v", offsets, want)
 	}
-	if b["completion"] != "complete" || len(v["data"].([]any)) != 23 || b["pages"] != float64(3) || b["probes"] != float64(1) || b["requests"] != float64(4) {
+	if b["completion"] != "complete" || len(v["data"].([]any)) != 23 || b["pages"] != float64(3) || b["probes"] != float64(1) ||
+		b["unused"] != float64(1) || b["requests"] != float64(5) {
 		t.Errorf("boundary %v", b)
 	}
-	if n := log.count(); n != 4 {
-		t.Errorf("activity log has %d requests, want 4 (the probe among them)", n)
+	if n := log.count(); n != 5 {
+		t.Errorf("activity log has %d requests, want 5 (the probe and the page fetched ahead among them)", n)
 	}
 }
 

@@ -59,6 +59,11 @@ var chunkCases = []struct {
 		Requests: 7, RequestsMax: 60, ElapsedMs: 900,
 		ForEach: &ForEachProgress{Key: "customer_id", Value: "cus_7", Index: 6, Total: 12},
 	}.Chunk()},
+	{"data-progress-rate-limit", Progress{
+		ToolCallID: "call_3", ToolName: "list_orders", Page: 4, PagesMax: 20, Items: 400,
+		Requests: 6, RequestsMax: 60, ElapsedMs: 1200, InFlight: 2,
+		RateLimit: &RateLimitWait{Provider: "acme", Cause: "rate", WaitMs: 2000},
+	}.Chunk()},
 	{"data-context", ContextReport{
 		Step: 1, Model: "gpt-4o-mini", Chars: 48210, Tokens: 14603, CharsPerToken: 3.3, Calibrated: true,
 		BudgetTokens: 111616, BudgetChars: 368332, Messages: 63, Compacted: 12, CompactedChars: 301544,

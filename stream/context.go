@@ -19,8 +19,10 @@ type ContextReport struct {
 	// Chars is what the step sends: messages, tool calls and the tool
 	// definitions.
 	Chars int `json:"chars"`
-	// Tokens is Chars in tokens, by CharsPerToken.
-	Tokens int `json:"tokens"`
+	// Tokens is Chars in tokens: counted by the model's tokenizer when
+	// Counted (a model family trawl knows), else by CharsPerToken.
+	Tokens  int  `json:"tokens"`
+	Counted bool `json:"counted,omitempty"`
 	// CharsPerToken is the estimate used: the model server's reported
 	// usage of an earlier step when Calibrated, a fixed default otherwise.
 	CharsPerToken float64 `json:"charsPerToken"`

@@ -69,7 +69,7 @@ func ExampleThrottle() {
 		now = now.Add(400 * time.Millisecond) // one page every 400 ms
 	}
 	// Output:
-	// {"type":"data-tool-loop-progress","id":"call_1","data":{"toolCallId":"call_1","toolName":"list_orders","page":1,"pagesMax":20,"items":50,"requests":1,"requestsMax":60,"elapsedMs":0}}
-	// {"type":"data-tool-loop-progress","id":"call_1","data":{"toolCallId":"call_1","toolName":"list_orders","page":3,"pagesMax":20,"items":150,"requests":3,"requestsMax":60,"elapsedMs":800}}
-	// {"type":"data-tool-loop-progress","id":"call_1","data":{"toolCallId":"call_1","toolName":"list_orders","page":5,"pagesMax":20,"items":250,"requests":5,"requestsMax":60,"elapsedMs":1600}}
+	// {"type":"data-tool-loop-progress","id":"call_1","data":{"toolCallId":"call_1","toolName":"list_orders","page":1,"pagesMax":20,"items":50,"requests":1,"requestsMax":60,"elapsedMs":0,"inFlight":0}}
+	// {"type":"data-tool-loop-progress","id":"call_1","data":{"toolCallId":"call_1","toolName":"list_orders","page":3,"pagesMax":20,"items":150,"requests":3,"requestsMax":60,"elapsedMs":800,"inFlight":0}}
+	// {"type":"data-tool-loop-progress","id":"call_1","data":{"toolCallId":"call_1","toolName":"list_orders","page":5,"pagesMax":20,"items":250,"requests":5,"requestsMax":60,"elapsedMs":1600,"inFlight":0}}
 }

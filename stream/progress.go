@@ -14,8 +14,8 @@ const ProgressName = "tool-loop-progress"
 // tool call.
 const ProgressInterval = 750 * time.Millisecond
 
-// Progress is where a looping tool call stands. Every field but Total and
-// ForEach is always sent.
+// Progress is where a looping tool call stands. Every field but Total,
+// ForEach, RateLimit and Upstream is always sent.
 type Progress struct {
 	ToolCallID  string `json:"toolCallId"`
 	ToolName    string `json:"toolName"`
@@ -29,10 +29,31 @@ type Progress struct {
 	// being walked; omitted when it reported none.
 	Total   int              `json:"total,omitempty"`
 	ForEach *ForEachProgress `json:"forEach,omitempty"`
+	// InFlight counts the call's upstream requests sent (or waiting for
+	// their slot) and not yet answered: a walk fetching pages ahead has
+	// several.
+	InFlight int `json:"inFlight"`
+	// RateLimit is set while a request of the call waits for its
+	// provider's rate limit.
+	RateLimit *RateLimitWait `json:"rateLimit,omitempty"`
 	// Upstream is the progress the upstream reported of the request under
 	// way (an MCP server's notifications/progress), relayed as it came;
 	// omitted on the reports after a page.
 	Upstream *UpstreamProgress `json:"upstream,omitempty"`
+}
+
+// RateLimitWait is a request waiting for its provider's rate limit: the
+// progress line's "waiting for acme's rate limit (2 s)".
+type RateLimitWait struct {
+	Provider string `json:"provider"`
+	// Cause is "rate" (the configured or learned pace), "paused" (a
+	// Retry-After, or a quota spent until its reset) or "concurrency"
+	// (every slot taken).
+	Cause string `json:"cause"`
+	// WaitMs is how much longer the wait is expected to last; omitted
+	// when it cannot be told (a concurrency slot comes back when a
+	// request ends).
+	WaitMs int64 `json:"waitMs,omitempty"`
 }
 
 // UpstreamProgress is one progress report of the upstream, as it gave it.

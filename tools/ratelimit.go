@@ -227,7 +227,10 @@ func RetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 		if n < 0 || math.IsNaN(n) {
 			return 0, false
 		}
-		return min(time.Duration(n*float64(time.Second)), 24*time.Hour), true
+		if n >= 86400 { // before the conversion, which would overflow
+			return 24 * time.Hour, true
+		}
+		return time.Duration(n * float64(time.Second)), true
 	}
 	t, err := http.ParseTime(v)
 	if err != nil {
@@ -373,6 +376,41 @@ func parseNonNeg(s string) (int64, bool) {
 func parseNonNegFloat(s string) (float64, bool) {
 	n, err := strconv.ParseFloat(strings.Trim(strings.TrimSpace(s), `"`), 64)
 	return n, err == nil && n >= 0 && !math.IsNaN(n) && !math.IsInf(n, 0)
+}
+
+// LimitWait is a request made to wait by its rate limit: what a progress
+// line shows ("waiting for acme's rate limit (2 s)").
+type LimitWait struct {
+	Provider string
+	// Cause is what makes it wait: "rate", "paused" (Retry-After or a
+	// spent quota until its reset) or "concurrency" (every slot taken).
+	Cause string
+	// Wait is how long the limiter expects the wait to last; zero when it
+	// cannot tell (a concurrency slot comes back when a request ends).
+	Wait time.Duration
+}
+
+type limitWaitKey struct{}
+
+// WithLimitWait returns ctx carrying f, which a limiter calls when a
+// request made under ctx starts waiting for its slot; f returns the
+// function the limiter calls when that wait ends (the slot granted, or
+// the wait given up). f is called from the request's goroutine and must
+// not block.
+func WithLimitWait(ctx context.Context, f func(LimitWait) (end func())) context.Context {
+	return context.WithValue(ctx, limitWaitKey{}, f)
+}
+
+// LimitWaitStarted tells ctx's observer (WithLimitWait) that a request
+// starts waiting as w says, and returns the function to call when the
+// wait ends; never nil. Limiters call it around every wait they make.
+func LimitWaitStarted(ctx context.Context, w LimitWait) (end func()) {
+	if f, ok := ctx.Value(limitWaitKey{}).(func(LimitWait) func()); ok && f != nil {
+		if end := f(w); end != nil {
+			return end
+		}
+	}
+	return func() {}
 }
 
 // LimitWaitContext gives ctx a deadline DefaultLimitWait ahead when it

@@ -315,7 +315,11 @@ func (m *MemoryLimiter) Acquire(ctx context.Context, s LimitScope) (Permit, erro
 		case g.ok:
 			p := &memoryPermit{m: m, s: s, ids: ids, id: g.id, epochs: g.epochs}
 			if g.wait > 0 {
-				if err := m.opt.Clock.Sleep(ctx, time.Duration(g.wait)*time.Microsecond); err != nil {
+				d := time.Duration(g.wait) * time.Microsecond
+				end := LimitWaitStarted(ctx, LimitWait{Provider: s.Provider, Cause: "rate", Wait: d})
+				err := m.opt.Clock.Sleep(ctx, d)
+				end()
+				if err != nil {
 					p.Release(Outcome{})
 					return nil, err
 				}
@@ -323,9 +327,12 @@ func (m *MemoryLimiter) Acquire(ctx context.Context, s LimitScope) (Permit, erro
 			p.waited = m.opt.Clock.Now().Sub(start)
 			return p, nil
 		case g.full:
+			end := LimitWaitStarted(ctx, LimitWait{Provider: s.Provider, Cause: "concurrency"})
 			select {
 			case <-changed:
+				end()
 			case <-ctx.Done():
+				end()
 				if ctx.Err() == context.DeadlineExceeded {
 					return nil, &RateLimitError{Provider: s.Provider, Cause: "concurrency"}
 				}
@@ -336,7 +343,10 @@ func (m *MemoryLimiter) Acquire(ctx context.Context, s LimitScope) (Permit, erro
 			if d > maxWait {
 				return nil, &RateLimitError{Provider: s.Provider, Wait: d, Cause: g.cause}
 			}
-			if err := m.opt.Clock.Sleep(ctx, d); err != nil {
+			end := LimitWaitStarted(ctx, LimitWait{Provider: s.Provider, Cause: g.cause, Wait: d})
+			err := m.opt.Clock.Sleep(ctx, d)
+			end()
+			if err != nil {
 				return nil, err
 			}
 		}

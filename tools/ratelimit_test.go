@@ -1,6 +1,8 @@
 package tools
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"testing"
@@ -72,5 +74,45 @@ func TestRateLimitValidate(t *testing.T) {
 	}
 	if got := (RateLimit{RequestsPerSecond: 2.5}).BurstOrDefault(); got != 1 {
 		t.Errorf("default burst of 2.5/s = %d, want 1", got)
+	}
+}
+func TestRetryAfter(t *testing.T) {
+	epoch := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	cases := []struct {
+		value string
+		want  time.Duration
+		ok    bool
+	}{
+		{"", 0, false},
+		{"7", 7 * time.Second, true},
+		{" 0 ", 0, true},
+		{"-3", 0, false},
+		{"soon", 0, false},
+		{epoch.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second, true},
+		{epoch.Add(-time.Hour).Format(http.TimeFormat), 0, true},
+		{"99999999999", 24 * time.Hour, true},
+		{"1.5", 1500 * time.Millisecond, true},
+		{"1e30", 24 * time.Hour, true},
+	}
+	for _, c := range cases {
+		h := http.Header{}
+		if c.value != "" {
+			h.Set("Retry-After", c.value)
+		}
+		got, ok := RetryAfter(h, epoch)
+		if got != c.want || ok != c.ok {
+			t.Errorf("RetryAfter(%q) = %v, %v; want %v, %v", c.value, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+func TestSystemClockSleepCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := SystemClock().Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Errorf("Sleep = %v, want context.Canceled at once", err)
+	}
+	if err := SystemClock().Sleep(context.Background(), 0); err != nil {
+		t.Errorf("Sleep(0) = %v", err)
 	}
 }

@@ -211,54 +211,60 @@ func (st *scanState) desync(s *Scrubber, p int64) {
 	}
 }
 
+// escapeStep takes c into an escape that has begun (or begins one): true
+// when c was consumed, false when what was held is not an escape.
+func (s *Scrubber) escapeStep(st *scanState, c byte, p int64, spans *[]span) bool {
+	if st.escN == 0 {
+		if c == '%' || c == '\\' {
+			st.esc[0], st.escN, st.escAt = c, 1, p
+			return true
+		}
+		s.emit(st, c, p, p+1, spans)
+		return true
+	}
+	st.esc[st.escN] = c
+	st.escN++
+	n := st.escN
+	if st.esc[0] == '%' {
+		if hexVal(c) < 0 {
+			return false // not an escape
+		}
+		if n == 3 {
+			st.escN = 0
+			s.emit(st, byte(hexVal(st.esc[1])<<4|hexVal(c)), st.escAt, p+1, spans)
+		}
+		return true
+	}
+	if n == 2 {
+		if c == 'u' {
+			return true
+		}
+		x, ok := jsonEscape(c)
+		if !ok {
+			return false
+		}
+		st.escN = 0
+		s.emit(st, x, st.escAt, p+1, spans)
+		return true
+	}
+	if hexVal(c) < 0 {
+		return false
+	}
+	if n == 6 {
+		st.escN = 0
+		r := rune(hexVal(st.esc[2])<<12 | hexVal(st.esc[3])<<8 | hexVal(st.esc[4])<<4 | hexVal(c))
+		var u [utf8.UTFMax]byte
+		for _, x := range u[:utf8.EncodeRune(u[:], r)] {
+			s.emit(st, x, st.escAt, p+1, spans)
+		}
+	}
+	return true
+}
+
 // decode feeds byte c at position p to the escape decoder, which hands
 // each decoded byte to the decoded reading.
 func (s *Scrubber) decode(st *scanState, c byte, p int64, spans *[]span) {
-	for {
-		if st.escN == 0 {
-			if c == '%' || c == '\\' {
-				st.esc[0], st.escN, st.escAt = c, 1, p
-				return
-			}
-			s.emit(st, c, p, p+1, spans)
-			return
-		}
-		st.esc[st.escN] = c
-		st.escN++
-		n := st.escN
-		if st.esc[0] == '%' {
-			if hexVal(c) < 0 {
-				break // not an escape
-			}
-			if n == 3 {
-				st.escN = 0
-				s.emit(st, byte(hexVal(st.esc[1])<<4|hexVal(c)), st.escAt, p+1, spans)
-			}
-			return
-		}
-		if n == 2 {
-			if c == 'u' {
-				return
-			}
-			x, ok := jsonEscape(c)
-			if !ok {
-				break
-			}
-			st.escN = 0
-			s.emit(st, x, st.escAt, p+1, spans)
-			return
-		}
-		if hexVal(c) < 0 {
-			break
-		}
-		if n == 6 {
-			st.escN = 0
-			r := rune(hexVal(st.esc[2])<<12 | hexVal(st.esc[3])<<8 | hexVal(st.esc[4])<<4 | hexVal(c))
-			var u [utf8.UTFMax]byte
-			for _, x := range u[:utf8.EncodeRune(u[:], r)] {
-				s.emit(st, x, st.escAt, p+1, spans)
-			}
-		}
+	if s.escapeStep(st, c, p, spans) {
 		return
 	}
 	// Not an escape: what was held is plain text, and c is read afresh.

@@ -728,7 +728,9 @@ func TestStudioChatInBrowser(t *testing.T) {
 func TestStudioTryItStreams(t *testing.T) {
 	br := startBrowser(t, 90*time.Second)
 	defer br.finish()
-	ts := startDemo(t, func(c *Config) { c.Demo = &DemoSettings{LatencyMs: 250} })
+	// One request at a time (limits.concurrency 1), so that the walk
+	// takes 20 × 250 ms and Stop lands mid-walk.
+	ts := startDemo(t, func(c *Config) { c.Demo, c.Limits.Concurrency = &DemoSettings{LatencyMs: 250}, 1 })
 	br.login(ts, "/studio/#/tools/acme.list_orders")
 	requests := func() int {
 		_, b := ts.do(t, "GET", "/v1/activity?limit=1000", "", nil)
@@ -966,4 +968,34 @@ func TestStudioApprovalInBrowser(t *testing.T) {
 // clear of the chat form that sticks to the bottom.
 func centre(sel string) chromedp.Action[chromedp.Void] {
 	return jsTrue(`(document.querySelector(` + strconv.Quote(sel) + `).scrollIntoView({block: 'center'}), true)`)
+}
+
+// TestStudioProgressLineWords: the live progress line says when a walk
+// waits for its provider's rate limit, and how many requests a walk
+// fetching ahead has in flight; a progress chunk without either says
+// neither.
+func TestStudioProgressLineWords(t *testing.T) {
+	br := startBrowser(t, 60*time.Second)
+	defer br.finish()
+	ts := startDemo(t, nil)
+	br.login(ts, "/studio/")
+	words := func(p string) string {
+		t.Helper()
+		s, err := chromedp.Run(br.ctx, chromedp.Evaluate[string](`import('/studio/js/verdict.js').then(m => m.progressText(`+p+`))`, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatalf("progressText(%s): %v", p, err)
+		}
+		return s
+	}
+	for _, c := range []struct{ chunk, want string }{
+		{`{"page":4,"items":400,"requests":6,"elapsedMs":1200,"inFlight":2,"rateLimit":{"provider":"acme","cause":"rate","waitMs":2000}}`,
+			"waiting for acme's rate limit (2 s) · page 4 · 400 items · 6 requests · 2 requests in flight · 1.2 s"},
+		{`{"page":4,"items":400,"requests":6,"elapsedMs":1200,"inFlight":1,"rateLimit":{"provider":"acme","cause":"concurrency"}}`,
+			"waiting for acme's rate limit · page 4 · 400 items · 6 requests · 1.2 s"},
+		{`{"page":1,"items":50,"requests":1,"elapsedMs":0,"inFlight":0}`, "page 1 · 50 items · 1 request · 0.0 s"},
+	} {
+		if got := words(c.chunk); got != c.want {
+			t.Errorf("progressText(%s) = %q, want %q", c.chunk, got, c.want)
+		}
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/loop"
 	"github.com/trawl-dev/trawl/tools/demo"
 	"github.com/trawl-dev/trawl/web"
 	"github.com/trawl-dev/trawl/web/deploy"
@@ -369,7 +370,7 @@ type tally struct {
 	specTokens int // of it, the tools offered
 	sysTokens  int // of it, system messages
 	errs       []error
-	firstRows  string // the first tool result of the first turn, as sent
+	results    map[string]bool // every tool result sent, as sent
 	perStep    []string
 }
 
@@ -427,8 +428,11 @@ func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f.t.perStep = append(f.t.perStep, fmt.Sprintf("turn %d step %d: %d tokens, %d tools offered (%d tokens), tool results [%s]",
 		v.turn+1, v.steps+1, tokens, len(req.Tools), specs, strings.Join(results, " ")))
-	if v.turn == 0 && len(v.tools) > 0 && f.t.firstRows == "" {
-		f.t.firstRows = v.tools[0].Content
+	for _, m := range v.tools {
+		if f.t.results == nil {
+			f.t.results = map[string]bool{}
+		}
+		f.t.results[m.Content] = true
 	}
 	if serr != nil {
 		f.t.errs = append(f.t.errs, serr)
@@ -476,7 +480,7 @@ func (f *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // run asks the demo's two questions of a fresh demo deployment whose
 // model is f, with looping on or off for the three tools the questions
 // need, and returns what was sent to the model.
-func run(b *testing.B, f *fakeModel, looping bool) tally {
+func run(b *testing.B, f *fakeModel, looping bool, rows agent.RowLayout) tally {
 	b.Helper()
 	fake := httptest.NewServer(f)
 	defer fake.Close()
@@ -505,6 +509,18 @@ func run(b *testing.B, f *fakeModel, looping bool) tally {
 			b.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, msg)
 		}
 		return resp
+	}
+	if rows != "" {
+		// The demo's agent is made when the deployment starts.
+		resp := do(http.MethodGet, "/v1/agents/demo", nil)
+		var def map[string]any
+		err := json.NewDecoder(resp.Body).Decode(&def)
+		resp.Body.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		def["rows"] = rows
+		do(http.MethodPut, "/v1/agents/demo", def).Body.Close()
 	}
 	for _, tool := range []string{"acme.list_orders", "acme.list_properties", "acme.list_property_bookings"} {
 		do(http.MethodPatch, "/v1/agents/demo/tools/"+tool, map[string]any{"loop_responses": looping}).Body.Close()
@@ -537,11 +553,12 @@ func BenchmarkTokens(b *testing.B) {
 		b.Fatalf("no tokenizer for %s", modelName)
 	}
 	t := loadTranscript(b)
-	var on, off, offDefault tally
+	var on, onCompact, off, offDefault tally
 	for b.Loop() {
-		on = run(b, &fakeModel{tc: tc, script: loopingScript(t)}, true)
-		off = run(b, &fakeModel{tc: tc, script: pagingScript(t, perPageLargest)}, false)
-		offDefault = run(b, &fakeModel{tc: tc, script: pagingScript(t, 0)}, false)
+		on = run(b, &fakeModel{tc: tc, script: loopingScript(t)}, true, "")
+		onCompact = run(b, &fakeModel{tc: tc, script: loopingScript(t)}, true, agent.RowsCompact)
+		off = run(b, &fakeModel{tc: tc, script: pagingScript(t, perPageLargest)}, false, "")
+		offDefault = run(b, &fakeModel{tc: tc, script: pagingScript(t, 0)}, false, "")
 	}
 	for _, s := range on.perStep {
 		b.Logf("looping, %s", s)
@@ -549,7 +566,7 @@ func BenchmarkTokens(b *testing.B) {
 	for _, r := range []struct {
 		name string
 		t    tally
-	}{{"looping", on}, {"by hand, per_page 50", off}, {"by hand, default page size", offDefault}} {
+	}{{"looping", on}, {"looping, rows: compact", onCompact}, {"by hand, per_page 50", off}, {"by hand, default page size", offDefault}} {
 		b.Logf("%-26s %3d requests, %9d chars, %8d tokens (tool results %9d chars, %8d tokens; tools offered %d tokens; system %d tokens), %9d request bytes",
 			r.name, r.t.requests, r.t.chars, r.t.tokens, r.t.toolChars, r.t.toolTokens, r.t.specTokens, r.t.sysTokens, r.t.bodyBytes)
 	}
@@ -560,10 +577,20 @@ func BenchmarkTokens(b *testing.B) {
 	b.ReportMetric(float64(on.requests), "requests-looping")
 	b.ReportMetric(float64(off.requests), "requests-by-hand")
 	b.ReportMetric(float64(offDefault.tokens)/float64(on.tokens), "x-fewer-tokens-default-pages")
+	b.ReportMetric(float64(onCompact.tokens), "tokens-looping-compact")
+	b.ReportMetric(float64(off.tokens)/float64(onCompact.tokens), "x-fewer-tokens-compact")
 
-	obj, compact, rows, err := rowLayouts(tc, on.firstRows)
-	if err != nil {
-		b.Fatal(err)
+	// The result with the most rows the model read (with looping on).
+	var obj, compact float64
+	rows := 0
+	for content := range on.results {
+		o, c, n, err := rowLayouts(tc, content)
+		if err == nil && n > rows {
+			obj, compact, rows = o, c, n
+		}
+	}
+	if rows == 0 {
+		b.Fatal("no tool result held rows the compact layout rewrites")
 	}
 	b.Logf("projected rows (%d): %.1f tokens a row as objects, %.1f in the compact layout", rows, obj, compact)
 	b.ReportMetric(obj, "tokens/row-objects")
@@ -571,125 +598,32 @@ func BenchmarkTokens(b *testing.B) {
 	b.ReportMetric(obj/compact, "x-compact")
 }
 
-// field is one key of a JSON object, in the order it was written.
-type field struct {
-	key string
-	raw json.RawMessage
-}
-
-// fields reads raw's keys in order; with flat, nested objects become
-// dotted paths ("customer.name"), as _fields names them.
-func fields(raw []byte, prefix string, flat bool) ([]field, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, fmt.Errorf("not an object: %.80s", raw)
-	}
-	var out []field
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		k := prefix + t.(string)
-		if flat && len(v) > 0 && v[0] == '{' {
-			sub, err := fields(v, k+".", true)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, sub...)
-			continue
-		}
-		out = append(out, field{k, v})
-	}
-	return out, nil
-}
-
-func object(fs []field) []byte {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, f := range fs {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		k, _ := json.Marshal(f.key)
-		b.Write(k)
-		b.WriteByte(':')
-		b.Write(f.raw)
-	}
-	b.WriteByte('}')
-	return b.Bytes()
-}
-
 // rowLayouts takes a looping tool result as the model read it and
 // returns the tokens each of its rows costs as JSON objects (as sent) and
-// in the compact layout of issue 27's point 6 — the array replaced by
-// {"fields": [...], "rows": [[...], ...]}, the header paid once — each
-// measured as the whole result's tokens less those of the same result
-// with an empty array, over the rows.
+// in the compact layout of issue 27's point 6 (loop.CompactRows, what an
+// agent with rows: compact sends; the header paid once) — each measured
+// as the whole result's tokens less those of the same result with an
+// empty array, over the rows.
 func rowLayouts(tc agent.TokenCounter, content string) (objects, compact float64, rows int, err error) {
-	top, err := fields([]byte(content), "", false)
-	if err != nil {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(content), &top); err != nil {
 		return 0, 0, 0, err
 	}
-	at := -1
-	var items []json.RawMessage
-	for i, f := range top {
+	var array json.RawMessage // the largest array of rows, as written
+	for _, raw := range top {
 		var a []json.RawMessage
-		if json.Unmarshal(f.raw, &a) == nil && len(a) > len(items) && len(a[0]) > 0 && a[0][0] == '{' {
-			at, items = i, a
+		if json.Unmarshal(raw, &a) == nil && len(a) > rows && len(a[0]) > 0 && a[0][0] == '{' {
+			array, rows = raw, len(a)
 		}
 	}
-	if at < 0 {
+	if rows == 0 {
 		return 0, 0, 0, fmt.Errorf("no array of rows in the result: %.200s", content)
 	}
-	with := func(raw []byte) int {
-		fs := append([]field(nil), top...)
-		fs[at] = field{fs[at].key, raw}
-		return tc.CountTokens(string(object(fs)))
+	empty := tc.CountTokens(strings.Replace(content, string(array), "[]", 1))
+	c, ok := loop.CompactRows([]byte(content))
+	if !ok {
+		return 0, 0, 0, errors.New("the rows are not uniform: the compact layout leaves them as objects")
 	}
-	empty := with([]byte("[]"))
-	var header []string
-	index := map[string]int{}
-	var table [][]json.RawMessage
-	for _, it := range items {
-		fs, err := fields(it, "", true)
-		if err != nil {
-			return 0, 0, 0, err
-		}
-		row := make([]json.RawMessage, len(header))
-		for _, f := range fs {
-			i, ok := index[f.key]
-			if !ok {
-				i = len(header)
-				index[f.key] = i
-				header = append(header, f.key)
-				for j := range table {
-					table[j] = append(table[j], json.RawMessage("null"))
-				}
-				row = append(row, nil)
-			}
-			row[i] = f.raw
-		}
-		for i := range row {
-			if row[i] == nil {
-				row[i] = json.RawMessage("null")
-			}
-		}
-		table = append(table, row)
-	}
-	c, err := json.Marshal(map[string]any{"fields": header, "rows": table})
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	if !bytes.Equal(bytes.TrimSpace([]byte(content)), object(top)) {
-		// The re-written result must be the one sent, byte for byte.
-		return 0, 0, 0, errors.New("re-writing the result changed it")
-	}
-	n := float64(len(items))
-	return float64(tc.CountTokens(content)-empty) / n, float64(with(c)-empty) / n, len(items), nil
+	n := float64(rows)
+	return float64(tc.CountTokens(content)-empty) / n, float64(tc.CountTokens(string(c))-empty) / n, rows, nil
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -381,9 +382,11 @@ func TestScaleOutSIGKILLMidWalk(t *testing.T) {
 		r.Body.Close()
 		got <- answer{r.StatusCode, string(out), time.Now()}
 	}()
-	// B's call joins A's walk rather than making its own.
+	// B's call joins A's walk rather than making its own: page 1 (never
+	// held) is asked once. (A's walk, which knows the total, may have
+	// fetched pages ahead of page 2: they are held too.)
 	time.Sleep(300 * time.Millisecond)
-	if pages := up.asked(); len(pages) != 2 {
+	if pages := up.asked(); slices.Index(pages, 1) != 0 || slices.Contains(pages[1:], 1) {
 		t.Fatalf("B walked beside A's walk: pages asked %v", pages)
 	}
 	a.cmd.Process.Kill()

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/trawl-dev/trawl/tools"
 )
 
 // Default bounds of one tool call (DESIGN.md §6). A zero Budget field
@@ -15,6 +17,14 @@ const (
 	DefaultBytes         = 24 << 20         // raw upstream bytes per tool call
 	DefaultTime          = 60 * time.Second // wall-clock per tool call
 	DefaultForEachValues = 50               // values per _for_each
+	// MaxConcurrency bounds Budget.Concurrency: the requests one walk
+	// may have in flight at once.
+	MaxConcurrency = 16
+	// adaptiveStart and adaptiveMax are the adaptive window (Concurrency
+	// 0): a walk that may fetch ahead starts with 2 requests in flight
+	// and grows to 6.
+	adaptiveStart = 2
+	adaptiveMax   = 6
 )
 
 // Budget bounds what one tool call may spend upstream. The zero value of
@@ -23,6 +33,13 @@ const (
 // Items, Bytes and Time are shared by every walk of the call through a
 // Meter, so `_for_each` × `_all_pages` runs under one budget.
 // ForEachValues is not used by the walker: the engine caps fan-out with it.
+//
+// Concurrency bounds the requests one walk has in flight when it may
+// fetch pages ahead (a page-number or offset walk that knows its end; see
+// Walk): zero is adaptive (2 at first, growing by one per page received
+// to 6, halved by a 429), 1 walks strictly one request at a time, and n
+// (at most MaxConcurrency) is a fixed window. Unlike the other fields it
+// has no "spent" side: Merge and Resolved keep it as set.
 type Budget struct {
 	Pages         int
 	Requests      int
@@ -30,6 +47,7 @@ type Budget struct {
 	Bytes         int64
 	Time          time.Duration
 	ForEachValues int
+	Concurrency   int
 }
 
 // Merge returns b with every non-zero field of override replacing b's.
@@ -55,6 +73,9 @@ func (b Budget) Merge(override Budget) Budget {
 	if override.ForEachValues != 0 {
 		b.ForEachValues = override.ForEachValues
 	}
+	if override.Concurrency != 0 {
+		b.Concurrency = override.Concurrency
+	}
 	return b
 }
 
@@ -67,6 +88,7 @@ func (b Budget) Resolved() Budget {
 		Bytes:         orDefault(b.Bytes, DefaultBytes),
 		Time:          orDefault(b.Time, DefaultTime),
 		ForEachValues: orDefault(b.ForEachValues, DefaultForEachValues),
+		Concurrency:   b.Concurrency, // zero stays: adaptive
 	}
 }
 
@@ -85,6 +107,8 @@ func (b Budget) Validate() error {
 		return fmt.Errorf("budget: time %s is negative", b.Time)
 	case b.ForEachValues < 0:
 		return fmt.Errorf("budget: for-each values %d is negative", b.ForEachValues)
+	case b.Concurrency < 0 || b.Concurrency > MaxConcurrency:
+		return fmt.Errorf("budget: concurrency %d is not between 0 (adaptive) and %d", b.Concurrency, MaxConcurrency)
 	}
 	return nil
 }
@@ -112,6 +136,25 @@ type Meter struct {
 	items    int
 	bytes    int64
 	held     int // requests reserved by leases and not yet spent
+	inFlight int // requests sent (or waiting for their slot) and not yet answered
+	waits    map[*limitWait]struct{}
+}
+
+// limitWait is a request of the call waiting for its provider's rate
+// limit.
+type limitWait struct {
+	tools.LimitWait
+	until time.Time // zero: unknown
+}
+
+// RateLimitWait says that a request of the call is waiting for its
+// provider's rate limit: whose, why, and for how much longer.
+type RateLimitWait struct {
+	Provider string
+	Cause    string // "rate", "paused" or "concurrency" (tools.LimitWait)
+	// Wait is how much longer the limiter expects the wait to last at the
+	// time of the report; zero when it cannot tell (a concurrency slot).
+	Wait time.Duration
 }
 
 // NewMeter returns an empty Meter whose wall clock starts at start.
@@ -125,13 +168,68 @@ type Usage struct {
 	Bytes    int64
 	// Held counts requests reserved by leases and not yet spent.
 	Held int
+	// InFlight counts the requests sent, or waiting for their slot, and
+	// not yet answered.
+	InFlight int
 }
 
 // Usage returns what has been spent so far.
 func (m *Meter) Usage() Usage {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return Usage{Start: m.start, Requests: m.requests, Items: m.items, Bytes: m.bytes, Held: m.held}
+	return Usage{Start: m.start, Requests: m.requests, Items: m.items, Bytes: m.bytes, Held: m.held, InFlight: m.inFlight}
+}
+
+// addInFlight counts a request going out (+1) or answered (-1).
+func (m *Meter) addInFlight(n int) {
+	m.mu.Lock()
+	m.inFlight += n
+	m.mu.Unlock()
+}
+
+// waitStarted records a request of the call starting to wait for its rate
+// limit at now, and returns the function that ends the record.
+func (m *Meter) waitStarted(w tools.LimitWait, now time.Time) (end func()) {
+	lw := &limitWait{LimitWait: w}
+	if w.Wait > 0 {
+		lw.until = now.Add(w.Wait)
+	}
+	m.mu.Lock()
+	if m.waits == nil {
+		m.waits = map[*limitWait]struct{}{}
+	}
+	m.waits[lw] = struct{}{}
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		delete(m.waits, lw)
+		m.mu.Unlock()
+	}
+}
+
+// Waiting is the longest wait for a rate limit under way at now (an
+// unknown one counts as the longest), or nil when no request waits.
+func (m *Meter) Waiting(now time.Time) *RateLimitWait {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var best *limitWait
+	for lw := range m.waits {
+		switch {
+		case best == nil:
+			best = lw
+		case best.until.IsZero():
+		case lw.until.IsZero() || lw.until.After(best.until):
+			best = lw
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	out := &RateLimitWait{Provider: best.Provider, Cause: best.Cause}
+	if !best.until.IsZero() {
+		out.Wait = max(best.until.Sub(now), 0)
+	}
+	return out
 }
 
 // Lease is requests of a Meter set aside for one walk (WalkOptions.Lease):

@@ -4,39 +4,16 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/trawl-dev/trawl/tools"
 )
 
-// Clock is the walker's source of time: budgets read Now, rate-limit
-// waits and retry backoff call Sleep. It is injected so that tests never
-// sleep. Implementations must be safe for concurrent use: walks of one
-// tool call may share a Meter and a Clock.
-type Clock interface {
-	Now() time.Time
-	// Sleep waits for d or until ctx is done, whichever comes first, and
-	// returns ctx's error in the second case.
-	Sleep(ctx context.Context, d time.Duration) error
-}
-
-// SystemClock is the real clock.
-type SystemClock struct{}
-
-// Now returns time.Now().
-func (SystemClock) Now() time.Time { return time.Now() }
-
-// Sleep waits for d or until ctx is done.
-func (SystemClock) Sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+// Clock is the walker's source of time (tools.Clock, which the rate
+// limiters share): budgets read Now, rate-limit waits and retry backoff
+// call Sleep. It is injected so that tests never sleep; implementations
+// must be safe for concurrent use: walks of one tool call share a Meter
+// and a Clock. Nil in an options struct means tools.SystemClock().
+type Clock = tools.Clock
 
 // FakeClock is a Clock for tests: Sleep advances the clock by d at once
 // and records d, so a test can assert the waits a walk made without

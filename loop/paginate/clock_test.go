@@ -27,14 +27,3 @@ func TestFakeClock(t *testing.T) {
 		t.Errorf("sleeps (-want +got):\n%s", diff)
 	}
 }
-
-func TestSystemClockSleepCancelled(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := (SystemClock{}).Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) {
-		t.Errorf("Sleep = %v, want context.Canceled at once", err)
-	}
-	if err := (SystemClock{}).Sleep(context.Background(), 0); err != nil {
-		t.Errorf("Sleep(0) = %v", err)
-	}
-}

@@ -259,14 +259,18 @@ func (w *walker) followsURL() bool {
 
 // sharedBudgetSpent reports a shared budget already spent by earlier
 // walks of the same tool call.
-func (w *walker) sharedBudgetSpent() string {
+func (w *walker) sharedBudgetSpent() string { return w.budgetSpent(false) }
+
+// budgetSpent is sharedBudgetSpent for a next request that may already
+// be sent (paid: fetched ahead), which needs no request of the budget.
+func (w *walker) budgetSpent(paid bool) string {
 	u := w.meter.Usage()
 	switch {
 	case u.Items >= w.budget.Items:
 		return StopBudgetItems
 	case u.Bytes >= w.budget.Bytes:
 		return StopBudgetBytes
-	case w.meter.room(w.budget.Requests, w.lease)-w.keep < 1:
+	case !paid && w.meter.room(w.budget.Requests, w.lease)-w.keep < 1:
 		return StopBudgetRequests
 	case !w.clock.Now().Before(w.deadline):
 		return StopBudgetTime
@@ -286,12 +290,27 @@ func (w *walker) budgetBeforePage() string {
 		}
 		return StopBudgetPages
 	}
+	paid := w.nextFetched()
 	if w.proof == proofOverlap || w.proof == proofProbe && w.pending != nil {
-		if !w.keepProbe() {
+		if !w.keepProbe() && !paid {
 			return StopBudgetRequests
 		}
 	}
-	return w.sharedBudgetSpent()
+	return w.budgetSpent(paid)
+}
+
+// nextFetched reports whether the request of the page after this one was
+// sent ahead already.
+func (w *walker) nextFetched() bool {
+	if len(w.ahead.pending) == 0 {
+		return false
+	}
+	k := aheadKey{w.page + 1, w.pageSize}
+	if w.plan.Strategy == Offset {
+		k.pos, _ = w.nextOffset()
+	}
+	_, ok := w.ahead.pending[k]
+	return ok
 }
 
 // advance prepares the next page's request.

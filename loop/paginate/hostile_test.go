@@ -589,8 +589,11 @@ func TestHostile(t *testing.T) {
 			wantReqs: []string{"GET /items?limit=100"},
 		},
 		{
+			// One request at a time: the script changes the list by the
+			// order requests arrive in, and the transcript has one order
+			// (ahead_test.go walks offsets fetching ahead).
 			name: "offset_inserts_during_walk",
-			plan: offsetPlan, sizeMax: 3,
+			plan: offsetPlan, sizeMax: 3, budget: Budget{Concurrency: 1},
 			script: func() script {
 				list := seq("i", 1, 7)
 				return func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
@@ -701,8 +704,9 @@ func TestHostile(t *testing.T) {
 				"GET /items?page=3&per_page=10", "GET /items?page=2&per_page=10"},
 		},
 		{
+			// One request at a time, so that the transcript has one order.
 			name: "server_caps_page_size_with_total",
-			plan: offsetPlan, sizeMax: 100, // the schema allows 100, the server serves 10
+			plan: offsetPlan, sizeMax: 100, budget: Budget{Concurrency: 1}, // the schema allows 100, the server serves 10
 			script: numbered(25, 10, true),
 			// Overlapping pages (each starts on the last row of the one
 			// before) and a closing probe on the last row.
@@ -815,8 +819,10 @@ func TestWalkStrategies(t *testing.T) {
 				"GET /items?page=3&per_page=100", "GET /items?page=2&per_page=100"},
 		},
 		{
+			// One request at a time, so that the transcript has one order
+			// (ahead_test.go walks it fetching ahead).
 			name: "strategy_offset",
-			plan: offsetPlan, sizeMax: 50,
+			plan: offsetPlan, sizeMax: 50, budget: Budget{Concurrency: 1},
 			script: numbered(120, 50, true),
 			want:   verdict{Complete: true, StoppedBy: StopCompleteTotalReached, Items: 120, Pages: 3, Requests: 4, Probes: 1},
 			wantReqs: []string{"GET /items?limit=50", "GET /items?limit=50&offset=49",

@@ -220,6 +220,7 @@ func (p *linkParser) skipToComma() bool {
 type linkSignal struct {
 	present bool   // the response carries a Link header with any link
 	next    string // resolved rel="next" target; "" when none
+	last    string // resolved rel="last" target; "" when none (only read for where a walk ends)
 }
 
 // readLinkHeader reads h's Link fields and resolves rel="next" against
@@ -235,6 +236,14 @@ func readLinkHeader(h http.Header, base *url.URL) (linkSignal, error) {
 	}
 	sig := linkSignal{present: len(links) > 0}
 	for _, l := range links {
+		if l.HasRel("last") && sig.last == "" && l.URL != "" {
+			if u, err := url.Parse(l.URL); err == nil {
+				if base != nil {
+					u = base.ResolveReference(u)
+				}
+				sig.last = u.String()
+			}
+		}
 		if !l.HasRel("next") {
 			continue
 		}

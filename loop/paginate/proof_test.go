@@ -11,7 +11,9 @@ import (
 	"github.com/trawl-dev/trawl/tools"
 )
 
-// How position-based walks prove themselves (proofMode), one case each.
+// How position-based walks prove themselves (proofMode), one case each,
+// one request at a time: the scripts count requests (ahead_test.go and
+// the property test walk the same proofs fetching ahead).
 
 // offsetRows serves rows by offset and limit, at most capAt a page.
 func offsetRows(rows []string, capAt int) script {
@@ -32,7 +34,7 @@ func proofWalk(t *testing.T, plan Plan, tool *tools.Tool, s script, args map[str
 	}
 	tool.Origin = u.srv.URL
 	res, err := Walk(context.Background(), WalkOptions{Caller: tools.NewInvoker(tools.InvokerOptions{Client: u.srv.Client()}),
-		Clock: NewFakeClock(epoch), Tool: tool, Plan: Detect(tool), Args: args, AllPages: true})
+		Clock: NewFakeClock(epoch), Tool: tool, Plan: Detect(tool), Args: args, AllPages: true, Budget: Budget{Concurrency: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +61,7 @@ func TestSnapshotOffsetWalkIsTrusted(t *testing.T) {
 		t.Fatalf("plan %+v: the description's snapshot was not read", p)
 	}
 	res, err := Walk(context.Background(), WalkOptions{Caller: tools.NewInvoker(tools.InvokerOptions{Client: u.srv.Client()}),
-		Clock: NewFakeClock(epoch), Tool: tool, Plan: p, AllPages: true})
+		Clock: NewFakeClock(epoch), Tool: tool, Plan: p, AllPages: true, Budget: Budget{Concurrency: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

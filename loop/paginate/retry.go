@@ -55,40 +55,61 @@ func (f *failure) pageError(res *Result) *PageError {
 // waiting out 429s that fit the time budget. Every attempt is counted on
 // the requests budget; a probe's first attempt spends the request the
 // walk kept for it. err is non-nil only when ctx is cancelled.
+//
+// A request the walk sent ahead for this position (fetchAhead) is its
+// first attempt: its answer is waited for, not sent again, and goes
+// through the same rules; a retry is sent by the walk itself.
 func (w *walker) fetch(ctx context.Context, req tools.Request, probe bool) (*tools.Response, *failure, error) {
 	transient, waits := 0, 0
+	var pre *prefetch
+	if len(w.ahead.pending) > 0 {
+		if k, ok := w.keyOf(req.Args); ok {
+			pre = w.ahead.take(k)
+		}
+	}
 	for attempt := 0; ; attempt++ {
-		if err := ctx.Err(); errors.Is(err, context.Canceled) {
-			return nil, nil, err // cancelled before this request: it is not sent
+		var out sent
+		if attempt == 0 && pre != nil {
+			var err error
+			if out, err = pre.wait(ctx); err != nil {
+				return nil, nil, err
+			}
+			w.res.Requests++ // counted on the Meter when it was sent
+		} else {
+			if err := ctx.Err(); errors.Is(err, context.Canceled) {
+				return nil, nil, err // cancelled before this request: it is not sent
+			}
+			now := w.clock.Now()
+			if !now.Before(w.deadline) {
+				return nil, w.budgetFailure(StopBudgetTime, "the time budget ran out"), nil
+			}
+			keep := w.keep
+			if probe {
+				keep = 0
+			}
+			if !w.meter.takeRequest(w.budget.Requests, w.lease, keep) {
+				return nil, w.budgetFailure(StopBudgetRequests, "the request budget was spent"), nil
+			}
+			if probe && w.keep > 0 {
+				w.keep--
+			}
+			w.res.Requests++
+			if attempt > 0 {
+				w.res.Retries++
+			}
+			req.Retry = attempt
+			if w.o.Progress != nil {
+				req.Progress = w.relay
+			}
+			out = w.send(ctx, req, now)
 		}
-		now := w.clock.Now()
-		if !now.Before(w.deadline) {
-			return nil, w.budgetFailure(StopBudgetTime, "the time budget ran out"), nil
+		w.attempt = attempt
+		resp, err, timedOut := out.resp, out.err, out.timedOut
+		if err == nil {
+			w.ahead.learn(resp.Status, out.waited, pre != nil && attempt == 0)
 		}
-		keep := w.keep
-		if probe {
-			keep = 0
-		}
-		if !w.meter.takeRequest(w.budget.Requests, w.lease, keep) {
-			return nil, w.budgetFailure(StopBudgetRequests, "the request budget was spent"), nil
-		}
-		if probe && w.keep > 0 {
-			w.keep--
-		}
-		w.res.Requests++
-		if attempt > 0 {
-			w.res.Retries++
-		}
-		req.Retry, w.attempt = attempt, attempt
-		if w.o.Progress != nil {
-			req.Progress = w.relay
-		}
-		callCtx, cancel := context.WithTimeout(ctx, w.deadline.Sub(now))
-		resp, err := w.o.Caller.Call(callCtx, req)
-		timedOut := callCtx.Err() != nil
-		cancel()
-		if err == nil && resp == nil {
-			err = errors.New("the caller returned no response")
+		if attempt == 0 && pre != nil && pre.parsed {
+			w.parsed = pre
 		}
 		var refused *tools.ArgError
 		if errors.As(err, &refused) {
@@ -136,8 +157,7 @@ func (w *walker) fetch(ctx context.Context, req tools.Request, probe bool) (*too
 				why: fmt.Sprintf("page %d could not be fetched (%s)", req.Page, safeCause(err)),
 			}, nil
 		}
-		w.meter.addBytes(int64(len(resp.Body)))
-		w.res.Bytes += int64(len(resp.Body))
+		w.res.Bytes += int64(len(resp.Body)) // on the Meter since send
 		w.res.Status = resp.Status
 		switch code := resp.Status; {
 		case code >= 200 && code < 300 && resp.Truncated:
@@ -150,7 +170,7 @@ func (w *walker) fetch(ctx context.Context, req tools.Request, probe bool) (*too
 		case code >= 200 && code < 300:
 			return resp, nil, nil
 		case code == http.StatusTooManyRequests:
-			d, ok := retryAfter(resp.Header, w.clock.Now())
+			d, ok := tools.RetryAfter(resp.Header, w.clock.Now())
 			if !ok {
 				d = backoff(waits + 1)
 			}
@@ -172,7 +192,7 @@ func (w *walker) fetch(ctx context.Context, req tools.Request, probe bool) (*too
 			return nil, f, nil
 		case code >= 500 && w.retryable && transient < maxTransientRetries:
 			transient++
-			d, ok := retryAfter(resp.Header, w.clock.Now())
+			d, ok := tools.RetryAfter(resp.Header, w.clock.Now())
 			if !ok {
 				d = backoff(transient)
 			}

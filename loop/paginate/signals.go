@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 	"unicode"
 
 	"github.com/trawl-dev/trawl/loop/query"
@@ -328,32 +327,6 @@ func itemID(item []byte, path string) ([]byte, bool) {
 func errorBodyOK(body []byte) bool {
 	raw, ok := query.Get(body, "ok")
 	return ok && string(raw) == "false"
-}
-
-// retryAfter reads a Retry-After header: delay-seconds or an HTTP-date
-// (relative to now; a date in the past means no wait).
-func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0, false
-	}
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if n < 0 {
-			return 0, false
-		}
-		if n > int64(24*time.Hour/time.Second) {
-			n = int64(24 * time.Hour / time.Second) // a wait no budget can fit
-		}
-		return time.Duration(n) * time.Second, true
-	}
-	t, err := http.ParseTime(v)
-	if err != nil {
-		return 0, false
-	}
-	if d := t.Sub(now); d > 0 {
-		return d, true
-	}
-	return 0, true
 }
 
 // cursorWords and rejectWords find an error body that says the cursor

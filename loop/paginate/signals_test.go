@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/trawl-dev/trawl/loop/query"
@@ -175,33 +174,6 @@ func TestWithoutItems(t *testing.T) {
 	}
 	if _, ok := query.OffsetIn(body[:10], body[8:12]); ok {
 		t.Error("offsetIn accepted a slice that runs past the buffer")
-	}
-}
-
-func TestRetryAfter(t *testing.T) {
-	cases := []struct {
-		value string
-		want  time.Duration
-		ok    bool
-	}{
-		{"", 0, false},
-		{"7", 7 * time.Second, true},
-		{" 0 ", 0, true},
-		{"-3", 0, false},
-		{"soon", 0, false},
-		{epoch.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second, true},
-		{epoch.Add(-time.Hour).Format(http.TimeFormat), 0, true},
-		{"99999999999", 24 * time.Hour, true},
-	}
-	for _, c := range cases {
-		h := http.Header{}
-		if c.value != "" {
-			h.Set("Retry-After", c.value)
-		}
-		got, ok := retryAfter(h, epoch)
-		if got != c.want || ok != c.ok {
-			t.Errorf("retryAfter(%q) = %v, %v; want %v, %v", c.value, got, ok, c.want, c.ok)
-		}
 	}
 }
 

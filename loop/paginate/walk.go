@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/trawl-dev/trawl/loop/query"
@@ -83,6 +84,12 @@ type Progress struct {
 	// Total is the item count the server reported on its latest page
 	// (of this collection); 0 when it reported none.
 	Total int
+	// InFlight counts the call's requests sent, or waiting for their
+	// slot, and not yet answered (a walk fetching ahead has several).
+	InFlight int
+	// Waiting is set while a request of the call waits for its provider's
+	// rate limit; nil otherwise.
+	Waiting *RateLimitWait
 	// Upstream is what the upstream reported of the request under way
 	// (an MCP server's progress); nil on the report after a page.
 	Upstream *tools.UpstreamProgress
@@ -93,7 +100,7 @@ type Progress struct {
 type WalkOptions struct {
 	Caller Caller
 	// Clock reads time for budgets and sleeps for Retry-After and
-	// backoff. Nil: SystemClock.
+	// backoff. Nil: the system clock.
 	Clock Clock
 	Tool  *tools.Tool
 	// Args are the tool's own arguments (reserved ones stripped). Walk
@@ -126,8 +133,10 @@ type WalkOptions struct {
 	// its JSON escapes — passes through it, so that no decoding undoes the
 	// Caller's masking. Nil: nothing more is masked.
 	Scrub *tools.Scrubber
-	// Progress, when set, is called after every page, on the walk's
-	// goroutine; it must not block for long.
+	// Progress, when set, is called after every page, and when a request
+	// starts waiting for its provider's rate limit, again while it waits,
+	// and when it stops. Calls never overlap, but may come from the
+	// goroutine of a request fetched ahead; it must not block for long.
 	Progress func(Progress)
 }
 
@@ -183,6 +192,10 @@ type Result struct {
 	// boundary probe, an offset walk's closing probe); they are in
 	// Requests, not in Pages.
 	Probes int
+	// Unused counts the requests fetched ahead whose page the walk never
+	// read (past an end that moved, or at a position a short page
+	// shifted); they are in Requests, not in Pages.
+	Unused int
 	// ResumeAt names the argument a partial page or offset walk resumes
 	// at ("page=3", "offset=40"); "" for other walks (LastCursor holds a
 	// cursor walk's resume point).
@@ -259,9 +272,13 @@ func (e *PageError) Error() string {
 
 func (e *PageError) Unwrap() error { return e.Err }
 
-// Walk fetches the pages of one collection, sequentially, under the
-// budget, following the server's own continuation signal, and reports
-// why it stopped (DESIGN.md §6). Stop rules, in precedence:
+// Walk fetches the pages of one collection under the budget, following
+// the server's own continuation signal, and reports why it stopped
+// (DESIGN.md §6). Pages are read and checked one after the other; a
+// page-number or offset walk that knows its end also sends the requests
+// of the next pages before the current one has come back (Budget.Concurrency;
+// see ahead.go), and uses each only when it reaches its position. Stop
+// rules, in precedence:
 //
 //  1. the server says done (more flag false, next token or URL absent or
 //     empty, no rel="next") → complete;
@@ -322,7 +339,9 @@ func Walk(ctx context.Context, o WalkOptions) (*Result, error) {
 	}
 	w := newWalker(o)
 	defer w.releaseLease()
-	return w.run(ctx)
+	res, err := w.run(ctx)
+	w.drainAhead() // res is w.res: the requests fetched ahead are counted in it
+	return res, err
 }
 
 // proofMode is how a walk that computes its own positions (an offset, a
@@ -425,12 +444,24 @@ type walker struct {
 	seed     maphash.Seed
 	buf      [][]byte
 	res      *Result
+
+	// Fetching ahead (ahead.go): the requests sent ahead, and what the
+	// latest page said of where the collection ends.
+	ahead      ahead
+	totalPages int       // the page count the latest page reported; -1 none
+	lastLink   int       // the page number of the latest page's rel="last" link; -1 none
+	saysEnd    bool      // the latest page carried a more flag or a next link: the last one will say it is
+	parsed     *prefetch // the request fetched ahead whose answer fetch returned, read already
+
+	progMu   sync.Mutex // serialises Progress calls
+	lastProg Progress   // the latest page's report (progMu)
 }
 
 func newWalker(o WalkOptions) *walker {
-	w := &walker{o: o, clock: o.Clock, budget: o.Budget.Resolved(), meter: o.Meter, plan: o.Plan, totalEvery: true}
+	w := &walker{o: o, clock: o.Clock, budget: o.Budget.Resolved(), meter: o.Meter, plan: o.Plan, totalEvery: true,
+		totalPages: -1, lastLink: -1}
 	if w.clock == nil {
-		w.clock = SystemClock{}
+		w.clock = tools.SystemClock()
 	}
 	if w.meter == nil {
 		w.meter = NewMeter(w.clock.Now())
@@ -460,6 +491,10 @@ func newWalker(o WalkOptions) *walker {
 	}
 	w.effect = effect
 	w.retryable = effect == tools.EffectRead
+	w.ahead = newAhead(w.budget.Concurrency)
+	if !w.retryable {
+		w.ahead = newAhead(1) // a write is sent once, never ahead
+	}
 	w.setup()
 	return w
 }
@@ -585,6 +620,7 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		if w.viaURL {
 			req.URL = w.cursor
 		}
+		w.fetchAhead(ctx)
 		resp, fail, err := w.fetch(ctx, req, probing)
 		if err != nil {
 			if errors.Is(err, context.Canceled) && res.Pages > 0 {
@@ -613,7 +649,14 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		if first {
 			plan = Refine(plan, resp.Body, resp.Header)
 		}
-		sig, rerr := readPage(plan, resp.Body, resp.Header, w.base, w.buf)
+		var sig signals
+		var rerr error
+		if p := w.parsed; p != nil && p.out.resp == resp && !first {
+			sig, rerr = p.sig, p.rerr // read while it came back (fetchAhead)
+		} else {
+			sig, rerr = readPage(plan, resp.Body, resp.Header, w.base, w.buf)
+		}
+		w.parsed = nil
 		w.buf = sig.items[:0]
 		// A paginated page was validated by readPage (rerr); a declared
 		// single response is checked here.
@@ -694,6 +737,10 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		} else {
 			w.totalEvery = false
 		}
+		w.totalPages = sig.totalPages
+		w.lastLink = w.lastPageOf(sig.link)
+		explicit, _ := w.explicit(sig)
+		w.saysEnd = sig.flag != moreUnknown || explicit != moreUnknown
 		w.report()
 
 		d := w.decide(sig, resp.Body, len(sig.items), rerr)
@@ -865,32 +912,55 @@ func (w *walker) samePage(items [][]byte) bool {
 	return same
 }
 
+// report tells Progress where the walk stands after a page.
 func (w *walker) report() {
 	if w.o.Progress == nil {
 		return
 	}
-	w.o.Progress(w.progress(nil))
-}
-
-// progress is where the walk stands, with what the upstream reported of
-// the request under way (nil after a page).
-func (w *walker) progress(up *tools.UpstreamProgress) Progress {
-	u := w.meter.Usage()
 	total := 0
 	if w.res.Total != nil {
 		total = *w.res.Total
 	}
-	return Progress{
-		Page: w.res.Pages, PagesMax: w.maxPages, Items: u.Items,
-		Requests: u.Requests, RequestsMax: w.budget.Requests, Elapsed: w.clock.Now().Sub(u.Start),
-		Total: total, Upstream: up,
-	}
+	w.progMu.Lock()
+	defer w.progMu.Unlock()
+	w.lastProg = Progress{Page: w.res.Pages, PagesMax: w.maxPages, RequestsMax: w.budget.Requests, Total: total}
+	w.o.Progress(w.usage(w.lastProg))
 }
 
-// relay passes on the upstream's progress of the request under way (the
-// caller calls it while that request runs, so the walk stands still).
-func (w *walker) relay(up tools.UpstreamProgress) {
-	w.o.Progress(w.progress(&up))
+// reportAgain repeats the latest report with the call's counters as they
+// stand now (a request started or stopped waiting for its rate limit).
+// It is safe from any goroutine.
+func (w *walker) reportAgain() { w.again(nil) }
+
+// relay passes on the upstream's progress of a request under way (the
+// caller calls it while that request runs: the walk's, or one fetched
+// ahead beside it).
+func (w *walker) relay(up tools.UpstreamProgress) { w.again(&up) }
+
+// again repeats the latest report, counters as they stand now, with what
+// the upstream reported of a request under way (nil: nothing).
+func (w *walker) again(up *tools.UpstreamProgress) {
+	if w.o.Progress == nil {
+		return
+	}
+	w.progMu.Lock()
+	defer w.progMu.Unlock()
+	p := w.lastProg
+	if p.PagesMax == 0 {
+		p = Progress{PagesMax: w.maxPages, RequestsMax: w.budget.Requests} // before the first page
+	}
+	p = w.usage(p)
+	p.Upstream = up
+	w.o.Progress(p)
+}
+
+// usage fills p's call-wide counters from the Meter.
+func (w *walker) usage(p Progress) Progress {
+	u := w.meter.Usage()
+	now := w.clock.Now()
+	p.Items, p.Requests, p.Elapsed, p.InFlight = u.Items, u.Requests, now.Sub(u.Start), u.InFlight
+	p.Waiting = w.meter.Waiting(now)
+	return p
 }
 
 // finish records why the walk stopped and returns the result.
@@ -982,7 +1052,8 @@ func (w *walker) closingProbe(stop string) bool {
 		(stop != StopCompleteTotalReached && stop != StopCompleteShortPage) {
 		return false
 	}
-	if w.meter.room(w.budget.Requests, w.lease) < 1 {
+	_, fetched := w.ahead.pending[aheadKey{w.offset + w.received - 1, w.pageSize}]
+	if !fetched && w.meter.room(w.budget.Requests, w.lease) < 1 {
 		w.unverified = "the request budget left no room for the closing probe, which checks that no row moved after the last page was read"
 		return false
 	}

@@ -133,6 +133,37 @@ func Run(t *testing.T, newLimiters New) {
 		p.Release(ok)
 	})
 
+	t.Run("WaitsAreObserved", func(t *testing.T) {
+		// What a progress line shows: the provider, the cause and how long,
+		// and the wait's end; a request that does not wait says nothing.
+		_, a, b := setup(t)
+		var mu sync.Mutex
+		var seen []string
+		ctx := tools.WithLimitWait(context.Background(), func(w tools.LimitWait) func() {
+			mu.Lock()
+			seen = append(seen, fmt.Sprintf("%s %s %v", w.Provider, w.Cause, w.Wait))
+			mu.Unlock()
+			return func() {
+				mu.Lock()
+				seen = append(seen, "end")
+				mu.Unlock()
+			}
+		})
+		s := acme(tools.RateLimit{RequestsPerSecond: 2})
+		for _, l := range []tools.RateLimiter{a, b} {
+			p, err := l.Acquire(ctx, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Release(ok)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if want := []string{"acme rate 500ms", "end"}; fmt.Sprint(seen) != fmt.Sprint(want) {
+			t.Errorf("observed %q, want %q", seen, want)
+		}
+	})
+
 	t.Run("ConcurrencyAcrossReplicas", func(t *testing.T) {
 		_, a, b := setup(t)
 		s := acme(tools.RateLimit{Concurrency: 2})

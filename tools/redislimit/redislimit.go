@@ -177,7 +177,10 @@ func (l *Limiter) Acquire(ctx context.Context, s tools.LimitScope) (tools.Permit
 		case "1":
 			p := &permit{l: l, s: s, id: id, epochs: [2]int64{atoi(res[3]), atoi(res[4])}}
 			if wait > 0 {
-				if err := clock.Sleep(ctx, wait); err != nil {
+				end := tools.LimitWaitStarted(ctx, tools.LimitWait{Provider: s.Provider, Cause: "rate", Wait: wait})
+				err := clock.Sleep(ctx, wait)
+				end()
+				if err != nil {
 					p.Release(tools.Outcome{})
 					return nil, err
 				}
@@ -186,16 +189,19 @@ func (l *Limiter) Acquire(ctx context.Context, s tools.LimitScope) (tools.Permit
 			return p, nil
 		case "2":
 			t := time.NewTimer(l.opt.PollInterval)
+			end := tools.LimitWaitStarted(ctx, tools.LimitWait{Provider: s.Provider, Cause: "concurrency"})
 			select {
 			case <-changed:
 			case <-t.C:
 			case <-ctx.Done():
+				end()
 				t.Stop()
 				if ctx.Err() == context.DeadlineExceeded {
 					return nil, &tools.RateLimitError{Provider: s.Provider, Cause: "concurrency"}
 				}
 				return nil, ctx.Err()
 			}
+			end()
 			t.Stop()
 		case "3":
 			return nil, &tools.RateLimitError{Provider: s.Provider, Wait: wait, Cause: res[2]}
@@ -203,7 +209,10 @@ func (l *Limiter) Acquire(ctx context.Context, s tools.LimitScope) (tools.Permit
 			if wait > maxWait {
 				return nil, &tools.RateLimitError{Provider: s.Provider, Wait: wait, Cause: res[2]}
 			}
-			if err := clock.Sleep(ctx, wait); err != nil {
+			end := tools.LimitWaitStarted(ctx, tools.LimitWait{Provider: s.Provider, Cause: res[2], Wait: wait})
+			err := clock.Sleep(ctx, wait)
+			end()
+			if err != nil {
 				return nil, err
 			}
 		}

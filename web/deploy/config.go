@@ -17,6 +17,7 @@ import (
 
 	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/agent/workflow"
+	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/tools"
 	"gopkg.in/yaml.v3"
 )
@@ -598,6 +599,9 @@ func (c *Config) validate() error {
 	if c.Limits.ViewChars < 0 || c.Limits.Pages < 0 || c.Limits.Requests < 0 || c.Limits.Items < 0 ||
 		c.Limits.Bytes < 0 || c.Limits.Seconds < 0 || c.Limits.ForEachValues < 0 || c.Limits.StreamsPerSession < 0 {
 		return c.errAt("limits", "limits must not be negative")
+	}
+	if n := c.Limits.Concurrency; n < 0 || n > paginate.MaxConcurrency {
+		return c.errAt("limits.concurrency", fmt.Sprintf("must be between 0 (adaptive) and %d, not %d", paginate.MaxConcurrency, n))
 	}
 	if c.ShutdownGrace < 0 {
 		return c.errAt("shutdown_grace", "must not be negative")

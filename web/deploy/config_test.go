@@ -106,6 +106,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"streams per session", "limits: {streams_per_session: -1}\n", "trawl.yaml:1: limits: limits must not be negative"},
 		{"rate limit burst alone", "providers:\n  - {id: a, openapi: x, rate_limit: {burst: 4}}\n", "trawl.yaml:2: providers[0].rate_limit: burst needs requests_per_second"},
 		{"rate limit negative", "providers:\n  - {id: a, openapi: x, rate_limit: {concurrency: -1}}\n", "providers[0].rate_limit: concurrency must not be negative"},
+		{"walk concurrency too high", "limits: {concurrency: 17}\n", "trawl.yaml:1: limits.concurrency: must be between 0 (adaptive) and 16, not 17"},
 		{"rate limit unknown key", "providers:\n  - {id: a, openapi: x, rate_limit: {rps: 4}}\n", `providers[0].rate_limit.rps: unknown key "rps"`},
 		{"rate limit on a command server", "mcp_servers:\n  - {id: f, command: [x], rate_limit: {concurrency: 2}}\n", "rate_limit applies to a server over HTTP"},
 	}

@@ -6,11 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/loop"
-	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/tools"
 )
 
@@ -26,7 +23,7 @@ func (s *Deployment) newEngine() (*loop.Engine, error) {
 	return loop.New(loop.Options{
 		Caller:    s.observeCaller(tools.Router{HTTP: s.invoker, MCP: s.mcp}),
 		Scrub:     s.invoker.Scrubber,
-		Budget:    budgetOf(s.cfg.Limits.Limits),
+		Budget:    s.cfg.Limits.Budget(),
 		ViewChars: s.cfg.Limits.ViewChars,
 		Results:   s.results,
 		Cache:     cache,
@@ -35,14 +32,6 @@ func (s *Deployment) newEngine() (*loop.Engine, error) {
 
 		TracerProvider: s.tel.tracerProvider(), MeterProvider: s.tel.meterProvider(),
 	}), nil
-}
-
-// budgetOf converts config limits to walk budgets.
-func budgetOf(l agent.Limits) paginate.Budget {
-	return paginate.Budget{
-		Pages: l.Pages, Requests: l.Requests, Items: l.Items, Bytes: l.Bytes,
-		Time: time.Duration(l.Seconds * float64(time.Second)), ForEachValues: l.ForEachValues,
-	}
 }
 
 // CallTool runs one tool call through the engine with looping on, as

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/stream"
+	"github.com/trawl-dev/trawl/tools"
 	"github.com/trawl-dev/trawl/web/runlease"
 )
 
@@ -75,7 +75,7 @@ type RunTimings struct {
 	// Clock is the host's time: the release wait's deadline, the
 	// backoff while a store fails, how long a run has been orphaned.
 	// Zero: the system clock.
-	Clock paginate.Clock
+	Clock tools.Clock
 	// StoreWait bounds how long the end of a run — what it leaves, its
 	// log's end, its claim's release — and a sweep's end of dead runs
 	// wait out a failing store. Zero: 10 s.
@@ -103,7 +103,7 @@ type RunTimings struct {
 // claims can lapse (only then are streams watched).
 func (t RunTimings) withDefaults(lease time.Duration, lapses bool) RunTimings {
 	if t.Clock == nil {
-		t.Clock = paginate.SystemClock{}
+		t.Clock = tools.SystemClock()
 	}
 	t.StoreWait = cmp.Or(t.StoreWait, 10*time.Second)
 	t.CheckTimeout = cmp.Or(t.CheckTimeout, 5*time.Second)

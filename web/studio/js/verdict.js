@@ -108,7 +108,13 @@ export function progressText(p) {
   const items = p.total > 0 && !p.forEach ? `${p.items} of ${p.total} items` : plural(p.items, 'item', 'items');
   const bits = [`page ${p.page}`, items, plural(p.requests, 'request', 'requests')];
   if (p.forEach) bits.push(`${p.forEach.key} ${p.forEach.index + 1}/${p.forEach.total} (${fmt(p.forEach.value)})`);
+  if (p.inFlight > 1) bits.push(`${p.inFlight} requests in flight`);
   bits.push(`${((p.elapsedMs || 0) / 1000).toFixed(1)} s`);
+  if (p.rateLimit) {
+    const w = p.rateLimit;
+    const secs = w.waitMs > 0 ? ` (${Math.max(1, Math.round(w.waitMs / 1000))} s)` : '';
+    bits.unshift(`waiting for ${w.provider}'s rate limit${secs}`);
+  }
   return bits.join(' · ');
 }
 

@@ -1,0 +1,465 @@
+package paginate
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/trawl-dev/trawl/tools"
+)
+
+// Fetching ahead. A page-number or offset walk computes its own positions,
+// so once it knows where the collection ends (a total on every page, a page
+// count, a rel="last" link) it can send the requests of the next pages
+// before the page it is reading has come back, with up to the budget's
+// Concurrency requests in flight. Only the fetching overlaps: every page is
+// still read, checked and counted in order by the walk's one goroutine,
+// through the same stop rules, guards and proofs as a walk that fetches
+// one page at a time. A page fetched ahead is used only when the walk
+// reaches exactly its position (offset or page, and page size); any other
+// — one past an end that moved, one at a position a short page shifted —
+// is never read, and counts as a request made (Result.Unused).
+//
+// Why the proofs still hold: an offset walk's overlap check compares the
+// row at each page boundary as two pages read it, and a closing probe
+// checks the last row and what follows it. Neither argument needs the
+// pages to be read in order of time: rows keep their relative order under
+// inserts and deletes, so a boundary row found at the same position by
+// both its pages bounds the rows between two boundaries, whenever each
+// page was read. A page-number walk whose proof is a boundary probe
+// (no total) does need its reads ordered — the probe must come after the
+// page following the one it reads again — so it never fetches ahead.
+// Without a known end a walk may fetch one page ahead at most.
+//
+// Cursor, next-URL and Link walks never fetch ahead: each page names the
+// next.
+
+// aheadKey is the position a request reads: an offset or a page number,
+// at a page size. The rest of a walk's arguments never change.
+type aheadKey struct{ pos, size int }
+
+// sent is what one send of a request came to.
+type sent struct {
+	resp     *tools.Response
+	err      error
+	timedOut bool // the call's context ran out (the walk's time budget)
+	waited   bool // the provider's rate limit made it wait
+}
+
+// prefetch is one request sent ahead of the walk.
+type prefetch struct {
+	done chan struct{}
+	// Set before done is closed: the answer, and for a page, what it says
+	// (read on the fetching goroutine, so that pages are read in parallel
+	// and the walk does not read them again) and whether the walk ends
+	// there.
+	out    sent
+	parsed bool
+	sig    signals
+	rerr   error
+	ends   bool
+}
+
+// wait waits for the request's answer; err is ctx's.
+func (p *prefetch) wait(ctx context.Context) (sent, error) {
+	select {
+	case <-p.done:
+		return p.out, nil
+	case <-ctx.Done():
+		return sent{}, ctx.Err()
+	}
+}
+
+// ahead is a walk's requests sent ahead. It is used by the walk's
+// goroutine only; the fetching goroutines write their prefetch's out and
+// close done.
+type ahead struct {
+	window  int // requests in flight the walk allows now (its current request included)
+	max     int // what the window may grow to
+	adapt   bool
+	pending map[aheadKey]*prefetch
+	wg      sync.WaitGroup
+	live    atomic.Int32 // prefetches sent and not yet answered
+}
+
+func newAhead(concurrency int) ahead {
+	switch {
+	case concurrency == 0:
+		return ahead{window: adaptiveStart, max: adaptiveMax, adapt: true}
+	default:
+		return ahead{window: concurrency, max: concurrency}
+	}
+}
+
+// take removes and returns the request sent ahead for k, if any.
+func (a *ahead) take(k aheadKey) *prefetch {
+	p := a.pending[k]
+	if p != nil {
+		delete(a.pending, k)
+	}
+	return p
+}
+
+// halted reports an answer already back to a request sent ahead that
+// says to send no more until the walk has read it: a refusal (401, 403,
+// 404, 410) or a 429. The walk reads it when it gets there.
+func (a *ahead) halted() bool {
+	for _, p := range a.pending {
+		select {
+		case <-p.done:
+			if p.ends {
+				return true
+			}
+			if r := p.out.resp; r != nil {
+				switch r.Status {
+				case 401, 403, 404, 410, 429:
+					return true
+				}
+			}
+		default:
+		}
+	}
+	return false
+}
+
+// learn moves the adaptive window after an answer: a 429 halves it; a page
+// that came back without waiting for the provider's rate limit, from a
+// walk that was fetching ahead, grows it by one.
+func (a *ahead) learn(status int, waited, fetchedAhead bool) {
+	if !a.adapt {
+		return
+	}
+	switch {
+	case status == 429:
+		a.window = max(1, a.window/2)
+	case status >= 200 && status < 300 && fetchedAhead && !waited && a.window < a.max:
+		a.window++
+	}
+}
+
+// keyOf is the position a request with args reads, for a walk that may
+// fetch ahead.
+func (w *walker) keyOf(args map[string]any) (aheadKey, bool) {
+	p := w.plan
+	var k aheadKey
+	switch p.Strategy {
+	case Offset:
+		k.pos, _ = argInt(args, p.OffsetParam)
+	case PageNumber:
+		n, ok := argInt(args, p.PageParam)
+		if !ok {
+			n = pageBase(w.o.Tool, p.PageParam)
+		}
+		k.pos = n
+	default:
+		return k, false
+	}
+	k.size, _ = argInt(args, p.SizeParam)
+	return k, true
+}
+
+// knownEnd is where the collection ends, as far as the walk knows: for an
+// offset walk the row count, for a page-number walk the last page number.
+func (w *walker) knownEnd() (end int, ok bool) {
+	res := w.res
+	switch w.plan.Strategy {
+	case Offset:
+		if res.Total != nil && w.totalEvery && w.posKnow {
+			return *res.Total, true
+		}
+	case PageNumber:
+		base := pageBase(w.o.Tool, w.plan.PageParam)
+		switch {
+		case w.lastLink >= base:
+			return w.lastLink, true
+		case w.totalPages >= 0 && w.posKnow:
+			return base + w.totalPages - 1, true
+		case res.Total != nil && w.totalEvery && w.posKnow && w.pageSize > 0:
+			return base + (*res.Total+w.pageSize-1)/w.pageSize - 1, true
+		}
+	}
+	return 0, false
+}
+
+// mayFetchAhead reports whether the walk may send requests ahead of the
+// one it is about to send.
+func (w *walker) mayFetchAhead() bool {
+	p := w.plan
+	switch {
+	case w.ahead.max < 2 || !w.o.AllPages || w.res.Pages < 1 || w.probeFor != "":
+		return false // one at a time; one page; before the plan is refined; a closing probe
+	case p.Strategy != Offset && p.Strategy != PageNumber:
+		return false // each page names the next
+	case w.proof == proofProbe:
+		return false // its boundary probes need their reads in order
+	case w.pageSize < 1 || !w.fullSeen || w.oversize:
+		return false // no size the server is known to honour
+	case w.proof == proofOverlap && w.pageSize < 2:
+		return false
+	}
+	return true
+}
+
+// predict lists the positions the walk reads after the current request if
+// every page comes back full, at most n of them, and whether each is a
+// page (false: the closing probe). Without a known end it predicts one
+// position at most.
+func (w *walker) predict(n int) (keys []aheadKey, pages []bool) {
+	end, known := w.knownEnd()
+	if !known {
+		n = min(n, 1)
+	}
+	s := w.pageSize
+	count := w.res.Pages + 1 // the page the current request reads
+	switch w.plan.Strategy {
+	case Offset:
+		step := s
+		if w.proof == proofOverlap {
+			step = s - 1
+		}
+		for p := w.offset; len(keys) < n; {
+			if known && p+s >= end {
+				// p is the last page; the closing probe reads its last row
+				// again (closingProbe), unless the pages carry a signal that
+				// will say so.
+				if w.proof == proofOverlap && count >= 2 && end-1 > p && !w.saysEnd {
+					keys, pages = append(keys, aheadKey{end - 1, s}), append(pages, false)
+				}
+				break
+			}
+			p += step
+			if count++; count > w.maxPages {
+				break
+			}
+			keys, pages = append(keys, aheadKey{p, s}), append(pages, true)
+		}
+	case PageNumber:
+		for p := w.page; len(keys) < n; {
+			if known && p >= end {
+				break
+			}
+			p++
+			if count++; count > w.maxPages {
+				break
+			}
+			keys, pages = append(keys, aheadKey{p, s}), append(pages, true)
+		}
+	}
+	return keys, pages
+}
+
+// fetchAhead sends the requests of the positions after the current one,
+// up to the window, each within the budgets the walk would spend on it:
+// the requests (never the one kept for a probe, and one left for the
+// current request), the pages, the items and bytes at this walk's rate,
+// the time.
+func (w *walker) fetchAhead(ctx context.Context) {
+	if !w.mayFetchAhead() {
+		return
+	}
+	cur := aheadKey{w.page, w.pageSize}
+	if w.plan.Strategy == Offset {
+		cur.pos = w.offset
+	}
+	pre, curPaid := w.ahead.pending[cur]
+	need := 0 // the current request, when it is not sent already
+	if !curPaid {
+		need = 1
+	} else {
+		select {
+		case <-pre.done:
+			return // its answer is back: read it first, it may say where the walk ends
+		default:
+		}
+	}
+	keys, pages := w.predict(w.ahead.window - 1)
+	if len(keys) == 0 || w.ahead.halted() {
+		return
+	}
+	u := w.meter.Usage()
+	step := w.pageSize
+	if w.proof == proofOverlap {
+		step--
+	}
+	avgBytes := int64(0)
+	if w.res.Pages > 0 {
+		avgBytes = w.res.Bytes / int64(w.res.Pages)
+	}
+	now := w.clock.Now()
+	if !now.Before(w.deadline) || ctx.Err() != nil {
+		return
+	}
+	plan, base, size := w.plan, w.base, w.pageSize // as the goroutines read them
+	for j, k := range keys {
+		if _, ok := w.ahead.pending[k]; ok {
+			continue
+		}
+		if int(w.ahead.live.Load())+need >= w.ahead.window {
+			break
+		}
+		ahead := int64(j + 1) // pages between the current one and this one, this one included
+		if pages[j] && (u.Items+int(ahead)*step >= w.budget.Items || u.Bytes+ahead*avgBytes >= w.budget.Bytes) {
+			break // the walk would stop at that budget before reading it
+		}
+		if w.meter.room(w.budget.Requests, w.lease)-w.keep-need < 1 ||
+			!w.meter.takeRequest(w.budget.Requests, w.lease, w.keep+need) {
+			break
+		}
+		req := w.requestAt(k, pages[j])
+		p := &prefetch{done: make(chan struct{})}
+		if w.ahead.pending == nil {
+			w.ahead.pending = map[aheadKey]*prefetch{}
+		}
+		w.ahead.pending[k] = p
+		w.ahead.live.Add(1)
+		w.ahead.wg.Add(1)
+		go func() {
+			defer w.ahead.wg.Done()
+			p.out = w.send(ctx, req, now)
+			w.ahead.live.Add(-1)
+			if r := p.out.resp; p.out.err == nil && r.Status >= 200 && r.Status < 300 && !r.Truncated {
+				p.sig, p.rerr = readPage(plan, r.Body, r.Header, base, nil)
+				p.parsed = true
+				// An end the walk will stop at (or a page it cannot read):
+				// nothing after it is sent until the walk has read it.
+				p.ends = p.rerr != nil || p.sig.flag == moreNo || len(p.sig.items) < size
+			}
+			close(p.done)
+		}()
+	}
+}
+
+// requestAt is the request for position k, built as the walk would build
+// it when it gets there.
+func (w *walker) requestAt(k aheadKey, page bool) tools.Request {
+	t, p := w.o.Tool, w.plan
+	args := cloneArgs(w.args)
+	n := w.res.Pages + 1
+	switch p.Strategy {
+	case Offset:
+		setArg(t, args, p.OffsetParam, k.pos)
+	case PageNumber:
+		setArg(t, args, p.PageParam, k.pos)
+	}
+	if p.SizeParam != "" {
+		setArg(t, args, p.SizeParam, k.size)
+	}
+	if page {
+		n++ // a page after the current one (an estimate for the activity log)
+	}
+	r := tools.Request{Tool: t, Args: args, Credential: w.o.Credential, ThreadID: w.o.ThreadID,
+		Page: n, Effect: w.effect}
+	if w.o.Progress != nil {
+		r.Progress = w.relay
+	}
+	return r
+}
+
+// send sends req once under the walk's time budget and reports its rate
+// limit's waits to the progress line. It touches only what is safe from
+// any goroutine (the Meter, the options, the clock).
+func (w *walker) send(ctx context.Context, req tools.Request, now time.Time) sent {
+	callCtx, cancel := context.WithTimeout(ctx, w.deadline.Sub(now))
+	defer cancel()
+	var waited atomic.Bool
+	callCtx = tools.WithLimitWait(callCtx, func(lw tools.LimitWait) func() {
+		waited.Store(true)
+		return w.observeWait(lw)
+	})
+	w.meter.addInFlight(1)
+	resp, err := w.o.Caller.Call(callCtx, req)
+	w.meter.addInFlight(-1)
+	out := sent{resp: resp, err: err, timedOut: callCtx.Err() != nil, waited: waited.Load()}
+	if err == nil && resp == nil {
+		out.err = errors.New("the caller returned no response")
+	}
+	if out.err == nil {
+		w.meter.addBytes(int64(len(resp.Body)))
+	}
+	return out
+}
+
+// drainAhead waits for the requests sent ahead that the walk did not use,
+// and counts each as a request made (Result.Unused): the upstream
+// received it. One its rate limit refused before it was sent is given
+// back.
+func (w *walker) drainAhead() {
+	w.ahead.wg.Wait()
+	for k, p := range w.ahead.pending {
+		delete(w.ahead.pending, k)
+		var refused *tools.ArgError
+		var limited *tools.RateLimitError
+		if errors.As(p.out.err, &refused) || errors.As(p.out.err, &limited) {
+			w.meter.returnRequest()
+			continue
+		}
+		w.res.Requests++
+		w.res.Unused++
+		if p.out.resp != nil {
+			w.res.Bytes += int64(len(p.out.resp.Body))
+		}
+	}
+}
+
+// waitReportEvery is how often the progress line is told again that a
+// request still waits for its rate limit (the stream lets one report
+// through per interval, so the first may be held back).
+const waitReportEvery = 500 * time.Millisecond
+
+// observeWait records a request of the walk waiting for its provider's
+// rate limit and reports it on the progress line, again while the wait
+// lasts, and once more when it ends. The reports run on real time: they
+// only tell a person watching.
+func (w *walker) observeWait(lw tools.LimitWait) (end func()) {
+	done := w.meter.waitStarted(lw, w.clock.Now())
+	if w.o.Progress == nil {
+		return done
+	}
+	w.reportAgain()
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	var tick func()
+	tick = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		w.reportAgain()
+		t = time.AfterFunc(waitReportEvery, tick)
+	}
+	mu.Lock()
+	t = time.AfterFunc(waitReportEvery, tick)
+	mu.Unlock()
+	return func() {
+		done()
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
+		w.reportAgain()
+	}
+}
+
+// lastPageOf is the page number a rel="last" link names in the walk's
+// page parameter; -1 when there is none (or the walk is no page-number
+// walk).
+func (w *walker) lastPageOf(l linkSignal) int {
+	if l.last == "" || w.plan.Strategy != PageNumber || w.plan.PageParam == "" {
+		return -1
+	}
+	u, err := url.Parse(l.last)
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.Atoi(u.Query().Get(w.plan.PageParam))
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
+}

@@ -1,0 +1,404 @@
+package paginate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/trawl-dev/trawl/tools"
+	"github.com/trawl-dev/trawl/tools/limittest"
+)
+
+// Fetching ahead (ahead.go), against loopback upstreams that count the
+// requests they hold at once.
+
+// flights counts an upstream's requests in flight, and holds every
+// request after the first until hold of them are in flight at once (the
+// signal that the walk overlaps them), then holds none again. A walk that
+// never gets there is let through after a generous bound, so that the
+// test fails on its counts rather than hanging.
+type flights struct {
+	hold int
+
+	mu       sync.Mutex
+	now, max int
+	reached  chan struct{}
+	once     sync.Once
+}
+
+func newFlights(hold int) *flights { return &flights{hold: hold, reached: make(chan struct{})} }
+
+// enter counts a request in and waits as flights says; first requests
+// are not held.
+func (f *flights) enter(first bool) {
+	f.mu.Lock()
+	f.now++
+	f.max = max(f.max, f.now)
+	if f.hold > 0 && f.now >= f.hold {
+		f.once.Do(func() { close(f.reached) })
+	}
+	f.mu.Unlock()
+	if first || f.hold == 0 {
+		return
+	}
+	select {
+	case <-f.reached:
+	case <-time.After(10 * time.Second):
+	}
+}
+
+func (f *flights) leave() {
+	f.mu.Lock()
+	f.now--
+	f.mu.Unlock()
+}
+
+func (f *flights) peak() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.max
+}
+
+// rowsServer serves rows by offset (limit, offset) or page (per_page,
+// page), at most capAt a page, with "total" when withTotal; each request
+// goes through f. It counts the requests it answered.
+func rowsServer(t *testing.T, rows []string, capAt int, withTotal bool, f *flights) (*httptest.Server, *int) {
+	var mu sync.Mutex
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		f.enter(q.Get("offset") == "" && q.Get("page") == "")
+		defer f.leave()
+		mu.Lock()
+		n++
+		mu.Unlock()
+		size, _ := strconv.Atoi(firstOf(q.Get("per_page"), q.Get("limit"), "10"))
+		size = min(size, capAt)
+		start, _ := strconv.Atoi(q.Get("offset"))
+		if p := q.Get("page"); p != "" {
+			pn, _ := strconv.Atoi(p)
+			start = (pn - 1) * size
+		}
+		end := min(start+size, len(rows))
+		start = min(max(start, 0), end)
+		extra := ""
+		if withTotal {
+			extra = fmt.Sprintf(`"total":%d`, len(rows))
+		}
+		reply(w, 200, page(rows[start:end], extra))
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+var pageTotalPlan = Plan{Strategy: PageNumber, SizeParam: "per_page", PageParam: "page", Items: "data", ItemsFound: true,
+	Total: "total", Continuation: "total", Provenance: "schema"}
+
+// walkRows walks tool with a real invoker and returns the result and the
+// ids it collected, in order.
+func walkRows(t *testing.T, srv *httptest.Server, plan Plan, sizeMax float64, budget Budget, meter *Meter) (*Result, []string) {
+	t.Helper()
+	tool := listTool(srv.URL, plan, sizeMax)
+	res, err := Walk(context.Background(), WalkOptions{Caller: tools.NewInvoker(tools.InvokerOptions{Client: srv.Client()}),
+		Tool: tool, Plan: plan, AllPages: true, Budget: budget, Meter: meter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, idsOf(t, res)
+}
+
+// idsOf is the ids of res's rows, in order.
+func idsOf(t *testing.T, res *Result) []string {
+	t.Helper()
+	var got []string
+	for _, it := range res.Items {
+		var row struct{ ID string }
+		if err := json.Unmarshal(it, &row); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, row.ID)
+	}
+	return got
+}
+
+// A 20-page walk that knows its end (an offset walk with a total, a
+// page-number walk with a total) has requests in flight at once — as many
+// as its window, never more — and is exactly right: every row once, in
+// order, complete, each request the upstream answered counted.
+func TestFetchAheadOverlapsPages(t *testing.T) {
+	rows := seq("r", 1, 200)
+	for _, c := range []struct {
+		name        string
+		plan        Plan
+		concurrency int
+		hold, most  int // in flight: reached at once, never exceeded
+	}{
+		{"offset adaptive", offsetPlan, 0, 2, adaptiveMax},
+		{"offset 3", offsetPlan, 3, 3, 3},
+		{"offset 6", offsetPlan, 6, 6, 6},
+		{"page adaptive", pageTotalPlan, 0, 2, adaptiveMax},
+		{"page 4", pageTotalPlan, 4, 4, 4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFlights(c.hold)
+			srv, served := rowsServer(t, rows, 10, true, f)
+			meter := NewMeter(time.Now())
+			res, got := walkRows(t, srv, c.plan, 10, Budget{Pages: 40, Concurrency: c.concurrency}, meter)
+			if diff := cmp.Diff(rows, got); diff != "" {
+				t.Errorf("rows (-want +got):\n%s", diff)
+			}
+			if !res.Complete || res.Pages < 20 {
+				t.Errorf("complete %v after %d pages (%s: %s)", res.Complete, res.Pages, res.StoppedBy, res.Cause)
+			}
+			if p := f.peak(); p < c.hold || p > c.most {
+				t.Errorf("at most %d requests were in flight at once, want %d to %d", p, c.hold, c.most)
+			}
+			if res.Requests != res.Pages+res.Probes+res.Unused || res.Requests != *served || meter.Usage().Requests != *served {
+				t.Errorf("requests %d (pages %d, probes %d, unused %d), meter %d; the upstream answered %d",
+					res.Requests, res.Pages, res.Probes, res.Unused, meter.Usage().Requests, *served)
+			}
+		})
+	}
+}
+
+// Without a known end (an offset walk without a total) a walk fetches one
+// page ahead at most. The upstream holds the short, last page until that
+// page's follower has arrived, so one is always fetched past the end: it
+// is never read, and counts as a request made, on the Result and on the
+// Meter the call's budget is spent from.
+func TestFetchAheadPastTheEndIsARequest(t *testing.T) {
+	rows := seq("r", 1, 95)
+	f := newFlights(0)
+	var mu sync.Mutex
+	var offsets []int
+	past := make(chan struct{})
+	var pastOnce sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.enter(true)
+		defer f.leave()
+		off, _ := strconv.Atoi(r.URL.Query().Get("offset"))
+		mu.Lock()
+		offsets = append(offsets, off)
+		mu.Unlock()
+		switch {
+		case off >= len(rows):
+			pastOnce.Do(func() { close(past) })
+		case off+10 > len(rows) && off != len(rows)-1: // the short page (not the closing probe)
+			select {
+			case <-past:
+			case <-time.After(10 * time.Second): // not sent: the counts below say so
+			}
+		}
+		end := min(off+10, len(rows))
+		reply(w, 200, page(rows[min(off, end):end], ""))
+	}))
+	t.Cleanup(srv.Close)
+	plan := offsetPlan
+	plan.Total, plan.Continuation = "", ""
+	meter := NewMeter(time.Now())
+	res, got := walkRows(t, srv, plan, 10, Budget{Concurrency: 6}, meter)
+	if diff := cmp.Diff(rows, got); diff != "" {
+		t.Errorf("rows (-want +got):\n%s", diff)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !res.Complete || res.Unused != 1 || res.Requests != res.Pages+res.Probes+1 || res.Requests != len(offsets) ||
+		meter.Usage().Requests != len(offsets) {
+		t.Errorf("complete %v, requests %d (pages %d, probes %d, unused %d), meter %d; the upstream answered %d: %v",
+			res.Complete, res.Requests, res.Pages, res.Probes, res.Unused, meter.Usage().Requests, len(offsets), offsets)
+	}
+	if slices.Max(offsets) < len(rows) {
+		t.Errorf("offsets %v: nothing was fetched past the end", offsets)
+	}
+	if p := f.peak(); p > 2 {
+		t.Errorf("%d requests were in flight at once without a known end, want 2 at most", p)
+	}
+}
+
+// Cursor and next-URL walks never overlap requests, whatever the
+// concurrency allows: the upstream's log shows each request arrive after
+// the answer before it. (Each answer takes a moment, so that an overlap
+// would show; nothing waits on it.)
+func TestCursorWalksNeverOverlap(t *testing.T) {
+	for _, plan := range []Plan{cursorPlan, nextURLPlan} {
+		t.Run(string(plan.Strategy), func(t *testing.T) {
+			var mu sync.Mutex
+			var log []string
+			var srv *httptest.Server
+			srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				q := r.URL.Query()
+				n, _ := strconv.Atoi(firstOf(q.Get("cursor"), q.Get("after"), "0"))
+				mu.Lock()
+				log = append(log, "ask "+strconv.Itoa(n))
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+				extra := ""
+				if n < 12 {
+					extra = fmt.Sprintf(`"next_cursor":"%d","next":"%s/items?limit=5&after=%d"`, n+1, srv.URL, n+1)
+				}
+				mu.Lock()
+				log = append(log, "answer "+strconv.Itoa(n))
+				mu.Unlock()
+				reply(w, 200, page(seq("r", n*5+1, 5), extra))
+			}))
+			t.Cleanup(srv.Close)
+			res, got := walkRows(t, srv, plan, 5, Budget{Concurrency: 6}, nil)
+			if !res.Complete || len(got) != 65 {
+				t.Fatalf("complete %v, %d rows (%s: %s)", res.Complete, len(got), res.StoppedBy, res.Cause)
+			}
+			var want []string
+			for n := range 13 {
+				want = append(want, "ask "+strconv.Itoa(n), "answer "+strconv.Itoa(n))
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if diff := cmp.Diff(want, log); diff != "" {
+				t.Errorf("upstream log (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// An upstream that serves two requests at once and answers 429 beyond,
+// walked fetching ahead (adaptive) through an invoker with a rate
+// limiter: the walk completes, complete and exactly right, with at most
+// one 429 after the first — the window halves, and the limiter learns
+// the bound for the requests after it.
+func TestFetchAheadAgainstAnUpstreamThatServesTwo(t *testing.T) {
+	rows := seq("r", 1, 200)
+	var mu sync.Mutex
+	inflight, tooMany, peak := 0, 0, 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if inflight >= 2 {
+			tooMany++
+			mu.Unlock()
+			w.Header().Set("Retry-After", "0")
+			reply(w, http.StatusTooManyRequests, `{"error":"too many requests"}`)
+			return
+		}
+		inflight++
+		peak = max(peak, inflight)
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			inflight--
+			mu.Unlock()
+		}()
+		time.Sleep(2 * time.Millisecond) // a request takes a moment, so requests overlap
+		q := r.URL.Query()
+		off, _ := strconv.Atoi(q.Get("offset"))
+		end := min(off+10, len(rows))
+		reply(w, 200, page(rows[min(off, end):end], fmt.Sprintf(`"total":%d`, len(rows))))
+	}))
+	t.Cleanup(srv.Close)
+	tool := listTool(srv.URL, offsetPlan, 10)
+	inv := tools.NewInvoker(tools.InvokerOptions{Client: srv.Client(), Limiter: tools.NewMemoryLimiter(tools.LimiterOptions{})})
+	res, err := Walk(context.Background(), WalkOptions{Caller: inv, Tool: tool, Plan: offsetPlan, AllPages: true, Budget: Budget{Pages: 40}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := idsOf(t, res)
+	if diff := cmp.Diff(rows, got); diff != "" {
+		t.Errorf("rows (-want +got):\n%s", diff)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !res.Complete || tooMany > 2 {
+		t.Errorf("complete %v (%s: %s), %d answers 429, want 2 at most", res.Complete, res.StoppedBy, res.Cause, tooMany)
+	}
+	t.Logf("%d requests, %d answers 429, %d served at once at most", res.Requests, tooMany, peak)
+}
+
+// Progress says how many requests are in flight: a walk fetching ahead
+// reports the page it sent ahead still out when it reports the page
+// before (the upstream holds that page until the report has come), a
+// cursor walk reports none.
+func TestProgressCountsRequestsInFlight(t *testing.T) {
+	rows := seq("r", 1, 50)
+	reported := make(chan struct{}) // a report counted a request in flight
+	var once sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		off, _ := strconv.Atoi(r.URL.Query().Get("offset"))
+		if off == 18 { // the third page: sent ahead while the second is read
+			select {
+			case <-reported:
+			case <-time.After(10 * time.Second): // never reported: the test fails below
+			}
+		}
+		end := min(off+10, len(rows))
+		reply(w, 200, page(rows[min(off, end):end], fmt.Sprintf(`"total":%d`, len(rows))))
+	}))
+	t.Cleanup(srv.Close)
+	var mu sync.Mutex
+	var inFlight []int
+	res, err := Walk(context.Background(), WalkOptions{Caller: tools.NewInvoker(tools.InvokerOptions{Client: srv.Client()}),
+		Tool: listTool(srv.URL, offsetPlan, 10), Plan: offsetPlan, AllPages: true, Budget: Budget{Concurrency: 2},
+		Progress: func(p Progress) {
+			mu.Lock()
+			inFlight = append(inFlight, p.InFlight)
+			mu.Unlock()
+			if p.InFlight > 0 {
+				once.Do(func() { close(reported) })
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !res.Complete || len(inFlight) < 2 || inFlight[0] != 0 || inFlight[1] != 1 {
+		t.Errorf("complete %v; in flight at each report %v, want 0 after the first page and 1 after the second", res.Complete, inFlight)
+	}
+
+	var cursor []int
+	c := newUpstream(t, nil, endless(2))
+	_, err = Walk(context.Background(), WalkOptions{Caller: tools.NewInvoker(tools.InvokerOptions{Client: c.srv.Client()}),
+		Tool: listTool(c.srv.URL, cursorPlan, 2), Plan: cursorPlan, AllPages: true, Budget: Budget{Pages: 5, Concurrency: 6},
+		Progress: func(p Progress) { cursor = append(cursor, p.InFlight) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{0, 0, 0, 0, 0}; !slices.Equal(cursor, want) {
+		t.Errorf("a cursor walk reported %v requests in flight, want %v", cursor, want)
+	}
+}
+
+// A request waiting for its provider's rate limit is on the progress
+// line: whose limit, why and for how long, and no longer once it is
+// through.
+func TestProgressSaysTheRateLimitWaits(t *testing.T) {
+	clock := limittest.NewClock(epoch)
+	c := newUpstream(t, nil, endless(2))
+	inv := tools.NewInvoker(tools.InvokerOptions{Client: c.srv.Client(), Limiter: tools.NewMemoryLimiter(tools.LimiterOptions{Clock: clock})})
+	inv.SetRateLimit("acme", tools.RateLimit{RequestsPerSecond: 0.5})
+	var reports []string
+	res, err := Walk(context.Background(), WalkOptions{Caller: inv, Clock: clock,
+		Tool: listTool(c.srv.URL, cursorPlan, 2), Plan: cursorPlan, AllPages: true, Budget: Budget{Pages: 3},
+		Progress: func(p Progress) {
+			s := fmt.Sprintf("page %d", p.Page)
+			if w := p.Waiting; w != nil {
+				s += fmt.Sprintf(": waiting for %s (%s, %s)", w.Provider, w.Cause, w.Wait)
+			}
+			reports = append(reports, s)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each wait is reported when it starts and when it ends (the reports
+	// repeated while it lasts run on real time: the fake clock's sleeps
+	// take none).
+	want := []string{"page 1", "page 1: waiting for acme (rate, 2s)", "page 1", "page 2",
+		"page 2: waiting for acme (rate, 2s)", "page 2", "page 3"}
+	if diff := cmp.Diff(want, reports); diff != "" || res.Pages != 3 {
+		t.Errorf("%d pages; reports (-want +got):\n%s", res.Pages, diff)
+	}
+}
