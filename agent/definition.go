@@ -38,6 +38,12 @@ type Definition struct {
 	// Approval says, per effect class, which calls wait for a human's
 	// yes before they run (a binding's own approval wins).
 	Approval *ApprovalPolicy `json:"approval,omitempty" yaml:"approval"`
+	// AnswerCheck says what a turn does with a final answer that states
+	// a count, a total or "all" over a call whose verdict was not
+	// complete (see agent/claims): off, warn (stream a data-claim-check
+	// part after it) or revise (one more step, told why, so the answer
+	// hedges). "" is warn.
+	AnswerCheck AnswerCheck `json:"answer_check,omitempty" yaml:"answer_check"`
 	// Deleted marks a stored tombstone: an agent from the config file
 	// deleted through the API stays deleted.
 	Deleted bool `json:"deleted,omitempty" yaml:"-"`
@@ -88,6 +94,20 @@ const (
 )
 
 func (a Approval) valid() bool { return a == "" || a == ApprovalAuto || a == ApprovalRequired }
+
+// AnswerCheck is an agent's answer_check: "off", "warn" or "revise"
+// ("" is warn).
+type AnswerCheck string
+
+const (
+	AnswerCheckOff    AnswerCheck = "off"
+	AnswerCheckWarn   AnswerCheck = "warn"
+	AnswerCheckRevise AnswerCheck = "revise"
+)
+
+func (a AnswerCheck) valid() bool {
+	return a == "" || a == AnswerCheckOff || a == AnswerCheckWarn || a == AnswerCheckRevise
+}
 
 // ApprovalPolicy is an agent's approval per effect class, e.g.
 // {destructive: required, write: auto}.
@@ -210,6 +230,9 @@ func (d *Definition) Validate() error {
 	}
 	if d.ViewChars < 0 {
 		return &FieldError{Field: "view_chars", Msg: "must not be negative"}
+	}
+	if !d.AnswerCheck.valid() {
+		return &FieldError{Field: "answer_check", Msg: "must be off, warn or revise"}
 	}
 	if d.Rows != RowsObjects && d.Rows != RowsCompact && d.Rows != "" {
 		return &FieldError{Field: "rows", Msg: fmt.Sprintf("must be objects or compact, not %q", string(d.Rows))}

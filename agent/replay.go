@@ -15,6 +15,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/trawl-dev/trawl/agent/claims"
 	"github.com/trawl-dev/trawl/loop"
 )
 
@@ -69,6 +70,12 @@ import (
 //     {{lastResultId}}, replaced when played by the newest _resultId a
 //     tool result of the conversation carried (so a recorded
 //     queryToolResult can name a result handed out live).
+//   - tool_calls[k].verdict: string, optional: the call's verdict when it
+//     was recorded (complete, partial, unstable, first_page_only,
+//     single_response, failed or unverified; see agent/claims). When the
+//     live call's verdict differs, the recorded answer is not played (it
+//     rests on what this run did not get) and `trawl replay` reports a
+//     verdict_changed.
 //
 // Positions in errors are zero-based JSON paths, such as
 // turns[1].steps[0].tool_calls[2].arguments.
@@ -96,6 +103,8 @@ type TranscriptCall struct {
 	Name string `json:"name"`
 	// Arguments is a JSON object; ParseTranscript stores it compacted.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Verdict is the recorded call's verdict; "" when not recorded.
+	Verdict claims.Verdict `json:"verdict,omitempty"`
 }
 
 // MaxTranscriptBytes bounds a transcript file.
@@ -211,8 +220,12 @@ func replayStep(path string, raw json.RawMessage, step *TranscriptStep) error {
 		cpath := fmt.Sprintf("%s.tool_calls[%d]", path, k)
 		c := &step.ToolCalls[k]
 		var args json.RawMessage
-		if err := replayObject(cpath, raw, map[string]any{"name": &c.Name, "arguments": &args}, "name"); err != nil {
+		var verdict string
+		if err := replayObject(cpath, raw, map[string]any{"name": &c.Name, "arguments": &args, "verdict": &verdict}, "name"); err != nil {
 			return err
+		}
+		if c.Verdict = claims.Verdict(verdict); verdict != "" && !slices.Contains(claims.Verdicts, c.Verdict) {
+			return fmt.Errorf("%s.verdict: want one of %v, not %q", cpath, claims.Verdicts, verdict)
 		}
 		if strings.TrimSpace(c.Name) == "" || strings.TrimSpace(c.Name) != c.Name {
 			return fmt.Errorf("%s.name: want a tool name, not %q", cpath, c.Name)
@@ -429,7 +442,7 @@ func NewReplay(t *Transcript, opt ReplayOptions) *Replay {
 			s := step
 			s.ToolCalls = make([]TranscriptCall, len(step.ToolCalls))
 			for k, c := range step.ToolCalls {
-				s.ToolCalls[k] = TranscriptCall{Name: c.Name, Arguments: replayArgs(c.Arguments)}
+				s.ToolCalls[k] = TranscriptCall{Name: c.Name, Arguments: replayArgs(c.Arguments), Verdict: c.Verdict}
 			}
 			r.turns[i].Steps[j] = s
 		}
@@ -586,7 +599,7 @@ func (r *Replay) Stream(ctx context.Context, req ModelRequest) iter.Seq2[ModelEv
 		turn := r.Match(question, asked)
 		step := r.step(turn, stepIndex, question)
 		if turn >= 0 && r.isAnswer(turn, stepIndex) {
-			if dev := replayDeviations(req.Messages); len(dev) > 0 {
+			if dev := replayDeviations(req.Messages, r.turnCalls(turn)); len(dev) > 0 {
 				step = TranscriptStep{Text: replayDeviationText(dev)}
 			}
 		}
@@ -668,9 +681,10 @@ var replayReserved = []string{"_all_pages", "_for_each", "_fields", "_filter", "
 // does not loop ("Allow response looping" is off), so the arguments were
 // stripped and it saw one response; and a call that asked for every page
 // but came back partial or unstable, so the recorded counts are not this
-// run's. The evidence is the messages alone,
-// so a Replay stays stateless.
-func replayDeviations(msgs []Message) []string {
+// run's; and a call whose recorded verdict (recorded, the turn's recorded
+// calls in order; may be nil) is not its live one. The evidence is the
+// messages alone, so a Replay stays stateless.
+func replayDeviations(msgs []Message, recorded []TranscriptCall) []string {
 	start := 0
 	for i, m := range msgs {
 		if m.Role == RoleUser {
@@ -684,8 +698,10 @@ func replayDeviations(msgs []Message) []string {
 		}
 	}
 	var out []string
+	k := -1 // the call's position in the turn
 	for _, m := range msgs[start:] {
 		for _, c := range m.ToolCalls {
+			k++
 			content, ok := results[c.ID]
 			if !ok {
 				continue
@@ -696,6 +712,12 @@ func replayDeviations(msgs []Message) []string {
 				var msg string
 				_ = json.Unmarshal(e, &msg)
 				out = append(out, fmt.Sprintf("`%s` was refused or failed (%s)", c.Name, strings.TrimSuffix(msg, ".")))
+				continue
+			}
+			if k < len(recorded) && recorded[k].Verdict != "" && recorded[k].Name == c.Name {
+				if live := claims.ReadCall(c.ID, c.Name, []byte(content), ""); live.Verdict != recorded[k].Verdict {
+					out = append(out, fmt.Sprintf("`%s` was %s when recorded and came back %s", c.Name, recorded[k].Verdict, live.Verdict))
+				}
 				continue
 			}
 			var args map[string]json.RawMessage
@@ -790,4 +812,10 @@ func replayChunks(s string, n int) iter.Seq[string] {
 			s = s[end:]
 		}
 	}
+}
+
+// turnCalls are the recorded calls of turn i, in order.
+func (r *Replay) turnCalls(i int) []TranscriptCall {
+	t := Transcript{Turns: r.turns}
+	return t.turnCalls(i)
 }

@@ -147,7 +147,7 @@ func TestParseTranscriptErrors(t *testing.T) {
 		{"arguments as a string", turn(`{"tool_calls":[{"name":"f","arguments":"{\"a\":1}"}]}`, answer), "transcript: turns[0].steps[0].tool_calls[0].arguments: want a JSON object, not a string"},
 		{"arguments as an array", `{"turns":[{"user":"a","steps":[{"text":"b"}]},{"user":"c","steps":[{"tool_calls":[{"name":"f"},{"name":"g","arguments":[1]}]},{"text":"d"}]}]}`,
 			"transcript: turns[1].steps[0].tool_calls[1].arguments: want a JSON object, not an array"},
-		{"unknown call field", turn(`{"tool_calls":[{"name":"f","id":"x"}]}`, answer), `transcript: turns[0].steps[0].tool_calls[0]: unknown field "id" (known: arguments, name)`},
+		{"unknown call field", turn(`{"tool_calls":[{"name":"f","id":"x"}]}`, answer), `transcript: turns[0].steps[0].tool_calls[0]: unknown field "id" (known: arguments, name, verdict)`},
 		{"tool_calls null", turn(`{"text":"a","tool_calls":null}`), "transcript: turns[0].steps[0].tool_calls: want an array, not null"},
 	}
 	for _, tt := range tests {

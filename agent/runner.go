@@ -178,6 +178,12 @@ type turnState struct {
 	step0    int
 	tail     *tailState
 	idSuffix string
+	// answer is the text of the last step; revision, when set, is the
+	// claim check's reason, given to the next step (then cleared);
+	// revised says the turn's one revision was asked for.
+	answer   string
+	revision string
+	revised  bool
 	// saveMu orders the Journal's saves.
 	saveMu sync.Mutex
 	mu     sync.Mutex // guards msg.Parts, pending, reads, waiting, the ledger and Thread.Results/Approvals during tool calls
@@ -299,7 +305,7 @@ func (r *Runner) steps(ctx context.Context, st *turnState) error {
 		if max <= 0 {
 			max = DefaultMaxSteps
 		}
-		if step >= max {
+		if step >= max && st.revision == "" { // the claim check's revision is a step beyond the budget
 			return nil
 		}
 		bound, err := resolveBindings(def, r.opt.Catalog)
@@ -312,8 +318,15 @@ func (r *Runner) steps(ctx context.Context, st *turnState) error {
 		sctx, observed := r.obs.step(ctx, step)
 		calls, err := r.step(sctx, st, def, bound, step)
 		observed(calls, err)
-		if err != nil || len(calls) == 0 {
+		if err != nil {
 			return err
+		}
+		if len(calls) == 0 {
+			again, err := r.checkAnswer(st, def, step)
+			if err != nil || !again {
+				return err
+			}
+			continue
 		}
 		st.step = step + 1
 		if err := r.checkpoint(ctx, st); err != nil {
@@ -385,6 +398,10 @@ func (r *Runner) step(ctx context.Context, st *turnState, def Definition, bound 
 	if err := st.Emit(fitted.report(step, bud, st.reported).Chunk()); err != nil {
 		return nil, err
 	}
+	if st.revision != "" {
+		msgs = append(slices.Clip(msgs), Message{Role: RoleSystem, Content: st.revision})
+		st.revision = ""
+	}
 	req := ModelRequest{Model: model, Messages: msgs, Tools: tl.specs}
 	if tl.gated {
 		req.ToolChoice = ToolChoiceRequired
@@ -399,6 +416,7 @@ func (r *Runner) step(ctx context.Context, st *turnState, def Definition, bound 
 	if err != nil {
 		return nil, err
 	}
+	st.answer = ans.text
 	r.calibrate(st, bud, fitted.chars, ans.usage)
 	tl.room = viewRoom(fitted, bud, ans.text, ans.calls)
 	if len(ans.calls) > 0 {

@@ -509,6 +509,11 @@ func (r *chatRenderer) chunk(ch stream.Chunk) {
 		if p, ok := stream.ProgressOf(ch); ok {
 			r.showProgress(ch.ID, p)
 		}
+		if cc, ok := agent.ClaimCheckOf(ch); ok {
+			for _, l := range cc.Lines() {
+				r.line(l)
+			}
+		}
 	case stream.ToolOutputAvailable:
 		out, _ := json.Marshal(ch.Output)
 		r.verdict(ch.ToolCallID, out)

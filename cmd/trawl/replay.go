@@ -15,8 +15,12 @@ import (
 
 // replay plays a recorded conversation against the live tools as an
 // experiment run: a readable account on stderr, the resulting thread
-// (UIMessage[]) as JSON on stdout. It fails (exit 1) when a tool call
-// failed.
+// (UIMessage[]) as JSON on stdout. Each answer is checked against its
+// live calls (agent.CheckAnswer), and each recorded verdict against the
+// live one: a verdict_changed is reported (the replay then gave no
+// recorded answer), an unsupported_claim fails the replay. It fails
+// (exit 1) when a tool call failed or an answer claims what its calls do
+// not support.
 func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flagSet("replay", stderr)
 	agentID := fs.String("agent", "", "the `ID` of the agent to replay against (default: the only agent, or demo)")
@@ -51,10 +55,43 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := enc.Encode(thread.Msgs); err != nil {
 		return err
 	}
-	if acct.failed > 0 {
+	unsupported := honesty(stderr, tr, thread.Msgs)
+	switch {
+	case acct.failed > 0:
 		return fmt.Errorf("replay: %d tool calls failed", acct.failed)
+	case unsupported > 0:
+		return fmt.Errorf("replay: %d answers claim what their calls do not support", unsupported)
 	}
 	return nil
+}
+
+// honesty reports the replayed thread's verdict changes and unsupported
+// claims, turn by turn, and returns how many answers claim what their
+// calls do not support.
+func honesty(w io.Writer, tr *agent.Transcript, msgs []agent.UIMessage) (unsupported int) {
+	turn := -1
+	for _, m := range msgs {
+		switch m.Role {
+		case agent.RoleUser:
+			turn++
+			continue
+		case agent.RoleAssistant:
+		default:
+			continue
+		}
+		for _, c := range tr.VerdictChanges(turn, m) {
+			fmt.Fprintf(w, "! turn %d: %s: %s (%s) was %s when recorded, %s now; the recorded answer was not given\n",
+				turn+1, agent.KindVerdictChanged, c.Tool, c.CallID, c.Recorded, c.Live)
+		}
+		findings := agent.CheckAnswer(m)
+		for _, f := range findings {
+			fmt.Fprintf(w, "✗ turn %d: %s: %q — %s (%s) was %s\n", turn+1, f.Kind, f.Claim, f.Tool, f.CallID, f.Verdict)
+		}
+		if len(findings) > 0 {
+			unsupported++
+		}
+	}
+	return unsupported
 }
 
 // account writes a readable account of a replayed run.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/tools"
 )
 
@@ -37,6 +38,7 @@ agents:
   - id: support
     system: You help the support team.
     max_steps: 12
+    answer_check: revise
     agentTools:
       - {tool_id: acme.list_orders, provider_id: acme, loop_responses: true, dataset_ttl_hours: 2}
       - {toolkit: mail, discovery: auto}
@@ -57,7 +59,10 @@ agents:
 	if a.AgentTools[0].DatasetTTLHours != 2 || !a.AgentTools[0].LoopResponses || a.AgentTools[2].Discovery != "false" {
 		t.Errorf("bindings = %+v", a.AgentTools)
 	}
-	if cfg.Line("agents[0].agentTools[1]") != 22 {
+	if a.AnswerCheck != agent.AnswerCheckRevise {
+		t.Errorf("answer_check = %q", a.AnswerCheck)
+	}
+	if cfg.Line("agents[0].agentTools[1]") != 23 {
 		t.Errorf("line of agents[0].agentTools[1] = %d", cfg.Line("agents[0].agentTools[1]"))
 	}
 }
@@ -77,6 +82,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad auth", "providers:\n  - {id: a, openapi: x, auth: {type: oauth}}\n", "providers[0].auth"},
 		{"binding without tool", "agents:\n  - id: a\n    agentTools:\n      - {loop_responses: true}\n", "trawl.yaml:4: agents[0].agentTools[0]: needs tool_id or toolkit"},
 		{"bad discovery", "agents:\n  - id: a\n    agentTools:\n      - {toolkit: m, discovery: maybe}\n", "discovery must be auto, true or false"},
+		{"bad answer check", "agents:\n  - id: a\n    answer_check: sometimes\n", "agents[0].answer_check: must be off, warn or revise"},
 		{"duplicate agent", "agents:\n  - {id: a}\n  - {id: a}\n", `agent id "a" is used twice`},
 		{"bad context budget", "agents:\n  - id: a\n    context: {max_tokens: -5}\n", "trawl.yaml:3: agents[0].context.max_tokens: must not be negative"},
 		{"unknown context key", "agents:\n  - id: a\n    context: {max_token: 5}\n", `agents[0].context.max_token: unknown key "max_token" (did you mean "max_tokens"?)`},

@@ -50,7 +50,7 @@ func (s *Deployment) Replay(ctx context.Context, t *agent.Transcript, agentID st
 		thread.Msgs = append(thread.Msgs, agent.UIMessage{ID: fmt.Sprintf("user_%d", i), Role: agent.RoleUser,
 			Parts: []agent.Part{{Type: "text", Text: turn.User}}})
 		err := runner.Run(ctx, &agent.Turn{
-			Agent:  func() (agent.Definition, bool) { return s.agents.Get(agentID) },
+			Agent:  func() (agent.Definition, bool) { return replayAgent(s.agents.Get(agentID)) },
 			Thread: thread, Org: s.cfg.Org, Experiment: true,
 			Emit: func(c stream.Chunk) error {
 				if emit != nil {
@@ -68,6 +68,16 @@ func (s *Deployment) Replay(ctx context.Context, t *agent.Transcript, agentID st
 		return thread, nil
 	}
 	return thread, s.threads.PutThread(ctx, thread)
+}
+
+// replayAgent is def as a replay runs it: a recording cannot write a
+// correction, so answer_check revise only warns (the driver checks the
+// answers itself: agent.CheckAnswer).
+func replayAgent(def agent.Definition, ok bool) (agent.Definition, bool) {
+	if def.AnswerCheck == agent.AnswerCheckRevise {
+		def.AnswerCheck = agent.AnswerCheckWarn
+	}
+	return def, ok
 }
 
 // toolNames are the function names the agent offers a model, meta-tools

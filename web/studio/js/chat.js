@@ -527,6 +527,9 @@ export function chatView({ navigate }) {
             changes.replaceChildren(...turnChanges(ch.data));
             body.append(changes); // under the answer so far
             break;
+          case 'data-claim-check':
+            body.append(claimCheck(ch.data)); // under the answer it checks, before a correction
+            break;
           case 'data-context':
             if (!context) {
               context = h('div', { class: 'context-meter', 'data-context': '' });
@@ -588,6 +591,8 @@ export function chatView({ navigate }) {
         if (p.state === 'approval-requested' && p.approval) {
           msg.chunk({ type: 'tool-approval-request', toolCallId: p.toolCallId, approvalId: p.approval.id });
         }
+      } else if (p.type === 'data-claim-check') {
+        msg.chunk({ type: p.type, id: p.id, data: p.data }); // in place: after the answer, before its correction
       } else if (p.type === 'data-approval-evidence' || p.type === 'data-turn-changes') {
         later.push({ type: p.type, id: p.id, data: p.data });
       }
@@ -746,6 +751,20 @@ function turnChanges(data) {
   return [h('p', { class: 'turn-changes-title' }, 'This turn changed:'),
     h('ul', null, list.map((c) => h('li', { dataset: { outcome: c.outcome || '' } },
       h('code', null, c.tool || c.toolCallId), ' ', effectBadge(c.effect), ' ', words[c.outcome] || c.outcome || '')))];
+}
+
+// claimCheck shows a data-claim-check part under the answer it checks:
+// each count, total or "all" its calls do not support, and whether a
+// correction follows ({mode, status, revision, findings: [{claim, tool,
+// callId, verdict}]}).
+function claimCheck(data) {
+  const d = data && typeof data === 'object' ? data : {};
+  const list = Array.isArray(d.findings) ? d.findings : [];
+  const title = d.status === 'revising' ? 'Unsupported claim — a correction follows:' : 'Unsupported claim:';
+  return h('div', { class: 'claim-check', role: 'note', dataset: { status: d.status || '' } },
+    h('p', { class: 'claim-check-title' }, title),
+    h('ul', null, list.map((f) => h('li', null, h('q', null, f.claim || ''), ' — ',
+      h('code', null, f.tool || f.callId || 'a call'), ` was ${String(f.verdict || 'not complete').replace(/_/g, ' ')}, not complete`))));
 }
 
 // contextMeter shows a data-context chunk (stream.ContextReport): what
