@@ -74,8 +74,11 @@ func TestDemoLatency(t *testing.T) {
 	if st != 200 || !strings.Contains(string(b), `"_pagingComplete":true`) {
 		t.Fatalf("invoke: %d %.300s", st, b)
 	}
-	if took := time.Since(start); took < 4*60*time.Millisecond {
-		t.Errorf("a 4-page walk at 60 ms per answer took %v", took)
+	// Page 1 must arrive before the walk knows its end; the later pages
+	// may then be fetched ahead together (limits.concurrency), so the walk
+	// takes at least two answers' latency, however fast the machine.
+	if took := time.Since(start); took < 2*60*time.Millisecond {
+		t.Errorf("a 4-page walk at 60 ms per answer took %v, under two answers' latency", took)
 	}
 	for _, bad := range []string{"demo: {latency_ms: -1}\n", "demo: {latency_ms: 5}\nagents: [{id: x}]\n", "demo: {latncy_ms: 5}\n"} {
 		if _, err := ParseConfig("trawl.yaml", []byte(bad), func(string) (string, bool) { return "", false }); err == nil || !strings.Contains(err.Error(), "demo") {
