@@ -1,8 +1,6 @@
 package paginate
 
 import (
-	"context"
-	"sync"
 	"time"
 
 	"github.com/trawl-dev/trawl/tools"
@@ -15,52 +13,9 @@ import (
 // and a Clock. Nil in an options struct means tools.SystemClock().
 type Clock = tools.Clock
 
-// FakeClock is a Clock for tests: Sleep advances the clock by d at once
-// and records d, so a test can assert the waits a walk made without
-// waiting. Advance moves time forward from outside (as if an upstream
-// call had been slow). The zero value starts at the zero time; use
-// NewFakeClock for a readable start.
-type FakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	sleeps []time.Duration
-}
+// FakeClock is tools.FakeClock: Sleep advances the clock at once and
+// records the wait, so tests assert a walk's waits without waiting.
+type FakeClock = tools.FakeClock
 
 // NewFakeClock returns a FakeClock reading start.
-func NewFakeClock(start time.Time) *FakeClock { return &FakeClock{now: start} }
-
-// Now returns the fake time.
-func (c *FakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Sleep advances the fake time by d (when d > 0) and records it; it
-// returns ctx's error without advancing when ctx is already done.
-func (c *FakeClock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if d > 0 {
-		c.now = c.now.Add(d)
-	}
-	c.sleeps = append(c.sleeps, d)
-	return nil
-}
-
-// Advance moves the fake time forward by d.
-func (c *FakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// Sleeps returns the durations passed to Sleep so far, in order.
-func (c *FakeClock) Sleeps() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]time.Duration(nil), c.sleeps...)
-}
+func NewFakeClock(start time.Time) *FakeClock { return tools.NewFakeClock(start) }

@@ -17,55 +17,12 @@ import (
 	"github.com/trawl-dev/trawl/tools"
 )
 
-// Clock is a fake clock: Sleep moves it forward at once, so waits cost no
-// time and can be read back.
-type Clock struct {
-	mu     sync.Mutex
-	now    time.Time
-	sleeps []time.Duration
-}
+// Clock is the suite's fake clock, tools.FakeClock: Sleep moves it
+// forward at once, so waits cost no time and can be read back (Slept).
+type Clock = tools.FakeClock
 
 // NewClock returns a clock reading start.
-func NewClock(start time.Time) *Clock { return &Clock{now: start} }
-
-// Now implements tools.Clock.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Sleep implements tools.Clock: it advances the clock by d.
-func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if d > 0 {
-		c.now = c.now.Add(d)
-		c.sleeps = append(c.sleeps, d)
-	}
-	return nil
-}
-
-// Advance moves the clock forward by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-// Slept is the total of the sleeps so far.
-func (c *Clock) Slept() time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var t time.Duration
-	for _, d := range c.sleeps {
-		t += d
-	}
-	return t
-}
+func NewClock(start time.Time) *Clock { return tools.NewFakeClock(start) }
 
 // New returns two limiters sharing one state (for the embedded limiter,
 // the same one twice; for Redis, two replicas on one server and prefix),
