@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl-dev/trawl/agent"
-	"github.com/trawl-dev/trawl/stream/rediskey"
+	"github.com/trawl-dev/trawl/tools/rediskey"
 )
 
 // Approvals is the Redis agent.ApprovalStore: the approvals inbox shared

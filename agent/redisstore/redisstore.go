@@ -17,7 +17,7 @@
 // thread (fenced), then the indexes, each with its own command;
 // the owner's bound is one script on the owner's set, so concurrent puts
 // keep it exactly. The approvals inbox (Approvals) keeps "approval:<id>"
-// and "approvals" beside them. See stream/rediskey for the cluster's
+// and "approvals" beside them. See tools/rediskey for the cluster's
 // hash tags.
 package redisstore
 
@@ -33,7 +33,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl-dev/trawl/agent"
-	"github.com/trawl-dev/trawl/stream/rediskey"
+	"github.com/trawl-dev/trawl/tools/rediskey"
 )
 
 // Store is the Redis store of threads and definitions.

@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl-dev/trawl/agent/workflow"
-	"github.com/trawl-dev/trawl/stream/rediskey"
+	"github.com/trawl-dev/trawl/tools/rediskey"
 )
 
 // Runs is the Redis workflow.RunStore, within the same

@@ -11,7 +11,7 @@
 // own (PEXPIREAT), so every replica sees an entry expire at once. On a
 // Redis Cluster a result and its marker are in the slot of its key
 // (written in one transaction); every other key stands alone, so entries
-// spread over the masters (stream/rediskey). Redis errors are returned
+// spread over the masters (tools/rediskey). Redis errors are returned
 // as errors, never taken for a miss.
 package redisstore
 
@@ -25,7 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl-dev/trawl/loop"
-	"github.com/trawl-dev/trawl/stream/rediskey"
+	"github.com/trawl-dev/trawl/tools/rediskey"
 )
 
 // Options configure the stores. The zero value means every default.

@@ -238,7 +238,7 @@ func (s *Server) Restart(t testing.TB) {
 type Backend interface {
 	// Universal returns a client of it, closed at t's end (a
 	// *redis.ClusterClient for a cluster: the stores tag their keys
-	// for it, see stream/rediskey).
+	// for it, see tools/rediskey).
 	Universal(t testing.TB) redis.UniversalClient
 }
 

@@ -23,7 +23,7 @@
 //
 // On a Redis Cluster a provider's keys (its scope's, its credentials')
 // share the provider's hash tag, so each provider's state is in one slot
-// and providers spread over the masters (stream/rediskey); a script call
+// and providers spread over the masters (tools/rediskey); a script call
 // carries only the releases of its provider, and a flush sends one call
 // per provider.
 //
@@ -44,8 +44,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/trawl-dev/trawl/stream/rediskey"
 	"github.com/trawl-dev/trawl/tools"
+	"github.com/trawl-dev/trawl/tools/rediskey"
 )
 
 // Options configure a Limiter. The zero value is usable.

@@ -301,7 +301,7 @@ func openRedisStores(ctx context.Context, cfg *Config, tel *Telemetry) (_ *store
 	// On a cluster each store tags the keys a script touches together
 	// with their chat's, thread's, run's or entry's hash tag, so each
 	// script's keys share a slot and the deployment spreads over the
-	// masters (stream/rediskey); on one Redis the names are the same as
+	// masters (tools/rediskey); on one Redis the names are the same as
 	// ever.
 	c := st.redis
 	if err := checkSharedKeys(pctx, c, prefix, st.adminKey, st.secretKey); err != nil {

@@ -28,7 +28,7 @@
 // claim is one script), and the two sets share a slot of their own: no
 // script touches both a claim and the sets. A renewal, a release, a
 // hand-off and a sweep run their script on the claim's keys and write
-// the sets with commands of their own (see stream/rediskey).
+// the sets with commands of their own (see tools/rediskey).
 package redislease
 
 import (
@@ -45,7 +45,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/trawl-dev/trawl/stream/rediskey"
+	"github.com/trawl-dev/trawl/tools/rediskey"
 	"github.com/trawl-dev/trawl/web/runlease"
 )
 
