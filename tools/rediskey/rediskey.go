@@ -34,9 +34,6 @@ func New(c redis.UniversalClient, prefix string) Keys {
 	return Keys{prefix: prefix, cluster: cluster}
 }
 
-// Prefix is the prefix every key begins with.
-func (k Keys) Prefix() string { return k.prefix }
-
 // Cluster reports whether the keys are a cluster's.
 func (k Keys) Cluster() bool { return k.cluster }
 
@@ -50,13 +47,13 @@ func (k Keys) In(tag, name string) string {
 	if !k.cluster {
 		return k.prefix + name
 	}
-	return k.prefix + "{" + Tag(tag) + "}" + name
+	return k.prefix + "{" + tagText(tag) + "}" + name
 }
 
-// Tag is s as the text of a hash tag: Redis ends a tag at its first '}',
-// so each one is replaced; an empty s (which Redis would not take as a
-// tag) is "_".
-func Tag(s string) string {
+// tagText is s as the text of a hash tag: Redis ends a tag at its first
+// '}', so each one is replaced; an empty s (which Redis would not take as
+// a tag) is "_".
+func tagText(s string) string {
 	if s == "" {
 		return "_"
 	}
