@@ -14,7 +14,9 @@
 // last update, for Prune) and "agents" with "agents:version" (a hash of
 // definitions by id, a deletion kept as a tombstone, and its version
 // counter, in one slot); the runs' keys are Runs'. A put writes the
-// thread (fenced), then the indexes, each with its own command;
+// thread (fenced) and the indexes in one script on one Redis; on a
+// cluster the thread's script, then the indexes, each with its own
+// command;
 // the owner's bound is one script on the owner's set, so concurrent puts
 // keep it exactly. The approvals inbox (Approvals) keeps "approval:<id>"
 // and "approvals" beside them. See tools/rediskey for the cluster's
@@ -139,6 +141,18 @@ redis.call('SET', KEYS[1], ARGV[1])
 if isNew then return 1 end
 return 0`)
 
+// putIndexedScript is putScript with the index entries, for one Redis
+// (where a script may touch any key): KEYS thread, owner set, age
+// set[, fence]; ARGV JSON, score, key[, fence value].
+var putIndexedScript = redis.NewScript(`
+if #KEYS == 4 and redis.call('GET', KEYS[4]) ~= ARGV[4] then return -1 end
+local isNew = redis.call('EXISTS', KEYS[1]) == 0
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+redis.call('ZADD', KEYS[3], ARGV[2], ARGV[3])
+if isNew then return 1 end
+return 0`)
+
 // boundScript: KEYS owner set; ARGV key, max per user. The keys of the
 // owner's threads past the bound, oldest first, but key — for the caller
 // to drop (the threads are in their own slots). They leave the set here,
@@ -178,27 +192,12 @@ func (s *Store) put(ctx context.Context, t *agent.Thread, fenceKey, fenceValue s
 	if !t.Updated.IsZero() {
 		score = t.Updated.UnixNano()
 	}
-	keys, args := []string{s.threadKey(t.Key)}, []any{v}
-	if fenceKey != "" {
-		keys, args = append(keys, fenceKey), append(args, fenceValue)
-	}
-	n, err := putScript.Run(ctx, s.c, keys, args...).Int()
+	n, err := s.write(ctx, t.Key, v, score, fenceKey, fenceValue)
 	if err != nil {
 		return false, fmt.Errorf("thread store: redis: %w", err)
 	}
 	if n < 0 {
 		return false, nil
-	}
-	// Then the indexes (in other slots), so that a bound never drops a
-	// thread before it is written. A put cut off between the two leaves
-	// the thread unindexed until its next put.
-	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.ZAdd(ctx, s.ownerKey(t.Key), redis.Z{Score: float64(score), Member: t.Key})
-		p.ZAdd(ctx, s.ageKey(), redis.Z{Score: float64(score), Member: t.Key})
-		return nil
-	})
-	if err != nil {
-		return true, fmt.Errorf("thread store: redis: %w", err)
 	}
 	if n == 0 || s.ret.MaxThreadsPerUser <= 0 {
 		return true, nil
@@ -213,6 +212,36 @@ func (s *Store) put(ctx context.Context, t *agent.Thread, fenceKey, fenceValue s
 		}
 	}
 	return true, nil
+}
+
+// write stores the thread's JSON v and its index entries: -1 when the
+// fence refused it, 1 for a new thread, else 0. On one Redis that is one
+// script (one round trip, as a turn's checkpoints want); on a cluster the
+// thread's script, then the indexes (in other slots), so that a bound
+// never drops a thread before it is written — a put cut off between the
+// two leaves the thread unindexed until its next put.
+func (s *Store) write(ctx context.Context, key string, v []byte, score int64, fenceKey, fenceValue string) (int, error) {
+	if !s.k.Cluster() {
+		keys, args := []string{s.threadKey(key), s.ownerKey(key), s.ageKey()}, []any{v, score, key}
+		if fenceKey != "" {
+			keys, args = append(keys, fenceKey), append(args, fenceValue)
+		}
+		return putIndexedScript.Run(ctx, s.c, keys, args...).Int()
+	}
+	keys, args := []string{s.threadKey(key)}, []any{v}
+	if fenceKey != "" {
+		keys, args = append(keys, fenceKey), append(args, fenceValue)
+	}
+	n, err := putScript.Run(ctx, s.c, keys, args...).Int()
+	if err != nil || n < 0 {
+		return n, err
+	}
+	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZAdd(ctx, s.ownerKey(key), redis.Z{Score: float64(score), Member: key})
+		p.ZAdd(ctx, s.ageKey(), redis.Z{Score: float64(score), Member: key})
+		return nil
+	})
+	return n, err
 }
 
 // drop deletes the thread under key k with its index entries: one

@@ -199,12 +199,15 @@ func (r *Registry) Acquire(ctx context.Context, key, runID string) (runlease.Lea
 	return l, nil
 }
 
-// renewScript: KEYS lease, stop; ARGV lease value, lease ms, run id.
-// Returns 0: lost, 1: held, 2: held and asked to stop. The caller then
-// moves the claim's deadline in "leases".
+// renewScript: KEYS lease, stop[, leases]; ARGV lease value, lease ms,
+// run id, deadline, member. Returns 0: lost, 1: held, 2: held and asked
+// to stop. With "leases" in KEYS (one Redis: one round trip) it moves
+// the claim's deadline there too; on a cluster, where "leases" is in
+// another slot, the caller does.
 var renewScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if #KEYS == 3 then redis.call('ZADD', KEYS[3], 'XX', ARGV[4], ARGV[5]) end
 if redis.call('GET', KEYS[2]) == ARGV[3] then return 2 end
 return 1`)
 
@@ -235,12 +238,15 @@ func (l *lease) renew() {
 		}
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), every)
-		deadline := l.r.deadline()
-		res, err := renewScript.Run(ctx, l.r.c, []string{l.r.leaseKey(l.key), l.r.stopKey(l.key)},
-			l.value, l.r.lease.Milliseconds(), l.id).Int()
-		if err == nil && res > 0 {
+		deadline, m := l.r.deadline(), member(l.key, l.id)
+		keys := []string{l.r.leaseKey(l.key), l.r.stopKey(l.key)}
+		if !l.r.k.Cluster() {
+			keys = append(keys, l.r.setKey())
+		}
+		res, err := renewScript.Run(ctx, l.r.c, keys, l.value, l.r.lease.Milliseconds(), l.id, deadline, m).Int()
+		if err == nil && res > 0 && l.r.k.Cluster() {
 			// XX: a member a sweep took away is not put back.
-			err = l.r.c.ZAddXX(ctx, l.r.setKey(), redis.Z{Score: deadline, Member: member(l.key, l.id)}).Err()
+			err = l.r.c.ZAddXX(ctx, l.r.setKey(), redis.Z{Score: deadline, Member: m}).Err()
 		}
 		cancel()
 		switch {
