@@ -1,0 +1,180 @@
+package web
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// everythingAgent serves an agent "demo" bound to the pinned
+// server-everything (over stdio), with a model answering from script:
+// the n-th model request (from 1) gets script(n)'s delta JSON, finished
+// with tool_calls when it calls one. bodies holds each request's
+// messages.
+func everythingAgent(t *testing.T, script func(n int) (delta, finish string)) (ts *testServer, bodies func() [][]map[string]any) {
+	t.Helper()
+	entry := everythingServer(t)
+	var mu sync.Mutex
+	var got [][]map[string]any
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Messages []map[string]any `json:"messages"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		mu.Lock()
+		got = append(got, body.Messages)
+		n := len(got)
+		mu.Unlock()
+		delta, finish := script(n)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":%s,\"finish_reason\":%q}]}\n\ndata: [DONE]\n\n", delta, finish)
+	}))
+	t.Cleanup(model.Close)
+	dir := t.TempDir()
+	yaml := fmt.Sprintf(`admin_key: admin-key-of-the-media-test-0123456789
+model: {provider: openai, base_url: %q, api_key: sk-test, name: m}
+mcp_servers:
+  - {id: everything, command: [node, %q, stdio]}
+agents:
+  - id: demo
+    system: Use the tools.
+    max_steps: 3
+    agentTools:
+      - {toolkit: everything}
+`, model.URL+"/v1", entry)
+	path := filepath.Join(dir, "trawl.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts = startConfig(t, cfg, nil)
+	return ts, func() [][]map[string]any {
+		mu.Lock()
+		defer mu.Unlock()
+		return got
+	}
+}
+
+// tinyImage is the PNG server-everything's get-tiny-image returns, as it
+// sent it.
+func tinyImage(t *testing.T) []byte {
+	t.Helper()
+	src, err := os.ReadFile("../tools/testdata/mcp-everything/node_modules/@modelcontextprotocol/server-everything/dist/tools/get-tiny-image.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(src), `MCP_TINY_IMAGE = "`)
+	b64, _, _ := strings.Cut(rest, `"`)
+	png, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil || len(png) < 100 {
+		t.Fatalf("the tiny image: %v (%d bytes)", err, len(png))
+	}
+	return png
+}
+
+// TestMCPToolImageReachesTheModelAndMCPClients: server-everything's
+// get-tiny-image answers text, a PNG and text. In chat the tool result
+// names the picture as attached (no base64 in the text), and the next
+// model request shows it the PNG whole as an image_url after the tool
+// results; the thread keeps it. Over trawl's MCP server the same call
+// returns the PNG as an image content block, byte for byte.
+func TestMCPToolImageReachesTheModelAndMCPClients(t *testing.T) {
+	ts, bodies := everythingAgent(t, func(n int) (string, string) {
+		if n == 1 {
+			return `{"role":"assistant","tool_calls":[{"index":0,"id":"call_img","type":"function","function":{"name":"get-tiny-image","arguments":"{}"}}]}`, "tool_calls"
+		}
+		return `{"role":"assistant","content":"It is the MCP logo."}`, "stop"
+	})
+	png := tinyImage(t)
+	b64 := base64.StdEncoding.EncodeToString(png)
+	resp := ts.post(t, "/v1/agents/demo/chat", "", chatBody("pic", "u1", "Show me the logo."))
+	events := readSSE(t, resp.Body)
+	resp.Body.Close()
+	var output string
+	for _, e := range events {
+		if strings.Contains(e.Data, `"tool-output-available"`) {
+			output = e.Data
+		}
+	}
+	if !strings.Contains(output, `"attached":true`) || !strings.Contains(output, `"mimeType":"image/png"`) || strings.Contains(output, b64[:40]) {
+		t.Fatalf("tool output: want the picture named as attached, without its data: %s", output)
+	}
+	reqs := bodies()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model requests, want 2", len(reqs))
+	}
+	msgs := reqs[1]
+	last := msgs[len(msgs)-1]
+	prev := msgs[len(msgs)-2]
+	if prev["role"] != "tool" || strings.Contains(fmt.Sprint(prev["content"]), b64[:40]) {
+		t.Errorf("tool message: %v", prev)
+	}
+	pics, _ := json.Marshal(last["content"])
+	if last["role"] != "user" || !bytes.Contains(pics, []byte(`"url":"data:image/png;base64,`+b64+`"`)) {
+		t.Errorf("after the tool results, want a user message with the PNG whole as a data URL: %.400s", pics)
+	}
+	if _, thread := ts.do(t, "GET", "/v1/agents/demo/chats/pic", "", nil); !bytes.Contains(thread, []byte(`"media":[{"type":"image","mimeType":"image/png"`)) {
+		t.Errorf("the thread does not keep the picture: %.600s", thread)
+	}
+
+	for _, v := range []string{"2026-07-28", "2025-11-25"} {
+		cs := mcpConnect(t, ts, ts.AdminKey(), v)
+		res := mcpCall(t, cs, "get-tiny-image", map[string]any{})
+		var img *mcp.ImageContent
+		for _, c := range res.Content {
+			if x, ok := c.(*mcp.ImageContent); ok {
+				img = x
+			}
+		}
+		if res.IsError || img == nil || img.MIMEType != "image/png" || !bytes.Equal(img.Data, png) {
+			t.Errorf("%s: want the PNG as an image block (%d bytes); got %s", v, len(png), mcpText(res))
+		}
+		if !strings.Contains(mcpText(res), `"attached":true`) {
+			t.Errorf("%s: the text does not name the picture: %s", v, mcpText(res))
+		}
+	}
+}
+
+// TestMCPToolResourcesAreKept: server-everything's resource links and
+// embedded resource reach the client's model — a link's URI, name and
+// type, an embedded text resource's text — and a result too long for the
+// budget is stored under _resultId like any large output, where
+// fetchToolResult reads every link.
+func TestMCPToolResourcesAreKept(t *testing.T) {
+	ts, _ := everythingAgent(t, func(int) (string, string) { return `{"content":"-"}`, "stop" })
+	cs := mcpConnect(t, ts, ts.AdminKey(), "2026-07-28")
+	res := mcpCall(t, cs, "get-resource-reference", map[string]any{"resourceType": "Text", "resourceId": 2})
+	if text := mcpText(res); res.IsError || !strings.Contains(text, `"type":"resource"`) || !strings.Contains(text, `"text":"Resource 2: This is a plaintext resource created at`) {
+		t.Errorf("embedded resource: %s", text)
+	}
+	res = mcpCall(t, cs, "get-resource-links", map[string]any{"count": 10, "_max_chars": 1000})
+	var env struct {
+		ResultID string `json:"_resultId"`
+	}
+	if err := json.Unmarshal([]byte(mcpText(res)), &env); err != nil || env.ResultID == "" || res.IsError {
+		t.Fatalf("ten links in 1,000 characters: want them stored under _resultId: %s", mcpText(res))
+	}
+	var fetched struct {
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal([]byte(mcpText(mcpCall(t, cs, "fetchToolResult", map[string]any{"resultId": env.ResultID, "offset": 0, "length": 20000}))), &fetched)
+	full := fetched.Text
+	for _, want := range []string{`"type":"resource_link"`, `"name":"Text Resource 10"`, `"uri":"demo://resource/dynamic/blob/9"`} {
+		if !strings.Contains(full, want) {
+			t.Errorf("fetchToolResult: no %s in %.800s", want, full)
+		}
+	}
+}
