@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -176,5 +177,89 @@ func TestMCPToolResourcesAreKept(t *testing.T) {
 		if !strings.Contains(full, want) {
 			t.Errorf("fetchToolResult: no %s in %.800s", want, full)
 		}
+	}
+}
+
+// TestMCPUpstreamResourcesAndPrompts: trawl's MCP server passes the
+// resources and prompts of server-everything (the agent's toolkit) on to
+// a Go SDK client at both revisions — the static documents listed and
+// read, the dynamic templates listed and one read through them, the
+// prompts listed and rendered with their arguments; an unknown URI and
+// a missing argument get the upstream's own error; without a token,
+// 401.
+func TestMCPUpstreamResourcesAndPrompts(t *testing.T) {
+	ts, _ := everythingAgent(t, func(int) (string, string) { return `{"content":"-"}`, "stop" })
+	ctx := t.Context()
+	for _, v := range []string{"2026-07-28", "2025-11-25"} {
+		cs := mcpConnect(t, ts, ts.AdminKey(), v)
+		if caps := cs.InitializeResult().Capabilities; v == "2025-11-25" && (caps.Resources == nil || caps.Prompts == nil) {
+			t.Errorf("%s: capabilities %+v: want resources and prompts", v, caps)
+		}
+		var docs []string
+		for r, err := range cs.Resources(ctx, nil) {
+			if err != nil {
+				t.Fatalf("%s: resources/list: %v", v, err)
+			}
+			docs = append(docs, r.URI)
+		}
+		if len(docs) == 0 || !strings.HasPrefix(docs[0], "demo://resource/static/document/") {
+			t.Fatalf("%s: resources: %v", v, docs)
+		}
+		read, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: docs[0]})
+		if err != nil || len(read.Contents) != 1 || read.Contents[0].URI != docs[0] || read.Contents[0].Text == "" {
+			t.Errorf("%s: resources/read %s: %v %+v", v, docs[0], err, read)
+		}
+		var templates []string
+		for tpl, err := range cs.ResourceTemplates(ctx, nil) {
+			if err != nil {
+				t.Fatalf("%s: resources/templates/list: %v", v, err)
+			}
+			templates = append(templates, tpl.URITemplate)
+		}
+		if !slices.Contains(templates, "demo://resource/dynamic/text/{resourceId}") {
+			t.Errorf("%s: templates: %v", v, templates)
+		}
+		read, err = cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "demo://resource/dynamic/text/7"})
+		if err != nil || len(read.Contents) != 1 || !strings.HasPrefix(read.Contents[0].Text, "Resource 7: This is a plaintext resource") {
+			t.Errorf("%s: a templated resource: %v %+v", v, err, read)
+		}
+		if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "demo://resource/nowhere"}); err == nil {
+			t.Errorf("%s: an unknown resource was read", v)
+		}
+		var prompts []string
+		for p, err := range cs.Prompts(ctx, nil) {
+			if err != nil {
+				t.Fatalf("%s: prompts/list: %v", v, err)
+			}
+			prompts = append(prompts, p.Name)
+		}
+		if !slices.Contains(prompts, "simple-prompt") || !slices.Contains(prompts, "args-prompt") {
+			t.Fatalf("%s: prompts: %v", v, prompts)
+		}
+		got, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "args-prompt", Arguments: map[string]string{"city": "Lyon"}})
+		if err != nil || len(got.Messages) == 0 {
+			t.Fatalf("%s: prompts/get: %v %+v", v, err, got)
+		}
+		if tc, ok := got.Messages[0].Content.(*mcp.TextContent); !ok || tc.Text != "What's weather in Lyon?" {
+			t.Errorf("%s: the prompt: %+v", v, got.Messages[0].Content)
+		}
+		if _, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "args-prompt"}); err == nil {
+			t.Errorf("%s: args-prompt without its required city was rendered", v)
+		}
+		if _, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "no-such-prompt"}); err == nil || !strings.Contains(err.Error(), "no prompt") {
+			t.Errorf("%s: an unknown prompt: %v", v, err)
+		}
+	}
+	req, _ := http.NewRequest("POST", ts.URL+"/v1/agents/demo/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"resources/list","params":{}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("resources/list without a token: %d, want 401", resp.StatusCode)
 	}
 }
