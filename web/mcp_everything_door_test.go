@@ -13,6 +13,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -262,4 +265,37 @@ func TestMCPUpstreamResourcesAndPrompts(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("resources/list without a token: %d, want 401", resp.StatusCode)
 	}
+}
+
+// TestStudioShowsUpstreamProgress: server-everything's long-running
+// operation reports its steps through notifications/progress; relayed as
+// data-tool-loop-progress, the Studio's card shows them ("upstream 2 of
+// 3") while the call runs, its bar filling by that fraction.
+func TestStudioShowsUpstreamProgress(t *testing.T) {
+	ts, _ := everythingAgent(t, func(n int) (string, string) {
+		if n == 1 {
+			return `{"role":"assistant","tool_calls":[{"index":0,"id":"call_long","type":"function","function":{"name":"trigger-long-running-operation","arguments":"{\"duration\":4,\"steps\":4}"}}]}`, "tool_calls"
+		}
+		return `{"role":"assistant","content":"It finished."}`, "stop"
+	})
+	br := startBrowser(t, 2*time.Minute)
+	defer br.finish()
+	line := `.tool-call[data-tool-call-id="call_long"] [data-tool-loop-progress]`
+	br.run("ask for the long operation",
+		chromedp.Navigate(ts.URL+"/"),
+		chromedp.WaitVisible(chromedp.ID("key-input")),
+		chromedp.SetValue(chromedp.ID("key-input"), ts.AdminKey()),
+		chromedp.Click(chromedp.ID("key-submit")),
+		chromedp.WaitNotVisible(chromedp.ID("key-dialog")),
+		chromedp.WaitVisible(chromedp.ID("chat-input")),
+		chromedp.SetValue(chromedp.ID("chat-input"), "Run the long operation."),
+		chromedp.Click(chromedp.ID("chat-send")),
+		jsTrue(`(() => { const e = document.querySelector('`+line+`'); return !!e && !e.hidden && /upstream [1-3] of 4/.test(e.textContent); })()`))
+	if got := br.text(line); !strings.Contains(got, " of 4") {
+		t.Errorf("the progress line says %q", got)
+	}
+	if !br.eval(`(() => { const b = document.querySelector('` + line + ` progress'); return b.hasAttribute('value') && b.value > 0 && b.value < 1; })()`) {
+		t.Error("the bar does not show the upstream's fraction")
+	}
+	br.run("the answer", jsTrue(`document.querySelector('#chat-log').textContent.includes('It finished.')`))
 }
