@@ -739,7 +739,23 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl 
 	}
 	part.State, part.Output, part.Media = "output-available", json.RawMessage(out), media
 	_ = r.settle(st, part, OutcomeAnswered, false)
-	return part, st.Emit(stream.ToolOutputAvailable{ToolCallID: c.ID, Output: json.RawMessage(out), Dynamic: true})
+	if err := st.Emit(stream.ToolOutputAvailable{ToolCallID: c.ID, Output: json.RawMessage(out), Dynamic: true}); err != nil || len(media) == 0 {
+		return part, err
+	}
+	// The pictures the output names as attached, for a chat UI to show
+	// (the thread keeps them in the part's media).
+	return part, st.Emit(stream.Data{Name: MediaName, ID: c.ID, Data: ToolMedia{ToolCallID: c.ID, Media: media}})
+}
+
+// MediaName is the data chunk that carries the pictures and sounds a
+// tool call returned beside its output: data-tool-media, right after
+// the call's tool-output-available.
+const MediaName = "tool-media"
+
+// ToolMedia is a data-tool-media chunk's data (Data base64 in JSON).
+type ToolMedia struct {
+	ToolCallID string        `json:"toolCallId"`
+	Media      []tools.Media `json:"media"`
 }
 
 // callTool runs a bound tool through the looping engine: its view, and

@@ -299,3 +299,32 @@ func TestStudioShowsUpstreamProgress(t *testing.T) {
 	}
 	br.run("the answer", jsTrue(`document.querySelector('#chat-log').textContent.includes('It finished.')`))
 }
+
+// TestStudioShowsToolPictures: the PNG server-everything's
+// get-tiny-image returns is drawn in the call's card (a data-tool-media
+// chunk after the output), decoded at its 20×20 pixels, live and again
+// when the chat is reopened from the thread.
+func TestStudioShowsToolPictures(t *testing.T) {
+	ts, _ := everythingAgent(t, func(n int) (string, string) {
+		if n == 1 {
+			return `{"role":"assistant","tool_calls":[{"index":0,"id":"call_img","type":"function","function":{"name":"get-tiny-image","arguments":"{}"}}]}`, "tool_calls"
+		}
+		return `{"role":"assistant","content":"The MCP logo."}`, "stop"
+	})
+	br := startBrowser(t, 2*time.Minute)
+	defer br.finish()
+	drawn := `(() => { const i = document.querySelector('.tool-call[data-tool-call-id="call_img"] img.tc-media'); return !!i && i.complete && i.naturalWidth === 20 && i.naturalHeight === 20; })()`
+	br.run("ask for the picture",
+		chromedp.Navigate(ts.URL+"/"),
+		chromedp.WaitVisible(chromedp.ID("key-input")),
+		chromedp.SetValue(chromedp.ID("key-input"), ts.AdminKey()),
+		chromedp.Click(chromedp.ID("key-submit")),
+		chromedp.WaitNotVisible(chromedp.ID("key-dialog")),
+		chromedp.WaitVisible(chromedp.ID("chat-input")),
+		chromedp.SetValue(chromedp.ID("chat-input"), "Show me the logo."),
+		chromedp.Click(chromedp.ID("chat-send")),
+		jsTrue(`document.querySelector('#chat-log').textContent.includes('The MCP logo.')`),
+		jsTrue(drawn))
+	br.run("reopen the chat", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("chat-input")),
+		jsTrue(`document.querySelector('#chat-log').textContent.includes('The MCP logo.')`), jsTrue(drawn))
+}
