@@ -38,6 +38,10 @@ type OpenAIOptions struct {
 	// deployments). Empty: no credential is sent, as local servers expect.
 	// It never appears in an error.
 	APIKey string
+	// NoPictures: the model takes text only, so the pictures tool calls
+	// return are not sent (their results still name them). Zero: they
+	// follow the step's tool results as image_url parts.
+	NoPictures bool
 	// Scrub masks secrets in the text of every error (the server's
 	// message, a connection error): a deployment passes its scrubber,
 	// which holds APIKey among every other secret. Nil: a scrubber of
@@ -163,6 +167,7 @@ type OpenAI struct {
 	model        string
 	scrub        *tools.Scrubber
 	includeUsage bool
+	noPictures   bool
 	usageAuto    bool        // includeUsage may be dropped when a server rejects it
 	usageOff     atomic.Bool // the server rejected stream_options
 	choiceOff    atomic.Bool // the server rejected tool_choice "required"
@@ -178,6 +183,7 @@ type OpenAI struct {
 // every Stream.
 func NewOpenAI(opt OpenAIOptions) *OpenAI {
 	o := &OpenAI{
+		noPictures: opt.NoPictures,
 		model:      opt.Model,
 		scrub:      opt.Scrub,
 		maxRetries: opt.MaxRetries,
@@ -586,7 +592,9 @@ func (o *OpenAI) chatRequest(req ModelRequest) (openai.ChatCompletionRequest, er
 				return creq, fmt.Errorf("openai: message %d: a tool message needs the id of the call it answers", i)
 			}
 			cm.ToolCallID = m.ToolCallID
-			pictures = append(pictures, imageParts(m)...)
+			if !o.noPictures {
+				pictures = append(pictures, imageParts(m)...)
+			}
 		default:
 			return creq, fmt.Errorf("openai: message %d: unknown role %q", i, m.Role)
 		}

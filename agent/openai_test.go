@@ -1111,4 +1111,14 @@ func TestOpenAIToolPictures(t *testing.T) {
 	if a, _ := after.(map[string]any); a["role"] != "assistant" {
 		t.Errorf("after the pictures: %s", got.Messages[5])
 	}
+
+	// A model that takes text only (model: {pictures: false}) gets the
+	// results alone.
+	m = NewOpenAI(OpenAIOptions{BaseURL: f.srv.URL + "/v1/", APIKey: oaiTestKey, Model: "m", NoPictures: true})
+	if _, err := oaiCollect(t, m.Stream(context.Background(), req)); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(f.bodies[1], &got); err != nil || len(got.Messages) != 5 || bytes.Contains(f.bodies[1], []byte("image_url")) {
+		t.Errorf("without pictures: %s", f.bodies[1])
+	}
 }
