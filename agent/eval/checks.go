@@ -81,7 +81,9 @@ func toolCalls(msgs []agent.UIMessage) []ToolCall {
 				tc.Requests = requestsOf(tc.Name, p.Output)
 			case "output-error":
 				tc.Verdict = claims.Failed
-				tc.Requests = 1
+				if !strings.HasPrefix(p.ErrorText, CodeWriteRefused) {
+					tc.Requests = 1 // a refused write was never sent
+				}
 			}
 			out = append(out, tc)
 		}
