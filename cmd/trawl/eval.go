@@ -171,7 +171,7 @@ func evalExport(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.Func("chat", "export the chat `ID` (repeat for more)", func(s string) error { chats = append(chats, s); return nil })
 	since := fs.String("since", "", "export every chat updated within `D` (a duration such as 24h) or since an RFC 3339 time")
 	base := fs.String("url", "", "the server's base `URL` (required)")
-	key := fs.String("key", os.Getenv("TRAWL_KEY"), "the API `KEY` (default $TRAWL_KEY): the chats are its user's")
+	key := fs.String("key", "", "the API `KEY` (default $TRAWL_ADMIN_KEY): the chats are its user's")
 	outPath := fs.String("out", "", "write the cases to `FILE` (default stdout)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -187,6 +187,15 @@ func evalExport(ctx context.Context, args []string, stdout io.Writer) error {
 		return usagef("eval export: name the chats: --chat ID (repeatable) or --since D")
 	case len(chats) > 0 && *since != "":
 		return usagef("eval export: --chat and --since exclude each other")
+	}
+	if u, err := url.Parse(*base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return usagef("eval export: --url must be an http(s) URL such as http://127.0.0.1:8080, not %q", *base)
+	}
+	if *key == "" {
+		*key = os.Getenv("TRAWL_ADMIN_KEY")
+	}
+	if *key == "" {
+		return usagef("eval export: --url needs --key (or $TRAWL_ADMIN_KEY)")
 	}
 	api := &exportClient{base: strings.TrimSuffix(*base, "/"), key: *key, agent: *agentID}
 	if *since != "" {
@@ -245,9 +254,7 @@ func (c *exportClient) get(ctx context.Context, path string, v any) error {
 	if err != nil {
 		return err
 	}
-	if c.key != "" {
-		req.Header.Set("Authorization", "Bearer "+c.key)
-	}
+	req.Header.Set("Authorization", "Bearer "+c.key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("eval export: %w", err)

@@ -210,6 +210,8 @@ func TestEvalExitCodes(t *testing.T) {
 		{[]string{"eval", "ds.jsonl", "--repeat", "0"}, "--repeat must be 1 to 100"},
 		{[]string{"eval", "ds.jsonl", "--upstream", "replay", "--out", "none"}, "record one first"},
 		{[]string{"eval", "export", "--agent", "demo"}, "--url is required"},
+		{[]string{"eval", "export", "--agent", "demo", "--url", "ftp://x", "--since", "1h"}, "--url must be an http(s) URL"},
+		{[]string{"eval", "export", "--agent", "demo", "--url", "http://127.0.0.1:1"}, "name the chats"},
 	} {
 		if code, _, errOut := runCLI(t, tc.args...); code != 2 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, %s", tc.args, code, errOut)
