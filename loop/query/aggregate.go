@@ -60,10 +60,14 @@ type Aggregate struct {
 	// holding a backslash, which a raw key cannot be compared with.
 	single   []int
 	firstEsc []bool
-	filter   *Filter
-	having   []havingDef
-	order    []orderDef
-	limit    int
+	// valueCounts are the counts and distinct counts of a field (a count
+	// of rows is the group's rows; numeric metrics share their path's
+	// state).
+	valueCounts []int
+	filter      *Filter
+	having      []havingDef
+	order       []orderDef
+	limit       int
 	// limitAsked is the limit given when it was above the maximum.
 	limitAsked int
 }
@@ -277,6 +281,11 @@ func CompileAggregate(s AggregateSpec) (*Aggregate, error) {
 			a.byFirst = append(a.byFirst, nil)
 		}
 		a.byFirst[j] = append(a.byFirst[j], i)
+	}
+	for mi, m := range a.metrics {
+		if m.num < 0 && m.path >= 0 {
+			a.valueCounts = append(a.valueCounts, mi)
+		}
 	}
 	for f, name := range a.first {
 		a.single = append(a.single, -1)
@@ -1140,15 +1149,9 @@ func cmpKeyPart(x, y keyPart) int {
 // update adds the row just read to group g.
 func (a *Aggregate) update(g *groupState, scratch []rowPath, key *[]byte) {
 	g.rows++
-	for mi, m := range a.metrics {
-		if m.num >= 0 {
-			continue // below, once per path
-		}
+	for _, mi := range a.valueCounts {
+		m := a.metrics[mi]
 		st := &g.ms[mi]
-		if m.path < 0 {
-			st.count++
-			continue
-		}
 		for _, o := range scratch[m.path].obs {
 			switch o.kind {
 			case obsNull:
@@ -1212,8 +1215,11 @@ func (a *Aggregate) valueOf(mi int, g *groupState) (Value, dec, bool) {
 	m := a.metrics[mi]
 	switch m.op {
 	case aggCount:
-		st := &g.ms[mi]
-		return Value{Text: strconv.Itoa(st.count), Count: true}, dec{c: int64(st.count)}, true
+		n := g.ms[mi].count
+		if m.path < 0 {
+			n = g.rows
+		}
+		return Value{Text: strconv.Itoa(n), Count: true}, dec{c: int64(n)}, true
 	case aggCountDistinct:
 		st := &g.ms[mi]
 		return Value{Text: strconv.Itoa(len(st.set)), Count: true}, dec{c: int64(len(st.set))}, true
