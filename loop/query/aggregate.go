@@ -57,7 +57,8 @@ type Aggregate struct {
 	byFirst [][]int
 	// single[f] is the path that is first[f] alone (no deeper keys, no
 	// other path starting with it), or -1; firstEsc[f] marks a first key
-	// holding a backslash, which a raw key cannot be compared with.
+	// holding a quote or a backslash, which a raw key cannot be compared
+	// with.
 	single   []int
 	firstEsc []bool
 	// valueCounts are the counts and distinct counts of a field (a count
@@ -292,7 +293,7 @@ func CompileAggregate(s AggregateSpec) (*Aggregate, error) {
 		if ps := a.byFirst[f]; len(ps) == 1 && len(a.paths[ps[0]].keys) == 1 {
 			a.single[f] = ps[0]
 		}
-		a.firstEsc = append(a.firstEsc, strings.IndexByte(name, '\\') >= 0)
+		a.firstEsc = append(a.firstEsc, strings.ContainsAny(name, `"\\`))
 	}
 	return a, nil
 }
@@ -778,11 +779,10 @@ func (a *Aggregate) readObject(row []byte, i int, scratch []rowPath) error {
 		if row[j] != '"' {
 			return syntaxErr(row, j, "object key")
 		}
-		ke := stringEnd(row, j)
+		f, ke := a.keyAt(row, j, seen)
 		if ke < 0 {
 			return &SyntaxError{Offset: len(row), Msg: "unterminated string"}
 		}
-		key := row[j+1 : ke-1]
 		j = skipSpace(row, ke)
 		if j >= len(row) || row[j] != ':' {
 			return syntaxErr(row, j, "':' after object key")
@@ -792,7 +792,7 @@ func (a *Aggregate) readObject(row []byte, i int, scratch []rowPath) error {
 			return syntaxErr(row, vs, "value")
 		}
 		ve := -1
-		if f := a.firstOf(key, seen); f >= 0 {
+		if f >= 0 {
 			seen |= 1 << f
 			found++
 			if p := a.single[f]; p >= 0 && row[vs] != '[' && row[vs] != '{' && row[vs] != 'n' {
@@ -850,30 +850,35 @@ func (a *Aggregate) readObject(row []byte, i int, scratch []rowPath) error {
 	return nil
 }
 
-// firstOf is the index of the first key that key (raw, between its
-// quotes) is, among those not yet seen; -1 when none.
-func (a *Aggregate) firstOf(key []byte, seen uint64) int {
+// keyAt reads the key whose string starts at row[j] == '"': the index of
+// the first key it is among those not yet seen (-1 when none), and where
+// its string ends (-1 when it does not). A first key compared in place
+// (one without a quote or a backslash) needs no scan for the key's end.
+func (a *Aggregate) keyAt(row []byte, j int, seen uint64) (f, ke int) {
 	for f, name := range a.first {
-		if seen&(1<<f) == 0 && !a.firstEsc[f] && bstr(key) == name {
-			return f
-		}
-	}
-	if bytes.IndexByte(key, '\\') < 0 {
-		for f, name := range a.first {
-			if seen&(1<<f) == 0 && a.firstEsc[f] && bstr(key) == name {
-				return f
+		if seen&(1<<f) == 0 && !a.firstEsc[f] {
+			if e := j + 1 + len(name); e < len(row) && row[e] == '"' && bstr(row[j+1:e]) == name {
+				return f, e + 1
 			}
 		}
-		return -1
+	}
+	if ke = stringEnd(row, j); ke < 0 {
+		return -1, -1
+	}
+	key := row[j+1 : ke-1]
+	if bytes.IndexByte(key, '\\') < 0 {
+		// Not escaped, so the key is its text: only a first key with a
+		// quote or a backslash is left to compare, and none can be it.
+		return -1, ke
 	}
 	var buf [64]byte
 	dec := appendUnescaped(buf[:0], key)
 	for f, name := range a.first {
 		if seen&(1<<f) == 0 && bstr(dec) == name {
-			return f
+			return f, ke
 		}
 	}
-	return -1
+	return -1, ke
 }
 
 // readNumber reads the JSON number at b[i] as numberOfValue does, and
