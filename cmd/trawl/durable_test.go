@@ -73,7 +73,12 @@ const (
 	durableItems     = 80 // eight pages of ten
 	durablePageDelay = 250 * time.Millisecond
 	durableAnswer    = "There are 80 items, and the count is recorded as asked."
+	durableWalkText  = "Let me count every item."
+	durableWriteText = "Now I record the count."
 )
+
+// durableTexts are the texts the fake model says, one a step.
+var durableTexts = []string{durableWalkText, durableWriteText, durableAnswer}
 
 // durableUpstream serves durableSpec: the pages asked for, the writes
 // received; onRequest (nil: none) runs first on every request.
@@ -201,10 +206,10 @@ func newFakeModel(t *testing.T, answerDelay time.Duration) *fakeModel {
 		}
 		switch step {
 		case 0:
-			send(text("Let me count every item."), "")
+			send(text(durableWalkText), "")
 			call("call_walk", "list_items", `{"_all_pages":true}`)
 		case 1:
-			send(text("Now I record the count."), "")
+			send(text(durableWriteText), "")
 			call("call_write", "record", `{"name":`+strconv.Quote(name)+`,"value":80}`)
 		default:
 			for _, word := range strings.SplitAfter(durableAnswer, " ") {
@@ -344,6 +349,8 @@ func checkWholeStream(t *testing.T, evs []sseEvent) {
 	t.Helper()
 	var types []string
 	open, ended := map[string]bool{}, map[string]bool{}
+	texts := map[string]string{} // text part id → its deltas
+	var partIDs []string
 	for i, e := range evs {
 		types = append(types, e.typ)
 		if e.typ != "[DONE]" && e.id != int64(i+1) {
@@ -358,6 +365,7 @@ func checkWholeStream(t *testing.T, evs []sseEvent) {
 			t.Errorf("an error chunk: %s", c.ErrorText)
 		case "text-start":
 			open[c.ID] = true
+			partIDs = append(partIDs, c.ID)
 		case "text-end":
 			delete(open, c.ID)
 			ended[c.ID] = true
@@ -365,6 +373,19 @@ func checkWholeStream(t *testing.T, evs []sseEvent) {
 			if !open[c.ID] || ended[c.ID] {
 				t.Errorf("a text delta of %s outside its part", c.ID)
 			}
+			texts[c.ID] += c.Delta
+		}
+	}
+	whole := map[string]int{}
+	for _, id := range partIDs {
+		if !slices.ContainsFunc(durableTexts, func(s string) bool { return strings.HasPrefix(s, texts[id]) }) {
+			t.Errorf("text part %s reads %q: not what the model said (a delta repeated?)", id, texts[id])
+		}
+		whole[texts[id]]++
+	}
+	for _, s := range durableTexts {
+		if whole[s] != 1 {
+			t.Errorf("the step's text %q is whole in %d text parts; want 1", s, whole[s])
 		}
 	}
 	all := strings.Join(types, " ")
@@ -582,6 +603,7 @@ func TestTakeoverSIGKILL(t *testing.T) {
 			if got := th[1].Parts[len(th[1].Parts)-1]; !tc.unknown && !strings.Contains(th.text(), durableAnswer) {
 				t.Errorf("the thread lacks the answer; last part %+v", got)
 			}
+			checkStepTextsOnce(t, th)
 		})
 	}
 }
@@ -772,5 +794,17 @@ func TestRestartSIGKILL(t *testing.T) {
 	}
 	if !strings.Contains(th.text(), durableAnswer) {
 		t.Errorf("the thread lacks the answer: %q", th.text())
+	}
+	checkStepTextsOnce(t, th)
+}
+
+// checkStepTextsOnce: the thread holds each step's text whole once (a
+// step interrupted mid-answer keeps its partial text, a prefix).
+func checkStepTextsOnce(t *testing.T, th thread) {
+	t.Helper()
+	for _, s := range durableTexts {
+		if n := strings.Count(th.text(), s); n != 1 {
+			t.Errorf("the thread holds %q %d times; want once: %q", s, n, th.text())
+		}
 	}
 }
