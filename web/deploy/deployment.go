@@ -48,6 +48,7 @@ type Deployment struct {
 	model    agent.Model // nil when no model is configured
 	runner   *agent.Runner
 	conns    *Connections
+	oauth    map[string]*tools.OAuthClient // toolkits users connect with OAuth (authorization code), by id
 	// inbox is where approvals no chat answers wait (approvals.go).
 	inbox *agent.Inbox
 	// workflows runs workflow definitions (PartsServe).
