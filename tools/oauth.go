@@ -450,3 +450,19 @@ func TokenExpired(h http.Header) bool {
 	}
 	return true
 }
+
+// CodeConnectionBroken: the user's OAuth connection stopped working (the
+// provider refused a refresh); the user reconnects through a fresh link.
+const CodeConnectionBroken = "connection_broken"
+
+// ConnectionBroken is the refusal of a call whose connection stopped
+// working: why, and that the user reconnects with a fresh link.
+func ConnectionBroken(t *Tool, why string) *RefusedError {
+	name := t.ToolkitName
+	if name == "" {
+		name = t.Provider
+	}
+	return &RefusedError{Code: CodeConnectionBroken, Msg: fmt.Sprintf(
+		"the user's %s connection no longer works: %s. Tell the user, call connect_toolkit with {\"toolkit\": %q} and give them the fresh link to reconnect; do not retry the call until they have",
+		name, why, t.Provider)}
+}

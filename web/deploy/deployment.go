@@ -298,6 +298,9 @@ func (d *Deployment) newAgents(model agent.Model) error {
 	}
 	d.conns, err = newConnections(d.stores.connections, d.stores.grants, d.stores.secretKey,
 		func(tk string) bool { return orgToolkits[tk] }, func() time.Time { return d.now() })
+	if err == nil && len(d.oauth) > 0 {
+		d.conns.SetOAuth(d.oauth, d.stores.locks)
+	}
 	return err
 }
 
