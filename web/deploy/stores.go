@@ -61,7 +61,7 @@ type stores struct {
 	workflowRuns           workflow.RunStore
 	// runRecords keeps each running run's record (durable.go).
 	runRecords Records
-	grants     grants // connect codes and attempts
+	grants     grants        // connect codes and attempts
 	locks      refreshLocker // OAuth refreshes, one per credential at a time
 
 	// adminKey is the admin API's key; keyIsNew when it was generated
