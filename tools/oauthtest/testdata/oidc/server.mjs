@@ -63,6 +63,9 @@ const provider = new Provider(issuer, {
   // Every authorization-code grant gets a refresh token, rotated on use.
   issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
   rotateRefreshToken: () => true,
+  // Revoking any token of a grant revokes the grant (refresh token too):
+  // a test's way to withdraw consent.
+  revokeGrantPolicy: () => true,
   ttl: {
     AccessToken: ttl, ClientCredentials: ttl, AuthorizationCode: 60,
     RefreshToken: 3600, Grant: 3600, Session: 3600, Interaction: 600,
