@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/stream/redistest"
 	"github.com/trawl-dev/trawl/tools/oauthtest"
 	"github.com/trawl-dev/trawl/web/deploy"
 )
@@ -458,5 +459,45 @@ func TestOAuthRefresh(t *testing.T) {
 	}
 	if out := f.callCRM(t, f.ts, "c1"); !strings.Contains(out, "not connected") {
 		t.Errorf("after disconnect the call answered %s", out)
+	}
+}
+
+// Two replicas on one Redis whose token is near its expiry, asked for it
+// at once (four callers each): one refresh at the provider, and every
+// caller gets the same new token — a second refresh with the rotated-out
+// refresh token would have made oidc-provider revoke the grant.
+func TestOAuthRefreshAcrossReplicas(t *testing.T) {
+	rs := redistest.Start(t)
+	f, replicas := newOAuthFixture(t, oauthOptions{ttl: 4 * time.Second, redisURL: "redis://" + rs.Addr + "/0", replicas: 2})
+	f.connect(t, f.connectLink(t, "c1"))
+	if out := f.callCRM(t, replicas[1], "c2"); !strings.Contains(out, "trawl-web") {
+		t.Fatalf("the other replica's call: %s", out)
+	}
+	time.Sleep(3200 * time.Millisecond)
+	n0 := f.as.TokenRequests.Load()
+	var wg sync.WaitGroup
+	toks := make([]string, 8)
+	errs := make([]error, 8)
+	for i := range toks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			toks[i], _, errs[i] = replicas[i%2].Deployment().Connections().AccessToken(context.Background(), "ann", "crm")
+		}()
+	}
+	wg.Wait()
+	for i := range toks {
+		if errs[i] != nil || toks[i] == "" || toks[i] != toks[0] {
+			t.Fatalf("caller %d: %q %v (first got %q)", i, toks[i], errs[i], toks[0])
+		}
+	}
+	if n := f.as.TokenRequests.Load() - n0; n != 1 {
+		t.Errorf("%d refreshes at the provider; want 1", n)
+	}
+	if info, err := f.as.Introspect(context.Background(), toks[0]); err != nil || !info.Active {
+		t.Errorf("the refreshed token: %+v %v", info, err)
+	}
+	if out := f.callCRM(t, replicas[1], "c2"); !strings.Contains(out, "trawl-web") {
+		t.Errorf("after the refresh: %s", out)
 	}
 }
