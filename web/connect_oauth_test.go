@@ -20,6 +20,7 @@ import (
 
 	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/stream/redistest"
+	"github.com/trawl-dev/trawl/tools/leaktest"
 	"github.com/trawl-dev/trawl/tools/oauthtest"
 	"github.com/trawl-dev/trawl/web/deploy"
 )
@@ -33,6 +34,9 @@ type oauthFixture struct {
 	ts    *testServer
 	model *turnScript
 	token string // ann's session
+
+	mu      sync.Mutex
+	streams []string // every chat stream, as the client read it
 }
 
 // turnScript is a model whose answers the test queues turn by turn: a
@@ -158,6 +162,9 @@ func (f *oauthFixture) turn(t *testing.T, ts *testServer, chat string, evs ...[]
 	if resp.StatusCode != 200 {
 		t.Fatalf("chat: %d %s", resp.StatusCode, b)
 	}
+	f.mu.Lock()
+	f.streams = append(f.streams, string(b))
+	f.mu.Unlock()
 	return string(b)
 }
 
@@ -499,5 +506,68 @@ func TestOAuthRefreshAcrossReplicas(t *testing.T) {
 	}
 	if out := f.callCRM(t, replicas[1], "c2"); !strings.Contains(out, "trawl-web") {
 		t.Errorf("after the refresh: %s", out)
+	}
+}
+
+// The credential hunter of the secrets work (leaktest, which decodes
+// rather than spells) finds none of the OAuth secrets — the client
+// secret, every access and refresh token issued, every authorization
+// code and PKCE verifier — in any channel: the chat streams, what the
+// model read (the API echoes the token it is sent), the threads, the
+// connections listing, the logs, the files under data_dir and every
+// Redis value; through a connect, a call, a refresh, a revocation and a
+// disconnect, on two replicas.
+func TestOAuthSecretsStayHome(t *testing.T) {
+	rs := redistest.Start(t)
+	f, replicas := newOAuthFixture(t, oauthOptions{ttl: 4 * time.Second, redisURL: "redis://" + rs.Addr + "/0", replicas: 2})
+	f.callCRM(t, f.ts, "c1")
+	f.connect(t, f.connectLink(t, "c1"))
+	f.callCRM(t, replicas[1], "c1")
+	time.Sleep(3200 * time.Millisecond)
+	f.callCRM(t, f.ts, "c1") // refreshed before expiry
+	accepted, _ := f.api.Tokens()
+	f.as.Revoke(context.Background(), accepted[len(accepted)-1])
+	f.callCRM(t, replicas[1], "c1") // refused: broken
+	f.connect(t, f.connectLink(t, "c1"))
+	f.callCRM(t, f.ts, "c1")
+	_, list := f.ts.do(t, "GET", "/v1/connections", f.token, nil)
+
+	secrets := f.as.Secrets()
+	if len(secrets) < 3+2*2+4 { // client secrets, two codes and verifiers, four tokens at least
+		t.Fatalf("only %d secrets seen at the token endpoint", len(secrets))
+	}
+	f.model.mu.Lock()
+	read := strings.Join(f.model.out, "\n")
+	f.model.mu.Unlock()
+	if !strings.Contains(read, `"echo":"[redacted]"`) {
+		t.Errorf("the API's echo of the token did not reach the model masked: %.300s", read)
+	}
+	_, thread := f.ts.do(t, "GET", "/v1/agents/a/chats/c1", f.token, nil)
+	f.ts.do(t, "DELETE", "/v1/connections/crm", f.token, nil)
+	channels := map[string]string{"streams": strings.Join(f.streams, "\n"), "the model's reads": read,
+		"thread": string(thread), "connections": string(list)}
+	for i, r := range replicas {
+		channels[fmt.Sprintf("logs of replica %d", i)] = r.logs.String()
+		filepath.WalkDir(r.Deployment().Config().DataDir, func(path string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				b, _ := os.ReadFile(path)
+				channels[fmt.Sprintf("file %s of replica %d", filepath.Base(path), i)] = string(b)
+			}
+			return nil
+		})
+	}
+	c := rs.Client(t)
+	dump, keys := redisDump(t, c)
+	if keys < 5 {
+		t.Errorf("only %d keys in Redis", keys)
+	}
+	channels["Redis"] = dump
+	for name, text := range channels {
+		h := leaktest.New([]byte(text))
+		for _, s := range secrets {
+			if found := h.Find(s); len(found) > 0 {
+				t.Errorf("%s: a secret %s", name, found[0])
+			}
+		}
 	}
 }

@@ -7,11 +7,13 @@ package oauthtest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -49,6 +51,28 @@ type Server struct {
 	TokenRequests atomic.Int64
 	// TokenURL is the token endpoint behind the counting proxy.
 	TokenURL string
+
+	mu      sync.Mutex
+	secrets []string // every token, verifier and code the proxy saw
+}
+
+// Secrets are the client secrets and every access token, refresh token,
+// authorization code and PKCE verifier that went through TokenURL: what
+// no channel of trawl's may hold.
+func (s *Server) Secrets() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string{s.WebSecret, s.CCSecret, s.APISecret}, s.secrets...)
+}
+
+func (s *Server) keep(vs ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, v := range vs {
+		if v != "" {
+			s.secrets = append(s.secrets, v)
+		}
+	}
 }
 
 func dir() string {
@@ -109,7 +133,11 @@ func Start(t testing.TB, opt Options) *Server {
 	target, _ := url.Parse(s.Issuer)
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.TokenRequests.Add(1)
-		req, _ := http.NewRequestWithContext(r.Context(), r.Method, target.String()+"/token", r.Body)
+		body, _ := io.ReadAll(r.Body)
+		if form, err := url.ParseQuery(string(body)); err == nil {
+			s.keep(form.Get("code"), form.Get("code_verifier"), form.Get("refresh_token"))
+		}
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, target.String()+"/token", bytes.NewReader(body))
 		req.Header = r.Header.Clone()
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -121,7 +149,16 @@ func Start(t testing.TB, opt Options) *Server {
 			w.Header()[k] = v
 		}
 		w.WriteHeader(resp.StatusCode)
-		_, _ = bufio.NewReader(resp.Body).WriteTo(w)
+		out, _ := io.ReadAll(resp.Body)
+		var tok struct{ AccessToken, RefreshToken, IDToken string }
+		if json.Unmarshal(out, &struct {
+			A *string `json:"access_token"`
+			R *string `json:"refresh_token"`
+			I *string `json:"id_token"`
+		}{&tok.AccessToken, &tok.RefreshToken, &tok.IDToken}) == nil {
+			s.keep(tok.AccessToken, tok.RefreshToken, tok.IDToken)
+		}
+		_, _ = w.Write(out)
 	}))
 	t.Cleanup(proxy.Close)
 	s.TokenURL = proxy.URL + "/token"
@@ -178,8 +215,8 @@ func (s *Server) Revoke(ctx context.Context, token string) error {
 }
 
 // API is a loopback API that accepts the server's access tokens: GET
-// /whoami answers the token's subject and client; any other token gets
-// 401 with an RFC 6750 invalid_token challenge.
+// /whoami answers the token's subject and client — and, hostile, echoes
+// the token it was sent; any other token gets 401 with an RFC 6750 invalid_token challenge.
 type API struct {
 	URL string
 	mu  sync.Mutex
@@ -205,7 +242,7 @@ func (s *Server) StartAPI(t testing.TB) *API {
 		a.accepted = append(a.accepted, tok)
 		a.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"sub": info.Sub, "client_id": info.ClientID, "scope": info.Scope, "path": r.URL.Path})
+		_ = json.NewEncoder(w).Encode(map[string]any{"sub": info.Sub, "client_id": info.ClientID, "scope": info.Scope, "path": r.URL.Path, "echo": tok})
 	}))
 	t.Cleanup(srv.Close)
 	a.URL = srv.URL
