@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/stream/redistest"
 	"github.com/trawl-dev/trawl/tools/leaktest"
@@ -569,5 +570,57 @@ func TestOAuthSecretsStayHome(t *testing.T) {
 				t.Errorf("%s: a secret %s", name, found[0])
 			}
 		}
+	}
+}
+
+// The authorization-code flow in headless Chromium: the link the model
+// got opens, oidc-provider's own login and consent pages are filled and
+// submitted, the callback lands on trawl's page, and the model's call
+// then succeeds; going back to the callback's URL (a replayed code) is
+// refused and stores nothing new.
+func TestOAuthConnectInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test skipped in -short mode")
+	}
+	bin := chromium(t)
+	f, _ := newOAuthFixture(t, oauthOptions{})
+	link := f.connectLink(t, "c1")
+	bctx := browserContext(t, bin)
+	do := func(step string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, actions...); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+	}
+	eval := func(expr string) string {
+		t.Helper()
+		v, err := chromedp.Run(bctx, chromedp.Evaluate[string](expr))
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		return v
+	}
+	do("open the link at the provider's login", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS(`input[name=login]`)))
+	if u := eval(`location.origin`); u != f.as.Issuer {
+		t.Errorf("the link opened %s; want the provider %s", u, f.as.Issuer)
+	}
+	do("sign in", chromedp.SendKeys(chromedp.CSS(`input[name=login]`), "ann"),
+		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), "any password"),
+		chromedp.Click(chromedp.CSS(`button[type=submit]`)), chromedp.WaitReady(chromedp.CSS(`input[name=prompt][value=consent]`)))
+	do("consent", chromedp.Click(chromedp.CSS(`button[type=submit]`)), chromedp.WaitVisible(chromedp.CSS(`p.ok, p.err`)))
+	if got := eval(`document.body.innerText`); !strings.Contains(got, "CRM is connected for account ann") {
+		t.Fatalf("after consent the page says %q", got)
+	}
+	landed := eval(`location.href`)
+	if out := f.callCRM(t, f.ts, "c1"); !strings.Contains(out, "trawl-web") || !strings.Contains(out, `ann`) {
+		t.Fatalf("after connecting in the browser, the call answered %s", out)
+	}
+	n := f.as.TokenRequests.Load()
+	do("replay the callback", chromedp.Navigate(landed), chromedp.WaitVisible(chromedp.CSS(`p.err`)))
+	if got := eval(`document.body.innerText`); !strings.Contains(got, "already used") {
+		t.Errorf("the replayed callback says %q", got)
+	}
+	if f.as.TokenRequests.Load() != n {
+		t.Error("the replayed code was exchanged again")
 	}
 }
