@@ -182,6 +182,9 @@ type OAuthClient struct {
 	spec   OAuth2 // URLs resolved
 	http   *http.Client
 	method string // client_secret_basic or client_secret_post
+	// resource is the RFC 8707 resource indicator sent with every token
+	// request ("" none): an MCP server's URL.
+	resource string
 }
 
 // NewOAuthClient resolves spec's endpoints — from the authorization
@@ -346,8 +349,12 @@ func (c *OAuthClient) ClientToken(ctx context.Context) (*oauth2.Token, error) {
 	}
 	cc := clientcredentials.Config{ClientID: c.spec.ClientID, ClientSecret: c.spec.ClientSecret,
 		TokenURL: c.spec.TokenURL, Scopes: c.spec.Scopes.List(), AuthStyle: style}
+	cc.EndpointParams = url.Values{}
 	if c.spec.Audience != "" {
-		cc.EndpointParams = url.Values{"audience": {c.spec.Audience}}
+		cc.EndpointParams.Set("audience", c.spec.Audience)
+	}
+	if c.resource != "" {
+		cc.EndpointParams.Set("resource", c.resource)
 	}
 	return cc.Token(c.ctx(ctx))
 }

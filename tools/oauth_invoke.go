@@ -85,16 +85,22 @@ func (inv *Invoker) orgOAuthToken(ctx context.Context, provider, stale string) (
 		return "", err
 	}
 	if fresh {
-		inv.mu.Lock()
-		if inv.oauthTokens == nil {
-			inv.oauthTokens = map[string][2]string{}
-		}
-		// The token before it too: a response in flight may hold it.
-		inv.oauthTokens[provider] = [2]string{tok, inv.oauthTokens[provider][0]}
-		inv.scrub, inv.perCall = nil, nil
-		inv.mu.Unlock()
+		inv.RememberToken(provider, tok)
 	}
 	return tok, nil
+}
+
+// RememberToken keeps provider's newly obtained OAuth access token in the
+// scrubber, with the one before it (a response in flight may hold it),
+// forgetting older ones.
+func (inv *Invoker) RememberToken(provider, tok string) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if inv.oauthTokens == nil {
+		inv.oauthTokens = map[string][2]string{}
+	}
+	inv.oauthTokens[provider] = [2]string{tok, inv.oauthTokens[provider][0]}
+	inv.scrub, inv.perCall = nil, nil
 }
 
 // TokenRefresher gets a fresh access token for a user's connection to

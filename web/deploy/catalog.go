@@ -92,7 +92,7 @@ func (s *Deployment) connectMCP(ctx context.Context, cat *tools.Catalog, mc tool
 	s.invoker.AddSecrets(mc.Secrets()...)
 	src, err := tools.ConnectMCP(ctx, mc, tools.MCPOptions{
 		Logger: s.log.With("mcp", mc.ID), Log: s.activity, HTTPClient: s.tel.mcpClient(s.cfg.Telemetry, mc.ID), Limiter: s.limiter,
-		Scrub: s.invoker.Scrubber,
+		Scrub: s.invoker.Scrubber, OnToken: func(tok string) { s.invoker.RememberToken(mc.ID, tok) },
 		// A server that does not answer at start leaves the deployment
 		// degraded, not down: it is retried in the background, and its
 		// tools join the catalog when it answers.

@@ -57,7 +57,9 @@ const provider = new Provider(issuer, {
       enabled: true,
       defaultResource: () => resource,
       useGrantedResource: () => true,
-      getResourceServerInfo: () => ({ scope, audience: resource, accessTokenTTL: ttl, accessTokenFormat: 'opaque' }),
+      // Any resource indicator is a resource server (an MCP server's URL,
+      // say): its tokens are for it alone.
+      getResourceServerInfo: (ctx, indicator) => ({ scope, audience: indicator, accessTokenTTL: ttl, accessTokenFormat: 'opaque' }),
     },
   },
   // Every authorization-code grant gets a refresh token, rotated on use.
