@@ -140,12 +140,26 @@ func (cc ClaimCheck) Lines() []string {
 // calls (see turnCalls). A replay or an evaluation checks a thread with
 // it, whatever the agent's answer_check.
 func CheckAnswer(m UIMessage) []claims.Finding {
+	return CheckAnswerText(m.Answer(), m)
+}
+
+// Answer is the last text part of m, an assistant message: its final
+// answer ("" when it has none).
+func (m UIMessage) Answer() string {
 	text := ""
 	for _, p := range m.Parts {
 		if p.Type == "text" {
 			text = p.Text
 		}
 	}
+	return text
+}
+
+// CheckAnswerText checks text against the calls of m, an assistant
+// message: what an evaluation does with a recorded answer that the
+// replay did not give (its calls' verdicts changed), to say whether it
+// would have claimed what this run's calls do not support.
+func CheckAnswerText(text string, m UIMessage) []claims.Finding {
 	if strings.TrimSpace(text) == "" {
 		return nil
 	}

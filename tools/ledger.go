@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -22,7 +23,8 @@ type idempotencyKey struct{}
 // source) calls it right before it sends each request of a write — once
 // the request is built and its rate limit let it go, so a gate that
 // passes is followed by the request. A gate that fails keeps the request
-// unsent: the call fails with a RefusedError (CodeNotSent). A turn's
+// unsent: the call fails with a RefusedError (CodeNotSent, or the
+// gate's own when it returns one). A turn's
 // outcome ledger records the write as sent in it, durably, so that a
 // replica taking the turn over never sends it again.
 func WithWriteGate(ctx context.Context, gate func(ctx context.Context) error) context.Context {
@@ -43,6 +45,9 @@ func passWriteGate(ctx context.Context, req Request) error {
 		return nil
 	}
 	if err := gate(ctx); err != nil {
+		if refused, ok := errors.AsType[*RefusedError](err); ok {
+			return refused // the gate's own refusal (an evaluation refusing writes), as it words it
+		}
 		return &RefusedError{Code: CodeNotSent, Msg: fmt.Sprintf(
 			"%s: the write was not sent: the turn's record of it could not be saved (%s)", req.Tool.Name, safeCause(err))}
 	}

@@ -90,6 +90,8 @@ func (t Timeouts) withDefaults() Timeouts {
 // runs, detached from their requests) and a graceful shutdown.
 type Server struct {
 	dep *deploy.Deployment
+	// evals are the eval runs (evals.go).
+	evals evalRuns
 	// The parts of the deployment the handlers serve, taken once.
 	cfg          *deploy.Config
 	log          *slog.Logger
@@ -370,6 +372,10 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	admin.GET("/workflows/:id/runs", s.listWorkflowRuns)
 	admin.GET("/workflows/:id/runs/:runId", s.getWorkflowRun)
 	admin.GET("/workflows/:id/runs/:runId/stream", s.resumeWorkflowRun)
+	admin.POST("/evals", s.startEval, s.refuseWhenDraining)
+	admin.GET("/evals", s.listEvals)
+	admin.GET("/evals/:id", s.getEval)
+	admin.GET("/evals/:id/stream", s.resumeEval)
 	admin.POST("/workflows/:id/runs/:runId/stop", s.stopWorkflowRun)
 	e.GET("/connect/:toolkit", s.connectForm, connectHeaders)
 	e.GET(deploy.OAuthCallbackPath, s.oauthCallback, connectHeaders)

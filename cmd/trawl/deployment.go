@@ -66,10 +66,15 @@ func openParts(ctx context.Context, cfgPath string, stderr io.Writer, parts depl
 	if err := checkCredentials(cfg, false, stderr); err != nil {
 		return nil, nil, err
 	}
-	quiet := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	d, err = deploy.Open(ctx, cfg, deploy.Options{Parts: parts, Logger: quiet, Stdout: io.Discard})
+	d, err = deploy.Open(ctx, cfg, deploy.Options{Parts: parts, Logger: quietLogger(stderr), Stdout: io.Discard})
 	if err != nil {
 		return nil, nil, err
 	}
 	return d, func() { d.Close() }, nil
+}
+
+// quietLogger logs warnings and errors only, on stderr: a command's
+// account is its output, not the deployment's logs.
+func quietLogger(stderr io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

@@ -7,12 +7,13 @@
 //	trawl chat AGENT [--config F [--listen ADDR] | --url URL --key KEY] [--chat ID] [--message TEXT]
 //	trawl mcp [--agent ID] [--config F] [--demo-latency MS]
 //	trawl replay TRANSCRIPT [--agent ID] [--config F]
+//	trawl eval DATASET [--config F] [--model replay|live] [--out DIR] [--baseline DIR] …
 //	trawl version
 //
 // Without --config (and without ./trawl.yaml) trawl serves the built-in
 // demo. Every command takes --help. Exit status: 0 on success, 1 on a
 // failed call, 2 on bad usage, 3 when `trawl call` returned a partial
-// result.
+// result (or `trawl eval` regressed against its baseline only).
 package main
 
 import (
@@ -70,6 +71,12 @@ func exitCode(err error, stderr io.Writer) int {
 		return int(silent)
 	}
 	fmt.Fprintln(stderr, "trawl: "+oneLine(err.Error()))
+	if coded, ok := errors.AsType[interface {
+		error
+		ExitStatus() int
+	}](err); ok {
+		return coded.ExitStatus() // trawl eval: 1 or 3
+	}
 	switch {
 	case errors.Is(err, errUsage):
 		return 2
@@ -119,6 +126,12 @@ var commands = []*command{
 	{name: "replay", synopsis: "trawl replay TRANSCRIPT [--agent ID] [--config F]",
 		about: "Play a recorded conversation against the live tools as an experiment run (no cache reads):\n" +
 			"an account on stderr, the resulting thread (UIMessage[]) as JSON on stdout."},
+	{name: "eval", synopsis: "trawl eval DATASET [--config F] [--agent ID] [--model replay|live] [--concurrency N] [--repeat N] [--upstream live|record|replay] [--out DIR] [--baseline DIR] [--allow-writes]",
+		about: "Run a dataset of conversations (JSONL, one case a line) as experiment runs (no cache reads, writes refused)\n" +
+			"and check each: its expectations, and always its honesty (unsupported_claim, verdict_changed).\n" +
+			"Writes DIR/report.json and DIR/junit.xml and prints a table; --baseline compares with an earlier run.\n" +
+			"Exit status 0 when every check holds, 1 when any fails, 3 when only the comparison regressed.\n" +
+			"trawl eval export --agent ID (--chat ID… | --since D) --url URL --key KEY writes stored chats as cases."},
 	{name: "version", synopsis: "trawl version",
 		about: "Print trawl's version (also: trawl --version)."},
 }
@@ -136,6 +149,7 @@ func init() {
 		"chat":    chat,
 		"mcp":     mcpStdio,
 		"replay":  func(ctx context.Context, a []string, _ io.Reader, o, e io.Writer) error { return replay(ctx, a, o, e) },
+		"eval":    func(ctx context.Context, a []string, _ io.Reader, o, e io.Writer) error { return evalCmd(ctx, a, o, e) },
 		"version": printVersion,
 	}
 	for _, c := range commands {

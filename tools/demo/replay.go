@@ -10,3 +10,11 @@ var replayScript []byte
 // Acme API with _all_pages, _fields, _filter, _for_each and a
 // queryToolResult, while the tools run live.
 func ReplayScript() []byte { return replayScript }
+
+//go:embed eval.jsonl
+var evalDataset []byte
+
+// EvalDataset is the demo's evaluation dataset (trawl eval
+// tools/demo/eval.jsonl; POST /v1/evals {"dataset": "demo"}): the
+// recorded questions with expectations, every transcript inline.
+func EvalDataset() []byte { return evalDataset }

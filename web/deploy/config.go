@@ -118,6 +118,11 @@ type DemoSettings struct {
 	// LatencyMs delays every answer of the demo upstream by that many
 	// milliseconds, so that a walk's progress is visible. Zero: none.
 	LatencyMs int `yaml:"latency_ms"`
+	// LoopOff lists Acme tools (acme.list_orders) whose binding in the
+	// demo agent has looping switched off: a configuration to compare
+	// with the demo's own (trawl eval --baseline). Zero: looping on for
+	// every tool.
+	LoopOff []string `yaml:"loop_off"`
 }
 
 // MCPServeConfig tunes the MCP server.

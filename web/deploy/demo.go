@@ -93,6 +93,9 @@ func (s *Deployment) startDemo(cfg *Config) error {
 	def := demoAgent(acme, names)
 	if cfg.Demo != nil {
 		def.Approval = cfg.Demo.Approval
+		if err := loopOff(&def, cfg.Demo.LoopOff); err != nil {
+			return err
+		}
 	}
 	cfg.Agents = []agent.Definition{def}
 	return nil
@@ -106,3 +109,20 @@ func (c *Config) DemoToken() string { return c.toolkitToken }
 // credential, so each user connects them on the connect page (as a real
 // connected app would be), rather than the demo connecting them for all.
 func (c *Config) ConnectDemoToolkits() { c.toolkitNoOrgToken = true }
+
+// loopOff switches looping off in the demo agent's bindings of tools
+// (demo.loop_off).
+func loopOff(def *agent.Definition, tools []string) error {
+	for _, id := range tools {
+		found := false
+		for i, b := range def.AgentTools {
+			if b.ToolID == id {
+				def.AgentTools[i].LoopResponses, found = false, true
+			}
+		}
+		if !found {
+			return fmt.Errorf("demo.loop_off: the demo agent binds no tool %q (its tools are acme.list_orders, acme.list_properties, …)", id)
+		}
+	}
+	return nil
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -61,6 +62,8 @@ type Deployment struct {
 	// runs hosts the turns and workflow runs (PartsServe).
 	runs *RunHost
 
+	evalState // evaluations (eval.go)
+
 	bg sync.WaitGroup // background work that uses the stores
 	// ctx outlives requests: background work and detached runs use it,
 	// until Close.
@@ -101,6 +104,10 @@ type Options struct {
 	Now func() time.Time
 	// Runs are the run host's clock and waits. Zero: the defaults.
 	Runs RunTimings
+	// Upstream carries the tools' HTTP requests (an evaluation's
+	// recording or replaying transport: eval.Upstream). Zero: the
+	// invoker's own.
+	Upstream http.RoundTripper
 }
 
 // Open assembles what cfg describes: it opens the stores, imports every
@@ -152,7 +159,11 @@ func Open(ctx context.Context, cfg *Config, opt Options) (_ *Deployment, err err
 	}
 	d.limiter = d.tel.wrapLimiter(limiter)
 	// Secrets no byte coming back may carry (the invoker's scrubber).
-	d.invoker = tools.NewInvoker(tools.InvokerOptions{Log: d.activity, Client: d.tel.httpClient(false), Limiter: d.limiter, ScopeKey: st.scopeKey(),
+	client := d.tel.httpClient(false)
+	if opt.Upstream != nil {
+		client = &http.Client{Transport: opt.Upstream}
+	}
+	d.invoker = tools.NewInvoker(tools.InvokerOptions{Log: d.activity, Client: client, Limiter: d.limiter, ScopeKey: st.scopeKey(),
 		Secrets: deploymentSecrets(cfg, st)})
 	inv.Store(d.invoker)
 	if d.catalog, err = d.loadCatalog(ctx); err != nil {

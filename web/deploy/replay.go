@@ -2,9 +2,9 @@ package deploy
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/agent/eval"
 	"github.com/trawl-dev/trawl/stream"
 )
 
@@ -14,20 +14,9 @@ import (
 // replay model plays the recorded steps while the tools run. emit receives
 // every chunk (may be nil). It returns the resulting thread.
 func (s *Deployment) Replay(ctx context.Context, t *agent.Transcript, agentID string, emit func(stream.Chunk)) (*agent.Thread, error) {
-	if agentID == "" {
-		switch defs := s.agents.List(); {
-		case len(defs) == 1:
-			agentID = defs[0].ID
-		default:
-			if _, ok := s.agents.Get("demo"); !ok {
-				return nil, fmt.Errorf("several agents: name one with --agent")
-			}
-			agentID = "demo"
-		}
-	}
-	def, ok := s.agents.Get(agentID)
-	if !ok {
-		return nil, fmt.Errorf("no agent %q", agentID)
+	def, err := s.resolveAgent(agentID)
+	if err != nil {
+		return nil, err
 	}
 	names, err := s.toolNames(def)
 	if err != nil {
@@ -36,36 +25,13 @@ func (s *Deployment) Replay(ctx context.Context, t *agent.Transcript, agentID st
 	if err := t.Validate(names); err != nil {
 		return nil, err
 	}
-	// The deployment's runner options (discovery budget, telemetry), with
-	// the transcript as the model.
-	opts, err := s.runnerOptions(agent.NewReplay(t, agent.ReplayOptions{}), false)
-	if err != nil {
-		return nil, err
-	}
-	runner := agent.NewRunner(opts)
-	now := s.now().UTC()
-	chat := "replay-" + RandomHex(6)
-	thread := &agent.Thread{Key: agent.ThreadKey("", agentID, chat), ChatID: chat, AgentID: agentID, Created: now}
+	questions := make([]string, len(t.Turns))
 	for i, turn := range t.Turns {
-		thread.Msgs = append(thread.Msgs, agent.UIMessage{ID: fmt.Sprintf("user_%d", i), Role: agent.RoleUser,
-			Parts: []agent.Part{{Type: "text", Text: turn.User}}})
-		err := runner.Run(ctx, &agent.Turn{
-			Agent:  func() (agent.Definition, bool) { return replayAgent(s.agents.Get(agentID)) },
-			Thread: thread, Org: s.cfg.Org, Experiment: true,
-			Emit: func(c stream.Chunk) error {
-				if emit != nil {
-					emit(c)
-				}
-				return nil
-			},
-		})
-		if err != nil {
-			return thread, fmt.Errorf("turn %d: %w", i, err)
-		}
+		questions[i] = turn.User
 	}
-	thread.Updated = s.now().UTC()
-	if s.threads == nil { // a replay of its own (trawl replay): nothing to keep it in
-		return thread, nil
+	thread, err := s.play(ctx, eval.Play{Agent: def.ID, Messages: questions, Model: agent.NewReplay(t, agent.ReplayOptions{}), Recorded: true, Emit: emit})
+	if err != nil || s.threads == nil { // a replay of its own (trawl replay): nothing to keep it in
+		return thread, err
 	}
 	return thread, s.threads.PutThread(ctx, thread)
 }
