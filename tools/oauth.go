@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -216,7 +217,7 @@ func NewOAuthClient(ctx context.Context, spec AuthSpec, hc *http.Client) (*OAuth
 		fill(&o.TokenURL, meta.TokenEndpoint)
 		fill(&o.RevokeURL, meta.RevocationEndpoint)
 		if o.TokenAuthMethod == "" && len(meta.TokenEndpointAuthMethodsSupported) > 0 &&
-			!contains(meta.TokenEndpointAuthMethodsSupported, ClientSecretBasic) && contains(meta.TokenEndpointAuthMethodsSupported, ClientSecretPost) {
+			!slices.Contains(meta.TokenEndpointAuthMethodsSupported, ClientSecretBasic) && slices.Contains(meta.TokenEndpointAuthMethodsSupported, ClientSecretPost) {
 			o.TokenAuthMethod = ClientSecretPost
 		}
 		switch {
@@ -231,15 +232,6 @@ func NewOAuthClient(ctx context.Context, spec AuthSpec, hc *http.Client) (*OAuth
 		c.method = ClientSecretBasic
 	}
 	return c, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // discoverIssuer reads an issuer's authorization server metadata: RFC
