@@ -19,8 +19,8 @@ import (
 func TestLocks(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, srv redistest.Backend) {
 		ctx := context.Background()
-		a := redisstore.NewLocks(srv.Universal(t), srv.Prefix("p:"))
-		b := redisstore.NewLocks(srv.Universal(t), srv.Prefix("p:"))
+		a := redisstore.NewLocks(srv.Universal(t), "p:")
+		b := redisstore.NewLocks(srv.Universal(t), "p:")
 		var inside, most atomic.Int32
 		var wg sync.WaitGroup
 		for i := range 8 {
