@@ -422,11 +422,18 @@ var hedges = regexp.MustCompile(strings.Join([]string{
 	`\ba change pendant\b`, `\blacunes?\b`, `\bminimum\b`, `\bpeut-etre (d'autres|plus|davantage)\b`,
 }, "|"))
 
+// filterBound is a bound that qualifies what is counted ("orders worth
+// more than 100", "commandes de plus de 100 euros"): the question's
+// filter, not a hedge on the count, so it is blanked before hedges are
+// looked for.
+var filterBound = regexp.MustCompile(`\b(?:worth|costing|priced at|valued at|totall?ing|amounting to|d'un montant de|valant) (?:more|less|fewer|plus|moins) (?:than |de )?\d`)
+
 // partOf is "N of M" or "N sur M" with two different numbers: a share of a
 // known whole, which says the rest was not fetched.
 var partOf = regexp.MustCompile(`(\d[\d,.]*) (?:\p{L}+ )?(?:out of|of|sur|des|parmi) (?:the |les )?(\d[\d,.]*)\b`)
 
 func hedged(s string) bool {
+	s = filterBound.ReplaceAllString(s, " ")
 	if hedges.MatchString(s) {
 		return true
 	}

@@ -185,6 +185,12 @@ func TestCheck(t *testing.T) {
 			CallID: "call_1", Tool: "acme.list_orders", Verdict: Partial,
 		}}},
 		{"dates, prices and ids", "Order 12345 was placed on 3 March 2024 for $30.", []Call{partial}, nil},
+		// "more than 100" here is the question's filter, not a hedge on the count.
+		{"a filter's bound is no hedge", "There are 45 orders costing more than 500 in total.", []Call{partial}, []Finding{{
+			Kind: KindUnsupported, Claim: "in total", Sentence: "There are 45 orders costing more than 500 in total.",
+			CallID: "call_1", Tool: "acme.list_orders", Verdict: Partial,
+		}}},
+		{"a filter's bound beside a hedge", "So far I found 12 orders worth more than 100.", []Call{partial}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
