@@ -179,3 +179,22 @@ func TestExpectations(t *testing.T) {
 		t.Errorf("verdict_changed without recorded verdicts: %+v", got[1])
 	}
 }
+
+// TestFailedCallRequests: a failed call counts the request it sent, and
+// none when it was refused before anything was sent (a bad argument, a
+// reserved argument on a write, a write refused by the evaluation).
+func TestFailedCallRequests(t *testing.T) {
+	for errText, want := range map[string]int{
+		"upstream_error: list_orders: upstream answered 500":                                      1,
+		`invalid_argument: argument "nested" is not a parameter of list_orders; Nothing was sent`: 0,
+		"invalid_filter: _filter clause 0: unknown op":                                            0,
+		"not_for_writes: _all_pages is not for a write":                                           0,
+		CodeWriteRefused + ": CHAT_SEND_MESSAGE: the write was not sent":                          0,
+	} {
+		msgs := []agent.UIMessage{{Role: agent.RoleUser, Parts: []agent.Part{part("text", "How many?")}},
+			{Role: agent.RoleAssistant, Parts: []agent.Part{{Type: "tool-list_orders", ToolCallID: "c1", State: "output-error", Effect: "read", Input: json.RawMessage(`{}`), ErrorText: errText}}}}
+		if got := toolCalls(msgs)[0].Requests; got != want {
+			t.Errorf("%s: %d requests, want %d", errText, got, want)
+		}
+	}
+}
