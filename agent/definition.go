@@ -30,7 +30,7 @@ type Definition struct {
 	Context *ContextConfig `json:"context,omitempty" yaml:"context"`
 	// Rows is how tool results' rows reach the model: "objects" (the
 	// default: JSON objects, as stored) or "compact" (uniform rows as a
-	// header of field names and one array per row, loop.CompactRows; the
+	// header of field names and one comma-separated line per row, loop.CompactRows; the
 	// model is told the layout in one line). The stored result, the
 	// stream's tool output and the Studio keep the objects.
 	Rows       RowLayout `json:"rows,omitempty" yaml:"rows"`
@@ -54,7 +54,7 @@ type RowLayout string
 
 const (
 	RowsObjects RowLayout = "objects" // JSON objects, as stored (also the empty value)
-	RowsCompact RowLayout = "compact" // a header of field names and one array per row
+	RowsCompact RowLayout = "compact" // a line of field names and one line of values per row
 )
 
 // Binding is one entry of an agent's tool list: a single tool

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"iter"
+
+	"github.com/trawl-dev/trawl/tools"
 )
 
 // Model is a chat model that streams. Implementations: OpenAI (any
@@ -51,6 +53,10 @@ type Message struct {
 	ToolCalls []ToolCall
 	// ToolCallID names the call a tool message answers.
 	ToolCallID string
+	// Images are the pictures a tool message's call returned beside its
+	// Content (which names them): a model that takes pictures is shown
+	// them after the step's tool results.
+	Images []tools.Media
 }
 
 // ToolCall is one function call made by the model.

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,6 +38,10 @@ type OpenAIOptions struct {
 	// deployments). Empty: no credential is sent, as local servers expect.
 	// It never appears in an error.
 	APIKey string
+	// NoPictures: the model takes text only, so the pictures tool calls
+	// return are not sent (their results still name them). Zero: they
+	// follow the step's tool results as image_url parts.
+	NoPictures bool
 	// Scrub masks secrets in the text of every error (the server's
 	// message, a connection error): a deployment passes its scrubber,
 	// which holds APIKey among every other secret. Nil: a scrubber of
@@ -162,6 +167,7 @@ type OpenAI struct {
 	model        string
 	scrub        *tools.Scrubber
 	includeUsage bool
+	noPictures   bool
 	usageAuto    bool        // includeUsage may be dropped when a server rejects it
 	usageOff     atomic.Bool // the server rejected stream_options
 	choiceOff    atomic.Bool // the server rejected tool_choice "required"
@@ -177,6 +183,7 @@ type OpenAI struct {
 // every Stream.
 func NewOpenAI(opt OpenAIOptions) *OpenAI {
 	o := &OpenAI{
+		noPictures: opt.NoPictures,
 		model:      opt.Model,
 		scrub:      opt.Scrub,
 		maxRetries: opt.MaxRetries,
@@ -564,6 +571,7 @@ func (o *OpenAI) chatRequest(req ModelRequest) (openai.ChatCompletionRequest, er
 		creq.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	}
 	creq.Messages = make([]openai.ChatCompletionMessage, 0, len(req.Messages))
+	var pictures []openai.ChatMessagePart // of the tool messages since the last other message
 	for i, m := range req.Messages {
 		cm := openai.ChatCompletionMessage{Role: string(m.Role), Content: m.Content}
 		switch m.Role {
@@ -584,10 +592,20 @@ func (o *OpenAI) chatRequest(req ModelRequest) (openai.ChatCompletionRequest, er
 				return creq, fmt.Errorf("openai: message %d: a tool message needs the id of the call it answers", i)
 			}
 			cm.ToolCallID = m.ToolCallID
+			if !o.noPictures {
+				pictures = append(pictures, imageParts(m)...)
+			}
 		default:
 			return creq, fmt.Errorf("openai: message %d: unknown role %q", i, m.Role)
 		}
 		creq.Messages = append(creq.Messages, cm)
+		if len(pictures) > 0 && (i+1 == len(req.Messages) || req.Messages[i+1].Role != RoleTool) {
+			// A tool message holds text only: the pictures the calls
+			// returned follow the step's results, in a user message.
+			creq.Messages = append(creq.Messages, openai.ChatCompletionMessage{Role: string(RoleUser),
+				MultiContent: append([]openai.ChatMessagePart{{Type: openai.ChatMessagePartTypeText, Text: picturesIntro}}, pictures...)})
+			pictures = nil
+		}
 	}
 	for _, t := range req.Tools {
 		params := t.Parameters
@@ -605,4 +623,20 @@ func (o *OpenAI) chatRequest(req ModelRequest) (openai.ChatCompletionRequest, er
 		creq.ToolChoice = ToolChoiceRequired
 	}
 	return creq, nil
+}
+
+// picturesIntro introduces the pictures of a step's tool results.
+const picturesIntro = "The pictures the tool calls above returned (their results name each as attached), in order:"
+
+// imageParts are a tool message's pictures as image_url parts (data URLs),
+// each after a line naming the call it came from.
+func imageParts(m Message) []openai.ChatMessagePart {
+	var out []openai.ChatMessagePart
+	for _, img := range m.Images {
+		out = append(out,
+			openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: "From call " + m.ToolCallID + " (" + img.MIMEType + "):"},
+			openai.ChatMessagePart{Type: openai.ChatMessagePartTypeImageURL, ImageURL: &openai.ChatMessageImageURL{
+				URL: "data:" + img.MIMEType + ";base64," + base64.StdEncoding.EncodeToString(img.Data)}})
+	}
+	return out
 }

@@ -1069,3 +1069,56 @@ func TestOpenAIErrorsMaskEncodedKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenAIToolPictures: the pictures of a step's tool results follow
+// the last of its tool messages (which hold text only) in one user
+// message of image_url parts — data URLs, each after the call it came
+// from — and the next message comes after it.
+func TestOpenAIToolPictures(t *testing.T) {
+	f := newOAIFake(t, oaiStream(oaiDelta(`{"content":"ok"}`), oaiFinish("stop")))
+	m := NewOpenAI(OpenAIOptions{BaseURL: f.srv.URL + "/v1/", APIKey: oaiTestKey, Model: "m"})
+	png := tools.Media{Type: "image", MIMEType: "image/png", Data: []byte("PNG!")}
+	req := ModelRequest{Messages: []Message{
+		{Role: RoleUser, Content: "Show me the logo."},
+		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "call_1", Name: "get_tiny_image", Arguments: "{}"}, {ID: "call_2", Name: "ping", Arguments: "{}"}}},
+		{Role: RoleTool, ToolCallID: "call_1", Content: `{"content":[{"type":"image","attached":true}]}`, Images: []tools.Media{png}},
+		{Role: RoleTool, ToolCallID: "call_2", Content: `{"ok":true}`},
+		{Role: RoleAssistant, Content: "Here it is."},
+	}}
+	if _, err := oaiCollect(t, m.Stream(context.Background(), req)); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Messages []json.RawMessage `json:"messages"`
+	}
+	if err := json.Unmarshal(f.bodies[0], &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Messages) != 6 {
+		t.Fatalf("%d messages, want 6: %s", len(got.Messages), f.bodies[0])
+	}
+	var pics, after any
+	_ = json.Unmarshal(got.Messages[4], &pics)
+	_ = json.Unmarshal(got.Messages[5], &after)
+	var want any
+	_ = json.Unmarshal([]byte(`{"role":"user","content":[
+		{"type":"text","text":"`+picturesIntro+`"},
+		{"type":"text","text":"From call call_1 (image/png):"},
+		{"type":"image_url","image_url":{"url":"data:image/png;base64,UE5HIQ=="}}]}`), &want)
+	if diff := cmp.Diff(want, pics); diff != "" {
+		t.Errorf("pictures message (-want +got):\n%s", diff)
+	}
+	if a, _ := after.(map[string]any); a["role"] != "assistant" {
+		t.Errorf("after the pictures: %s", got.Messages[5])
+	}
+
+	// A model that takes text only (model: {pictures: false}) gets the
+	// results alone.
+	m = NewOpenAI(OpenAIOptions{BaseURL: f.srv.URL + "/v1/", APIKey: oaiTestKey, Model: "m", NoPictures: true})
+	if _, err := oaiCollect(t, m.Stream(context.Background(), req)); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(f.bodies[1], &got); err != nil || len(got.Messages) != 5 || bytes.Contains(f.bodies[1], []byte("image_url")) {
+		t.Errorf("without pictures: %s", f.bodies[1])
+	}
+}

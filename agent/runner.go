@@ -706,6 +706,7 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl 
 	}
 	scope := loop.Scope{Org: st.Org, Thread: st.Thread.Key, User: st.User, CacheScope: st.CacheScope}
 	var out []byte
+	var media []tools.Media
 	var err error
 	if meta {
 		out, err = r.runMeta(ctx, st, tl, c.Name, json.RawMessage(raw))
@@ -725,7 +726,7 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl 
 			st.mu.Unlock()
 		}
 	} else {
-		out, err = r.callTool(ctx, st, def, tl, bt, c.ID, args, scope)
+		out, media, err = r.callTool(ctx, st, def, tl, bt, c.ID, args, scope)
 	}
 	st.throttle.Forget(c.ID)
 	if err != nil {
@@ -736,15 +737,33 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl 
 		_ = r.settle(st, part, OutcomeAnswered, false)
 		return part, st.Emit(stream.ToolOutputError{ToolCallID: c.ID, ErrorText: part.ErrorText, Dynamic: true})
 	}
-	part.State, part.Output = "output-available", json.RawMessage(out)
+	part.State, part.Output, part.Media = "output-available", json.RawMessage(out), media
 	_ = r.settle(st, part, OutcomeAnswered, false)
-	return part, st.Emit(stream.ToolOutputAvailable{ToolCallID: c.ID, Output: json.RawMessage(out), Dynamic: true})
+	if err := st.Emit(stream.ToolOutputAvailable{ToolCallID: c.ID, Output: json.RawMessage(out), Dynamic: true}); err != nil || len(media) == 0 {
+		return part, err
+	}
+	// The pictures the output names as attached, for a chat UI to show
+	// (the thread keeps them in the part's media).
+	return part, st.Emit(stream.Data{Name: MediaName, ID: c.ID, Data: ToolMedia{ToolCallID: c.ID, Media: media}})
 }
 
-// callTool runs a bound tool through the looping engine.
-func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, tl *stepTools, bt boundTool, callID string, args map[string]any, scope loop.Scope) ([]byte, error) {
+// MediaName is the data chunk that carries the pictures and sounds a
+// tool call returned beside its output: data-tool-media, right after
+// the call's tool-output-available.
+const MediaName = "tool-media"
+
+// ToolMedia is a data-tool-media chunk's data (Data base64 in JSON).
+type ToolMedia struct {
+	ToolCallID string        `json:"toolCallId"`
+	Media      []tools.Media `json:"media"`
+}
+
+// callTool runs a bound tool through the looping engine: its view, and
+// the pictures and sounds its requests returned beside it (an MCP tool's).
+func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, tl *stepTools, bt boundTool, callID string, args map[string]any, scope loop.Scope) ([]byte, []tools.Media, error) {
 	start := r.opt.Now()
 	ctx = tools.WithCallID(ctx, callID) // the activity log groups the call's requests
+	ctx, sink := tools.WithMediaSink(ctx)
 	if r.opt.Engine.Effect(bt.tool, bt.loopBinding()).Writes() {
 		// The ledger records the write as sent before its request
 		// leaves; an operation that takes an idempotency key gets one
@@ -756,7 +775,7 @@ func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, tl
 	}
 	cred, err := appCredential(ctx, st, bt.tool)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out, err := r.opt.Engine.Call(ctx, loop.Call{
 		Tool: bt.tool, Args: args, Binding: bt.loopBinding(), Scope: scope,
@@ -769,7 +788,7 @@ func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, tl
 		},
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if st.outcome != nil {
 		st.outcome(out)
@@ -792,7 +811,7 @@ func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, tl
 		}
 		st.mu.Unlock()
 	}
-	return out.View, nil
+	return out.View, sink.Media(), nil
 }
 
 // viewChars is a tool result's view budget in this step: the agent's

@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/trawl-dev/trawl/discovery"
@@ -115,7 +117,7 @@ func (r *Runner) assemble(st *turnState, def Definition, bound []boundTool) (*st
 			out.meta[m.Name] = true
 			out.specs = append(out.specs, ToolSpec{Name: m.Name, Description: m.Description, Parameters: json.RawMessage(m.InputSchema)})
 		}
-		if len(asm.Pool) > 0 {
+		if len(asm.Pool) > 0 && !st.callOnly { // one call: indexed when it searches (poolIndex)
 			ix, err := r.index(asm.Pool)
 			if err != nil {
 				return nil, err
@@ -143,10 +145,11 @@ const (
 // (a toolkit change makes a new pool, hence a new index).
 func (r *Runner) index(pool []*tools.Tool) (*discovery.Index, error) {
 	h := sha256.New()
+	var buf []byte
 	for _, t := range pool {
-		h.Write([]byte(t.ID))
-		h.Write([]byte{0})
-		fmt.Fprintf(h, "%p", t) // a reloaded tool is a new pointer
+		buf = append(append(buf[:0], t.ID...), 0)
+		buf = strconv.AppendUint(buf, uint64(reflect.ValueOf(t).Pointer()), 16) // a reloaded tool is a new pointer
+		h.Write(buf)
 	}
 	key := hex.EncodeToString(h.Sum(nil))
 	if ix, ok := r.indexes.Load(key); ok {
@@ -197,10 +200,24 @@ func (r *Runner) SearchIndex(def Definition, loaded []string) (*discovery.Index,
 	return tl.index, nil
 }
 
+// poolIndex indexes the step's pool when assemble left it for the call
+// that needs it (a conversation's one call: most never search).
+func (r *Runner) poolIndex(tl *stepTools) error {
+	if tl.index != nil || len(tl.pool) == 0 {
+		return nil
+	}
+	ix, err := r.index(tl.pool)
+	tl.index = ix
+	return err
+}
+
 // runMeta serves a discovery meta-tool.
 func (r *Runner) runMeta(ctx context.Context, st *turnState, tl *stepTools, name string, raw json.RawMessage) ([]byte, error) {
 	switch name {
 	case discovery.MetaSearchTools:
+		if err := r.poolIndex(tl); err != nil {
+			return nil, err
+		}
 		if tl.index == nil {
 			return nil, &loop.ToolError{Code: loop.CodeInvalidArgument, Message: "there are no tools to search"}
 		}
@@ -214,6 +231,9 @@ func (r *Runner) runMeta(ctx context.Context, st *turnState, tl *stepTools, name
 		st.mu.Unlock()
 		return tl.index.SearchTool(ctx, raw, func(n string) bool { return loadedNames[n] })
 	case discovery.MetaLoadTool:
+		if err := r.poolIndex(tl); err != nil {
+			return nil, err
+		}
 		toLoad, out, err := discovery.LoadTool(raw, tl.pool, tl.index)
 		if err != nil {
 			return nil, err

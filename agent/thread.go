@@ -233,7 +233,9 @@ func (s *BoltStore) PutThread(_ context.Context, t *Thread) error {
 		return err
 	}
 	key := []byte(t.Key)
-	return s.db.Update(func(tx *bolt.Tx) error {
+	// A batch (bbolt's Batch): the saves of the turns running at once
+	// share one transaction and one fsync; it returns once committed.
+	return s.db.Batch(func(tx *bolt.Tx) error {
 		ages := tx.Bucket(bucketThreadAge)
 		isNew := tx.Bucket(bucketThreads).Get(key) == nil
 		if err := tx.Bucket(bucketThreads).Put(key, v); err != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/trawl-dev/trawl/loop"
+	"github.com/trawl-dev/trawl/tools"
 )
 
 // UIMessage is a message of a thread in the AI SDK's UIMessage shape, so a
@@ -37,6 +38,10 @@ type Part struct {
 	// Effect is a tool part's effect (read, write, destructive), kept
 	// with the thread so that what a turn changed can be told.
 	Effect string `json:"effect,omitempty"`
+	// Media are the pictures and sounds a tool part's call returned
+	// beside its output (an MCP tool's images), which names them
+	// ("attached": true) without their data.
+	Media []tools.Media `json:"media,omitempty"`
 	// File parts.
 	MediaType string `json:"mediaType,omitempty"`
 	URL       string `json:"url,omitempty"`
@@ -162,7 +167,7 @@ func (c *converter) add(m *UIMessage) {
 		if open && (cur.Content != "" || len(cur.ToolCalls) > 0) {
 			c.push(cur, nil)
 			for _, p := range c.results {
-				msg := Message{Role: RoleTool, ToolCallID: p.ToolCallID}
+				msg := Message{Role: RoleTool, ToolCallID: p.ToolCallID, Images: images(p)}
 				if !c.deferred {
 					msg.Content = toolResultText(*p, c.compact)
 				}
@@ -253,4 +258,18 @@ func interruptedStep(p *Part) bool {
 		Interrupted bool `json:"interrupted"`
 	}
 	return json.Unmarshal(p.Data, &r) == nil && r.Interrupted
+}
+
+// images are the pictures of a finished tool part, for the model.
+func images(p *Part) []tools.Media {
+	if p.State != "output-available" {
+		return nil
+	}
+	var out []tools.Media
+	for _, m := range p.Media {
+		if m.Type == "image" {
+			out = append(out, m)
+		}
+	}
+	return out
 }

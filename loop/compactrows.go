@@ -4,23 +4,34 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+
+	"github.com/trawl-dev/trawl/loop/query"
 )
 
 // The compact row layout (an agent's `rows: compact`): what the model
 // reads of a tool result, with each array of uniform rows written as a
-// header of field names and one array of values per row, so that the
-// keys are paid once instead of once a row (the model is told the layout
-// by prompts' compact_rows). The stored result, the stream's tool output
-// and the Studio keep the objects.
+// line of field names and one line of values per row, comma-separated as
+// in CSV, so that the keys are paid once instead of once a row, and the
+// quotes and brackets of most values not at all (the model is told the
+// layout by prompts' compact_rows). The stored result, the stream's tool
+// output and the Studio keep the objects.
+//
+// A value is written bare — a number, true, false, null or a string's
+// text — unless that could be read back as something else: a string that
+// is empty, holds a comma, a quote, a backslash or a control character,
+// has a space at either end, starts with '[' or '{', or reads as a number,
+// true, false or null is written as its JSON text (in quotes), and so are
+// arrays and objects. Every row is thereby told back exactly.
 
 // CompactRows rewrites a tool result in the compact row layout: every
 // member of the top-level object whose value is an array of at least two
 // objects that all have the same fields in the same order becomes
-// {"fields": [...], "rows": [[...], ...]}. Nested objects are flattened
-// to dotted names, as _fields names them; arrays and scalars stay values.
-// A result that is not an object, or holds no such array, comes back
-// unchanged with ok false; so does an array whose rows cannot be told
-// back exactly (a field name with a dot, an empty nested object).
+// {"fields": "id,total,customer.name", "rows": ["1,120.5,Ann", ...]}.
+// Nested objects are flattened to dotted names, as _fields names them;
+// arrays and scalars stay values. A result that is not an object, or holds
+// no such array, comes back unchanged with ok false; so does an array
+// whose rows cannot be told back exactly (a field name with a dot or a
+// comma, an empty nested object).
 func CompactRows(view []byte) (out []byte, ok bool) {
 	top, err := orderedFields(view, "", false)
 	if err != nil {
@@ -33,8 +44,7 @@ func CompactRows(view []byte) (out []byte, ok bool) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		k, _ := json.Marshal(f.key)
-		b.Write(k)
+		b.Write(query.AppendString(nil, f.key))
 		b.WriteByte(':')
 		if table, done := compactTable(f.raw); done {
 			b.Write(table)
@@ -60,8 +70,8 @@ func compactTable(raw json.RawMessage) ([]byte, bool) {
 		return nil, false
 	}
 	var header []string
-	var b bytes.Buffer
-	b.Grow(len(raw))
+	b := make([]byte, 0, len(raw))
+	var line []byte
 	for i, r := range rows {
 		if len(r) == 0 || r[0] != '{' {
 			return nil, false
@@ -72,32 +82,68 @@ func compactTable(raw json.RawMessage) ([]byte, bool) {
 		}
 		if i == 0 {
 			for _, f := range fs {
+				if f.key == "" || strings.Contains(f.key, ",") {
+					return nil, false
+				}
 				header = append(header, f.key)
 			}
-			h, _ := json.Marshal(header)
-			b.WriteString(`{"fields":`)
-			b.Write(h)
-			b.WriteString(`,"rows":[`)
+			b = append(b, `{"fields":`...)
+			b = query.AppendString(b, strings.Join(header, ","))
+			b = append(b, `,"rows":[`...)
 		} else {
 			if len(fs) != len(header) {
 				return nil, false
 			}
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
-		b.WriteByte('[')
+		line = line[:0]
 		for j, f := range fs {
 			if f.key != header[j] {
 				return nil, false
 			}
 			if j > 0 {
-				b.WriteByte(',')
+				line = append(line, ',')
 			}
-			b.Write(f.raw)
+			line = appendCell(line, f.raw)
 		}
-		b.WriteByte(']')
+		b = query.AppendString(b, string(line))
 	}
-	b.WriteString(`]}`)
-	return b.Bytes(), true
+	return append(b, `]}`...), true
+}
+
+// appendCell appends the value raw as a cell of a compact row: bare when
+// it reads back as itself, else as its compact JSON text.
+func appendCell(dst []byte, raw json.RawMessage) []byte {
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) == nil && bareString(s) {
+			return append(dst, s...)
+		}
+	}
+	var c bytes.Buffer
+	if json.Compact(&c, raw) != nil {
+		return append(dst, raw...)
+	}
+	return append(dst, c.Bytes()...)
+}
+
+// bareString reports whether s can be written without quotes in a
+// compact row and still be read back as the string s.
+func bareString(s string) bool {
+	if s == "" || s[0] == ' ' || s[len(s)-1] == ' ' || s[0] == '[' || s[0] == '{' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == ',' || c == '"' || c == '\\' || c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	switch s {
+	case "true", "false", "null":
+		return false
+	}
+	var n json.Number
+	return json.Unmarshal([]byte(s), &n) != nil
 }
 
 // orderedField is one member of a JSON object, in the order written.

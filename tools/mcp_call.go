@@ -79,7 +79,7 @@ func (s *MCPSource) Call(ctx context.Context, req Request) (*Response, error) {
 	var wire *jsonrpc.Error
 	switch {
 	case err == nil:
-		out = renderMCPResult(res, s.max)
+		out = renderMCPResult(res, s.max, mediaSinkOf(ctx))
 	case errors.As(err, &wire) && ctx.Err() == nil:
 		out = renderMCPProtocolError(wire)
 	default:
@@ -164,8 +164,11 @@ func wireArgs(t *Tool, args map[string]any) map[string]any {
 //     number precision and key order);
 //   - exactly one text item holding JSON: that JSON;
 //   - otherwise {"content": [...]}: text items as strings, other items
-//     summarised ({"type", "mimeType", "uri", "bytes"…}) without binary data.
-func renderMCPResult(res *mcp.CallToolResult, limit int64) *Response {
+//     summarised ({"type", "mimeType", "uri", "bytes"…}) without binary
+//     data; an embedded text resource with its text. Pictures and sounds
+//     go to sink when the caller gave one (and they fit): their summary
+//     then says "attached": true.
+func renderMCPResult(res *mcp.CallToolResult, limit int64, sink *MediaSink) *Response {
 	out := &Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}}
 	var body []byte
 	switch {
@@ -186,6 +189,11 @@ func renderMCPResult(res *mcp.CallToolResult, limit int64) *Response {
 		out.Status = http.StatusBadGateway
 		body = errorJSON("the MCP tool asked for user input, which trawl cannot give")
 	case res.StructuredContent != nil:
+		for _, c := range res.Content {
+			if x, ok := c.(*mcp.ImageContent); ok && sink != nil {
+				sink.take(Media{Type: "image", MIMEType: x.MIMEType, Data: x.Data}) // beside the structured value
+			}
+		}
 		if text, ok := singleJSONText(res.Content); ok && sameJSON(text, res.StructuredContent) {
 			body = text
 		} else if b, err := json.Marshal(res.StructuredContent); err == nil {
@@ -198,7 +206,7 @@ func renderMCPResult(res *mcp.CallToolResult, limit int64) *Response {
 		if text, ok := singleJSONText(res.Content); ok {
 			body = text
 		} else {
-			body = contentJSON(res.Content)
+			body = contentJSON(res.Content, sink)
 		}
 	}
 	if int64(len(body)) > limit {
@@ -275,10 +283,10 @@ func sameJSON(text []byte, v any) bool {
 }
 
 // contentJSON renders content items as {"content": [...]}.
-func contentJSON(content []mcp.Content) []byte {
+func contentJSON(content []mcp.Content, sink *MediaSink) []byte {
 	items := make([]any, 0, len(content))
 	for _, c := range content {
-		items = append(items, contentItem(c))
+		items = append(items, contentItem(c, sink))
 	}
 	b, _ := json.Marshal(map[string]any{"content": items})
 	return b
@@ -293,22 +301,31 @@ type mcpItem struct {
 	Description string `json:"description,omitempty"`
 	Text        string `json:"text,omitempty"`  // an embedded text resource's text
 	Bytes       int    `json:"bytes,omitempty"` // size of binary data left out
+	// Attached says the binary data (a picture, a sound) travels beside
+	// the result, for a model that can take it.
+	Attached bool `json:"attached,omitempty"`
 }
 
-func contentItem(c mcp.Content) any {
+func contentItem(c mcp.Content, sink *MediaSink) any {
+	attach := func(kind, mime string, data []byte) bool {
+		return sink != nil && sink.take(Media{Type: kind, MIMEType: mime, Data: data})
+	}
 	switch x := c.(type) {
 	case *mcp.TextContent:
 		return x.Text
 	case *mcp.ImageContent:
-		return mcpItem{Type: "image", MIMEType: x.MIMEType, Bytes: len(x.Data)}
+		return mcpItem{Type: "image", MIMEType: x.MIMEType, Bytes: len(x.Data), Attached: attach("image", x.MIMEType, x.Data)}
 	case *mcp.AudioContent:
-		return mcpItem{Type: "audio", MIMEType: x.MIMEType, Bytes: len(x.Data)}
+		return mcpItem{Type: "audio", MIMEType: x.MIMEType, Bytes: len(x.Data), Attached: attach("audio", x.MIMEType, x.Data)}
 	case *mcp.ResourceLink:
 		return mcpItem{Type: "resource_link", MIMEType: x.MIMEType, URI: x.URI, Name: x.Name, Description: x.Description}
 	case *mcp.EmbeddedResource:
 		item := mcpItem{Type: "resource"}
 		if r := x.Resource; r != nil {
 			item.MIMEType, item.URI, item.Text, item.Bytes = r.MIMEType, r.URI, r.Text, len(r.Blob)
+			if strings.HasPrefix(r.MIMEType, "image/") && len(r.Blob) > 0 {
+				item.Attached = attach("image", r.MIMEType, r.Blob)
+			}
 		}
 		return item
 	}

@@ -635,7 +635,7 @@ func TestRenderMCPResult(t *testing.T) {
 			if limit == 0 {
 				limit = 1 << 20
 			}
-			got := renderMCPResult(tt.res, limit)
+			got := renderMCPResult(tt.res, limit, nil)
 			if got.Status != tt.wantStatus || got.Truncated != tt.wantTrunc {
 				t.Errorf("status %d truncated %v, want %d %v", got.Status, got.Truncated, tt.wantStatus, tt.wantTrunc)
 			}
@@ -981,5 +981,42 @@ func TestMCPToolListScrubbed(t *testing.T) {
 	}
 	if status, body := callBody(t, src, ts[0].Name, map[string]any{"q": "x"}); status != 200 || body != `{"ok":true}` {
 		t.Errorf("calling the masked tool: %d %s", status, body)
+	}
+}
+
+// TestRenderMCPResultAttachesMedia: with a sink, a picture (an image
+// item, an embedded image resource, one beside structured content) is
+// attached whole and named in the JSON without its data; a picture past
+// the sink's room is summarised only; an embedded text resource keeps its
+// text and a resource link its URI.
+func TestRenderMCPResultAttachesMedia(t *testing.T) {
+	png := []byte("\x89PNG\r\n\x1a\n-picture-")
+	_, sink := WithMediaSink(t.Context())
+	got := renderMCPResult(&mcp.CallToolResult{Content: []mcp.Content{
+		&mcp.TextContent{Text: "Here it is:"},
+		&mcp.ImageContent{MIMEType: "image/png", Data: png},
+		&mcp.ImageContent{MIMEType: "image/png", Data: make([]byte, MaxMediaBytes)},
+		&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "test://static/resource/1", MIMEType: "text/plain", Text: "Resource 1 text"}},
+		&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "test://pic", MIMEType: "image/gif", Blob: []byte("GIF89a")}},
+		&mcp.ResourceLink{URI: "test://static/resource/2", Name: "Resource 2", MIMEType: "text/plain"},
+	}}, 1<<30, sink)
+	want := `{"content":["Here it is:",` +
+		`{"type":"image","mimeType":"image/png","bytes":17,"attached":true},` +
+		`{"type":"image","mimeType":"image/png","bytes":4194304},` +
+		`{"type":"resource","mimeType":"text/plain","uri":"test://static/resource/1","text":"Resource 1 text"},` +
+		`{"type":"resource","mimeType":"image/gif","uri":"test://pic","bytes":6,"attached":true},` +
+		`{"type":"resource_link","mimeType":"text/plain","uri":"test://static/resource/2","name":"Resource 2"}]}`
+	if diff := cmp.Diff(want, string(got.Body)); diff != "" {
+		t.Errorf("body (-want +got):\n%s", diff)
+	}
+	media := sink.Media()
+	if len(media) != 2 || string(media[0].Data) != string(png) || media[0].MIMEType != "image/png" || media[1].MIMEType != "image/gif" {
+		t.Errorf("media = %+v, want the PNG and the GIF", media)
+	}
+	_, sink = WithMediaSink(t.Context())
+	got = renderMCPResult(&mcp.CallToolResult{StructuredContent: map[string]any{"ok": true},
+		Content: []mcp.Content{&mcp.ImageContent{MIMEType: "image/jpeg", Data: []byte("jpeg")}}}, 1<<30, sink)
+	if string(got.Body) != `{"ok":true}` || len(sink.Media()) != 1 {
+		t.Errorf("structured with a picture: body %s, media %d", got.Body, len(sink.Media()))
 	}
 }

@@ -28,8 +28,10 @@ var studioFiles embed.FS
 // studioCSP confines the console to its own origin: no inline script or
 // style, no other origin for scripts, styles, images or API calls, no
 // <base> rewriting, no form posts and no framing (the console holds the
-// admin key, so it must not be embeddable).
-const studioCSP = "default-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+// admin key, so it must not be embeddable). Pictures and sounds may also
+// be data: URLs — those a tool returned, drawn in its card (they run no
+// script).
+const studioCSP = "default-src 'self'; img-src 'self' data:; media-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // studioTypes are the content types of the console's assets, by
 // extension. A module script must be served as JavaScript, and with

@@ -7,15 +7,20 @@
 // stores.
 //
 // Keys, under the prefix: "thread:<key>" (the thread's JSON, trimmed by
-// Retention.Encode), "threads-of:<owner>" (a sorted set of the owner's
-// thread keys by last update, for MaxThreadsPerUser), "threads-by-age"
-// (all thread keys by last update, for Prune) and "agents" (a hash of
-// definitions by id; a deletion is kept as a tombstone); the runs' keys
-// are Runs'. A put and its
-// pruning are one Lua script, so concurrent puts keep the bound exactly.
-// The approvals inbox (Approvals) keeps "approval:<id>" and "approvals"
-// beside them. The scripts name keys they build, so this store needs a
-// single Redis (or one cluster slot), not a cluster.
+// Retention.Encode; on a Redis Cluster in the slot of its key, which is
+// the chat's claim's too, so a fenced put is one script in one slot),
+// "threads-of:<owner>" (a sorted set of the owner's thread keys by last
+// update, for MaxThreadsPerUser), "threads-by-age" (all thread keys by
+// last update, for Prune) and "agents" with "agents:version" (a hash of
+// definitions by id, a deletion kept as a tombstone, and its version
+// counter, in one slot); the runs' keys are Runs'. A put writes the
+// thread (fenced) and the indexes in one script on one Redis; on a
+// cluster the thread's script, then the indexes, each with its own
+// command;
+// the owner's bound is one script on the owner's set, so concurrent puts
+// keep it exactly. The approvals inbox (Approvals) keeps "approval:<id>"
+// and "approvals" beside them. See tools/rediskey for the cluster's
+// hash tags.
 package redisstore
 
 import (
@@ -30,13 +35,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/tools/rediskey"
 )
 
 // Store is the Redis store of threads and definitions.
 type Store struct {
-	c      redis.UniversalClient
-	prefix string
-	ret    agent.Retention
+	c   redis.UniversalClient
+	k   rediskey.Keys
+	ret agent.Retention
 }
 
 var (
@@ -48,7 +54,7 @@ var (
 
 // New returns the store of client; every key begins with prefix.
 func New(client redis.UniversalClient, prefix string, ret agent.Retention) *Store {
-	return &Store{c: client, prefix: prefix, ret: ret.WithDefaults()}
+	return &Store{c: client, k: rediskey.New(client, prefix), ret: ret.WithDefaults()}
 }
 
 // owner is the part of a thread key that names its owner (agent.ThreadKey
@@ -60,7 +66,7 @@ func owner(key string) string {
 
 // GetThread implements agent.ThreadStore.
 func (s *Store) GetThread(ctx context.Context, key string) (*agent.Thread, error) {
-	b, err := s.c.Get(ctx, s.prefix+"thread:"+key).Bytes()
+	b, err := s.c.Get(ctx, s.threadKey(key)).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, agent.ErrNotFound
 	}
@@ -79,14 +85,14 @@ func (s *Store) GetThread(ctx context.Context, key string) (*agent.Thread, error
 // agentID, newest first.
 func (s *Store) ListThreads(ctx context.Context, userID, agentID string, limit int) ([]*agent.Thread, error) {
 	prefix := agent.ThreadKey(userID, agentID, "")
-	keys, err := s.c.ZRevRange(ctx, s.prefix+"threads-of:"+owner(prefix), 0, -1).Result()
+	keys, err := s.c.ZRevRange(ctx, s.ownerKey(prefix), 0, -1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("thread store: redis: %w", err)
 	}
 	var want []string
 	for _, k := range keys {
 		if strings.HasPrefix(k, prefix) {
-			want = append(want, s.prefix+"thread:"+k)
+			want = append(want, k)
 			if limit > 0 && len(want) == limit {
 				break
 			}
@@ -95,15 +101,26 @@ func (s *Store) ListThreads(ctx context.Context, userID, agentID string, limit i
 	if len(want) == 0 {
 		return nil, nil
 	}
-	vals, err := s.c.MGet(ctx, want...).Result()
-	if err != nil {
+	// One GET each, pipelined (on a cluster the threads are in their
+	// own slots, where one MGET cannot reach).
+	cmds := make([]*redis.StringCmd, len(want))
+	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range want {
+			cmds[i] = p.Get(ctx, s.threadKey(k))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("thread store: redis: %w", err)
 	}
-	out := make([]*agent.Thread, 0, len(vals))
-	for i, v := range vals {
-		str, ok := v.(string)
-		if !ok {
+	out := make([]*agent.Thread, 0, len(want))
+	for i, cmd := range cmds {
+		str, err := cmd.Result()
+		if errors.Is(err, redis.Nil) {
 			continue // deleted since the set was read
+		}
+		if err != nil {
+			return nil, fmt.Errorf("thread store: redis: %w", err)
 		}
 		t := new(agent.Thread)
 		if err := json.Unmarshal([]byte(str), t); err != nil {
@@ -114,36 +131,42 @@ func (s *Store) ListThreads(ctx context.Context, userID, agentID string, limit i
 	return out, nil
 }
 
-// putScript: KEYS thread, owner set, age set[, fence]; ARGV JSON,
-// score, key, max per user[, fence value]. With a fence, nothing is
-// written unless the fence key holds the fence value ({-1}). Otherwise it
-// returns {0, the keys of the owner's threads past the bound, oldest
-// first} — for the caller to drop: a script touches only the keys named
-// in KEYS.
+// putScript: KEYS thread[, fence]; ARGV JSON[, fence value]. With a
+// fence, nothing is written unless the fence key holds the fence value
+// (-1). Otherwise it returns 1 when the thread is new, else 0.
 var putScript = redis.NewScript(`
-if #KEYS == 4 and redis.call('GET', KEYS[4]) ~= ARGV[5] then return {-1} end
+if #KEYS == 2 and redis.call('GET', KEYS[2]) ~= ARGV[2] then return -1 end
+local isNew = redis.call('EXISTS', KEYS[1]) == 0
+redis.call('SET', KEYS[1], ARGV[1])
+if isNew then return 1 end
+return 0`)
+
+// putIndexedScript is putScript with the index entries, for one Redis
+// (where a script may touch any key): KEYS thread, owner set, age
+// set[, fence]; ARGV JSON, score, key[, fence value].
+var putIndexedScript = redis.NewScript(`
+if #KEYS == 4 and redis.call('GET', KEYS[4]) ~= ARGV[4] then return -1 end
 local isNew = redis.call('EXISTS', KEYS[1]) == 0
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[3])
-local out = {0}
-local max = tonumber(ARGV[4])
-if not isNew or max <= 0 then return out end
-local excess = redis.call('ZCARD', KEYS[2]) - max
-if excess <= 0 then return out end
-for _, k in ipairs(redis.call('ZRANGE', KEYS[2], 0, excess)) do
-  if #out - 1 == excess then break end
-  if k ~= ARGV[3] then table.insert(out, k) end
-end
-return out`)
+if isNew then return 1 end
+return 0`)
 
-// dropScript: KEYS thread, owner set, age set; ARGV key. Deletes one
-// thread and its index entries.
-var dropScript = redis.NewScript(`
-redis.call('DEL', KEYS[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('ZREM', KEYS[3], ARGV[1])
-return 1`)
+// boundScript: KEYS owner set; ARGV key, max per user. The keys of the
+// owner's threads past the bound, oldest first, but key — for the caller
+// to drop (the threads are in their own slots). They leave the set here,
+// so two puts at once never both count the same excess.
+var boundScript = redis.NewScript(`
+local excess = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[2])
+if excess <= 0 then return {} end
+local out = {}
+for _, k in ipairs(redis.call('ZRANGE', KEYS[1], 0, excess)) do
+  if #out == excess then break end
+  if k ~= ARGV[1] then table.insert(out, k) end
+end
+for _, k in ipairs(out) do redis.call('ZREM', KEYS[1], k) end
+return out`)
 
 // PutThread implements agent.ThreadStore.
 func (s *Store) PutThread(ctx context.Context, t *agent.Thread) error {
@@ -169,39 +192,83 @@ func (s *Store) put(ctx context.Context, t *agent.Thread, fenceKey, fenceValue s
 	if !t.Updated.IsZero() {
 		score = t.Updated.UnixNano()
 	}
-	keys := []string{s.threadKey(t.Key), s.ownerKey(t.Key), s.ageKey()}
-	args := []any{v, score, t.Key, s.ret.MaxThreadsPerUser}
-	if fenceKey != "" {
-		keys, args = append(keys, fenceKey), append(args, fenceValue)
-	}
-	res, err := putScript.Run(ctx, s.c, keys, args...).Slice()
+	n, err := s.write(ctx, t.Key, v, score, fenceKey, fenceValue)
 	if err != nil {
 		return false, fmt.Errorf("thread store: redis: %w", err)
 	}
-	if n, _ := res[0].(int64); n < 0 {
+	if n < 0 {
 		return false, nil
 	}
-	for _, k := range res[1:] {
-		if k, ok := k.(string); ok {
-			if err := s.drop(ctx, k); err != nil {
-				return true, err
-			}
+	if n == 0 || s.ret.MaxThreadsPerUser <= 0 {
+		return true, nil
+	}
+	excess, err := boundScript.Run(ctx, s.c, []string{s.ownerKey(t.Key)}, t.Key, s.ret.MaxThreadsPerUser).StringSlice()
+	if err != nil {
+		return true, fmt.Errorf("thread store: redis: %w", err)
+	}
+	for _, k := range excess {
+		if err := s.drop(ctx, k); err != nil {
+			return true, err
 		}
 	}
 	return true, nil
 }
 
-// drop deletes the thread under key k with its index entries.
+// write stores the thread's JSON v and its index entries: -1 when the
+// fence refused it, 1 for a new thread, else 0. On one Redis that is one
+// script (one round trip, as a turn's checkpoints want); on a cluster the
+// thread's script, then the indexes (in other slots), so that a bound
+// never drops a thread before it is written — a put cut off between the
+// two leaves the thread unindexed until its next put.
+func (s *Store) write(ctx context.Context, key string, v []byte, score int64, fenceKey, fenceValue string) (int, error) {
+	if !s.k.Cluster() {
+		keys, args := []string{s.threadKey(key), s.ownerKey(key), s.ageKey()}, []any{v, score, key}
+		if fenceKey != "" {
+			keys, args = append(keys, fenceKey), append(args, fenceValue)
+		}
+		return putIndexedScript.Run(ctx, s.c, keys, args...).Int()
+	}
+	keys, args := []string{s.threadKey(key)}, []any{v}
+	if fenceKey != "" {
+		keys, args = append(keys, fenceKey), append(args, fenceValue)
+	}
+	n, err := putScript.Run(ctx, s.c, keys, args...).Int()
+	if err != nil || n < 0 {
+		return n, err
+	}
+	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZAdd(ctx, s.ownerKey(key), redis.Z{Score: float64(score), Member: key})
+		p.ZAdd(ctx, s.ageKey(), redis.Z{Score: float64(score), Member: key})
+		return nil
+	})
+	return n, err
+}
+
+// drop deletes the thread under key k with its index entries: one
+// command each (they are in different slots), the thread first.
 func (s *Store) drop(ctx context.Context, k string) error {
-	if err := dropScript.Run(ctx, s.c, []string{s.threadKey(k), s.ownerKey(k), s.ageKey()}, k).Err(); err != nil {
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, s.threadKey(k))
+		p.ZRem(ctx, s.ownerKey(k), k)
+		p.ZRem(ctx, s.ageKey(), k)
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("thread store: redis: %w", err)
 	}
 	return nil
 }
 
-func (s *Store) threadKey(k string) string { return s.prefix + "thread:" + k }
-func (s *Store) ownerKey(k string) string  { return s.prefix + "threads-of:" + owner(k) }
-func (s *Store) ageKey() string            { return s.prefix + "threads-by-age" }
+// threadKey is in the slot of the thread's key, which is the key of its
+// chat's claim (web/runlease/redislease tags its keys alike).
+func (s *Store) threadKey(k string) string { return s.k.In(k, "thread:"+k) }
+func (s *Store) ownerKey(k string) string  { return s.k.Key("threads-of:" + owner(k)) }
+func (s *Store) ageKey() string            { return s.k.Key("threads-by-age") }
+
+// agentsKey and versionKey share a slot: a put writes both in one
+// transaction.
+func (s *Store) agentsKey() string  { return s.k.In("agents", "agents") }
+func (s *Store) versionKey() string { return s.k.In("agents", "agents:version") }
 
 // Prune deletes the threads not updated within MaxAge and reports how
 // many: the age index names them, a script per thread drops each.
@@ -230,7 +297,7 @@ func (s *Store) Prune(ctx context.Context) (int, error) {
 
 // ListDefinitions implements agent.DefinitionStore, sorted by id.
 func (s *Store) ListDefinitions(ctx context.Context) ([]agent.Definition, error) {
-	m, err := s.c.HGetAll(ctx, s.prefix+"agents").Result()
+	m, err := s.c.HGetAll(ctx, s.agentsKey()).Result()
 	if err != nil {
 		return nil, fmt.Errorf("agent store: redis: %w", err)
 	}
@@ -257,8 +324,8 @@ func (s *Store) PutDefinition(ctx context.Context, d agent.Definition) error {
 		return err
 	}
 	_, err = s.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, s.prefix+"agents", d.ID, v)
-		p.Incr(ctx, s.prefix+"agents:version")
+		p.HSet(ctx, s.agentsKey(), d.ID, v)
+		p.Incr(ctx, s.versionKey())
 		return nil
 	})
 	if err != nil {
@@ -282,7 +349,7 @@ func (s *Store) PutDefinitionAt(ctx context.Context, d agent.Definition, version
 	if err != nil {
 		return false, err
 	}
-	n, err := putAtScript.Run(ctx, s.c, []string{s.prefix + "agents", s.prefix + "agents:version"}, d.ID, v, version).Int()
+	n, err := putAtScript.Run(ctx, s.c, []string{s.agentsKey(), s.versionKey()}, d.ID, v, version).Int()
 	if err != nil {
 		return false, fmt.Errorf("agent store: redis: %w", err)
 	}
@@ -293,7 +360,7 @@ func (s *Store) PutDefinitionAt(ctx context.Context, d agent.Definition, version
 // every put and delete increments (in the same transaction), so each
 // replica's Registry sees another's edits.
 func (s *Store) DefinitionsVersion(ctx context.Context) (string, error) {
-	v, err := s.c.Get(ctx, s.prefix+"agents:version").Result()
+	v, err := s.c.Get(ctx, s.versionKey()).Result()
 	if errors.Is(err, redis.Nil) {
 		return "0", nil
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/trawl-dev/trawl/agent/storetest"
 	"github.com/trawl-dev/trawl/agent/workflow"
 	"github.com/trawl-dev/trawl/stream/redistest"
+	"github.com/trawl-dev/trawl/web/runlease"
+	"github.com/trawl-dev/trawl/web/runlease/redislease"
 )
 
 func TestStoreConforms(t *testing.T) {
@@ -20,7 +22,7 @@ func TestStoreConforms(t *testing.T) {
 		n := 0
 		storetest.Run(t, func(t *testing.T, ret agent.Retention) storetest.Store {
 			n++
-			return redisstore.New(c, srv.Prefix(fmt.Sprintf("t%d:", n)), ret)
+			return redisstore.New(c, fmt.Sprintf("t%d:", n), ret)
 		})
 	})
 }
@@ -31,7 +33,7 @@ func TestApprovalsConform(t *testing.T) {
 		n := 0
 		storetest.RunApprovals(t, func(t *testing.T) agent.ApprovalStore {
 			n++
-			return redisstore.NewApprovals(c, srv.Prefix(fmt.Sprintf("a%d:", n)))
+			return redisstore.NewApprovals(c, fmt.Sprintf("a%d:", n))
 		})
 	})
 }
@@ -180,33 +182,50 @@ func TestConcurrentPatchesAcrossReplicas(t *testing.T) {
 
 // A fenced write lands only while the fence key holds the writer's value,
 // checked in the write's own script.
-func TestPutThreadFenced(t *testing.T) {
-	c := redistest.Start(t).Client(t)
-	ctx := context.Background()
-	s := redisstore.New(c, "p:", agent.Retention{})
-	th := &agent.Thread{Key: agent.ThreadKey("u", "a", "c"), UserID: "u", Updated: time.Now(),
-		Msgs: []agent.UIMessage{{ID: "m1", Role: agent.RoleUser, Parts: []agent.Part{{Type: "text", Text: "first"}}}}}
-	if err := c.Set(ctx, "p:lease:chat", "run-1", 0).Err(); err != nil {
+// claim acquires key for runID in the real run registry: the fence key
+// and value a fenced put is given (on a cluster the fence key is in the
+// thread's or run's slot, or the put's script would fail CROSSSLOT).
+func claim(t *testing.T, reg *redislease.Registry, key, runID string) (fenceKey, fenceValue string, l runlease.Lease) {
+	t.Helper()
+	l, err := reg.Acquire(context.Background(), key, runID)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if written, err := s.PutThreadFenced(ctx, th, "p:lease:chat", "run-1"); !written || err != nil {
-		t.Fatalf("the holder's write: %v %v", written, err)
-	}
-	c.Set(ctx, "p:lease:chat", "run-2", 0) // another run holds the chat now
-	stale := *th
-	stale.Msgs = append([]agent.UIMessage(nil), th.Msgs...)
-	stale.Msgs[0].Parts = []agent.Part{{Type: "text", Text: "stale"}}
-	if written, err := s.PutThreadFenced(ctx, &stale, "p:lease:chat", "run-1"); written || err != nil {
-		t.Fatalf("a write after the claim moved on: %v %v, want it refused", written, err)
-	}
-	c.Del(ctx, "p:lease:chat") // and with no claim at all
-	if written, err := s.PutThreadFenced(ctx, &stale, "p:lease:chat", "run-1"); written || err != nil {
-		t.Fatalf("a write with no claim: %v %v, want it refused", written, err)
-	}
-	got, err := s.GetThread(ctx, th.Key)
-	if err != nil || got.Msgs[0].Text() != "first" {
-		t.Fatalf("the thread is %v (%v); the fenced writes must not have landed", got.Msgs, err)
-	}
+	t.Cleanup(func() { l.Release(context.Background()) })
+	return reg.FenceKey(key), l.(runlease.Fenced).FenceValue(), l
+}
+
+func TestPutThreadFenced(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, srv redistest.Backend) {
+		c := srv.Universal(t)
+		ctx := context.Background()
+		s := redisstore.New(c, "p:", agent.Retention{})
+		reg := redislease.New(c, "p:", 0)
+		t.Cleanup(func() { reg.Close() })
+		th := &agent.Thread{Key: agent.ThreadKey("u", "a", "c"), UserID: "u", Updated: time.Now(),
+			Msgs: []agent.UIMessage{{ID: "m1", Role: agent.RoleUser, Parts: []agent.Part{{Type: "text", Text: "first"}}}}}
+		fk, fv, l := claim(t, reg, th.Key, "run-1")
+		if written, err := s.PutThreadFenced(ctx, th, fk, fv); !written || err != nil {
+			t.Fatalf("the holder's write: %v %v", written, err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		stale := *th
+		stale.Msgs = append([]agent.UIMessage(nil), th.Msgs...)
+		stale.Msgs[0].Parts = []agent.Part{{Type: "text", Text: "stale"}}
+		if written, err := s.PutThreadFenced(ctx, &stale, fk, fv); written || err != nil {
+			t.Fatalf("a write with no claim: %v %v, want it refused", written, err)
+		}
+		claim(t, reg, th.Key, "run-2") // another run holds the chat now
+		if written, err := s.PutThreadFenced(ctx, &stale, fk, fv); written || err != nil {
+			t.Fatalf("a write after the claim moved on: %v %v, want it refused", written, err)
+		}
+		got, err := s.GetThread(ctx, th.Key)
+		if err != nil || got.Msgs[0].Text() != "first" {
+			t.Fatalf("the thread is %v (%v); the fenced writes must not have landed", got.Msgs, err)
+		}
+	})
 }
 
 func TestRunsConform(t *testing.T) {
@@ -215,7 +234,7 @@ func TestRunsConform(t *testing.T) {
 		n := 0
 		storetest.RunRuns(t, func(t *testing.T, ret workflow.RunRetention) workflow.RunStore {
 			n++
-			return redisstore.NewRuns(c, srv.Prefix(fmt.Sprintf("r%d:", n)), ret)
+			return redisstore.NewRuns(c, fmt.Sprintf("r%d:", n), ret)
 		})
 	})
 }
@@ -223,30 +242,35 @@ func TestRunsConform(t *testing.T) {
 // A run's fenced put writes only while the fence key holds the run's
 // claim, in the write's own script.
 func TestRunsPutFenced(t *testing.T) {
-	c := redistest.Start(t).Client(t)
-	s := redisstore.NewRuns(c, "p:", workflow.RunRetention{})
-	ctx := context.Background()
-	run := &workflow.Run{ID: "wfr_1", Workflow: "w", Status: workflow.StatusRunning, Started: time.Now()}
-	if err := s.PutRun(ctx, run); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Set(ctx, "p:lease:wfr", "wfr_1", time.Minute).Err(); err != nil {
-		t.Fatal(err)
-	}
-	done := *run
-	done.Status = workflow.StatusDone
-	if ok, err := s.PutRunFenced(ctx, &done, "p:lease:wfr", "wfr_1"); !ok || err != nil {
-		t.Fatalf("a put holding the claim: %v %v", ok, err)
-	}
-	stopped := *run
-	stopped.Status = workflow.StatusStopped
-	if ok, err := s.PutRunFenced(ctx, &stopped, "p:lease:wfr", "wfr_other"); ok || err != nil {
-		t.Fatalf("a put without the claim: %v %v", ok, err)
-	}
-	if ok, err := s.PutRunFenced(ctx, &stopped, "p:lease:none", "wfr_1"); ok || err != nil {
-		t.Fatalf("a put on a claim that is gone: %v %v", ok, err)
-	}
-	if got, err := s.GetSummary(ctx, "wfr_1"); err != nil || got.Status != workflow.StatusDone {
-		t.Errorf("after the refused puts: %+v %v, want done", got, err)
-	}
+	redistest.Each(t, func(t *testing.T, srv redistest.Backend) {
+		c := srv.Universal(t)
+		s := redisstore.NewRuns(c, "p:", workflow.RunRetention{})
+		reg := redislease.New(c, "p:", 0)
+		t.Cleanup(func() { reg.Close() })
+		ctx := context.Background()
+		run := &workflow.Run{ID: "wfr_1", Workflow: "w", Status: workflow.StatusRunning, Started: time.Now()}
+		if err := s.PutRun(ctx, run); err != nil {
+			t.Fatal(err)
+		}
+		fk, fv, l := claim(t, reg, workflow.ClaimKey(run.ID), run.ID)
+		done := *run
+		done.Status = workflow.StatusDone
+		if ok, err := s.PutRunFenced(ctx, &done, fk, fv); !ok || err != nil {
+			t.Fatalf("a put holding the claim: %v %v", ok, err)
+		}
+		stopped := *run
+		stopped.Status = workflow.StatusStopped
+		if ok, err := s.PutRunFenced(ctx, &stopped, fk, fv+"x"); ok || err != nil {
+			t.Fatalf("a put without the claim: %v %v", ok, err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := s.PutRunFenced(ctx, &stopped, fk, fv); ok || err != nil {
+			t.Fatalf("a put on a claim that is gone: %v %v", ok, err)
+		}
+		if got, err := s.GetSummary(ctx, "wfr_1"); err != nil || got.Status != workflow.StatusDone {
+			t.Errorf("after the refused puts: %+v %v, want done", got, err)
+		}
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl-dev/trawl/agent/workflow"
+	"github.com/trawl-dev/trawl/tools/rediskey"
 )
 
 // Runs is the Redis workflow.RunStore, within the same
@@ -17,52 +18,46 @@ import (
 // "wfrun:<id>" (a hash: the run's summary JSON, its status, its workflow
 // and, once it ended, its result JSON), "wfruns-of:<workflow>" (a sorted
 // set of the workflow's run ids by start, for lists and MaxPerWorkflow)
-// and "wfruns-by-start" (every run id by start, for Prune). A put and its
-// pruning are one Lua script, so concurrent runs keep the bound exactly.
+// and "wfruns-by-start" (every run id by start, for Prune). On a Redis
+// Cluster a run's hash is in the slot of its claim (workflow.ClaimKey),
+// so a fenced put is one script; the indexes are written after it, each
+// with its own command, and the bound takes a run out of its workflow's set in
+// one script on that set, so concurrent runs keep it exactly.
 type Runs struct {
-	c      redis.UniversalClient
-	prefix string
-	ret    workflow.RunRetention
+	c   redis.UniversalClient
+	k   rediskey.Keys
+	ret workflow.RunRetention
 }
 
 var _ workflow.RunStore = (*Runs)(nil)
 
 // NewRuns returns the run store of client; every key begins with prefix.
 func NewRuns(client redis.UniversalClient, prefix string, ret workflow.RunRetention) *Runs {
-	return &Runs{c: client, prefix: prefix, ret: ret.WithDefaults()}
+	return &Runs{c: client, k: rediskey.New(client, prefix), ret: ret.WithDefaults()}
 }
 
-func (s *Runs) runKey(id string) string { return s.prefix + "wfrun:" + id }
+func (s *Runs) runKey(id string) string      { return s.k.In(workflow.ClaimKey(id), "wfrun:"+id) }
+func (s *Runs) workflowKey(wf string) string { return s.k.Key("wfruns-of:" + wf) }
+func (s *Runs) startKey() string             { return s.k.Key("wfruns-by-start") }
 
-// putRunScript: KEYS run, the workflow's set, the start set[, fence];
-// ARGV summary, result ("" for none), status, workflow, score, id[,
-// fence value]. With a fence, nothing is written unless the fence key
-// holds the fence value (-1). Returns 1 for a new run, else 0: the
-// caller then applies the per-workflow bound (dropRunScript), as a
-// script touches only the keys named in KEYS.
+// putRunScript: KEYS run[, fence]; ARGV summary, result ("" for none),
+// status, workflow[, fence value]. With a fence, nothing is written
+// unless the fence key holds the fence value (-1). Returns 1 for a new
+// run, else 0: the caller then applies the per-workflow bound.
 var putRunScript = redis.NewScript(`
-if #KEYS == 4 and redis.call('GET', KEYS[4]) ~= ARGV[7] then return -1 end
+if #KEYS == 2 and redis.call('GET', KEYS[2]) ~= ARGV[5] then return -1 end
 local isNew = redis.call('EXISTS', KEYS[1]) == 0
 redis.call('HSET', KEYS[1], 'summary', ARGV[1], 'status', ARGV[3], 'workflow', ARGV[4])
 if ARGV[2] == '' then redis.call('HDEL', KEYS[1], 'result') else redis.call('HSET', KEYS[1], 'result', ARGV[2]) end
-redis.call('ZADD', KEYS[2], ARGV[5], ARGV[6])
-redis.call('ZADD', KEYS[3], ARGV[5], ARGV[6])
 if isNew then return 1 end
 return 0`)
 
-// dropRunScript: KEYS run, the workflow's set, the start set; ARGV id,
-// and "ended" with the bound to drop it only if it is not running and
-// the workflow still holds more runs than the bound (another put may
-// have dropped some meanwhile). Returns 1 when it dropped it.
-var dropRunScript = redis.NewScript(`
-if ARGV[2] == 'ended' then
-  if redis.call('ZCARD', KEYS[2]) <= tonumber(ARGV[3]) then return 0 end
-  if redis.call('HGET', KEYS[1], 'status') == 'running' then return 0 end
-end
-redis.call('DEL', KEYS[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('ZREM', KEYS[3], ARGV[1])
-return 1`)
+// unlistScript: KEYS the workflow's set; ARGV id, the bound. It takes id
+// out of the set only while the set holds more runs than the bound
+// (another put may have dropped some meanwhile): 1 when it did.
+var unlistScript = redis.NewScript(`
+if redis.call('ZCARD', KEYS[1]) <= tonumber(ARGV[2]) then return 0 end
+return redis.call('ZREM', KEYS[1], ARGV[1])`)
 
 // PutRun implements workflow.RunStore.
 func (s *Runs) PutRun(ctx context.Context, r *workflow.Run) error {
@@ -96,8 +91,8 @@ func (s *Runs) put(ctx context.Context, r *workflow.Run, fenceKey, fenceValue st
 	if !r.Started.IsZero() {
 		score = r.Started.UnixNano()
 	}
-	keys := []string{s.runKey(r.ID), s.prefix + "wfruns-of:" + r.Workflow, s.prefix + "wfruns-by-start"}
-	args := []any{sb, rb, string(r.Status), r.Workflow, score, r.ID}
+	keys := []string{s.runKey(r.ID)}
+	args := []any{sb, rb, string(r.Status), r.Workflow}
 	if fenceKey != "" {
 		keys, args = append(keys, fenceKey), append(args, fenceValue)
 	}
@@ -105,18 +100,32 @@ func (s *Runs) put(ctx context.Context, r *workflow.Run, fenceKey, fenceValue st
 	if err != nil {
 		return false, fmt.Errorf("workflow run store: redis: %w", err)
 	}
+	if n < 0 {
+		return false, nil
+	}
+	// Then the indexes (in other slots), so that a bound never takes a
+	// run for an ended one before it is written. A put cut off between
+	// the two leaves the run unlisted until its next put (its end).
+	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZAdd(ctx, s.workflowKey(r.Workflow), redis.Z{Score: float64(score), Member: r.ID})
+		p.ZAdd(ctx, s.startKey(), redis.Z{Score: float64(score), Member: r.ID})
+		return nil
+	})
+	if err != nil {
+		return true, fmt.Errorf("workflow run store: redis: %w", err)
+	}
 	if n == 1 && s.ret.MaxPerWorkflow > 0 {
 		if err := s.bound(ctx, r); err != nil {
 			return true, err
 		}
 	}
-	return n >= 0, nil
+	return true, nil
 }
 
 // bound deletes the oldest ended runs of r's workflow beyond
 // MaxPerWorkflow, r never.
 func (s *Runs) bound(ctx context.Context, r *workflow.Run) error {
-	set := s.prefix + "wfruns-of:" + r.Workflow
+	set := s.workflowKey(r.Workflow)
 	for from := int64(0); ; {
 		n, err := s.c.ZCard(ctx, set).Result()
 		if err != nil {
@@ -147,17 +156,39 @@ func (s *Runs) bound(ctx context.Context, r *workflow.Run) error {
 	}
 }
 
-// drop deletes run id of workflow wf (only if it ended, with ended).
+// drop deletes run id of workflow wf (with ended, only if it is not
+// running and the workflow holds more runs than the bound): 1 when it
+// did. The run and its index entries are in different slots on a
+// cluster: with ended, the entry leaves the workflow's set in one script
+// (so two bounds at once never drop the same excess twice), then the run
+// and its other entry go.
 func (s *Runs) drop(ctx context.Context, id, wf string, ended bool) (int, error) {
-	mode := ""
 	if ended {
-		mode = "ended"
+		st, err := s.c.HGet(ctx, s.runKey(id), "status").Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return 0, fmt.Errorf("workflow run store: redis: %w", err)
+		}
+		if st == string(workflow.StatusRunning) {
+			return 0, nil
+		}
+		n, err := unlistScript.Run(ctx, s.c, []string{s.workflowKey(wf)}, id, s.ret.MaxPerWorkflow).Int()
+		if err != nil {
+			return 0, fmt.Errorf("workflow run store: redis: %w", err)
+		}
+		if n == 0 {
+			return 0, nil
+		}
 	}
-	n, err := dropRunScript.Run(ctx, s.c, []string{s.runKey(id), s.prefix + "wfruns-of:" + wf, s.prefix + "wfruns-by-start"}, id, mode, s.ret.MaxPerWorkflow).Int()
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, s.runKey(id))
+		p.ZRem(ctx, s.workflowKey(wf), id)
+		p.ZRem(ctx, s.startKey(), id)
+		return nil
+	})
 	if err != nil {
 		return 0, fmt.Errorf("workflow run store: redis: %w", err)
 	}
-	return n, nil
+	return 1, nil
 }
 
 // GetRun implements workflow.RunStore: summary and result in one read.
@@ -207,7 +238,7 @@ func decodeRun(id string, v any) (*workflow.Run, error) {
 // ListRuns implements workflow.RunStore: the workflow's set, newest
 // first, then the summaries in one pipeline.
 func (s *Runs) ListRuns(ctx context.Context, workflowID string, limit int) ([]*workflow.Run, error) {
-	ids, err := s.c.ZRevRange(ctx, s.prefix+"wfruns-of:"+workflowID, 0, int64(limit)-1).Result()
+	ids, err := s.c.ZRevRange(ctx, s.workflowKey(workflowID), 0, int64(limit)-1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("workflow run store: redis: %w", err)
 	}
@@ -250,7 +281,7 @@ func (s *Runs) Prune(ctx context.Context) (int, error) {
 	cutoff := s.ret.Now().Add(-s.ret.MaxAge).UnixNano()
 	total := 0
 	for {
-		old, err := s.c.ZRangeArgs(ctx, redis.ZRangeArgs{Key: s.prefix + "wfruns-by-start", Start: "-inf", Stop: "(" + strconv.FormatInt(cutoff, 10), ByScore: true, Count: 1000}).Result()
+		old, err := s.c.ZRangeArgs(ctx, redis.ZRangeArgs{Key: s.startKey(), Start: "-inf", Stop: "(" + strconv.FormatInt(cutoff, 10), ByScore: true, Count: 1000}).Result()
 		if err != nil {
 			return total, fmt.Errorf("workflow run store: prune: redis: %w", err)
 		}

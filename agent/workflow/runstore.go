@@ -53,6 +53,11 @@ func (r *Run) summary() *Run {
 // stored, or pruned).
 var ErrRunNotFound = errors.New("workflow run not found")
 
+// ClaimKey is the key a run of id claims in the run registry while it
+// runs (one run per key on every replica); a Redis store keeps the run in
+// that claim's slot on a Redis Cluster, so a fenced put is one script.
+func ClaimKey(runID string) string { return "workflow-run:" + runID }
+
 // RunStore keeps workflow runs within a RunRetention. Implementations are
 // safe for concurrent use; one run is written by the run itself (at its
 // start and its end) and, when its replica died, by the replica that

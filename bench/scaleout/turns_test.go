@@ -516,15 +516,30 @@ func BenchmarkTurns(b *testing.B) {
 // main made from a copy of its tree (git archive main | tar -x -C DIR;
 // go build -o DIR/trawl ./cmd/trawl in DIR). It skips without one.
 func BenchmarkTurnsEmbeddedVsBase(b *testing.B) {
+	benchVsBase(b, false)
+}
+
+// BenchmarkTurnsRedisVsBase is BenchmarkTurnsEmbeddedVsBase on Redis
+// with one replica (each build on a redis-server of its own; CPU counts
+// redis-server's too).
+func BenchmarkTurnsRedisVsBase(b *testing.B) {
+	benchVsBase(b, true)
+}
+
+func benchVsBase(b *testing.B, onRedis bool) {
 	base := os.Getenv("TRAWL_BASE_BIN")
 	if base == "" {
 		b.Skip("set TRAWL_BASE_BIN to a trawl binary to compare against")
 	}
+	name := "embedded"
+	if onRedis {
+		name = "redis-1"
+	}
 	l := load{Conversations: 40, Concurrent: 20}
 	interleave(b, rounds, []measurement{
-		{"embedded", startDeployment(b, 1, false, nil), l},
-		{"embedded-base", startDeploymentOf(b, base, 1, false, nil), l},
-	}, map[string][2]string{"embedded/base-cpu": {"embedded", "embedded-base"}})
+		{name, startDeployment(b, 1, onRedis, nil), l},
+		{name + "-base", startDeploymentOf(b, base, 1, onRedis, nil), l},
+	}, map[string][2]string{name + "/base-cpu": {name, name + "-base"}})
 }
 
 // measurement is one deployment under one load.

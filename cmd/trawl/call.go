@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -292,6 +293,8 @@ func progressFraction(p loop.Progress) (f float64, ok bool) {
 		return float64(p.ForEach.Index) / float64(p.ForEach.Total), true
 	case p.Total > 0:
 		return min(1, float64(p.Items)/float64(p.Total)), true
+	case p.Upstream != nil && p.Upstream.Total > 0:
+		return min(1, p.Upstream.Progress/p.Upstream.Total), true
 	}
 	return 0, false
 }
@@ -305,6 +308,22 @@ type progressSegment struct {
 
 func progressSegments(p loop.Progress) []progressSegment {
 	var segs []progressSegment
+	if u := p.Upstream; u != nil {
+		// What the upstream says of the request under way (an MCP tool's
+		// progress): first, and kept longest; before any page, the rest
+		// would only count zeros.
+		if u.Message != "" {
+			segs = append(segs, progressSegment{u.Message, 6})
+		}
+		n := strconv.FormatFloat(u.Progress, 'f', -1, 64)
+		if u.Total > 0 {
+			n += " of " + strconv.FormatFloat(u.Total, 'f', -1, 64)
+		}
+		segs = append(segs, progressSegment{"upstream " + n, 5})
+		if p.Page == 0 && p.Items == 0 {
+			return append(segs, progressSegment{fmt.Sprintf("%.1fs", p.Elapsed.Seconds()), 2})
+		}
+	}
 	page := fmt.Sprintf("page %d", p.Page)
 	if p.ForEach == nil && p.Total > 0 && p.Items > 0 && p.Page > 0 {
 		// Pages known from the total and the page size seen so far.

@@ -25,6 +25,7 @@ import (
 	"github.com/trawl-dev/trawl/loop"
 	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/stream"
+	"github.com/trawl-dev/trawl/tools"
 	"github.com/trawl-dev/trawl/web"
 )
 
@@ -546,6 +547,9 @@ func (r *chatRenderer) showProgress(id string, p stream.Progress) {
 	}}
 	if fe := p.ForEach; fe != nil {
 		lp.ForEach = &loop.ForEachProgress{Key: fe.Key, Value: fe.Value, Index: fe.Index, Total: fe.Total}
+	}
+	if u := p.Upstream; u != nil {
+		lp.Upstream = &tools.UpstreamProgress{Progress: u.Progress, Total: u.Total, Message: u.Message}
 	}
 	if !r.c.tty {
 		r.endLine()

@@ -133,3 +133,54 @@ func sessionToken(t *testing.T, p *process, user string) string {
 	}
 	return out.Token
 }
+
+// TestMCPOfficialClientsUpstream: the same clients, over HTTP and stdio,
+// on an agent bound to the pinned server-everything: its resources,
+// templates, prompts and pictures reach them through trawl.
+func TestMCPOfficialClientsUpstream(t *testing.T) {
+	node := mcpHarness(t)
+	entry, err := filepath.Abs("../../tools/testdata/mcp-everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(entry); err != nil {
+		t.Skip("server-everything is not installed; run tools/testdata/mcp-everything/install.sh")
+	}
+	bin := buildTrawl(t)
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	body := fmt.Sprintf(`model: {provider: openai, base_url: "http://127.0.0.1:1/v1", api_key: unused, name: m}
+mcp_servers:
+  - {id: everything, command: [%q, %q, stdio]}
+agents:
+  - id: pics
+    system: Use the tools.
+    agentTools:
+      - {toolkit: everything}
+`, node, entry)
+	cfgPath := filepath.Join(dir, "trawl.yaml")
+	cfg := fmt.Sprintf("listen: %s\nadmin_key: %s\ndata_dir: %s\n%s", addr, lifecycleKey, filepath.Join(dir, "data"), body)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startTrawl(t, bin, cfgPath, addr)
+	stdioCfg := filepath.Join(dir, "stdio.yaml")
+	if err := os.WriteFile(stdioCfg, []byte(fmt.Sprintf("data_dir: %s\n%s", filepath.Join(dir, "stdio-data"), body)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, sdk := range []string{"client2", "sdk1"} {
+		t.Run(sdk+"/http", func(t *testing.T) {
+			runClientChecks(t, node, "--sdk", sdk, "--transport", "http", "--url", "http://"+addr+"/v1/agents/pics/mcp", "--token", lifecycleKey,
+				"--checks", "upstream")
+		})
+		t.Run(sdk+"/stdio", func(t *testing.T) {
+			runClientChecks(t, node, "--sdk", sdk, "--transport", "stdio", "--bin", bin, "--args", "mcp --agent pics --config "+stdioCfg,
+				"--cwd", t.TempDir(), "--checks", "upstream")
+		})
+	}
+}

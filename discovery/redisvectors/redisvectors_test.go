@@ -17,7 +17,7 @@ func TestCacheConforms(t *testing.T) {
 		n := 0
 		vectorcachetest.Run(t, func(t *testing.T) discovery.VectorCache {
 			n++
-			return redisvectors.New(c, srv.Prefix(fmt.Sprintf("v%d:", n)))
+			return redisvectors.New(c, fmt.Sprintf("v%d:", n))
 		})
 	})
 }
@@ -26,7 +26,7 @@ func TestRoundTripAndIsolation(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, srv redistest.Backend) {
 		c := srv.Universal(t)
 		ctx := context.Background()
-		a, b := redisvectors.New(c, srv.Prefix("a:")), redisvectors.New(c, srv.Prefix("b:"))
+		a, b := redisvectors.New(c, "a:"), redisvectors.New(c, "b:")
 		if err := a.PutVectors(ctx, map[string][]float32{"k1": {1, -2.5, 3e-7}, "k2": {}}); err != nil {
 			t.Fatal(err)
 		}

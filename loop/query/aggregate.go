@@ -1,6 +1,7 @@
 package query
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"iter"
@@ -54,10 +55,20 @@ type Aggregate struct {
 	paths   []aggPath
 	first   []string
 	byFirst [][]int
-	filter  *Filter
-	having  []havingDef
-	order   []orderDef
-	limit   int
+	// single[f] is the path that is first[f] alone (no deeper keys, no
+	// other path starting with it), or -1; firstEsc[f] marks a first key
+	// holding a quote or a backslash, which a raw key cannot be compared
+	// with.
+	single   []int
+	firstEsc []bool
+	// valueCounts are the counts and distinct counts of a field (a count
+	// of rows is the group's rows; numeric metrics share their path's
+	// state).
+	valueCounts []int
+	filter      *Filter
+	having      []havingDef
+	order       []orderDef
+	limit       int
 	// limitAsked is the limit given when it was above the maximum.
 	limitAsked int
 }
@@ -271,6 +282,18 @@ func CompileAggregate(s AggregateSpec) (*Aggregate, error) {
 			a.byFirst = append(a.byFirst, nil)
 		}
 		a.byFirst[j] = append(a.byFirst[j], i)
+	}
+	for mi, m := range a.metrics {
+		if m.num < 0 && m.path >= 0 {
+			a.valueCounts = append(a.valueCounts, mi)
+		}
+	}
+	for f, name := range a.first {
+		a.single = append(a.single, -1)
+		if ps := a.byFirst[f]; len(ps) == 1 && len(a.paths[ps[0]].keys) == 1 {
+			a.single[f] = ps[0]
+		}
+		a.firstEsc = append(a.firstEsc, strings.ContainsAny(name, `"\\`))
 	}
 	return a, nil
 }
@@ -537,12 +560,8 @@ func (a *Aggregate) RunIndexed(n int, row func(int) []byte, pre *Filter) (*Aggre
 	workers := min(runtime.GOMAXPROCS(0), 4, n/parallelRows)
 	if workers <= 1 {
 		r := a.newRun()
-		for i := range n {
-			if item := row(i); pre.Match(item) {
-				if err := r.add(item, i); err != nil {
-					return nil, err
-				}
-			}
+		if err := r.span(0, n, row, pre); err != nil {
+			return nil, err
 		}
 		return r.result(), nil
 	}
@@ -552,15 +571,7 @@ func (a *Aggregate) RunIndexed(n int, row func(int) []byte, pre *Filter) (*Aggre
 	for w := range workers {
 		from, to := n*w/workers, n*(w+1)/workers
 		runs[w] = a.newRun()
-		wg.Go(func() {
-			for i := from; i < to; i++ {
-				if item := row(i); pre.Match(item) {
-					if errs[w] = runs[w].add(item, i); errs[w] != nil {
-						return
-					}
-				}
-			}
-		})
+		wg.Go(func() { errs[w] = runs[w].span(from, to, row, pre) })
 	}
 	wg.Wait()
 	for _, err := range errs {
@@ -574,6 +585,18 @@ func (a *Aggregate) RunIndexed(n int, row func(int) []byte, pre *Filter) (*Aggre
 	return runs[0].result(), nil
 }
 
+// span aggregates the rows row(from) … row(to-1) that pass pre.
+func (r *aggRun) span(from, to int, row func(int) []byte, pre *Filter) error {
+	for i := from; i < to; i++ {
+		if item := row(i); pre.Match(item) {
+			if err := r.add(item, i); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // aggRun is one pass of an aggregate over rows.
 type aggRun struct {
 	a       *Aggregate
@@ -583,10 +606,17 @@ type aggRun struct {
 	groups  []*groupState
 	key     []byte
 	rows    int
+	// raw maps the text of a group key seen (one group_by path) to its
+	// group: at most maxRawKeys of them.
+	raw map[string]int
 }
 
+// maxRawKeys bounds aggRun.raw, which duplicates keys: past it, groups
+// are found by their canonical key alone.
+const maxRawKeys = 4096
+
 func (a *Aggregate) newRun() *aggRun {
-	return &aggRun{a: a, scratch: make([]rowPath, len(a.paths)), index: map[string]int{}}
+	return &aggRun{a: a, scratch: make([]rowPath, len(a.paths)), index: map[string]int{}, raw: map[string]int{}}
 }
 
 // add aggregates row, the i-th.
@@ -599,11 +629,30 @@ func (r *aggRun) add(row []byte, i int) error {
 		return fmt.Errorf("query: aggregate: row %d: %w", i, err)
 	}
 	r.rows++
+	// One group_by path reaching one value (not through an array): the
+	// value's text names the group as well as its canonical form does, so
+	// a text seen before finds the group without building the key.
+	var raw []byte
+	if len(a.groupBy) == 1 {
+		if s := &r.scratch[a.groupBy[0]]; !s.arr && len(s.obs) == 1 && s.obs[0].kind == obsValue {
+			raw = s.obs[0].v
+			if gi, ok := r.raw[bstr(raw)]; ok {
+				a.update(r.groups[gi], r.scratch, &r.key)
+				return nil
+			}
+		}
+	}
 	r.key = r.key[:0]
 	for _, p := range a.groupBy {
 		r.key = appendKeyCanon(r.key, &r.scratch[p])
 	}
 	gi, ok := r.index[string(r.key)]
+	if raw != nil && len(r.raw) < maxRawKeys {
+		r.raw[string(raw)] = gi
+		if !ok {
+			r.raw[string(raw)] = len(r.groups)
+		}
+	}
 	if !ok {
 		gi = len(r.groups)
 		k := string(r.key)
@@ -683,52 +732,8 @@ func (a *Aggregate) read(row []byte, scratch []rowPath) error {
 		return syntaxErr(row, i, "value")
 	}
 	if row[i] == '{' && len(a.first) <= 64 {
-		var seen uint64
-		found := 0
-		m := newMembers(row, i, 0, false)
-		for found < len(a.first) {
-			k, esc, vs, ok := m.key()
-			if !ok {
-				if m.err != nil {
-					return m.err
-				}
-				break
-			}
-			for j, name := range a.first {
-				if seen&(1<<j) != 0 || !keyEqual(k, esc, name) {
-					continue
-				}
-				seen |= 1 << j
-				found++
-				if vs >= len(row) {
-					return syntaxErr(row, vs, "value")
-				}
-				if c := row[vs]; len(a.byFirst[j]) == 1 && len(a.paths[a.byFirst[j][0]].keys) == 1 && c != '[' && c != '{' && c != 'n' {
-					// A top-level scalar, the common case: read it once,
-					// and let the members go on from its end.
-					end, err := skipValueDepth(row, vs, 1)
-					if err != nil {
-						return err
-					}
-					s := &scratch[a.byFirst[j][0]]
-					s.obs = append(s.obs, obs{v: row[vs:end]})
-					m.i, m.pending = end, false
-					break
-				}
-				for _, p := range a.byFirst[j] {
-					if err := reachPath(&scratch[p], a.paths[p].keys, row, vs, 1, 1); err != nil {
-						return err
-					}
-				}
-				break
-			}
-		}
-		for j := range a.first {
-			if seen&(1<<j) == 0 {
-				for _, p := range a.byFirst[j] {
-					scratch[p].obs = append(scratch[p].obs, obs{kind: obsMissing})
-				}
-			}
+		if err := a.readObject(row, i, scratch); err != nil {
+			return err
 		}
 	} else {
 		for p := range a.paths {
@@ -745,8 +750,8 @@ func (a *Aggregate) read(row []byte, scratch []rowPath) error {
 				s.hit = true
 			}
 		}
-		if !a.paths[p].numeric {
-			continue
+		if !a.paths[p].numeric || len(s.nums) == len(s.obs) {
+			continue // not read as numbers, or read so already
 		}
 		for _, o := range s.obs {
 			if o.kind != obsValue {
@@ -757,6 +762,171 @@ func (a *Aggregate) read(row []byte, scratch []rowPath) error {
 		}
 	}
 	return nil
+}
+
+// readObject is read over an object row starting at row[i] == '{', in
+// one pass over its members up to the last one a path starts with. A
+// top-level scalar that is the whole of its path (the common case:
+// "total", "currency") is read once, a number straight into its decimal.
+func (a *Aggregate) readObject(row []byte, i int, scratch []rowPath) error {
+	var seen uint64
+	found := 0
+	j := skipSpace(row, i+1)
+	if j < len(row) && row[j] == '}' {
+		j = len(row) // an empty object: every path is missing
+	}
+	for j < len(row) && found < len(a.first) {
+		if row[j] != '"' {
+			return syntaxErr(row, j, "object key")
+		}
+		f, ke := a.keyAt(row, j, seen)
+		if ke < 0 {
+			return &SyntaxError{Offset: len(row), Msg: "unterminated string"}
+		}
+		j = skipSpace(row, ke)
+		if j >= len(row) || row[j] != ':' {
+			return syntaxErr(row, j, "':' after object key")
+		}
+		vs := skipSpace(row, j+1)
+		if vs >= len(row) {
+			return syntaxErr(row, vs, "value")
+		}
+		ve := -1
+		if f >= 0 {
+			seen |= 1 << f
+			found++
+			if p := a.single[f]; p >= 0 && row[vs] != '[' && row[vs] != '{' && row[vs] != 'n' {
+				s := &scratch[p]
+				var err error
+				if c := row[vs]; a.paths[p].numeric && (c == '-' || '0' <= c && c <= '9') {
+					var n numObs
+					if ve, n, err = readNumber(row, vs); err != nil {
+						return err
+					}
+					s.nums = append(s.nums, n)
+				} else if ve, err = skipValueDepth(row, vs, 1); err != nil {
+					return err
+				}
+				s.obs = append(s.obs, obs{v: row[vs:ve]})
+			} else {
+				for _, p := range a.byFirst[f] {
+					if err := reachPath(&scratch[p], a.paths[p].keys, row, vs, 1, 1); err != nil {
+						return err
+					}
+				}
+			}
+			if found == len(a.first) {
+				break
+			}
+		}
+		if ve < 0 {
+			if ve = skipFast(row, vs); ve < 0 {
+				return syntaxErr(row, vs, "value")
+			}
+		}
+		j = skipSpace(row, ve)
+		if j >= len(row) {
+			return syntaxErr(row, j, "',' or '}'")
+		}
+		switch row[j] {
+		case '}':
+			j = len(row)
+		case ',':
+			j = skipSpace(row, j+1)
+			if j >= len(row) {
+				return syntaxErr(row, j, "object key")
+			}
+		default:
+			return syntaxErr(row, j, "',' or '}'")
+		}
+	}
+	for f := range a.first {
+		if seen&(1<<f) == 0 {
+			for _, p := range a.byFirst[f] {
+				scratch[p].obs = append(scratch[p].obs, obs{kind: obsMissing})
+			}
+		}
+	}
+	return nil
+}
+
+// keyAt reads the key whose string starts at row[j] == '"': the index of
+// the first key it is among those not yet seen (-1 when none), and where
+// its string ends (-1 when it does not). A first key compared in place
+// (one without a quote or a backslash) needs no scan for the key's end.
+func (a *Aggregate) keyAt(row []byte, j int, seen uint64) (f, ke int) {
+	for f, name := range a.first {
+		if seen&(1<<f) == 0 && !a.firstEsc[f] {
+			if e := j + 1 + len(name); e < len(row) && row[e] == '"' && bstr(row[j+1:e]) == name {
+				return f, e + 1
+			}
+		}
+	}
+	if ke = stringEnd(row, j); ke < 0 {
+		return -1, -1
+	}
+	key := row[j+1 : ke-1]
+	if bytes.IndexByte(key, '\\') < 0 {
+		// Not escaped, so the key is its text: only a first key with a
+		// quote or a backslash is left to compare, and none can be it.
+		return -1, ke
+	}
+	var buf [64]byte
+	dec := appendUnescaped(buf[:0], key)
+	for f, name := range a.first {
+		if seen&(1<<f) == 0 && bstr(dec) == name {
+			return f, ke
+		}
+	}
+	return -1, ke
+}
+
+// readNumber reads the JSON number at b[i] as numberOfValue does, and
+// returns where it ends: in the same pass when it is short and plain
+// (at most 18 digits, no exponent), the case of money and counts.
+func readNumber(b []byte, i int) (int, numObs, error) {
+	j := i
+	neg := j < len(b) && b[j] == '-'
+	if neg {
+		j++
+	}
+	var c uint64
+	digits, frac := 0, 0
+	switch {
+	case j < len(b) && b[j] == '0':
+		j++
+		digits = 1
+	case j < len(b) && '1' <= b[j] && b[j] <= '9':
+		for ; j < len(b) && '0' <= b[j] && b[j] <= '9'; j++ {
+			c = c*10 + uint64(b[j]-'0')
+			digits++
+		}
+	default:
+		return 0, numObs{}, syntaxErr(b, j, "digit")
+	}
+	if j < len(b) && b[j] == '.' {
+		j++
+		if j >= len(b) || b[j] < '0' || b[j] > '9' {
+			return 0, numObs{}, syntaxErr(b, j, "digit after decimal point")
+		}
+		for ; j < len(b) && '0' <= b[j] && b[j] <= '9'; j++ {
+			c = c*10 + uint64(b[j]-'0')
+			digits++
+			frac++
+		}
+	}
+	if digits > 18 || j < len(b) && (b[j] == 'e' || b[j] == 'E') {
+		end, err := scanNumber(b, i)
+		if err != nil {
+			return 0, numObs{}, err
+		}
+		return end, numberOfValue(b[i:end], nil), nil
+	}
+	d := dec{c: int64(c), exp: int32(-frac)}
+	if neg {
+		d.c = -d.c
+	}
+	return j, numObs{d: d}, nil
 }
 
 // numberOfValue reads the value v as sum, avg, min and max do.
@@ -984,15 +1154,9 @@ func cmpKeyPart(x, y keyPart) int {
 // update adds the row just read to group g.
 func (a *Aggregate) update(g *groupState, scratch []rowPath, key *[]byte) {
 	g.rows++
-	for mi, m := range a.metrics {
-		if m.num >= 0 {
-			continue // below, once per path
-		}
+	for _, mi := range a.valueCounts {
+		m := a.metrics[mi]
 		st := &g.ms[mi]
-		if m.path < 0 {
-			st.count++
-			continue
-		}
 		for _, o := range scratch[m.path].obs {
 			switch o.kind {
 			case obsNull:
@@ -1056,8 +1220,11 @@ func (a *Aggregate) valueOf(mi int, g *groupState) (Value, dec, bool) {
 	m := a.metrics[mi]
 	switch m.op {
 	case aggCount:
-		st := &g.ms[mi]
-		return Value{Text: strconv.Itoa(st.count), Count: true}, dec{c: int64(st.count)}, true
+		n := g.ms[mi].count
+		if m.path < 0 {
+			n = g.rows
+		}
+		return Value{Text: strconv.Itoa(n), Count: true}, dec{c: int64(n)}, true
 	case aggCountDistinct:
 		st := &g.ms[mi]
 		return Value{Text: strconv.Itoa(len(st.set)), Count: true}, dec{c: int64(len(st.set))}, true

@@ -574,7 +574,7 @@ func indexOf(list []string, s string) int {
 
 // Generated rows: every case the issue names.
 
-var genGroupValues = []string{`"EUR"`, `"USD"`, `"GBP"`, `"GBP"`, `null`, `1`, `1.0`, `"1"`, `true`, `"caf\u00e9"`, `"café"`, `["a","b"]`, `[]`, `{"k":1}`}
+var genGroupValues = []string{`"EUR"`, `"\u0045UR"`, `1.50`, `15e-1`, `"USD"`, `"GBP"`, `"GBP"`, `null`, `1`, `1.0`, `"1"`, `true`, `"caf\u00e9"`, `"café"`, `["a","b"]`, `[]`, `{"k":1}`}
 
 var genNumbers = []string{
 	`0`, `1`, `-1`, `0.1`, `0.2`, `0.3`, `12.50`, `100.00`, `-0.0`, `775.85`, `131895.2`,
@@ -583,6 +583,7 @@ var genNumbers = []string{
 	`"12.50"`, `"-3"`, `"+5"`, `".5"`, `"5."`, `"1e2"`, `"n/a"`, `""`, `" 12"`, `"12,50"`, `"0x10"`, `"Infinity"`,
 	`true`, `false`, `null`, `{"amount":1}`, `[1,"2",null]`, `[]`, `[[1.5],[2.5]]`,
 	`9223372036854775807`, `9223372036854775808`, `-9223372036854775808`, `999999999999999999`, `0.000000000000000001`,
+	`0.05`, `-0.00`, `123456789012345678`, `1234567890123456789`, `12.345678901234567`, `-99999999999999999.9`, `5E0`,
 }
 
 func genRow(r *rand.Rand) []byte {
@@ -594,9 +595,15 @@ func genRow(r *rand.Rand) []byte {
 			b.WriteByte(',')
 		}
 		n++
-		b.WriteString(strconv.Quote(k))
-		b.WriteByte(':')
-		b.WriteString(v)
+		key := strconv.Quote(k)
+		if r.IntN(10) == 0 { // the same key, spelt with an escape
+			key = fmt.Sprintf(`"\u%04x%s`, k[0], key[2:])
+		}
+		space := ""
+		if r.IntN(8) == 0 {
+			space = " \n\t"
+		}
+		b.WriteString(space + key + space + ":" + space + v + space)
 	}
 	pick := func(list []string) string { return list[r.IntN(len(list))] }
 	if r.IntN(6) > 0 {

@@ -223,6 +223,12 @@ func (a *acc) add(x dec) {
 	}
 	a.n++
 	if a.b == nil && x.b == nil {
+		if a.exp == x.exp { // the common case: numbers written to the same places
+			if s, ok := add64(a.c, x.c); ok {
+				a.c = s
+				return
+			}
+		}
 		lo, hi := a.c, x.c // lo: the one with the smaller exponent
 		loExp, hiExp := a.exp, x.exp
 		if loExp > hiExp {

@@ -8,8 +8,11 @@
 // a day, so an expired or evicted result answers ErrResultExpired rather
 // than ErrResultNotFound); "ds:<key>" (a serialised loop.Dataset with its
 // times); "walk:<key>" (the lock of a walk in flight). TTLs are Redis's
-// own (PEXPIREAT), so every replica sees an entry expire at once. Redis
-// errors are returned as errors, never taken for a miss.
+// own (PEXPIREAT), so every replica sees an entry expire at once. On a
+// Redis Cluster a result and its marker are in the slot of its key
+// (written in one transaction); every other key stands alone, so entries
+// spread over the masters (tools/rediskey). Redis errors are returned
+// as errors, never taken for a miss.
 package redisstore
 
 import (
@@ -22,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl-dev/trawl/loop"
+	"github.com/trawl-dev/trawl/tools/rediskey"
 )
 
 // Options configure the stores. The zero value means every default.
@@ -48,13 +52,14 @@ const goneFor = 24 * time.Hour
 type ResultStore struct {
 	c   redis.UniversalClient
 	opt Options
+	k   rediskey.Keys
 }
 
 var _ loop.ResultStore = (*ResultStore)(nil)
 
 // NewResultStore returns the result store of client.
 func NewResultStore(client redis.UniversalClient, opts Options) *ResultStore {
-	return &ResultStore{c: client, opt: opts}
+	return &ResultStore{c: client, opt: opts, k: rediskey.New(client, opts.Prefix)}
 }
 
 // Put implements loop.ResultStore.
@@ -66,15 +71,16 @@ func (s *ResultStore) Put(ctx context.Context, key string, rec *loop.StoredResul
 	if err != nil {
 		return err
 	}
+	res, gone := s.keys(key)
 	_, err = s.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		if time.Until(expires) > 0 {
-			p.Set(ctx, s.opt.Prefix+"res:"+key, b, 0)
-			p.PExpireAt(ctx, s.opt.Prefix+"res:"+key, expires)
+			p.Set(ctx, res, b, 0)
+			p.PExpireAt(ctx, res, expires)
 		} else {
-			p.Del(ctx, s.opt.Prefix+"res:"+key)
+			p.Del(ctx, res)
 		}
-		p.Set(ctx, s.opt.Prefix+"res-gone:"+key, "1", 0)
-		p.PExpireAt(ctx, s.opt.Prefix+"res-gone:"+key, expires.Add(goneFor))
+		p.Set(ctx, gone, "1", 0)
+		p.PExpireAt(ctx, gone, expires.Add(goneFor))
 		return nil
 	})
 	if err != nil {
@@ -87,9 +93,10 @@ func (s *ResultStore) Put(ctx context.Context, key string, rec *loop.StoredResul
 func (s *ResultStore) Get(ctx context.Context, key string) (*loop.StoredResult, error) {
 	var val *redis.StringCmd
 	var gone *redis.IntCmd
+	rk, gk := s.keys(key)
 	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		val = p.Get(ctx, s.opt.Prefix+"res:"+key)
-		gone = p.Exists(ctx, s.opt.Prefix+"res-gone:"+key)
+		val = p.Get(ctx, rk)
+		gone = p.Exists(ctx, gk)
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -110,6 +117,11 @@ func (s *ResultStore) Get(ctx context.Context, key string) (*loop.StoredResult, 
 		return nil, err
 	}
 	return rec, nil
+}
+
+// keys are the result's key and its marker's, in one slot.
+func (s *ResultStore) keys(key string) (res, gone string) {
+	return s.k.In(key, "res:"+key), s.k.In(key, "res-gone:"+key)
 }
 
 // DatasetStore is the Redis loop.DatasetStore.

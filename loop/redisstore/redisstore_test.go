@@ -19,7 +19,7 @@ func TestResultStoreConforms(t *testing.T) {
 		n := 0
 		storetest.RunResults(t, func(t *testing.T, max int64) loop.ResultStore {
 			n++
-			return redisstore.NewResultStore(c, redisstore.Options{Prefix: srv.Prefix(fmt.Sprintf("t%d:", n)), MaxRecordBytes: max})
+			return redisstore.NewResultStore(c, redisstore.Options{Prefix: fmt.Sprintf("t%d:", n), MaxRecordBytes: max})
 		})
 	})
 }
@@ -34,7 +34,7 @@ func TestDatasetStoreConforms(t *testing.T) {
 				// Redis bounds one entry; its maxmemory bounds the total.
 				t.Skip("the total bound is Redis's maxmemory, not the store's")
 			}
-			return redisstore.NewDatasetStore(c, redisstore.Options{Prefix: srv.Prefix(fmt.Sprintf("t%d:", n))})
+			return redisstore.NewDatasetStore(c, redisstore.Options{Prefix: fmt.Sprintf("t%d:", n)})
 		})
 	})
 }

@@ -31,16 +31,18 @@ func replica(t *testing.T, c redis.UniversalClient, lease time.Duration) (*loop.
 
 // Walks conform on two replicas of one Redis.
 func TestWalksConform(t *testing.T) {
-	c := redistest.Start(t).Client(t)
-	n := 0
-	storetest.RunWalks(t, func(t *testing.T) storetest.WalksSetup {
-		n++
-		opt := redisstore.Options{Prefix: fmt.Sprintf("w%d:", n)}
-		store := redisstore.NewDatasetStore(c, opt)
-		replica := func() storetest.Walks {
-			return redisstore.NewWalks(c, store, redisstore.WalksOptions{Prefix: opt.Prefix, Poll: 5 * time.Millisecond})
-		}
-		return storetest.WalksSetup{Store: store, Replicas: []storetest.Walks{replica(), replica()}}
+	redistest.Each(t, func(t *testing.T, srv redistest.Backend) {
+		c := srv.Universal(t)
+		n := 0
+		storetest.RunWalks(t, func(t *testing.T) storetest.WalksSetup {
+			n++
+			opt := redisstore.Options{Prefix: fmt.Sprintf("w%d:", n)}
+			store := redisstore.NewDatasetStore(c, opt)
+			replica := func() storetest.Walks {
+				return redisstore.NewWalks(c, store, redisstore.WalksOptions{Prefix: opt.Prefix, Poll: 5 * time.Millisecond})
+			}
+			return storetest.WalksSetup{Store: store, Replicas: []storetest.Walks{replica(), replica()}}
+		})
 	})
 }
 

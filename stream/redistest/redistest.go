@@ -236,24 +236,10 @@ func (s *Server) Restart(t testing.TB) {
 
 // Backend is a Redis a test runs against: one server or a cluster.
 type Backend interface {
-	// Universal returns a client of it, closed at t's end.
+	// Universal returns a client of it, closed at t's end (a
+	// *redis.ClusterClient for a cluster: the stores tag their keys
+	// for it, see tools/rediskey).
 	Universal(t testing.TB) redis.UniversalClient
-	// Prefix is the key prefix a deployment configured with p uses on
-	// it: p itself on one server, p as one hash tag on a cluster (so
-	// that every key of the deployment is in one slot and each script's
-	// keys are together).
-	Prefix(p string) string
-}
-
-// Prefix is p: one server has no slots.
-func (s *Server) Prefix(p string) string { return p }
-
-// Prefix is p as a hash tag, as trawl's redis_cluster makes it.
-func (cl *Cluster) Prefix(p string) string {
-	if strings.Contains(p, "{") {
-		return p
-	}
-	return "{" + p + "}"
 }
 
 // Universal returns a client of the server, closed at t's end.

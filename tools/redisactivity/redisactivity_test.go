@@ -18,7 +18,7 @@ func TestStoreConforms(t *testing.T) {
 		n := 0
 		activitytest.Run(t, func(t *testing.T, max int) tools.ActivityStore {
 			n++
-			return redisactivity.New(c, redisactivity.Options{Prefix: srv.Prefix(fmt.Sprintf("t%d:", n)), Max: max})
+			return redisactivity.New(c, redisactivity.Options{Prefix: fmt.Sprintf("t%d:", n), Max: max})
 		})
 	})
 }

@@ -21,6 +21,12 @@
 // concurrency slot asks again on every release of this replica and every
 // PollInterval for the others'.
 //
+// On a Redis Cluster a provider's keys (its scope's, its credentials')
+// share the provider's hash tag, so each provider's state is in one slot
+// and providers spread over the masters (tools/rediskey); a script call
+// carries only the releases of its provider, and a flush sends one call
+// per provider.
+//
 // Time is the replicas' clocks (passed to the script, so the limiter's
 // clock can be injected): keep them in sync (NTP), as leases already need.
 package redislimit
@@ -39,6 +45,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl-dev/trawl/tools"
+	"github.com/trawl-dev/trawl/tools/rediskey"
 )
 
 // Options configure a Limiter. The zero value is usable.
@@ -60,6 +67,7 @@ type Options struct {
 type Limiter struct {
 	c       redis.UniversalClient
 	opt     Options
+	k       rediskey.Keys
 	replica string
 
 	seq        atomic.Uint64
@@ -88,7 +96,7 @@ func New(client redis.UniversalClient, opt Options) *Limiter {
 	}
 	var id [6]byte
 	_, _ = rand.Read(id[:])
-	return &Limiter{c: client, opt: opt, replica: hex.EncodeToString(id[:]), changed: make(chan struct{}), status: map[string]tools.LimitStatus{}}
+	return &Limiter{c: client, opt: opt, k: rediskey.New(client, opt.Prefix), replica: hex.EncodeToString(id[:]), changed: make(chan struct{}), status: map[string]tools.LimitStatus{}}
 }
 
 func withDefaults(o tools.LimiterOptions) tools.LimiterOptions {
@@ -140,17 +148,17 @@ func (r *release) args(keys *scopeKeys) []any {
 // scopeKeys are the KEYS of one script call: each scope's state key
 // followed by its permits key, each once.
 type scopeKeys struct {
-	prefix string
-	keys   []string
-	at     map[string]int // state key → its index in KEYS (1-based)
+	k    rediskey.Keys
+	keys []string
+	at   map[string]int // state key → its index in KEYS (1-based)
 }
 
-func newScopeKeys(prefix string) *scopeKeys { return &scopeKeys{prefix: prefix, at: map[string]int{}} }
+func newScopeKeys(k rediskey.Keys) *scopeKeys { return &scopeKeys{k: k, at: map[string]int{}} }
 
 // add names the keys of a provider's scope and of its credential's ("":
 // none), returning their indexes in KEYS (0: none).
 func (k *scopeKeys) add(provider, credential string) (p, c int) {
-	key := k.prefix + "rl:" + provider
+	key := k.k.In(provider, "rl:"+provider)
 	p = k.index(key)
 	if credential != "" {
 		c = k.index(key + ":c:" + credential)
@@ -180,11 +188,10 @@ func (l *Limiter) Acquire(ctx context.Context, s tools.LimitScope) (tools.Permit
 		}
 		maxWait := tools.LimitWaitLeft(ctx)
 		l.mu.Lock()
-		rel := l.pending
-		l.pending = nil
+		rel := l.takePending(s.Provider)
 		changed := l.changed
 		l.mu.Unlock()
-		keys := newScopeKeys(l.opt.Prefix)
+		keys := newScopeKeys(l.k)
 		p, c := keys.add(s.Provider, s.Credential)
 		args := []any{"", clock.Now().UnixMicro(), l.opt.PermitLease.Microseconds(), learnTTL, growDivisor, concCeiling, "a",
 			maxWait.Microseconds(), id, p, c,
@@ -299,28 +306,54 @@ func (l *Limiter) armFlush() {
 	})
 }
 
-// flush sends the pending releases now.
+// takePending takes the pending releases a script call for provider
+// may carry: every one on one Redis, provider's own on a cluster (the
+// others are in other slots, and wait for a flush). l.mu is held.
+func (l *Limiter) takePending(provider string) []release {
+	if !l.k.Cluster() {
+		rel := l.pending
+		l.pending = nil
+		return rel
+	}
+	var rel, rest []release
+	for _, r := range l.pending {
+		if r.provider == provider {
+			rel = append(rel, r)
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	l.pending = rest
+	return rel
+}
+
+// flush sends the pending releases now: one script call (one per
+// provider on a cluster).
 func (l *Limiter) flush(ctx context.Context) error {
-	l.mu.Lock()
-	rel := l.pending
-	l.pending, l.armed = nil, false
-	l.mu.Unlock()
-	if len(rel) == 0 {
-		return nil
-	}
-	keys := newScopeKeys(l.opt.Prefix)
-	args := []any{"", l.opt.Clock.Now().UnixMicro(), l.opt.PermitLease.Microseconds(), learnTTL, growDivisor, concCeiling, "r", len(rel)}
-	for i := range rel {
-		args = append(args, rel[i].args(keys)...)
-	}
-	l.roundTrips.Add(1)
-	if err := script.Run(ctx, l.c, keys.keys, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+	for {
 		l.mu.Lock()
-		l.pending = append(rel, l.pending...)
+		var rel []release
+		if len(l.pending) > 0 {
+			rel = l.takePending(l.pending[0].provider)
+		}
+		l.armed = false
 		l.mu.Unlock()
-		return fmt.Errorf("rate limiter: redis: %w", err)
+		if len(rel) == 0 {
+			return nil
+		}
+		keys := newScopeKeys(l.k)
+		args := []any{"", l.opt.Clock.Now().UnixMicro(), l.opt.PermitLease.Microseconds(), learnTTL, growDivisor, concCeiling, "r", len(rel)}
+		for i := range rel {
+			args = append(args, rel[i].args(keys)...)
+		}
+		l.roundTrips.Add(1)
+		if err := script.Run(ctx, l.c, keys.keys, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+			l.mu.Lock()
+			l.pending = append(rel, l.pending...)
+			l.mu.Unlock()
+			return fmt.Errorf("rate limiter: redis: %w", err)
+		}
 	}
-	return nil
 }
 
 // Close sends the releases still pending (their permits would otherwise

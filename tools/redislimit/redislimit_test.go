@@ -15,7 +15,7 @@ func TestRedisLimiter(t *testing.T) {
 		n := 0
 		limittest.Run(t, func(t *testing.T, clock tools.Clock, lease time.Duration) (tools.RateLimiter, tools.RateLimiter) {
 			n++
-			opt := redislimit.Options{Prefix: srv.Prefix("t" + string(rune('a'+n%26)) + time.Now().Format("150405.000000") + ":"),
+			opt := redislimit.Options{Prefix: "t" + string(rune('a'+n%26)) + time.Now().Format("150405.000000") + ":",
 				LimiterOptions: tools.LimiterOptions{Clock: clock, PermitLease: lease}}
 			a := redislimit.New(srv.Universal(t), opt)
 			b := redislimit.New(srv.Universal(t), opt) // another replica

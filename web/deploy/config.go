@@ -196,6 +196,10 @@ type ModelConfig struct {
 	Name     string `yaml:"name"`
 	// Transcript is the replay model's script (provider replay).
 	Transcript string `yaml:"transcript"`
+	// Pictures says whether the model takes pictures: the images an MCP
+	// tool returns are then shown to it. Nil: true; false for a model
+	// that takes text only.
+	Pictures *bool `yaml:"pictures"`
 }
 
 // LimitsConfig holds the deployment's walk budgets and view budget; zero

@@ -239,10 +239,4 @@ func TestParseRedisURL(t *testing.T) {
 			t.Errorf("%s: cluster %+v", tc.url, cluster)
 		}
 	}
-	if got := clusterPrefix("trawl:"); got != "{trawl:}" {
-		t.Errorf("clusterPrefix = %q", got)
-	}
-	if got := clusterPrefix("{app}:trawl:"); got != "{app}:trawl:" {
-		t.Errorf("clusterPrefix of a tagged prefix = %q", got)
-	}
 }

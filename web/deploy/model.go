@@ -16,7 +16,8 @@ func (s *Deployment) newModel() (agent.Model, error) {
 	m := s.cfg.Model
 	switch m.Provider {
 	case "openai":
-		return agent.NewOpenAI(agent.OpenAIOptions{BaseURL: m.BaseURL, APIKey: m.APIKey, Model: m.Name, Scrub: s.invoker.Scrubber()}), nil
+		return agent.NewOpenAI(agent.OpenAIOptions{BaseURL: m.BaseURL, APIKey: m.APIKey, Model: m.Name, Scrub: s.invoker.Scrubber(),
+			NoPictures: m.Pictures != nil && !*m.Pictures}), nil
 	case "replay":
 		var data []byte
 		if m.Transcript != "" {

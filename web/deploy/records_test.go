@@ -140,11 +140,13 @@ func TestRecordsConform(t *testing.T) {
 		})
 	})
 	t.Run("redis", func(t *testing.T) {
-		c := redistest.Start(t).Client(t)
-		n := 0
-		testRecords(t, func() Records {
-			n++
-			return redisstore.NewBucket(c, fmt.Sprintf("p%d:", n), "records")
+		redistest.Each(t, func(t *testing.T, srv redistest.Backend) {
+			c := srv.Universal(t)
+			n := 0
+			testRecords(t, func() Records {
+				n++
+				return redisstore.NewBucket(c, fmt.Sprintf("p%d:", n), "records")
+			})
 		})
 	})
 }
@@ -254,11 +256,13 @@ func TestGrantsConform(t *testing.T) {
 		testGrants(t, func(max int) grants { return newMemGrants(time.Now, max) })
 	})
 	t.Run("redis", func(t *testing.T) {
-		c := redistest.Start(t).Client(t)
-		n := 0
-		testGrants(t, func(max int) grants {
-			n++
-			return redisstore.NewGrants(c, fmt.Sprintf("p%d:", n), max)
+		redistest.Each(t, func(t *testing.T, srv redistest.Backend) {
+			c := srv.Universal(t)
+			n := 0
+			testGrants(t, func(max int) grants {
+				n++
+				return redisstore.NewGrants(c, fmt.Sprintf("p%d:", n), max)
+			})
 		})
 	})
 }

@@ -55,6 +55,6 @@ func TestSessionStoresConform(t *testing.T) {
 		testSessionStore(t, s)
 	})
 	redistest.Each(t, func(t *testing.T, srv redistest.Backend) {
-		testSessionStore(t, redisstore.NewSessions(srv.Universal(t), srv.Prefix("trawl:"), func(s Session) time.Time { return s.Expires }))
+		testSessionStore(t, redisstore.NewSessions(srv.Universal(t), "trawl:", func(s Session) time.Time { return s.Expires }))
 	})
 }

@@ -14,6 +14,10 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 )
 
+// batchDelay bounds how long a batched write of the bbolt file waits for
+// others to join it (bbolt's default is 10 ms).
+const batchDelay = 2 * time.Millisecond
+
 // openStore opens (creating) the embedded store, trawl.db in dataDir,
 // after checking the folder is writable so a misconfigured deployment
 // fails at start with a clear message.
@@ -35,6 +39,9 @@ func openStore(dataDir string) (*bolt.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
+	// Writes made with Batch (a turn's checkpoints) wait at most this long
+	// for others to share their transaction.
+	db.MaxBatchDelay = batchDelay
 	return db, nil
 }
 

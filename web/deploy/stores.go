@@ -119,15 +119,6 @@ func parseRedisURL(raw string) (*redis.Options, *redis.ClusterOptions, error) {
 	return opt, nil, err
 }
 
-// clusterPrefix is the key prefix on a Redis Cluster: prefix as one hash
-// tag (as it is, if it holds one already).
-func clusterPrefix(prefix string) string {
-	if strings.Contains(prefix, "{") {
-		return prefix
-	}
-	return "{" + prefix + "}"
-}
-
 // badRedisURL says what is wrong with a redis_url that does not parse.
 func badRedisURL(err error, raw string) string {
 	msg := "want redis://[user:password@]host:port[/db] or rediss://…, or for a Redis Cluster redis+cluster://[user:password@]host:port?addr=host2:port&addr=… (or rediss+cluster://…): " + redactURLError(err, raw)
@@ -303,17 +294,15 @@ func openRedisStores(ctx context.Context, cfg *Config, tel *Telemetry) (_ *store
 	if err := st.redis.Ping(pctx).Err(); err != nil {
 		return nil, cfg.errAt("redis_url", redisStartError(addr, err, cfg.RedisURL))
 	}
-	logPrefix := cfg.RedisPrefix
-	if logPrefix == "" {
-		logPrefix = DefaultRedisPrefix
+	prefix := cfg.RedisPrefix
+	if prefix == "" {
+		prefix = DefaultRedisPrefix
 	}
-	// On a cluster every key but the event logs' is under one hash tag,
-	// so each script's keys share a slot; the event logs tag each run's
-	// keys with its id, so runs spread over the cluster.
-	prefix := logPrefix
-	if cluster != nil {
-		prefix = clusterPrefix(logPrefix)
-	}
+	// On a cluster each store tags the keys a script touches together
+	// with their chat's, thread's, run's or entry's hash tag, so each
+	// script's keys share a slot and the deployment spreads over the
+	// masters (tools/rediskey); on one Redis the names are the same as
+	// ever.
 	c := st.redis
 	if err := checkSharedKeys(pctx, c, prefix, st.adminKey, st.secretKey); err != nil {
 		return nil, cfg.errAt("secret_key", err.Error())
@@ -322,7 +311,7 @@ func openRedisStores(ctx context.Context, cfg *Config, tel *Telemetry) (_ *store
 	threads := agentredis.New(c, prefix, cfg.retention())
 	st.threads, st.defs = threads, threads
 	st.sessions = webredis.NewSessions[Session](c, prefix, func(s Session) time.Time { return s.Expires })
-	events := redislog.New(c, redislog.Options{Prefix: logPrefix})
+	events := redislog.New(c, redislog.Options{Prefix: prefix})
 	st.closers = append(st.closers, events.Shutdown)
 	st.events = tel.wrapEvents(events)
 	lopt := loopredis.Options{Prefix: prefix}

@@ -13,7 +13,7 @@ import (
 )
 
 // WorkflowRunKey is a workflow run's key in the run registry.
-func WorkflowRunKey(runID string) string { return "workflow-run:" + runID }
+func WorkflowRunKey(runID string) string { return workflow.ClaimKey(runID) }
 
 // WorkflowRuns is the store of the deployment's workflow runs (nil unless
 // PartsServe).

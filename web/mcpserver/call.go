@@ -253,6 +253,16 @@ func result(res agent.CallResult) *mcp.CallToolResult {
 		if t := bytes.TrimSpace(view); len(t) > 0 && t[0] == '{' {
 			out.StructuredContent = json.RawMessage(view)
 		}
+		for _, m := range p.Media {
+			// The pictures and sounds an upstream MCP tool returned, as
+			// it returned them (the text names each as attached).
+			switch m.Type {
+			case "image":
+				out.Content = append(out.Content, &mcp.ImageContent{MIMEType: m.MIMEType, Data: m.Data})
+			case "audio":
+				out.Content = append(out.Content, &mcp.AudioContent{MIMEType: m.MIMEType, Data: m.Data})
+			}
+		}
 		return out
 	case "output-error":
 		return toolError(p.ErrorText)

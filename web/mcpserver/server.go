@@ -377,11 +377,16 @@ func (s *Server) entryFor(agentID string, c Caller) (*entry, error) {
 		return nil, &UnknownAgentError{ID: agentID, Known: s.agentIDs()}
 	}
 	e := &entry{key: key, agentID: agentID, caller: c, registered: map[string]string{}}
+	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
+	if len(s.upstreams(def)) > 0 {
+		// Its MCP servers' resources and prompts, passed through.
+		caps.Resources, caps.Prompts = &mcp.ResourceCapabilities{}, &mcp.PromptCapabilities{}
+	}
 	e.srv = mcp.NewServer(&mcp.Implementation{Name: "trawl", Title: "trawl: " + agentTitle(def), Version: s.opt.Version},
 		&mcp.ServerOptions{
 			Instructions: s.instructions(def),
 			Logger:       s.sdkLog,
-			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+			Capabilities: caps,
 		})
 	e.srv.AddReceivingMiddleware(s.listMiddleware(e))
 	s.entries[key] = s.lru.PushFront(e)

@@ -59,6 +59,9 @@ func (s *Server) instructions(def agent.Definition) string {
 func (s *Server) listMiddleware(e *entry) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if res, ok, err := s.upstreamMethod(ctx, e, method, req); ok {
+				return res, err
+			}
 			switch method {
 			case "tools/list":
 				lr, ok := req.(*mcp.ListToolsRequest)

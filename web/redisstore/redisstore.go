@@ -156,8 +156,11 @@ func (s *Sessions[T]) DeleteSession(ctx context.Context, hash string) error {
 // codes and attempts), at most a bound of them live across every replica:
 // "<prefix>grant:<key>" with the record's TTL, so a link minted on one
 // replica opens on any, and "<prefix>grants", the live keys by expiry, to
-// count them. A spend is GETDEL: of two concurrent spends only one gets
-// the record.
+// count them. A put first admits the key in the index (one script on the
+// index: the bound is exact across replicas), then sets the record; a
+// spend is GETDEL, then the index forgets the key: of two concurrent
+// spends only one gets the record. On a Redis Cluster each record is in
+// a slot of its own.
 type Grants struct {
 	c     redis.UniversalClient
 	key   string // the records' key prefix
@@ -172,14 +175,14 @@ func NewGrants(client redis.UniversalClient, prefix string, max int) *Grants {
 	return &Grants{c: client, key: prefix + "grant:", index: prefix + "grants", max: max, now: time.Now}
 }
 
-// putGrantScript: KEYS record, index; ARGV key, value, ttl ms, now ms,
-// max. 0 when the bound is reached (and k is not live already).
-var putGrantScript = redis.NewScript(`
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[4])
-local max = tonumber(ARGV[5])
-if max > 0 and not redis.call('ZSCORE', KEYS[2], ARGV[1]) and redis.call('ZCARD', KEYS[2]) >= max then return 0 end
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-redis.call('ZADD', KEYS[2], tonumber(ARGV[4]) + tonumber(ARGV[3]), ARGV[1])
+// admitGrantScript: KEYS index; ARGV key, ttl ms, now ms, max. 0 when
+// the bound is reached (and k is not live already); else k is in the
+// index until its expiry.
+var admitGrantScript = redis.NewScript(`
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[3])
+local max = tonumber(ARGV[4])
+if max > 0 and not redis.call('ZSCORE', KEYS[1], ARGV[1]) and redis.call('ZCARD', KEYS[1]) >= max then return 0 end
+redis.call('ZADD', KEYS[1], tonumber(ARGV[3]) + tonumber(ARGV[2]), ARGV[1])
 return 1`)
 
 // PutGrant stores v under k for ttl; stored is false, and nothing is
@@ -189,25 +192,26 @@ func (g *Grants) PutGrant(ctx context.Context, k string, v []byte, ttl time.Dura
 	if ttl < time.Millisecond {
 		return true, nil
 	}
-	n, err := putGrantScript.Run(ctx, g.c, []string{g.key + k, g.index}, k, v, ttl.Milliseconds(), g.now().UnixMilli(), g.max).Int()
+	n, err := admitGrantScript.Run(ctx, g.c, []string{g.index}, k, ttl.Milliseconds(), g.now().UnixMilli(), g.max).Int()
+	if err == nil && n == 1 {
+		err = g.c.Set(ctx, g.key+k, v, ttl).Err()
+	}
 	if err != nil {
 		return false, fmt.Errorf("grants: redis: %w", err)
 	}
 	return n == 1, nil
 }
 
-// spendGrantScript: KEYS record, index; ARGV key.
-var spendGrantScript = redis.NewScript(`
-local v = redis.call('GETDEL', KEYS[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-return v`)
-
 // TakeGrant returns the live value under k; spend removes it.
 func (g *Grants) TakeGrant(ctx context.Context, k string, spend bool) ([]byte, bool, error) {
 	var v string
 	var err error
 	if spend {
-		v, err = spendGrantScript.Run(ctx, g.c, []string{g.key + k, g.index}, k).Text()
+		if v, err = g.c.GetDel(ctx, g.key+k).Result(); err == nil {
+			// The record is spent whatever this answers: an entry left
+			// behind counts toward the bound until its expiry only.
+			_ = g.c.ZRem(ctx, g.index, k).Err()
+		}
 	} else {
 		v, err = g.c.Get(ctx, g.key+k).Result()
 	}

@@ -16,9 +16,9 @@ func TestBucket(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, srv redistest.Backend) {
 		c := srv.Universal(t)
 		ctx := context.Background()
-		a := redisstore.NewBucket(c, srv.Prefix("p:"), "workflows")
-		b := redisstore.NewBucket(c, srv.Prefix("p:"), "workflow_runs")
-		other := redisstore.NewBucket(c, srv.Prefix("q:"), "workflows")
+		a := redisstore.NewBucket(c, "p:", "workflows")
+		b := redisstore.NewBucket(c, "p:", "workflow_runs")
+		other := redisstore.NewBucket(c, "q:", "workflows")
 		for i := range 1200 { // more than one HSCAN batch
 			if err := a.Put(ctx, fmt.Sprintf("w%04d", i), fmt.Appendf(nil, `{"n":%d}`, i)); err != nil {
 				t.Fatal(err)

@@ -21,9 +21,14 @@
 // "<prefix>leases-by-key" (score 0, ordered by name), so ActiveKeys reads
 // a prefix's claims without scanning the keyspace. A lease handed off
 // (HandOff: a draining replica) deletes its lease key and scores its
-// member 0, so the next Lapsed on any replica returns it at once. The
-// scripts name keys they build, so this registry needs a single Redis,
-// not a cluster.
+// member 0, so the next Lapsed on any replica returns it at once.
+//
+// On a Redis Cluster a claim's lease and stop keys are in the slot of its
+// key (a chat's thread is in the same slot, so a save fenced on the
+// claim is one script), and the two sets share a slot of their own: no
+// script touches both a claim and the sets. A renewal, a release, a
+// hand-off and a sweep run their script on the claim's keys and write
+// the sets with commands of their own (see tools/rediskey).
 package redislease
 
 import (
@@ -40,14 +45,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl-dev/trawl/tools/rediskey"
 	"github.com/trawl-dev/trawl/web/runlease"
 )
 
 // Registry is the Redis runlease.Registry.
 type Registry struct {
-	c      redis.UniversalClient
-	prefix string
-	lease  time.Duration
+	c     redis.UniversalClient
+	k     rediskey.Keys
+	lease time.Duration
 
 	mu    sync.Mutex
 	local map[string]*lease // held here, by key
@@ -66,7 +72,7 @@ func New(client redis.UniversalClient, prefix string, leaseFor time.Duration) *R
 	if leaseFor <= 0 {
 		leaseFor = runlease.DefaultLease
 	}
-	return &Registry{c: client, prefix: prefix, lease: leaseFor, local: map[string]*lease{}}
+	return &Registry{c: client, k: rediskey.New(client, prefix), lease: leaseFor, local: map[string]*lease{}}
 }
 
 // Close ends the stop subscription. Held leases are not released.
@@ -81,16 +87,17 @@ func (r *Registry) Close() error {
 	return err
 }
 
-func (r *Registry) leaseKey(key string) string { return r.prefix + "lease:" + key }
+func (r *Registry) leaseKey(key string) string { return r.k.In(key, "lease:"+key) }
 
 // FenceKey implements runlease.Fencer: the Redis key holding key's claim,
 // whose value is the holder's (Lease.FenceValue). A store that fences a
 // write on it (in the same script as the write) writes only for the
 // current holder.
 func (r *Registry) FenceKey(key string) string { return r.leaseKey(key) }
-func (r *Registry) stopKey(key string) string  { return r.prefix + "stop:" + key }
-func (r *Registry) setKey() string             { return r.prefix + "leases" }
-func (r *Registry) byKeyKey() string           { return r.prefix + "leases-by-key" }
+func (r *Registry) stopKey(key string) string  { return r.k.In(key, "stop:"+key) }
+func (r *Registry) setKey() string             { return r.k.In("leases", "leases") }
+func (r *Registry) byKeyKey() string           { return r.k.In("leases", "leases-by-key") }
+func (r *Registry) channel() string            { return r.k.Key("stop") }
 
 func member(key, runID string) string { return key + "\n" + runID }
 
@@ -101,7 +108,7 @@ func (r *Registry) subscribe(ctx context.Context) error {
 	if r.sub != nil {
 		return nil
 	}
-	sub := r.c.Subscribe(context.WithoutCancel(ctx), r.prefix+"stop")
+	sub := r.c.Subscribe(context.WithoutCancel(ctx), r.channel())
 	if _, err := sub.Receive(ctx); err != nil { // the subscription confirmation
 		sub.Close()
 		return fmt.Errorf("run registry: redis: %w", err)
@@ -192,14 +199,16 @@ func (r *Registry) Acquire(ctx context.Context, key, runID string) (runlease.Lea
 	return l, nil
 }
 
-// renewScript: KEYS lease, stop, leases; ARGV lease value, lease ms,
-// member, deadline, run id. Returns 0: lost, 1: held, 2: held and asked
-// to stop.
+// renewScript: KEYS lease, stop[, leases]; ARGV lease value, lease ms,
+// run id, deadline, member. Returns 0: lost, 1: held, 2: held and asked
+// to stop. With "leases" in KEYS (one Redis: one round trip) it moves
+// the claim's deadline there too; on a cluster, where "leases" is in
+// another slot, the caller does.
 var renewScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
-if redis.call('GET', KEYS[2]) == ARGV[5] then return 2 end
+if #KEYS == 3 then redis.call('ZADD', KEYS[3], 'XX', ARGV[4], ARGV[5]) end
+if redis.call('GET', KEYS[2]) == ARGV[3] then return 2 end
 return 1`)
 
 func (l *lease) renew() {
@@ -229,8 +238,16 @@ func (l *lease) renew() {
 		}
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), every)
-		res, err := renewScript.Run(ctx, l.r.c, []string{l.r.leaseKey(l.key), l.r.stopKey(l.key), l.r.setKey()},
-			l.value, l.r.lease.Milliseconds(), member(l.key, l.id), l.r.deadline(), l.id).Int()
+		deadline, m := l.r.deadline(), member(l.key, l.id)
+		keys := []string{l.r.leaseKey(l.key), l.r.stopKey(l.key)}
+		if !l.r.k.Cluster() {
+			keys = append(keys, l.r.setKey())
+		}
+		res, err := renewScript.Run(ctx, l.r.c, keys, l.value, l.r.lease.Milliseconds(), l.id, deadline, m).Int()
+		if err == nil && res > 0 && l.r.k.Cluster() {
+			// XX: a member a sweep took away is not put back.
+			err = l.r.c.ZAddXX(ctx, l.r.setKey(), redis.Z{Score: deadline, Member: m}).Err()
+		}
 		cancel()
 		switch {
 		case err != nil:
@@ -245,11 +262,11 @@ func (l *lease) renew() {
 	}
 }
 
-// releaseScript: KEYS lease, stop, leases, leases-by-key; ARGV lease
-// value, member.
+// releaseScript: KEYS lease, stop; ARGV lease value. The caller takes
+// the claim's members out of the sets first (a release cut off half-way
+// then leaves a claim that lapses unlisted, never a member a sweep would
+// hand over as a dead replica's).
 var releaseScript = redis.NewScript(`
-redis.call('ZREM', KEYS[3], ARGV[2])
-redis.call('ZREM', KEYS[4], ARGV[2])
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   redis.call('DEL', KEYS[2])
@@ -257,19 +274,21 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0`)
 
-// handOffScript: KEYS lease, stop, leases; ARGV lease value, member. The
-// claim ends and its member is due at once, for Lapsed.
+// handOffScript: KEYS lease, stop; ARGV lease value. The claim ends;
+// the caller then makes its member due at once, for Lapsed.
 var handOffScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 redis.call('DEL', KEYS[2])
-redis.call('ZADD', KEYS[3], 0, ARGV[2])
 return 1`)
 
 // HandOff implements runlease.HandOff.
 func (l *lease) HandOff(ctx context.Context) (bool, error) {
 	l.stopRenewing()
-	n, err := handOffScript.Run(ctx, l.r.c, []string{l.r.leaseKey(l.key), l.r.stopKey(l.key), l.r.setKey()}, l.value, member(l.key, l.id)).Int()
+	n, err := handOffScript.Run(ctx, l.r.c, []string{l.r.leaseKey(l.key), l.r.stopKey(l.key)}, l.value).Int()
+	if err == nil && n == 1 {
+		err = l.r.c.ZAddXX(ctx, l.r.setKey(), redis.Z{Score: 0, Member: member(l.key, l.id)}).Err()
+	}
 	if err != nil {
 		return false, fmt.Errorf("run registry: hand-off: redis: %w (the claim lapses within the lease)", err)
 	}
@@ -290,7 +309,16 @@ func (l *lease) stopRenewing() {
 // Release implements runlease.Lease.
 func (l *lease) Release(ctx context.Context) error {
 	l.stopRenewing()
-	if err := releaseScript.Run(ctx, l.r.c, []string{l.r.leaseKey(l.key), l.r.stopKey(l.key), l.r.setKey(), l.r.byKeyKey()}, l.value, member(l.key, l.id)).Err(); err != nil {
+	m := member(l.key, l.id)
+	_, err := l.r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZRem(ctx, l.r.setKey(), m)
+		p.ZRem(ctx, l.r.byKeyKey(), m)
+		return nil
+	})
+	if err == nil {
+		err = releaseScript.Run(ctx, l.r.c, []string{l.r.leaseKey(l.key), l.r.stopKey(l.key)}, l.value).Err()
+	}
+	if err != nil {
 		return fmt.Errorf("run registry: release: redis: %w (the claim lapses within the lease)", err)
 	}
 	return nil
@@ -318,7 +346,7 @@ return 1`)
 
 // Stop implements runlease.Registry.
 func (r *Registry) Stop(ctx context.Context, key, runID string) (bool, error) {
-	n, err := stopScript.Run(ctx, r.c, []string{r.leaseKey(key), r.stopKey(key)}, r.prefix+"stop", key, r.lease.Milliseconds(), runID).Int()
+	n, err := stopScript.Run(ctx, r.c, []string{r.leaseKey(key), r.stopKey(key)}, r.channel(), key, r.lease.Milliseconds(), runID).Int()
 	if err != nil {
 		return false, fmt.Errorf("run registry: redis: %w", err)
 	}
@@ -370,13 +398,21 @@ func (r *Registry) ActiveKeys(ctx context.Context, prefix string) ([]string, err
 	for i, k := range keys {
 		lk[i] = r.leaseKey(k)
 	}
-	held, err := r.c.MGet(ctx, lk...).Result()
-	if err != nil {
+	// One GET each, pipelined: on a cluster the claims are in their
+	// chats' slots.
+	held := make([]*redis.StringCmd, len(lk))
+	_, err = r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range lk {
+			held[i] = p.Get(ctx, k)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("run registry: redis: %w", err)
 	}
 	var out []string
 	for i, h := range held {
-		if v, ok := h.(string); ok && runOf(v) == ids[i] {
+		if v, err := h.Result(); err == nil && runOf(v) == ids[i] {
 			out = append(out, keys[i]) // a lapsed claim not yet swept is not active
 		}
 	}
@@ -384,15 +420,15 @@ func (r *Registry) ActiveKeys(ctx context.Context, prefix string) ([]string, err
 	return slices.Compact(out), nil
 }
 
-// sweepScript: KEYS leases, leases-by-key, the member's lease key; ARGV
-// member, run id, now (ms). It removes the member and returns 1 when its
-// deadline passed and its lease key no longer names its run — once,
-// whatever the number of replicas sweeping — else 0. Every key it
-// touches is named in KEYS.
-var sweepScript = redis.NewScript(luaRunOf + `
+// sweepScript: KEYS leases, leases-by-key; ARGV member, now (ms). It
+// removes the member and returns 1 when its deadline passed — once,
+// whatever the number of replicas sweeping — else 0. The caller has
+// checked that the member's lease key no longer names its run (a claim
+// taken again, by a takeover, is under a new deadline, so a sweep that
+// read the lease key before it finds the member not due).
+var sweepScript = redis.NewScript(`
 local due = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not due or tonumber(due) > tonumber(ARGV[3]) then return 0 end
-if runOf(redis.call('GET', KEYS[3])) == ARGV[2] then return 0 end
+if not due or tonumber(due) > tonumber(ARGV[2]) then return 0 end
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 return 1`)
@@ -414,7 +450,14 @@ func (r *Registry) Lapsed(ctx context.Context) ([]runlease.Claim, error) {
 			}
 			continue
 		}
-		n, err := sweepScript.Run(ctx, r.c, []string{r.setKey(), r.byKeyKey(), r.leaseKey(key)}, m, id, now).Int()
+		holder, err := r.c.Get(ctx, r.leaseKey(key)).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return out, fmt.Errorf("run registry: redis: %w", err)
+		}
+		if err == nil && runOf(holder) == id {
+			continue // renewed since it was read, or held again
+		}
+		n, err := sweepScript.Run(ctx, r.c, []string{r.setKey(), r.byKeyKey()}, m, now).Int()
 		if err != nil {
 			return out, fmt.Errorf("run registry: redis: %w", err)
 		}

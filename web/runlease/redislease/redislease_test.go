@@ -20,7 +20,7 @@ func TestRegistryConforms(t *testing.T) {
 		n := 0
 		runleasetest.Run(t, func(t *testing.T, lease time.Duration) (runlease.Registry, runlease.Registry) {
 			n++
-			prefix := srv.Prefix(fmt.Sprintf("t%d:", n))
+			prefix := fmt.Sprintf("t%d:", n)
 			// Two replicas: two clients, two registries.
 			a := redislease.New(srv.Universal(t), prefix, lease)
 			b := redislease.New(srv.Universal(t), prefix, lease)

@@ -506,6 +506,9 @@ export function chatView({ navigate }) {
           case 'tool-output-available':
             card(ch.toolCallId, '').output(ch.output);
             break;
+          case 'data-tool-media':
+            if (ch.data && Array.isArray(ch.data.media)) card(ch.id, '').media(ch.data.media);
+            break;
           case 'tool-output-error':
             card(ch.toolCallId, '').error(ch.errorText);
             break;
@@ -586,6 +589,7 @@ export function chatView({ navigate }) {
         const name = p.toolName || p.type.replace(/^tool-/, '');
         msg.chunk({ type: 'tool-input-available', toolCallId: p.toolCallId, toolName: name, input: p.input });
         if (p.state === 'output-available') msg.chunk({ type: 'tool-output-available', toolCallId: p.toolCallId, output: p.output });
+        if (p.state === 'output-available' && Array.isArray(p.media)) msg.chunk({ type: 'data-tool-media', id: p.toolCallId, data: { media: p.media } });
         if (p.state === 'output-error') msg.chunk({ type: 'tool-output-error', toolCallId: p.toolCallId, errorText: p.errorText });
         if (p.state === 'output-denied') msg.chunk({ type: 'tool-output-denied', toolCallId: p.toolCallId });
         if (p.state === 'approval-requested' && p.approval) {
@@ -675,6 +679,18 @@ export function chatView({ navigate }) {
           agg,
           rows || (agg ? null : jsonView('Output', out)), // a result without rows (a write's answer) as it came
         ].filter(Boolean));
+      },
+      // media shows the pictures (and sounds) the call returned beside
+      // its output, which names them as attached.
+      media(items) {
+        for (const m of items) {
+          const type = String(m.mimeType || '');
+          if (m.type === 'image' && /^image\/[\w.+-]+$/.test(type)) {
+            result.append(h('img', { class: 'tc-media', src: `data:${type};base64,${m.data}`, alt: `A picture the call returned (${type})` }));
+          } else if (m.type === 'audio' && /^audio\/[\w.+-]+$/.test(type)) {
+            result.append(h('audio', { class: 'tc-media', controls: '', src: `data:${type};base64,${m.data}` }));
+          }
+        }
       },
       error(text) {
         el.dataset.state = 'error';

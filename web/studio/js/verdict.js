@@ -105,6 +105,8 @@ function plural(n, one, many) {
 
 // progressText is a data-tool-loop-progress chunk's data in words.
 export function progressText(p) {
+  const up = p.upstream ? upstreamText(p.upstream) : [];
+  if (up.length && !p.page && !p.items) return [...up, `${((p.elapsedMs || 0) / 1000).toFixed(1)} s`].join(' · ');
   const items = p.total > 0 && !p.forEach ? `${p.items} of ${p.total} items` : plural(p.items, 'item', 'items');
   const bits = [`page ${p.page}`, items, plural(p.requests, 'request', 'requests')];
   if (p.forEach) bits.push(`${p.forEach.key} ${p.forEach.index + 1}/${p.forEach.total} (${fmt(p.forEach.value)})`);
@@ -115,7 +117,17 @@ export function progressText(p) {
     const secs = w.waitMs > 0 ? ` (${Math.max(1, Math.round(w.waitMs / 1000))} s)` : '';
     bits.unshift(`waiting for ${w.provider}'s rate limit${secs}`);
   }
-  return bits.join(' · ');
+  return [...up, ...bits].join(' · ');
+}
+
+// upstreamText is what an upstream MCP server reported of the request
+// under way (its notifications/progress, relayed): its message, then its
+// progress of total.
+function upstreamText(u) {
+  const bits = [];
+  if (u.message) bits.push(u.message);
+  bits.push(`upstream ${u.progress}${u.total > 0 ? ` of ${u.total}` : ''}`);
+  return bits;
 }
 
 // progressView is the live progress line: a bar that fills by the
@@ -133,6 +145,7 @@ export function progressView() {
       text.textContent = progressText(p);
       if (p.forEach && p.forEach.total > 0) bar.value = p.forEach.index / p.forEach.total;
       else if (p.total > 0) bar.value = Math.min(1, p.items / p.total);
+      else if (p.upstream && p.upstream.total > 0) bar.value = Math.min(1, p.upstream.progress / p.upstream.total);
       else bar.removeAttribute('value');
     },
     // done ends the line; with the call's final figures (finalText), a

@@ -254,6 +254,30 @@ async function main() {
         check('once', twice.isError && text(twice).startsWith('approval_required'), text(twice).slice(0, 300));
       }
     }
+    if (checks.includes('upstream')) {
+      // The agent binds the pinned server-everything: its resources,
+      // prompts and pictures reach the client through trawl.
+      const { resources } = await client.listResources();
+      const doc = resources.find((r) => r.uri.startsWith('demo://resource/static/document/'));
+      check('resources/list passes the upstream resources on', !!doc, JSON.stringify(resources).slice(0, 300));
+      const read = doc ? await client.readResource({ uri: doc.uri }) : { contents: [] };
+      check('resources/read reads one', read.contents.length === 1 && read.contents[0].uri === doc.uri && read.contents[0].text?.length > 0,
+        JSON.stringify(read).slice(0, 300));
+      const { resourceTemplates } = await client.listResourceTemplates();
+      check('resources/templates/list passes the templates on', resourceTemplates.some((t) => t.uriTemplate === 'demo://resource/dynamic/text/{resourceId}'),
+        JSON.stringify(resourceTemplates).slice(0, 300));
+      const dyn = await client.readResource({ uri: 'demo://resource/dynamic/text/3' });
+      check('a templated resource reads', /^Resource 3: This is a plaintext resource/.test(dyn.contents[0]?.text || ''), JSON.stringify(dyn).slice(0, 300));
+      const { prompts } = await client.listPrompts();
+      check('prompts/list passes the prompts on', ['simple-prompt', 'args-prompt'].every((n) => prompts.some((p) => p.name === n)),
+        prompts.map((p) => p.name).join(','));
+      const got = await client.getPrompt({ name: 'args-prompt', arguments: { city: 'Lyon' } });
+      check('prompts/get renders one with its arguments', got.messages[0]?.content?.text === "What's weather in Lyon?", JSON.stringify(got).slice(0, 300));
+      const img = await client.callTool({ name: 'get-tiny-image', arguments: {} });
+      const pic = (img.content || []).find((c) => c.type === 'image');
+      check('an upstream picture arrives as an image block', !img.isError && pic?.mimeType === 'image/png' &&
+        Buffer.from(pic.data, 'base64').subarray(1, 4).toString() === 'PNG', JSON.stringify(img).slice(0, 300));
+    }
     if (checks.includes('unauthorized')) {
       const err = await connect({ token: '' }).then((c) => { c.close(); return null; }, (e) => e);
       check('no token: 401', err !== null && /401|nauthorized/.test(String(err?.message ?? err) + String(err?.code ?? '')), String(err));
