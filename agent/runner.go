@@ -777,6 +777,9 @@ func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, tl
 	if err != nil {
 		return nil, nil, err
 	}
+	if rc, ok := st.Connections.(refreshingConnections); ok && cred != "" {
+		ctx = tools.WithTokenRefresh(ctx, rc.RefreshCredential)
+	}
 	out, err := r.opt.Engine.Call(ctx, loop.Call{
 		Tool: bt.tool, Args: args, Binding: bt.loopBinding(), Scope: scope,
 		Credential: cred, ViewChars: r.viewChars(def, tl), Experiment: st.Experiment,

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -319,9 +320,30 @@ func appCredential(ctx context.Context, st *turnState, t *tools.Tool) (string, e
 	}
 	if !ok {
 		refused := tools.NeedsCredential(t)
+		if b, isB := st.Connections.(brokenConnections); isB {
+			if why, err := b.Broken(ctx, t.Provider); err == nil && why != "" {
+				refused = tools.ConnectionBroken(t, why)
+			}
+		}
 		return "", &loop.ToolError{Code: refused.Code, Message: refused.Msg}
 	}
-	return st.Connections.Credential(ctx, t.Provider)
+	cred, err := st.Connections.Credential(ctx, t.Provider)
+	var refused *tools.RefusedError
+	if errors.As(err, &refused) {
+		return "", &loop.ToolError{Code: refused.Code, Message: refused.Msg}
+	}
+	return cred, err
+}
+
+// brokenConnections are Connections that say why a connection stopped
+// working (an OAuth refresh the provider refused), and refresh an OAuth
+// token an upstream refused (see tools.WithTokenRefresh).
+type brokenConnections interface {
+	Broken(ctx context.Context, toolkit string) (string, error)
+}
+
+type refreshingConnections interface {
+	RefreshCredential(ctx context.Context, toolkit, stale string) (string, error)
 }
 
 func shorten(s string, n int) string {

@@ -12,6 +12,7 @@ const (
 	AuthBearer = "bearer"  // Authorization: Bearer <token>
 	AuthAPIKey = "api_key" // the token in the header or query parameter named by Header or Query
 	AuthBasic  = "basic"   // Authorization: Basic <username:password>
+	AuthOAuth2 = "oauth2"  // Authorization: Bearer <an OAuth 2.0 access token trawl obtains> (oauth.go)
 )
 
 // AuthSpec says how requests to a provider or toolkit carry a credential,
@@ -34,6 +35,8 @@ type AuthSpec struct {
 	// Username and Password are the basic credentials.
 	Username string `json:"username,omitempty" yaml:"username,omitempty"`
 	Password string `json:"password,omitempty" yaml:"password,omitempty"`
+	// The OAuth 2.0 settings of AuthOAuth2 (see oauth.go).
+	OAuth2 `yaml:",inline"`
 }
 
 // Validate checks the spec's shape: a known type, and a header or query
@@ -41,9 +44,15 @@ type AuthSpec struct {
 // can arrive at request time), so they are not checked.
 func (a AuthSpec) Validate() error {
 	switch a.Type {
-	case "", AuthNone, AuthBearer, AuthBasic:
+	case "", AuthNone, AuthBearer, AuthBasic, AuthOAuth2:
 		if a.Header != "" || a.Query != "" {
 			return fmt.Errorf("auth type %q takes no header or query name (those are for %s)", a.typeName(), AuthAPIKey)
+		}
+		if a.Type == AuthOAuth2 {
+			return a.validateOAuth2()
+		}
+		if a.OAuth2 != (OAuth2{}) {
+			return fmt.Errorf("auth type %q takes no OAuth 2.0 settings (flow, token_url, client_id, …): those are for type %s", a.typeName(), AuthOAuth2)
 		}
 	case AuthAPIKey:
 		switch {
@@ -53,9 +62,11 @@ func (a AuthSpec) Validate() error {
 			return fmt.Errorf("auth type %s takes a header or a query parameter name, not both", AuthAPIKey)
 		case a.Header != "" && !validHeaderName(a.Header):
 			return fmt.Errorf("auth header name %q is not a valid HTTP header name", a.Header)
+		case a.OAuth2 != (OAuth2{}):
+			return fmt.Errorf("auth type %s takes no OAuth 2.0 settings (flow, token_url, client_id, …): those are for type %s", AuthAPIKey, AuthOAuth2)
 		}
 	default:
-		return fmt.Errorf("auth type %q is not one of %s, %s, %s, %s", a.Type, AuthBearer, AuthAPIKey, AuthBasic, AuthNone)
+		return fmt.Errorf("auth type %q is not one of %s, %s, %s, %s, %s", a.Type, AuthBearer, AuthAPIKey, AuthBasic, AuthOAuth2, AuthNone)
 	}
 	return nil
 }
@@ -80,7 +91,13 @@ func (a AuthSpec) String() string {
 	if a.Username != "" {
 		b.WriteString(" username=" + a.Username)
 	}
-	if a.Token != "" || a.Password != "" {
+	if a.Flow != "" {
+		b.WriteString(" flow=" + a.Flow)
+	}
+	if a.ClientID != "" {
+		b.WriteString(" client_id=" + a.ClientID)
+	}
+	if a.Token != "" || a.Password != "" || a.ClientSecret != "" {
 		b.WriteString(" credential=redacted")
 	}
 	b.WriteString("}")

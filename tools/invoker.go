@@ -85,6 +85,10 @@ type Invoker struct {
 	secrets []string                // besides the providers' credentials
 	scrub   *Scrubber               // nil: rebuild from auth and secrets
 	perCall map[string]*Scrubber    // scrub.With(a runtime credential), bounded
+	// oauth are the client-credentials tokens of oauth2 providers, and
+	// oauthTokens each one's current and previous token (scrubbed).
+	oauth       map[string]*orgToken
+	oauthTokens map[string][2]string
 }
 
 // maxPerCallScrubbers bounds the invoker's cache of per-credential
@@ -184,6 +188,9 @@ func (inv *Invoker) Scrubber(runtime ...string) *Scrubber {
 		for _, a := range inv.auth {
 			all = append(all, specSecrets(a.Org)...)
 		}
+		for _, toks := range inv.oauthTokens {
+			all = append(all, toks[0], toks[1])
+		}
 		inv.scrub = NewScrubber(all...)
 	}
 	if key == "" {
@@ -215,6 +222,8 @@ func specSecrets(a AuthSpec) []string {
 		return []string{a.Password, a.Username + ":" + a.Password, basicToken(a.Username, a.Password)}
 	case AuthBearer, AuthAPIKey:
 		return []string{a.Token}
+	case AuthOAuth2:
+		return oauthSecrets(a.OAuth2)
 	}
 	return nil
 }
@@ -291,11 +300,39 @@ func safeCause(err error) string {
 // error status is a Response, not an error; an error means no response
 // (a bad argument, a refusal, a transport failure, a cancelled context).
 // Every byte of the Response and of the error's text has been scrubbed.
+//
+// A provider whose credential is an OAuth 2.0 token gets one more try
+// when it answers 401 for an expired token: with the organization's
+// client-credentials token fetched anew, or with the user's refreshed
+// (WithTokenRefresh).
 func (inv *Invoker) Call(ctx context.Context, req Request) (*Response, error) {
-	scrub := inv.Scrubber(req.Credential)
+	var used string
+	resp, err := inv.call(ctx, req, &used)
+	if err != nil || resp.Status != http.StatusUnauthorized {
+		return resp, err
+	}
+	cred, retry, err := inv.reauthorize(ctx, req, resp, used)
+	if err != nil {
+		return nil, scrubError(inv.Scrubber(req.Credential), err)
+	}
+	if !retry {
+		return resp, nil
+	}
+	if cred != "" {
+		req.Credential = cred
+	}
+	return inv.call(ctx, req, nil)
+}
+
+// call is one try of Call; used gets the credential it sent.
+func (inv *Invoker) call(ctx context.Context, req Request, used *string) (*Response, error) {
 	hreq, secrets, err := inv.build(ctx, req)
+	scrub := inv.Scrubber(req.Credential)
 	if err != nil {
 		return nil, scrubError(scrub, err)
+	}
+	if used != nil && len(secrets) > 0 {
+		*used = secrets[0]
 	}
 	// The wait for the provider's rate limit is bounded by the caller's
 	// deadline (the walk's time budget); the request's own timeout starts
@@ -447,7 +484,7 @@ func (inv *Invoker) build(ctx context.Context, req Request) (*http.Request, []st
 	}
 	hreq.Header.Set("User-Agent", inv.ua)
 	hreq.Header.Set("Accept", "application/json")
-	secrets, query, err := inv.authorize(hreq, t.Provider, req.Credential)
+	secrets, query, err := inv.authorize(ctx, hreq, t.Provider, req.Credential)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -461,6 +498,9 @@ func (inv *Invoker) build(ctx context.Context, req Request) (*http.Request, []st
 // needsRuntime reports whether a provider's calls need the caller's own
 // credential: it takes runtime credentials and has no organization one.
 func needsRuntime(a ProviderAuth) bool {
+	if a.Org.Type == AuthOAuth2 && a.Org.Flow == FlowClientCredentials {
+		return false
+	}
 	switch a.Runtime.Type {
 	case "", AuthNone:
 		return false
@@ -470,7 +510,7 @@ func needsRuntime(a ProviderAuth) bool {
 
 // authorize puts the credential on hreq and returns the secret values
 // and, for a credential sent in the query, the parameter's name.
-func (inv *Invoker) authorize(hreq *http.Request, provider, runtime string) (secrets []string, query string, err error) {
+func (inv *Invoker) authorize(ctx context.Context, hreq *http.Request, provider, runtime string) (secrets []string, query string, err error) {
 	a := inv.providerAuth(provider)
 	spec, secret := a.Org, a.Org.Token
 	if runtime != "" {
@@ -478,6 +518,13 @@ func (inv *Invoker) authorize(hreq *http.Request, provider, runtime string) (sec
 		if spec.Type == "" {
 			spec.Type = "bearer"
 		}
+	} else if spec.Type == AuthOAuth2 {
+		if secret, err = inv.orgOAuthToken(ctx, provider, ""); err != nil {
+			return nil, "", err
+		}
+	}
+	if spec.Type == AuthOAuth2 {
+		spec.Type = AuthBearer // an OAuth access token goes as a bearer token
 	}
 	switch spec.Type {
 	case "", "none":
@@ -727,6 +774,8 @@ func hasOrg(a AuthSpec) bool {
 		return a.Username != "" || a.Password != ""
 	case AuthBearer, AuthAPIKey:
 		return a.Token != ""
+	case AuthOAuth2:
+		return a.Flow == FlowClientCredentials
 	}
 	return false
 }

@@ -217,7 +217,7 @@ func TestAuthSpec(t *testing.T) {
 		{AuthSpec{Type: AuthBasic, Username: "u", Password: "p"}, ""},
 		{AuthSpec{Type: AuthAPIKey, Header: "X-Api-Key"}, ""},
 		{AuthSpec{Type: AuthAPIKey, Query: "api_key"}, ""},
-		{AuthSpec{Type: "oauth2"}, "not one of"},
+		{AuthSpec{Type: "oauth"}, "not one of"},
 		{AuthSpec{Type: AuthAPIKey}, "needs a header or a query"},
 		{AuthSpec{Type: AuthAPIKey, Header: "X", Query: "y"}, "not both"},
 		{AuthSpec{Type: AuthAPIKey, Header: "X Key"}, "not a valid HTTP header name"},

@@ -45,6 +45,9 @@ type MCPConfig struct {
 	// RateLimit paces the tool calls sent to a URL server across the
 	// deployment (see RateLimit); a command server takes none.
 	RateLimit RateLimit `json:"rate_limit,omitzero" yaml:"rate_limit,omitempty"`
+	// Auth is a URL server's OAuth 2.0 client for the organization (type
+	// oauth2, flow client_credentials; see oauth_mcp.go). Zero: none.
+	Auth AuthSpec `json:"auth,omitzero" yaml:"auth,omitempty"`
 }
 
 // Validate checks the entry: a valid id and exactly one transport.
@@ -70,6 +73,9 @@ func (c MCPConfig) Validate() error {
 	default:
 		return fmt.Errorf("mcp server %q: command or url is required", c.ID)
 	}
+	if err := c.validateAuth(); err != nil {
+		return fmt.Errorf("mcp server %q: auth: %w", c.ID, err)
+	}
 	if c.RateLimit != (RateLimit{}) && c.URL == "" {
 		return fmt.Errorf("mcp server %q: rate_limit applies to a server over HTTP (url), not to a command", c.ID)
 	}
@@ -85,7 +91,7 @@ func (c MCPConfig) Validate() error {
 // receives, and may echo base64-encoded), and the Env values that are
 // secrets.
 func (c MCPConfig) Secrets() []string {
-	var out []string
+	out := oauthSecrets(c.Auth.OAuth2)
 	for _, k := range slices.Sorted(maps.Keys(c.Env)) {
 		if v := c.Env[k]; v.Secret {
 			out = append(out, v.Value)
@@ -152,6 +158,9 @@ type MCPOptions struct {
 	// start): it doubles from the first to the second, with jitter. Zero:
 	// 1 s and 1 min.
 	ReconnectMin, ReconnectMax time.Duration
+	// OnToken is told each OAuth access token the source obtains for the
+	// server (Invoker.RememberToken keeps it in the scrubber). Nil: none.
+	OnToken func(token string)
 }
 
 // Bounds of reading a server's tool list: a server that keeps handing out
@@ -300,7 +309,14 @@ func ConnectMCP(ctx context.Context, cfg MCPConfig, opt MCPOptions) (*MCPSource,
 			s.limiter = opt.Limiter
 			client = withOutcomeRecorder(client)
 		}
-		s.transport = func() mcp.Transport { return &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: client} }
+		handler := newMCPOAuth(cfg, client, opt.OnToken)
+		s.transport = func() mcp.Transport {
+			t := &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: client}
+			if handler != nil {
+				t.OAuthHandler = handler
+			}
+			return t
+		}
 	}
 
 	if err := s.connect(ctx); err != nil {

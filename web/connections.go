@@ -136,6 +136,9 @@ func (s *Server) connectForm(c echo.Context) error {
 		} else if !live {
 			return s.renderConnect(c, http.StatusBadRequest, connectView{Name: name, Invalid: connectEnded})
 		}
+		if client, isOAuth := s.conns.OAuthClient(tk); isOAuth {
+			return s.startOAuth(c, client, g) // connect_oauth.go
+		}
 		c.SetCookie(s.connectCookie(c, tk, cookie, int(deploy.ConnectAttemptTTL/time.Second)))
 		return c.Redirect(http.StatusSeeOther, connectPath(tk))
 	}
@@ -262,8 +265,19 @@ func (u userConnections) Credential(ctx context.Context, toolkit string) (string
 	if c := u.session[toolkit]; c != "" {
 		return c, nil
 	}
-	c, _, err := u.s.conns.Credential(ctx, u.user, toolkit)
+	c, _, err := u.s.conns.AccessToken(ctx, u.user, toolkit)
 	return c, err
+}
+
+// RefreshCredential refreshes the user's OAuth token for toolkit that an
+// upstream refused (the invoker's TokenRefresher).
+func (u userConnections) RefreshCredential(ctx context.Context, toolkit, stale string) (string, error) {
+	return u.s.conns.Refresh(ctx, u.user, toolkit, stale)
+}
+
+// Broken says why the user's connection to toolkit stopped working.
+func (u userConnections) Broken(ctx context.Context, toolkit string) (string, error) {
+	return u.s.conns.Broken(ctx, u.user, toolkit)
 }
 
 func (u userConnections) ConnectLink(ctx context.Context, toolkit string) (string, error) {

@@ -378,6 +378,9 @@ func (s *Server) routes(opt Options) *echo.Echo {
 	admin.GET("/evals/:id/stream", s.resumeEval)
 	admin.POST("/workflows/:id/runs/:runId/stop", s.stopWorkflowRun)
 	e.GET("/connect/:toolkit", s.connectForm, connectHeaders)
+	e.GET(deploy.OAuthCallbackPath, s.oauthCallback, connectHeaders)
+	e.GET("/v1/connections", s.listConnections, s.requireUser)
+	e.DELETE("/v1/connections/:toolkit", s.disconnect, s.requireUser)
 	e.POST("/connect/:toolkit", s.connectSubmit, connectHeaders, readBody(connectBodyLimit, min(s.timeouts.Body, connectBodyTimeout)))
 
 	user := e.Group("/v1/agents/:id", s.requireUser, body, s.syncAgents)

@@ -24,6 +24,7 @@ var toolErrorStatus = map[string]int{
 	loop.CodeInvalidAggregate:  http.StatusBadRequest,
 	loop.CodeWriteArgument:     http.StatusBadRequest,
 	tools.CodeNotConnected:     http.StatusForbidden,
+	tools.CodeConnectionBroken: http.StatusForbidden,
 	loop.CodeUpstream:          http.StatusBadGateway,
 	loop.CodeOutcomeUnknown:    http.StatusBadGateway,
 	// The upstream's doing, never the caller's: it redirected off its

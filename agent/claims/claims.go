@@ -422,11 +422,25 @@ var hedges = regexp.MustCompile(strings.Join([]string{
 	`\ba change pendant\b`, `\blacunes?\b`, `\bminimum\b`, `\bpeut-etre (d'autres|plus|davantage)\b`,
 }, "|"))
 
+// notHedges are blanked before hedges are looked for: a bound that
+// qualifies what is counted ("orders worth more than 100", "d'un montant
+// de plus de 100"), the question's filter and not a hedge on the count;
+// and a hedge word negated ("no gaps", "not a partial list", "no missing
+// rows", "aucune lacune"), which asserts completeness.
+var notHedges = regexp.MustCompile(strings.Join([]string{
+	`\b(?:worth|costing|priced at|valued at|totall?ing|amounting to|d'un montant de|valant) (?:more|less|fewer|plus|moins) (?:than |de )?\d`,
+	`\b(?:no|without|never any|zero) (?:gaps?|missing (?:rows|items|records|results|entries|pages|data))\b`,
+	`\b(?:nothing|none|no (?:rows?|items?|records?|results?|entries|entry|pages?|data)) (?:is |are |was |were )?missing\b`,
+	`\b(?:is |it's |this is |that is )?not (?:a |an )?(?:partial|incomplete|sample|subset)\b`,
+	`\b(?:aucune|sans) lacunes?\b`, `\b(?:n'est|ce n'est) pas (?:une liste )?(?:partielle|incomplete)\b`, `\brien ne manque\b`,
+}, "|"))
+
 // partOf is "N of M" or "N sur M" with two different numbers: a share of a
 // known whole, which says the rest was not fetched.
 var partOf = regexp.MustCompile(`(\d[\d,.]*) (?:\p{L}+ )?(?:out of|of|sur|des|parmi) (?:the |les )?(\d[\d,.]*)\b`)
 
 func hedged(s string) bool {
+	s = notHedges.ReplaceAllString(s, " ")
 	if hedges.MatchString(s) {
 		return true
 	}

@@ -185,6 +185,25 @@ func TestCheck(t *testing.T) {
 			CallID: "call_1", Tool: "acme.list_orders", Verdict: Partial,
 		}}},
 		{"dates, prices and ids", "Order 12345 was placed on 3 March 2024 for $30.", []Call{partial}, nil},
+		// "more than 100" here is the question's filter, not a hedge on the count.
+		{"a filter's bound is no hedge", "There are 45 orders costing more than 500 in total.", []Call{partial}, []Finding{{
+			Kind: KindUnsupported, Claim: "in total", Sentence: "There are 45 orders costing more than 500 in total.",
+			CallID: "call_1", Tool: "acme.list_orders", Verdict: Partial,
+		}}},
+		// A hedge word negated asserts completeness: no hedge.
+		{"no gaps is no hedge", "There are no gaps: all 364 orders are listed.", []Call{partial}, []Finding{{
+			Kind: KindUnsupported, Claim: "There are no gaps", Sentence: "There are no gaps: all 364 orders are listed.",
+			CallID: "call_1", Tool: "acme.list_orders", Verdict: Partial,
+		}}},
+		{"not a partial list is no hedge", "This is not a partial list: all 364 orders are here.", []Call{partial}, []Finding{{
+			Kind: KindUnsupported, Claim: "all 364 orders", Sentence: "This is not a partial list: all 364 orders are here.",
+			CallID: "call_1", Tool: "acme.list_orders", Verdict: Partial,
+		}}},
+		{"no missing rows is no hedge", "I fetched every page with no missing rows, so all 364 orders are here.", []Call{partial}, []Finding{{
+			Kind: KindUnsupported, Claim: "every page", Sentence: "I fetched every page with no missing rows, so all 364 orders are here.",
+			CallID: "call_1", Tool: "acme.list_orders", Verdict: Partial,
+		}}},
+		{"a filter's bound beside a hedge", "So far I found 12 orders worth more than 100.", []Call{partial}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

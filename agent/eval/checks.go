@@ -81,14 +81,23 @@ func toolCalls(msgs []agent.UIMessage) []ToolCall {
 				tc.Requests = requestsOf(tc.Name, p.Output)
 			case "output-error":
 				tc.Verdict = claims.Failed
-				if !strings.HasPrefix(p.ErrorText, CodeWriteRefused) {
-					tc.Requests = 1 // a refused write was never sent
+				if !refusedUnsent(p.ErrorText) {
+					tc.Requests = 1
 				}
 			}
 			out = append(out, tc)
 		}
 	}
 	return out
+}
+
+// refusedUnsent reports whether a failed call was refused before any
+// request was sent: a write the evaluation refuses, a bad argument
+// (invalid_argument, invalid_filter, … — "Nothing was sent"), a reserved
+// argument on a write.
+func refusedUnsent(errText string) bool {
+	code, _, _ := strings.Cut(errText, ":")
+	return code == CodeWriteRefused || code == loop.CodeWriteArgument || strings.HasPrefix(code, "invalid_")
 }
 
 // requestsOf is how many upstream requests a call made: its boundary

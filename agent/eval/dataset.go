@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 
@@ -151,6 +152,9 @@ func parseCase(text []byte, dir string, files bool) (*Case, error) {
 	if text[0] != '{' {
 		return nil, errors.New("want a JSON object per line")
 	}
+	if err := exactKeys(text, reflect.TypeFor[rawCase](), map[string]reflect.Type{"expect": reflect.TypeFor[Expect]()}); err != nil {
+		return nil, err
+	}
 	var raw rawCase
 	if err := strictDecode(text, &raw); err != nil {
 		return nil, err
@@ -226,6 +230,54 @@ func strictDecode(data []byte, v any) error {
 	}
 	if dec.More() {
 		return errors.New("data after the JSON object")
+	}
+	return nil
+}
+
+// exactKeys refuses an object member that is not one of t's JSON names
+// spelled exactly, or that repeats: encoding/json would match "ID" to
+// "id" and let the last of two "id"s win, silently changing the case.
+// nested names the members whose object values are checked against
+// their own type. Anything else wrong is left to strictDecode.
+func exactKeys(data []byte, t reflect.Type, nested map[string]reflect.Type) error {
+	names := map[string]bool{}
+	for f := range t.Fields() {
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
+			names[name] = true
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		key, _ := tok.(string)
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return nil
+		}
+		switch {
+		case seen[key]:
+			return fmt.Errorf("field %q repeats", key)
+		case !names[key]:
+			for name := range names {
+				if strings.EqualFold(name, key) {
+					return fmt.Errorf("unknown field %q (names are case-sensitive: %q)", key, name)
+				}
+			}
+			return fmt.Errorf("unknown field %q", key)
+		}
+		seen[key] = true
+		if nt, ok := nested[key]; ok {
+			if err := exactKeys(value, nt, nil); err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
+		}
 	}
 	return nil
 }

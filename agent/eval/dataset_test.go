@@ -29,7 +29,7 @@ func TestParseDatasetErrors(t *testing.T) {
 		{`{"id":"a","transcript":{"turns":[]}}`, "1: transcript: turns: a transcript needs at least one turn"},
 		{`{"id":"a","transcript":"missing.json"}`, "1: transcript: open"},
 		{`{"id":"a","transcript":7}`, "1: transcript: want a path or an inline transcript object"},
-		{`{"id":"a","messages":["hi"],"expect":{"tool":["x"]}}`, `1: unknown field "tool"`},
+		{`{"id":"a","messages":["hi"],"expect":{"tool":["x"]}}`, `1: expect: unknown field "tool"`},
 		{`{"id":"a","messages":["hi"],"expect":{"tools":[]}}`, "1: expect.tools: name at least one tool"},
 		{`{"id":"a","messages":["hi"],"expect":{"tools":{"names":["x"],"anyorder":true}}}`, `unknown field "anyorder"`},
 		{`{"id":"a","messages":["hi"],"expect":{"answer_matches":"("}}`, "1: expect.answer_matches: error parsing regexp"},
@@ -39,6 +39,13 @@ func TestParseDatasetErrors(t *testing.T) {
 		{`{"id":"a","messages":["hi"],"expect":{"completion":false}}`, "want true or an array of tool names"},
 		{`{"id":"a","messages":["hi"],"expect":{"args":{"list_orders":null}}}`, "1: expect.args.list_orders: want a JSON object"},
 		{`# only a comment`, "the dataset holds no case"},
+		// encoding/json matches names case-insensitively and lets a repeated
+		// key win: both would silently change the case.
+		{`{"id":"a","messages":["hi"],"ID":"b"}`, `1: unknown field "ID" (names are case-sensitive: "id")`},
+		{`{"id":"a","Messages":["hi"]}`, `1: unknown field "Messages"`},
+		{`{"id":"a","id":"b","messages":["hi"]}`, `1: field "id" repeats`},
+		{`{"id":"a","messages":["hi"],"expect":{"Max_Tool_Calls":1}}`, `1: expect: unknown field "Max_Tool_Calls" (names are case-sensitive: "max_tool_calls")`},
+		{`{"id":"a","messages":["hi"],"expect":{"rubric":"x","rubric":"y"}}`, `1: expect: field "rubric" repeats`},
 	} {
 		_, err := ParseDataset([]byte(tc.data), t.TempDir(), true)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -170,5 +177,24 @@ func TestExpectations(t *testing.T) {
 	}
 	if got[1].Name != CheckVerdictChanged || got[1].Status != Skip {
 		t.Errorf("verdict_changed without recorded verdicts: %+v", got[1])
+	}
+}
+
+// TestFailedCallRequests: a failed call counts the request it sent, and
+// none when it was refused before anything was sent (a bad argument, a
+// reserved argument on a write, a write refused by the evaluation).
+func TestFailedCallRequests(t *testing.T) {
+	for errText, want := range map[string]int{
+		"upstream_error: list_orders: upstream answered 500":                                      1,
+		`invalid_argument: argument "nested" is not a parameter of list_orders; Nothing was sent`: 0,
+		"invalid_filter: _filter clause 0: unknown op":                                            0,
+		"not_for_writes: _all_pages is not for a write":                                           0,
+		CodeWriteRefused + ": CHAT_SEND_MESSAGE: the write was not sent":                          0,
+	} {
+		msgs := []agent.UIMessage{{Role: agent.RoleUser, Parts: []agent.Part{part("text", "How many?")}},
+			{Role: agent.RoleAssistant, Parts: []agent.Part{{Type: "tool-list_orders", ToolCallID: "c1", State: "output-error", Effect: "read", Input: json.RawMessage(`{}`), ErrorText: errText}}}}
+		if got := toolCalls(msgs)[0].Requests; got != want {
+			t.Errorf("%s: %d requests, want %d", errText, got, want)
+		}
 	}
 }

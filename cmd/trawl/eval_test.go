@@ -133,7 +133,9 @@ func TestEvalDemoDataset(t *testing.T) {
 	if total["unsupported_claim"] != "fail" || total["verdict_changed"] != "fail" || total["completion"] != "fail" {
 		t.Errorf("open-orders-total with looping off: %v", total)
 	}
-	if c := checksOf(t, off, "orders-by-currency"); c["verdict_changed"] != "fail" {
+	// Its recorded answer says "in total" and "every page" beside a filter's
+	// "more than 100": the filter is no hedge, so the claim is flagged.
+	if c := checksOf(t, off, "orders-by-currency"); c["verdict_changed"] != "fail" || c["unsupported_claim"] != "fail" {
 		t.Errorf("orders-by-currency with looping off: %v", c)
 	}
 	if c := checksOf(t, off, "long-bookings"); slices.Contains(mapValues(c), "fail") {
@@ -161,8 +163,8 @@ func TestEvalDemoDataset(t *testing.T) {
 		}
 	}
 	b, _ := os.ReadFile(filepath.Join("off", "junit.xml"))
-	if n := strings.Count(string(b), "<failure "); n != 4+4+2 || !strings.Contains(string(b), `type="unsupported_claim">turn 1, the recorded answer: &#34;in total&#34; — list_orders`) {
-		t.Errorf("%d failures in junit.xml; want one per failed check (10), the total's unsupported_claim among them", n)
+	if n := strings.Count(string(b), "<failure "); n != 5+4+2 || !strings.Contains(string(b), `type="unsupported_claim">turn 1, the recorded answer: &#34;in total&#34; — list_orders`) {
+		t.Errorf("%d failures in junit.xml; want one per failed check (11), the total's unsupported_claim among them", n)
 	}
 }
 

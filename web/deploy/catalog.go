@@ -31,6 +31,9 @@ func (s *Deployment) loadCatalog(ctx context.Context) (*tools.Catalog, error) {
 			return nil, cfg.errAt(at, err.Error())
 		}
 		s.invoker.SetAuth(p.ID, tools.ProviderAuth{Org: p.Auth, Runtime: p.RuntimeAuth})
+		if err := s.setupOAuth(ctx, p.ID, p.Auth); err != nil {
+			return nil, cfg.errAt(at+".auth", err.Error())
+		}
 		s.invoker.SetRateLimit(p.ID, p.RateLimit)
 	}
 	manifests := make([][]byte, 0, len(cfg.toolkitData))
@@ -40,7 +43,7 @@ func (s *Deployment) loadCatalog(ctx context.Context) (*tools.Catalog, error) {
 		if err != nil {
 			return nil, cfg.errAt(fmt.Sprintf("toolkits[%d]", i), err.Error())
 		}
-		if err := s.addToolkit(cat, m); err != nil {
+		if err := s.addToolkit(ctx, cat, m); err != nil {
 			return nil, cfg.errAt(fmt.Sprintf("toolkits[%d]", i), err.Error())
 		}
 	}
@@ -49,7 +52,7 @@ func (s *Deployment) loadCatalog(ctx context.Context) (*tools.Catalog, error) {
 		if err != nil {
 			return nil, fmt.Errorf("built-in toolkit: %w", err)
 		}
-		if err := s.addToolkit(cat, m); err != nil {
+		if err := s.addToolkit(ctx, cat, m); err != nil {
 			return nil, fmt.Errorf("built-in toolkit %s: %w", m.Toolkit, err)
 		}
 	}
@@ -89,7 +92,7 @@ func (s *Deployment) connectMCP(ctx context.Context, cat *tools.Catalog, mc tool
 	s.invoker.AddSecrets(mc.Secrets()...)
 	src, err := tools.ConnectMCP(ctx, mc, tools.MCPOptions{
 		Logger: s.log.With("mcp", mc.ID), Log: s.activity, HTTPClient: s.tel.mcpClient(s.cfg.Telemetry, mc.ID), Limiter: s.limiter,
-		Scrub: s.invoker.Scrubber,
+		Scrub: s.invoker.Scrubber, OnToken: func(tok string) { s.invoker.RememberToken(mc.ID, tok) },
 		// A server that does not answer at start leaves the deployment
 		// degraded, not down: it is retried in the background, and its
 		// tools join the catalog when it answers.
@@ -120,7 +123,7 @@ func (s *Deployment) connectMCP(ctx context.Context, cat *tools.Catalog, mc tool
 	return nil
 }
 
-func (s *Deployment) addToolkit(cat *tools.Catalog, m *tools.Manifest) error {
+func (s *Deployment) addToolkit(ctx context.Context, cat *tools.Catalog, m *tools.Manifest) error {
 	ts, err := m.Tools()
 	if err != nil {
 		return err
@@ -135,7 +138,15 @@ func (s *Deployment) addToolkit(cat *tools.Catalog, m *tools.Manifest) error {
 	if s.cfg.toolkitToken != "" && org.Token == "" && !s.cfg.toolkitNoOrgToken {
 		org.Token = s.cfg.toolkitToken
 	}
+	if m.Auth.Type == tools.AuthOAuth2 {
+		if err := expandOAuthEnv(&org); err != nil {
+			return err
+		}
+	}
 	s.invoker.SetAuth(m.Toolkit, tools.ProviderAuth{Org: org, Runtime: tools.AuthSpec{Type: m.Auth.Type, Header: m.Auth.Header, Query: m.Auth.Query}})
+	if err := s.setupOAuth(ctx, m.Toolkit, org); err != nil {
+		return fmt.Errorf("auth: %w", err)
+	}
 	s.invoker.SetRateLimit(m.Toolkit, m.RateLimit)
 	return nil
 }

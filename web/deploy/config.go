@@ -692,6 +692,9 @@ func (c *Config) validate() error {
 		if err := p.RuntimeAuth.Validate(); err != nil {
 			return c.errAt(at+".runtime_auth", err.Error())
 		}
+		if err := checkProviderOAuth(p); err != nil {
+			return c.errAt(at+err.key, err.msg)
+		}
 		if err := p.RateLimit.Validate(); err != nil {
 			return c.errAt(at+".rate_limit", err.Error())
 		}

@@ -31,6 +31,7 @@ type Connections struct {
 	sealer *Sealer
 	orgTKs func(toolkit string) bool // toolkits with an organization credential
 	now    func() time.Time
+	oauth  *oauthState // nil: no toolkit connects with OAuth (connections_oauth.go)
 }
 
 // ConnectGrant is what a code or an attempt lets its holder do: store a
@@ -93,7 +94,8 @@ func (c *Connections) Credential(ctx context.Context, user, toolkit string) (str
 	if err != nil {
 		return "", false, fmt.Errorf("opening a stored connection (damaged): %w", err)
 	}
-	return string(plain), true, nil
+	cred, _, ok := oauthCredential(plain) // an OAuth connection's access token; a broken one is none
+	return cred, ok, nil
 }
 
 // Store seals credential and keeps it as user's for toolkit.

@@ -49,6 +49,7 @@ type Deployment struct {
 	model    agent.Model // nil when no model is configured
 	runner   *agent.Runner
 	conns    *Connections
+	oauth    map[string]*tools.OAuthClient // toolkits users connect with OAuth (authorization code), by id
 	// inbox is where approvals no chat answers wait (approvals.go).
 	inbox *agent.Inbox
 	// workflows runs workflow definitions (PartsServe).
@@ -308,6 +309,9 @@ func (d *Deployment) newAgents(model agent.Model) error {
 	}
 	d.conns, err = newConnections(d.stores.connections, d.stores.grants, d.stores.secretKey,
 		func(tk string) bool { return orgToolkits[tk] }, func() time.Time { return d.now() })
+	if err == nil && len(d.oauth) > 0 {
+		d.conns.SetOAuth(d.oauth, d.stores.locks)
+	}
 	return err
 }
 

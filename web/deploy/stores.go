@@ -61,7 +61,8 @@ type stores struct {
 	workflowRuns           workflow.RunStore
 	// runRecords keeps each running run's record (durable.go).
 	runRecords Records
-	grants     grants // connect codes and attempts
+	grants     grants        // connect codes and attempts
+	locks      refreshLocker // OAuth refreshes, one per credential at a time
 
 	// adminKey is the admin API's key; keyIsNew when it was generated
 	// now (the banner shows it once). secretKey seals connections.
@@ -255,6 +256,7 @@ func openEmbeddedStores(cfg *Config, tel *Telemetry) (_ *stores, err error) {
 		return nil, err
 	}
 	st.grants = newMemGrants(time.Now, connectPending)
+	st.locks = &memLocks{}
 	return st, nil
 }
 
@@ -336,6 +338,7 @@ func openRedisStores(ctx context.Context, cfg *Config, tel *Telemetry) (_ *store
 	st.connections = webredis.NewBucket(c, prefix, "connections")
 	st.runRecords = webredis.NewBucket(c, prefix, "run_records")
 	st.grants = webredis.NewGrants(c, prefix, connectPending)
+	st.locks = webredis.NewLocks(c, prefix)
 	return st, nil
 }
 

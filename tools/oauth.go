@@ -1,0 +1,467 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+	"gopkg.in/yaml.v3"
+)
+
+// OAuth 2.0 flows an AuthOAuth2 spec may name.
+const (
+	// FlowAuthorizationCode: each user connects their own account through
+	// a connect link (authorization code with PKCE); the tokens are kept
+	// sealed per user and refreshed.
+	FlowAuthorizationCode = "authorization_code"
+	// FlowClientCredentials: one organization token, fetched with the
+	// client's own credentials and cached until it expires.
+	FlowClientCredentials = "client_credentials"
+)
+
+// Token endpoint client authentication methods (RFC 7591 names).
+const (
+	ClientSecretBasic = "client_secret_basic"
+	ClientSecretPost  = "client_secret_post"
+)
+
+// OAuth2 is the OAuth 2.0 part of an AuthSpec of type oauth2:
+//
+//	auth: {type: oauth2, flow: authorization_code, issuer: https://login.example,
+//	       client_id: …, client_secret: ${CLIENT_SECRET}, scopes: [crm.read]}
+//
+// With Issuer, the authorization server's RFC 8414 metadata fills the
+// URLs left empty. Its ClientSecret is a secret (the scrubber masks it).
+type OAuth2 struct {
+	Flow         string `json:"flow,omitempty" yaml:"flow,omitempty"`
+	Issuer       string `json:"issuer,omitempty" yaml:"issuer,omitempty"`
+	AuthorizeURL string `json:"authorize_url,omitempty" yaml:"authorize_url,omitempty"`
+	TokenURL     string `json:"token_url,omitempty" yaml:"token_url,omitempty"`
+	RevokeURL    string `json:"revoke_url,omitempty" yaml:"revoke_url,omitempty"`
+	ClientID     string `json:"client_id,omitempty" yaml:"client_id,omitempty"`
+	ClientSecret string `json:"client_secret,omitempty" yaml:"client_secret,omitempty"`
+	Scopes       Scopes `json:"scopes,omitempty" yaml:"scopes,omitempty"`
+	// Audience is sent as the audience parameter (Auth0 and others name
+	// the API a token is for that way).
+	Audience string `json:"audience,omitempty" yaml:"audience,omitempty"`
+	// PKCE false turns PKCE off for an authorization server that refuses
+	// it. Zero: on (S256).
+	PKCE *bool `json:"pkce,omitempty" yaml:"pkce,omitempty"`
+	// TokenAuthMethod is how the client authenticates at the token and
+	// revocation endpoints. Zero: client_secret_basic.
+	TokenAuthMethod string `json:"token_auth_method,omitempty" yaml:"token_auth_method,omitempty"`
+}
+
+// Scopes are OAuth scopes, written as a list or as one space-separated
+// string; kept space-separated, so that an AuthSpec stays comparable.
+type Scopes string
+
+// List is the scopes one by one.
+func (s Scopes) List() []string { return strings.Fields(string(s)) }
+
+// UnmarshalJSON accepts a list of strings or one string.
+func (s *Scopes) UnmarshalJSON(b []byte) error {
+	var list []string
+	if err := json.Unmarshal(b, &list); err == nil {
+		*s = Scopes(strings.Join(list, " "))
+		return nil
+	}
+	var one string
+	if err := json.Unmarshal(b, &one); err != nil {
+		return errors.New("scopes must be a list of strings or one space-separated string")
+	}
+	*s = Scopes(strings.Join(strings.Fields(one), " "))
+	return nil
+}
+
+// MarshalJSON writes the list.
+func (s Scopes) MarshalJSON() ([]byte, error) { return json.Marshal(s.List()) }
+
+// UnmarshalYAML accepts a sequence of strings or one string.
+func (s *Scopes) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		var list []string
+		if err := n.Decode(&list); err != nil {
+			return errors.New("scopes must be a list of strings or one space-separated string")
+		}
+		*s = Scopes(strings.Join(list, " "))
+	case yaml.ScalarNode:
+		*s = Scopes(strings.Join(strings.Fields(n.Value), " "))
+	default:
+		return errors.New("scopes must be a list of strings or one space-separated string")
+	}
+	return nil
+}
+
+// pkce reports whether the authorization-code flow uses PKCE.
+func (o OAuth2) pkce() bool { return o.PKCE == nil || *o.PKCE }
+
+func (a AuthSpec) validateOAuth2() error {
+	o := a.OAuth2
+	if a.Token != "" || a.Username != "" || a.Password != "" {
+		return errors.New("auth type oauth2 takes no token, username or password: trawl obtains the access token (set client_id and client_secret)")
+	}
+	switch o.Flow {
+	case FlowAuthorizationCode, FlowClientCredentials:
+	case "":
+		return fmt.Errorf("auth type oauth2 needs flow: %s (each user connects their account) or %s (one organization token)", FlowAuthorizationCode, FlowClientCredentials)
+	default:
+		return fmt.Errorf("auth flow %q is not one of %s, %s", o.Flow, FlowAuthorizationCode, FlowClientCredentials)
+	}
+	if o.ClientID == "" {
+		return errors.New("auth type oauth2 needs client_id (the client registered at the authorization server)")
+	}
+	switch o.TokenAuthMethod {
+	case "", ClientSecretBasic, ClientSecretPost:
+	default:
+		return fmt.Errorf("token_auth_method %q is not one of %s, %s", o.TokenAuthMethod, ClientSecretBasic, ClientSecretPost)
+	}
+	if o.Flow == FlowClientCredentials {
+		switch {
+		case o.ClientSecret == "":
+			return errors.New("flow client_credentials needs client_secret")
+		case o.AuthorizeURL != "":
+			return errors.New("flow client_credentials takes no authorize_url (there is no user to send to it)")
+		case o.PKCE != nil:
+			return errors.New("flow client_credentials takes no pkce (PKCE is for the authorization-code flow)")
+		}
+	}
+	for _, u := range []struct{ key, v string }{{"issuer", o.Issuer}, {"authorize_url", o.AuthorizeURL}, {"token_url", o.TokenURL}, {"revoke_url", o.RevokeURL}} {
+		if u.v == "" {
+			continue
+		}
+		if err := checkOAuthURL(u.v); err != nil {
+			return fmt.Errorf("%s: %w", u.key, err)
+		}
+	}
+	if o.Issuer == "" {
+		switch {
+		case o.TokenURL == "":
+			return errors.New("auth type oauth2 needs token_url, or issuer to discover it (RFC 8414 metadata)")
+		case o.Flow == FlowAuthorizationCode && o.AuthorizeURL == "":
+			return errors.New("flow authorization_code needs authorize_url, or issuer to discover it (RFC 8414 metadata)")
+		}
+	}
+	return nil
+}
+
+// checkOAuthURL accepts an absolute https URL, or http on a loopback
+// host (development and tests).
+func checkOAuthURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return fmt.Errorf("%q is not an absolute http(s) URL", raw)
+	}
+	if u.User != nil {
+		return errors.New("the URL must not carry user:password@ (client credentials go in client_id and client_secret)")
+	}
+	if u.Scheme == "http" && !loopbackHost(u.Hostname()) {
+		return fmt.Errorf("%q must be https (plain http is for loopback hosts only)", raw)
+	}
+	return nil
+}
+
+func loopbackHost(h string) bool {
+	return h == "localhost" || h == "::1" || strings.HasPrefix(h, "127.")
+}
+
+// OAuthClient is one provider's OAuth 2.0 client: its endpoints resolved
+// and golang.org/x/oauth2 doing every exchange. It is safe for
+// concurrent use.
+type OAuthClient struct {
+	spec   OAuth2 // URLs resolved
+	http   *http.Client
+	method string // client_secret_basic or client_secret_post
+	// resource is the RFC 8707 resource indicator sent with every token
+	// request ("" none): an MCP server's URL.
+	resource string
+}
+
+// NewOAuthClient resolves spec's endpoints — from the authorization
+// server's metadata when spec names an issuer — and returns its client.
+// hc sends every request to the authorization server (nil: a client of
+// its own with a 30 s timeout).
+func NewOAuthClient(ctx context.Context, spec AuthSpec, hc *http.Client) (*OAuthClient, error) {
+	if spec.Type != AuthOAuth2 {
+		return nil, fmt.Errorf("auth type %q is not %s", spec.Type, AuthOAuth2)
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	o := spec.OAuth2
+	if o.Issuer != "" {
+		meta, err := discoverIssuer(ctx, o.Issuer, hc)
+		if err != nil {
+			return nil, err
+		}
+		fill := func(dst *string, v string) {
+			if *dst == "" {
+				*dst = v
+			}
+		}
+		fill(&o.AuthorizeURL, meta.AuthorizationEndpoint)
+		fill(&o.TokenURL, meta.TokenEndpoint)
+		fill(&o.RevokeURL, meta.RevocationEndpoint)
+		if o.TokenAuthMethod == "" && len(meta.TokenEndpointAuthMethodsSupported) > 0 &&
+			!slices.Contains(meta.TokenEndpointAuthMethodsSupported, ClientSecretBasic) && slices.Contains(meta.TokenEndpointAuthMethodsSupported, ClientSecretPost) {
+			o.TokenAuthMethod = ClientSecretPost
+		}
+		switch {
+		case o.TokenURL == "":
+			return nil, fmt.Errorf("issuer %s: its metadata names no token_endpoint; set token_url", o.Issuer)
+		case o.Flow == FlowAuthorizationCode && o.AuthorizeURL == "":
+			return nil, fmt.Errorf("issuer %s: its metadata names no authorization_endpoint; set authorize_url", o.Issuer)
+		}
+	}
+	c := &OAuthClient{spec: o, http: hc, method: o.TokenAuthMethod}
+	if c.method == "" {
+		c.method = ClientSecretBasic
+	}
+	return c, nil
+}
+
+// discoverIssuer reads an issuer's authorization server metadata: RFC
+// 8414's well-known URI, then OpenID Connect Discovery's (both with the
+// issuer's path after the well-known part, then OpenID's after it).
+func discoverIssuer(ctx context.Context, issuer string, hc *http.Client) (*oauthex.AuthServerMeta, error) {
+	u, err := url.Parse(issuer)
+	if err != nil {
+		return nil, fmt.Errorf("issuer %q does not parse", issuer)
+	}
+	path := strings.TrimRight(u.Path, "/")
+	root := u.Scheme + "://" + u.Host
+	candidates := []string{
+		root + "/.well-known/oauth-authorization-server" + path,
+		root + "/.well-known/openid-configuration" + path,
+	}
+	if path != "" {
+		candidates = append(candidates, root+path+"/.well-known/openid-configuration")
+	}
+	var errs []error
+	for _, m := range candidates {
+		meta, err := oauthex.GetAuthServerMeta(ctx, m, issuer, hc)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if meta != nil {
+			return meta, nil
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("issuer %s: its metadata could not be read: %w", issuer, errors.Join(errs...))
+	}
+	return nil, fmt.Errorf("issuer %s publishes no authorization server metadata (RFC 8414 or OpenID Connect Discovery); set authorize_url and token_url instead", issuer)
+}
+
+// Spec is the client's settings, its URLs resolved.
+func (c *OAuthClient) Spec() OAuth2 { return c.spec }
+
+func (c *OAuthClient) config(redirectURI string) *oauth2.Config {
+	style := oauth2.AuthStyleInHeader
+	if c.method == ClientSecretPost {
+		style = oauth2.AuthStyleInParams
+	}
+	return &oauth2.Config{
+		ClientID: c.spec.ClientID, ClientSecret: c.spec.ClientSecret, RedirectURL: redirectURI,
+		Scopes:   c.spec.Scopes.List(),
+		Endpoint: oauth2.Endpoint{AuthURL: c.spec.AuthorizeURL, TokenURL: c.spec.TokenURL, AuthStyle: style},
+	}
+}
+
+func (c *OAuthClient) ctx(ctx context.Context) context.Context {
+	return context.WithValue(ctx, oauth2.HTTPClient, c.http)
+}
+
+func (c *OAuthClient) extra() []oauth2.AuthCodeOption {
+	if c.spec.Audience == "" {
+		return nil
+	}
+	return []oauth2.AuthCodeOption{oauth2.SetAuthURLParam("audience", c.spec.Audience)}
+}
+
+// NewVerifier is a fresh PKCE code verifier ("" when the client does not
+// use PKCE).
+func (c *OAuthClient) NewVerifier() string {
+	if !c.spec.pkce() {
+		return ""
+	}
+	return oauth2.GenerateVerifier()
+}
+
+// AuthCodeURL is where the user's browser goes to authorize: state, the
+// S256 challenge of verifier (when not ""), and redirectURI.
+func (c *OAuthClient) AuthCodeURL(state, verifier, redirectURI string) string {
+	opts := c.extra()
+	if verifier != "" {
+		opts = append(opts, oauth2.S256ChallengeOption(verifier))
+	}
+	return c.config(redirectURI).AuthCodeURL(state, opts...)
+}
+
+// Exchange trades an authorization code (and its PKCE verifier) for
+// tokens.
+func (c *OAuthClient) Exchange(ctx context.Context, code, verifier, redirectURI string) (*oauth2.Token, error) {
+	opts := c.extra()
+	if verifier != "" {
+		opts = append(opts, oauth2.VerifierOption(verifier))
+	}
+	return c.config(redirectURI).Exchange(c.ctx(ctx), code, opts...)
+}
+
+// Refresh trades a refresh token for new tokens. The answer's refresh
+// token is the rotated one, or the same when the server does not rotate.
+func (c *OAuthClient) Refresh(ctx context.Context, refresh string) (*oauth2.Token, error) {
+	if refresh == "" {
+		return nil, &oauth2.RetrieveError{ErrorCode: "invalid_grant", ErrorDescription: "no refresh token was issued"}
+	}
+	ts := c.config("").TokenSource(c.ctx(ctx), &oauth2.Token{RefreshToken: refresh, Expiry: time.Unix(1, 0)})
+	return ts.Token()
+}
+
+// ClientToken fetches a client-credentials token.
+func (c *OAuthClient) ClientToken(ctx context.Context) (*oauth2.Token, error) {
+	style := oauth2.AuthStyleInHeader
+	if c.method == ClientSecretPost {
+		style = oauth2.AuthStyleInParams
+	}
+	cc := clientcredentials.Config{ClientID: c.spec.ClientID, ClientSecret: c.spec.ClientSecret,
+		TokenURL: c.spec.TokenURL, Scopes: c.spec.Scopes.List(), AuthStyle: style}
+	cc.EndpointParams = url.Values{}
+	if c.spec.Audience != "" {
+		cc.EndpointParams.Set("audience", c.spec.Audience)
+	}
+	if c.resource != "" {
+		cc.EndpointParams.Set("resource", c.resource)
+	}
+	return cc.Token(c.ctx(ctx))
+}
+
+// CanRevoke reports whether the provider has a revocation endpoint.
+func (c *OAuthClient) CanRevoke() bool { return c.spec.RevokeURL != "" }
+
+// Revoke revokes token at the provider (RFC 7009); hint is
+// "refresh_token" or "access_token". A provider without a revocation
+// endpoint revokes nothing and Revoke answers nil.
+func (c *OAuthClient) Revoke(ctx context.Context, token, hint string) error {
+	if c.spec.RevokeURL == "" || token == "" {
+		return nil
+	}
+	form := url.Values{"token": {token}, "token_type_hint": {hint}}
+	if c.method == ClientSecretPost {
+		form.Set("client_id", c.spec.ClientID)
+		form.Set("client_secret", c.spec.ClientSecret)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.spec.RevokeURL, strings.NewReader(form.Encode()))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if c.method == ClientSecretBasic {
+		req.SetBasicAuth(url.QueryEscape(c.spec.ClientID), url.QueryEscape(c.spec.ClientSecret))
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("revoking at the provider: %s", safeCause(err))
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	// RFC 7009 §2.2: 200 whether or not the token was valid.
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("revoking at the provider: it answered %s", resp.Status)
+	}
+	return nil
+}
+
+// Secrets are the client's secret values as they go on the wire.
+func (c *OAuthClient) Secrets() []string { return oauthSecrets(c.spec) }
+
+func oauthSecrets(o OAuth2) []string {
+	if o.ClientSecret == "" {
+		return nil
+	}
+	return []string{o.ClientSecret, url.QueryEscape(o.ClientSecret),
+		basicToken(url.QueryEscape(o.ClientID), url.QueryEscape(o.ClientSecret))}
+}
+
+// OAuthFailure words an authorization server's refusal for the user:
+// what its error code means, never a token.
+func OAuthFailure(err error) string {
+	var re *oauth2.RetrieveError
+	if !errors.As(err, &re) {
+		return "the provider could not be reached (" + safeCause(err) + ")"
+	}
+	return OAuthErrorWords(re.ErrorCode)
+}
+
+// OAuthErrorWords says what an OAuth error code (RFC 6749 §4.1.2.1,
+// §5.2) means to the user.
+func OAuthErrorWords(code string) string {
+	switch code {
+	case "access_denied":
+		return "access was denied at the provider (the user declined, or the account may not use this app)"
+	case "invalid_grant":
+		return "the provider no longer accepts this connection (access was revoked, consent withdrawn, or it expired)"
+	case "invalid_client", "unauthorized_client":
+		return "the provider refused trawl's client (client_id or client_secret is wrong, or the client may not use this flow): tell the operator"
+	case "invalid_scope":
+		return "the provider refused the requested scopes: tell the operator"
+	case "login_required", "consent_required", "interaction_required":
+		return "the provider needs the user to sign in and consent again"
+	case "temporarily_unavailable", "server_error":
+		return "the provider had a temporary problem; try again in a moment"
+	case "":
+		return "the provider refused without saying why"
+	}
+	return "the provider refused (" + code + ")"
+}
+
+// TokenExpired reports whether a 401's WWW-Authenticate challenge lets
+// trawl take it for an expired or revoked access token (RFC 6750
+// invalid_token, or a 401 with no Bearer error at all) rather than, say,
+// a missing scope.
+func TokenExpired(h http.Header) bool {
+	cs, err := oauthex.ParseWWWAuthenticate(h.Values("WWW-Authenticate"))
+	if err != nil {
+		return true
+	}
+	for _, c := range cs {
+		if !strings.EqualFold(c.Scheme, "bearer") {
+			continue
+		}
+		if e := c.Params["error"]; e != "" && e != "invalid_token" {
+			return false
+		}
+	}
+	return true
+}
+
+// CodeConnectionBroken: the user's OAuth connection stopped working (the
+// provider refused a refresh); the user reconnects through a fresh link.
+const CodeConnectionBroken = "connection_broken"
+
+// ConnectionBroken is the refusal of a call whose connection stopped
+// working: why, and that the user reconnects with a fresh link.
+func ConnectionBroken(t *Tool, why string) *RefusedError {
+	name := t.ToolkitName
+	if name == "" {
+		name = t.Provider
+	}
+	return &RefusedError{Code: CodeConnectionBroken, Msg: fmt.Sprintf(
+		"the user's %s connection no longer works: %s. Tell the user, call connect_toolkit with {\"toolkit\": %q} and give them the fresh link to reconnect; do not retry the call until they have",
+		name, why, t.Provider)}
+}

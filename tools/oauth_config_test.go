@@ -1,0 +1,166 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+func TestOAuthSpecValidate(t *testing.T) {
+	no := false
+	ac := OAuth2{Flow: FlowAuthorizationCode, ClientID: "c", AuthorizeURL: "https://as.example/auth", TokenURL: "https://as.example/token"}
+	cc := OAuth2{Flow: FlowClientCredentials, ClientID: "c", ClientSecret: "s", TokenURL: "https://as.example/token"}
+	with := func(o OAuth2, f func(*OAuth2)) AuthSpec { f(&o); return AuthSpec{Type: AuthOAuth2, OAuth2: o} }
+	tests := []struct {
+		spec AuthSpec
+		want string // "" for valid
+	}{
+		{AuthSpec{Type: AuthOAuth2, OAuth2: ac}, ""},
+		{AuthSpec{Type: AuthOAuth2, OAuth2: cc}, ""},
+		{with(ac, func(o *OAuth2) { o.AuthorizeURL, o.TokenURL, o.Issuer = "", "", "https://login.example" }), ""},
+		{with(ac, func(o *OAuth2) { o.AuthorizeURL, o.TokenURL = "http://127.0.0.1:9/a", "http://localhost:9/t" }), ""},
+		{with(ac, func(o *OAuth2) { o.TokenAuthMethod, o.PKCE = ClientSecretPost, &no }), ""},
+		{with(ac, func(o *OAuth2) { o.Flow = "" }), "needs flow: authorization_code"},
+		{with(ac, func(o *OAuth2) { o.Flow = "implicit" }), `auth flow "implicit" is not one of`},
+		{with(ac, func(o *OAuth2) { o.ClientID = "" }), "needs client_id"},
+		{with(ac, func(o *OAuth2) { o.AuthorizeURL = "" }), "needs authorize_url, or issuer"},
+		{with(ac, func(o *OAuth2) { o.TokenURL = "" }), "needs token_url, or issuer"},
+		{with(ac, func(o *OAuth2) { o.TokenURL = "http://as.example/token" }), "token_url: \"http://as.example/token\" must be https"},
+		{with(ac, func(o *OAuth2) { o.Issuer = "login.example" }), "issuer: \"login.example\" is not an absolute"},
+		{with(ac, func(o *OAuth2) { o.RevokeURL = "https://u:p@as.example/revoke" }), "revoke_url: the URL must not carry user:password@"},
+		{with(ac, func(o *OAuth2) { o.TokenAuthMethod = "private_key_jwt" }), `token_auth_method "private_key_jwt" is not one of`},
+		{with(cc, func(o *OAuth2) { o.ClientSecret = "" }), "flow client_credentials needs client_secret"},
+		{with(cc, func(o *OAuth2) { o.AuthorizeURL = "https://as.example/auth" }), "takes no authorize_url"},
+		{with(cc, func(o *OAuth2) { o.PKCE = &no }), "takes no pkce"},
+		{AuthSpec{Type: AuthOAuth2, Token: "t", OAuth2: cc}, "takes no token"},
+		{AuthSpec{Type: AuthBearer, OAuth2: OAuth2{ClientID: "c"}}, "takes no OAuth 2.0 settings"},
+		{AuthSpec{Type: AuthAPIKey, Header: "X", OAuth2: OAuth2{Flow: FlowClientCredentials}}, "takes no OAuth 2.0 settings"},
+	}
+	for _, tc := range tests {
+		err := tc.spec.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: %v", tc.spec, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: error %v, want %q", tc.spec, err, tc.want)
+		}
+	}
+	// The client secret is redacted like the other credentials.
+	s := AuthSpec{Type: AuthOAuth2, OAuth2: OAuth2{Flow: FlowClientCredentials, ClientID: "c", ClientSecret: "cs-secret-value"}}
+	for _, out := range []string{fmt.Sprint(s), fmt.Sprintf("%#v", s)} {
+		if strings.Contains(out, "cs-secret-value") || !strings.Contains(out, "credential=redacted") {
+			t.Errorf("printed spec: %s", out)
+		}
+	}
+}
+
+// A manifest names the OAuth settings flat in auth, scopes as a list or
+// one string; unknown keys are still refused.
+func TestManifestOAuth(t *testing.T) {
+	doc := func(auth string) []byte {
+		return []byte(`{"toolkit": "crm", "name": "CRM", "base_url": "https://crm.example", "auth": ` + auth + `,
+		 "tools": [{"name": "CRM_LIST", "description": "d", "http": {"method": "GET", "path": "/x"}}]}`)
+	}
+	m, err := ParseManifest(doc(`{"type": "oauth2", "flow": "authorization_code", "issuer": "https://login.example",
+		"client_id": "trawl", "scopes": ["crm.read", "offline_access"], "audience": "https://crm.example"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Auth.Flow != FlowAuthorizationCode || m.Auth.Issuer != "https://login.example" || fmt.Sprint(m.Auth.Scopes.List()) != "[crm.read offline_access]" || !m.Auth.pkce() {
+		t.Errorf("auth: %+v", m.Auth.OAuth2)
+	}
+	m, err = ParseManifest(doc(`{"type": "oauth2", "flow": "client_credentials", "token_url": "https://login.example/token", "client_id": "a", "client_secret": "b", "scopes": "x  y"}`))
+	if err != nil || m.Auth.Scopes != "x y" {
+		t.Fatalf("scopes as a string: %v %q", err, m.Auth.Scopes)
+	}
+	if _, err := ParseManifest(doc(`{"type": "oauth2", "flow": "client_credentials", "tokenurl": "x"}`)); err == nil || !strings.Contains(err.Error(), `unknown key "tokenurl"`) {
+		t.Errorf("unknown key: %v", err)
+	}
+	if _, err := ParseManifest(doc(`{"type": "oauth2", "client_id": "a", "token_url": "https://x.example/t"}`)); err == nil || !strings.Contains(err.Error(), "needs flow") {
+		t.Errorf("no flow: %v", err)
+	}
+	if _, err := ParseManifest(doc(`{"type": "oauth2", "flow": "client_credentials", "client_id": "a", "client_secret": "b", "token_url": "https://x.example/t", "scopes": 5}`)); err == nil || !strings.Contains(err.Error(), "scopes must be") {
+		t.Errorf("bad scopes: %v", err)
+	}
+	var y struct{ Auth AuthSpec }
+	if err := yaml.Unmarshal([]byte("auth: {type: oauth2, flow: client_credentials, scopes: [a, b], pkce: false}\n"), &y); err != nil || y.Auth.Scopes != "a b" || y.Auth.PKCE == nil || *y.Auth.PKCE {
+		t.Errorf("yaml: %v %+v", err, y.Auth.OAuth2)
+	}
+	if b, _ := json.Marshal(y.Auth.Scopes); string(b) != `["a","b"]` {
+		t.Errorf("scopes marshal as %s", b)
+	}
+}
+
+// issuer: alone fills the URLs from the RFC 8414 document (or OpenID
+// Connect's), with the path after the well-known part for an issuer with
+// a path; an issuer whose metadata names another issuer is refused.
+func TestOAuthIssuerDiscovery(t *testing.T) {
+	var srv *httptest.Server
+	var asked []string
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked = append(asked, r.URL.Path)
+		w.Header().Set("Content-Type", "application/json")
+		issuer := srv.URL + "/tenant"
+		switch r.URL.Path {
+		case "/.well-known/oauth-authorization-server/tenant":
+			http.NotFound(w, r)
+		case "/.well-known/openid-configuration/tenant":
+			json.NewEncoder(w).Encode(map[string]any{"issuer": issuer, "authorization_endpoint": issuer + "/auth",
+				"token_endpoint": issuer + "/token", "revocation_endpoint": issuer + "/revoke", "jwks_uri": issuer + "/jwks",
+				"response_types_supported": []string{"code"}, "code_challenge_methods_supported": []string{"S256"},
+				"token_endpoint_auth_methods_supported": []string{"client_secret_post"}})
+		case "/.well-known/oauth-authorization-server/other":
+			json.NewEncoder(w).Encode(map[string]any{"issuer": "https://evil.example", "authorization_endpoint": "https://evil.example/a",
+				"token_endpoint": "https://evil.example/t", "code_challenge_methods_supported": []string{"S256"}})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	c, err := NewOAuthClient(ctx, AuthSpec{Type: AuthOAuth2, OAuth2: OAuth2{Flow: FlowAuthorizationCode, ClientID: "c", Issuer: srv.URL + "/tenant"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := c.Spec()
+	if sp.AuthorizeURL != srv.URL+"/tenant/auth" || sp.TokenURL != srv.URL+"/tenant/token" || sp.RevokeURL != srv.URL+"/tenant/revoke" || c.method != ClientSecretPost {
+		t.Errorf("discovered: %+v (method %s)", sp, c.method)
+	}
+	if fmt.Sprint(asked[:2]) != "[/.well-known/oauth-authorization-server/tenant /.well-known/openid-configuration/tenant]" {
+		t.Errorf("asked %v", asked)
+	}
+	// A URL set in config wins over the metadata's.
+	c, err = NewOAuthClient(ctx, AuthSpec{Type: AuthOAuth2, OAuth2: OAuth2{Flow: FlowAuthorizationCode, ClientID: "c", Issuer: srv.URL + "/tenant", TokenURL: "https://tok.example/t"}}, nil)
+	if err != nil || c.Spec().TokenURL != "https://tok.example/t" {
+		t.Errorf("override: %v %+v", err, c)
+	}
+	_, err = NewOAuthClient(ctx, AuthSpec{Type: AuthOAuth2, OAuth2: OAuth2{Flow: FlowAuthorizationCode, ClientID: "c", Issuer: srv.URL + "/other"}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "does not match issuer") {
+		t.Errorf("foreign issuer: %v", err)
+	}
+	_, err = NewOAuthClient(ctx, AuthSpec{Type: AuthOAuth2, OAuth2: OAuth2{Flow: FlowAuthorizationCode, ClientID: "c", Issuer: srv.URL + "/none"}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "publishes no authorization server metadata") {
+		t.Errorf("no metadata: %v", err)
+	}
+}
+
+func TestTokenExpired(t *testing.T) {
+	for h, want := range map[string]bool{
+		"": true, `Bearer error="invalid_token", error_description="expired"`: true, `Bearer realm="x"`: true,
+		`Bearer error="insufficient_scope", scope="a"`: false, `Basic realm="x"`: true,
+	} {
+		hd := http.Header{}
+		if h != "" {
+			hd.Set("WWW-Authenticate", h)
+		}
+		if got := TokenExpired(hd); got != want {
+			t.Errorf("TokenExpired(%q) = %v", h, got)
+		}
+	}
+}

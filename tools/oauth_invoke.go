@@ -1,0 +1,152 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"golang.org/x/oauth2"
+)
+
+// orgToken is a provider's client-credentials token, fetched on first
+// use and cached until shortly before it expires; one fetch at a time.
+type orgToken struct {
+	client *OAuthClient
+	now    func() time.Time
+
+	mu  sync.Mutex
+	tok *oauth2.Token
+	got time.Time // when tok was fetched
+}
+
+// token is the cached access token, fetched anew when it is (nearly)
+// expired or is stale (the one a 401 refused).
+func (o *orgToken) token(ctx context.Context, stale string) (string, bool, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.tok != nil && o.tok.AccessToken != stale && !expiring(o.tok.Expiry, o.got, o.now()) {
+		return o.tok.AccessToken, false, nil
+	}
+	tok, err := o.client.ClientToken(ctx)
+	if err != nil {
+		return "", false, &RefusedError{Code: CodeNotConnected, Msg: "the organization's OAuth token could not be obtained: " + OAuthFailure(err)}
+	}
+	o.tok, o.got = tok, o.now()
+	return tok.AccessToken, true, nil
+}
+
+// expiring reports whether a token that expires at exp (zero: never)
+// and was obtained at got is to be replaced at now: within a quarter of
+// its lifetime of the end, and at most a minute before it.
+func expiring(exp, got, now time.Time) bool {
+	if exp.IsZero() {
+		return false
+	}
+	skew := min(time.Minute, exp.Sub(got)/4)
+	return !now.Before(exp.Add(-skew))
+}
+
+// TokenExpiring is expiring for the connections store: whether a user's
+// token obtained at got and expiring at exp is to be refreshed now.
+func TokenExpiring(exp, got, now time.Time) bool { return expiring(exp, got, now) }
+
+// SetOAuth gives provider's organization credential as an OAuth client
+// (flow client_credentials): its token is fetched when first needed,
+// cached until it nearly expires, and fetched again once when the
+// upstream answers 401 for it. The client's secret joins the scrubber.
+func (inv *Invoker) SetOAuth(provider string, c *OAuthClient) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if inv.oauth == nil {
+		inv.oauth = map[string]*orgToken{}
+	}
+	inv.oauth[provider] = &orgToken{client: c, now: time.Now}
+	inv.secrets = append(inv.secrets, c.Secrets()...)
+	inv.scrub, inv.perCall = nil, nil
+}
+
+func (inv *Invoker) orgOAuth(provider string) *orgToken {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	return inv.oauth[provider]
+}
+
+// orgOAuthToken is provider's client-credentials token ("" when it has
+// none); a newly fetched one joins the scrubber's secrets.
+func (inv *Invoker) orgOAuthToken(ctx context.Context, provider, stale string) (string, error) {
+	o := inv.orgOAuth(provider)
+	if o == nil {
+		return "", nil
+	}
+	tok, fresh, err := o.token(ctx, stale)
+	if err != nil {
+		return "", err
+	}
+	if fresh {
+		inv.RememberToken(provider, tok)
+	}
+	return tok, nil
+}
+
+// RememberToken keeps provider's newly obtained OAuth access token in the
+// scrubber, with the one before it (a response in flight may hold it),
+// forgetting older ones.
+func (inv *Invoker) RememberToken(provider, tok string) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if inv.oauthTokens == nil {
+		inv.oauthTokens = map[string][2]string{}
+	}
+	inv.oauthTokens[provider] = [2]string{tok, inv.oauthTokens[provider][0]}
+	inv.scrub, inv.perCall = nil, nil
+}
+
+// TokenRefresher gets a fresh access token for a user's connection to
+// provider when the upstream refused stale with a 401 (see
+// WithTokenRefresh). An error that is a *RefusedError goes to the model
+// as it is (a broken connection: reconnect).
+type TokenRefresher func(ctx context.Context, provider, stale string) (string, error)
+
+type refresherKey struct{}
+
+// WithTokenRefresh lets the invoker refresh a runtime OAuth credential
+// once when an upstream answers 401 for it.
+func WithTokenRefresh(ctx context.Context, f TokenRefresher) context.Context {
+	return context.WithValue(ctx, refresherKey{}, f)
+}
+
+// reauthorize decides, after a 401, whether the call goes once more with
+// a fresh token: the organization's client-credentials token fetched
+// anew, or the user's refreshed through the context's TokenRefresher.
+// It answers the credential to send (runtime: the new one) and whether
+// to retry; err refuses the call (the connection is broken).
+func (inv *Invoker) reauthorize(ctx context.Context, req Request, resp *Response, used string) (string, bool, error) {
+	if resp.Status != http.StatusUnauthorized || !TokenExpired(resp.Header) {
+		return "", false, nil
+	}
+	a := inv.providerAuth(req.Tool.Provider)
+	if req.Credential == "" {
+		if a.Org.Type != AuthOAuth2 || inv.orgOAuth(req.Tool.Provider) == nil {
+			return "", false, nil
+		}
+		if _, err := inv.orgOAuthToken(ctx, req.Tool.Provider, used); err != nil {
+			return "", false, err
+		}
+		return "", true, nil
+	}
+	f, _ := ctx.Value(refresherKey{}).(TokenRefresher)
+	if a.Runtime.Type != AuthOAuth2 || f == nil {
+		return "", false, nil
+	}
+	fresh, err := f(ctx, req.Tool.Provider, req.Credential)
+	if err != nil {
+		var refused *RefusedError
+		if errors.As(err, &refused) {
+			return "", false, refused
+		}
+		return "", false, err
+	}
+	return fresh, fresh != "" && fresh != req.Credential, nil
+}

@@ -1,0 +1,257 @@
+// Package oauthtest runs the authorization server of trawl's OAuth tests
+// — oidc-provider, the certified OpenID Connect / OAuth 2.0 server for
+// Node (pinned in testdata/oidc, installed by its install.sh) — and a
+// loopback API that accepts only the access tokens it issued (it
+// introspects each one, RFC 7662).
+package oauthtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Resource is the audience of every access token the server issues.
+const Resource = "https://api.trawl.test"
+
+// Options configure the server.
+type Options struct {
+	// AccessTTL is the access tokens' lifetime. Zero: 60 s.
+	AccessTTL time.Duration
+	// RedirectURIs are trawl-web's registered redirect URIs.
+	RedirectURIs []string
+}
+
+// Server is a running oidc-provider.
+type Server struct {
+	Issuer string
+	// The clients' secrets: trawl-web (authorization code), trawl-cc
+	// (client credentials), trawl-api (the API's introspection).
+	WebSecret, CCSecret, APISecret string
+	// TokenRequests counts the requests to the token endpoint that went
+	// through TokenURL (a counting proxy).
+	TokenRequests atomic.Int64
+	// TokenURL is the token endpoint behind the counting proxy.
+	TokenURL string
+
+	mu      sync.Mutex
+	secrets []string // every token, verifier and code the proxy saw
+}
+
+// Secrets are the client secrets and every access token, refresh token,
+// authorization code and PKCE verifier that went through TokenURL: what
+// no channel of trawl's may hold.
+func (s *Server) Secrets() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string{s.WebSecret, s.CCSecret, s.APISecret}, s.secrets...)
+}
+
+func (s *Server) keep(vs ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, v := range vs {
+		if v != "" {
+			s.secrets = append(s.secrets, v)
+		}
+	}
+}
+
+func dir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "testdata", "oidc")
+}
+
+// Start runs oidc-provider for t (stopped at its end). Without node or
+// the installed package the test is skipped, saying how to install it
+// (in CI, where install.sh has run, it fails instead).
+func Start(t testing.TB, opt Options) *Server {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if _, serr := os.Stat(filepath.Join(dir(), "node_modules", "oidc-provider")); err != nil || serr != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("oidc-provider is not installed (node: %v); run tools/oauthtest/testdata/oidc/install.sh", err)
+		}
+		t.Skip("oidc-provider is not installed; run tools/oauthtest/testdata/oidc/install.sh")
+	}
+	if opt.AccessTTL == 0 {
+		opt.AccessTTL = time.Minute
+	}
+	s := &Server{WebSecret: secret(), CCSecret: secret(), APISecret: secret()}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, node, "server.mjs")
+	cmd.Dir = dir()
+	cmd.Env = append(os.Environ(), "WEB_SECRET="+s.WebSecret, "CC_SECRET="+s.CCSecret, "API_SECRET="+s.APISecret,
+		"ACCESS_TTL="+strconv.Itoa(int(opt.AccessTTL/time.Second)), "API_URL="+Resource,
+		"REDIRECT_URIS="+strings.Join(opt.RedirectURIs, " "))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	line := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		if sc.Scan() {
+			line <- sc.Text()
+		}
+		close(line)
+	}()
+	select {
+	case l := <-line:
+		var hello struct{ Issuer string }
+		if err := json.Unmarshal([]byte(l), &hello); err != nil || hello.Issuer == "" {
+			t.Fatalf("oidc-provider said %q", l)
+		}
+		s.Issuer = hello.Issuer
+	case <-time.After(30 * time.Second):
+		t.Fatal("oidc-provider did not start in 30 s")
+	}
+	// The counting proxy in front of the token endpoint.
+	target, _ := url.Parse(s.Issuer)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.TokenRequests.Add(1)
+		body, _ := io.ReadAll(r.Body)
+		if form, err := url.ParseQuery(string(body)); err == nil {
+			s.keep(form.Get("code"), form.Get("code_verifier"), form.Get("refresh_token"))
+		}
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, target.String()+"/token", bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		out, _ := io.ReadAll(resp.Body)
+		var tok struct{ AccessToken, RefreshToken, IDToken string }
+		if json.Unmarshal(out, &struct {
+			A *string `json:"access_token"`
+			R *string `json:"refresh_token"`
+			I *string `json:"id_token"`
+		}{&tok.AccessToken, &tok.RefreshToken, &tok.IDToken}) == nil {
+			s.keep(tok.AccessToken, tok.RefreshToken, tok.IDToken)
+		}
+		_, _ = w.Write(out)
+	}))
+	t.Cleanup(proxy.Close)
+	s.TokenURL = proxy.URL + "/token"
+	return s
+}
+
+func secret() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	return "sec-" + hex.EncodeToString(b)
+}
+
+// Introspection is what the server says of a token.
+type Introspection struct {
+	Active   bool   `json:"active"`
+	ClientID string `json:"client_id"`
+	Sub      string `json:"sub"`
+	Scope    string `json:"scope"`
+	Aud      any    `json:"aud"`
+}
+
+// Introspect asks the server about token, as the API does.
+func (s *Server) Introspect(ctx context.Context, token string) (Introspection, error) {
+	var out Introspection
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.Issuer+"/token/introspection", strings.NewReader(url.Values{"token": {token}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth("trawl-api", s.APISecret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return out, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return out, fmt.Errorf("introspection: %s", resp.Status)
+	}
+	return out, json.NewDecoder(resp.Body).Decode(&out)
+}
+
+// Revoke revokes token as client trawl-web would (RFC 7009): the user
+// withdrawing consent, in a test.
+func (s *Server) Revoke(ctx context.Context, token string) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.Issuer+"/token/revocation", strings.NewReader(url.Values{"token": {token}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth("trawl-web", s.WebSecret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("revocation: %s", resp.Status)
+	}
+	return nil
+}
+
+// API is a loopback API that accepts the server's access tokens: GET
+// /whoami answers the token's subject and client — and, hostile, echoes
+// the token it was sent; any other token gets 401 with an RFC 6750 invalid_token challenge.
+type API struct {
+	URL string
+	mu  sync.Mutex
+	// seen are the accepted and refused tokens, in order.
+	accepted, refused []string
+}
+
+// StartAPI runs the API for t.
+func (s *Server) StartAPI(t testing.TB) *API {
+	a := &API{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		info, err := s.Introspect(r.Context(), tok)
+		if !ok || err != nil || !info.Active || info.Aud != Resource {
+			a.mu.Lock()
+			a.refused = append(a.refused, tok)
+			a.mu.Unlock()
+			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token", error_description="the access token expired or is not valid"`)
+			http.Error(w, `{"error":"invalid_token"}`, http.StatusUnauthorized)
+			return
+		}
+		a.mu.Lock()
+		a.accepted = append(a.accepted, tok)
+		a.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"sub": info.Sub, "client_id": info.ClientID, "scope": info.Scope, "path": r.URL.Path, "echo": tok})
+	}))
+	t.Cleanup(srv.Close)
+	a.URL = srv.URL
+	return a
+}
+
+// Tokens are the tokens the API accepted and refused so far.
+func (a *API) Tokens() (accepted, refused []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.accepted...), append([]string(nil), a.refused...)
+}

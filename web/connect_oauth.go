@@ -1,0 +1,169 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/trawl-dev/trawl/tools"
+	"github.com/trawl-dev/trawl/web/deploy"
+)
+
+// oauthCookie binds an authorization request to the browser that opened
+// the connect link; it is sent only to the callback.
+const oauthCookie = "trawl_oauth"
+
+// Why an OAuth callback stores nothing.
+const (
+	oauthExpired = "This sign-in was not started in this browser, was already used, or has expired. Ask the assistant for a new link and open it here."
+)
+
+// oauthRedirectURI is the one redirect URI every OAuth client of this
+// deployment is registered with.
+func (s *Server) oauthRedirectURI() string {
+	return strings.TrimRight(s.publicURL(), "/") + deploy.OAuthCallbackPath
+}
+
+func (s *Server) oauthCookie(c echo.Context, value string, maxAge int) *http.Cookie {
+	secure := c.Request().TLS != nil || strings.HasPrefix(s.cfg.PublicURL, "https://")
+	return &http.Cookie{Name: oauthCookie, Value: value, Path: deploy.OAuthCallbackPath, MaxAge: maxAge,
+		HttpOnly: true, Secure: secure, SameSite: http.SameSiteLaxMode}
+}
+
+// startOAuth sends the browser that opened a connect link of an OAuth
+// toolkit to the provider's authorize URL: state bound to the link's
+// user and session and, by a cookie, to this browser; a PKCE challenge.
+func (s *Server) startOAuth(c echo.Context, client *tools.OAuthClient, g deploy.ConnectGrant) error {
+	browser := deploy.RandomHex(32)
+	state, verifier, err := s.conns.StartOAuth(c.Request().Context(), g, browser)
+	if err != nil {
+		return internal(err)
+	}
+	c.SetCookie(s.oauthCookie(c, browser, int(deploy.ConnectAttemptTTL/time.Second)))
+	return c.Redirect(http.StatusSeeOther, client.AuthCodeURL(state, verifier, s.oauthRedirectURI()))
+}
+
+// oauthCallback is where the provider sends the browser back: the state
+// is spent once, from the browser that started it, while the session
+// that asked lives; the code is then exchanged (with the PKCE verifier)
+// and the tokens sealed for the user. What the user can act on — access
+// denied, an exchange the provider refused — is said in words, on the
+// page and to the model on the next call (the connection is marked
+// broken with the reason, unless one works already).
+func (s *Server) oauthCallback(c echo.Context) error {
+	ctx := c.Request().Context()
+	q := c.QueryParams()
+	cookie := ""
+	if ck, err := c.Cookie(oauthCookie); err == nil {
+		cookie = ck.Value
+	}
+	g, verifier, ok, err := s.conns.FinishOAuth(ctx, q.Get("state"), cookie)
+	if err != nil {
+		return internal(err)
+	}
+	if !ok {
+		return s.renderConnect(c, http.StatusBadRequest, connectView{Name: "an app", Invalid: oauthExpired})
+	}
+	c.SetCookie(s.oauthCookie(c, "", -1))
+	name, _, _ := s.toolkitInfo(g.Toolkit)
+	if name == "" {
+		name = g.Toolkit
+	}
+	if live, err := s.sessionLive(ctx, g); err != nil {
+		return err
+	} else if !live {
+		return s.renderConnect(c, http.StatusBadRequest, connectView{Name: name, Invalid: connectEnded})
+	}
+	client, ok := s.conns.OAuthClient(g.Toolkit)
+	if !ok {
+		return notFound("no OAuth toolkit " + g.Toolkit)
+	}
+	fail := func(why string) error {
+		s.noteOAuthFailure(ctx, g, why)
+		return s.renderConnect(c, http.StatusBadRequest, connectView{Name: name,
+			Invalid: "Nothing was connected: " + why + ". Go back to the chat and ask the assistant for a new link to try again."})
+	}
+	if e := q.Get("error"); e != "" {
+		return fail(tools.OAuthErrorWords(e))
+	}
+	code := q.Get("code")
+	if code == "" {
+		return fail("the provider sent no authorization code")
+	}
+	tok, err := client.Exchange(ctx, code, verifier, s.oauthRedirectURI())
+	if err != nil {
+		return fail(tools.OAuthFailure(err))
+	}
+	if err := s.conns.StoreOAuth(ctx, g.User, g.Toolkit, tok); err != nil {
+		return internal(err)
+	}
+	return s.renderConnect(c, http.StatusOK, connectView{Name: name, Account: accountName(g.User), Done: true})
+}
+
+// noteOAuthFailure keeps why a connect attempt failed, for the model's
+// next call, unless the user has a working connection already.
+func (s *Server) noteOAuthFailure(ctx context.Context, g deploy.ConnectGrant, why string) {
+	if ok, err := s.conns.Connected(ctx, g.User, nil, g.Toolkit); err == nil && !ok {
+		_ = s.conns.NoteFailure(context.WithoutCancel(ctx), g.User, g.Toolkit, why)
+	}
+}
+
+// connectionsUser is whose connections a request names: a session's own
+// user, or with the admin key the user_id parameter.
+func connectionsUser(c echo.Context) (string, error) {
+	p := principalOf(c)
+	if p.Admin {
+		u := c.QueryParam("user_id")
+		if u == "" {
+			return "", badRequest("with the admin key, name the user: ?user_id=<user>")
+		}
+		return u, nil
+	}
+	if u := c.QueryParam("user_id"); u != "" && u != p.UserID {
+		return "", apiErr(http.StatusForbidden, "forbidden", "a session sees only its own user's connections (user_id is for the admin key)")
+	}
+	return p.UserID, nil
+}
+
+// listConnections answers GET /v1/connections: the user's stored
+// connections with their scopes, expiry and last refresh — never a token.
+func (s *Server) listConnections(c echo.Context) error {
+	user, err := connectionsUser(c)
+	if err != nil {
+		return err
+	}
+	list, err := s.conns.List(c.Request().Context(), user)
+	if err != nil {
+		return internal(err)
+	}
+	if list == nil {
+		list = []deploy.ConnectionInfo{}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"user_id": user, "connections": list})
+}
+
+// disconnect answers DELETE /v1/connections/{toolkit}: an OAuth
+// connection's tokens are revoked at the provider (RFC 7009), and the
+// sealed record is deleted.
+func (s *Server) disconnect(c echo.Context) error {
+	user, err := connectionsUser(c)
+	if err != nil {
+		return err
+	}
+	tk := c.Param("toolkit")
+	found, revoked, revokeErr, err := s.conns.Disconnect(c.Request().Context(), user, tk)
+	if err != nil {
+		return internal(err)
+	}
+	if !found {
+		return notFound("no connection to " + tk + " for this user")
+	}
+	out := map[string]any{"toolkit": tk, "disconnected": true, "revoked": revoked}
+	if revokeErr != nil {
+		out["revoke_error"] = revokeErr.Error() // names no token (tools.OAuthClient.Revoke)
+	}
+	return c.JSON(http.StatusOK, out)
+}

@@ -1,0 +1,626 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"iter"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/trawl-dev/trawl/agent"
+	"github.com/trawl-dev/trawl/stream/redistest"
+	"github.com/trawl-dev/trawl/tools/leaktest"
+	"github.com/trawl-dev/trawl/tools/oauthtest"
+	"github.com/trawl-dev/trawl/web/deploy"
+)
+
+// oauthFixture is a deployment whose toolkit crm (a loopback API that
+// accepts oidc-provider's tokens) each user connects with OAuth, ann's
+// session, and the scripted model that drives the chat.
+type oauthFixture struct {
+	as    *oauthtest.Server
+	api   *oauthtest.API
+	ts    *testServer
+	model *turnScript
+	token string // ann's session
+
+	mu      sync.Mutex
+	streams []string // every chat stream, as the client read it
+}
+
+// turnScript is a model whose answers the test queues turn by turn: a
+// tool call, then text once the tool answered.
+type turnScript struct {
+	mu    sync.Mutex
+	queue [][]agent.ModelEvent
+	out   []string // the tool outputs it read
+}
+
+func (m *turnScript) push(evs ...[]agent.ModelEvent) {
+	m.mu.Lock()
+	m.queue = append(m.queue, evs...)
+	m.mu.Unlock()
+}
+
+func (m *turnScript) Stream(ctx context.Context, req agent.ModelRequest) iter.Seq2[agent.ModelEvent, error] {
+	return func(yield func(agent.ModelEvent, error) bool) {
+		m.mu.Lock()
+		if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == agent.RoleTool {
+			m.out = append(m.out, req.Messages[n-1].Content)
+		}
+		evs := []agent.ModelEvent{{Kind: agent.EventTextDelta, Text: "ok"}, {Kind: agent.EventFinish, FinishReason: "stop"}}
+		if len(m.queue) > 0 {
+			evs, m.queue = m.queue[0], m.queue[1:]
+		}
+		m.mu.Unlock()
+		for _, ev := range evs {
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+}
+
+func (m *turnScript) lastOutput() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.out) == 0 {
+		return ""
+	}
+	return m.out[len(m.out)-1]
+}
+
+const crmTool = "CRM_WHOAMI"
+
+type oauthOptions struct {
+	ttl      time.Duration
+	redisURL string
+	replicas int
+}
+
+// newOAuthFixture starts oidc-provider, the API and the deployment (or
+// several replicas on one Redis).
+func newOAuthFixture(t *testing.T, opt oauthOptions) (*oauthFixture, []*testServer) {
+	t.Helper()
+	if opt.replicas == 0 {
+		opt.replicas = 1
+	}
+	var lns []net.Listener
+	var redirects []string
+	for range opt.replicas {
+		ln, err := netListen()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		redirects = append(redirects, "http://"+ln.Addr().String()+deploy.OAuthCallbackPath)
+	}
+	as := oauthtest.Start(t, oauthtest.Options{AccessTTL: opt.ttl, RedirectURIs: redirects})
+	api := as.StartAPI(t)
+	dir := t.TempDir()
+	manifest := map[string]any{"toolkit": "crm", "name": "CRM", "description": "The CRM", "base_url": api.URL,
+		"auth": map[string]any{"type": "oauth2", "flow": "authorization_code", "issuer": as.Issuer, "token_url": as.TokenURL,
+			"client_id": "trawl-web", "client_secret": "${TRAWL_TEST_WEB_SECRET}", "scopes": []string{"api:read"}},
+		"tools": []any{map[string]any{"name": crmTool, "description": "Who the CRM token is for", "http": map[string]any{"method": "GET", "path": "/whoami"}}}}
+	b, _ := json.Marshal(manifest)
+	if err := os.WriteFile(filepath.Join(dir, "crm.json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TRAWL_TEST_WEB_SECRET", as.WebSecret)
+	model := &turnScript{}
+	var servers []*testServer
+	for _, ln := range lns {
+		text := fmt.Sprintf("listen: %s\npublic_url: http://%s\ntoolkits: [crm.json]\nagents:\n  - id: a\n    agentTools: [{toolkit: crm}]\n", ln.Addr(), ln.Addr())
+		if opt.redisURL != "" {
+			text += fmt.Sprintf("redis_url: %s\nadmin_key: %s\nsecret_key: %s\n", opt.redisURL, testAdminKey, testSecretKey)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "trawl.yaml"), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := deploy.LoadConfig(filepath.Join(dir, "trawl.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.DataDir = t.TempDir()
+		logs, clock := &syncBuffer{}, &testClock{}
+		srv, err := New(context.Background(), cfg, Options{Stdout: io.Discard, Model: model, Now: clock.Now,
+			Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := &http.Server{Handler: srv.Handler()}
+		go hs.Serve(ln)
+		t.Cleanup(func() { hs.Close(); srv.Close() })
+		servers = append(servers, &testServer{Server: srv, URL: "http://" + ln.Addr().String(), logs: logs, clock: clock})
+	}
+	f := &oauthFixture{as: as, api: api, ts: servers[0], model: model}
+	_, body := f.ts.do(t, "POST", "/v1/sessions", "", map[string]any{"user_id": "ann"})
+	var sess struct{ Token string }
+	json.Unmarshal(body, &sess)
+	f.token = sess.Token
+	return f, servers
+}
+
+// turn runs one chat turn of ann's on ts and returns the stream's text.
+func (f *oauthFixture) turn(t *testing.T, ts *testServer, chat string, evs ...[]agent.ModelEvent) string {
+	t.Helper()
+	f.model.push(evs...)
+	resp := ts.post(t, "/v1/agents/a/chat", f.token, chatBody(chat, fmt.Sprintf("m%d", time.Now().UnixNano()), "go"))
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("chat: %d %s", resp.StatusCode, b)
+	}
+	f.mu.Lock()
+	f.streams = append(f.streams, string(b))
+	f.mu.Unlock()
+	return string(b)
+}
+
+// callCRM is a turn whose model calls the CRM tool; it returns what the
+// tool answered.
+func (f *oauthFixture) callCRM(t *testing.T, ts *testServer, chat string) string {
+	t.Helper()
+	f.turn(t, ts, chat, toolCall("t1", crmTool, `{}`))
+	return f.model.lastOutput()
+}
+
+// connectLink is a turn whose model calls connect_toolkit; it returns
+// the link.
+func (f *oauthFixture) connectLink(t *testing.T, chat string) string {
+	t.Helper()
+	f.turn(t, f.ts, chat, toolCall("t1", "connect_toolkit", `{"toolkit": "crm"}`))
+	var out struct{ URL string }
+	if err := json.Unmarshal([]byte(f.model.lastOutput()), &out); err != nil || out.URL == "" {
+		t.Fatalf("connect_toolkit answered %s", f.model.lastOutput())
+	}
+	return out.URL
+}
+
+var formAction = regexp.MustCompile(`<form[^>]*action="([^"]+)"`)
+
+// signIn drives oidc-provider's login and consent pages in browser b,
+// from the page resp it is on, and returns the last response's page.
+func signIn(t *testing.T, b *http.Client, resp *http.Response, user string) (*http.Response, string) {
+	t.Helper()
+	page := readPage(t, resp)
+	for range 4 {
+		m := formAction.FindStringSubmatch(page)
+		if m == nil || !strings.Contains(resp.Request.URL.Path, "/interaction/") {
+			return resp, page
+		}
+		action, _ := resp.Request.URL.Parse(m[1])
+		form := url.Values{}
+		if strings.Contains(page, `name="login"`) {
+			form.Set("prompt", "login")
+			form.Set("login", user)
+			form.Set("password", "any")
+		} else {
+			form.Set("prompt", "consent")
+		}
+		var err error
+		resp, err = b.PostForm(action.String(), form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page = readPage(t, resp)
+	}
+	return resp, page
+}
+
+func readPage(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// connect opens link in a new browser and signs in as ann.
+func (f *oauthFixture) connect(t *testing.T, link string) string {
+	t.Helper()
+	b := newBrowser(t)
+	resp, err := b.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, page := signIn(t, b, resp, "ann")
+	if !strings.Contains(page, "is connected for account") {
+		t.Fatalf("after signing in: %s", page)
+	}
+	return page
+}
+
+// The whole authorization-code flow: the model's call is refused (not
+// connected), connect_toolkit gives a link, the provider's login and
+// consent pages are filled, the callback lands, and the call then
+// succeeds with ann's token; the connection is listed with its scopes and
+// expiry, never a token; the tokens are in no stream, thread or log.
+func TestOAuthConnectFlow(t *testing.T) {
+	f, _ := newOAuthFixture(t, oauthOptions{})
+	if out := f.callCRM(t, f.ts, "c1"); !strings.Contains(out, "connect_toolkit") {
+		t.Fatalf("before connecting, the call answered %s", out)
+	}
+	link := f.connectLink(t, "c1")
+	f.connect(t, link)
+	out := f.callCRM(t, f.ts, "c1")
+	var who struct{ Sub, ClientID string }
+	if json.Unmarshal([]byte(out), &who); who.Sub != "ann" || who.ClientID != "trawl-web" {
+		// The tool output may wrap the body.
+		if !strings.Contains(out, `ann`) || !strings.Contains(out, "trawl-web") {
+			t.Fatalf("after connecting, the call answered %s", out)
+		}
+	}
+	st, body := f.ts.do(t, "GET", "/v1/connections", f.token, nil)
+	var list struct {
+		Connections []deploy.ConnectionInfo
+	}
+	json.Unmarshal(body, &list)
+	if st != 200 || len(list.Connections) != 1 || list.Connections[0].Kind != "oauth2" || list.Connections[0].ExpiresAt == nil ||
+		fmt.Sprint(list.Connections[0].Scopes) != "[api:read]" || list.Connections[0].Status != "connected" {
+		t.Fatalf("connections: %d %s", st, body)
+	}
+	accepted, _ := f.api.Tokens()
+	if len(accepted) == 0 {
+		t.Fatal("the API accepted no token")
+	}
+	_, thread := f.ts.do(t, "GET", "/v1/agents/a/chats/c1", f.token, nil)
+	for what, text := range map[string]string{"connections": string(body), "thread": string(thread), "logs": f.ts.logs.String()} {
+		for _, tok := range append(accepted, f.as.WebSecret) {
+			if strings.Contains(text, tok) {
+				t.Errorf("the %s hold a secret", what)
+			}
+		}
+	}
+}
+
+// Refusals: a wrong state, a replayed callback, a link opened in one
+// browser and finished in another, a redirect URI the client is not
+// registered with, an expired link, and the user declining access —
+// which the model then reads in words.
+func TestOAuthConnectRefusals(t *testing.T) {
+	f, _ := newOAuthFixture(t, oauthOptions{})
+	cb := f.ts.URL + deploy.OAuthCallbackPath
+	if st, page := get(t, newBrowser(t), cb+"?state=bogus&code=x"); st != 400 || !strings.Contains(page, "was not started in this browser") {
+		t.Errorf("wrong state: %d %s", st, page)
+	}
+
+	// A callback replayed (the same state and code, the same browser).
+	link := f.connectLink(t, "c1")
+	b := newBrowser(t)
+	var landed string
+	b.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if req.URL.Path == deploy.OAuthCallbackPath {
+			landed = req.URL.String()
+		}
+		return nil
+	}
+	resp, err := b.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, page := signIn(t, b, resp, "ann"); !strings.Contains(page, "is connected") || landed == "" {
+		t.Fatalf("first connect: %s", page)
+	}
+	if st, page := get(t, b, landed); st != 400 || !strings.Contains(page, "already used") {
+		t.Errorf("replayed callback: %d %s", st, page)
+	}
+	f.ts.do(t, "DELETE", "/v1/connections/crm", f.token, nil)
+
+	// Opened in one browser, finished in another: the provider's page is
+	// reached, but the callback lacks the first browser's cookie.
+	link = f.connectLink(t, "c2")
+	b1 := newBrowser(t)
+	b1.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if req.URL.Port() != strings.TrimPrefix(f.ts.URL[strings.LastIndex(f.ts.URL, ":"):], ":") {
+			return http.ErrUseLastResponse // stop at the provider
+		}
+		return nil
+	}
+	resp, err = b1.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	authorize := resp.Header.Get("Location")
+	b2 := newBrowser(t)
+	resp, err = b2.Get(authorize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, page := signIn(t, b2, resp, "mallory"); !strings.Contains(page, "was not started in this browser") {
+		t.Errorf("second browser: %s", page)
+	}
+	if st, body := f.ts.do(t, "GET", "/v1/connections", f.token, nil); !strings.Contains(string(body), `"connections":[]`) {
+		t.Errorf("after the second browser: %d %s", st, body)
+	}
+
+	// A redirect URI the client is not registered with: the provider
+	// refuses and nothing reaches trawl.
+	u, _ := url.Parse(authorize)
+	q := u.Query()
+	q.Set("redirect_uri", "http://127.0.0.1:1/elsewhere")
+	u.RawQuery = q.Encode()
+	resp, err = newBrowser(t).Get(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if page := readPage(t, resp); resp.Request.URL.Port() == "1" || !strings.Contains(page, "redirect_uri") {
+		t.Errorf("wrong redirect URI: %d %s", resp.StatusCode, page)
+	}
+
+	// An expired link.
+	link = f.connectLink(t, "c3")
+	f.ts.clock.set(func() time.Time { return time.Now().Add(deploy.ConnectCodeTTL + time.Minute) })
+	if st, page := get(t, newBrowser(t), link); st != 400 || !strings.Contains(page, "expired") {
+		t.Errorf("expired link: %d %s", st, page)
+	}
+	f.ts.clock.set(nil)
+
+	// The user declines at the provider: the page and then the model say so.
+	link = f.connectLink(t, "c4")
+	b = newBrowser(t)
+	resp, err = b.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	uid := resp.Request.URL.Path // /interaction/<uid>
+	if st, page := get(t, b, resp.Request.URL.Scheme+"://"+resp.Request.URL.Host+uid+"/abort"); st != 400 || !strings.Contains(page, "access was denied") {
+		t.Errorf("declined: %d %s", st, page)
+	}
+	if out := f.callCRM(t, f.ts, "c4"); !strings.Contains(out, "access was denied") || !strings.Contains(out, "connect_toolkit") {
+		t.Errorf("after declining, the model read %s", out)
+	}
+}
+
+// Refresh: before expiry (rotated, the new refresh token kept); once on a
+// 401 when the clocks disagree; a revoked grant makes the connection
+// broken and the model is told to reconnect, with a fresh link that
+// works; disconnect revokes at the provider.
+func TestOAuthRefresh(t *testing.T) {
+	f, _ := newOAuthFixture(t, oauthOptions{ttl: 4 * time.Second})
+	f.connect(t, f.connectLink(t, "c1"))
+	f.callCRM(t, f.ts, "c1")
+	n0 := f.as.TokenRequests.Load() // the code exchange
+	accepted, _ := f.api.Tokens()
+	first := accepted[len(accepted)-1]
+
+	time.Sleep(3200 * time.Millisecond) // within a quarter of the lifetime of the end
+	if out := f.callCRM(t, f.ts, "c1"); !strings.Contains(out, "trawl-web") {
+		t.Fatalf("after the refresh before expiry: %s", out)
+	}
+	accepted, refused := f.api.Tokens()
+	if f.as.TokenRequests.Load() != n0+1 || accepted[len(accepted)-1] == first || len(refused) != 0 {
+		t.Fatalf("refresh before expiry: %d token requests, %d refused", f.as.TokenRequests.Load()-n0, len(refused))
+	}
+	_, body := f.ts.do(t, "GET", "/v1/connections", f.token, nil)
+	if !strings.Contains(string(body), `"last_refresh"`) {
+		t.Errorf("connections after a refresh: %s", body)
+	}
+
+	// The deployment's clock runs an hour behind: it holds the token
+	// valid after the provider let it expire; the 401 refreshes once.
+	f.ts.clock.set(func() time.Time { return time.Now().Add(-time.Hour) })
+	time.Sleep(4200 * time.Millisecond)
+	n1 := f.as.TokenRequests.Load()
+	if out := f.callCRM(t, f.ts, "c1"); !strings.Contains(out, "trawl-web") {
+		t.Fatalf("after the 401: %s", out)
+	}
+	if _, refused = f.api.Tokens(); f.as.TokenRequests.Load() != n1+1 || len(refused) != 1 {
+		t.Errorf("on the 401: %d token requests, %d refused", f.as.TokenRequests.Load()-n1, len(refused))
+	}
+	f.ts.clock.set(nil)
+
+	// Consent withdrawn at the provider (the grant revoked): the next
+	// refresh fails, the connection is broken, the model is told to
+	// reconnect, and connect_toolkit gives a fresh link that works.
+	accepted, _ = f.api.Tokens()
+	if err := f.as.Revoke(context.Background(), accepted[len(accepted)-1]); err != nil {
+		t.Fatal(err)
+	}
+	out := f.callCRM(t, f.ts, "c1")
+	if !strings.Contains(out, "no longer works") || !strings.Contains(out, "connect_toolkit") || !strings.Contains(out, "revoked") {
+		t.Fatalf("after the revocation, the model read %s", out)
+	}
+	_, body = f.ts.do(t, "GET", "/v1/connections", f.token, nil)
+	if !strings.Contains(string(body), `"status":"broken"`) {
+		t.Errorf("connections after the revocation: %s", body)
+	}
+	f.connect(t, f.connectLink(t, "c1"))
+	if out := f.callCRM(t, f.ts, "c1"); !strings.Contains(out, "trawl-web") {
+		t.Fatalf("after reconnecting: %s", out)
+	}
+
+	// Disconnect revokes at the provider and forgets the tokens.
+	accepted, _ = f.api.Tokens()
+	last := accepted[len(accepted)-1]
+	st, body := f.ts.do(t, "DELETE", "/v1/connections/crm", f.token, nil)
+	if st != 200 || !strings.Contains(string(body), `"revoked":true`) {
+		t.Fatalf("disconnect: %d %s", st, body)
+	}
+	if info, err := f.as.Introspect(context.Background(), last); err != nil || info.Active {
+		t.Errorf("after disconnect the provider still accepts the token: %+v %v", info, err)
+	}
+	if st, _ := f.ts.do(t, "DELETE", "/v1/connections/crm", f.token, nil); st != 404 {
+		t.Errorf("second disconnect: %d", st)
+	}
+	if st, _ := f.ts.do(t, "DELETE", "/v1/connections/crm", "", nil); st != 400 {
+		t.Errorf("admin without user_id: %d", st)
+	}
+	if st, _ := f.ts.do(t, "GET", "/v1/connections?user_id=ann", "", nil); st != 200 {
+		t.Errorf("admin with user_id: %d", st)
+	}
+	if out := f.callCRM(t, f.ts, "c1"); !strings.Contains(out, "not connected") {
+		t.Errorf("after disconnect the call answered %s", out)
+	}
+}
+
+// Two replicas on one Redis whose token is near its expiry, asked for it
+// at once (four callers each): one refresh at the provider, and every
+// caller gets the same new token — a second refresh with the rotated-out
+// refresh token would have made oidc-provider revoke the grant.
+func TestOAuthRefreshAcrossReplicas(t *testing.T) {
+	rs := redistest.Start(t)
+	f, replicas := newOAuthFixture(t, oauthOptions{ttl: 4 * time.Second, redisURL: "redis://" + rs.Addr + "/0", replicas: 2})
+	f.connect(t, f.connectLink(t, "c1"))
+	if out := f.callCRM(t, replicas[1], "c2"); !strings.Contains(out, "trawl-web") {
+		t.Fatalf("the other replica's call: %s", out)
+	}
+	time.Sleep(3200 * time.Millisecond)
+	n0 := f.as.TokenRequests.Load()
+	var wg sync.WaitGroup
+	toks := make([]string, 8)
+	errs := make([]error, 8)
+	for i := range toks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			toks[i], _, errs[i] = replicas[i%2].Deployment().Connections().AccessToken(context.Background(), "ann", "crm")
+		}()
+	}
+	wg.Wait()
+	for i := range toks {
+		if errs[i] != nil || toks[i] == "" || toks[i] != toks[0] {
+			t.Fatalf("caller %d: %q %v (first got %q)", i, toks[i], errs[i], toks[0])
+		}
+	}
+	if n := f.as.TokenRequests.Load() - n0; n != 1 {
+		t.Errorf("%d refreshes at the provider; want 1", n)
+	}
+	if info, err := f.as.Introspect(context.Background(), toks[0]); err != nil || !info.Active {
+		t.Errorf("the refreshed token: %+v %v", info, err)
+	}
+	if out := f.callCRM(t, replicas[1], "c2"); !strings.Contains(out, "trawl-web") {
+		t.Errorf("after the refresh: %s", out)
+	}
+}
+
+// The credential hunter of the secrets work (leaktest, which decodes
+// rather than spells) finds none of the OAuth secrets — the client
+// secret, every access and refresh token issued, every authorization
+// code and PKCE verifier — in any channel: the chat streams, what the
+// model read (the API echoes the token it is sent), the threads, the
+// connections listing, the logs, the files under data_dir and every
+// Redis value; through a connect, a call, a refresh, a revocation and a
+// disconnect, on two replicas.
+func TestOAuthSecretsStayHome(t *testing.T) {
+	rs := redistest.Start(t)
+	f, replicas := newOAuthFixture(t, oauthOptions{ttl: 4 * time.Second, redisURL: "redis://" + rs.Addr + "/0", replicas: 2})
+	f.callCRM(t, f.ts, "c1")
+	f.connect(t, f.connectLink(t, "c1"))
+	f.callCRM(t, replicas[1], "c1")
+	time.Sleep(3200 * time.Millisecond)
+	f.callCRM(t, f.ts, "c1") // refreshed before expiry
+	accepted, _ := f.api.Tokens()
+	f.as.Revoke(context.Background(), accepted[len(accepted)-1])
+	f.callCRM(t, replicas[1], "c1") // refused: broken
+	f.connect(t, f.connectLink(t, "c1"))
+	f.callCRM(t, f.ts, "c1")
+	_, list := f.ts.do(t, "GET", "/v1/connections", f.token, nil)
+
+	secrets := f.as.Secrets()
+	if len(secrets) < 3+2*2+4 { // client secrets, two codes and verifiers, four tokens at least
+		t.Fatalf("only %d secrets seen at the token endpoint", len(secrets))
+	}
+	f.model.mu.Lock()
+	read := strings.Join(f.model.out, "\n")
+	f.model.mu.Unlock()
+	if !strings.Contains(read, `"echo":"[redacted]"`) {
+		t.Errorf("the API's echo of the token did not reach the model masked: %.300s", read)
+	}
+	_, thread := f.ts.do(t, "GET", "/v1/agents/a/chats/c1", f.token, nil)
+	f.ts.do(t, "DELETE", "/v1/connections/crm", f.token, nil)
+	channels := map[string]string{"streams": strings.Join(f.streams, "\n"), "the model's reads": read,
+		"thread": string(thread), "connections": string(list)}
+	for i, r := range replicas {
+		channels[fmt.Sprintf("logs of replica %d", i)] = r.logs.String()
+		filepath.WalkDir(r.Deployment().Config().DataDir, func(path string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				b, _ := os.ReadFile(path)
+				channels[fmt.Sprintf("file %s of replica %d", filepath.Base(path), i)] = string(b)
+			}
+			return nil
+		})
+	}
+	c := rs.Client(t)
+	dump, keys := redisDump(t, c)
+	if keys < 5 {
+		t.Errorf("only %d keys in Redis", keys)
+	}
+	channels["Redis"] = dump
+	for name, text := range channels {
+		h := leaktest.New([]byte(text))
+		for _, s := range secrets {
+			if found := h.Find(s); len(found) > 0 {
+				t.Errorf("%s: a secret %s", name, found[0])
+			}
+		}
+	}
+}
+
+// The authorization-code flow in headless Chromium: the link the model
+// got opens, oidc-provider's own login and consent pages are filled and
+// submitted, the callback lands on trawl's page, and the model's call
+// then succeeds; going back to the callback's URL (a replayed code) is
+// refused and stores nothing new.
+func TestOAuthConnectInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test skipped in -short mode")
+	}
+	bin := chromium(t)
+	f, _ := newOAuthFixture(t, oauthOptions{})
+	link := f.connectLink(t, "c1")
+	bctx := browserContext(t, bin)
+	do := func(step string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, actions...); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+	}
+	eval := func(expr string) string {
+		t.Helper()
+		v, err := chromedp.Run(bctx, chromedp.Evaluate[string](expr))
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		return v
+	}
+	do("open the link at the provider's login", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS(`input[name=login]`)))
+	if u := eval(`location.origin`); u != f.as.Issuer {
+		t.Errorf("the link opened %s; want the provider %s", u, f.as.Issuer)
+	}
+	do("sign in", chromedp.SendKeys(chromedp.CSS(`input[name=login]`), "ann"),
+		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), "any password"),
+		chromedp.Click(chromedp.CSS(`button[type=submit]`)), chromedp.WaitReady(chromedp.CSS(`input[name=prompt][value=consent]`)))
+	do("consent", chromedp.Click(chromedp.CSS(`button[type=submit]`)), chromedp.WaitVisible(chromedp.CSS(`p.ok, p.err`)))
+	if got := eval(`document.body.innerText`); !strings.Contains(got, "CRM is connected for account ann") {
+		t.Fatalf("after consent the page says %q", got)
+	}
+	landed := eval(`location.href`)
+	if out := f.callCRM(t, f.ts, "c1"); !strings.Contains(out, "trawl-web") || !strings.Contains(out, `ann`) {
+		t.Fatalf("after connecting in the browser, the call answered %s", out)
+	}
+	n := f.as.TokenRequests.Load()
+	do("replay the callback", chromedp.Navigate(landed), chromedp.WaitVisible(chromedp.CSS(`p.err`)))
+	if got := eval(`document.body.innerText`); !strings.Contains(got, "already used") {
+		t.Errorf("the replayed callback says %q", got)
+	}
+	if f.as.TokenRequests.Load() != n {
+		t.Error("the replayed code was exchanged again")
+	}
+}
