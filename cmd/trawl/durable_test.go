@@ -581,6 +581,29 @@ func TestTakeoverSIGKILL(t *testing.T) {
 				t.Errorf("the model was not given the write's answer: %q", results["call_write"])
 			}
 			t.Logf("pages asked: %v", pages)
+			// The turn's data-turn-changes (its last one) says what became
+			// of the write: unknown in (b), done otherwise.
+			wantOutcome, outcome := "done", ""
+			if tc.unknown {
+				wantOutcome = "unknown"
+			}
+			for _, e := range whole {
+				var c struct {
+					Data struct {
+						Changes []struct{ ToolCallID, Outcome string }
+					}
+				}
+				if e.typ == "data-turn-changes" && json.Unmarshal([]byte(e.data), &c) == nil {
+					for _, ch := range c.Data.Changes {
+						if ch.ToolCallID == "call_write" {
+							outcome = ch.Outcome
+						}
+					}
+				}
+			}
+			if outcome != wantOutcome {
+				t.Errorf("data-turn-changes says the write is %q; want %q", outcome, wantOutcome)
+			}
 
 			// The thread, read on B, holds every step once.
 			th := b.threadOf(t, "durable", chatID)
