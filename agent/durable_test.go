@@ -178,7 +178,12 @@ func durableSetup(t *testing.T, w *durableWorld, hook func(r *http.Request)) *to
 }
 
 func durableRunner(t *testing.T, cat *tools.Catalog, write string) *Runner {
-	tr, err := ParseTranscript([]byte(fmt.Sprintf(durableTranscript, write)))
+	return transcriptRunner(t, cat, fmt.Sprintf(durableTranscript, write))
+}
+
+// transcriptRunner is a runner over cat whose model replays transcript.
+func transcriptRunner(t *testing.T, cat *tools.Catalog, transcript string) *Runner {
+	tr, err := ParseTranscript([]byte(transcript))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,10 +197,16 @@ var durableDef = Definition{ID: "a", AgentTools: []Binding{{ToolID: "p.list_item
 // runUntilKilled runs a new turn in process p until it returns.
 func runUntilKilled(t *testing.T, r *Runner, p *process) {
 	th := &Thread{Key: ThreadKey("", "a", "c1"), Msgs: []UIMessage{{ID: "u1", Role: RoleUser, Parts: []Part{{Type: "text", Text: "count, then record it"}}}}}
+	runThreadUntilKilled(t, r, p, durableDef, th)
+}
+
+// runThreadUntilKilled runs the next turn of th, as def, in process p
+// until it returns.
+func runThreadUntilKilled(t *testing.T, r *Runner, p *process, def Definition, th *Thread) {
 	p.saveThread(context.Background(), th)
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
-	err := r.Run(ctx, &Turn{Agent: func() (Definition, bool) { return durableDef, true }, Thread: th, Org: "o",
+	err := r.Run(ctx, &Turn{Agent: func() (Definition, bool) { return def, true }, Thread: th, Org: "o",
 		Emit: p.emit, Checkpoint: p.saveThread, Journal: p})
 	if p.alive() {
 		t.Fatalf("the turn ended (%v) before the process was killed", err)
@@ -205,6 +216,11 @@ func runUntilKilled(t *testing.T, r *Runner, p *process) {
 // takeOver continues the world's turn in a new process with a new
 // runner, as a surviving replica does, and returns its thread.
 func takeOver(t *testing.T, r *Runner, w *durableWorld, count int) *Thread {
+	return takeOverAs(t, r, w, count, durableDef)
+}
+
+// takeOverAs is takeOver of a turn of agent def.
+func takeOverAs(t *testing.T, r *Runner, w *durableWorld, count int, def Definition) *Thread {
 	w.mu.Lock()
 	cp, th := w.cp, w.saved
 	tail := slices.Clone(w.log[w.cpSeq:])
@@ -213,7 +229,7 @@ func takeOver(t *testing.T, r *Runner, w *durableWorld, count int) *Thread {
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	defer cancel()
-	err := r.Run(ctx, &Turn{Agent: func() (Definition, bool) { return durableDef, true }, Thread: th, Org: "o",
+	err := r.Run(ctx, &Turn{Agent: func() (Definition, bool) { return def, true }, Thread: th, Org: "o",
 		Emit: p.emit, Checkpoint: p.saveThread, Journal: p,
 		Resume: &Resume{Checkpoint: cp, Tail: tail, By: "survivor", Reason: "takeover", Count: count}})
 	if err != nil {
@@ -259,6 +275,10 @@ func checkStream(t *testing.T, log []stream.Chunk) {
 			if started[c.ToolCallID] {
 				t.Errorf("call %s started twice", c.ToolCallID)
 			}
+			started[c.ToolCallID] = true
+		case stream.ToolInputAvailable:
+			// A call whose input-start an earlier turn's stream showed
+			// (an approved call) opens with its input.
 			started[c.ToolCallID] = true
 		case stream.ToolOutputAvailable, stream.ToolOutputError, stream.ToolInputError:
 			id := map[bool]string{}[true]
@@ -488,5 +508,148 @@ func TestTakeoverTwice(t *testing.T) {
 	}
 	if types[len(types)-1] != "finish" || slices.Contains(types, "error") {
 		t.Errorf("stream: %v", types)
+	}
+}
+
+// approvalTranscript: a walk, a write that needs approval (the turn ends
+// there), then, once it was approved and run, the same write again.
+const approvalTranscript = `{"name": "durable-approval", "turns": [{"user": "count, then record it", "steps": [
+  {"text": "Let me count every item.", "tool_calls": [{"name": "list_items", "arguments": {"_all_pages": true}}]},
+  {"text": "Now I record the count.", "tool_calls": [{"name": "record", "arguments": {"name": "count", "value": 50}}]},
+  {"text": "Once more, to be sure.", "tool_calls": [{"name": "record", "arguments": {"name": "count", "value": 50}}]},
+  {"text": "There are 50 items, and the count is recorded."}]}]}`
+
+var approvalDurableDef = Definition{ID: "a", AgentTools: []Binding{{ToolID: "p.list_items", LoopResponses: true}, {ToolID: "p.record", Approval: ApprovalRequired}}}
+
+// TestTakeoverKeepsApproval: a write a human approved, whose turn's
+// owner dies before the write's request left (or, in the last case,
+// before its answer came), is run by the survivor without asking again
+// — sent once (in the last case: not again, outcome_unknown) — and the
+// approval is spent: the model's second, identical write asks anew, and
+// the first approval cannot answer for it.
+func TestTakeoverKeepsApproval(t *testing.T) {
+	const approvedCall, secondCall = "call_0_1_0", "call_0_2_0"
+	cases := []struct {
+		name        string
+		killOn      func(c stream.Chunk) string
+		onWrite     bool // kill when the write reaches the upstream
+		wantUnknown bool
+	}{
+		{name: "after the turn started", killOn: func(c stream.Chunk) string {
+			if _, ok := c.(stream.Start); ok {
+				return "after"
+			}
+			return ""
+		}},
+		{name: "approved call begun, not sent", killOn: func(c stream.Chunk) string {
+			if a, ok := c.(stream.ToolInputAvailable); ok && a.ToolCallID == approvedCall {
+				return "before"
+			}
+			return ""
+		}},
+		{name: "approved call answered, not shown", killOn: func(c stream.Chunk) string {
+			if o, ok := c.(stream.ToolOutputAvailable); ok && o.ToolCallID == approvedCall {
+				return "before"
+			}
+			return ""
+		}},
+		{name: "approved write sent, no answer", onWrite: true, wantUnknown: true},
+		{name: "mid the next step", killOn: func(c stream.Chunk) string {
+			if _, ok := c.(stream.TextDelta); ok {
+				return "after"
+			}
+			return ""
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &durableWorld{}
+			var owner *process
+			var hook func(r *http.Request)
+			if tc.onWrite {
+				hook = func(r *http.Request) {
+					if r.URL.Path == "/records" && owner != nil && owner.alive() {
+						owner.kill()
+					}
+				}
+			}
+			cat := durableSetup(t, w, hook)
+
+			// The first turn ends asking approval for the write.
+			th := &Thread{Key: ThreadKey("", "a", "c1"), Msgs: []UIMessage{{ID: "u1", Role: RoleUser, Parts: []Part{{Type: "text", Text: "count, then record it"}}}}}
+			first := &process{w: w, cancel: func() {}}
+			err := transcriptRunner(t, cat, approvalTranscript).Run(context.Background(), &Turn{Agent: func() (Definition, bool) { return approvalDurableDef, true },
+				Thread: th, Org: "o", Emit: first.emit, Checkpoint: first.saveThread, Journal: first})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(th.Approvals) != 1 || th.Approvals[0].ToolCallID != approvedCall || len(w.writes) != 0 {
+				t.Fatalf("the first turn: approvals %+v, %d writes; want one approval for %s, no write", th.Approvals, len(w.writes), approvedCall)
+			}
+			approval := th.Approvals[0].ID
+
+			// The human approves; the answer's turn (a new run, a new log)
+			// dies in the owner.
+			if _, err := ApplyApprovals(th, answer(th, approval, true, "")); err != nil {
+				t.Fatal(err)
+			}
+			w.mu.Lock()
+			w.log, w.cp, w.cpSeq = nil, Checkpoint{}, 0
+			w.mu.Unlock()
+			owner = &process{w: w, killOn: tc.killOn}
+			runThreadUntilKilled(t, transcriptRunner(t, cat, approvalTranscript), owner, approvalDurableDef, th)
+			final := takeOverAs(t, transcriptRunner(t, cat, approvalTranscript), w, 1, approvalDurableDef)
+
+			checkStream(t, w.log)
+			if len(w.writes) != 1 {
+				t.Errorf("the upstream received %d writes; want 1", len(w.writes))
+			}
+			// The stream asks approval once: for the second call, with a
+			// new id.
+			var asked []stream.ToolApprovalRequest
+			for _, c := range w.log {
+				if a, ok := c.(stream.ToolApprovalRequest); ok {
+					asked = append(asked, a)
+				}
+			}
+			if len(asked) != 1 || asked[0].ToolCallID != secondCall || asked[0].ApprovalID == approval {
+				t.Errorf("approval requests %+v; want one, for %s, with a new id", asked, secondCall)
+			}
+			// The model read the approved write's outcome, not a request
+			// for approval.
+			var read string
+			for _, m := range ModelMessages(final.Msgs) {
+				if m.Role == RoleTool && m.ToolCallID == approvedCall {
+					read = m.Content
+				}
+			}
+			switch {
+			case tc.wantUnknown && !strings.Contains(read, loop.CodeOutcomeUnknown):
+				t.Errorf("the model read %q of the approved write; want outcome_unknown", read)
+			case !tc.wantUnknown && !strings.Contains(read, "rec_1"):
+				t.Errorf("the model read %q of the approved write; want its answer", read)
+			}
+			want := []string{"Let me count every item. → list_items", "Now I record the count. → record", "Once more, to be sure. → record"}
+			if diff := cmp.Diff(want, modelSteps(t, final)); diff != "" {
+				t.Errorf("the steps the model is shown (-want +got):\n%s", diff)
+			}
+			wantOutcome := map[bool]string{false: "done", true: "unknown"}[tc.wantUnknown]
+			changes := TurnChanges(final.Msgs[len(final.Msgs)-1])
+			if len(changes) != 2 || changes[0].ToolCallID != approvedCall || changes[0].Outcome != wantOutcome ||
+				changes[1].ToolCallID != secondCall || changes[1].Outcome != "waiting" {
+				t.Errorf("turn changes %+v; want %s %s, then %s waiting", changes, approvedCall, wantOutcome, secondCall)
+			}
+			// Single use: the first approval is spent, the second is new.
+			if len(final.Approvals) != 2 || final.Approvals[0].ID != approval || !final.Approvals[0].Used ||
+				final.Approvals[1].ToolCallID != secondCall || final.Approvals[1].Used {
+				t.Errorf("issued approvals %+v", final.Approvals)
+			}
+			if _, err := ApplyApprovals(final, answer(final, approval, true, "")); !errors.Is(err, ErrApproval) {
+				t.Errorf("the spent approval answered the second write: %v", err)
+			}
+			if len(w.writes) != 1 {
+				t.Errorf("%d writes after the refused answer", len(w.writes))
+			}
+		})
 	}
 }

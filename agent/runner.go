@@ -228,7 +228,9 @@ func (r *Runner) Run(ctx context.Context, t *Turn) (err error) {
 		}
 		st.restore(cp)
 		t.Resume.Checkpoint = cp
-		resumed = cp.Phase == PhaseApprovals
+		// The approved calls run (again) when the interrupted run was
+		// resolving them, or had not begun to: its first checkpoint.
+		resumed = cp.Phase == PhaseApprovals || awaitsRun(st.msg)
 	} else if n := len(t.Thread.Msgs); n > 0 && awaitsRun(t.Thread.Msgs[n-1]) {
 		// The human answered approvals: the same assistant message goes on.
 		st.msg, t.Thread.Msgs, resumed = t.Thread.Msgs[n-1], t.Thread.Msgs[:n-1], true

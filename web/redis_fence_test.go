@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/trawl-dev/trawl/web/deploy"
+	"github.com/trawl-dev/trawl/web/runlease/redislease"
 )
 
 // A workflow run that lost its claim — its replica was paused or cut off
@@ -36,8 +37,11 @@ func TestWorkflowRunWithoutItsClaimDoesNotSave(t *testing.T) {
 	// As if A had been paused past its lease: the claim is gone (another
 	// holder's now) and the survivor has marked the run failed.
 	ctx := context.Background()
-	prefix := r.a.cfg.RedisPrefix
-	if err := r.redis.Client(t).Set(ctx, prefix+"lease:"+deploy.WorkflowRunKey(runID), "another_run", time.Minute).Err(); err != nil {
+	// The claim's key as the registry names it (in the run's slot on a
+	// cluster).
+	c := r.backend.Universal(t)
+	claim := redislease.New(c, r.a.cfg.RedisPrefix, 0).FenceKey(deploy.WorkflowRunKey(runID))
+	if err := c.Set(ctx, claim, "another_run", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 	rec, err := r.b.dep.WorkflowRuns().GetRun(ctx, runID)

@@ -201,6 +201,8 @@ type replicas struct {
 	a, b  *testServer
 	up    *scaleUpstream
 	redis *redistest.Server // nil on a cluster
+	// backend is the Redis the replicas share: the server or the cluster.
+	backend redistest.Backend
 	// redisURL is the replicas' redis_url.
 	redisURL string
 	// cancelled gets the time each blocked turn saw its context end.
@@ -222,9 +224,11 @@ func startReplicas(t *testing.T, extra string) *replicas {
 	if os.Getenv(clusterEnv) == "1" {
 		cl := redistest.StartCluster(t)
 		r.redisURL = "redis+cluster://" + cl.Addrs[0] + "?addr=" + strings.Join(cl.Addrs[1:], "&addr=")
+		r.backend = cl
 	} else {
 		r.redis = redistest.Start(t)
 		r.redisURL = "redis://" + r.redis.Addr + "/0"
+		r.backend = r.redis
 	}
 	chatty := make(chan struct{})
 	var once sync.Once
