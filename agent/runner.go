@@ -782,6 +782,9 @@ func (r *Runner) callTool(ctx context.Context, st *turnState, def Definition, tl
 	if rc, ok := st.Connections.(refreshingConnections); ok && cred != "" {
 		ctx = tools.WithTokenRefresh(ctx, rc.RefreshCredential)
 	}
+	if sc, ok := st.Connections.(secretConnections); ok && cred != "" {
+		ctx = tools.WithCallSecrets(ctx, sc.CredentialSecrets(ctx, bt.tool.Provider)...)
+	}
 	out, err := r.opt.Engine.Call(ctx, loop.Call{
 		Tool: bt.tool, Args: args, Binding: bt.loopBinding(), Scope: scope,
 		Credential: cred, ViewChars: r.viewChars(def, tl), Experiment: st.Experiment,

@@ -346,6 +346,13 @@ type refreshingConnections interface {
 	RefreshCredential(ctx context.Context, toolkit, stale string) (string, error)
 }
 
+// secretConnections are Connections whose credentials come with secrets
+// that are not sent (an OAuth connection's refresh token): the call's
+// scrubber masks them too (see tools.WithCallSecrets).
+type secretConnections interface {
+	CredentialSecrets(ctx context.Context, toolkit string) []string
+}
+
 func shorten(s string, n int) string {
 	r := []rune(s)
 	if len(r) <= n {

@@ -313,7 +313,7 @@ func (inv *Invoker) Call(ctx context.Context, req Request) (*Response, error) {
 	}
 	cred, retry, err := inv.reauthorize(ctx, req, resp, used)
 	if err != nil {
-		return nil, scrubError(inv.Scrubber(req.Credential), err)
+		return nil, scrubError(inv.callScrubber(ctx, req.Credential), err)
 	}
 	if !retry {
 		return resp, nil
@@ -327,7 +327,7 @@ func (inv *Invoker) Call(ctx context.Context, req Request) (*Response, error) {
 // call is one try of Call; used gets the credential it sent.
 func (inv *Invoker) call(ctx context.Context, req Request, used *string) (*Response, error) {
 	hreq, secrets, err := inv.build(ctx, req)
-	scrub := inv.Scrubber(req.Credential)
+	scrub := inv.callScrubber(ctx, req.Credential)
 	if err != nil {
 		return nil, scrubError(scrub, err)
 	}

@@ -376,7 +376,7 @@ func (r Router) Call(ctx context.Context, req Request) (*Response, error) {
 		if r.HTTP == nil {
 			return resp, err
 		}
-		scrub := r.HTTP.Scrubber(req.Credential)
+		scrub := r.HTTP.callScrubber(ctx, req.Credential)
 		if err != nil {
 			return nil, scrubError(scrub, err)
 		}

@@ -320,7 +320,8 @@ func (c *OAuthClient) Exchange(ctx context.Context, code, verifier, redirectURI 
 	if verifier != "" {
 		opts = append(opts, oauth2.VerifierOption(verifier))
 	}
-	return c.config(redirectURI).Exchange(c.ctx(ctx), code, opts...)
+	tok, err := c.config(redirectURI).Exchange(c.ctx(ctx), code, opts...)
+	return tok, c.scrubError(err, code, verifier)
 }
 
 // Refresh trades a refresh token for new tokens. The answer's refresh
@@ -330,7 +331,8 @@ func (c *OAuthClient) Refresh(ctx context.Context, refresh string) (*oauth2.Toke
 		return nil, &oauth2.RetrieveError{ErrorCode: "invalid_grant", ErrorDescription: "no refresh token was issued"}
 	}
 	ts := c.config("").TokenSource(c.ctx(ctx), &oauth2.Token{RefreshToken: refresh, Expiry: time.Unix(1, 0)})
-	return ts.Token()
+	tok, err := ts.Token()
+	return tok, c.scrubError(err, refresh)
 }
 
 // ClientToken fetches a client-credentials token.
@@ -348,7 +350,30 @@ func (c *OAuthClient) ClientToken(ctx context.Context) (*oauth2.Token, error) {
 	if c.resource != "" {
 		cc.EndpointParams.Set("resource", c.resource)
 	}
-	return cc.Token(c.ctx(ctx))
+	tok, err := cc.Token(c.ctx(ctx))
+	return tok, c.scrubError(err)
+}
+
+// scrubError masks in a token request's error the client's secrets and
+// these (the refresh token, PKCE verifier or code it sent), which a token
+// endpoint may echo in its answer. A token endpoint's *oauth2.RetrieveError
+// keeps its type, with its body, fields and headers masked.
+func (c *OAuthClient) scrubError(err error, secrets ...string) error {
+	if err == nil {
+		return nil
+	}
+	s := NewScrubber(c.Secrets()...).With(secrets...)
+	var re *oauth2.RetrieveError
+	if !errors.As(err, &re) {
+		return s.Error(err)
+	}
+	out := &oauth2.RetrieveError{Body: s.Bytes(re.Body), ErrorCode: s.String(re.ErrorCode),
+		ErrorDescription: s.String(re.ErrorDescription), ErrorURI: s.String(re.ErrorURI)}
+	if re.Response != nil {
+		out.Response = &http.Response{Status: s.String(re.Response.Status), StatusCode: re.Response.StatusCode,
+			Proto: re.Response.Proto, Header: s.Header(re.Response.Header)}
+	}
+	return out
 }
 
 // CanRevoke reports whether the provider has a revocation endpoint.

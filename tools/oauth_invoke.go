@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -149,4 +150,43 @@ func (inv *Invoker) reauthorize(ctx context.Context, req Request, resp *Response
 		return "", false, err
 	}
 	return fresh, fresh != "" && fresh != req.Credential, nil
+}
+
+// callSecrets are the secrets that go with a call's runtime credential
+// without being sent (an OAuth connection's refresh token): the call's
+// scrubber masks them as it masks the credential.
+type callSecrets struct {
+	mu   sync.Mutex
+	list []string
+}
+
+type callSecretsKey struct{}
+
+// WithCallSecrets gives the calls made with ctx secrets of their own,
+// masked by their scrubber with the runtime credential; AddCallSecrets
+// adds more on the way (a rotated refresh token).
+func WithCallSecrets(ctx context.Context, secrets ...string) context.Context {
+	return context.WithValue(ctx, callSecretsKey{}, &callSecrets{list: slices.Clone(secrets)})
+}
+
+// AddCallSecrets adds secrets to the ones WithCallSecrets gave ctx (none
+// when it gave none).
+func AddCallSecrets(ctx context.Context, secrets ...string) {
+	if cs, ok := ctx.Value(callSecretsKey{}).(*callSecrets); ok {
+		cs.mu.Lock()
+		cs.list = append(cs.list, secrets...)
+		cs.mu.Unlock()
+	}
+}
+
+// callScrubber is the scrubber of a call made with ctx and runtime
+// credential cred: the deployment's, cred's and the call's own secrets.
+func (inv *Invoker) callScrubber(ctx context.Context, cred string) *Scrubber {
+	runtime := []string{cred}
+	if cs, ok := ctx.Value(callSecretsKey{}).(*callSecrets); ok {
+		cs.mu.Lock()
+		runtime = append(runtime, cs.list...)
+		cs.mu.Unlock()
+	}
+	return inv.Scrubber(runtime...)
 }

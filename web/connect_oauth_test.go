@@ -514,7 +514,8 @@ func TestOAuthRefreshAcrossReplicas(t *testing.T) {
 // rather than spells) finds none of the OAuth secrets — the client
 // secret, every access and refresh token issued, every authorization
 // code and PKCE verifier — in any channel: the chat streams, what the
-// model read (the API echoes the token it is sent), the threads, the
+// model read (the API echoes the token it is sent and the refresh token
+// issued with it), the threads, the
 // connections listing, the logs, the files under data_dir and every
 // Redis value; through a connect, a call, a refresh, a revocation and a
 // disconnect, on two replicas.
@@ -542,6 +543,9 @@ func TestOAuthSecretsStayHome(t *testing.T) {
 	f.model.mu.Unlock()
 	if !strings.Contains(read, `"echo":"[redacted]"`) {
 		t.Errorf("the API's echo of the token did not reach the model masked: %.300s", read)
+	}
+	if !strings.Contains(read, `"refresh_echo":"[redacted]"`) {
+		t.Errorf("the API's echo of the refresh token did not reach the model masked: %.300s", read)
 	}
 	_, thread := f.ts.do(t, "GET", "/v1/agents/a/chats/c1", f.token, nil)
 	f.ts.do(t, "DELETE", "/v1/connections/crm", f.token, nil)

@@ -272,7 +272,21 @@ func (u userConnections) Credential(ctx context.Context, toolkit string) (string
 // RefreshCredential refreshes the user's OAuth token for toolkit that an
 // upstream refused (the invoker's TokenRefresher).
 func (u userConnections) RefreshCredential(ctx context.Context, toolkit, stale string) (string, error) {
-	return u.s.conns.Refresh(ctx, u.user, toolkit, stale)
+	tok, err := u.s.conns.Refresh(ctx, u.user, toolkit, stale)
+	if err == nil {
+		tools.AddCallSecrets(ctx, u.CredentialSecrets(ctx, toolkit)...) // a rotated refresh token
+	}
+	return tok, err
+}
+
+// CredentialSecrets are the secrets of the user's connection to toolkit
+// that go with its access token unsent (the refresh token), for the
+// call's scrubber.
+func (u userConnections) CredentialSecrets(ctx context.Context, toolkit string) []string {
+	if u.session[toolkit] != "" {
+		return nil
+	}
+	return u.s.conns.Secrets(ctx, u.user, toolkit)
 }
 
 // Broken says why the user's connection to toolkit stopped working.

@@ -53,7 +53,15 @@ type Server struct {
 	TokenURL string
 
 	mu      sync.Mutex
-	secrets []string // every token, verifier and code the proxy saw
+	secrets []string          // every token, verifier and code the proxy saw
+	pairs   map[string]string // each access token's refresh token, as issued together
+}
+
+// refreshOf is the refresh token issued with access ("" when none was).
+func (s *Server) refreshOf(access string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pairs[access]
 }
 
 // Secrets are the client secrets and every access token, refresh token,
@@ -157,6 +165,14 @@ func Start(t testing.TB, opt Options) *Server {
 			I *string `json:"id_token"`
 		}{&tok.AccessToken, &tok.RefreshToken, &tok.IDToken}) == nil {
 			s.keep(tok.AccessToken, tok.RefreshToken, tok.IDToken)
+			if tok.AccessToken != "" && tok.RefreshToken != "" {
+				s.mu.Lock()
+				if s.pairs == nil {
+					s.pairs = map[string]string{}
+				}
+				s.pairs[tok.AccessToken] = tok.RefreshToken
+				s.mu.Unlock()
+			}
 		}
 		_, _ = w.Write(out)
 	}))
@@ -216,7 +232,8 @@ func (s *Server) Revoke(ctx context.Context, token string) error {
 
 // API is a loopback API that accepts the server's access tokens: GET
 // /whoami answers the token's subject and client — and, hostile, echoes
-// the token it was sent; any other token gets 401 with an RFC 6750 invalid_token challenge.
+// the token it was sent and the refresh token issued with it
+// (refresh_echo: a planted secret the caller never sent); any other token gets 401 with an RFC 6750 invalid_token challenge.
 type API struct {
 	URL string
 	mu  sync.Mutex
@@ -242,7 +259,7 @@ func (s *Server) StartAPI(t testing.TB) *API {
 		a.accepted = append(a.accepted, tok)
 		a.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"sub": info.Sub, "client_id": info.ClientID, "scope": info.Scope, "path": r.URL.Path, "echo": tok})
+		_ = json.NewEncoder(w).Encode(map[string]any{"sub": info.Sub, "client_id": info.ClientID, "scope": info.Scope, "path": r.URL.Path, "echo": tok, "refresh_echo": s.refreshOf(tok)})
 	}))
 	t.Cleanup(srv.Close)
 	a.URL = srv.URL

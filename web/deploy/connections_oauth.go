@@ -205,6 +205,20 @@ func (c *Connections) AccessToken(ctx context.Context, user, toolkit string) (st
 	return tok, err == nil, err
 }
 
+// Secrets are the secrets of user's OAuth connection to toolkit that are
+// not its access token (the refresh token), for the scrubber of a call
+// made with it; none for a pasted token or when it cannot be read.
+func (c *Connections) Secrets(ctx context.Context, user, toolkit string) []string {
+	if _, isOAuth := c.OAuthClient(toolkit); !isOAuth {
+		return nil
+	}
+	rec, ok, err := c.loadOAuth(ctx, user, toolkit)
+	if err != nil || !ok || rec.Refresh == "" {
+		return nil
+	}
+	return []string{rec.Refresh}
+}
+
 // refreshLockTTL bounds how long a replica that died mid-refresh holds
 // the others off.
 const refreshLockTTL = 30 * time.Second

@@ -1,6 +1,7 @@
 // trawl Studio: the console's entry point — the admin-key dialog and the
 // hash router (#/chat[/agent[/chat]], #/agents[/id], #/tools[/tool_id],
-// #/activity[/filter], #/approvals[/status], #/evals[/id]).
+// #/activity[/filter], #/approvals[/status], #/connections[/user],
+// #/evals[/id]).
 
 import { call, clearKey, getKey, onUnauthorized, setKey } from './api.js';
 import { errorText } from './dom.js';
@@ -9,10 +10,11 @@ import { toolsView } from './tools.js';
 import { activityView } from './activity.js';
 import { chatView } from './chat.js';
 import { approvalsView } from './approvals.js';
+import { connectionsView } from './connections.js';
 import { evalsView } from './evals.js';
 
-const VIEWS = { chat: chatView, agents: agentsView, tools: toolsView, activity: activityView, approvals: approvalsView, evals: evalsView };
-const TITLES = { chat: 'Chat', agents: 'Agents', tools: 'Tools', activity: 'Activity', approvals: 'Approvals', evals: 'Evals' };
+const VIEWS = { chat: chatView, agents: agentsView, tools: toolsView, activity: activityView, approvals: approvalsView, connections: connectionsView, evals: evalsView };
+const TITLES = { chat: 'Chat', agents: 'Agents', tools: 'Tools', activity: 'Activity', approvals: 'Approvals', connections: 'Connections', evals: 'Evals' };
 
 const main = document.getElementById('main');
 const dialog = document.getElementById('key-dialog');
