@@ -287,11 +287,18 @@ func (c *OAuthClient) ctx(ctx context.Context) context.Context {
 	return context.WithValue(ctx, oauth2.HTTPClient, c.http)
 }
 
+// extra are the parameters the authorization and code-exchange requests
+// carry beside OAuth's own: the audience, and the resource indicator
+// (RFC 8707) of an MCP server's client.
 func (c *OAuthClient) extra() []oauth2.AuthCodeOption {
-	if c.spec.Audience == "" {
-		return nil
+	var out []oauth2.AuthCodeOption
+	if c.spec.Audience != "" {
+		out = append(out, oauth2.SetAuthURLParam("audience", c.spec.Audience))
 	}
-	return []oauth2.AuthCodeOption{oauth2.SetAuthURLParam("audience", c.spec.Audience)}
+	if c.resource != "" {
+		out = append(out, oauth2.SetAuthURLParam("resource", c.resource))
+	}
+	return out
 }
 
 // NewVerifier is a fresh PKCE code verifier ("" when the client does not

@@ -38,6 +38,9 @@ type Options struct {
 	AccessTTL time.Duration
 	// RedirectURIs are trawl-web's registered redirect URIs.
 	RedirectURIs []string
+	// DCR lets clients register themselves (RFC 7591 dynamic client
+	// registration, open).
+	DCR bool
 }
 
 // Server is a running oidc-provider.
@@ -110,6 +113,9 @@ func Start(t testing.TB, opt Options) *Server {
 	cmd.Env = append(os.Environ(), "WEB_SECRET="+s.WebSecret, "CC_SECRET="+s.CCSecret, "API_SECRET="+s.APISecret,
 		"ACCESS_TTL="+strconv.Itoa(int(opt.AccessTTL/time.Second)), "API_URL="+Resource,
 		"REDIRECT_URIS="+strings.Join(opt.RedirectURIs, " "))
+	if opt.DCR {
+		cmd.Env = append(cmd.Env, "DCR=1")
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
