@@ -100,8 +100,10 @@ func (u *MCPUserSource) Call(ctx context.Context, req Request) (*Response, error
 	}
 	us.auth.use(ctx, req.Credential)
 	resp, err := us.src.Call(ctx, req)
-	if refused := us.auth.takeRefusal(); err != nil && refused != nil {
-		return nil, refused // the connection broke on the way: reconnect
+	// The connection broke on the way (the SDK answers the call with a
+	// transport error): the user reconnects.
+	if refused := us.auth.takeRefusal(); refused != nil {
+		return nil, refused
 	}
 	return resp, err
 }
@@ -116,12 +118,16 @@ func (u *MCPUserSource) session(ctx context.Context, token string) (*userMCP, er
 		u.mu.Unlock()
 		return nil, fmt.Errorf("mcp server %q: %w", u.cfg.ID, ErrMCPClosed)
 	}
-	if us, ok := u.sessions[key]; ok {
+	reaped := u.reapLocked(time.Now())
+	us, ok := u.sessions[key]
+	if ok {
 		us.used = time.Now()
-		u.mu.Unlock()
-		return us, nil
 	}
 	u.mu.Unlock()
+	closeAll(reaped)
+	if ok {
+		return us, nil
+	}
 	a := &userMCPAuth{provider: u.cfg.ID, token: token}
 	a.use(ctx, token)
 	opt := u.opt
@@ -133,9 +139,8 @@ func (u *MCPUserSource) session(ctx context.Context, token string) (*userMCP, er
 		}
 		return nil, err
 	}
-	us := &userMCP{src: src, auth: a, used: time.Now()}
+	us = &userMCP{src: src, auth: a, used: time.Now()}
 	a.rekey = func(fresh string) { u.alias(us, fresh) }
-	var closing []*MCPSource
 	u.mu.Lock()
 	if prev, ok := u.sessions[key]; ok || u.closed { // made meanwhile, or closed
 		u.mu.Unlock()
@@ -150,11 +155,9 @@ func (u *MCPUserSource) session(ctx context.Context, token string) (*userMCP, er
 	if u.tools == nil {
 		u.tools = src.Tools()
 	}
-	closing = u.reapLocked(time.Now())
+	reaped = u.reapLocked(time.Now())
 	u.mu.Unlock()
-	for _, s := range closing {
-		_ = s.Close()
-	}
+	closeAll(reaped)
 	return us, nil
 }
 
@@ -181,23 +184,36 @@ func (u *MCPUserSource) setTools(ts []*Tool) {
 // reapLocked takes out the sessions unused for u.idle and, beyond
 // u.maxUsers, the least recently used; it answers them to be closed.
 func (u *MCPUserSource) reapLocked(now time.Time) []*MCPSource {
-	slices.SortFunc(u.all, func(a, b *userMCP) int { return b.used.Compare(a.used) }) // most recent first
 	var gone []*userMCP
-	for i, us := range u.all {
-		if i >= u.maxUsers || now.Sub(us.used) > u.idle {
+	u.all = slices.DeleteFunc(u.all, func(us *userMCP) bool {
+		idle := now.Sub(us.used) > u.idle
+		if idle {
 			gone = append(gone, us)
 		}
+		return idle
+	})
+	if len(u.all) > u.maxUsers {
+		slices.SortFunc(u.all, func(a, b *userMCP) int { return b.used.Compare(a.used) }) // most recent first
+		gone = append(gone, u.all[u.maxUsers:]...)
+		u.all = u.all[:u.maxUsers]
 	}
 	if len(gone) == 0 {
 		return nil
 	}
-	u.all = u.all[:len(u.all)-len(gone)]
 	out := make([]*MCPSource, 0, len(gone))
 	for _, us := range gone {
 		out = append(out, us.src)
 	}
 	maps.DeleteFunc(u.sessions, func(_ string, us *userMCP) bool { return slices.Contains(gone, us) })
 	return out
+}
+
+// closeAll closes sessions taken out (in the background: a server slow
+// to end a session must not hold up the call that reaped it).
+func closeAll(srcs []*MCPSource) {
+	for _, src := range srcs {
+		go func() { _ = src.Close() }()
+	}
 }
 
 // Close ends every user's session.
