@@ -1,14 +1,10 @@
 package oauthtest
 
 import (
-	"bufio"
-	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 )
 
 // StartMCP runs, for t, the MCP server behind OAuth of the tests: the
@@ -28,37 +24,10 @@ func (s *Server) StartMCP(t testing.TB) string {
 		}
 		t.Skip("the MCP SDK is not installed; run tools/oauthtest/testdata/mcpserver/install.sh")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, node, "server.mjs")
-	cmd.Dir = d
-	cmd.Env = append(os.Environ(), "ISSUER="+s.Issuer, "API_SECRET="+s.APISecret)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		cancel()
-		t.Fatal(err)
+	var hello struct{ URL string }
+	runNode(t, node, d, []string{"ISSUER=" + s.Issuer, "API_SECRET=" + s.APISecret}, "the MCP server", &hello)
+	if hello.URL == "" {
+		t.Fatal("the MCP server named no URL")
 	}
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
-	line := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		if sc.Scan() {
-			line <- sc.Text()
-		}
-		close(line)
-	}()
-	select {
-	case l := <-line:
-		var hello struct{ URL string }
-		if err := json.Unmarshal([]byte(l), &hello); err != nil || hello.URL == "" {
-			t.Fatalf("the MCP server said %q", l)
-		}
-		return hello.URL
-	case <-time.After(30 * time.Second):
-		t.Fatal("the MCP server did not start in 30 s")
-	}
-	return ""
+	return hello.URL
 }

@@ -107,42 +107,18 @@ func Start(t testing.TB, opt Options) *Server {
 		opt.AccessTTL = time.Minute
 	}
 	s := &Server{WebSecret: secret(), CCSecret: secret(), APISecret: secret()}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, node, "server.mjs")
-	cmd.Dir = dir()
-	cmd.Env = append(os.Environ(), "WEB_SECRET="+s.WebSecret, "CC_SECRET="+s.CCSecret, "API_SECRET="+s.APISecret,
-		"ACCESS_TTL="+strconv.Itoa(int(opt.AccessTTL/time.Second)), "API_URL="+Resource,
-		"REDIRECT_URIS="+strings.Join(opt.RedirectURIs, " "))
+	env := []string{"WEB_SECRET=" + s.WebSecret, "CC_SECRET=" + s.CCSecret, "API_SECRET=" + s.APISecret,
+		"ACCESS_TTL=" + strconv.Itoa(int(opt.AccessTTL/time.Second)), "API_URL=" + Resource,
+		"REDIRECT_URIS=" + strings.Join(opt.RedirectURIs, " ")}
 	if opt.DCR {
-		cmd.Env = append(cmd.Env, "DCR=1")
+		env = append(env, "DCR=1")
 	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	var hello struct{ Issuer string }
+	runNode(t, node, dir(), env, "oidc-provider", &hello)
+	if hello.Issuer == "" {
+		t.Fatal("oidc-provider named no issuer")
 	}
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
-	line := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		if sc.Scan() {
-			line <- sc.Text()
-		}
-		close(line)
-	}()
-	select {
-	case l := <-line:
-		var hello struct{ Issuer string }
-		if err := json.Unmarshal([]byte(l), &hello); err != nil || hello.Issuer == "" {
-			t.Fatalf("oidc-provider said %q", l)
-		}
-		s.Issuer = hello.Issuer
-	case <-time.After(30 * time.Second):
-		t.Fatal("oidc-provider did not start in 30 s")
-	}
+	s.Issuer = hello.Issuer
 	// The counting proxy in front of the token endpoint.
 	target, _ := url.Parse(s.Issuer)
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -185,6 +161,43 @@ func Start(t testing.TB, opt Options) *Server {
 	t.Cleanup(proxy.Close)
 	s.TokenURL = proxy.URL + "/token"
 	return s
+}
+
+// runNode runs server.mjs in dir with node for t (stopped at its end),
+// its environment plus env, and decodes into hello the one line of JSON
+// it prints once it listens.
+func runNode(t testing.TB, node, dir string, env []string, what string, hello any) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, node, "server.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	line := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		if sc.Scan() {
+			line <- sc.Text()
+		}
+		close(line)
+	}()
+	select {
+	case l := <-line:
+		if err := json.Unmarshal([]byte(l), hello); err != nil {
+			t.Fatalf("%s said %q", what, l)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not start in 30 s", what)
+	}
 }
 
 func secret() string {
