@@ -154,7 +154,11 @@ func TestOAuthMCPPerUser(t *testing.T) {
 	rs := redistest.Start(t)
 	f := newMCPOAuthFixture(t, 3*time.Second, "redis://"+rs.Addr+"/0", 2)
 
-	// No user has connected notes: agent a has connect_toolkit.
+	// No user has connected notes: agent a has no tool of it, only
+	// connect_toolkit.
+	if out := f.call(t, f.ts, f.token, "a", "c1", "whoami"); !strings.Contains(out, `no tool \"whoami\"`) {
+		t.Fatalf("before anyone connected, whoami answered %s", out)
+	}
 	link := f.link(t, f.token, "c1")
 	b := newBrowser(t)
 	resp, err := b.Get(link)
