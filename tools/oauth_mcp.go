@@ -25,8 +25,9 @@ import (
 // first the server names in its protected-resource metadata (RFC 9728:
 // the resource_metadata of its 401's challenge, else the well-known
 // URI), whose RFC 8414 metadata gives the endpoints; the authorization
-// and token requests carry the server's URL as their resource indicator
-// (RFC 8707). The organization's token is cached until near its expiry
+// request and every token request (code exchange, refresh, client
+// credentials) carry the server's URL as their resource indicator (RFC
+// 8707). The organization's token is cached until near its expiry
 // and fetched again once when the server answers 401 (the MCP SDK's
 // OAuthHandler retry).
 

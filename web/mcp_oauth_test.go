@@ -29,14 +29,16 @@ import (
 type mcpOAuthFixture struct {
 	*oauthFixture
 	replicas []*testServer
+	mcpURL   string // the MCP server's endpoint
 }
+
 
 func newMCPOAuthFixture(t *testing.T, ttl time.Duration, redisURL string, replicas int) *mcpOAuthFixture {
 	t.Helper()
 	as := oauthtest.Start(t, oauthtest.Options{AccessTTL: ttl, DCR: true})
 	mcpURL := as.StartMCP(t)
 	dir := t.TempDir()
-	f := &mcpOAuthFixture{oauthFixture: &oauthFixture{as: as, model: &turnScript{}}}
+	f := &mcpOAuthFixture{oauthFixture: &oauthFixture{as: as, model: &turnScript{}}, mcpURL: mcpURL}
 	for range replicas {
 		ln, err := netListen()
 		if err != nil {
@@ -249,6 +251,26 @@ func TestOAuthMCPPerUser(t *testing.T) {
 	}
 	if who := whoami(f.ts, f.token, "a", "whoami"); who["sub"] != "ann" {
 		t.Fatalf("after reconnecting, ann's call answered %v", who)
+	}
+
+	// Every token request named the MCP server as its resource (RFC
+	// 8707): the code exchanges and the refreshes.
+	grants := f.as.Grants()
+	var codes, refreshes int
+	for _, g := range grants {
+		kind, resource, _ := strings.Cut(g, " ")
+		if resource != f.mcpURL {
+			t.Errorf("token request %q names resource %q", kind, resource)
+		}
+		switch kind {
+		case "authorization_code":
+			codes++
+		case "refresh_token":
+			refreshes++
+		}
+	}
+	if codes != 2 || refreshes < 2 {
+		t.Errorf("token requests %v: want two code exchanges and two refreshes or more", grants)
 	}
 
 	bob := f.session(t, "bob")

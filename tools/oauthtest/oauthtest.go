@@ -58,6 +58,16 @@ type Server struct {
 	mu      sync.Mutex
 	secrets []string          // every token, verifier and code the proxy saw
 	pairs   map[string]string // each access token's refresh token, as issued together
+	grants  []string          // each token request's grant type and resource indicator
+}
+
+// Grants are the grant type and resource indicator ("" none) of each
+// request that went through TokenURL, in order: "refresh_token
+// https://mcp.example/mcp".
+func (s *Server) Grants() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.grants...)
 }
 
 // refreshOf is the refresh token issued with access ("" when none was).
@@ -126,6 +136,9 @@ func Start(t testing.TB, opt Options) *Server {
 		body, _ := io.ReadAll(r.Body)
 		if form, err := url.ParseQuery(string(body)); err == nil {
 			s.keep(form.Get("code"), form.Get("code_verifier"), form.Get("refresh_token"))
+			s.mu.Lock()
+			s.grants = append(s.grants, form.Get("grant_type")+" "+form.Get("resource"))
+			s.mu.Unlock()
 		}
 		req, _ := http.NewRequestWithContext(r.Context(), r.Method, target.String()+"/token", bytes.NewReader(body))
 		req.Header = r.Header.Clone()
