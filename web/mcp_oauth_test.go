@@ -32,7 +32,6 @@ type mcpOAuthFixture struct {
 	mcpURL   string // the MCP server's endpoint
 }
 
-
 func newMCPOAuthFixture(t *testing.T, ttl time.Duration, redisURL string, replicas int) *mcpOAuthFixture {
 	t.Helper()
 	as := oauthtest.Start(t, oauthtest.Options{AccessTTL: ttl, DCR: true})
