@@ -132,7 +132,14 @@ func (u *MCPUserSource) session(ctx context.Context, token string) (*userMCP, er
 	a.use(ctx, token)
 	opt := u.opt
 	opt.OnChange = func(ts []*Tool) { u.setTools(ts) }
-	src, err := connectMCP(ctx, u.cfg, opt, a)
+	// The session outlives the call that made it: it is made under a
+	// context of its own (cancelled with the call's while connecting),
+	// which carries none of the call's values.
+	cctx, cancel := context.WithCancel(context.Background())
+	stop := context.AfterFunc(ctx, cancel)
+	src, err := connectMCP(cctx, u.cfg, opt, a)
+	stop()
+	cancel() // the session keeps going (its upkeep does not take cancellation)
 	if err != nil {
 		if refused := a.takeRefusal(); refused != nil {
 			return nil, refused
