@@ -129,8 +129,8 @@ func TestOAuthIssuerDiscovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	sp := c.Spec()
-	if sp.AuthorizeURL != srv.URL+"/tenant/auth" || sp.TokenURL != srv.URL+"/tenant/token" || sp.RevokeURL != srv.URL+"/tenant/revoke" || c.method != ClientSecretPost {
-		t.Errorf("discovered: %+v (method %s)", sp, c.method)
+	if sp.AuthorizeURL != srv.URL+"/tenant/auth" || sp.TokenURL != srv.URL+"/tenant/token" || sp.RevokeURL != srv.URL+"/tenant/revoke" || c.ep.Load().method != ClientSecretPost {
+		t.Errorf("discovered: %+v (method %s)", sp, c.ep.Load().method)
 	}
 	if fmt.Sprint(asked[:2]) != "[/.well-known/oauth-authorization-server/tenant /.well-known/openid-configuration/tenant]" {
 		t.Errorf("asked %v", asked)
