@@ -141,8 +141,15 @@ func Prepare(t testing.TB, opt Options) *Server {
 		}
 		s.TokenRequests.Add(1)
 		body, _ := io.ReadAll(r.Body)
+		var sent []string // what the client sent, echoed back (hostile)
 		if form, err := url.ParseQuery(string(body)); err == nil {
 			s.keep(form.Get("code"), form.Get("code_verifier"), form.Get("refresh_token"))
+			for _, k := range []string{"code", "code_verifier", "refresh_token", "client_secret"} {
+				sent = append(sent, encodedForms(form.Get(k))...)
+			}
+		}
+		if _, pass, ok := r.BasicAuth(); ok {
+			sent = append(sent, encodedForms(pass)...)
 		}
 		req, _ := http.NewRequestWithContext(r.Context(), r.Method, target.String()+"/token", bytes.NewReader(body))
 		req.Header = r.Header.Clone()
@@ -153,7 +160,9 @@ func Prepare(t testing.TB, opt Options) *Server {
 		}
 		defer resp.Body.Close()
 		for k, v := range resp.Header {
-			w.Header()[k] = v
+			if k != "Content-Length" { // the answer may grow (echo_sent)
+				w.Header()[k] = v
+			}
 		}
 		w.WriteHeader(resp.StatusCode)
 		out, _ := io.ReadAll(resp.Body)
@@ -172,6 +181,12 @@ func Prepare(t testing.TB, opt Options) *Server {
 				s.pairs[tok.AccessToken] = tok.RefreshToken
 				s.mu.Unlock()
 			}
+		}
+		// A successful answer also echoes what it was sent, encoded: no
+		// channel of trawl's may repeat a token answer's extra fields.
+		if resp.StatusCode == http.StatusOK && len(sent) > 0 && bytes.HasSuffix(bytes.TrimSpace(out), []byte("}")) {
+			extra, _ := json.Marshal(sent)
+			out = append(bytes.TrimSuffix(bytes.TrimSpace(out), []byte("}")), []byte(`,"echo_sent":`+string(extra)+`}`)...)
 		}
 		_, _ = w.Write(out)
 	}))
