@@ -345,8 +345,17 @@ func (c *OAuthClient) endpoints() (*oauthEndpoints, error) {
 		return ep, nil
 	}
 	why, _ := c.Unavailable()
-	return nil, fmt.Errorf("%w: issuer %s could not be read since trawl started (%s); trawl keeps trying", ErrAuthServerUnavailable, c.conf.Issuer, why)
+	return nil, &authServerDown{issuer: c.conf.Issuer, why: why}
 }
+
+// authServerDown is ErrAuthServerUnavailable with the issuer and why.
+type authServerDown struct{ issuer, why string }
+
+func (e *authServerDown) Error() string {
+	return fmt.Sprintf("%s: issuer %s has not been usable since trawl started (%s)", ErrAuthServerUnavailable, e.issuer, e.why)
+}
+
+func (e *authServerDown) Is(target error) bool { return target == ErrAuthServerUnavailable }
 
 // discoverIssuer reads an issuer's authorization server metadata: RFC
 // 8414's well-known URI, then OpenID Connect Discovery's (both with the
@@ -575,8 +584,9 @@ func oauthSecrets(o OAuth2) []string {
 // what its error code means, never a token.
 func OAuthFailure(err error) string {
 	var re *oauth2.RetrieveError
-	if errors.Is(err, ErrAuthServerUnavailable) {
-		return "the provider's authorization server " + strings.TrimPrefix(err.Error(), ErrAuthServerUnavailable.Error()+": ")
+	var down *authServerDown
+	if errors.As(err, &down) {
+		return "the provider's authorization server (" + down.issuer + ") has not answered since trawl started (" + down.why + "); trawl keeps trying"
 	}
 	if !errors.As(err, &re) {
 		return "the provider could not be reached (" + safeCause(err) + ")"
