@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -756,8 +757,11 @@ func TestOAuthRefreshOn401(t *testing.T) {
 	if n := f.as.TokenRequests.Load() - n0; n != 1 {
 		t.Errorf("three calls refused at once made %d refreshes; want 1", n)
 	}
-	if len(refused) != 3 || refused[0] != first {
-		t.Errorf("the API refused %d requests; want the 3 with the first token", len(refused))
+	// Each call sent the first token (refused) unless another had
+	// replaced it already: the calls of a step run at once, but not in
+	// lockstep.
+	if len(refused) == 0 || len(refused) > 3 || slices.ContainsFunc(refused, func(tok string) bool { return tok != first }) {
+		t.Errorf("the API refused %d requests; want 1 to 3, all with the first token", len(refused))
 	}
 	second := accepted[len(accepted)-1]
 	if len(accepted) != 4 || second == first || accepted[1] != second || accepted[2] != second {
