@@ -64,14 +64,21 @@ type prefetch struct {
 	ends   bool
 }
 
-// wait waits for the request's answer; err is ctx's.
+// wait waits for the request's answer; err is set when ctx was
+// cancelled first. A deadline on ctx is the walk's time budget: the
+// request, sent under ctx, ends with it, and its answer (a timeout) is
+// what the walk reads, as for a request it sent itself.
 func (p *prefetch) wait(ctx context.Context) (sent, error) {
 	select {
 	case <-p.done:
 		return p.out, nil
 	case <-ctx.Done():
-		return sent{}, ctx.Err()
 	}
+	if err := ctx.Err(); errors.Is(err, context.Canceled) {
+		return sent{}, err
+	}
+	<-p.done
+	return p.out, nil
 }
 
 // ahead is a walk's requests sent ahead. It is used by the walk's
@@ -294,6 +301,10 @@ func (w *walker) fetchAhead(ctx context.Context) {
 		return
 	}
 	plan, base, size := w.plan, w.base, w.pageSize // as the goroutines read them
+	actx := w.aheadCtx
+	if actx == nil {
+		actx = ctx
+	}
 	for j, k := range keys {
 		if _, ok := w.ahead.pending[k]; ok {
 			continue
@@ -319,7 +330,7 @@ func (w *walker) fetchAhead(ctx context.Context) {
 		w.ahead.wg.Add(1)
 		go func() {
 			defer w.ahead.wg.Done()
-			p.out = w.send(ctx, req, now)
+			p.out = w.send(actx, req, now)
 			w.ahead.live.Add(-1)
 			if r := p.out.resp; p.out.err == nil && r.Status >= 200 && r.Status < 300 && !r.Truncated {
 				p.sig, p.rerr = readPage(plan, r.Body, r.Header, base, nil)

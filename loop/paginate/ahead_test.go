@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -400,5 +402,191 @@ func TestProgressSaysTheRateLimitWaits(t *testing.T) {
 		"page 2: waiting for acme (rate, 2s)", "page 2", "page 3"}
 	if diff := cmp.Diff(want, reports); diff != "" || res.Pages != 3 {
 		t.Errorf("%d pages; reports (-want +got):\n%s", res.Pages, diff)
+	}
+}
+
+// stopUpstream serves 200 rows by offset, 10 a page, with a total, and
+// logs every request it receives. The second page is held until the walk
+// has three more requests in flight, fetched ahead; those, and every
+// request after them, are held until the walk gives up on them (their
+// context ends) — or, so that a walk that waits for them fails on its
+// counts rather than hanging, for a generous bound, after which they are
+// answered and logged as such. pad, when set, pads the second page's
+// envelope (a page bigger than the ones before).
+type stopUpstream struct {
+	srv *httptest.Server
+
+	mu        sync.Mutex
+	offsets   []int // every request received, in order
+	held      int   // requests held at once, now
+	cancelled int   // held requests that ended because the walk gave up on them
+	outlived  int   // held requests answered after the bound: the walk waited for them
+	full      chan struct{}
+	fullOnce  sync.Once
+}
+
+func newStopUpstream(t *testing.T, rows []string, pad int) *stopUpstream {
+	u := &stopUpstream{full: make(chan struct{})}
+	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		off, _ := strconv.Atoi(r.URL.Query().Get("offset"))
+		u.mu.Lock()
+		u.offsets = append(u.offsets, off)
+		u.mu.Unlock()
+		extra := fmt.Sprintf(`"total":%d`, len(rows))
+		switch {
+		case off == 0:
+		case off == 9: // the second page
+			select {
+			case <-u.full:
+			case <-time.After(10 * time.Second):
+			}
+			if pad > 0 {
+				extra += fmt.Sprintf(`,"pad":%q`, strings.Repeat("x", pad))
+			}
+		default:
+			u.mu.Lock()
+			u.held++
+			if u.held >= 3 {
+				u.fullOnce.Do(func() { close(u.full) })
+			}
+			u.mu.Unlock()
+			select {
+			case <-r.Context().Done():
+				u.mu.Lock()
+				u.held--
+				u.cancelled++
+				u.mu.Unlock()
+				return
+			case <-time.After(10 * time.Second):
+				u.mu.Lock()
+				u.held--
+				u.outlived++
+				u.mu.Unlock()
+			}
+		}
+		end := min(off+10, len(rows))
+		reply(w, 200, page(rows[min(off, end):end], extra))
+	}))
+	t.Cleanup(u.srv.Close)
+	return u
+}
+
+func (u *stopUpstream) received() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.offsets)
+}
+
+// walkerGoroutines lists the goroutines running the walker's code.
+func walkerGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "loop/paginate.(*walker)") && !strings.Contains(g, "TestFetchAheadStopsMidWalk") {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// A walk fetching ahead that stops mid-way — the caller cancels, the
+// time budget runs out (on the walk's clock or as a deadline on the
+// call's context), the byte budget is spent — while requests it fetched
+// ahead are still in flight: it gives those requests up (the upstream
+// sees each one cancelled, not waited for) and starts none after the
+// stop; it is partial with the stop's reason and holds exactly the rows
+// of the pages it had read and checked in order, never a row of a page
+// that came back past the stop; every request the upstream received is
+// counted, on the Result (the ones given up as Unused) and on the Meter;
+// and no goroutine of the walk outlives it.
+func TestFetchAheadStopsMidWalk(t *testing.T) {
+	rows := seq("r", 1, 200)
+	want := rows[:19] // two pages of 10 overlapping by a row
+	for _, c := range []struct {
+		name string
+		stop string
+		pad  int
+		// The request the walk awaited when the deadline passed: a
+		// request made, whose page never came (a timeout).
+		timedOut int
+	}{
+		{"cancelled", StopCancelled, 0, 0},
+		{"time budget", StopBudgetTime, 0, 0},
+		{"deadline on the context", StopBudgetTime, 0, 1},
+		{"byte budget", StopBudgetBytes, 4000, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			u := newStopUpstream(t, rows, c.pad)
+			clock := limittest.NewClock(epoch)
+			meter := NewMeter(clock.Now())
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			budget := Budget{Concurrency: 4, Pages: 40}
+			var progress func(Progress)
+			switch c.name {
+			case "cancelled":
+				progress = func(p Progress) {
+					if p.Page == 2 {
+						cancel()
+					}
+				}
+			case "time budget":
+				budget.Time = time.Minute
+				progress = func(p Progress) {
+					if p.Page == 2 {
+						clock.Advance(time.Minute)
+					}
+				}
+			case "deadline on the context":
+				ctx, cancel = context.WithTimeout(ctx, 2*time.Second)
+				defer cancel()
+			case "byte budget":
+				budget.Bytes = 3000
+			}
+			res, err := Walk(ctx, WalkOptions{Caller: tools.NewInvoker(tools.InvokerOptions{Client: u.srv.Client()}),
+				Clock: clock, Meter: meter, Tool: listTool(u.srv.URL, offsetPlan, 10), Plan: offsetPlan, AllPages: true,
+				Budget: budget, Progress: progress})
+			if err != nil {
+				t.Fatal(err)
+			}
+			atStop := u.received()
+			if leaked := walkerGoroutines(); len(leaked) > 0 {
+				t.Errorf("%d goroutines of the walk outlived it:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
+			}
+			if res.Complete || res.StoppedBy != c.stop || res.Pages != 2 {
+				t.Errorf("complete %v, stopped by %s after %d pages (%s), want %s after 2", res.Complete, res.StoppedBy, res.Pages, res.Cause, c.stop)
+			}
+			if diff := cmp.Diff(want, idsOf(t, res)); diff != "" {
+				t.Errorf("rows (-want +got):\n%s", diff)
+			}
+			// The requests given up end on the upstream's side too; then
+			// nothing more arrives.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				u.mu.Lock()
+				held := u.held
+				u.mu.Unlock()
+				if held == 0 || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			u.srv.Close()
+			u.mu.Lock()
+			defer u.mu.Unlock()
+			if len(u.offsets) != atStop {
+				t.Errorf("the upstream received %d requests after the walk stopped: %v", len(u.offsets)-atStop, u.offsets[atStop:])
+			}
+			if u.cancelled < 3 || u.outlived > 0 {
+				t.Errorf("of the requests in flight at the stop, %d were given up and %d waited for; want every one (3 or more) given up",
+					u.cancelled, u.outlived)
+			}
+			if res.Requests != len(u.offsets) || meter.Usage().Requests != len(u.offsets) ||
+				res.Requests != res.Pages+res.Probes+res.Unused+c.timedOut || res.Unused < 3-c.timedOut {
+				t.Errorf("requests %d (pages %d, probes %d, unused %d), meter %d; the upstream received %d: %v",
+					res.Requests, res.Pages, res.Probes, res.Unused, meter.Usage().Requests, len(u.offsets), u.offsets)
+			}
+		})
 	}
 }

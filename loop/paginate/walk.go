@@ -339,8 +339,15 @@ func Walk(ctx context.Context, o WalkOptions) (*Result, error) {
 	}
 	w := newWalker(o)
 	defer w.releaseLease()
+	// The requests fetched ahead run under a context of their own: once
+	// the walk has stopped, those still in flight are given up (the walk
+	// reads none of them, and does not wait for their answers).
+	actx, giveUp := context.WithCancel(ctx)
+	w.aheadCtx = actx
 	res, err := w.run(ctx)
+	giveUp()
 	w.drainAhead() // res is w.res: the requests fetched ahead are counted in it
+	w.ids.release()
 	return res, err
 }
 
@@ -439,7 +446,7 @@ type walker struct {
 
 	seen     map[string]struct{} // cursors, URLs and offsets sent
 	pageKeys map[string]bool     // the first page's members, when it was an object (notAPage)
-	lastPage uint64              // hash of the last non-empty page's items; 0 none
+	lastPage [][]byte            // the last page's items; empty none
 	ids      idSet               // hashes of item ids received
 	seed     maphash.Seed
 	buf      [][]byte
@@ -448,10 +455,11 @@ type walker struct {
 	// Fetching ahead (ahead.go): the requests sent ahead, and what the
 	// latest page said of where the collection ends.
 	ahead      ahead
-	totalPages int       // the page count the latest page reported; -1 none
-	lastLink   int       // the page number of the latest page's rel="last" link; -1 none
-	saysEnd    bool      // the latest page carried a more flag or a next link: the last one will say it is
-	parsed     *prefetch // the request fetched ahead whose answer fetch returned, read already
+	totalPages int             // the page count the latest page reported; -1 none
+	lastLink   int             // the page number of the latest page's rel="last" link; -1 none
+	saysEnd    bool            // the latest page carried a more flag or a next link: the last one will say it is
+	parsed     *prefetch       // the request fetched ahead whose answer fetch returned, read already
+	aheadCtx   context.Context // what the requests fetched ahead run under; cancelled when the walk stops
 
 	progMu   sync.Mutex // serialises Progress calls
 	lastProg Progress   // the latest page's report (progMu)
@@ -646,8 +654,10 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 
 		first := res.Pages == 0
 		plan := w.plan
+		var top *rawShape // the first page's shape, read once by refine
 		if first {
-			plan = Refine(plan, resp.Body, resp.Header)
+			top = &rawShape{b: bytes.TrimSpace(resp.Body)}
+			plan = refine(plan, top, resp.Header)
 		}
 		var sig signals
 		var rerr error
@@ -702,7 +712,7 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		w.plan = plan
 		if first {
 			res.FirstBody = resp.Body
-			w.pageKeys = memberSet(resp.Body)
+			w.pageKeys = top.memberSet()
 			w.chooseProof(sig)
 		}
 		w.received = len(sig.items)
@@ -721,7 +731,7 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 			// Rows past that end: the probe was one more page.
 		}
 		res.Pages++
-		if same := w.samePage(sig.items); !first && same && withID == 0 {
+		if same := w.samePage(sig.items, !first && withID == 0); same {
 			// Rows without ids, the very rows of the page before: the
 			// server ignores the paging parameter; keep them once.
 			res.Items = res.Items[:before]
@@ -881,6 +891,7 @@ func (w *walker) collect(items [][]byte) (dups, withID, kept int) {
 // rebuildIDs makes the id set hold the ids of the items kept, after some
 // were dropped (a page read again at another size).
 func (w *walker) rebuildIDs() {
+	w.ids.release()
 	w.ids = newIDSet(cap(w.res.Items))
 	idPath := w.plan.ItemID
 	if idPath == "" {
@@ -893,22 +904,14 @@ func (w *walker) rebuildIDs() {
 	}
 }
 
-// samePage reports whether a non-empty page holds exactly the items of
-// the page before it, and remembers this one.
-func (w *walker) samePage(items [][]byte) bool {
-	if len(items) == 0 {
-		w.lastPage = 0
-		return false
-	}
-	var h maphash.Hash
-	h.SetSeed(w.seed)
-	for _, it := range items {
-		h.Write(it)
-		h.WriteByte(0)
-	}
-	sum := h.Sum64()
-	same := sum == w.lastPage
-	w.lastPage = sum
+// samePage reports, when asked to compare, whether a non-empty page
+// holds exactly the items of the page before it, and remembers this one.
+// The rows of the page before are kept as they were received (their
+// bytes stay alive in the pages anyway), so the check reads no byte of a
+// page that differs from its predecessor past the first difference.
+func (w *walker) samePage(items [][]byte, compare bool) bool {
+	same := compare && len(items) > 0 && slices.EqualFunc(items, w.lastPage, bytes.Equal)
+	w.lastPage = append(w.lastPage[:0], items...)
 	return same
 }
 
@@ -1255,16 +1258,19 @@ func (w *walker) firstNotAPage(p Plan, body []byte, items [][]byte, first bool) 
 	return "its body holds no rows and none of this list's members (" + p.Items + "), so it is not a page of the list: " + snippet(b, w.o.Scrub)
 }
 
-// memberSet is the names of body's top-level members; nil when body is
-// not an object.
-func memberSet(body []byte) map[string]bool {
-	keys, err := query.Keys(bytes.TrimSpace(body))
-	if err != nil {
+// memberSet is the names of the shape's top-level members; nil when it
+// is not an object, or not valid JSON.
+func (r *rawShape) memberSet() map[string]bool {
+	if r.kind() != shapeObject {
 		return nil
 	}
-	set := make(map[string]bool, len(keys))
-	for _, k := range keys {
-		set[k] = true
+	fields := r.fields()
+	if r.bad {
+		return nil
+	}
+	set := make(map[string]bool, len(fields))
+	for _, f := range fields {
+		set[f.name] = true
 	}
 	return set
 }
