@@ -873,8 +873,9 @@ func (w *walker) collect(items [][]byte) (dups, withID, kept int) {
 		idPath = "id"
 	}
 	w.fresh = 0
+	plain := plainID(idPath)
 	for _, it := range items {
-		if raw, ok := itemID(it, idPath); ok && string(raw) != "null" {
+		if raw, ok := readID(it, idPath, plain); ok && string(raw) != "null" {
 			withID++
 			if !w.ids.add(maphash.Bytes(w.seed, raw)) {
 				res.Duplicates++
@@ -897,8 +898,9 @@ func (w *walker) rebuildIDs() {
 	if idPath == "" {
 		idPath = "id"
 	}
+	plain := plainID(idPath)
 	for _, it := range w.res.Items {
-		if raw, ok := itemID(it, idPath); ok && string(raw) != "null" {
+		if raw, ok := readID(it, idPath, plain); ok && string(raw) != "null" {
 			w.ids.add(maphash.Bytes(w.seed, raw))
 		}
 	}
