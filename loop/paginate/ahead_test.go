@@ -477,17 +477,24 @@ func (u *stopUpstream) received() int {
 	return len(u.offsets)
 }
 
-// walkerGoroutines lists the goroutines running the walker's code.
+// walkerGoroutines lists the goroutines still running the walker's code
+// once those that were ending have ended (a goroutine fetching ahead
+// signals it is done just before it returns), within a generous bound.
 func walkerGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
 	var out []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "loop/paginate.(*walker)") && !strings.Contains(g, "TestFetchAheadStopsMidWalk") {
-			out = append(out, g)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		out = out[:0]
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "loop/paginate.(*walker)") && !strings.Contains(g, "TestFetchAheadStopsMidWalk") {
+				out = append(out, g)
+			}
+		}
+		if len(out) == 0 || time.Now().After(deadline) {
+			return out
 		}
 	}
-	return out
 }
 
 // A walk fetching ahead that stops mid-way — the caller cancels, the
