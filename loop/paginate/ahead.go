@@ -394,17 +394,20 @@ func (w *walker) send(ctx context.Context, req tools.Request, now time.Time) sen
 	return out
 }
 
-// drainAhead waits for the requests sent ahead that the walk did not use,
-// and counts each as a request made (Result.Unused): the upstream
-// received it. One its rate limit refused before it was sent is given
-// back.
+// drainAhead waits for the requests sent ahead that the walk did not use
+// (those still in flight when it stopped were given up), and counts each
+// as a request made (Result.Unused): the upstream received it. One its
+// rate limit refused before it was sent, or that was given up before it
+// left (the Caller answered the context's own error: see Caller), is
+// given back.
 func (w *walker) drainAhead() {
 	w.ahead.wg.Wait()
 	for k, p := range w.ahead.pending {
 		delete(w.ahead.pending, k)
 		var refused *tools.ArgError
 		var limited *tools.RateLimitError
-		if errors.As(p.out.err, &refused) || errors.As(p.out.err, &limited) {
+		err := p.out.err
+		if errors.As(err, &refused) || errors.As(err, &limited) || err == context.Canceled || err == context.DeadlineExceeded {
 			w.meter.returnRequest()
 			continue
 		}

@@ -21,8 +21,13 @@ import (
 
 // Caller sends one upstream request of a tool; tools.Invoker implements
 // it. A transport failure is a non-nil error; an HTTP error status is a
-// Response carrying that status and a nil error. A Caller shared by
-// concurrent walks must be safe for concurrent use.
+// Response carrying that status and a nil error. A Caller that gives up
+// before anything was sent (its context ended while it waited for the
+// provider's rate limit) returns the context's error itself, unwrapped —
+// tools.Invoker and the MCP servers' callers do — and the walk does not
+// count that request; any failure once the request may have left is
+// another error (or wraps it). A Caller shared by concurrent walks must
+// be safe for concurrent use.
 type Caller interface {
 	Call(ctx context.Context, req tools.Request) (*tools.Response, error)
 }
