@@ -53,6 +53,10 @@ type sent struct {
 // prefetch is one request sent ahead of the walk.
 type prefetch struct {
 	done chan struct{}
+	// waiting is set while the request waits for its provider's rate
+	// limit; cancel gives it up (giveUpWaiting).
+	waiting atomic.Bool
+	cancel  context.CancelFunc
 	// Set before done is closed: the answer, and for a page, what it says
 	// (read on the fetching goroutine, so that pages are read in parallel
 	// and the walk does not read them again) and whether the walk ends
@@ -301,10 +305,6 @@ func (w *walker) fetchAhead(ctx context.Context) {
 		return
 	}
 	plan, base, size := w.plan, w.base, w.pageSize // as the goroutines read them
-	actx := w.aheadCtx
-	if actx == nil {
-		actx = ctx
-	}
 	for j, k := range keys {
 		if _, ok := w.ahead.pending[k]; ok {
 			continue
@@ -321,7 +321,8 @@ func (w *walker) fetchAhead(ctx context.Context) {
 			break
 		}
 		req := w.requestAt(k, pages[j])
-		p := &prefetch{done: make(chan struct{})}
+		pctx, cancel := context.WithCancel(ctx)
+		p := &prefetch{done: make(chan struct{}), cancel: cancel}
 		if w.ahead.pending == nil {
 			w.ahead.pending = map[aheadKey]*prefetch{}
 		}
@@ -330,7 +331,8 @@ func (w *walker) fetchAhead(ctx context.Context) {
 		w.ahead.wg.Add(1)
 		go func() {
 			defer w.ahead.wg.Done()
-			p.out = w.send(actx, req, now)
+			defer cancel()
+			p.out = w.send(pctx, req, now, &p.waiting)
 			w.ahead.live.Add(-1)
 			if r := p.out.resp; p.out.err == nil && r.Status >= 200 && r.Status < 300 && !r.Truncated {
 				p.sig, p.rerr = readPage(plan, r.Body, r.Header, base, nil)
@@ -371,15 +373,25 @@ func (w *walker) requestAt(k aheadKey, page bool) tools.Request {
 }
 
 // send sends req once under the walk's time budget and reports its rate
-// limit's waits to the progress line. It touches only what is safe from
-// any goroutine (the Meter, the options, the clock).
-func (w *walker) send(ctx context.Context, req tools.Request, now time.Time) sent {
+// limit's waits to the progress line; waiting, when not nil, is set while
+// it waits. It touches only what is safe from any goroutine (the Meter,
+// the options, the clock).
+func (w *walker) send(ctx context.Context, req tools.Request, now time.Time, waiting *atomic.Bool) sent {
 	callCtx, cancel := context.WithTimeout(ctx, w.deadline.Sub(now))
 	defer cancel()
 	var waited atomic.Bool
 	callCtx = tools.WithLimitWait(callCtx, func(lw tools.LimitWait) func() {
 		waited.Store(true)
-		return w.observeWait(lw)
+		if waiting != nil {
+			waiting.Store(true)
+		}
+		end := w.observeWait(lw)
+		return func() {
+			if waiting != nil {
+				waiting.Store(false)
+			}
+			end()
+		}
 	})
 	w.meter.addInFlight(1)
 	resp, err := w.o.Caller.Call(callCtx, req)
@@ -394,8 +406,19 @@ func (w *walker) send(ctx context.Context, req tools.Request, now time.Time) sen
 	return out
 }
 
+// giveUpWaiting gives up the requests fetched ahead that still wait for
+// their provider's rate limit, once the walk has stopped.
+func (w *walker) giveUpWaiting() {
+	for _, p := range w.ahead.pending {
+		if p.waiting.Load() {
+			p.cancel()
+		}
+	}
+}
+
 // drainAhead waits for the requests sent ahead that the walk did not use
-// (those still in flight when it stopped were given up), and counts each
+// (those still waiting for their rate limit when it stopped were given
+// up), and counts each
 // as a request made (Result.Unused): the upstream received it. One its
 // rate limit refused before it was sent, or that was given up before it
 // left (the Caller answered the context's own error: see Caller), is

@@ -408,11 +408,12 @@ func TestProgressSaysTheRateLimitWaits(t *testing.T) {
 // stopUpstream serves 200 rows by offset, 10 a page, with a total, and
 // logs every request it receives. The second page is held until the walk
 // has three more requests in flight, fetched ahead; those, and every
-// request after them, are held until the walk gives up on them (their
-// context ends) — or, so that a walk that waits for them fails on its
-// counts rather than hanging, for a generous bound, after which they are
-// answered and logged as such. pad, when set, pads the second page's
-// envelope (a page bigger than the ones before).
+// request after them, are held until they are released (then answered),
+// or the walk gives them up (their context ends) — or, so that a walk
+// that waits for them fails on its counts rather than hanging, for a
+// generous bound, after which they are answered and logged as such. pad,
+// when set, pads the second page's envelope (a page bigger than the ones
+// before).
 type stopUpstream struct {
 	srv *httptest.Server
 
@@ -420,13 +421,16 @@ type stopUpstream struct {
 	offsets   []int // every request received, in order
 	held      int   // requests held at once, now
 	cancelled int   // held requests that ended because the walk gave up on them
-	outlived  int   // held requests answered after the bound: the walk waited for them
+	released  int   // held requests answered once released
+	outlived  int   // held requests answered after the bound
 	full      chan struct{}
 	fullOnce  sync.Once
+	release   chan struct{}
+	relOnce   sync.Once
 }
 
 func newStopUpstream(t *testing.T, rows []string, pad int) *stopUpstream {
-	u := &stopUpstream{full: make(chan struct{})}
+	u := &stopUpstream{full: make(chan struct{}), release: make(chan struct{})}
 	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		off, _ := strconv.Atoi(r.URL.Query().Get("offset"))
 		u.mu.Lock()
@@ -450,18 +454,21 @@ func newStopUpstream(t *testing.T, rows []string, pad int) *stopUpstream {
 				u.fullOnce.Do(func() { close(u.full) })
 			}
 			u.mu.Unlock()
+			var count *int
 			select {
 			case <-r.Context().Done():
-				u.mu.Lock()
-				u.held--
-				u.cancelled++
-				u.mu.Unlock()
-				return
+				count = &u.cancelled
+			case <-u.release:
+				count = &u.released
 			case <-time.After(10 * time.Second):
-				u.mu.Lock()
-				u.held--
-				u.outlived++
-				u.mu.Unlock()
+				count = &u.outlived
+			}
+			u.mu.Lock()
+			u.held--
+			*count++
+			u.mu.Unlock()
+			if count == &u.cancelled {
+				return
 			}
 		}
 		end := min(off+10, len(rows))
@@ -470,6 +477,9 @@ func newStopUpstream(t *testing.T, rows []string, pad int) *stopUpstream {
 	t.Cleanup(u.srv.Close)
 	return u
 }
+
+// releaseHeld lets the held requests be answered.
+func (u *stopUpstream) releaseHeld() { u.relOnce.Do(func() { close(u.release) }) }
 
 func (u *stopUpstream) received() int {
 	u.mu.Lock()
@@ -500,13 +510,15 @@ func walkerGoroutines() []string {
 // A walk fetching ahead that stops mid-way — the caller cancels, the
 // time budget runs out (on the walk's clock or as a deadline on the
 // call's context), the byte budget is spent — while requests it fetched
-// ahead are still in flight: it gives those requests up (the upstream
-// sees each one cancelled, not waited for) and starts none after the
-// stop; it is partial with the stop's reason and holds exactly the rows
-// of the pages it had read and checked in order, never a row of a page
-// that came back past the stop; every request the upstream received is
-// counted, on the Result (the ones given up as Unused) and on the Meter;
-// and no goroutine of the walk outlives it.
+// ahead are still in flight: it starts no request after the stop; the
+// requests in flight end with the call's context when that is what ended
+// (the upstream sees them cancelled), and are let finish on a budget's
+// stop (the walk waits for their answers, and reads none); it is partial
+// with the stop's reason and holds exactly the rows of the pages it had
+// read and checked in order, never a row of a page that came back past
+// the stop; every request the upstream received is counted, on the
+// Result (the ones not read as Unused) and on the Meter; and no goroutine
+// of the walk outlives it.
 func TestFetchAheadStopsMidWalk(t *testing.T) {
 	rows := seq("r", 1, 200)
 	want := rows[:19] // two pages of 10 overlapping by a row
@@ -517,11 +529,19 @@ func TestFetchAheadStopsMidWalk(t *testing.T) {
 		// The request the walk awaited when the deadline passed: a
 		// request made, whose page never came (a timeout).
 		timedOut int
+		// The requests in flight end with the call's context (else they
+		// are let finish).
+		givenUp bool
+		// The provider's concurrency limit (0: none): with a window of 6,
+		// the requests fetched ahead beyond it wait for a slot, and are
+		// given up at the stop, never sent.
+		limit int
 	}{
-		{"cancelled", StopCancelled, 0, 0},
-		{"time budget", StopBudgetTime, 0, 0},
-		{"deadline on the context", StopBudgetTime, 0, 1},
-		{"byte budget", StopBudgetBytes, 4000, 0},
+		{"cancelled", StopCancelled, 0, 0, true, 0},
+		{"time budget", StopBudgetTime, 0, 0, false, 0},
+		{"deadline on the context", StopBudgetTime, 0, 1, true, 0},
+		{"byte budget", StopBudgetBytes, 4000, 0, false, 0},
+		{"byte budget, rate limit waiting", StopBudgetBytes, 4000, 0, false, 4},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			u := newStopUpstream(t, rows, c.pad)
@@ -543,15 +563,27 @@ func TestFetchAheadStopsMidWalk(t *testing.T) {
 				progress = func(p Progress) {
 					if p.Page == 2 {
 						clock.Advance(time.Minute)
+						u.releaseHeld()
 					}
 				}
 			case "deadline on the context":
 				ctx, cancel = context.WithTimeout(ctx, 2*time.Second)
 				defer cancel()
-			case "byte budget":
+			case "byte budget", "byte budget, rate limit waiting":
 				budget.Bytes = 3000
+				progress = func(p Progress) {
+					if p.Page == 2 {
+						u.releaseHeld()
+					}
+				}
 			}
-			res, err := Walk(ctx, WalkOptions{Caller: tools.NewInvoker(tools.InvokerOptions{Client: u.srv.Client()}),
+			inv := tools.NewInvoker(tools.InvokerOptions{Client: u.srv.Client()})
+			if c.limit > 0 {
+				budget.Concurrency = 6
+				inv = tools.NewInvoker(tools.InvokerOptions{Client: u.srv.Client(), Limiter: tools.NewMemoryLimiter(tools.LimiterOptions{})})
+				inv.SetRateLimit("acme", tools.RateLimit{Concurrency: c.limit})
+			}
+			res, err := Walk(ctx, WalkOptions{Caller: inv,
 				Clock: clock, Meter: meter, Tool: listTool(u.srv.URL, offsetPlan, 10), Plan: offsetPlan, AllPages: true,
 				Budget: budget, Progress: progress})
 			if err != nil {
@@ -585,9 +617,14 @@ func TestFetchAheadStopsMidWalk(t *testing.T) {
 			if len(u.offsets) != atStop {
 				t.Errorf("the upstream received %d requests after the walk stopped: %v", len(u.offsets)-atStop, u.offsets[atStop:])
 			}
-			if u.cancelled < 3 || u.outlived > 0 {
-				t.Errorf("of the requests in flight at the stop, %d were given up and %d waited for; want every one (3 or more) given up",
-					u.cancelled, u.outlived)
+			if ended := u.cancelled + u.released; ended < 3 || u.outlived > 0 || c.givenUp && u.released > 0 || !c.givenUp && u.cancelled > 0 {
+				t.Errorf("of the requests in flight at the stop, %d were given up, %d let finish and %d outlived the bound; want 3 or more, all %s",
+					u.cancelled, u.released, u.outlived, map[bool]string{true: "given up", false: "let finish"}[c.givenUp])
+			}
+			if sent := 1 + 6; c.limit > 0 && len(u.offsets) >= sent {
+				// Pages 1 and 2, and the window's 5 after page 2: one at least
+				// waited for the provider's limit when the walk stopped.
+				t.Errorf("the upstream received %d requests, every one the walk fetched ahead; want the one waiting for the rate limit given up: %v", len(u.offsets), u.offsets)
 			}
 			if res.Requests != len(u.offsets) || meter.Usage().Requests != len(u.offsets) ||
 				res.Requests != res.Pages+res.Probes+res.Unused+c.timedOut || res.Unused < 3-c.timedOut {

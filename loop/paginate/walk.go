@@ -344,13 +344,12 @@ func Walk(ctx context.Context, o WalkOptions) (*Result, error) {
 	}
 	w := newWalker(o)
 	defer w.releaseLease()
-	// The requests fetched ahead run under a context of their own: once
-	// the walk has stopped, those still in flight are given up (the walk
-	// reads none of them, and does not wait for their answers).
-	actx, giveUp := context.WithCancel(ctx)
-	w.aheadCtx = actx
 	res, err := w.run(ctx)
-	giveUp()
+	// Once the walk has stopped, a request fetched ahead that still waits
+	// for its provider's rate limit is given up: it is never sent. Those
+	// already sent are let finish (their pages are not read), so that
+	// every request counted is one the upstream answered.
+	w.giveUpWaiting()
 	w.drainAhead() // res is w.res: the requests fetched ahead are counted in it
 	w.ids.release()
 	return res, err
@@ -460,11 +459,10 @@ type walker struct {
 	// Fetching ahead (ahead.go): the requests sent ahead, and what the
 	// latest page said of where the collection ends.
 	ahead      ahead
-	totalPages int             // the page count the latest page reported; -1 none
-	lastLink   int             // the page number of the latest page's rel="last" link; -1 none
-	saysEnd    bool            // the latest page carried a more flag or a next link: the last one will say it is
-	parsed     *prefetch       // the request fetched ahead whose answer fetch returned, read already
-	aheadCtx   context.Context // what the requests fetched ahead run under; cancelled when the walk stops
+	totalPages int       // the page count the latest page reported; -1 none
+	lastLink   int       // the page number of the latest page's rel="last" link; -1 none
+	saysEnd    bool      // the latest page carried a more flag or a next link: the last one will say it is
+	parsed     *prefetch // the request fetched ahead whose answer fetch returned, read already
 
 	progMu   sync.Mutex // serialises Progress calls
 	lastProg Progress   // the latest page's report (progMu)
