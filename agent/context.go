@@ -189,6 +189,13 @@ type olderTurn struct {
 	comp    []string
 	compExp []int64 // unix nanoseconds; 0: expired, or never known
 	compGen []uint32
+	// whole is a tool result's text sent whole, once built; tokens the
+	// message's tokens as last counted, plus one (0: never), with the
+	// text it was counted with (counted), so that a turn's steps count
+	// each older message once (fitted.countTokens).
+	whole   []string
+	tokens  []int32
+	counted []string
 }
 
 func newOlderTurns(older []UIMessage, compact bool) *olderTurns {
@@ -253,12 +260,14 @@ func (o *olderTurns) convert(lo, hi int) {
 	m := len(conv.out)
 	size, age, verdicts := make([]int, m), make([]int32, m), make([]*verdict, m)
 	comp, compExp, compGen := make([]string, m), make([]int64, m), make([]uint32, m)
+	whole, tokens, counted := make([]string, m), make([]int32, m), make([]string, m)
 	chunk := make([]olderTurn, hi-lo+1)
 	for k := hi; k >= lo; k-- {
 		a, b := bounds[k-lo], bounds[k-lo+1]
 		ot := &chunk[k-lo]
 		*ot = olderTurn{msgs: conv.out[a:b:b], parts: conv.parts[a:b:b], size: size[a:b:b], age: age[a:b:b], verdicts: verdicts[a:b:b],
-			comp: comp[a:b:b], compExp: compExp[a:b:b], compGen: compGen[a:b:b]}
+			comp: comp[a:b:b], compExp: compExp[a:b:b], compGen: compGen[a:b:b],
+			whole: whole[a:b:b], tokens: tokens[a:b:b], counted: counted[a:b:b]}
 		for i := len(ot.msgs) - 1; i >= 0; i-- {
 			ot.size[i] = messageSize(&ot.msgs[i])
 			if p := ot.parts[i]; p != nil {
@@ -290,6 +299,9 @@ type fitted struct {
 	// far); history what the older turns take with every tool result
 	// sent as its verdict, math.MaxInt when they cannot all fit so.
 	fixed, history int
+	// The older turns sent, whose messages are msgs[olderAt:] in order.
+	olderAt    int
+	olderTurns []*olderTurn
 }
 
 type entryState uint8
@@ -593,6 +605,7 @@ func (f *fitter) assemble() *fitted {
 	if f.cut {
 		send = append(send, Message{Role: RoleSystem, Content: notice(out.dropped, T, out.shortened)})
 	}
+	out.olderAt, out.olderTurns = len(send), o.turns[first:T]
 	for t := first; t < T; t++ {
 		ot := o.turns[t]
 		for i, m := range ot.msgs {
@@ -603,7 +616,10 @@ func (f *fitter) assemble() *fitted {
 				m.Content = f.shortened(ot, i)
 			default:
 				if ot.parts[i] != nil {
-					m.Content = toolResultText(*ot.parts[i], o.compact)
+					if ot.whole[i] == "" {
+						ot.whole[i] = toolResultText(*ot.parts[i], o.compact)
+					}
+					m.Content = ot.whole[i]
 				}
 			}
 			send = append(send, m)
@@ -735,7 +751,7 @@ func (r *Runner) fitStep(st *turnState, def Definition, bound []boundTool, specs
 	// the budget — or the estimate left out what would have fitted — the
 	// step is fitted again at the ratio counted.
 	for refit := 0; err == nil && f.chars > 0; refit++ {
-		f.tokens = tc.RequestTokens(&ModelRequest{Messages: f.msgs, Tools: specs})
+		f.tokens = f.countTokens(tc, specs)
 		measured := min(max(float64(f.chars)/float64(max(f.tokens, 1)), 1), 8)
 		over := f.tokens > b.maxTokens
 		roomy := !b.counted && f.compacted+f.shortened+f.dropped > 0 && measured > b.cpt*1.1
@@ -752,6 +768,31 @@ func (r *Runner) fitStep(st *turnState, def Definition, bound []boundTool, specs
 		f, err = fitCompacting(in)
 	}
 	return f, b, err
+}
+
+// countTokens is what the step sends with specs, in tc's tokens: the
+// older turns' messages counted once per turn (kept on the converted
+// turn, by the text sent), the rest through tc's memo. It is
+// RequestTokens(tc, the step's request).
+func (f *fitted) countTokens(tc *TokenMemo, specs []ToolSpec) int {
+	end := f.olderAt
+	for _, ot := range f.olderTurns {
+		end += len(ot.msgs)
+	}
+	n := tc.RequestTokens(&ModelRequest{Messages: f.msgs[:f.olderAt], Tools: specs})
+	n += tc.RequestTokens(&ModelRequest{Messages: f.msgs[end:]}) - tokensReplyPrime
+	k := f.olderAt
+	for _, ot := range f.olderTurns {
+		for i := range ot.msgs {
+			m := &f.msgs[k]
+			k++
+			if ot.tokens[i] == 0 || ot.counted[i] != m.Content {
+				ot.tokens[i], ot.counted[i] = int32(tc.MessageTokens(m))+1, m.Content
+			}
+			n += int(ot.tokens[i]) - 1
+		}
+	}
+	return n
 }
 
 // tokensAtMost bounds what f and specs can cost in tokens: a token is at

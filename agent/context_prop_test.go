@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/tiktoken-go/tokenizer"
+
 	"github.com/trawl-dev/trawl/stream"
 )
 
@@ -141,20 +143,35 @@ func TestFitProperties(t *testing.T) {
 		// memo a turn's later steps use.
 		ref, refErr := refFit(in)
 		in.memo = &olderMemo{}
-		for range 2 {
+		tokens := NewTokenMemo(bpeCounter(tokenizer.O200kBase), 0)
+		for k := range 3 {
+			if k == 2 {
+				// A refit at another ratio, as a counted step does: what
+				// is sent changes, and the count with it.
+				in.budget.limit = in.budget.limit/2 + rng.IntN(in.budget.limit+1)
+				ref, refErr = refFit(in)
+			}
 			got, gotErr := fit(in)
 			if (gotErr == nil) != (refErr == nil) || gotErr != nil && gotErr.Error() != refErr.Error() {
 				t.Fatalf("%s: fit: %v; the plain implementation: %v", name, gotErr, refErr)
 			}
 			if gotErr == nil {
 				// fixed and history are checked below (the plain
-				// implementation does not compute them).
-				if diff := cmp.Diff(ref, got, cmp.AllowUnexported(fitted{}), cmpopts.EquateEmpty(), cmpopts.IgnoreFields(fitted{}, "fixed", "history")); diff != "" {
+				// implementation does not compute them), olderAt and
+				// olderTurns by the count.
+				if diff := cmp.Diff(ref, got, cmp.AllowUnexported(fitted{}), cmpopts.EquateEmpty(), cmpopts.IgnoreFields(fitted{}, "fixed", "history", "olderAt", "olderTurns")); diff != "" {
 					t.Fatalf("%s: fit differs from the plain implementation (-plain +fit):\n%s", name, diff)
+				}
+				// The count kept on the older turns between steps is the
+				// count of the whole request.
+				specs := []ToolSpec{{Name: "list_orders", Description: "List orders", Parameters: []byte(`{"type":"object"}`)}}
+				want := RequestTokens(bpeCounter(tokenizer.O200kBase), &ModelRequest{Messages: got.msgs, Tools: specs})
+				if n := got.countTokens(tokens, specs); n != want {
+					t.Fatalf("%s: the step counted %d tokens, its request %d", name, n, want)
 				}
 			}
 		}
-		in.memo = nil
+		in.memo, in.budget = nil, b
 
 		protect := 0
 		for i := len(thread) - 1; i >= 0; i-- {

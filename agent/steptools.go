@@ -71,7 +71,7 @@ func (r *Runner) assemble(st *turnState, def Definition, bound []boundTool) (*st
 	for _, bt := range bound {
 		byID[bt.tool.ID] = bt
 		looping = looping || bt.binding.LoopResponses
-		if bt.tool.Kind == tools.KindApp {
+		if bt.tool.UserConnected() {
 			apps[bt.tool.Provider] = true
 		}
 		mode := discovery.ModeAuto
@@ -92,6 +92,14 @@ func (r *Runner) assemble(st *turnState, def Definition, bound []boundTool) (*st
 			continue
 		}
 		entries = append(entries, discovery.Entry{Tools: []*tools.Tool{bt.tool}, Mode: mode})
+	}
+	// A toolkit each user connects whose tools are not known yet (an MCP
+	// server no user has connected): connect_toolkit is offered for it.
+	for _, b := range def.AgentTools {
+		if tk := b.Toolkit; tk != "" && !apps[tk] && r.opt.Catalog != nil && r.opt.Catalog.PerUser(tk) && len(r.opt.Catalog.Provider(tk)) == 0 {
+			apps[tk] = true
+			entries = append(entries, discovery.Entry{Toolkit: tk})
+		}
 	}
 	for a := range apps {
 		out.apps = append(out.apps, a)
@@ -311,7 +319,7 @@ func (r *Runner) runMeta(ctx context.Context, st *turnState, tl *stepTools, name
 // appCredential checks that an app tool's toolkit is connected and returns
 // the user's own credential for it ("" for the organization's).
 func appCredential(ctx context.Context, st *turnState, t *tools.Tool) (string, error) {
-	if t.Kind != tools.KindApp || st.Connections == nil {
+	if !t.UserConnected() || st.Connections == nil {
 		return st.Credentials[t.Provider], nil
 	}
 	ok, err := st.Connections.Connected(ctx, t.Provider)

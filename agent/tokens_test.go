@@ -56,13 +56,23 @@ func TestTokenizerIsTheRealEncoding(t *testing.T) {
 		{tokenizer.Cl100kBase, "hello world", []uint{15339, 1917}},
 		{tokenizer.O200kBase, "hello world", []uint{24912, 2375}},
 	} {
-		c := bpeCounter(tc.enc)
-		ids, _, err := c.c.codec.Encode(tc.text)
+		codec, err := tokenizer.Get(tc.enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, toks, err := codec.Encode(tc.text)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff(tc.ids, ids); diff != "" {
 			t.Errorf("%s %q ids (-want +got):\n%s", tc.enc, tc.text, diff)
+		}
+		// The ranks trawl counts with are the codec's.
+		c := bpeCounter(tc.enc)
+		for i, tok := range toks {
+			if r, ok := c.e.enc.ranks[tok]; !ok || uint(r) != ids[i] {
+				t.Errorf("%s: the rank of %q is %d (%v), the codec's id %d", tc.enc, tok, r, ok, ids[i])
+			}
 		}
 		if got := c.CountTokens(tc.text); got != len(tc.ids) {
 			t.Errorf("%s count = %d, want %d", tc.enc, got, len(tc.ids))

@@ -49,22 +49,22 @@ func AggregateArg(arg string, v any) (*query.Aggregate, error) {
 func aggregateSchema() map[string]any {
 	return map[string]any{
 		"type":        "object",
-		"description": "Count and total every row trawl fetched instead of listing them, exactly (decimal arithmetic), with the verdict of the set: ask for counts, sums and averages this way rather than adding rows up yourself. Example: {\"group_by\": [\"currency\"], \"metrics\": [{\"op\": \"count\"}, {\"op\": \"sum\", \"field\": \"total\"}]}. Combine with _all_pages.",
+		"description": "Exact counts and totals of every row, not the rows.",
 		"properties": map[string]any{
-			"group_by": map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "Dot-paths to group by; omit for one group of every row."},
-			"metrics": map[string]any{"type": "array", "description": "What to compute per group.", "items": map[string]any{
+			"group_by": map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
+			"metrics": map[string]any{"type": "array", "items": map[string]any{
 				"type": "object",
 				"properties": map[string]any{
 					"op":    map[string]any{"type": "string", "enum": slices.Clone(query.AggregateOps)},
-					"field": map[string]any{"type": "string", "description": "Dot-path of the field (not for a count of rows)."},
-					"as":    map[string]any{"type": "string", "description": "Name of the metric; default e.g. sum(total)."},
+					"field": map[string]any{"type": "string"},
+					"as":    map[string]any{"type": "string"},
 				},
 				"required": []string{"op"},
 			}},
-			"filter":   map[string]any{"type": "array", "description": "Clauses {field, op, value} the rows must satisfy, as in _filter."},
-			"having":   map[string]any{"type": "array", "description": "Clauses {field: a metric's name, op: eq|neq|gt|gte|lt|lte, value: a number} the groups must satisfy."},
-			"order_by": map[string]any{"type": "array", "description": "[{\"field\": a metric's name or a group_by path, \"dir\": \"asc\"|\"desc\"}]; default: by group."},
-			"limit":    map[string]any{"type": "integer", "minimum": 1, "maximum": query.MaxAggregateLimit, "description": "Groups to return (default 50)."},
+			"filter":   map[string]any{"type": "array"},
+			"having":   map[string]any{"type": "array"},
+			"order_by": map[string]any{"type": "array"},
+			"limit":    map[string]any{"type": "integer", "minimum": 1, "maximum": query.MaxAggregateLimit},
 		},
 	}
 }

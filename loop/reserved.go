@@ -159,23 +159,28 @@ func shownValue(v any) string {
 	return fmt.Sprint(v)
 }
 
-// fieldsSchema and forEachSchema are built per call: a schema handed out
-// is the caller's to change.
+// The reserved arguments' schemas are terse: their types, enums and
+// required keys, and one line each. A looping tool carries them in every
+// request, so their full use — when to walk, the shapes of _for_each and
+// _aggregate with examples, the limits — is told once, in the looping
+// guidance a chat sends as a system message (prompts/looping.md) and in
+// the MCP server's instructions (prompts/mcp_instructions.md). They are
+// built per call: a schema handed out is the caller's to change.
 func fieldsSchema() map[string]any {
 	return map[string]any{
 		"type":        "array",
 		"items":       map[string]any{"type": "string"},
-		"description": "Return only these fields of each item, as dot-paths (e.g. [\"id\", \"customer.name\"]). Paths map over arrays. Use it to keep large results small.",
+		"description": "Only these dot-paths of each item.",
 	}
 }
 
 func forEachSchema() map[string]any {
 	return map[string]any{
 		"type":        "object",
-		"description": "Call this tool once per value of one of its parameters and merge the rows, each tagged with its value. Example: {\"key\": \"property_id\", \"values\": [\"p_1\", \"p_2\"]}.",
+		"description": "One call per value of one parameter, rows merged.",
 		"properties": map[string]any{
-			"key":    map[string]any{"type": "string", "description": "A parameter of this tool."},
-			"values": map[string]any{"type": "array", "description": "The values to call it with (at most 50)."},
+			"key":    map[string]any{"type": "string"},
+			"values": map[string]any{"type": "array"},
 		},
 		"required": []string{"key", "values"},
 	}
@@ -230,14 +235,14 @@ func SchemaFor(t *tools.Tool, plan paginate.Plan, looping bool, effect tools.Eff
 	if plan.Paginated() {
 		props[ArgAllPages] = map[string]any{
 			"type":        "boolean",
-			"description": "Fetch every page and return the merged list with a completeness verdict. Use it before counting, totalling or saying there are no more.",
+			"description": "Fetch every page, merged, with a verdict.",
 		}
 	}
 	props[ArgForEach] = forEachSchema()
 	props[ArgAggregate] = aggregateSchema()
 	props[ArgRefresh] = map[string]any{
 		"type":        "boolean",
-		"description": "Fetch fresh data instead of a cached result. Only when the user needs the very latest.",
+		"description": "Fresh data, not the cache.",
 	}
 	s["properties"] = props
 	return s

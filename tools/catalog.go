@@ -15,6 +15,28 @@ type Catalog struct {
 	// waiting are the providers whose tools are not known yet (an MCP
 	// server unreachable so far), with why.
 	waiting map[string]string
+	// perUser are the toolkits each user connects whose tools may not be
+	// known yet (an MCP server no user has connected).
+	perUser map[string]bool
+}
+
+// SetPerUser marks provider as a toolkit each user connects with their
+// own account even while it has no tools listed: agents bound to it are
+// offered connect_toolkit for it.
+func (c *Catalog) SetPerUser(provider string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.perUser == nil {
+		c.perUser = map[string]bool{}
+	}
+	c.perUser[provider] = true
+}
+
+// PerUser reports whether SetPerUser marked provider.
+func (c *Catalog) PerUser(provider string) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.perUser[provider]
 }
 
 // SetWaiting marks provider as one whose tools are not known yet (why

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -234,6 +235,8 @@ type MCPSource struct {
 	remote  map[string]string // tool id → the server's own tool name
 	gone    error             // why no session serves calls now; nil while one does
 	closed  bool
+
+	perUser bool // a user's session (MCPUserSource): its tools are PerUser
 }
 
 // ConnectMCP starts or reaches the server cfg describes, reads every page
@@ -241,10 +244,20 @@ type MCPSource struct {
 // (with opt.ConnectTimeout); the session lives until Close, and is made
 // again whenever it ends.
 func ConnectMCP(ctx context.Context, cfg MCPConfig, opt MCPOptions) (*MCPSource, error) {
+	if cfg.PerUser() {
+		return nil, fmt.Errorf("mcp server %q: each user connects it (flow authorization_code): use NewMCPUserSource", cfg.ID)
+	}
+	return connectMCP(ctx, cfg, opt, nil)
+}
+
+// connectMCP is ConnectMCP; user, when not nil, is the OAuth handler of
+// one user's session (MCPUserSource).
+func connectMCP(ctx context.Context, cfg MCPConfig, opt MCPOptions, user *userMCPAuth) (*MCPSource, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	s := &MCPSource{
+		perUser:     user != nil,
 		id:          cfg.ID,
 		listTimeout: opt.ConnectTimeout,
 		callTimeout: opt.CallTimeout,
@@ -309,13 +322,14 @@ func ConnectMCP(ctx context.Context, cfg MCPConfig, opt MCPOptions) (*MCPSource,
 			s.limiter = opt.Limiter
 			client = withOutcomeRecorder(client)
 		}
-		handler := newMCPOAuth(cfg, client, opt.OnToken)
+		var handler auth.OAuthHandler
+		if user != nil {
+			handler = user
+		} else if h := newMCPOAuth(cfg, client, opt.OnToken); h != nil {
+			handler = h
+		}
 		s.transport = func() mcp.Transport {
-			t := &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: client}
-			if handler != nil {
-				t.OAuthHandler = handler
-			}
-			return t
+			return &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: client, OAuthHandler: handler}
 		}
 	}
 
@@ -569,6 +583,9 @@ func (s *MCPSource) listOn(ctx context.Context, session *mcp.ClientSession) ([]*
 				all, orig = scrubMCPTools(s.scrub(), all, s.logger)
 			}
 			ts, remote := mapMCPTools(s.id, all, s.logger)
+			for _, t := range ts {
+				t.PerUser = s.perUser
+			}
 			for id, name := range remote {
 				if o, ok := orig[name]; ok {
 					remote[id] = o // calls use the server's own name

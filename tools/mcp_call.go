@@ -351,6 +351,8 @@ func contentItem(c mcp.Content, sink *MediaSink) any {
 type Router struct {
 	HTTP *Invoker
 	MCP  map[string]*MCPSource // by server id
+	// UserMCP are the MCP servers each user connects, by server id.
+	UserMCP map[string]*MCPUserSource
 }
 
 // Scrubber is the HTTP invoker's scrubber (nil without one): the one
@@ -368,11 +370,15 @@ func (r Router) Call(ctx context.Context, req Request) (*Response, error) {
 		return nil, errors.New("call: no tool")
 	}
 	if req.Tool.Kind == KindMCP {
-		src := r.MCP[req.Tool.Provider]
-		if src == nil {
+		var call func(context.Context, Request) (*Response, error)
+		if src := r.MCP[req.Tool.Provider]; src != nil {
+			call = src.Call
+		} else if us := r.UserMCP[req.Tool.Provider]; us != nil {
+			call = us.Call
+		} else {
 			return nil, fmt.Errorf("tool %q: no MCP server %q is connected", req.Tool.ID, req.Tool.Provider)
 		}
-		resp, err := src.Call(ctx, req)
+		resp, err := call(ctx, req)
 		if r.HTTP == nil {
 			return resp, err
 		}

@@ -287,11 +287,18 @@ func (c *OAuthClient) ctx(ctx context.Context) context.Context {
 	return context.WithValue(ctx, oauth2.HTTPClient, c.http)
 }
 
+// extra are the parameters the authorization and code-exchange requests
+// carry beside OAuth's own: the audience, and the resource indicator
+// (RFC 8707) of an MCP server's client.
 func (c *OAuthClient) extra() []oauth2.AuthCodeOption {
-	if c.spec.Audience == "" {
-		return nil
+	var out []oauth2.AuthCodeOption
+	if c.spec.Audience != "" {
+		out = append(out, oauth2.SetAuthURLParam("audience", c.spec.Audience))
 	}
-	return []oauth2.AuthCodeOption{oauth2.SetAuthURLParam("audience", c.spec.Audience)}
+	if c.resource != "" {
+		out = append(out, oauth2.SetAuthURLParam("resource", c.resource))
+	}
+	return out
 }
 
 // NewVerifier is a fresh PKCE code verifier ("" when the client does not
@@ -330,9 +337,49 @@ func (c *OAuthClient) Refresh(ctx context.Context, refresh string) (*oauth2.Toke
 	if refresh == "" {
 		return nil, &oauth2.RetrieveError{ErrorCode: "invalid_grant", ErrorDescription: "no refresh token was issued"}
 	}
-	ts := c.config("").TokenSource(c.ctx(ctx), &oauth2.Token{RefreshToken: refresh, Expiry: time.Unix(1, 0)})
+	hctx := c.ctx(ctx)
+	if c.resource != "" {
+		// RFC 8707 §2.2: the refresh names the resource too (x/oauth2
+		// takes no parameters for a refresh; the request gets it on the
+		// way).
+		hc := *c.http
+		hc.Transport = resourceParam{next: c.http.Transport, tokenURL: c.spec.TokenURL, resource: c.resource}
+		hctx = context.WithValue(ctx, oauth2.HTTPClient, &hc)
+	}
+	ts := c.config("").TokenSource(hctx, &oauth2.Token{RefreshToken: refresh, Expiry: time.Unix(1, 0)})
 	tok, err := ts.Token()
 	return tok, c.scrubError(err, refresh)
+}
+
+// resourceParam adds the resource indicator to a refresh request sent to
+// the token endpoint.
+type resourceParam struct {
+	next               http.RoundTripper
+	tokenURL, resource string
+}
+
+func (r resourceParam) RoundTrip(req *http.Request) (*http.Response, error) {
+	next := r.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	if req.Method != http.MethodPost || req.URL.String() != r.tokenURL || req.Body == nil {
+		return next.RoundTrip(req)
+	}
+	body, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	form, err := url.ParseQuery(string(body))
+	if err == nil && form.Get("grant_type") == "refresh_token" && form.Get("resource") == "" {
+		form.Set("resource", r.resource)
+		body = []byte(form.Encode())
+	}
+	out := req.Clone(req.Context())
+	out.Body, out.ContentLength = io.NopCloser(strings.NewReader(string(body))), int64(len(body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(string(body))), nil }
+	return next.RoundTrip(out)
 }
 
 // ClientToken fetches a client-credentials token.

@@ -15,14 +15,21 @@ import (
 )
 
 // An MCP server over HTTP behind OAuth (the MCP authorization spec) is
-// reached with the organization's client: auth {type: oauth2, flow:
-// client_credentials, client_id, client_secret} — a pre-registered
-// client. Without issuer or token_url, the authorization server is the
-// first the server names in its protected-resource metadata (RFC 9728),
-// whose RFC 8414 metadata gives the token endpoint; every token request
-// carries the server's URL as its resource indicator (RFC 8707). The
-// token is cached until near its expiry and fetched again once when the
-// server answers 401 (the MCP SDK's OAuthHandler retry).
+// reached either with the organization's client — auth {type: oauth2,
+// flow: client_credentials, client_id, client_secret}, a pre-registered
+// client — or by each user with their own account — flow
+// authorization_code, connected through connect links like an app's
+// toolkit (MCPUserSource, oauth_mcp_user.go), with a pre-registered
+// client or one registered dynamically (RFC 7591) when no client_id is
+// set. Without issuer or token_url, the authorization server is the
+// first the server names in its protected-resource metadata (RFC 9728:
+// the resource_metadata of its 401's challenge, else the well-known
+// URI), whose RFC 8414 metadata gives the endpoints; the authorization
+// request and every token request (code exchange, refresh, client
+// credentials) carry the server's URL as their resource indicator (RFC
+// 8707). The organization's token is cached until near its expiry
+// and fetched again once when the server answers 401 (the MCP SDK's
+// OAuthHandler retry).
 
 func (c MCPConfig) validateAuth() error {
 	if c.Auth == (AuthSpec{}) {
@@ -31,14 +38,35 @@ func (c MCPConfig) validateAuth() error {
 	if c.URL == "" {
 		return errors.New("is for a server over HTTP (url), not a command")
 	}
-	if c.Auth.Type != AuthOAuth2 || c.Auth.Flow != FlowClientCredentials {
-		return errors.New("an MCP server's auth is type oauth2 with flow client_credentials (the organization's pre-registered client); a user's own MCP connection is not supported")
+	if c.Auth.Type != AuthOAuth2 {
+		return errors.New("an MCP server's auth is type oauth2: flow client_credentials (the organization's client) or authorization_code (each user connects their account)")
 	}
 	v := c.Auth
-	if v.Issuer == "" && v.TokenURL == "" {
+	if mcpDiscovers(v) {
 		v.Issuer = c.URL // found in the server's protected-resource metadata; checked like an issuer URL
 	}
+	if v.Flow == FlowAuthorizationCode && v.ClientID == "" {
+		if v.ClientSecret != "" {
+			return errors.New("client_secret without client_id: set both (a pre-registered client), or neither (trawl registers its client, RFC 7591)")
+		}
+		v.ClientID = "registered" // dynamic client registration: checked as a pre-registered client would be
+	}
 	return v.Validate()
+}
+
+// mcpDiscovers reports whether an MCP server's auth leaves its
+// authorization server to the server's protected-resource metadata: no
+// issuer, and no token_url (nor, for the authorization-code flow,
+// authorize_url) to do without one. A URL the config sets wins over the
+// discovered one.
+func mcpDiscovers(a AuthSpec) bool {
+	return a.Issuer == "" && (a.TokenURL == "" || a.Flow == FlowAuthorizationCode && a.AuthorizeURL == "")
+}
+
+// PerUser reports whether each user connects the server with their own
+// account (auth flow authorization_code).
+func (c MCPConfig) PerUser() bool {
+	return c.Auth.Type == AuthOAuth2 && c.Auth.Flow == FlowAuthorizationCode
 }
 
 // mcpOAuth is an MCP server's auth.OAuthHandler (the SDK's interface).
@@ -64,19 +92,10 @@ func (h *mcpOAuth) client(ctx context.Context) (*orgToken, error) {
 	if h.org != nil {
 		return h.org, nil
 	}
-	spec := h.cfg.Auth
-	if spec.Issuer == "" && spec.TokenURL == "" {
-		issuer, err := mcpAuthServer(ctx, h.cfg.URL, h.hc)
-		if err != nil {
-			return nil, err
-		}
-		spec.Issuer = issuer
-	}
-	c, err := NewOAuthClient(ctx, spec, h.hc)
+	c, err := NewMCPOAuthClient(ctx, h.cfg, h.hc, nil)
 	if err != nil {
 		return nil, err
 	}
-	c.resource = h.cfg.URL
 	h.org = &orgToken{client: c, now: time.Now}
 	return h.org, nil
 }
@@ -117,16 +136,96 @@ func (h *mcpOAuth) Authorize(ctx context.Context, req *http.Request, resp *http.
 	return err
 }
 
+// Registrar gives an MCP server's OAuth client its client_id and
+// client_secret when the config sets none: the client registered for
+// the deployment at the authorization server's registration endpoint
+// (RFC 7591), kept and reused (see RegisterOAuthClient).
+type Registrar func(ctx context.Context, issuer, registrationEndpoint string) (clientID, clientSecret string, err error)
+
+// NewMCPOAuthClient is the OAuth client of an MCP server behind OAuth:
+// its authorization server found in the server's protected-resource
+// metadata unless the config names it, its client registered through
+// register when the config sets no client_id, and the server's URL its
+// resource indicator (RFC 8707).
+func NewMCPOAuthClient(ctx context.Context, cfg MCPConfig, hc *http.Client, register Registrar) (*OAuthClient, error) {
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	spec := cfg.Auth
+	if mcpDiscovers(spec) {
+		issuer, err := mcpAuthServer(ctx, cfg.URL, hc)
+		if err != nil {
+			return nil, err
+		}
+		spec.Issuer = issuer
+	}
+	if spec.ClientID == "" {
+		if spec.Issuer == "" || register == nil {
+			return nil, errors.New("no client_id is set and the authorization server cannot be asked to register one (set client_id, or issuer)")
+		}
+		meta, err := discoverIssuer(ctx, spec.Issuer, hc)
+		if err != nil {
+			return nil, err
+		}
+		if meta.RegistrationEndpoint == "" {
+			return nil, fmt.Errorf("no client_id is set and the authorization server %s offers no dynamic client registration (registration_endpoint): register trawl's client there and set client_id and client_secret", spec.Issuer)
+		}
+		if err := checkOAuthURL(meta.RegistrationEndpoint); err != nil {
+			return nil, fmt.Errorf("registration_endpoint: %w", err)
+		}
+		id, secret, err := register(ctx, spec.Issuer, meta.RegistrationEndpoint)
+		if err != nil {
+			return nil, err
+		}
+		spec.ClientID, spec.ClientSecret = id, secret
+	}
+	c, err := NewOAuthClient(ctx, spec, hc)
+	if err != nil {
+		return nil, err
+	}
+	c.resource = cfg.URL
+	return c, nil
+}
+
+// RegisterOAuthClient registers a client for the authorization-code
+// flow at registrationEndpoint (RFC 7591) with trawl's one redirect URI
+// and answers its client_id and client_secret. Its errors name no
+// secret (a server's answer is not quoted).
+func RegisterOAuthClient(ctx context.Context, registrationEndpoint, redirectURI string, scopes Scopes, hc *http.Client) (clientID, clientSecret string, err error) {
+	res, err := oauthex.RegisterClient(ctx, registrationEndpoint, &oauthex.ClientRegistrationMetadata{
+		RedirectURIs: []string{redirectURI}, ClientName: "trawl",
+		GrantTypes: []string{"authorization_code", "refresh_token"}, ResponseTypes: []string{"code"},
+		TokenEndpointAuthMethod: ClientSecretBasic, Scope: string(scopes),
+	}, hc)
+	if err != nil {
+		var re *oauthex.ClientRegistrationError
+		if errors.As(err, &re) {
+			return "", "", fmt.Errorf("the authorization server refused to register trawl's client: %s", OAuthErrorWords(re.ErrorCode))
+		}
+		return "", "", fmt.Errorf("registering trawl's client at %s failed (%s)", registrationEndpoint, safeCause(err))
+	}
+	return res.ClientID, res.ClientSecret, nil
+}
+
 // mcpAuthServer is the authorization server an MCP server names in its
-// protected-resource metadata (RFC 9728): at the well-known URI with the
-// server's path after it, then at the origin's.
+// protected-resource metadata (RFC 9728): at the resource_metadata URL
+// of the challenge it answers an unauthenticated request with, else at
+// the well-known URI with the server's path after it, then at the
+// origin's.
 func mcpAuthServer(ctx context.Context, server string, hc *http.Client) (string, error) {
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
 	u, err := url.Parse(server)
 	if err != nil {
 		return "", err
 	}
 	root := u.Scheme + "://" + u.Host
-	candidates := []string{root + "/.well-known/oauth-protected-resource" + strings.TrimRight(u.Path, "/")}
+	var candidates []string
+	if m := challengeMetadata(ctx, server, hc); m != "" {
+		candidates = append(candidates, m)
+	}
+	candidates = append(candidates, root+"/.well-known/oauth-protected-resource"+strings.TrimRight(u.Path, "/"))
 	if strings.Trim(u.Path, "/") != "" {
 		candidates = append(candidates, root+"/.well-known/oauth-protected-resource")
 	}
@@ -142,4 +241,41 @@ func mcpAuthServer(ctx context.Context, server string, hc *http.Client) (string,
 		}
 	}
 	return "", fmt.Errorf("the MCP server publishes no protected-resource metadata naming its authorization server (set issuer or token_url): %w", errors.Join(errs...))
+}
+
+// challengeMetadata is the resource_metadata URL of the Bearer challenge
+// an MCP server answers an unauthenticated request with ("" none): the
+// MCP authorization spec's first place to look (RFC 9728 §5.1). Only a
+// URL on the server's own origin is followed.
+func challengeMetadata(ctx context.Context, server string, hc *http.Client) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, server, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	if err != nil {
+		return ""
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		return ""
+	}
+	cs, err := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
+	if err != nil {
+		return ""
+	}
+	for _, c := range cs {
+		m := c.Params["resource_metadata"]
+		if !strings.EqualFold(c.Scheme, "bearer") || m == "" {
+			continue
+		}
+		mu, err1 := url.Parse(m)
+		su, err2 := url.Parse(server)
+		if err1 == nil && err2 == nil && mu.Scheme == su.Scheme && strings.EqualFold(mu.Host, su.Host) {
+			return m
+		}
+	}
+	return ""
 }

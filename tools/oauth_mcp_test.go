@@ -86,16 +86,29 @@ func TestOAuthMCPConfig(t *testing.T) {
 		want string
 	}{
 		{MCPConfig{ID: "a", Command: []string{"x"}, Auth: AuthSpec{Type: AuthOAuth2, OAuth2: OAuth2{Flow: FlowClientCredentials, ClientID: "c", ClientSecret: "s"}}}, "not a command"},
-		{MCPConfig{ID: "a", URL: "https://m.example/mcp", Auth: AuthSpec{Type: AuthOAuth2, OAuth2: OAuth2{Flow: FlowAuthorizationCode, ClientID: "c"}}}, "a user's own MCP connection is not supported"},
+		{MCPConfig{ID: "a", URL: "https://m.example/mcp", Auth: AuthSpec{Type: AuthOAuth2, OAuth2: OAuth2{Flow: FlowAuthorizationCode, ClientSecret: "s"}}}, "client_secret without client_id"},
+		{MCPConfig{ID: "a", URL: "https://m.example/mcp", Auth: AuthSpec{Type: AuthBearer, Token: "t"}}, "is type oauth2"},
 		{MCPConfig{ID: "a", URL: "https://m.example/mcp", Auth: AuthSpec{Type: AuthOAuth2, OAuth2: OAuth2{Flow: FlowClientCredentials, ClientID: "c"}}}, "needs client_secret"},
 	} {
 		if err := tc.cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.cfg, err, tc.want)
 		}
 	}
-	ok := MCPConfig{ID: "a", URL: "https://m.example/mcp", Auth: AuthSpec{Type: AuthOAuth2, OAuth2: OAuth2{Flow: FlowClientCredentials, ClientID: "c", ClientSecret: "s"}}}
-	if err := ok.Validate(); err != nil {
-		t.Error(err)
+	for _, ok := range []MCPConfig{
+		{ID: "a", URL: "https://m.example/mcp", Auth: AuthSpec{Type: AuthOAuth2, OAuth2: OAuth2{Flow: FlowClientCredentials, ClientID: "c", ClientSecret: "s"}}},
+		// Each user connects; the client registered (RFC 7591) or pre-registered.
+		{ID: "a", URL: "https://m.example/mcp", Auth: AuthSpec{Type: AuthOAuth2, OAuth2: OAuth2{Flow: FlowAuthorizationCode}}},
+		{ID: "a", URL: "https://m.example/mcp", Auth: AuthSpec{Type: AuthOAuth2, OAuth2: OAuth2{Flow: FlowAuthorizationCode, ClientID: "c", TokenURL: "https://as.example/token"}}},
+	} {
+		if err := ok.Validate(); err != nil {
+			t.Error(err)
+		}
+		if !ok.PerUser() {
+			continue
+		}
+		if _, err := ConnectMCP(context.Background(), ok, MCPOptions{}); err == nil || !strings.Contains(err.Error(), "NewMCPUserSource") {
+			t.Errorf("ConnectMCP of a per-user server: %v", err)
+		}
 	}
 	_, err := mcpAuthServer(context.Background(), "http://127.0.0.1:1/mcp", nil)
 	if err == nil || errors.Is(err, context.Canceled) {

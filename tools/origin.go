@@ -86,7 +86,7 @@ func NeedsCredential(t *Tool) *RefusedError {
 	if name == "" {
 		name = t.Provider
 	}
-	if t.Kind == KindApp {
+	if t.UserConnected() {
 		return &RefusedError{Code: CodeNotConnected, Msg: fmt.Sprintf(
 			"this needs your %s account: it is not connected for this user; call connect_toolkit with {\"toolkit\": %q} and give the user the link",
 			name, t.Provider)}

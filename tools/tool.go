@@ -68,6 +68,11 @@ func (p Param) Type() string {
 	return p.Schema.Type
 }
 
+// UserConnected reports whether each user connects the tool's toolkit
+// with their own account (connect_toolkit): a connected app's tool, or
+// one of an MCP server each user connects.
+func (t *Tool) UserConnected() bool { return t.Kind == KindApp || t.PerUser }
+
 // Tool is one callable operation.
 type Tool struct {
 	ID          string `json:"id"`          // "<provider>.<name>", unique per deployment
@@ -89,6 +94,10 @@ type Tool struct {
 	Toolkit            string `json:"toolkit,omitempty"`
 	ToolkitName        string `json:"toolkitName,omitempty"`
 	ToolkitDescription string `json:"toolkitDescription,omitempty"`
+	// PerUser: each user connects the tool's source with their own
+	// account (an MCP server behind OAuth with flow authorization_code),
+	// as they connect an app's toolkit.
+	PerUser bool `json:"perUser,omitempty"`
 
 	// HTTP shape (Kind api and app).
 	Method      string `json:"method,omitempty"`

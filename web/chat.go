@@ -299,6 +299,7 @@ func (s *Server) runTurn(ctx context.Context, run *deploy.Run, thread *agent.Thr
 	// was cut off (or paused) past its lease must not write its stale
 	// thread over a turn another replica ran meanwhile.
 	save := func(ctx context.Context, t *agent.Thread) error { return s.dep.SaveHeldThread(ctx, key, runID, t) }
+	s.dep.PrimeUserMCPsFor(ctx, p.UserID)
 	err := s.runner.Run(ctx, &agent.Turn{
 		Agent: func() (agent.Definition, bool) {
 			// An edit on another replica applies from the next step.

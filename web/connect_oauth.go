@@ -100,6 +100,12 @@ func (s *Server) oauthCallback(c echo.Context) error {
 	if err := s.conns.StoreOAuth(ctx, g.User, g.Toolkit, tok); err != nil {
 		return internal(err)
 	}
+	// An MCP server no user had connected lists its tools now, with this
+	// user's session; after a failure it waits for the next connection
+	// or restart.
+	if err := s.dep.PrimeUserMCP(ctx, g.Toolkit, tok.AccessToken); err != nil {
+		s.log.Warn("mcp server's tools could not be listed after connecting", "mcp", g.Toolkit, "err", err)
+	}
 	return s.renderConnect(c, http.StatusOK, connectView{Name: name, Account: accountName(g.User), Done: true})
 }
 

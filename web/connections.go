@@ -77,6 +77,9 @@ func (s *Server) toolkitInfo(toolkit string) (name, desc string, ok bool) {
 			return t.ToolkitName, t.ToolkitDescription, true
 		}
 	}
+	if s.catalog.PerUser(toolkit) { // an MCP server each user connects
+		return toolkit, "", true
+	}
 	return "", "", false
 }
 

@@ -38,6 +38,9 @@ type Options struct {
 	AccessTTL time.Duration
 	// RedirectURIs are trawl-web's registered redirect URIs.
 	RedirectURIs []string
+	// DCR lets clients register themselves (RFC 7591 dynamic client
+	// registration, open).
+	DCR bool
 }
 
 // Server is a running oidc-provider.
@@ -55,6 +58,16 @@ type Server struct {
 	mu      sync.Mutex
 	secrets []string          // every token, verifier and code the proxy saw
 	pairs   map[string]string // each access token's refresh token, as issued together
+	grants  []string          // each token request's grant type and resource indicator
+}
+
+// Grants are the grant type and resource indicator ("" none) of each
+// request that went through TokenURL, in order: "refresh_token
+// https://mcp.example/mcp".
+func (s *Server) Grants() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.grants...)
 }
 
 // refreshOf is the refresh token issued with access ("" when none was).
@@ -104,39 +117,18 @@ func Start(t testing.TB, opt Options) *Server {
 		opt.AccessTTL = time.Minute
 	}
 	s := &Server{WebSecret: secret(), CCSecret: secret(), APISecret: secret()}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, node, "server.mjs")
-	cmd.Dir = dir()
-	cmd.Env = append(os.Environ(), "WEB_SECRET="+s.WebSecret, "CC_SECRET="+s.CCSecret, "API_SECRET="+s.APISecret,
-		"ACCESS_TTL="+strconv.Itoa(int(opt.AccessTTL/time.Second)), "API_URL="+Resource,
-		"REDIRECT_URIS="+strings.Join(opt.RedirectURIs, " "))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	env := []string{"WEB_SECRET=" + s.WebSecret, "CC_SECRET=" + s.CCSecret, "API_SECRET=" + s.APISecret,
+		"ACCESS_TTL=" + strconv.Itoa(int(opt.AccessTTL/time.Second)), "API_URL=" + Resource,
+		"REDIRECT_URIS=" + strings.Join(opt.RedirectURIs, " ")}
+	if opt.DCR {
+		env = append(env, "DCR=1")
 	}
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatal(err)
+	var hello struct{ Issuer string }
+	runNode(t, node, dir(), env, "oidc-provider", &hello)
+	if hello.Issuer == "" {
+		t.Fatal("oidc-provider named no issuer")
 	}
-	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
-	line := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		if sc.Scan() {
-			line <- sc.Text()
-		}
-		close(line)
-	}()
-	select {
-	case l := <-line:
-		var hello struct{ Issuer string }
-		if err := json.Unmarshal([]byte(l), &hello); err != nil || hello.Issuer == "" {
-			t.Fatalf("oidc-provider said %q", l)
-		}
-		s.Issuer = hello.Issuer
-	case <-time.After(30 * time.Second):
-		t.Fatal("oidc-provider did not start in 30 s")
-	}
+	s.Issuer = hello.Issuer
 	// The counting proxy in front of the token endpoint.
 	target, _ := url.Parse(s.Issuer)
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -144,6 +136,9 @@ func Start(t testing.TB, opt Options) *Server {
 		body, _ := io.ReadAll(r.Body)
 		if form, err := url.ParseQuery(string(body)); err == nil {
 			s.keep(form.Get("code"), form.Get("code_verifier"), form.Get("refresh_token"))
+			s.mu.Lock()
+			s.grants = append(s.grants, form.Get("grant_type")+" "+form.Get("resource"))
+			s.mu.Unlock()
 		}
 		req, _ := http.NewRequestWithContext(r.Context(), r.Method, target.String()+"/token", bytes.NewReader(body))
 		req.Header = r.Header.Clone()
@@ -179,6 +174,43 @@ func Start(t testing.TB, opt Options) *Server {
 	t.Cleanup(proxy.Close)
 	s.TokenURL = proxy.URL + "/token"
 	return s
+}
+
+// runNode runs server.mjs in dir with node for t (stopped at its end),
+// its environment plus env, and decodes into hello the one line of JSON
+// it prints once it listens.
+func runNode(t testing.TB, node, dir string, env []string, what string, hello any) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, node, "server.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	line := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		if sc.Scan() {
+			line <- sc.Text()
+		}
+		close(line)
+	}()
+	select {
+	case l := <-line:
+		if err := json.Unmarshal([]byte(l), hello); err != nil {
+			t.Fatalf("%s said %q", what, l)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not start in 30 s", what)
+	}
 }
 
 func secret() string {

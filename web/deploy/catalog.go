@@ -90,6 +90,9 @@ func (s *Deployment) logImport(provider string, r *tools.ImportReport) {
 // announces a new tool list, the catalog follows it.
 func (s *Deployment) connectMCP(ctx context.Context, cat *tools.Catalog, mc tools.MCPConfig) error {
 	s.invoker.AddSecrets(mc.Secrets()...)
+	if mc.PerUser() {
+		return s.connectUserMCP(ctx, cat, mc) // mcp_oauth.go
+	}
 	src, err := tools.ConnectMCP(ctx, mc, tools.MCPOptions{
 		Logger: s.log.With("mcp", mc.ID), Log: s.activity, HTTPClient: s.tel.mcpClient(s.cfg.Telemetry, mc.ID), Limiter: s.limiter,
 		Scrub: s.invoker.Scrubber, OnToken: func(tok string) { s.invoker.RememberToken(mc.ID, tok) },
@@ -191,7 +194,7 @@ func (s *Deployment) checkBinding(toolID, providerID, toolkit string) error {
 func (s *Deployment) toolkits() []string {
 	seen := map[string]bool{}
 	for _, t := range s.catalog.All() {
-		if t.Kind == tools.KindApp {
+		if t.UserConnected() {
 			seen[t.Provider] = true
 		}
 	}

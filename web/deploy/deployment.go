@@ -36,8 +36,9 @@ type Deployment struct {
 	catalog  *tools.Catalog
 	imported map[string][]tools.ImportWarning // by provider: repairs and skips of its OpenAPI import
 	invoker  *tools.Invoker
-	limiter  tools.RateLimiter           // every provider's pace, shared by the invoker and MCP servers
-	mcp      map[string]*tools.MCPSource // by server id
+	limiter  tools.RateLimiter               // every provider's pace, shared by the invoker and MCP servers
+	mcp      map[string]*tools.MCPSource     // by server id
+	userMCP  map[string]*tools.MCPUserSource // by server id: those each user connects
 	activity *tools.ActivityLog
 	engine   *loop.Engine
 	results  *loop.Retrieval
@@ -311,6 +312,7 @@ func (d *Deployment) newAgents(model agent.Model) error {
 		func(tk string) bool { return orgToolkits[tk] }, func() time.Time { return d.now() })
 	if err == nil && len(d.oauth) > 0 {
 		d.conns.SetOAuth(d.oauth, d.stores.locks)
+		d.primeUserMCPs()
 	}
 	return err
 }

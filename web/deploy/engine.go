@@ -21,7 +21,7 @@ func (s *Deployment) newEngine() (*loop.Engine, error) {
 	}
 	s.cache = cache
 	return loop.New(loop.Options{
-		Caller:    s.observeCaller(tools.Router{HTTP: s.invoker, MCP: s.mcp}),
+		Caller:    s.observeCaller(tools.Router{HTTP: s.invoker, MCP: s.mcp, UserMCP: s.userMCP}),
 		Scrub:     s.invoker.Scrubber,
 		Budget:    s.cfg.Limits.Budget(),
 		ViewChars: s.cfg.Limits.ViewChars,

@@ -8,7 +8,9 @@
 //   trawl-api  the loopback API, which introspects the tokens it is sent
 //
 // Every access token is for the resource API_URL (opaque, so that the API
-// introspects it). It prints one line of JSON, {"issuer": "…"}, once it
+// introspects it), or the resource indicator the client names (an MCP
+// server's URL). With DCR=1, clients may register themselves (RFC 7591,
+// open registration: no initial access token). It prints one line of JSON, {"issuer": "…"}, once it
 // listens; the secrets come from the environment (WEB_SECRET, CC_SECRET,
 // API_SECRET).
 import Provider from 'oidc-provider';
@@ -53,6 +55,7 @@ const provider = new Provider(issuer, {
     clientCredentials: { enabled: true },
     introspection: { enabled: true },
     revocation: { enabled: true },
+    registration: { enabled: env('DCR', '') === '1' },
     resourceIndicators: {
       enabled: true,
       defaultResource: () => resource,
