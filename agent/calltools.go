@@ -1,7 +1,7 @@
 package agent
 
 import (
-	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,8 +19,9 @@ type callToolsCache struct {
 }
 
 type callTools struct {
-	bound []boundTool
-	tl    stepTools
+	bindings []Binding // the agent's, as they were made from
+	bound    []boundTool
+	tl       stepTools
 }
 
 // maxCallTools bounds the entries kept; past it they all go (each is
@@ -38,7 +39,7 @@ func (r *Runner) callStepTools(st *turnState, def Definition) ([]boundTool, *ste
 		r.callTools.mu.RLock()
 		e := r.callTools.m[key]
 		r.callTools.mu.RUnlock()
-		if e != nil {
+		if e != nil && slices.EqualFunc(e.bindings, def.AgentTools, sameBinding) {
 			tl := e.tl
 			return e.bound, &tl, nil
 		}
@@ -59,7 +60,7 @@ func (r *Runner) callStepTools(st *turnState, def Definition) ([]boundTool, *ste
 		if c.m == nil || len(c.m) >= maxCallTools {
 			c.m = map[string]*callTools{}
 		}
-		c.m[key] = &callTools{bound: bound, tl: *tl}
+		c.m[key] = &callTools{bindings: slices.Clone(def.AgentTools), bound: bound, tl: *tl}
 		c.mu.Unlock()
 	}
 	return bound, tl, nil
@@ -82,17 +83,21 @@ func (r *Runner) callToolsKey(st *turnState, def Definition) (string, bool) {
 	if gated {
 		return "", false
 	}
-	bindings, err := json.Marshal(def.AgentTools)
-	if err != nil {
-		return "", false
-	}
 	var b strings.Builder
-	b.Grow(len(bindings) + len(loaded) + 24)
+	b.Grow(len(def.ID) + len(loaded) + 24)
 	b.WriteString(strconv.FormatUint(gen, 10))
 	b.WriteString(strconv.FormatBool(live))
 	b.WriteByte(0)
-	b.WriteString(loaded)
+	b.WriteString(def.ID)
 	b.WriteByte(0)
-	b.Write(bindings)
+	b.WriteString(loaded)
 	return b.String(), true
+}
+
+// sameBinding reports whether two bindings are equal, their limits by
+// value (a definition read again holds copies).
+func sameBinding(a, b Binding) bool {
+	la, lb := a.Limits, b.Limits
+	a.Limits, b.Limits = nil, nil
+	return a == b && (la == lb || la != nil && lb != nil && *la == *lb)
 }

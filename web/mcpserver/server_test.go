@@ -814,6 +814,24 @@ func TestCatalogChangeReachesNextCall(t *testing.T) {
 			if !listed() {
 				t.Error("the tool back in its toolkit is not listed")
 			}
+			// The agent's bindings change: its toolkit unbound, then bound again.
+			def, _ := f.dep.Agents().Get("demo")
+			put := func(d agent.Definition) {
+				t.Helper()
+				if err := f.dep.Agents().Put(context.Background(), d); err != nil {
+					t.Fatal(err)
+				}
+			}
+			unbound := def
+			unbound.AgentTools = slices.DeleteFunc(slices.Clone(def.AgentTools), func(b agent.Binding) bool { return b.Toolkit == mail.Provider })
+			put(unbound)
+			if got := send(); !refused(got) {
+				t.Errorf("a tool of a toolkit the agent no longer binds was called: %q", got)
+			}
+			put(def)
+			if got := send(); got != "" {
+				t.Errorf("the tool bound again: %s", got)
+			}
 		})
 	}
 }
