@@ -311,7 +311,7 @@ func (r *Runner) runMeta(ctx context.Context, st *turnState, tl *stepTools, name
 			return nil, err
 		}
 		return json.Marshal(map[string]any{"toolkit": args.Toolkit, "connected": false, "url": link,
-			"message": "Give this link to the user only: they open it, store their access token, and come back. It works once and for a few minutes; if it has expired, call connect_toolkit again for a new one."})
+			"message": "Give this link to the user only: they open it, connect their account (sign in at the app, or enter an access token), and come back. It works once and for a few minutes; if it has expired, call connect_toolkit again for a new one."})
 	}
 	return nil, fmt.Errorf("unknown meta-tool %q", name)
 }

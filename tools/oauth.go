@@ -6,11 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
@@ -180,19 +186,60 @@ func loopbackHost(h string) bool {
 // and golang.org/x/oauth2 doing every exchange. It is safe for
 // concurrent use.
 type OAuthClient struct {
-	spec   OAuth2 // URLs resolved
-	http   *http.Client
-	method string // client_secret_basic or client_secret_post
+	conf OAuth2 // as configured: with an issuer, URLs may be left to discovery
+	http *http.Client
+	// ep are the endpoints resolved; nil while the issuer's metadata has
+	// not been read (OpenOAuthClient), and why says what failed.
+	ep  atomic.Pointer[oauthEndpoints]
+	why atomic.Pointer[string]
 	// resource is the RFC 8707 resource indicator sent with every token
 	// request ("" none): an MCP server's URL.
 	resource string
 }
+
+// oauthEndpoints are a client's settings, its URLs resolved, and how it
+// authenticates at the token endpoint.
+type oauthEndpoints struct {
+	spec   OAuth2
+	method string // client_secret_basic or client_secret_post
+}
+
+// ErrAuthServerUnavailable is (wrapped) the error of every exchange of a
+// client whose authorization server's metadata could not be read yet
+// (OpenOAuthClient): the server did not answer at start.
+var ErrAuthServerUnavailable = errors.New("authorization server unavailable")
 
 // NewOAuthClient resolves spec's endpoints — from the authorization
 // server's metadata when spec names an issuer — and returns its client.
 // hc sends every request to the authorization server (nil: a client of
 // its own with a 30 s timeout).
 func NewOAuthClient(ctx context.Context, spec AuthSpec, hc *http.Client) (*OAuthClient, error) {
+	c, err := newOAuthClient(spec, hc)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Discover(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// OpenOAuthClient is NewOAuthClient for a deployment that starts whether
+// or not the authorization server answers: a spec that is wrong is an
+// error, but an issuer whose metadata cannot be read now is not — the
+// client is then unavailable (Unavailable says why; every exchange fails
+// with ErrAuthServerUnavailable) until Discover or KeepDiscovering reads
+// it.
+func OpenOAuthClient(ctx context.Context, spec AuthSpec, hc *http.Client) (*OAuthClient, error) {
+	c, err := newOAuthClient(spec, hc)
+	if err != nil {
+		return nil, err
+	}
+	_ = c.Discover(ctx) // kept in Unavailable
+	return c, nil
+}
+
+func newOAuthClient(spec AuthSpec, hc *http.Client) (*OAuthClient, error) {
 	if spec.Type != AuthOAuth2 {
 		return nil, fmt.Errorf("auth type %q is not %s", spec.Type, AuthOAuth2)
 	}
@@ -202,11 +249,23 @@ func NewOAuthClient(ctx context.Context, spec AuthSpec, hc *http.Client) (*OAuth
 	if hc == nil {
 		hc = &http.Client{Timeout: 30 * time.Second}
 	}
-	o := spec.OAuth2
+	return &OAuthClient{conf: spec.OAuth2, http: hc}, nil
+}
+
+// Discover resolves the client's endpoints, reading the issuer's
+// metadata when the spec names one (again, when an earlier try failed);
+// a client whose endpoints are resolved answers nil at once.
+func (c *OAuthClient) Discover(ctx context.Context) error {
+	if c.ep.Load() != nil {
+		return nil
+	}
+	o := c.conf
 	if o.Issuer != "" {
-		meta, err := discoverIssuer(ctx, o.Issuer, hc)
+		meta, err := discoverIssuer(ctx, o.Issuer, c.http)
 		if err != nil {
-			return nil, err
+			why := "its metadata could not be read: " + safeCause(err)
+			c.why.Store(&why)
+			return err
 		}
 		fill := func(dst *string, v string) {
 			if *dst == "" {
@@ -220,19 +279,83 @@ func NewOAuthClient(ctx context.Context, spec AuthSpec, hc *http.Client) (*OAuth
 			!slices.Contains(meta.TokenEndpointAuthMethodsSupported, ClientSecretBasic) && slices.Contains(meta.TokenEndpointAuthMethodsSupported, ClientSecretPost) {
 			o.TokenAuthMethod = ClientSecretPost
 		}
+		var err2 error
 		switch {
 		case o.TokenURL == "":
-			return nil, fmt.Errorf("issuer %s: its metadata names no token_endpoint; set token_url", o.Issuer)
+			err2 = fmt.Errorf("issuer %s: its metadata names no token_endpoint; set token_url", o.Issuer)
 		case o.Flow == FlowAuthorizationCode && o.AuthorizeURL == "":
-			return nil, fmt.Errorf("issuer %s: its metadata names no authorization_endpoint; set authorize_url", o.Issuer)
+			err2 = fmt.Errorf("issuer %s: its metadata names no authorization_endpoint; set authorize_url", o.Issuer)
+		}
+		if err2 != nil {
+			why := err2.Error()
+			c.why.Store(&why)
+			return err2
 		}
 	}
-	c := &OAuthClient{spec: o, http: hc, method: o.TokenAuthMethod}
-	if c.method == "" {
-		c.method = ClientSecretBasic
+	ep := &oauthEndpoints{spec: o, method: o.TokenAuthMethod}
+	if ep.method == "" {
+		ep.method = ClientSecretBasic
 	}
-	return c, nil
+	c.ep.CompareAndSwap(nil, ep)
+	return nil
 }
+
+// Unavailable reports whether the client's endpoints are still unknown
+// (its issuer's metadata could not be read), and why.
+func (c *OAuthClient) Unavailable() (string, bool) {
+	if c.ep.Load() != nil {
+		return "", false
+	}
+	if why := c.why.Load(); why != nil {
+		return *why, true
+	}
+	return "its metadata has not been read yet", true
+}
+
+// KeepDiscovering tries Discover until it succeeds or ctx ends, waiting
+// longer between attempts (doubling from min to max, with jitter, as MCP
+// servers are reconnected); log hears of each failure and of the
+// success.
+func (c *OAuthClient) KeepDiscovering(ctx context.Context, lo, hi time.Duration, log *slog.Logger) {
+	delay := lo
+	for attempt := 1; ; attempt++ {
+		err := c.Discover(ctx)
+		if err == nil {
+			log.Info("oauth authorization server reached: its connections work", "issuer", c.conf.Issuer, "attempt", attempt)
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		wait := delay/2 + time.Duration(rand.Int64N(int64(delay)))
+		log.Warn("oauth authorization server unreachable; trying again", "issuer", c.conf.Issuer, "attempt", attempt,
+			"in", wait.Round(time.Millisecond), "error", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		delay = min(2*delay, hi)
+	}
+}
+
+// endpoints are the resolved endpoints, or ErrAuthServerUnavailable.
+func (c *OAuthClient) endpoints() (*oauthEndpoints, error) {
+	if ep := c.ep.Load(); ep != nil {
+		return ep, nil
+	}
+	why, _ := c.Unavailable()
+	return nil, &authServerDown{issuer: c.conf.Issuer, why: why}
+}
+
+// authServerDown is ErrAuthServerUnavailable with the issuer and why.
+type authServerDown struct{ issuer, why string }
+
+func (e *authServerDown) Error() string {
+	return fmt.Sprintf("%s: issuer %s has not been usable since trawl started (%s)", ErrAuthServerUnavailable, e.issuer, e.why)
+}
+
+func (e *authServerDown) Is(target error) bool { return target == ErrAuthServerUnavailable }
 
 // discoverIssuer reads an issuer's authorization server metadata: RFC
 // 8414's well-known URI, then OpenID Connect Discovery's (both with the
@@ -268,18 +391,24 @@ func discoverIssuer(ctx context.Context, issuer string, hc *http.Client) (*oauth
 	return nil, fmt.Errorf("issuer %s publishes no authorization server metadata (RFC 8414 or OpenID Connect Discovery); set authorize_url and token_url instead", issuer)
 }
 
-// Spec is the client's settings, its URLs resolved.
-func (c *OAuthClient) Spec() OAuth2 { return c.spec }
+// Spec is the client's settings, its URLs resolved (as configured while
+// the client is Unavailable).
+func (c *OAuthClient) Spec() OAuth2 {
+	if ep := c.ep.Load(); ep != nil {
+		return ep.spec
+	}
+	return c.conf
+}
 
-func (c *OAuthClient) config(redirectURI string) *oauth2.Config {
+func (ep *oauthEndpoints) config(redirectURI string) *oauth2.Config {
 	style := oauth2.AuthStyleInHeader
-	if c.method == ClientSecretPost {
+	if ep.method == ClientSecretPost {
 		style = oauth2.AuthStyleInParams
 	}
 	return &oauth2.Config{
-		ClientID: c.spec.ClientID, ClientSecret: c.spec.ClientSecret, RedirectURL: redirectURI,
-		Scopes:   c.spec.Scopes.List(),
-		Endpoint: oauth2.Endpoint{AuthURL: c.spec.AuthorizeURL, TokenURL: c.spec.TokenURL, AuthStyle: style},
+		ClientID: ep.spec.ClientID, ClientSecret: ep.spec.ClientSecret, RedirectURL: redirectURI,
+		Scopes:   ep.spec.Scopes.List(),
+		Endpoint: oauth2.Endpoint{AuthURL: ep.spec.AuthorizeURL, TokenURL: ep.spec.TokenURL, AuthStyle: style},
 	}
 }
 
@@ -292,8 +421,8 @@ func (c *OAuthClient) ctx(ctx context.Context) context.Context {
 // (RFC 8707) of an MCP server's client.
 func (c *OAuthClient) extra() []oauth2.AuthCodeOption {
 	var out []oauth2.AuthCodeOption
-	if c.spec.Audience != "" {
-		out = append(out, oauth2.SetAuthURLParam("audience", c.spec.Audience))
+	if c.conf.Audience != "" {
+		out = append(out, oauth2.SetAuthURLParam("audience", c.conf.Audience))
 	}
 	if c.resource != "" {
 		out = append(out, oauth2.SetAuthURLParam("resource", c.resource))
@@ -304,30 +433,39 @@ func (c *OAuthClient) extra() []oauth2.AuthCodeOption {
 // NewVerifier is a fresh PKCE code verifier ("" when the client does not
 // use PKCE).
 func (c *OAuthClient) NewVerifier() string {
-	if !c.spec.pkce() {
+	if !c.conf.pkce() {
 		return ""
 	}
 	return oauth2.GenerateVerifier()
 }
 
 // AuthCodeURL is where the user's browser goes to authorize: state, the
-// S256 challenge of verifier (when not ""), and redirectURI.
-func (c *OAuthClient) AuthCodeURL(state, verifier, redirectURI string) string {
+// S256 challenge of verifier (when not ""), and redirectURI. It fails
+// only while the client is Unavailable.
+func (c *OAuthClient) AuthCodeURL(state, verifier, redirectURI string) (string, error) {
+	ep, err := c.endpoints()
+	if err != nil {
+		return "", err
+	}
 	opts := c.extra()
 	if verifier != "" {
 		opts = append(opts, oauth2.S256ChallengeOption(verifier))
 	}
-	return c.config(redirectURI).AuthCodeURL(state, opts...)
+	return ep.config(redirectURI).AuthCodeURL(state, opts...), nil
 }
 
 // Exchange trades an authorization code (and its PKCE verifier) for
 // tokens.
 func (c *OAuthClient) Exchange(ctx context.Context, code, verifier, redirectURI string) (*oauth2.Token, error) {
+	ep, err := c.endpoints()
+	if err != nil {
+		return nil, err
+	}
 	opts := c.extra()
 	if verifier != "" {
 		opts = append(opts, oauth2.VerifierOption(verifier))
 	}
-	tok, err := c.config(redirectURI).Exchange(c.ctx(ctx), code, opts...)
+	tok, err := ep.config(redirectURI).Exchange(c.ctx(ctx), code, opts...)
 	return tok, c.scrubError(err, code, verifier)
 }
 
@@ -337,16 +475,20 @@ func (c *OAuthClient) Refresh(ctx context.Context, refresh string) (*oauth2.Toke
 	if refresh == "" {
 		return nil, &oauth2.RetrieveError{ErrorCode: "invalid_grant", ErrorDescription: "no refresh token was issued"}
 	}
+	ep, err := c.endpoints()
+	if err != nil {
+		return nil, err
+	}
 	hctx := c.ctx(ctx)
 	if c.resource != "" {
 		// RFC 8707 §2.2: the refresh names the resource too (x/oauth2
 		// takes no parameters for a refresh; the request gets it on the
 		// way).
 		hc := *c.http
-		hc.Transport = resourceParam{next: c.http.Transport, tokenURL: c.spec.TokenURL, resource: c.resource}
+		hc.Transport = resourceParam{next: c.http.Transport, tokenURL: ep.spec.TokenURL, resource: c.resource}
 		hctx = context.WithValue(ctx, oauth2.HTTPClient, &hc)
 	}
-	ts := c.config("").TokenSource(hctx, &oauth2.Token{RefreshToken: refresh, Expiry: time.Unix(1, 0)})
+	ts := ep.config("").TokenSource(hctx, &oauth2.Token{RefreshToken: refresh, Expiry: time.Unix(1, 0)})
 	tok, err := ts.Token()
 	return tok, c.scrubError(err, refresh)
 }
@@ -384,15 +526,19 @@ func (r resourceParam) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // ClientToken fetches a client-credentials token.
 func (c *OAuthClient) ClientToken(ctx context.Context) (*oauth2.Token, error) {
+	ep, err := c.endpoints()
+	if err != nil {
+		return nil, err
+	}
 	style := oauth2.AuthStyleInHeader
-	if c.method == ClientSecretPost {
+	if ep.method == ClientSecretPost {
 		style = oauth2.AuthStyleInParams
 	}
-	cc := clientcredentials.Config{ClientID: c.spec.ClientID, ClientSecret: c.spec.ClientSecret,
-		TokenURL: c.spec.TokenURL, Scopes: c.spec.Scopes.List(), AuthStyle: style}
+	cc := clientcredentials.Config{ClientID: ep.spec.ClientID, ClientSecret: ep.spec.ClientSecret,
+		TokenURL: ep.spec.TokenURL, Scopes: ep.spec.Scopes.List(), AuthStyle: style}
 	cc.EndpointParams = url.Values{}
-	if c.spec.Audience != "" {
-		cc.EndpointParams.Set("audience", c.spec.Audience)
+	if c.conf.Audience != "" {
+		cc.EndpointParams.Set("audience", c.conf.Audience)
 	}
 	if c.resource != "" {
 		cc.EndpointParams.Set("resource", c.resource)
@@ -423,28 +569,39 @@ func (c *OAuthClient) scrubError(err error, secrets ...string) error {
 	return out
 }
 
-// CanRevoke reports whether the provider has a revocation endpoint.
-func (c *OAuthClient) CanRevoke() bool { return c.spec.RevokeURL != "" }
+// CanRevoke reports whether the provider has a revocation endpoint (or,
+// while the client is Unavailable, may have one: Revoke then fails).
+func (c *OAuthClient) CanRevoke() bool {
+	ep := c.ep.Load()
+	return ep == nil && c.conf.Issuer != "" || ep != nil && ep.spec.RevokeURL != ""
+}
 
 // Revoke revokes token at the provider (RFC 7009); hint is
 // "refresh_token" or "access_token". A provider without a revocation
 // endpoint revokes nothing and Revoke answers nil.
 func (c *OAuthClient) Revoke(ctx context.Context, token, hint string) error {
-	if c.spec.RevokeURL == "" || token == "" {
+	if token == "" {
+		return nil
+	}
+	ep, err := c.endpoints()
+	if err != nil {
+		return fmt.Errorf("revoking at the provider: %w", err)
+	}
+	if ep.spec.RevokeURL == "" {
 		return nil
 	}
 	form := url.Values{"token": {token}, "token_type_hint": {hint}}
-	if c.method == ClientSecretPost {
-		form.Set("client_id", c.spec.ClientID)
-		form.Set("client_secret", c.spec.ClientSecret)
+	if ep.method == ClientSecretPost {
+		form.Set("client_id", ep.spec.ClientID)
+		form.Set("client_secret", ep.spec.ClientSecret)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.spec.RevokeURL, strings.NewReader(form.Encode()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.spec.RevokeURL, strings.NewReader(form.Encode()))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	if c.method == ClientSecretBasic {
-		req.SetBasicAuth(url.QueryEscape(c.spec.ClientID), url.QueryEscape(c.spec.ClientSecret))
+	if ep.method == ClientSecretBasic {
+		req.SetBasicAuth(url.QueryEscape(ep.spec.ClientID), url.QueryEscape(ep.spec.ClientSecret))
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -460,7 +617,7 @@ func (c *OAuthClient) Revoke(ctx context.Context, token, hint string) error {
 }
 
 // Secrets are the client's secret values as they go on the wire.
-func (c *OAuthClient) Secrets() []string { return oauthSecrets(c.spec) }
+func (c *OAuthClient) Secrets() []string { return oauthSecrets(c.conf) }
 
 func oauthSecrets(o OAuth2) []string {
 	if o.ClientSecret == "" {
@@ -474,6 +631,10 @@ func oauthSecrets(o OAuth2) []string {
 // what its error code means, never a token.
 func OAuthFailure(err error) string {
 	var re *oauth2.RetrieveError
+	var down *authServerDown
+	if errors.As(err, &down) {
+		return "the provider's authorization server (" + down.issuer + ") has not answered since trawl started (" + down.why + "); trawl keeps trying"
+	}
 	if !errors.As(err, &re) {
 		return "the provider could not be reached (" + safeCause(err) + ")"
 	}
@@ -481,11 +642,15 @@ func OAuthFailure(err error) string {
 }
 
 // OAuthErrorWords says what an OAuth error code (RFC 6749 §4.1.2.1,
-// §5.2) means to the user.
+// §5.2; OpenID Connect Core §3.1.2.6) means to the user. A code it does
+// not know is named only when it reads as one (a short word of
+// [A-Za-z0-9_.-]): it is the provider's free text.
 func OAuthErrorWords(code string) string {
 	switch code {
 	case "access_denied":
 		return "access was denied at the provider (the user declined, or the account may not use this app)"
+	case "account_selection_required":
+		return "the provider needs the user to choose which account to connect: sign in there with the right account"
 	case "invalid_grant":
 		return "the provider no longer accepts this connection (access was revoked, consent withdrawn, or it expired)"
 	case "invalid_client", "unauthorized_client":
@@ -496,10 +661,53 @@ func OAuthErrorWords(code string) string {
 		return "the provider needs the user to sign in and consent again"
 	case "temporarily_unavailable", "server_error":
 		return "the provider had a temporary problem; try again in a moment"
+	case "invalid_request", "unsupported_response_type", "invalid_request_uri", "invalid_request_object", "request_not_supported":
+		return "the provider refused the sign-in request (" + code + "): tell the operator"
 	case "":
 		return "the provider refused without saying why"
 	}
+	if !oauthCodeRe.MatchString(code) {
+		return "the provider refused with an error code trawl does not know"
+	}
 	return "the provider refused (" + code + ")"
+}
+
+var oauthCodeRe = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+// maxProviderSaid bounds how much of an authorization server's own words
+// (error_description) trawl repeats, in bytes.
+const maxProviderSaid = 200
+
+// OAuthCallbackFailure words the error an authorization server sent the
+// browser back with (the callback's error and error_description): what
+// the code means (OAuthErrorWords) and, when it said more, its own
+// words — free text from the query string, so masked by s (the
+// deployment's scrubber and the request's secrets) before it is cut to
+// maxProviderSaid bytes, on one line, with control characters and
+// quotes dropped. The result is plain text: a page escapes it.
+func OAuthCallbackFailure(code, description string, s *Scrubber) string {
+	words := OAuthErrorWords(s.String(code))
+	said := strings.Map(func(r rune) rune {
+		switch {
+		case r == '"' || r == '`' || r == utf8.RuneError:
+			return -1
+		case unicode.IsControl(r) || unicode.IsSpace(r):
+			return ' '
+		}
+		return r
+	}, s.String(description))
+	said = strings.Join(strings.Fields(said), " ")
+	if len(said) > maxProviderSaid {
+		cut := maxProviderSaid
+		for cut > 0 && !utf8.RuneStart(said[cut]) {
+			cut--
+		}
+		said = said[:cut] + "…"
+	}
+	if said == "" {
+		return words
+	}
+	return words + `; the provider said: "` + said + `"`
 }
 
 // TokenExpired reports whether a 401's WWW-Authenticate challenge lets
@@ -520,6 +728,20 @@ func TokenExpired(h http.Header) bool {
 		}
 	}
 	return true
+}
+
+// CodeProviderUnavailable: the provider's authorization server cannot be
+// reached (it did not answer at start, or not when a token had to be
+// fetched or refreshed); the connection is kept, and the call can be
+// tried again later.
+const CodeProviderUnavailable = "provider_unavailable"
+
+// ProviderUnavailable is the refusal of a call to provider whose
+// authorization server cannot be reached now (why: OAuthFailure).
+func ProviderUnavailable(provider, why string) *RefusedError {
+	return &RefusedError{Code: CodeProviderUnavailable, Msg: fmt.Sprintf(
+		"%s cannot be used right now: %s. Nothing is wrong with the user's connection: tell the user %s is unavailable for the moment and try again in a minute; do not ask them to reconnect",
+		provider, why, provider)}
 }
 
 // CodeConnectionBroken: the user's OAuth connection stopped working (the

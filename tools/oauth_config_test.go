@@ -3,11 +3,15 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -129,8 +133,8 @@ func TestOAuthIssuerDiscovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	sp := c.Spec()
-	if sp.AuthorizeURL != srv.URL+"/tenant/auth" || sp.TokenURL != srv.URL+"/tenant/token" || sp.RevokeURL != srv.URL+"/tenant/revoke" || c.method != ClientSecretPost {
-		t.Errorf("discovered: %+v (method %s)", sp, c.method)
+	if sp.AuthorizeURL != srv.URL+"/tenant/auth" || sp.TokenURL != srv.URL+"/tenant/token" || sp.RevokeURL != srv.URL+"/tenant/revoke" || c.ep.Load().method != ClientSecretPost {
+		t.Errorf("discovered: %+v (method %s)", sp, c.ep.Load().method)
 	}
 	if fmt.Sprint(asked[:2]) != "[/.well-known/oauth-authorization-server/tenant /.well-known/openid-configuration/tenant]" {
 		t.Errorf("asked %v", asked)
@@ -162,5 +166,62 @@ func TestTokenExpired(t *testing.T) {
 		if got := TokenExpired(hd); got != want {
 			t.Errorf("TokenExpired(%q) = %v", h, got)
 		}
+	}
+}
+
+// An issuer that does not answer at first: OpenOAuthClient starts the
+// client unavailable (no error), every exchange fails with
+// ErrAuthServerUnavailable and words naming the issuer and the cause;
+// KeepDiscovering reads the metadata once it is served, and the client
+// then has its endpoints. A wrong spec is still an error.
+func TestOAuthClientUnavailableUntilDiscovered(t *testing.T) {
+	var srv *httptest.Server
+	var up atomic.Bool
+	var tries atomic.Int32
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !up.Load() {
+			if tries.Add(1) >= 4 { // four failed reads (two tries of two well-known URLs), then it is back
+				up.Store(true)
+			}
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"issuer": srv.URL, "token_endpoint": srv.URL + "/token",
+			"revocation_endpoint": srv.URL + "/revoke", "response_types_supported": []string{"code"}, "code_challenge_methods_supported": []string{"S256"}})
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	spec := AuthSpec{Type: AuthOAuth2, OAuth2: OAuth2{Flow: FlowClientCredentials, ClientID: "c", ClientSecret: "client-secret-51d2", Issuer: srv.URL}}
+	if _, err := OpenOAuthClient(ctx, AuthSpec{Type: AuthOAuth2, OAuth2: OAuth2{Flow: FlowClientCredentials, Issuer: srv.URL}}, nil); err == nil {
+		t.Error("a spec without client_id opened")
+	}
+	c, err := OpenOAuthClient(ctx, spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	why, down := c.Unavailable()
+	if !down || !strings.Contains(why, "metadata could not be read") {
+		t.Fatalf("unavailable: %v %q", down, why)
+	}
+	_, err = c.ClientToken(ctx)
+	if !errors.Is(err, ErrAuthServerUnavailable) {
+		t.Fatalf("a token while unavailable: %v", err)
+	}
+	if words := OAuthFailure(err); !strings.Contains(words, srv.URL) || !strings.Contains(words, "has not answered since trawl started") || !strings.Contains(words, "trawl keeps trying") {
+		t.Errorf("in words: %s", words)
+	}
+	if err := c.Revoke(ctx, "some-token-value", "access_token"); !errors.Is(err, ErrAuthServerUnavailable) || !c.CanRevoke() {
+		t.Errorf("revoking while unavailable: %v (can revoke: %v)", err, c.CanRevoke())
+	}
+	var logs strings.Builder
+	kctx, cancel := context.WithTimeout(ctx, time.Minute) // a bound for a failing test, not a timing
+	defer cancel()
+	c.KeepDiscovering(kctx, time.Millisecond, 4*time.Millisecond, slog.New(slog.NewTextHandler(&logs, nil)))
+	if _, down := c.Unavailable(); down || c.Spec().TokenURL != srv.URL+"/token" || c.Spec().RevokeURL != srv.URL+"/revoke" {
+		t.Errorf("after KeepDiscovering: down %v, spec %+v", down, c.Spec())
+	}
+	if !strings.Contains(logs.String(), "trying again") || !strings.Contains(logs.String(), "authorization server reached") {
+		t.Errorf("the retries were not logged: %s", logs.String())
 	}
 }

@@ -14,8 +14,9 @@ import (
 // orgToken is a provider's client-credentials token, fetched on first
 // use and cached until shortly before it expires; one fetch at a time.
 type orgToken struct {
-	client *OAuthClient
-	now    func() time.Time
+	client   *OAuthClient
+	provider string
+	now      func() time.Time
 
 	mu  sync.Mutex
 	tok *oauth2.Token
@@ -31,7 +32,12 @@ func (o *orgToken) token(ctx context.Context, stale string) (string, bool, error
 		return o.tok.AccessToken, false, nil
 	}
 	tok, err := o.client.ClientToken(ctx)
-	if err != nil {
+	var re *oauth2.RetrieveError
+	switch {
+	case err != nil && !errors.As(err, &re):
+		// Not the authorization server's refusal: it was not reached.
+		return "", false, ProviderUnavailable(o.provider, OAuthFailure(err))
+	case err != nil:
 		return "", false, &RefusedError{Code: CodeNotConnected, Msg: "the organization's OAuth token could not be obtained: " + OAuthFailure(err)}
 	}
 	o.tok, o.got = tok, o.now()
@@ -63,7 +69,7 @@ func (inv *Invoker) SetOAuth(provider string, c *OAuthClient) {
 	if inv.oauth == nil {
 		inv.oauth = map[string]*orgToken{}
 	}
-	inv.oauth[provider] = &orgToken{client: c, now: time.Now}
+	inv.oauth[provider] = &orgToken{client: c, provider: provider, now: time.Now}
 	inv.secrets = append(inv.secrets, c.Secrets()...)
 	inv.scrub, inv.perCall = nil, nil
 }

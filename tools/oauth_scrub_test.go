@@ -2,8 +2,10 @@ package tools
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -11,6 +13,8 @@ import (
 	"testing"
 
 	"golang.org/x/oauth2"
+
+	"github.com/trawl-dev/trawl/tools/leaktest"
 )
 
 // A token endpoint that echoes what it was sent — the refresh token, the
@@ -22,6 +26,7 @@ import (
 func TestOAuthTokenEndpointEchoIsScrubbed(t *testing.T) {
 	const secret = "client-secret-3f9a1c"
 	var sent []string
+	var raw string // the last answer, as sent
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = r.ParseForm()
 		var echo []string
@@ -33,11 +38,26 @@ func TestOAuthTokenEndpointEchoIsScrubbed(t *testing.T) {
 		if _, pass, ok := r.BasicAuth(); ok {
 			echo = append(echo, pass)
 		}
+		// Each also base64 (alone and at an offset inside a longer run),
+		// percent-encoded character by character and JSON-escaped.
+		var forms []string
+		for _, v := range echo {
+			var pct, js strings.Builder
+			for i := range len(v) {
+				fmt.Fprintf(&pct, "%%%02X", v[i])
+				fmt.Fprintf(&js, `\u%04x`, v[i])
+			}
+			forms = append(forms, v, base64.StdEncoding.EncodeToString([]byte(v)),
+				base64.RawURLEncoding.EncodeToString([]byte("k="+v+";")), pct.String(), js.String())
+		}
 		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("X-Echo", strings.Join(echo, " "))
+		w.Header().Set("X-Echo", strings.Join(forms, " "))
 		w.WriteHeader(http.StatusBadRequest)
-		_ = json.NewEncoder(w).Encode(map[string]any{"error": echo[0], "error_description": "you sent " + strings.Join(echo, ", "),
-			"error_uri": "https://as.example/e?t=" + url.QueryEscape(echo[0])})
+		desc, _ := json.Marshal("you sent " + strings.Join(forms, ", "))
+		// The JSON escapes go in as written (an encoder would undo them).
+		desc = []byte(strings.ReplaceAll(string(desc), `\\u`, `\u`))
+		raw = fmt.Sprintf(`{"error":%q,"error_description":%s,"error_uri":%q}`, echo[0], desc, "https://as.example/e?t="+url.QueryEscape(echo[0]))
+		_, _ = w.Write([]byte(raw))
 	}))
 	defer ts.Close()
 	for _, method := range []string{ClientSecretBasic, ClientSecretPost} {
@@ -74,10 +94,16 @@ func TestOAuthTokenEndpointEchoIsScrubbed(t *testing.T) {
 				if !strings.Contains(re.ErrorDescription, Mask) {
 					t.Errorf("%s %s: the description %q masks nothing", method, name, re.ErrorDescription)
 				}
+				if !strings.Contains(raw, `\u00`) || len(leaktest.Find([]byte(raw), secret)) < 5 {
+					t.Errorf("%s %s: the answer does not echo the secret in its five spellings (the test proves less): %s", method, name, raw)
+				}
 				for field, text := range texts {
 					for _, s := range sent {
-						if s != "" && strings.Contains(text, s) {
-							t.Errorf("%s %s: its %s holds %q: %s", method, name, field, s, text)
+						if s == "" {
+							continue
+						}
+						if found := leaktest.Find([]byte(text), s); len(found) > 0 {
+							t.Errorf("%s %s: its %s holds %q: %s", method, name, field, s, found[0])
 						}
 					}
 				}

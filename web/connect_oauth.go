@@ -42,8 +42,28 @@ func (s *Server) startOAuth(c echo.Context, client *tools.OAuthClient, g deploy.
 	if err != nil {
 		return internal(err)
 	}
+	to, err := client.AuthCodeURL(state, verifier, s.oauthRedirectURI())
+	if err != nil {
+		return internal(err) // checked before the link was spent (oauthUnavailable)
+	}
 	c.SetCookie(s.oauthCookie(c, browser, int(deploy.ConnectAttemptTTL/time.Second)))
-	return c.Redirect(http.StatusSeeOther, client.AuthCodeURL(state, verifier, s.oauthRedirectURI()))
+	return c.Redirect(http.StatusSeeOther, to)
+}
+
+// oauthUnavailable answers the connect link of an OAuth toolkit whose
+// authorization server has not been reached since the start (its
+// metadata unread) with a page that says so, before the link is spent:
+// the same link works once the server answers.
+func (s *Server) oauthUnavailable(c echo.Context, toolkit, name string) (bool, error) {
+	client, isOAuth := s.conns.OAuthClient(toolkit)
+	if !isOAuth {
+		return false, nil
+	}
+	if _, down := client.Unavailable(); !down {
+		return false, nil
+	}
+	return true, s.renderConnect(c, http.StatusServiceUnavailable, connectView{Name: name,
+		Invalid: name + "'s sign-in cannot be reached right now; nothing was connected. Try this same link again in a few minutes."})
 }
 
 // oauthCallback is where the provider sends the browser back: the state
@@ -87,7 +107,10 @@ func (s *Server) oauthCallback(c echo.Context) error {
 			Invalid: "Nothing was connected: " + why + ". Go back to the chat and ask the assistant for a new link to try again."})
 	}
 	if e := q.Get("error"); e != "" {
-		return fail(tools.OAuthErrorWords(e))
+		// The provider's code and words are free text from the query:
+		// scrubbed (the client secret, this request's state and PKCE
+		// verifier), bounded, and escaped by the page.
+		return fail(tools.OAuthCallbackFailure(e, q.Get("error_description"), s.dep.Scrubber(q.Get("state"), verifier)))
 	}
 	code := q.Get("code")
 	if code == "" {

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -88,7 +90,14 @@ type oauthOptions struct {
 	ttl      time.Duration
 	redisURL string
 	replicas int
+	otlp     string // an OTLP receiver's URL: traces exported there, with content
+	// asDown: the deployment starts before oidc-provider does (the test
+	// calls f.as.Run); the agent also has crmorg, a toolkit whose one
+	// organization token is a client-credentials one.
+	asDown bool
 }
+
+const crmOrgTool = "CRMORG_WHOAMI"
 
 // newOAuthFixture starts oidc-provider, the API and the deployment (or
 // several replicas on one Redis).
@@ -107,7 +116,10 @@ func newOAuthFixture(t *testing.T, opt oauthOptions) (*oauthFixture, []*testServ
 		lns = append(lns, ln)
 		redirects = append(redirects, "http://"+ln.Addr().String()+deploy.OAuthCallbackPath)
 	}
-	as := oauthtest.Start(t, oauthtest.Options{AccessTTL: opt.ttl, RedirectURIs: redirects})
+	as := oauthtest.Prepare(t, oauthtest.Options{AccessTTL: opt.ttl, RedirectURIs: redirects})
+	if !opt.asDown {
+		as.Run(t)
+	}
 	api := as.StartAPI(t)
 	dir := t.TempDir()
 	manifest := map[string]any{"toolkit": "crm", "name": "CRM", "description": "The CRM", "base_url": api.URL,
@@ -119,12 +131,28 @@ func newOAuthFixture(t *testing.T, opt oauthOptions) (*oauthFixture, []*testServ
 		t.Fatal(err)
 	}
 	t.Setenv("TRAWL_TEST_WEB_SECRET", as.WebSecret)
+	kits, bound := "[crm.json]", "[{toolkit: crm}]"
+	if opt.asDown {
+		org := map[string]any{"toolkit": "crmorg", "name": "CRM (organization)", "description": "The CRM as the organization", "base_url": api.URL,
+			"auth": map[string]any{"type": "oauth2", "flow": "client_credentials", "issuer": as.Issuer,
+				"client_id": "trawl-cc", "client_secret": "${TRAWL_TEST_CC_SECRET}", "scopes": []string{"api:read"}},
+			"tools": []any{map[string]any{"name": crmOrgTool, "description": "Who the organization's CRM token is for", "http": map[string]any{"method": "GET", "path": "/whoami"}}}}
+		b, _ := json.Marshal(org)
+		if err := os.WriteFile(filepath.Join(dir, "crmorg.json"), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("TRAWL_TEST_CC_SECRET", as.CCSecret)
+		kits, bound = "[crm.json, crmorg.json]", "[{toolkit: crm}, {toolkit: crmorg}]"
+	}
 	model := &turnScript{}
 	var servers []*testServer
 	for _, ln := range lns {
-		text := fmt.Sprintf("listen: %s\npublic_url: http://%s\ntoolkits: [crm.json]\nagents:\n  - id: a\n    agentTools: [{toolkit: crm}]\n", ln.Addr(), ln.Addr())
+		text := fmt.Sprintf("listen: %s\npublic_url: http://%s\ntoolkits: %s\nagents:\n  - id: a\n    agentTools: %s\n", ln.Addr(), ln.Addr(), kits, bound)
 		if opt.redisURL != "" {
 			text += fmt.Sprintf("redis_url: %s\nadmin_key: %s\nsecret_key: %s\n", opt.redisURL, testAdminKey, testSecretKey)
+		}
+		if opt.otlp != "" {
+			text += fmt.Sprintf("telemetry: {otlp_endpoint: %q, record_content: true}\n", opt.otlp)
 		}
 		if err := os.WriteFile(filepath.Join(dir, "trawl.yaml"), []byte(text), 0o600); err != nil {
 			t.Fatal(err)
@@ -515,24 +543,37 @@ func TestOAuthRefreshAcrossReplicas(t *testing.T) {
 // secret, every access and refresh token issued, every authorization
 // code and PKCE verifier — in any channel: the chat streams, what the
 // model read (the API echoes the token it is sent and the refresh token
-// issued with it), the threads, the
-// connections listing, the logs, the files under data_dir and every
-// Redis value; through a connect, a call, a refresh, a revocation and a
-// disconnect, on two replicas.
+// issued with it, each raw, base64, base64url at an offset, percent- and
+// JSON-escaped), the threads, the connections listing, the activity log,
+// the traces, the logs, the files under data_dir and every Redis value;
+// through a connect, a call, a refresh, a refresh on a 401, a
+// revocation, a callback whose error_description repeats the client
+// secret and the state, and a disconnect, on two replicas.
 func TestOAuthSecretsStayHome(t *testing.T) {
 	rs := redistest.Start(t)
-	f, replicas := newOAuthFixture(t, oauthOptions{ttl: 4 * time.Second, redisURL: "redis://" + rs.Addr + "/0", replicas: 2})
+	traces := newOTLPReceiver(t)
+	f, replicas := newOAuthFixture(t, oauthOptions{ttl: 4 * time.Second, redisURL: "redis://" + rs.Addr + "/0", replicas: 2, otlp: traces.URL})
 	f.callCRM(t, f.ts, "c1")
 	f.connect(t, f.connectLink(t, "c1"))
 	f.callCRM(t, replicas[1], "c1")
 	time.Sleep(3200 * time.Millisecond)
 	f.callCRM(t, f.ts, "c1") // refreshed before expiry
 	accepted, _ := f.api.Tokens()
+	f.api.Reject(accepted[len(accepted)-1])
+	f.callCRM(t, replicas[1], "c1") // refreshed on the 401
+	accepted, _ = f.api.Tokens()
 	f.as.Revoke(context.Background(), accepted[len(accepted)-1])
 	f.callCRM(t, replicas[1], "c1") // refused: broken
+	// A provider whose error page repeats what it knows: the client
+	// secret and the request's state, in several spellings.
+	b, state := f.stopAtProvider(t, f.connectLink(t, "c1"))
+	said := f.as.WebSecret + " " + base64.StdEncoding.EncodeToString([]byte(f.as.WebSecret)) + " " + url.QueryEscape(state) + " " + state
+	get(t, b, f.ts.URL+deploy.OAuthCallbackPath+"?"+url.Values{"state": {state}, "error": {"server_error"}, "error_description": {said}}.Encode())
+	f.callCRM(t, f.ts, "c1") // the model reads the failure
 	f.connect(t, f.connectLink(t, "c1"))
 	f.callCRM(t, f.ts, "c1")
 	_, list := f.ts.do(t, "GET", "/v1/connections", f.token, nil)
+	_, activity := f.ts.do(t, "GET", "/v1/activity?limit=1000", "", nil)
 
 	secrets := f.as.Secrets()
 	if len(secrets) < 3+2*2+4 { // client secrets, two codes and verifiers, four tokens at least
@@ -547,10 +588,37 @@ func TestOAuthSecretsStayHome(t *testing.T) {
 	if !strings.Contains(read, `"refresh_echo":"[redacted]"`) {
 		t.Errorf("the API's echo of the refresh token did not reach the model masked: %.300s", read)
 	}
+	// Each encoded echo reaches the model with the secret's part masked
+	// (a base64 core inside a longer run, its padding left).
+	masked := `"[^"]*\[redacted\][^"]*"`
+	for _, field := range []string{`"echo_forms":\[` + masked + `,` + masked + `,` + masked + `\]`, `"refresh_forms":\[` + masked + `,` + masked + `,` + masked + `\]`,
+		`"echo_json":"\[redacted\]"`, `"refresh_json":"\[redacted\]"`} {
+		if !regexp.MustCompile(field).MatchString(read) {
+			t.Errorf("the API's encoded echoes did not reach the model masked (no %s): %.600s", field, read)
+		}
+	}
+	if !strings.Contains(read, "the provider said") || !strings.Contains(read, "[redacted]") {
+		t.Errorf("the callback's error did not reach the model: %.300s", read)
+	}
 	_, thread := f.ts.do(t, "GET", "/v1/agents/a/chats/c1", f.token, nil)
 	f.ts.do(t, "DELETE", "/v1/connections/crm", f.token, nil)
+	for _, r := range replicas {
+		r.Close() // flushes the spans
+	}
+	traces.mu.Lock()
+	var spans []string
+	for _, b := range traces.raw {
+		spans = append(spans, string(b))
+	}
+	traces.mu.Unlock()
+	if len(spans) == 0 {
+		t.Error("no trace was exported")
+	}
 	channels := map[string]string{"streams": strings.Join(f.streams, "\n"), "the model's reads": read,
-		"thread": string(thread), "connections": string(list)}
+		"thread": string(thread), "connections": string(list), "activity log": string(activity), "traces": strings.Join(spans, "\n")}
+	if !strings.Contains(string(activity), "/whoami") {
+		t.Errorf("the activity log holds no CRM call: %.300s", activity)
+	}
 	for i, r := range replicas {
 		channels[fmt.Sprintf("logs of replica %d", i)] = r.logs.String()
 		filepath.WalkDir(r.Deployment().Config().DataDir, func(path string, d os.DirEntry, err error) error {
@@ -626,5 +694,312 @@ func TestOAuthConnectInBrowser(t *testing.T) {
 	}
 	if f.as.TokenRequests.Load() != n {
 		t.Error("the replayed code was exchanged again")
+	}
+}
+
+// stopAtProvider opens link in a new browser that stops where trawl
+// sends it to the provider: the browser (holding trawl's cookie for the
+// callback) and the authorization request's state.
+func (f *oauthFixture) stopAtProvider(t *testing.T, link string) (*http.Client, string) {
+	t.Helper()
+	b := newBrowser(t)
+	b.CheckRedirect = func(req *http.Request, via []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := b.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc, err := url.Parse(resp.Header.Get("Location"))
+	if resp.StatusCode != http.StatusSeeOther || err != nil || loc.Query().Get("state") == "" {
+		t.Fatalf("opening the link: %d, to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	b.CheckRedirect = nil
+	return b, loc.Query().Get("state")
+}
+
+// toolCalls is one model step that calls tool n times at once.
+func toolCalls(n int, tool, args string) []agent.ModelEvent {
+	var evs []agent.ModelEvent
+	for i := range n {
+		evs = append(evs, agent.ModelEvent{Kind: agent.EventToolCallStart, ToolCallID: fmt.Sprintf("p%d", i), ToolName: tool},
+			agent.ModelEvent{Kind: agent.EventToolCallDelta, ArgsDelta: args})
+	}
+	return append(evs, agent.ModelEvent{Kind: agent.EventFinish, FinishReason: "tool_calls"})
+}
+
+// Refresh on a 401 through the chat, against oidc-provider: the API
+// stops accepting an access token the provider still calls active (it
+// revoked it early); three calls of one step that get its 401 at once
+// make one refresh (single flight) and each is retried once, with the
+// new token; the provider rotated the refresh token and trawl sealed the
+// new one (the old one is spent at the provider; a second 401 refreshes
+// with the new one, which a reused old one would have made oidc-provider
+// revoke the whole grant for). A 401 that does not say the token is
+// invalid (insufficient_scope) is not refreshed; a 401 that still comes
+// after the refresh is answered, not looped.
+func TestOAuthRefreshOn401(t *testing.T) {
+	f, _ := newOAuthFixture(t, oauthOptions{ttl: 10 * time.Minute})
+	f.connect(t, f.connectLink(t, "c1"))
+	if out := f.callCRM(t, f.ts, "c1"); !strings.Contains(out, "trawl-web") {
+		t.Fatalf("after connecting: %s", out)
+	}
+	accepted, _ := f.api.Tokens()
+	first := accepted[len(accepted)-1]
+	oldRefresh := f.as.RefreshOf(first)
+	if oldRefresh == "" {
+		t.Fatal("no refresh token was issued with the first access token")
+	}
+	n0 := f.as.TokenRequests.Load()
+
+	f.api.Reject(first)
+	f.turn(t, f.ts, "c1", toolCalls(3, crmTool, `{}`))
+	accepted, refused := f.api.Tokens()
+	if n := f.as.TokenRequests.Load() - n0; n != 1 {
+		t.Errorf("three calls refused at once made %d refreshes; want 1", n)
+	}
+	// Each call sent the first token (refused) unless another had
+	// replaced it already: the calls of a step run at once, but not in
+	// lockstep.
+	if len(refused) == 0 || len(refused) > 3 || slices.ContainsFunc(refused, func(tok string) bool { return tok != first }) {
+		t.Errorf("the API refused %d requests; want 1 to 3, all with the first token", len(refused))
+	}
+	second := accepted[len(accepted)-1]
+	if len(accepted) != 4 || second == first || accepted[1] != second || accepted[2] != second {
+		t.Fatalf("after the 401s the API accepted %d requests (want 1 + 3 with one new token)", len(accepted))
+	}
+	if info, err := f.as.Introspect(context.Background(), oldRefresh); err != nil || info.Active {
+		t.Errorf("the rotated-out refresh token is still active: %+v %v", info, err)
+	}
+	newRefresh := f.as.RefreshOf(second)
+	if info, err := f.as.Introspect(context.Background(), newRefresh); newRefresh == oldRefresh || err != nil || !info.Active {
+		t.Errorf("the rotated refresh token: %+v %v", info, err)
+	}
+	_, thread := f.ts.do(t, "GET", "/v1/agents/a/chats/c1", f.token, nil)
+	if c := strings.Count(string(thread), `trawl-web`); c < 3 {
+		t.Errorf("the thread holds %d successful answers of the three calls: %.400s", c, thread)
+	}
+
+	// The sealed refresh token is the rotated one: refreshing again works.
+	f.api.Reject(second)
+	if out := f.callCRM(t, f.ts, "c1"); !strings.Contains(out, "trawl-web") {
+		t.Fatalf("the second refresh on a 401: %s", out)
+	}
+	if n := f.as.TokenRequests.Load() - n0; n != 2 {
+		t.Errorf("%d refreshes after the second 401; want 2", n)
+	}
+	_, body := f.ts.do(t, "GET", "/v1/connections", f.token, nil)
+	if !strings.Contains(string(body), `"status":"connected"`) || !strings.Contains(string(body), `"last_refresh"`) {
+		t.Errorf("connections after two refreshes: %s", body)
+	}
+
+	// insufficient_scope: the token is fine, the scope is not — no refresh.
+	n1 := f.as.TokenRequests.Load()
+	accepted, refused = f.api.Tokens()
+	before := len(accepted) + len(refused)
+	f.api.Challenge(`Bearer error="insufficient_scope", scope="api:write", error_description="needs api:write"`, 1)
+	out := f.callCRM(t, f.ts, "c1")
+	if !strings.Contains(out, "401") || f.as.TokenRequests.Load() != n1 {
+		t.Errorf("insufficient_scope: %d token requests, the model read %s", f.as.TokenRequests.Load()-n1, out)
+	}
+	accepted, refused = f.api.Tokens()
+	if n := len(accepted) + len(refused) - before; n != 1 {
+		t.Errorf("insufficient_scope: the API saw %d requests; want 1 (no retry)", n)
+	}
+
+	// Still 401 after the refresh: one refresh, one retry, then the 401
+	// is the answer.
+	before = len(accepted) + len(refused)
+	f.api.Challenge(`Bearer error="invalid_token"`, 2)
+	out = f.callCRM(t, f.ts, "c1")
+	if !strings.Contains(out, "401") || f.as.TokenRequests.Load() != n1+1 {
+		t.Errorf("a 401 after the refresh: %d token requests, the model read %s", f.as.TokenRequests.Load()-n1, out)
+	}
+	accepted, refused = f.api.Tokens()
+	if n := len(accepted) + len(refused) - before; n != 2 {
+		t.Errorf("a 401 after the refresh: the API saw %d requests; want 2 (the call and one retry)", n)
+	}
+	if out := f.callCRM(t, f.ts, "c1"); !strings.Contains(out, "trawl-web") {
+		t.Errorf("after the looped 401 the connection does not work: %s", out)
+	}
+
+	// A 401 when the token endpoint does not answer: provider_unavailable
+	// in words, the connection kept; once it answers, the call works.
+	accepted, _ = f.api.Tokens()
+	f.api.Reject(accepted[len(accepted)-1])
+	f.as.TokenEndpointDown(true)
+	out = f.callCRM(t, f.ts, "c1")
+	if !strings.Contains(out, "provider_unavailable") || !strings.Contains(out, "could not be refreshed") || !strings.Contains(out, "do not ask them to reconnect") {
+		t.Errorf("a refresh the token endpoint did not answer: %s", out)
+	}
+	if _, body := f.ts.do(t, "GET", "/v1/connections", f.token, nil); !strings.Contains(string(body), `"status":"connected"`) {
+		t.Errorf("connections after a refresh that got no answer: %s", body)
+	}
+	f.as.TokenEndpointDown(false)
+	if out := f.callCRM(t, f.ts, "c1"); !strings.Contains(out, "trawl-web") {
+		t.Errorf("once the token endpoint answers again: %s", out)
+	}
+}
+
+// The provider's error on the callback, crafted: what its code means
+// comes back in words, on the page and to the model; its
+// error_description is repeated only scrubbed (the client secret, the
+// state, in every spelling), cut short, on one line and escaped (no
+// markup reaches the page). Opening an OAuth toolkit's link leaves only
+// the authorization request in the grants store, no token-form attempt.
+func TestOAuthCallbackError(t *testing.T) {
+	rs := redistest.Start(t)
+	f, _ := newOAuthFixture(t, oauthOptions{redisURL: "redis://" + rs.Addr + "/0"})
+	c := rs.Client(t)
+	ctx := context.Background()
+	count := func(kind string) int {
+		t.Helper()
+		keys, err := c.Keys(ctx, "*"+kind+":*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(keys)
+	}
+	link := f.connectLink(t, "c1")
+	if count("code") != 1 {
+		t.Fatalf("%d codes after minting a link", count("code"))
+	}
+	b, state := f.stopAtProvider(t, link)
+	if a, o, cd := count("attempt"), count("oauth"), count("code"); a != 0 || o != 1 || cd != 0 {
+		t.Errorf("after opening an OAuth link: %d token-form attempts, %d authorization requests, %d codes; want 0, 1, 0", a, o, cd)
+	}
+
+	hostile := "<script>alert(1)</script><b>wrong account</b>: use your work account\n\x00" + f.as.WebSecret + " " +
+		base64.StdEncoding.EncodeToString([]byte(f.as.WebSecret)) + " " + url.QueryEscape(state) + " " + strings.Repeat("very long ", 200)
+	st, page := get(t, b, f.ts.URL+deploy.OAuthCallbackPath+"?"+url.Values{"state": {state}, "error": {"account_selection_required"},
+		"error_description": {hostile}}.Encode())
+	if st != 400 || !strings.Contains(page, "choose which account") || !strings.Contains(page, "wrong account") {
+		t.Errorf("the callback's page: %d %s", st, page)
+	}
+	if strings.Contains(page, "<script>") || strings.Contains(page, "<b>") || !strings.Contains(page, "&lt;script&gt;") {
+		t.Errorf("the provider's markup reached the page: %s", page)
+	}
+	if strings.Count(page, "very long") > 30 {
+		t.Errorf("the provider's words are not cut short: %d repeats", strings.Count(page, "very long"))
+	}
+	out := f.callCRM(t, f.ts, "c1")
+	if !strings.Contains(out, "choose which account") || !strings.Contains(out, "wrong account") || !strings.Contains(out, "connect_toolkit") {
+		t.Errorf("the model read %s", out)
+	}
+	_, list := f.ts.do(t, "GET", "/v1/connections", f.token, nil)
+	for name, text := range map[string]string{"page": page, "model": out, "connections": string(list), "logs": f.ts.logs.String()} {
+		h := leaktest.New([]byte(text))
+		for _, s := range []string{f.as.WebSecret, state} {
+			if found := h.Find(s); len(found) > 0 {
+				t.Errorf("the %s: a secret %s", name, found[0])
+			}
+		}
+	}
+	if !strings.Contains(page, "[redacted]") {
+		t.Errorf("nothing was masked on the page: %s", page)
+	}
+
+	// An error code that is not a word is not repeated.
+	b, state = f.stopAtProvider(t, f.connectLink(t, "c2"))
+	if _, page := get(t, b, f.ts.URL+deploy.OAuthCallbackPath+"?"+url.Values{"state": {state}, "error": {"<img src=x onerror=alert(1)>"}}.Encode()); strings.Contains(page, "img src") ||
+		!strings.Contains(page, "does not know") {
+		t.Errorf("a code that is markup: %s", page)
+	}
+}
+
+// Declining consent at oidc-provider in headless Chromium: the user
+// signs in, then cancels on the consent page; trawl's callback page says
+// access was denied, with the provider's own words, and the model's next
+// call reads the same and the way to try again.
+func TestOAuthDeclineInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test skipped in -short mode")
+	}
+	bin := chromium(t)
+	f, _ := newOAuthFixture(t, oauthOptions{})
+	link := f.connectLink(t, "c1")
+	bctx := browserContext(t, bin)
+	do := func(step string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, actions...); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+	}
+	do("open the link at the provider's login", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS(`input[name=login]`)))
+	do("sign in", chromedp.SendKeys(chromedp.CSS(`input[name=login]`), "ann"),
+		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), "any password"),
+		chromedp.Click(chromedp.CSS(`button[type=submit]`)), chromedp.WaitReady(chromedp.CSS(`input[name=prompt][value=consent]`)))
+	do("cancel on the consent page", chromedp.Click(chromedp.CSS(`.login-help a`)), chromedp.WaitVisible(chromedp.CSS(`p.ok, p.err`)))
+	got, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.body.innerText`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(got, "Nothing was connected: access was denied") || !strings.Contains(got, "End-User aborted interaction") {
+		t.Fatalf("after declining the page says %q", got)
+	}
+	if out := f.callCRM(t, f.ts, "c1"); !strings.Contains(out, "access was denied") || !strings.Contains(out, "connect_toolkit") {
+		t.Errorf("after declining, the model read %s", out)
+	}
+	// The way back: a fresh link connects.
+	f.connect(t, f.connectLink(t, "c1"))
+	if out := f.callCRM(t, f.ts, "c1"); !strings.Contains(out, "trawl-web") {
+		t.Errorf("after connecting: %s", out)
+	}
+}
+
+// A degraded start: oidc-provider is down when the deployment starts —
+// it starts anyway, /readyz says degraded with each OAuth toolkit's
+// authorization server unreachable; the organization toolkit's call is
+// refused with provider_unavailable in words (not a generic upstream
+// error), and a connect link answers that the sign-in cannot be reached
+// without spending the link. Once oidc-provider starts, the background
+// discovery finds it: /readyz is ready, the same link connects, and both
+// toolkits' calls succeed — no restart.
+func TestOAuthDegradedStart(t *testing.T) {
+	f, _ := newOAuthFixture(t, oauthOptions{asDown: true})
+	st, body := f.ts.do(t, "GET", "/readyz", "", nil)
+	var ready deploy.Readiness
+	json.Unmarshal(body, &ready)
+	if st != 200 || ready.Status != "degraded" || ready.AuthServers["crm"] != "unreachable" || ready.AuthServers["crmorg"] != "unreachable" {
+		t.Fatalf("readyz with the authorization server down: %d %s", st, body)
+	}
+	if !strings.Contains(f.ts.logs.String(), "oauth authorization server unreachable at start") {
+		t.Errorf("the degraded start was not logged")
+	}
+	f.turn(t, f.ts, "c1", toolCall("t1", crmOrgTool, `{}`))
+	if out := f.model.lastOutput(); !strings.Contains(out, "provider_unavailable") || !strings.Contains(out, "cannot be used right now") ||
+		!strings.Contains(out, "trawl keeps trying") || strings.Contains(out, "upstream") {
+		t.Errorf("the organization toolkit's call while its authorization server is down: %s", out)
+	}
+	if out := f.callCRM(t, f.ts, "c1"); !strings.Contains(out, "connect_toolkit") {
+		t.Errorf("the user toolkit's call before connecting: %s", out)
+	}
+	link := f.connectLink(t, "c1")
+	if st, page := get(t, newBrowser(t), link); st != 503 || !strings.Contains(page, "cannot be reached right now") || !strings.Contains(page, "same link") {
+		t.Errorf("the link while the authorization server is down: %d %s", st, page)
+	}
+
+	f.as.Run(t)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		st, body = f.ts.do(t, "GET", "/readyz", "", nil)
+		json.Unmarshal(body, &ready)
+		if ready.Status == "ready" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("readyz two minutes after the authorization server started: %d %s", st, body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if ready.AuthServers["crm"] != "ok" || ready.AuthServers["crmorg"] != "ok" {
+		t.Errorf("readyz once it answers: %s", body)
+	}
+	f.turn(t, f.ts, "c1", toolCall("t1", crmOrgTool, `{}`))
+	if out := f.model.lastOutput(); !strings.Contains(out, "trawl-cc") {
+		t.Errorf("the organization toolkit's call once the authorization server answers: %s", out)
+	}
+	f.connect(t, link) // the link the page refused, now unspent
+	if out := f.callCRM(t, f.ts, "c1"); !strings.Contains(out, "trawl-web") || !strings.Contains(out, "ann") {
+		t.Errorf("the user toolkit's call once connected: %s", out)
 	}
 }

@@ -125,6 +125,9 @@ func (s *Server) connectForm(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	if code := c.QueryParam("code"); code != "" {
+		if down, err := s.oauthUnavailable(c, tk, name); down {
+			return err
+		}
 		cookie, g, ok, err := s.conns.Open(ctx, code, tk)
 		if errors.Is(err, deploy.ErrTooManyPending) {
 			return apiErr(http.StatusServiceUnavailable, "unavailable", err.Error())

@@ -25,8 +25,11 @@ var toolErrorStatus = map[string]int{
 	loop.CodeWriteArgument:     http.StatusBadRequest,
 	tools.CodeNotConnected:     http.StatusForbidden,
 	tools.CodeConnectionBroken: http.StatusForbidden,
-	loop.CodeUpstream:          http.StatusBadGateway,
-	loop.CodeOutcomeUnknown:    http.StatusBadGateway,
+	// The provider's authorization server is not reached: nobody's
+	// fault the caller can fix, and not the upstream's answer either.
+	tools.CodeProviderUnavailable: http.StatusServiceUnavailable,
+	loop.CodeUpstream:             http.StatusBadGateway,
+	loop.CodeOutcomeUnknown:       http.StatusBadGateway,
 	// The upstream's doing, never the caller's: it redirected off its
 	// origin, in circles, to a URL with user information, or handed back
 	// a next link on another origin.

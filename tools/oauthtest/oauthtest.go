@@ -10,10 +10,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -54,6 +56,12 @@ type Server struct {
 	TokenRequests atomic.Int64
 	// TokenURL is the token endpoint behind the counting proxy.
 	TokenURL string
+	// tokenDown makes the proxy close every connection unanswered
+	// (TokenEndpointDown).
+	tokenDown atomic.Bool
+
+	opt  Options
+	port int // the issuer's
 
 	mu      sync.Mutex
 	secrets []string          // every token, verifier and code the proxy saw
@@ -70,8 +78,8 @@ func (s *Server) Grants() []string {
 	return append([]string(nil), s.grants...)
 }
 
-// refreshOf is the refresh token issued with access ("" when none was).
-func (s *Server) refreshOf(access string) string {
+// RefreshOf is the refresh token issued with access ("" when none was).
+func (s *Server) RefreshOf(access string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.pairs[access]
@@ -106,7 +114,18 @@ func dir() string {
 // (in CI, where install.sh has run, it fails instead).
 func Start(t testing.TB, opt Options) *Server {
 	t.Helper()
-	node, err := exec.LookPath("node")
+	s := Prepare(t, opt)
+	s.Run(t)
+	return s
+}
+
+// Prepare is Start without running the server: its issuer (on a
+// loopback port picked now, where nothing listens until Run), its
+// secrets and the counting proxy are set, so that a deployment can be
+// configured with an authorization server that is down.
+func Prepare(t testing.TB, opt Options) *Server {
+	t.Helper()
+	_, err := exec.LookPath("node")
 	if _, serr := os.Stat(filepath.Join(dir(), "node_modules", "oidc-provider")); err != nil || serr != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("oidc-provider is not installed (node: %v); run tools/oauthtest/testdata/oidc/install.sh", err)
@@ -116,29 +135,37 @@ func Start(t testing.TB, opt Options) *Server {
 	if opt.AccessTTL == 0 {
 		opt.AccessTTL = time.Minute
 	}
-	s := &Server{WebSecret: secret(), CCSecret: secret(), APISecret: secret()}
-	env := []string{"WEB_SECRET=" + s.WebSecret, "CC_SECRET=" + s.CCSecret, "API_SECRET=" + s.APISecret,
-		"ACCESS_TTL=" + strconv.Itoa(int(opt.AccessTTL/time.Second)), "API_URL=" + Resource,
-		"REDIRECT_URIS=" + strings.Join(opt.RedirectURIs, " ")}
-	if opt.DCR {
-		env = append(env, "DCR=1")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	var hello struct{ Issuer string }
-	runNode(t, node, dir(), env, "oidc-provider", &hello)
-	if hello.Issuer == "" {
-		t.Fatal("oidc-provider named no issuer")
-	}
-	s.Issuer = hello.Issuer
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	s := &Server{WebSecret: secret(), CCSecret: secret(), APISecret: secret(), opt: opt, port: port,
+		Issuer: fmt.Sprintf("http://127.0.0.1:%d", port)}
 	// The counting proxy in front of the token endpoint.
 	target, _ := url.Parse(s.Issuer)
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.tokenDown.Load() {
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				conn.Close() // no answer at all
+			}
+			return
+		}
 		s.TokenRequests.Add(1)
 		body, _ := io.ReadAll(r.Body)
+		var sent []string // what the client sent, echoed back (hostile)
 		if form, err := url.ParseQuery(string(body)); err == nil {
 			s.keep(form.Get("code"), form.Get("code_verifier"), form.Get("refresh_token"))
 			s.mu.Lock()
 			s.grants = append(s.grants, form.Get("grant_type")+" "+form.Get("resource"))
 			s.mu.Unlock()
+			for _, k := range []string{"code", "code_verifier", "refresh_token", "client_secret"} {
+				sent = append(sent, encodedForms(form.Get(k))...)
+			}
+		}
+		if _, pass, ok := r.BasicAuth(); ok {
+			sent = append(sent, encodedForms(pass)...)
 		}
 		req, _ := http.NewRequestWithContext(r.Context(), r.Method, target.String()+"/token", bytes.NewReader(body))
 		req.Header = r.Header.Clone()
@@ -149,7 +176,9 @@ func Start(t testing.TB, opt Options) *Server {
 		}
 		defer resp.Body.Close()
 		for k, v := range resp.Header {
-			w.Header()[k] = v
+			if k != "Content-Length" { // the answer may grow (echo_sent)
+				w.Header()[k] = v
+			}
 		}
 		w.WriteHeader(resp.StatusCode)
 		out, _ := io.ReadAll(resp.Body)
@@ -169,12 +198,42 @@ func Start(t testing.TB, opt Options) *Server {
 				s.mu.Unlock()
 			}
 		}
+		// A successful answer also echoes what it was sent, encoded: no
+		// channel of trawl's may repeat a token answer's extra fields.
+		if resp.StatusCode == http.StatusOK && len(sent) > 0 && bytes.HasSuffix(bytes.TrimSpace(out), []byte("}")) {
+			extra, _ := json.Marshal(sent)
+			out = append(bytes.TrimSuffix(bytes.TrimSpace(out), []byte("}")), []byte(`,"echo_sent":`+string(extra)+`}`)...)
+		}
 		_, _ = w.Write(out)
 	}))
 	t.Cleanup(proxy.Close)
 	s.TokenURL = proxy.URL + "/token"
 	return s
 }
+
+// Run starts the prepared server on its port, for t.
+func (s *Server) Run(t testing.TB) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"WEB_SECRET=" + s.WebSecret, "CC_SECRET=" + s.CCSecret, "API_SECRET=" + s.APISecret,
+		"ACCESS_TTL=" + strconv.Itoa(int(s.opt.AccessTTL/time.Second)), "API_URL=" + Resource,
+		"REDIRECT_URIS=" + strings.Join(s.opt.RedirectURIs, " "), "PORT=" + strconv.Itoa(s.port)}
+	if s.opt.DCR {
+		env = append(env, "DCR=1")
+	}
+	var hello struct{ Issuer string }
+	runNode(t, node, dir(), env, "oidc-provider", &hello)
+	if hello.Issuer != s.Issuer {
+		t.Fatalf("oidc-provider named issuer %q (want %s)", hello.Issuer, s.Issuer)
+	}
+}
+
+// TokenEndpointDown makes TokenURL stop answering (down: every
+// connection closed before an answer) or answer again.
+func (s *Server) TokenEndpointDown(down bool) { s.tokenDown.Store(down) }
 
 // runNode runs server.mjs in dir with node for t (stopped at its end),
 // its environment plus env, and decodes into hello the one line of JSON
@@ -265,37 +324,122 @@ func (s *Server) Revoke(ctx context.Context, token string) error {
 // API is a loopback API that accepts the server's access tokens: GET
 // /whoami answers the token's subject and client — and, hostile, echoes
 // the token it was sent and the refresh token issued with it
-// (refresh_echo: a planted secret the caller never sent); any other token gets 401 with an RFC 6750 invalid_token challenge.
+// (refresh_echo: a planted secret the caller never sent), each also
+// base64-, base64url-, percent- and JSON-escaped (echo_forms,
+// refresh_forms, echo_json, refresh_json); any other token gets 401
+// with an RFC 6750 invalid_token challenge, and so do the tokens the
+// test rejects (Reject) and the requests it challenges (Challenge).
 type API struct {
 	URL string
 	mu  sync.Mutex
 	// seen are the accepted and refused tokens, in order.
 	accepted, refused []string
+	rejected          map[string]bool // tokens refused whatever the server says (Reject)
+	challenge         string          // the WWW-Authenticate of the next refusals (Challenge)
+	challenges        int             // how many more requests get it
 }
+
+// Reject makes the API refuse token from now on, with 401 and an RFC
+// 6750 invalid_token challenge, though the authorization server still
+// says it is active: the resource server revoked it early, or the two
+// disagree on its expiry.
+func (a *API) Reject(token string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.rejected == nil {
+		a.rejected = map[string]bool{}
+	}
+	a.rejected[token] = true
+}
+
+// Challenge makes the API answer its next n requests, whatever token
+// they carry, with 401 and challenge as their WWW-Authenticate (an
+// insufficient_scope one, say).
+func (a *API) Challenge(challenge string, n int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.challenge, a.challenges = challenge, n
+}
+
+// refusal is the challenge the API answers tok with now ("" when tok is
+// up to the authorization server).
+func (a *API) refusal(tok string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.challenges > 0 {
+		a.challenges--
+		return a.challenge
+	}
+	if a.rejected[tok] {
+		return invalidToken
+	}
+	return ""
+}
+
+const invalidToken = `Bearer error="invalid_token", error_description="the access token expired or is not valid"`
 
 // StartAPI runs the API for t.
 func (s *Server) StartAPI(t testing.TB) *API {
 	a := &API{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		info, err := s.Introspect(r.Context(), tok)
-		if !ok || err != nil || !info.Active || info.Aud != Resource {
+		var info Introspection
+		challenge := a.refusal(tok)
+		if challenge == "" {
+			var err error
+			info, err = s.Introspect(r.Context(), tok)
+			if !ok || err != nil || !info.Active || info.Aud != Resource {
+				challenge = invalidToken
+			}
+		}
+		if challenge != "" {
 			a.mu.Lock()
 			a.refused = append(a.refused, tok)
 			a.mu.Unlock()
-			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token", error_description="the access token expired or is not valid"`)
-			http.Error(w, `{"error":"invalid_token"}`, http.StatusUnauthorized)
+			w.Header().Set("WWW-Authenticate", challenge)
+			http.Error(w, `{"error":"refused"}`, http.StatusUnauthorized)
 			return
 		}
 		a.mu.Lock()
 		a.accepted = append(a.accepted, tok)
 		a.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"sub": info.Sub, "client_id": info.ClientID, "scope": info.Scope, "path": r.URL.Path, "echo": tok, "refresh_echo": s.refreshOf(tok)})
+		refresh := s.RefreshOf(tok)
+		body, _ := json.Marshal(map[string]any{"sub": info.Sub, "client_id": info.ClientID, "scope": info.Scope, "path": r.URL.Path,
+			"echo": tok, "refresh_echo": refresh, "echo_forms": encodedForms(tok), "refresh_forms": encodedForms(refresh)})
+		// The JSON-escaped spellings go in as written: an encoder would
+		// write the characters themselves.
+		_, _ = w.Write(append(body[:len(body)-1], []byte(`,"echo_json":"`+jsonEscaped(tok)+`","refresh_json":"`+jsonEscaped(refresh)+`"}`)...))
 	}))
 	t.Cleanup(srv.Close)
 	a.URL = srv.URL
 	return a
+}
+
+// encodedForms are the spellings of secret that the hostile API echoes
+// besides the secret itself — base64 and base64url (alone, and inside a
+// longer encoded string at another alignment) and percent-encoding of
+// every character — each of which trawl's scrubber masks.
+func encodedForms(secret string) []string {
+	if secret == "" {
+		return nil
+	}
+	var pct strings.Builder
+	for i := range len(secret) {
+		fmt.Fprintf(&pct, "%%%02X", secret[i])
+	}
+	return []string{base64.StdEncoding.EncodeToString([]byte(secret)),
+		base64.RawURLEncoding.EncodeToString([]byte("id=" + secret + ";exp=3600")), pct.String()}
+}
+
+// jsonEscaped is secret as the contents of a JSON string with every
+// character written as a \u escape.
+func jsonEscaped(secret string) string {
+	var b strings.Builder
+	for _, r := range secret {
+		fmt.Fprintf(&b, `\u%04x`, r)
+	}
+	return b.String()
 }
 
 // Tokens are the tokens the API accepted and refused so far.

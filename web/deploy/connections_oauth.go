@@ -257,7 +257,9 @@ func (c *Connections) Refresh(ctx context.Context, user, toolkit, stale string) 
 		if err != nil {
 			var re *oauth2.RetrieveError
 			if !errors.As(err, &re) {
-				return "", fmt.Errorf("refreshing the %s connection: %s", toolkit, tools.OAuthFailure(err))
+				// The authorization server was not reached: the
+				// connection is kept for when it is.
+				return "", tools.ProviderUnavailable(toolkit, "its connection could not be refreshed: "+tools.OAuthFailure(err))
 			}
 			why := tools.OAuthFailure(err)
 			broken := oauthRecord{Broken: why, Scopes: rec.Scopes, Connected: rec.Connected, LastRefresh: rec.LastRefresh}

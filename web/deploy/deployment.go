@@ -51,6 +51,9 @@ type Deployment struct {
 	runner   *agent.Runner
 	conns    *Connections
 	oauth    map[string]*tools.OAuthClient // toolkits users connect with OAuth (authorization code), by id
+	// authServers are every OAuth client (authorization code and client
+	// credentials), by provider or toolkit id, for /readyz.
+	authServers map[string]*tools.OAuthClient
 	// inbox is where approvals no chat answers wait (approvals.go).
 	inbox *agent.Inbox
 	// workflows runs workflow definitions (PartsServe).

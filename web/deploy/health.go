@@ -6,16 +6,22 @@ import (
 	"sync"
 )
 
-// Readiness is the body of /readyz: each store and MCP server with its
-// state. Status is "ready" (every store answers; MCP servers too),
-// "degraded" (every store answers, an MCP server does not: its tools fail
-// but the rest works, so the answer is still 200) or "unavailable" (a
-// store does not: 503). While the server drains, /readyz answers 503
+// Readiness is the body of /readyz: each store, MCP server and OAuth
+// authorization server with its state. Status is "ready" (every store
+// answers; MCP servers too, and every issuer's metadata was read),
+// "degraded" (every store answers, an MCP server does not, or an
+// issuer has not answered since the start: their tools fail but the
+// rest works, so the answer is still 200) or "unavailable" (a store
+// does not: 503). While the server drains, /readyz answers 503
 // shutting_down. Causes are logged, never shown: /readyz needs no key.
 type Readiness struct {
 	Status     string            `json:"status"`
 	Stores     map[string]string `json:"stores"`
 	MCPServers map[string]string `json:"mcp_servers"`
+	// AuthServers are the OAuth providers and toolkits, by id: ok once
+	// their issuer's metadata was read (endpoints set in the config need
+	// none), unreachable until then.
+	AuthServers map[string]string `json:"auth_servers,omitempty"`
 }
 
 // Component states in a Readiness.
@@ -70,6 +76,18 @@ func (s *Deployment) Ready(ctx context.Context) Readiness {
 		r.MCPServers[ch.name] = states[i]
 		if states[i] != stateOK && r.Status == "ready" {
 			r.Status = "degraded"
+		}
+	}
+	for id, c := range s.authServers {
+		if r.AuthServers == nil {
+			r.AuthServers = map[string]string{}
+		}
+		r.AuthServers[id] = stateOK
+		if _, down := c.Unavailable(); down {
+			r.AuthServers[id] = stateUnreachable
+			if r.Status == "ready" {
+				r.Status = "degraded"
+			}
 		}
 	}
 	return r

@@ -56,15 +56,34 @@ func expandOAuthEnv(a *tools.AuthSpec) error {
 // setupOAuth makes provider's OAuth client (discovering its endpoints
 // from its issuer): a client-credentials one gives the invoker the
 // organization's token; an authorization-code one is kept for the
-// connections users make.
+// connections users make. An issuer that does not answer at start
+// leaves the deployment degraded, not down: the client is unavailable
+// (its calls refused with provider_unavailable, /readyz says so) and
+// its metadata is read again in the background, with backoff, until it
+// answers.
 func (s *Deployment) setupOAuth(ctx context.Context, provider string, spec tools.AuthSpec) error {
 	if spec.Type != tools.AuthOAuth2 {
 		return nil
 	}
-	c, err := tools.NewOAuthClient(ctx, spec, tools.RedirectSafe(&http.Client{Timeout: 30 * time.Second}))
+	sctx, cancel := context.WithTimeout(ctx, oauthStartTimeout)
+	defer cancel()
+	c, err := tools.OpenOAuthClient(sctx, spec, tools.RedirectSafe(&http.Client{Timeout: 30 * time.Second}))
 	if err != nil {
 		return err
 	}
+	if why, down := c.Unavailable(); down {
+		s.log.Warn("oauth authorization server unreachable at start: serving without it and retrying in the background",
+			"provider", provider, "issuer", spec.Issuer, "why", why)
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			c.KeepDiscovering(s.ctx, oauthRetryMin, oauthRetryMax, s.log.With("provider", provider))
+		}()
+	}
+	if s.authServers == nil {
+		s.authServers = map[string]*tools.OAuthClient{}
+	}
+	s.authServers[provider] = c
 	switch spec.Flow {
 	case tools.FlowClientCredentials:
 		s.invoker.SetOAuth(provider, c)
@@ -77,3 +96,11 @@ func (s *Deployment) setupOAuth(ctx context.Context, provider string, spec tools
 	}
 	return nil
 }
+
+// How long the start waits for an issuer's metadata, and the bounds of
+// the wait between two later tries (doubling, with jitter).
+var (
+	oauthStartTimeout = 10 * time.Second
+	oauthRetryMin     = time.Second
+	oauthRetryMax     = time.Minute
+)

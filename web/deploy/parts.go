@@ -45,6 +45,13 @@ func (d *Deployment) Results() *loop.Retrieval { return d.results }
 // Cache is the dataset cache.
 func (d *Deployment) Cache() *loop.DatasetCache { return d.cache }
 
+// Scrubber is the deployment's one scrubber (every secret it holds),
+// masking these too: for text from outside that trawl repeats (an
+// authorization server's error_description on the OAuth callback).
+func (d *Deployment) Scrubber(more ...string) *tools.Scrubber {
+	return d.invoker.Scrubber().With(more...)
+}
+
 // Activity is the upstream call log.
 func (d *Deployment) Activity() *tools.ActivityLog { return d.activity }
 

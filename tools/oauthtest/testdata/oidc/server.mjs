@@ -10,9 +10,10 @@
 // Every access token is for the resource API_URL (opaque, so that the API
 // introspects it), or the resource indicator the client names (an MCP
 // server's URL). With DCR=1, clients may register themselves (RFC 7591,
-// open registration: no initial access token). It prints one line of JSON, {"issuer": "…"}, once it
-// listens; the secrets come from the environment (WEB_SECRET, CC_SECRET,
-// API_SECRET).
+// open registration: no initial access token). It listens on 127.0.0.1,
+// port PORT (or a free one), and prints one line of JSON,
+// {"issuer": "…"}, once it listens; the secrets come from the
+// environment (WEB_SECRET, CC_SECRET, API_SECRET).
 import Provider from 'oidc-provider';
 
 const env = (k, d) => process.env[k] ?? d;
@@ -20,7 +21,9 @@ const ttl = Number(env('ACCESS_TTL', '60'));
 const resource = env('API_URL', 'http://127.0.0.1/api');
 const scope = 'api:read api:write';
 
-const port = await new Promise((resolve) => {
+// PORT: the one the test picked (it may configure trawl before this
+// server starts); else a free one.
+const port = Number(env('PORT', '0')) || await new Promise((resolve) => {
   // Pick a free port: the issuer must name it before the provider starts.
   import('node:net').then(({ createServer }) => {
     const s = createServer();
