@@ -238,14 +238,37 @@ func (r *Runner) ConversationCall(ctx context.Context, c *Conversation, call Too
 	// offered (no binding loops), and its reads only where a call may
 	// need approval (they are its evidence). The rest is not worth a
 	// store write per call.
-	looping, gated := false, false
-	for _, bt := range bound {
-		looping = looping || bt.binding.LoopResponses
-		gated = gated || c.Agent.Requires(bt.binding, r.opt.Engine.Effect(bt.tool, bt.loopBinding()))
-	}
 	res.Changed = res.Loaded || len(res.Earlier) > 0 || len(c.Thread.Interrupted) > 0 ||
-		approvals != len(c.Thread.Approvals) || (!looping && kept != len(c.Thread.Results)) || (gated && len(st.reads) > 0)
+		approvals != len(c.Thread.Approvals) || (kept != len(c.Thread.Results) && !anyLooping(bound)) ||
+		(len(st.reads) > 0 && r.anyGated(&c.Agent, bound))
 	return res, err
+}
+
+func anyLooping(bound []boundTool) bool {
+	for _, bt := range bound {
+		if bt.binding.LoopResponses {
+			return true
+		}
+	}
+	return false
+}
+
+// anyGated reports whether a call of one of the bound tools may wait for
+// approval. A tool's effect is derived only where it can decide: for a
+// binding with an approval setting of its own, or under an agent policy
+// that requires approval for some effect.
+func (r *Runner) anyGated(d *Definition, bound []boundTool) bool {
+	p := d.Approval
+	byEffect := p != nil && (p.Read == ApprovalRequired || p.Write == ApprovalRequired || p.Destructive == ApprovalRequired)
+	for _, bt := range bound {
+		if bt.binding.Approval == "" && !byEffect {
+			continue // nothing asks approval of it, whatever its effect
+		}
+		if d.Requires(bt.binding, r.opt.Engine.Effect(bt.tool, bt.loopBinding())) {
+			return true
+		}
+	}
+	return false
 }
 
 // conversationGate decides a conversation's call that needs approval,

@@ -53,6 +53,10 @@ type sent struct {
 // prefetch is one request sent ahead of the walk.
 type prefetch struct {
 	done chan struct{}
+	// waiting is set while the request waits for its provider's rate
+	// limit; cancel gives it up (giveUpWaiting).
+	waiting atomic.Bool
+	cancel  context.CancelFunc
 	// Set before done is closed: the answer, and for a page, what it says
 	// (read on the fetching goroutine, so that pages are read in parallel
 	// and the walk does not read them again) and whether the walk ends
@@ -64,14 +68,21 @@ type prefetch struct {
 	ends   bool
 }
 
-// wait waits for the request's answer; err is ctx's.
+// wait waits for the request's answer; err is set when ctx was
+// cancelled first. A deadline on ctx is the walk's time budget: the
+// request, sent under ctx, ends with it, and its answer (a timeout) is
+// what the walk reads, as for a request it sent itself.
 func (p *prefetch) wait(ctx context.Context) (sent, error) {
 	select {
 	case <-p.done:
 		return p.out, nil
 	case <-ctx.Done():
-		return sent{}, ctx.Err()
 	}
+	if err := ctx.Err(); errors.Is(err, context.Canceled) {
+		return sent{}, err
+	}
+	<-p.done
+	return p.out, nil
 }
 
 // ahead is a walk's requests sent ahead. It is used by the walk's
@@ -310,7 +321,8 @@ func (w *walker) fetchAhead(ctx context.Context) {
 			break
 		}
 		req := w.requestAt(k, pages[j])
-		p := &prefetch{done: make(chan struct{})}
+		pctx, cancel := context.WithCancel(ctx)
+		p := &prefetch{done: make(chan struct{}), cancel: cancel}
 		if w.ahead.pending == nil {
 			w.ahead.pending = map[aheadKey]*prefetch{}
 		}
@@ -319,7 +331,8 @@ func (w *walker) fetchAhead(ctx context.Context) {
 		w.ahead.wg.Add(1)
 		go func() {
 			defer w.ahead.wg.Done()
-			p.out = w.send(ctx, req, now)
+			defer cancel()
+			p.out = w.send(pctx, req, now, &p.waiting)
 			w.ahead.live.Add(-1)
 			if r := p.out.resp; p.out.err == nil && r.Status >= 200 && r.Status < 300 && !r.Truncated {
 				p.sig, p.rerr = readPage(plan, r.Body, r.Header, base, nil)
@@ -360,15 +373,25 @@ func (w *walker) requestAt(k aheadKey, page bool) tools.Request {
 }
 
 // send sends req once under the walk's time budget and reports its rate
-// limit's waits to the progress line. It touches only what is safe from
-// any goroutine (the Meter, the options, the clock).
-func (w *walker) send(ctx context.Context, req tools.Request, now time.Time) sent {
+// limit's waits to the progress line; waiting, when not nil, is set while
+// it waits. It touches only what is safe from any goroutine (the Meter,
+// the options, the clock).
+func (w *walker) send(ctx context.Context, req tools.Request, now time.Time, waiting *atomic.Bool) sent {
 	callCtx, cancel := context.WithTimeout(ctx, w.deadline.Sub(now))
 	defer cancel()
 	var waited atomic.Bool
 	callCtx = tools.WithLimitWait(callCtx, func(lw tools.LimitWait) func() {
 		waited.Store(true)
-		return w.observeWait(lw)
+		if waiting != nil {
+			waiting.Store(true)
+		}
+		end := w.observeWait(lw)
+		return func() {
+			if waiting != nil {
+				waiting.Store(false)
+			}
+			end()
+		}
 	})
 	w.meter.addInFlight(1)
 	resp, err := w.o.Caller.Call(callCtx, req)
@@ -383,17 +406,31 @@ func (w *walker) send(ctx context.Context, req tools.Request, now time.Time) sen
 	return out
 }
 
-// drainAhead waits for the requests sent ahead that the walk did not use,
-// and counts each as a request made (Result.Unused): the upstream
-// received it. One its rate limit refused before it was sent is given
-// back.
+// giveUpWaiting gives up the requests fetched ahead that still wait for
+// their provider's rate limit, once the walk has stopped.
+func (w *walker) giveUpWaiting() {
+	for _, p := range w.ahead.pending {
+		if p.waiting.Load() {
+			p.cancel()
+		}
+	}
+}
+
+// drainAhead waits for the requests sent ahead that the walk did not use
+// (those still waiting for their rate limit when it stopped were given
+// up), and counts each
+// as a request made (Result.Unused): the upstream received it. One its
+// rate limit refused before it was sent, or that was given up before it
+// left (the Caller answered the context's own error: see Caller), is
+// given back.
 func (w *walker) drainAhead() {
 	w.ahead.wg.Wait()
 	for k, p := range w.ahead.pending {
 		delete(w.ahead.pending, k)
 		var refused *tools.ArgError
 		var limited *tools.RateLimitError
-		if errors.As(p.out.err, &refused) || errors.As(p.out.err, &limited) {
+		err := p.out.err
+		if errors.As(err, &refused) || errors.As(err, &limited) || err == context.Canceled || err == context.DeadlineExceeded {
 			w.meter.returnRequest()
 			continue
 		}

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -400,5 +402,235 @@ func TestProgressSaysTheRateLimitWaits(t *testing.T) {
 		"page 2: waiting for acme (rate, 2s)", "page 2", "page 3"}
 	if diff := cmp.Diff(want, reports); diff != "" || res.Pages != 3 {
 		t.Errorf("%d pages; reports (-want +got):\n%s", res.Pages, diff)
+	}
+}
+
+// stopUpstream serves 200 rows by offset, 10 a page, with a total, and
+// logs every request it receives. The second page is held until the walk
+// has three more requests in flight, fetched ahead; those, and every
+// request after them, are held until they are released (then answered),
+// or the walk gives them up (their context ends) — or, so that a walk
+// that waits for them fails on its counts rather than hanging, for a
+// generous bound, after which they are answered and logged as such. pad,
+// when set, pads the second page's envelope (a page bigger than the ones
+// before).
+type stopUpstream struct {
+	srv *httptest.Server
+
+	mu        sync.Mutex
+	offsets   []int // every request received, in order
+	held      int   // requests held at once, now
+	cancelled int   // held requests that ended because the walk gave up on them
+	released  int   // held requests answered once released
+	outlived  int   // held requests answered after the bound
+	full      chan struct{}
+	fullOnce  sync.Once
+	release   chan struct{}
+	relOnce   sync.Once
+}
+
+func newStopUpstream(t *testing.T, rows []string, pad int) *stopUpstream {
+	u := &stopUpstream{full: make(chan struct{}), release: make(chan struct{})}
+	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		off, _ := strconv.Atoi(r.URL.Query().Get("offset"))
+		u.mu.Lock()
+		u.offsets = append(u.offsets, off)
+		u.mu.Unlock()
+		extra := fmt.Sprintf(`"total":%d`, len(rows))
+		switch {
+		case off == 0:
+		case off == 9: // the second page
+			select {
+			case <-u.full:
+			case <-time.After(10 * time.Second):
+			}
+			if pad > 0 {
+				extra += fmt.Sprintf(`,"pad":%q`, strings.Repeat("x", pad))
+			}
+		default:
+			u.mu.Lock()
+			u.held++
+			if u.held >= 3 {
+				u.fullOnce.Do(func() { close(u.full) })
+			}
+			u.mu.Unlock()
+			var count *int
+			select {
+			case <-r.Context().Done():
+				count = &u.cancelled
+			case <-u.release:
+				count = &u.released
+			case <-time.After(10 * time.Second):
+				count = &u.outlived
+			}
+			u.mu.Lock()
+			u.held--
+			*count++
+			u.mu.Unlock()
+			if count == &u.cancelled {
+				return
+			}
+		}
+		end := min(off+10, len(rows))
+		reply(w, 200, page(rows[min(off, end):end], extra))
+	}))
+	t.Cleanup(u.srv.Close)
+	return u
+}
+
+// releaseHeld lets the held requests be answered.
+func (u *stopUpstream) releaseHeld() { u.relOnce.Do(func() { close(u.release) }) }
+
+func (u *stopUpstream) received() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.offsets)
+}
+
+// walkerGoroutines lists the goroutines still running the walker's code
+// once those that were ending have ended (a goroutine fetching ahead
+// signals it is done just before it returns), within a generous bound.
+func walkerGoroutines() []string {
+	var out []string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		out = out[:0]
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "loop/paginate.(*walker)") && !strings.Contains(g, "TestFetchAheadStopsMidWalk") {
+				out = append(out, g)
+			}
+		}
+		if len(out) == 0 || time.Now().After(deadline) {
+			return out
+		}
+	}
+}
+
+// A walk fetching ahead that stops mid-way — the caller cancels, the
+// time budget runs out (on the walk's clock or as a deadline on the
+// call's context), the byte budget is spent — while requests it fetched
+// ahead are still in flight: it starts no request after the stop; the
+// requests in flight end with the call's context when that is what ended
+// (the upstream sees them cancelled), and are let finish on a budget's
+// stop (the walk waits for their answers, and reads none); it is partial
+// with the stop's reason and holds exactly the rows of the pages it had
+// read and checked in order, never a row of a page that came back past
+// the stop; every request the upstream received is counted, on the
+// Result (the ones not read as Unused) and on the Meter; and no goroutine
+// of the walk outlives it.
+func TestFetchAheadStopsMidWalk(t *testing.T) {
+	rows := seq("r", 1, 200)
+	want := rows[:19] // two pages of 10 overlapping by a row
+	for _, c := range []struct {
+		name string
+		stop string
+		pad  int
+		// The request the walk awaited when the deadline passed: a
+		// request made, whose page never came (a timeout).
+		timedOut int
+		// The requests in flight end with the call's context (else they
+		// are let finish).
+		givenUp bool
+		// The provider's concurrency limit (0: none): with a window of 6,
+		// the requests fetched ahead beyond it wait for a slot, and are
+		// given up at the stop, never sent.
+		limit int
+	}{
+		{"cancelled", StopCancelled, 0, 0, true, 0},
+		{"time budget", StopBudgetTime, 0, 0, false, 0},
+		{"deadline on the context", StopBudgetTime, 0, 1, true, 0},
+		{"byte budget", StopBudgetBytes, 4000, 0, false, 0},
+		{"byte budget, rate limit waiting", StopBudgetBytes, 4000, 0, false, 4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			u := newStopUpstream(t, rows, c.pad)
+			clock := limittest.NewClock(epoch)
+			meter := NewMeter(clock.Now())
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			budget := Budget{Concurrency: 4, Pages: 40}
+			var progress func(Progress)
+			switch c.name {
+			case "cancelled":
+				progress = func(p Progress) {
+					if p.Page == 2 {
+						cancel()
+					}
+				}
+			case "time budget":
+				budget.Time = time.Minute
+				progress = func(p Progress) {
+					if p.Page == 2 {
+						clock.Advance(time.Minute)
+						u.releaseHeld()
+					}
+				}
+			case "deadline on the context":
+				ctx, cancel = context.WithTimeout(ctx, 2*time.Second)
+				defer cancel()
+			case "byte budget", "byte budget, rate limit waiting":
+				budget.Bytes = 3000
+				progress = func(p Progress) {
+					if p.Page == 2 {
+						u.releaseHeld()
+					}
+				}
+			}
+			inv := tools.NewInvoker(tools.InvokerOptions{Client: u.srv.Client()})
+			if c.limit > 0 {
+				budget.Concurrency = 6
+				inv = tools.NewInvoker(tools.InvokerOptions{Client: u.srv.Client(), Limiter: tools.NewMemoryLimiter(tools.LimiterOptions{})})
+				inv.SetRateLimit("acme", tools.RateLimit{Concurrency: c.limit})
+			}
+			res, err := Walk(ctx, WalkOptions{Caller: inv,
+				Clock: clock, Meter: meter, Tool: listTool(u.srv.URL, offsetPlan, 10), Plan: offsetPlan, AllPages: true,
+				Budget: budget, Progress: progress})
+			if err != nil {
+				t.Fatal(err)
+			}
+			atStop := u.received()
+			if leaked := walkerGoroutines(); len(leaked) > 0 {
+				t.Errorf("%d goroutines of the walk outlived it:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
+			}
+			if res.Complete || res.StoppedBy != c.stop || res.Pages != 2 {
+				t.Errorf("complete %v, stopped by %s after %d pages (%s), want %s after 2", res.Complete, res.StoppedBy, res.Pages, res.Cause, c.stop)
+			}
+			if diff := cmp.Diff(want, idsOf(t, res)); diff != "" {
+				t.Errorf("rows (-want +got):\n%s", diff)
+			}
+			// The requests given up end on the upstream's side too; then
+			// nothing more arrives.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				u.mu.Lock()
+				held := u.held
+				u.mu.Unlock()
+				if held == 0 || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			u.srv.Close()
+			u.mu.Lock()
+			defer u.mu.Unlock()
+			if len(u.offsets) != atStop {
+				t.Errorf("the upstream received %d requests after the walk stopped: %v", len(u.offsets)-atStop, u.offsets[atStop:])
+			}
+			if ended := u.cancelled + u.released; ended < 3 || u.outlived > 0 || c.givenUp && u.released > 0 || !c.givenUp && u.cancelled > 0 {
+				t.Errorf("of the requests in flight at the stop, %d were given up, %d let finish and %d outlived the bound; want 3 or more, all %s",
+					u.cancelled, u.released, u.outlived, map[bool]string{true: "given up", false: "let finish"}[c.givenUp])
+			}
+			if sent := 1 + 6; c.limit > 0 && len(u.offsets) >= sent {
+				// Pages 1 and 2, and the window's 5 after page 2: one at least
+				// waited for the provider's limit when the walk stopped.
+				t.Errorf("the upstream received %d requests, every one the walk fetched ahead; want the one waiting for the rate limit given up: %v", len(u.offsets), u.offsets)
+			}
+			if res.Requests != len(u.offsets) || meter.Usage().Requests != len(u.offsets) ||
+				res.Requests != res.Pages+res.Probes+res.Unused+c.timedOut || res.Unused < 3-c.timedOut {
+				t.Errorf("requests %d (pages %d, probes %d, unused %d), meter %d; the upstream received %d: %v",
+					res.Requests, res.Pages, res.Probes, res.Unused, meter.Usage().Requests, len(u.offsets), u.offsets)
+			}
+		})
 	}
 }

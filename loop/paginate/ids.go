@@ -1,5 +1,7 @@
 package paginate
 
+import "sync"
+
 // idSet holds the hashes of the item ids a walk received. Ids are
 // compared by their raw JSON (1 and "1" differ) through a 64-bit hash: a
 // false duplicate needs a collision, about 1 in 10^12 for 5,000 items.
@@ -15,7 +17,27 @@ func newIDSet(expected int) idSet {
 	for size < 2*expected {
 		size <<= 1
 	}
+	if p, ok := idSlots.Get().(*[]uint64); ok && cap(*p) >= size && cap(*p) <= 4*size {
+		slots := (*p)[:size]
+		clear(slots)
+		return idSet{slots: slots}
+	}
 	return idSet{slots: make([]uint64, size)}
+}
+
+// idSlots keeps the tables of walks that ended, so that the next walk's
+// table is memory already mapped and warm rather than a fresh 128 KiB
+// (the default budget of 5,000 items) for the collector to clear and
+// sweep.
+var idSlots sync.Pool
+
+// release hands the table back for another walk; s is empty after.
+func (s *idSet) release() {
+	if cap(s.slots) >= 1024 {
+		slots := s.slots[:0]
+		idSlots.Put(&slots)
+	}
+	s.slots, s.n = nil, 0
 }
 
 // add stores h and reports whether it was new.

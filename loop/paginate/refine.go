@@ -32,9 +32,13 @@ import (
 // fails: a body that is not JSON leaves the plan as it was, apart from
 // what the header says.
 func Refine(p Plan, body []byte, header http.Header) Plan {
+	return refine(p, &rawShape{b: bytes.TrimSpace(body)}, header)
+}
+
+// refine is Refine over the body's shape, which the caller may read on
+// (its members are listed once, checking the whole body).
+func refine(p Plan, top *rawShape, header http.Header) Plan {
 	out := p
-	root := bytes.TrimSpace(body)
-	top := &rawShape{b: root}
 	readable := top.readable()
 
 	if strings.HasPrefix(p.Provenance, "extension:") {
@@ -303,24 +307,41 @@ func (r *rawShape) fields() []shapeField {
 	if r.kind() != shapeObject {
 		return nil
 	}
-	keys, err := query.Keys(r.b)
-	if err != nil {
-		r.bad = true
-		return nil
-	}
-	seen := make(map[string]bool, len(keys))
-	for _, k := range keys {
-		if seen[k] {
-			continue // the first member of a name wins, as in query.Get
+	// One checking pass lists the members with their values; the first
+	// member of a name wins, as in query.Get.
+	var seen map[string]bool
+	var last []byte
+	err := query.EachMember(r.b, func(_ []byte, name string, v []byte) {
+		last = v
+		if seen[name] {
+			return
 		}
-		seen[k] = true
-		v, ok := query.Get(r.b, query.JoinPath(k))
-		if !ok {
-			continue
+		if seen == nil {
+			seen = make(map[string]bool, 8)
 		}
-		r.members = append(r.members, shapeField{name: k, fold: foldName(k), val: &rawShape{b: v}})
+		seen[name] = true
+		r.members = append(r.members, shapeField{name: name, fold: foldName(name), val: &rawShape{b: v}})
+	})
+	if err != nil || !objectEnds(r.b, last) {
+		r.bad, r.members = true, nil
 	}
 	return r.members
+}
+
+// objectEnds reports whether obj, whose members EachMember read without
+// fault, ends right after the object: its last member's value (nil: it
+// has none) is followed by nothing but the closing brace.
+func objectEnds(obj, last []byte) bool {
+	rest := obj[1:] // past '{'
+	if last != nil {
+		off, ok := query.OffsetIn(obj, last)
+		if !ok {
+			return false
+		}
+		rest = obj[off+len(last):]
+	}
+	rest = bytes.TrimSpace(rest)
+	return len(rest) == 1 && rest[0] == '}'
 }
 
 func (r *rawShape) elem() shape {

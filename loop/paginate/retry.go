@@ -62,9 +62,10 @@ func (f *failure) pageError(res *Result) *PageError {
 func (w *walker) fetch(ctx context.Context, req tools.Request, probe bool) (*tools.Response, *failure, error) {
 	transient, waits := 0, 0
 	var pre *prefetch
+	var preKey aheadKey
 	if len(w.ahead.pending) > 0 {
 		if k, ok := w.keyOf(req.Args); ok {
-			pre = w.ahead.take(k)
+			pre, preKey = w.ahead.take(k), k
 		}
 	}
 	for attempt := 0; ; attempt++ {
@@ -72,6 +73,10 @@ func (w *walker) fetch(ctx context.Context, req tools.Request, probe bool) (*too
 		if attempt == 0 && pre != nil {
 			var err error
 			if out, err = pre.wait(ctx); err != nil {
+				// Cancelled while its answer was awaited: the request was
+				// sent, so it is counted with the ones the walk did not
+				// read (drainAhead).
+				w.ahead.pending[preKey] = pre
 				return nil, nil, err
 			}
 			w.res.Requests++ // counted on the Meter when it was sent
@@ -101,7 +106,7 @@ func (w *walker) fetch(ctx context.Context, req tools.Request, probe bool) (*too
 			if w.o.Progress != nil {
 				req.Progress = w.relay
 			}
-			out = w.send(ctx, req, now)
+			out = w.send(ctx, req, now, nil)
 		}
 		w.attempt = attempt
 		resp, err, timedOut := out.resp, out.err, out.timedOut

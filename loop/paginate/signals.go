@@ -301,9 +301,18 @@ func itemField(item []byte, path string) (string, bool) {
 // out directly, the common case at a few nanoseconds; anything else goes
 // through query.Get.
 func itemID(item []byte, path string) ([]byte, bool) {
+	return readID(item, path, plainID(path))
+}
+
+// plainID reports an id path that is one member name needing no escape,
+// which readID may find by its spelling at the start of an item.
+func plainID(path string) bool { return !strings.ContainsAny(path, ".\\\"") }
+
+// readID is itemID with plainID(path) worked out once for many items.
+func readID(item []byte, path string, plain bool) ([]byte, bool) {
 	n := len(path)
-	if n > 0 && len(item) > n+5 && item[0] == '{' && item[1] == '"' && item[n+2] == '"' && item[n+3] == ':' &&
-		string(item[2:n+2]) == path && !strings.ContainsAny(path, ".\\\"") {
+	if plain && n > 0 && len(item) > n+5 && item[0] == '{' && item[1] == '"' && item[n+2] == '"' && item[n+3] == ':' &&
+		string(item[2:n+2]) == path {
 		v := item[n+4:]
 		switch c := v[0]; {
 		case c == '"':

@@ -21,8 +21,13 @@ import (
 
 // Caller sends one upstream request of a tool; tools.Invoker implements
 // it. A transport failure is a non-nil error; an HTTP error status is a
-// Response carrying that status and a nil error. A Caller shared by
-// concurrent walks must be safe for concurrent use.
+// Response carrying that status and a nil error. A Caller that gives up
+// before anything was sent (its context ended while it waited for the
+// provider's rate limit) returns the context's error itself, unwrapped —
+// tools.Invoker and the MCP servers' callers do — and the walk does not
+// count that request; any failure once the request may have left is
+// another error (or wraps it). A Caller shared by concurrent walks must
+// be safe for concurrent use.
 type Caller interface {
 	Call(ctx context.Context, req tools.Request) (*tools.Response, error)
 }
@@ -340,7 +345,13 @@ func Walk(ctx context.Context, o WalkOptions) (*Result, error) {
 	w := newWalker(o)
 	defer w.releaseLease()
 	res, err := w.run(ctx)
+	// Once the walk has stopped, a request fetched ahead that still waits
+	// for its provider's rate limit is given up: it is never sent. Those
+	// already sent are let finish (their pages are not read), so that
+	// every request counted is one the upstream answered.
+	w.giveUpWaiting()
 	w.drainAhead() // res is w.res: the requests fetched ahead are counted in it
+	w.ids.release()
 	return res, err
 }
 
@@ -439,7 +450,7 @@ type walker struct {
 
 	seen     map[string]struct{} // cursors, URLs and offsets sent
 	pageKeys map[string]bool     // the first page's members, when it was an object (notAPage)
-	lastPage uint64              // hash of the last non-empty page's items; 0 none
+	lastPage [][]byte            // the last page's items; empty none
 	ids      idSet               // hashes of item ids received
 	seed     maphash.Seed
 	buf      [][]byte
@@ -646,8 +657,10 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 
 		first := res.Pages == 0
 		plan := w.plan
+		var top *rawShape // the first page's shape, read once by refine
 		if first {
-			plan = Refine(plan, resp.Body, resp.Header)
+			top = &rawShape{b: bytes.TrimSpace(resp.Body)}
+			plan = refine(plan, top, resp.Header)
 		}
 		var sig signals
 		var rerr error
@@ -702,7 +715,7 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		w.plan = plan
 		if first {
 			res.FirstBody = resp.Body
-			w.pageKeys = memberSet(resp.Body)
+			w.pageKeys = top.memberSet()
 			w.chooseProof(sig)
 		}
 		w.received = len(sig.items)
@@ -721,7 +734,7 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 			// Rows past that end: the probe was one more page.
 		}
 		res.Pages++
-		if same := w.samePage(sig.items); !first && same && withID == 0 {
+		if same := w.samePage(sig.items, !first && withID == 0); same {
 			// Rows without ids, the very rows of the page before: the
 			// server ignores the paging parameter; keep them once.
 			res.Items = res.Items[:before]
@@ -863,8 +876,9 @@ func (w *walker) collect(items [][]byte) (dups, withID, kept int) {
 		idPath = "id"
 	}
 	w.fresh = 0
+	plain := plainID(idPath)
 	for _, it := range items {
-		if raw, ok := itemID(it, idPath); ok && string(raw) != "null" {
+		if raw, ok := readID(it, idPath, plain); ok && string(raw) != "null" {
 			withID++
 			if !w.ids.add(maphash.Bytes(w.seed, raw)) {
 				res.Duplicates++
@@ -881,34 +895,28 @@ func (w *walker) collect(items [][]byte) (dups, withID, kept int) {
 // rebuildIDs makes the id set hold the ids of the items kept, after some
 // were dropped (a page read again at another size).
 func (w *walker) rebuildIDs() {
+	w.ids.release()
 	w.ids = newIDSet(cap(w.res.Items))
 	idPath := w.plan.ItemID
 	if idPath == "" {
 		idPath = "id"
 	}
+	plain := plainID(idPath)
 	for _, it := range w.res.Items {
-		if raw, ok := itemID(it, idPath); ok && string(raw) != "null" {
+		if raw, ok := readID(it, idPath, plain); ok && string(raw) != "null" {
 			w.ids.add(maphash.Bytes(w.seed, raw))
 		}
 	}
 }
 
-// samePage reports whether a non-empty page holds exactly the items of
-// the page before it, and remembers this one.
-func (w *walker) samePage(items [][]byte) bool {
-	if len(items) == 0 {
-		w.lastPage = 0
-		return false
-	}
-	var h maphash.Hash
-	h.SetSeed(w.seed)
-	for _, it := range items {
-		h.Write(it)
-		h.WriteByte(0)
-	}
-	sum := h.Sum64()
-	same := sum == w.lastPage
-	w.lastPage = sum
+// samePage reports, when asked to compare, whether a non-empty page
+// holds exactly the items of the page before it, and remembers this one.
+// The rows of the page before are kept as they were received (their
+// bytes stay alive in the pages anyway), so the check reads no byte of a
+// page that differs from its predecessor past the first difference.
+func (w *walker) samePage(items [][]byte, compare bool) bool {
+	same := compare && len(items) > 0 && slices.EqualFunc(items, w.lastPage, bytes.Equal)
+	w.lastPage = append(w.lastPage[:0], items...)
 	return same
 }
 
@@ -1255,16 +1263,19 @@ func (w *walker) firstNotAPage(p Plan, body []byte, items [][]byte, first bool) 
 	return "its body holds no rows and none of this list's members (" + p.Items + "), so it is not a page of the list: " + snippet(b, w.o.Scrub)
 }
 
-// memberSet is the names of body's top-level members; nil when body is
-// not an object.
-func memberSet(body []byte) map[string]bool {
-	keys, err := query.Keys(bytes.TrimSpace(body))
-	if err != nil {
+// memberSet is the names of the shape's top-level members; nil when it
+// is not an object, or not valid JSON.
+func (r *rawShape) memberSet() map[string]bool {
+	if r.kind() != shapeObject {
 		return nil
 	}
-	set := make(map[string]bool, len(keys))
-	for _, k := range keys {
-		set[k] = true
+	fields := r.fields()
+	if r.bad {
+		return nil
+	}
+	set := make(map[string]bool, len(fields))
+	for _, f := range fields {
+		set[f.name] = true
 	}
 	return set
 }

@@ -145,7 +145,8 @@ func plainLoop(b *testing.B, client *http.Client, urls []string) {
 	}
 }
 
-func walkOnce(b *testing.B, o WalkOptions) {
+// walkOnce walks and returns the bytes of the pages received.
+func walkOnce(b *testing.B, o WalkOptions) int64 {
 	res, err := Walk(context.Background(), o)
 	if err != nil {
 		b.Fatal(err)
@@ -153,6 +154,7 @@ func walkOnce(b *testing.B, o WalkOptions) {
 	if !res.Complete || len(res.Items) != benchPages*benchItems || res.Requests != benchPages {
 		b.Fatalf("walk: complete %v, %d items, %d requests", res.Complete, len(res.Items), res.Requests)
 	}
+	return res.Bytes
 }
 
 func BenchmarkWalk(b *testing.B) {
@@ -181,14 +183,16 @@ func BenchmarkWalk(b *testing.B) {
 }
 
 // interleaved runs the plain loop and the walk in every iteration and
-// reports both, wall and CPU, and their ratios.
+// reports both, wall and CPU, and their ratios, and the walker's CPU over
+// the plain loop's per MB of pages (issue 27's target: ≤ 1 ms/MB).
 func interleaved(b *testing.B, client *http.Client, urls []string, opts WalkOptions) {
 	var plain, walker, plainCPU, walkerCPU time.Duration
+	var bytes int64
 	for b.Loop() {
 		c0, t0 := cpuTime(), time.Now()
 		plainLoop(b, client, urls)
 		c1, t1 := cpuTime(), time.Now()
-		walkOnce(b, opts)
+		bytes += walkOnce(b, opts)
 		walker += time.Since(t1)
 		walkerCPU += cpuTime() - c1
 		plain += t1.Sub(t0)
@@ -201,6 +205,7 @@ func interleaved(b *testing.B, client *http.Client, urls []string, opts WalkOpti
 	b.ReportMetric(float64(plainCPU.Nanoseconds())/n, "plain-cpu-ns/op")
 	b.ReportMetric(float64(walkerCPU.Nanoseconds())/n, "walker-cpu-ns/op")
 	b.ReportMetric(float64(walkerCPU)/float64(plainCPU), "cpu-ratio")
+	b.ReportMetric(float64((walkerCPU-plainCPU).Nanoseconds())/1e6/(float64(bytes)/1e6), "extra-cpu-ms/MB")
 }
 
 // cpuTime is the process's user+system CPU time (client and server

@@ -71,7 +71,9 @@ func (m *members) key() (key []byte, esc bool, vs int, ok bool) {
 	var ke int
 	if m.strict {
 		var err error
-		if ke, esc, err = scanString(b, j); err != nil {
+		if k := shortString(b, j); k > 0 {
+			ke = k
+		} else if ke, esc, err = scanString(b, j); err != nil {
 			return nil, false, 0, m.fail(err)
 		}
 	} else {

@@ -81,6 +81,24 @@ func strStop(x uint64) uint64 {
 	return ((q-lsb)&^q | (s-lsb)&^s | (x-0x20*lsb)&^x) & msb
 }
 
+// shortString returns the index just past the string starting at b[i] ==
+// '"' when its closing quote is among the next nine bytes, with no
+// backslash or control character before it (a key, an id, an enum: most
+// strings), else -1 (scanString reads it). Small enough to be inlined,
+// it spares those strings a call.
+func shortString(b []byte, i int) int {
+	if i+9 >= len(b) {
+		return -1
+	}
+	// The lowest flagged byte is the first stop; none among the eight
+	// (TrailingZeros64 is 64) puts k on the byte after them.
+	k := i + 1 + bits.TrailingZeros64(strStop(binary.LittleEndian.Uint64(b[i+1:i+9])))>>3
+	if b[k] != '"' {
+		return -1
+	}
+	return k + 1
+}
+
 // scanString validates the string starting at b[i] == '"' and returns
 // the index just past its closing quote; esc reports whether it held any
 // escape sequence (so the raw bytes are not already the decoded value).
@@ -213,6 +231,9 @@ func skipValueDepth(b []byte, i, depth int) (int, error) {
 	}
 	switch c := b[i]; c {
 	case '"':
+		if end := shortString(b, i); end > 0 {
+			return end, nil
+		}
 		end, _, err := scanString(b, i)
 		return end, err
 	case '{':
@@ -250,7 +271,9 @@ func skipObject(b []byte, i, depth int) (int, error) {
 			return 0, syntaxErr(b, j, "object key")
 		}
 		var err error
-		if j, _, err = scanString(b, j); err != nil {
+		if k := shortString(b, j); k > 0 {
+			j = k
+		} else if j, _, err = scanString(b, j); err != nil {
 			return 0, err
 		}
 		j = skipSpace(b, j)

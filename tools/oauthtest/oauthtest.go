@@ -227,13 +227,9 @@ func (s *Server) Run(t testing.TB) {
 	var hello struct{ Issuer string }
 	runNode(t, node, dir(), env, "oidc-provider", &hello)
 	if hello.Issuer != s.Issuer {
-		t.Fatalf("oidc-provider named issuer %q (want %s)", hello.Issuer, s.Issuer)
+		t.Fatalf("oidc-provider named issuer %q, want %s", hello.Issuer, s.Issuer)
 	}
 }
-
-// TokenEndpointDown makes TokenURL stop answering (down: every
-// connection closed before an answer) or answer again.
-func (s *Server) TokenEndpointDown(down bool) { s.tokenDown.Store(down) }
 
 // runNode runs server.mjs in dir with node for t (stopped at its end),
 // its environment plus env, and decodes into hello the one line of JSON
@@ -271,6 +267,10 @@ func runNode(t testing.TB, node, dir string, env []string, what string, hello an
 		t.Fatalf("%s did not start in 30 s", what)
 	}
 }
+
+// TokenEndpointDown makes TokenURL stop answering (down: every
+// connection closed before an answer) or answer again.
+func (s *Server) TokenEndpointDown(down bool) { s.tokenDown.Store(down) }
 
 func secret() string {
 	b := make([]byte, 24)

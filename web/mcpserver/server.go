@@ -197,9 +197,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if modern(r.Header.Get("Mcp-Protocol-Version")) {
-		r, done := s.cancellable(w, r, req.caller)
+		r, done, streams := s.cancellable(w, r, req.caller)
 		defer done()
-		h.stateless.ServeHTTP(w, r)
+		if streams {
+			h.stateless.ServeHTTP(w, r)
+		} else {
+			h.statelessJSON.ServeHTTP(w, r)
+		}
 		return
 	}
 	h.stateful.ServeHTTP(w, r)
@@ -209,26 +213,38 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // request is a POST of its own: a tools/call's context ends when the
 // client closes its stream (the SDK propagates it) and also when the
 // same caller posts notifications/cancelled naming it (to this replica).
-// done forgets the call.
-func (s *Server) cancellable(w http.ResponseWriter, r *http.Request, c Caller) (*http.Request, func()) {
+// done forgets the call. streams reports whether the answer may need
+// more than its one response, and so a stream of events: a request
+// with a progress token (its notifications/progress go before the
+// response), subscriptions/listen, or anything not read as one request.
+// The rest is answered as one JSON body: on this revision a server
+// sends a client nothing else about a request (no server-to-client
+// requests: elicitation is an input request in the result; list
+// changes go to subscriptions/listen), and a JSON body is cheaper for
+// both ends than the same bytes framed as an event.
+func (s *Server) cancellable(w http.ResponseWriter, r *http.Request, c Caller) (_ *http.Request, done func(), streams bool) {
 	if r.Method != http.MethodPost || r.Body == nil {
-		return r, func() {}
+		return r, func() {}, true
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opt.MaxBody))
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if err != nil {
-		return r, func() {} // the SDK answers the short read
+		return r, func() {}, true // the SDK answers the short read
 	}
 	var msg struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
 		Params struct {
 			RequestID json.RawMessage `json:"requestId"`
+			Meta      struct {
+				ProgressToken json.RawMessage `json:"progressToken"`
+			} `json:"_meta"`
 		} `json:"params"`
 	}
 	if json.Unmarshal(body, &msg) != nil {
-		return r, func() {}
+		return r, func() {}, true
 	}
+	streams = msg.Method == "subscriptions/listen" || len(msg.Params.Meta.ProgressToken) > 0 && string(msg.Params.Meta.ProgressToken) != "null"
 	switch msg.Method {
 	case "tools/call":
 		if len(msg.ID) == 0 {
@@ -244,7 +260,7 @@ func (s *Server) cancellable(w http.ResponseWriter, r *http.Request, c Caller) (
 			delete(s.running, key)
 			s.mu.Unlock()
 			cancel()
-		}
+		}, streams
 	case "notifications/cancelled":
 		s.mu.Lock()
 		cancel := s.running[c.binding()+"\x00"+string(msg.Params.RequestID)]
@@ -253,16 +269,18 @@ func (s *Server) cancellable(w http.ResponseWriter, r *http.Request, c Caller) (
 			cancel()
 		}
 	}
-	return r, func() {}
+	return r, func() {}, streams
 }
 
 // modern reports whether a protocol version is 2026-07-28 or later (the
 // stateless revision).
 func modern(version string) bool { return version >= "2026-07-28" }
 
-// agentHandlers are the SDK's two Streamable HTTP handlers for one agent.
+// agentHandlers are the SDK's Streamable HTTP handlers for one agent:
+// sessions (2025-11-25), and stateless (2026-07-28) answering with events
+// or with one JSON body (see cancellable).
 type agentHandlers struct {
-	stateful, stateless http.Handler
+	stateful, stateless, statelessJSON http.Handler
 }
 
 func (s *Server) handlersFor(agentID string) (*agentHandlers, error) {
@@ -300,6 +318,8 @@ func (s *Server) handlersFor(agentID string) (*agentHandlers, error) {
 			SessionTimeout: s.opt.SessionIdle, MaxRequestBodyBytes: s.opt.MaxBody, Logger: s.sdkLog})),
 		stateless: bearer(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 			Stateless: true, MaxRequestBodyBytes: s.opt.MaxBody, PropagateRequestCancellation: true, Logger: s.sdkLog})),
+		statelessJSON: bearer(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+			Stateless: true, JSONResponse: true, MaxRequestBodyBytes: s.opt.MaxBody, PropagateRequestCancellation: true, Logger: s.sdkLog})),
 	}
 	s.handlers[agentID] = h
 	return h, nil

@@ -514,6 +514,101 @@ func TestStatelessCancelledNotification(t *testing.T) {
 	}
 }
 
+// On 2026-07-28 a call without a progress token is answered with one
+// JSON body (nothing else is sent about it), the same call with one as
+// events, its progress before its result; the result is the same: the
+// envelope as structuredContent and as the text the client's model reads.
+func TestStatelessAnswerFraming(t *testing.T) {
+	f := newFixture(t, Options{}, nil)
+	meta := `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}`
+	call := func(id, progress string) (string, []byte) {
+		m := meta
+		if progress != "" {
+			m = `"progressToken":"` + progress + `",` + meta
+		}
+		body := `{"jsonrpc":"2.0","id":"` + id + `","method":"tools/call","params":{"name":"list_orders",` +
+			`"arguments":{"_all_pages":true,"_fields":["id"],"_thread":"framing"},"_meta":{` + m + `}}}`
+		req, _ := http.NewRequest("POST", f.url, strings.NewReader(body))
+		for k, v := range map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "list_orders", "Content-Type": "application/json",
+			"Accept": "application/json, text/event-stream", "Authorization": "Bearer test", "Mcp-Protocol-Version": "2026-07-28"} {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", id, resp.StatusCode, b)
+		}
+		return resp.Header.Get("Content-Type"), b
+	}
+	type answer struct {
+		ID     string `json:"id"`
+		Result struct {
+			Content []struct {
+				Type, Text string
+			} `json:"content"`
+			StructuredContent map[string]any `json:"structuredContent"`
+		} `json:"result"`
+	}
+	check := func(id string, a answer) {
+		t.Helper()
+		if a.ID != id || len(a.Result.Content) == 0 || a.Result.Content[0].Type != "text" {
+			t.Fatalf("%s: %+v", id, a)
+		}
+		var text map[string]any
+		if err := json.Unmarshal([]byte(a.Result.Content[0].Text), &text); err != nil {
+			t.Fatalf("%s: the text is not the envelope: %v", id, err)
+		}
+		if text["_note"] == nil || text["_boundary"] == nil || text["data"] == nil {
+			t.Errorf("%s: the text lacks the rows, the verdict or the boundary: %.300s", id, a.Result.Content[0].Text)
+		}
+		if a.Result.StructuredContent["_boundary"] == nil || a.Result.StructuredContent["_note"] != text["_note"] {
+			t.Errorf("%s: structuredContent %.300v is not the envelope of the text", id, a.Result.StructuredContent)
+		}
+	}
+
+	ct, b := call("plain", "")
+	if !strings.HasPrefix(ct, "application/json") {
+		t.Fatalf("without a progress token: Content-Type %q, want application/json", ct)
+	}
+	var plain answer
+	if err := json.Unmarshal(b, &plain); err != nil {
+		t.Fatalf("without a progress token the body is not one JSON-RPC response: %v: %.300s", err, b)
+	}
+	check("plain", plain)
+
+	ct, b = call("tracked", "p1")
+	if !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("with a progress token: Content-Type %q, want text/event-stream", ct)
+	}
+	var progress int
+	var tracked answer
+	for line := range strings.SplitSeq(string(b), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		switch {
+		case strings.Contains(data, `"notifications/progress"`):
+			if tracked.ID != "" {
+				t.Errorf("progress after the result: %s", data)
+			}
+			progress++
+		case strings.Contains(data, `"result"`):
+			if err := json.Unmarshal([]byte(data), &tracked); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if progress == 0 {
+		t.Errorf("with a progress token: no notifications/progress in %.500s", b)
+	}
+	check("tracked", tracked)
+}
+
 // requireWriteApproval makes the demo agent wait for a human's yes
 // before every write.
 func requireWriteApproval(t *testing.T, f *fixture) {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -247,14 +248,31 @@ func describe(o agent.OfferedTool, budget int) (*mcp.Tool, error) {
 		props[loop.ArgMaxChars] = loop.MaxCharsSchema(budget)
 	}
 	schema["properties"] = props
-	t := &mcp.Tool{Name: o.Name, Description: o.Description, InputSchema: schema,
+	// The schemas go to the SDK as JSON: it re-encodes a tool's input
+	// schema on every tools/call of the 2026-07-28 revision (to find the
+	// parameters sent as headers), which costs a copy of these bytes
+	// instead of a walk over maps.
+	in, err := json.Marshal(schema)
+	if err != nil {
+		return nil, fmt.Errorf("the schema of %s: %w", o.Name, err)
+	}
+	t := &mcp.Tool{Name: o.Name, Description: o.Description, InputSchema: json.RawMessage(in),
 		Annotations: annotations(o), Meta: mcp.Meta{MetaMaxResultSize: budget}}
 	if o.Looping {
 		t.Description += "\n\n" + prompts.Text("looping_line")
-		t.OutputSchema = envelopeSchema()
+		t.OutputSchema = envelopeSchemaJSON()
 	}
 	return t, nil
 }
+
+// envelopeSchemaJSON is envelopeSchema encoded once.
+var envelopeSchemaJSON = sync.OnceValue(func() json.RawMessage {
+	b, err := json.Marshal(envelopeSchema())
+	if err != nil {
+		panic("mcpserver: the envelope schema: " + err.Error())
+	}
+	return b
+})
 
 func threadSchema() map[string]any {
 	return map[string]any{

@@ -11,9 +11,9 @@
 // introspects it), or the resource indicator the client names (an MCP
 // server's URL). With DCR=1, clients may register themselves (RFC 7591,
 // open registration: no initial access token). It listens on 127.0.0.1,
-// port PORT (or a free one), and prints one line of JSON,
-// {"issuer": "…"}, once it listens; the secrets come from the
-// environment (WEB_SECRET, CC_SECRET, API_SECRET).
+// port PORT (or a free one), and prints one line of JSON, {"issuer": "…"},
+// once it listens; the secrets come from the environment (WEB_SECRET,
+// CC_SECRET, API_SECRET).
 import Provider from 'oidc-provider';
 
 const env = (k, d) => process.env[k] ?? d;
