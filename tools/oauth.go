@@ -726,7 +726,7 @@ func OAuthCallbackFailure(code, description string, s *Scrubber) string {
 	words := OAuthErrorWords(s.String(code))
 	said := strings.Map(func(r rune) rune {
 		switch {
-		case r == '"' || r == '`' || r == utf8.RuneError:
+		case r == '"' || r == '`' || r == utf8.RuneError || unicode.Is(unicode.Cf, r): // Cf: bidi overrides, zero-width
 			return -1
 		case unicode.IsControl(r) || unicode.IsSpace(r):
 			return ' '
