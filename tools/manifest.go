@@ -64,7 +64,7 @@ type ManifestHTTP struct {
 var manifestKeys = struct{ top, auth, tool, http []string }{
 	top: []string{"toolkit", "name", "description", "base_url", "auth", "rate_limit", "tools"},
 	auth: []string{"type", "header", "query", "token", "username", "password",
-		"flow", "issuer", "authorize_url", "token_url", "revoke_url", "client_id", "client_secret", "scopes", "audience", "pkce", "token_auth_method"},
+		"flow", "issuer", "authorize_url", "token_url", "revoke_url", "client_id", "client_secret", "scopes", "audience", "pkce", "token_auth_method", "authorize_params"},
 	tool: []string{"name", "description", "inputSchema", "http", "effect"},
 	http: []string{"method", "path"},
 }

@@ -61,6 +61,10 @@ type OAuth2 struct {
 	// Audience is sent as the audience parameter (Auth0 and others name
 	// the API a token is for that way).
 	Audience string `json:"audience,omitempty" yaml:"audience,omitempty"`
+	// AuthorizeParams are extra parameters of the authorization request
+	// only, for providers that need them to issue a refresh token or to
+	// ask again (Google: {access_type: offline, prompt: consent}).
+	AuthorizeParams Params `json:"authorize_params,omitempty" yaml:"authorize_params,omitempty"`
 	// PKCE false turns PKCE off for an authorization server that refuses
 	// it. Zero: on (S256).
 	PKCE *bool `json:"pkce,omitempty" yaml:"pkce,omitempty"`
@@ -111,6 +115,60 @@ func (s *Scopes) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
+// Params are extra request parameters, written as a map of strings;
+// kept URL-encoded (sorted), so that an AuthSpec stays comparable.
+type Params string
+
+// Values is the parameters as url.Values.
+func (p Params) Values() url.Values {
+	v, _ := url.ParseQuery(string(p))
+	return v
+}
+
+func paramsFrom(m map[string]string) Params {
+	v := url.Values{}
+	for k, x := range m {
+		v.Set(k, x)
+	}
+	return Params(v.Encode())
+}
+
+// UnmarshalJSON accepts an object of strings.
+func (p *Params) UnmarshalJSON(b []byte) error {
+	var m map[string]string
+	if err := json.Unmarshal(b, &m); err != nil {
+		return errors.New(`authorize_params must be an object of strings, such as {"access_type": "offline"}`)
+	}
+	*p = paramsFrom(m)
+	return nil
+}
+
+// MarshalJSON writes the object.
+func (p Params) MarshalJSON() ([]byte, error) {
+	m := map[string]string{}
+	for k, v := range p.Values() {
+		m[k] = v[0]
+	}
+	return json.Marshal(m)
+}
+
+// UnmarshalYAML accepts a mapping of strings.
+func (p *Params) UnmarshalYAML(n *yaml.Node) error {
+	var m map[string]string
+	if n.Kind != yaml.MappingNode || n.Decode(&m) != nil {
+		return errors.New("authorize_params must be a mapping of strings, such as {access_type: offline}")
+	}
+	*p = paramsFrom(m)
+	return nil
+}
+
+// reservedAuthorizeParams are the authorization request's own
+// parameters, which authorize_params may not set.
+var reservedAuthorizeParams = map[string]string{
+	"client_id": "client_id", "redirect_uri": "the callback", "response_type": "flow", "state": "the connect link",
+	"scope": "scopes", "code_challenge": "pkce", "code_challenge_method": "pkce", "resource": "the MCP server's URL", "audience": "audience",
+}
+
 // pkce reports whether the authorization-code flow uses PKCE.
 func (o OAuth2) pkce() bool { return o.PKCE == nil || *o.PKCE }
 
@@ -128,6 +186,14 @@ func (a AuthSpec) validateOAuth2() error {
 	}
 	if o.ClientID == "" {
 		return errors.New("auth type oauth2 needs client_id (the client registered at the authorization server)")
+	}
+	for k := range o.AuthorizeParams.Values() {
+		if by, ok := reservedAuthorizeParams[strings.ToLower(k)]; ok {
+			return fmt.Errorf("authorize_params may not set %s: trawl sets it (from %s)", k, by)
+		}
+	}
+	if o.AuthorizeParams != "" && o.Flow != FlowAuthorizationCode {
+		return errors.New("authorize_params are for flow authorization_code (the authorization request)")
 	}
 	switch o.TokenAuthMethod {
 	case "", ClientSecretBasic, ClientSecretPost:
@@ -484,6 +550,9 @@ func (c *OAuthClient) AuthCodeURL(state, verifier, redirectURI string) (string, 
 		return "", err
 	}
 	opts := c.extra()
+	for k, v := range c.conf.AuthorizeParams.Values() {
+		opts = append(opts, oauth2.SetAuthURLParam(k, v[0]))
+	}
 	if verifier != "" {
 		opts = append(opts, oauth2.S256ChallengeOption(verifier))
 	}

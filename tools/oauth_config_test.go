@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -224,4 +225,86 @@ func TestOAuthClientUnavailableUntilDiscovered(t *testing.T) {
 	if !strings.Contains(logs.String(), "trying again") || !strings.Contains(logs.String(), "authorization server reached") {
 		t.Errorf("the retries were not logged: %s", logs.String())
 	}
+}
+
+// authorize_params go on the authorization request only (Google issues a
+// refresh token only with access_type=offline and prompt=consent); the
+// request's own parameters cannot be set that way.
+func TestOAuthAuthorizeParams(t *testing.T) {
+	doc := func(auth string) []byte {
+		return []byte(`{"toolkit": "gmail", "name": "Gmail", "base_url": "https://gmail.example", "auth": ` + auth + `,
+		 "tools": [{"name": "GMAIL_LIST", "description": "d", "http": {"method": "GET", "path": "/x"}}]}`)
+	}
+	m, err := ParseManifest(doc(`{"type": "oauth2", "flow": "authorization_code", "authorize_url": "https://accounts.example/o/oauth2/v2/auth",
+		"token_url": "https://oauth2.example/token", "client_id": "trawl", "scopes": ["mail.read"],
+		"authorize_params": {"access_type": "offline", "prompt": "consent"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Auth.AuthorizeParams.Values(); got.Get("access_type") != "offline" || got.Get("prompt") != "consent" || len(got) != 2 {
+		t.Fatalf("authorize_params: %v", got)
+	}
+	c, err := NewOAuthClient(context.Background(), m.Auth, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := c.AuthCodeURL("st", c.NewVerifier(), "https://trawl.example/connect/oauth/callback")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := mustQuery(t, u)
+	if q.Get("access_type") != "offline" || q.Get("prompt") != "consent" || q.Get("state") != "st" || q.Get("code_challenge_method") != "S256" || q.Get("client_id") != "trawl" {
+		t.Errorf("authorize URL: %s", u)
+	}
+	// The exchange carries none of them.
+	var form string
+	tok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		form = r.PostForm.Encode()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"access_token":"at-value-123456","token_type":"Bearer","expires_in":3600}`))
+	}))
+	defer tok.Close()
+	spec := m.Auth
+	spec.TokenURL = tok.URL + "/token"
+	c, err = NewOAuthClient(context.Background(), spec, tok.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exchange(context.Background(), "code-1", "", "https://trawl.example/connect/oauth/callback"); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(form, "access_type") || strings.Contains(form, "prompt") || !strings.Contains(form, "code=code-1") {
+		t.Errorf("the code exchange sent %s", form)
+	}
+	// YAML, and JSON back out.
+	var y struct{ Auth AuthSpec }
+	if err := yaml.Unmarshal([]byte("auth: {type: oauth2, flow: authorization_code, client_id: c, issuer: https://login.example, authorize_params: {prompt: select_account}}\n"), &y); err != nil || y.Auth.AuthorizeParams.Values().Get("prompt") != "select_account" || y.Auth.Validate() != nil {
+		t.Errorf("yaml: %v %+v", err, y.Auth.OAuth2)
+	}
+	if b, _ := json.Marshal(y.Auth.AuthorizeParams); string(b) != `{"prompt":"select_account"}` {
+		t.Errorf("marshal: %s", b)
+	}
+	// Refused: the request's own parameters, a value that is not a
+	// string, and the client-credentials flow.
+	for auth, want := range map[string]string{
+		`{"type": "oauth2", "flow": "authorization_code", "issuer": "https://login.example", "client_id": "a", "authorize_params": {"redirect_uri": "https://evil.example"}}`: "may not set redirect_uri",
+		`{"type": "oauth2", "flow": "authorization_code", "issuer": "https://login.example", "client_id": "a", "authorize_params": {"Scope": "all"}}`:                         "may not set Scope: trawl sets it (from scopes)",
+		`{"type": "oauth2", "flow": "authorization_code", "issuer": "https://login.example", "client_id": "a", "authorize_params": {"prompt": 1}}`:                            "authorize_params must be an object of strings",
+		`{"type": "oauth2", "flow": "authorization_code", "issuer": "https://login.example", "client_id": "a", "authorize_params": ["prompt"]}`:                               "authorize_params must be an object of strings",
+		`{"type": "oauth2", "flow": "client_credentials", "token_url": "https://x.example/t", "client_id": "a", "client_secret": "b", "authorize_params": {"prompt": "x"}}`:   "authorize_params are for flow authorization_code",
+	} {
+		if _, err := ParseManifest(doc(auth)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", auth, err, want)
+		}
+	}
+}
+
+func mustQuery(t *testing.T, raw string) url.Values {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Query()
 }
