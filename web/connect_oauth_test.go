@@ -95,6 +95,9 @@ type oauthOptions struct {
 	// calls f.as.Run); the agent also has crmorg, a toolkit whose one
 	// organization token is a client-credentials one.
 	asDown bool
+	// tokenURL, when set, is the token URL the deployment is given in
+	// place of the counting proxy's (a test's own proxy in front of it).
+	tokenURL func(proxied string) string
 }
 
 const crmOrgTool = "CRMORG_WHOAMI"
@@ -122,8 +125,12 @@ func newOAuthFixture(t *testing.T, opt oauthOptions) (*oauthFixture, []*testServ
 	}
 	api := as.StartAPI(t)
 	dir := t.TempDir()
+	tokenURL := as.TokenURL
+	if opt.tokenURL != nil {
+		tokenURL = opt.tokenURL(as.TokenURL)
+	}
 	manifest := map[string]any{"toolkit": "crm", "name": "CRM", "description": "The CRM", "base_url": api.URL,
-		"auth": map[string]any{"type": "oauth2", "flow": "authorization_code", "issuer": as.Issuer, "token_url": as.TokenURL,
+		"auth": map[string]any{"type": "oauth2", "flow": "authorization_code", "issuer": as.Issuer, "token_url": tokenURL,
 			"client_id": "trawl-web", "client_secret": "${TRAWL_TEST_WEB_SECRET}", "scopes": []string{"api:read"}},
 		"tools": []any{map[string]any{"name": crmTool, "description": "Who the CRM token is for", "http": map[string]any{"method": "GET", "path": "/whoami"}}}}
 	b, _ := json.Marshal(manifest)
