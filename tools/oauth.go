@@ -744,7 +744,32 @@ func OAuthFailure(err error) string {
 	if !errors.As(err, &re) {
 		return "the provider could not be reached (" + safeCause(err) + ")"
 	}
+	if re.ErrorCode == "" && re.Response != nil && (re.Response.StatusCode >= 500 || re.Response.StatusCode == http.StatusTooManyRequests) {
+		// A gateway's page, a server in trouble: no OAuth answer at all.
+		return fmt.Sprintf("the provider's authorization server had a problem (it answered HTTP %d); try again in a moment", re.Response.StatusCode)
+	}
 	return OAuthErrorWords(re.ErrorCode)
+}
+
+// RefreshRefused reports whether err, a Refresh's, is the authorization
+// server's definite refusal of the user's grant — a 4xx answering
+// invalid_grant (revoked, expired, consent withdrawn) or
+// unauthorized_client — after which the connection is broken and its
+// tokens are useless. Anything else is not the user's connection
+// failing: the server unavailable (a network failure, a 5xx or 429,
+// temporarily_unavailable, server_error, an answer that is not OAuth's)
+// or trawl's client misconfigured (invalid_client, invalid_request…:
+// every user's refresh fails alike until the operator fixes it); the
+// connection is then kept and refreshed again next time.
+func RefreshRefused(err error) bool {
+	var re *oauth2.RetrieveError
+	if !errors.As(err, &re) {
+		return false
+	}
+	if re.Response != nil && (re.Response.StatusCode < 400 || re.Response.StatusCode >= 500 || re.Response.StatusCode == http.StatusTooManyRequests) {
+		return false
+	}
+	return re.ErrorCode == "invalid_grant" || re.ErrorCode == "unauthorized_client"
 }
 
 // OAuthErrorWords says what an OAuth error code (RFC 6749 §4.1.2.1,

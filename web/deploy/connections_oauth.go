@@ -6,7 +6,6 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"sort"
@@ -223,71 +222,97 @@ func (c *Connections) Secrets(ctx context.Context, user, toolkit string) []strin
 // the others off.
 const refreshLockTTL = 30 * time.Second
 
+// refreshTimeout bounds a refresh once it holds the lock: the token
+// request and the sealing of its answer. Shorter than refreshLockTTL, so
+// that the lock outlives the refresh it guards.
+const refreshTimeout = 20 * time.Second
+
 // Refresh gets user a fresh access token for toolkit in place of stale
 // (near its expiry, or refused with a 401): one refresh per credential at
 // a time — in this process by single flight, across replicas by the
 // lock — and none when another already replaced stale. A rotated refresh
 // token is sealed with the new access token before the old one is
-// dropped. A refresh the provider refuses marks the connection broken
-// and answers BrokenRefusal.
+// dropped; the refresh runs detached from ctx (bounded by
+// refreshTimeout), so that a caller who goes away while the token
+// request is on its way — it then answers ctx's error — does not lose
+// the rotated token the provider answers with. A refresh the provider
+// definitely refuses (tools.RefreshRefused) marks the connection broken
+// and answers BrokenRefusal; one it could not answer (unavailable, a
+// 5xx, trawl's client misconfigured) keeps the connection and its
+// tokens and answers provider_unavailable: the next call refreshes
+// again.
 func (c *Connections) Refresh(ctx context.Context, user, toolkit, stale string) (string, error) {
 	client, ok := c.OAuthClient(toolkit)
 	if !ok {
 		return "", nil
 	}
 	key := connKey(user, toolkit)
-	v, err, _ := c.oauth.flight.Do(key+"\x00"+TokenHash(stale), func() (any, error) {
-		unlock, err := c.oauth.locks.Lock(ctx, "oauth-refresh:"+TokenHash(key), refreshLockTTL)
+	detached := context.WithoutCancel(ctx)
+	ch := c.oauth.flight.DoChan(key+"\x00"+TokenHash(stale), func() (any, error) {
+		lctx, cancel := context.WithTimeout(detached, refreshLockTTL)
+		unlock, err := c.oauth.locks.Lock(lctx, "oauth-refresh:"+TokenHash(key), refreshLockTTL)
+		cancel()
 		if err != nil {
 			return "", fmt.Errorf("waiting for another replica's refresh: %w", err)
 		}
 		defer unlock()
-		rec, ok, err := c.loadOAuth(ctx, user, toolkit)
-		switch {
-		case err != nil:
-			return "", err
-		case !ok:
-			return "", tools.NeedsCredential(&tools.Tool{Provider: toolkit, Kind: tools.KindApp})
-		case rec.Broken != "":
-			return "", BrokenRefusal(toolkit, rec.Broken)
-		case rec.Access != stale && !tools.TokenExpiring(rec.Expiry, rec.Obtained, c.now()):
-			return rec.Access, nil // refreshed meanwhile, here or on another replica
-		}
-		tok, err := client.Refresh(ctx, rec.Refresh)
-		if err != nil {
-			var re *oauth2.RetrieveError
-			if !errors.As(err, &re) {
-				// The authorization server was not reached: the
-				// connection is kept for when it is.
-				return "", tools.ProviderUnavailable(toolkit, "its connection could not be refreshed: "+tools.OAuthFailure(err))
-			}
-			why := tools.OAuthFailure(err)
-			broken := oauthRecord{Broken: why, Scopes: rec.Scopes, Connected: rec.Connected, LastRefresh: rec.LastRefresh}
-			if err := c.storeOAuth(context.WithoutCancel(ctx), user, toolkit, broken); err != nil {
-				return "", err
-			}
-			return "", BrokenRefusal(toolkit, why)
-		}
-		now := c.now()
-		next := oauthRecord{Access: tok.AccessToken, Refresh: tok.RefreshToken, Expiry: tok.Expiry, Obtained: now,
-			Scopes: rec.Scopes, Connected: rec.Connected, LastRefresh: now}
-		if next.Refresh == "" {
-			next.Refresh = rec.Refresh // not rotated
-		}
-		if s := grantedScopes(tok); s != "" {
-			next.Scopes = s
-		}
-		// Stored whatever the caller's context does: the provider may
-		// have retired the old refresh token already.
-		if err := c.storeOAuth(context.WithoutCancel(ctx), user, toolkit, next); err != nil {
-			return "", err
-		}
-		return next.Access, nil
+		rctx, cancel := context.WithTimeout(detached, refreshTimeout)
+		defer cancel()
+		return c.refreshLocked(rctx, client, user, toolkit, stale)
 	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return "", r.Err
+		}
+		return r.Val.(string), nil
+	case <-ctx.Done():
+		return "", ctx.Err() // the refresh goes on, and stores what it gets
+	}
+}
+
+// refreshLocked is Refresh's work, under its lock.
+func (c *Connections) refreshLocked(ctx context.Context, client *tools.OAuthClient, user, toolkit, stale string) (string, error) {
+	rec, ok, err := c.loadOAuth(ctx, user, toolkit)
+	switch {
+	case err != nil:
+		return "", err
+	case !ok:
+		return "", tools.NeedsCredential(&tools.Tool{Provider: toolkit, Kind: tools.KindApp})
+	case rec.Broken != "":
+		return "", BrokenRefusal(toolkit, rec.Broken)
+	case rec.Access != stale && !tools.TokenExpiring(rec.Expiry, rec.Obtained, c.now()):
+		return rec.Access, nil // refreshed meanwhile, here or on another replica
+	}
+	tok, err := client.Refresh(ctx, rec.Refresh)
 	if err != nil {
+		why := tools.OAuthFailure(err)
+		if !tools.RefreshRefused(err) {
+			// Not the user's grant refused: the connection and its
+			// tokens are kept for the next try.
+			return "", tools.ProviderUnavailable(toolkit, "its connection could not be refreshed: "+why)
+		}
+		broken := oauthRecord{Broken: why, Scopes: rec.Scopes, Connected: rec.Connected, LastRefresh: rec.LastRefresh}
+		if err := c.storeOAuth(ctx, user, toolkit, broken); err != nil {
+			return "", err
+		}
+		return "", BrokenRefusal(toolkit, why)
+	}
+	now := c.now()
+	next := oauthRecord{Access: tok.AccessToken, Refresh: tok.RefreshToken, Expiry: tok.Expiry, Obtained: now,
+		Scopes: rec.Scopes, Connected: rec.Connected, LastRefresh: now}
+	if next.Refresh == "" {
+		next.Refresh = rec.Refresh // not rotated
+	}
+	if s := grantedScopes(tok); s != "" {
+		next.Scopes = s
+	}
+	// Sealed before the lock goes: the provider may have retired the old
+	// refresh token already.
+	if err := c.storeOAuth(ctx, user, toolkit, next); err != nil {
 		return "", err
 	}
-	return v.(string), nil
+	return next.Access, nil
 }
 
 // ConnectionInfo is one of a user's connections as the API lists it.
