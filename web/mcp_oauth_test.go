@@ -162,10 +162,7 @@ func TestOAuthMCPPerUser(t *testing.T) {
 	}
 	link := f.link(t, f.token, "c1")
 	b := newBrowser(t)
-	resp, err := b.Get(link)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := openOAuthLink(t, b, link)
 	if _, page := signIn(t, b, resp, "ann"); !strings.Contains(page, "is connected for account") {
 		t.Fatalf("after signing in: %s", page)
 	}
@@ -242,9 +239,7 @@ func TestOAuthMCPPerUser(t *testing.T) {
 	}
 	link = f.link(t, f.token, "c1")
 	b = newBrowser(t)
-	if resp, err = b.Get(link); err != nil {
-		t.Fatal(err)
-	}
+	resp = openOAuthLink(t, b, link)
 	if _, page := signIn(t, b, resp, "ann"); !strings.Contains(page, "is connected for account") {
 		t.Fatalf("reconnecting: %s", page)
 	}
