@@ -901,8 +901,8 @@ func TestOAuthRefreshOn401(t *testing.T) {
 // error_description is repeated only scrubbed (the client secret, the
 // state, in every spelling), cut short, on one line and escaped (no
 // markup reaches the page). Opening an OAuth toolkit's link and confirming
-// its page leaves only
-// the authorization request in the grants store, no token-form attempt.
+// its page leaves only the authorization request in the grants store (the
+// page's attempt is spent).
 func TestOAuthCallbackError(t *testing.T) {
 	rs := redistest.Start(t)
 	f, _ := newOAuthFixture(t, oauthOptions{redisURL: "redis://" + rs.Addr + "/0"})
