@@ -192,13 +192,9 @@ const maxInterrupted = 5
 // runs it. A tool failure is a result (Part in state output-error); the
 // error is the context's when ctx ends, or a failure to emit.
 func (r *Runner) ConversationCall(ctx context.Context, c *Conversation, call ToolCall) (CallResult, error) {
-	bound, err := resolveBindings(c.Agent, r.opt.Catalog)
-	if err != nil {
-		return CallResult{}, err
-	}
 	st := r.conversationTurn(c)
 	st.callOnly = true
-	tl, err := r.assemble(st, c.Agent, bound)
+	bound, tl, err := r.callStepTools(st, c.Agent)
 	if err != nil {
 		return CallResult{}, err
 	}

@@ -84,6 +84,8 @@ type Runner struct {
 	indexMu    sync.Mutex
 	indexes    sync.Map // pool fingerprint → *discovery.Index
 	indexCount int      // entries in indexes; guarded by indexMu
+
+	callTools callToolsCache // a conversation call's bindings and tool list
 }
 
 // NewRunner returns a Runner.

@@ -264,6 +264,10 @@ func (r *Runner) runMeta(ctx context.Context, st *turnState, tl *stepTools, name
 			// Tools says where the toolkit's tools are: "in your tool
 			// list", or "find with search_tools".
 			Tools string `json:"tools"`
+			// Waiting says why its tools are not listed yet (an MCP
+			// server no user has connected, or whose sign-in cannot be
+			// reached).
+			Waiting string `json:"waiting,omitempty"`
 		}
 		pooled := map[string]bool{}
 		for _, t := range tl.pool {
@@ -277,6 +281,8 @@ func (r *Runner) runMeta(ctx context.Context, st *turnState, tl *stepTools, name
 			}
 			if ts := r.opt.Catalog.Provider(tk); len(ts) > 0 {
 				c.Name, c.Description = ts[0].ToolkitName, shorten(ts[0].ToolkitDescription, 200)
+			} else if why, waiting := r.opt.Catalog.Waiting(tk); waiting {
+				c.Tools, c.Waiting = "not listed yet", why
 			}
 			if st.Connections != nil {
 				ok, err := st.Connections.Connected(ctx, tk)
@@ -310,8 +316,14 @@ func (r *Runner) runMeta(ctx context.Context, st *turnState, tl *stepTools, name
 		if err != nil {
 			return nil, err
 		}
-		return json.Marshal(map[string]any{"toolkit": args.Toolkit, "connected": false, "url": link,
-			"message": "Give this link to the user only: they open it, connect their account (sign in at the app, or enter an access token), and come back. It works once and for a few minutes; if it has expired, call connect_toolkit again for a new one."})
+		out := map[string]any{"toolkit": args.Toolkit, "connected": false, "url": link,
+			"message": "Give this link to the user only: they open it, connect their account (sign in at the app, or enter an access token), and come back. It works once and for a few minutes; if it has expired, call connect_toolkit again for a new one."}
+		if cat := r.opt.Catalog; cat != nil && len(cat.Provider(args.Toolkit)) == 0 {
+			if why, waiting := cat.Waiting(args.Toolkit); waiting {
+				out["waiting"] = why // e.g. its sign-in cannot be reached right now
+			}
+		}
+		return json.Marshal(out)
 	}
 	return nil, fmt.Errorf("unknown meta-tool %q", name)
 }

@@ -3,6 +3,7 @@ package tools
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // Catalog is the set of tools a deployment knows, by id. It is safe for
@@ -18,7 +19,17 @@ type Catalog struct {
 	// perUser are the toolkits each user connects whose tools may not be
 	// known yet (an MCP server no user has connected).
 	perUser map[string]bool
+	// gen counts the changes: what was derived from the catalog at one
+	// generation holds until the next.
+	gen atomic.Uint64
 }
+
+// Generation is the catalog's change count: every Add, ReplaceProvider,
+// SetWaiting and SetPerUser makes a new one (an MCP server's list
+// changed, a user connected a toolkit, a provider answered), so what is
+// derived from the catalog (an agent's resolved bindings) may be kept
+// while it is the same.
+func (c *Catalog) Generation() uint64 { return c.gen.Load() }
 
 // SetPerUser marks provider as a toolkit each user connects with their
 // own account even while it has no tools listed: agents bound to it are
@@ -26,6 +37,7 @@ type Catalog struct {
 func (c *Catalog) SetPerUser(provider string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.gen.Add(1)
 	if c.perUser == nil {
 		c.perUser = map[string]bool{}
 	}
@@ -45,6 +57,7 @@ func (c *Catalog) PerUser(provider string) bool {
 func (c *Catalog) SetWaiting(provider, why string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.gen.Add(1)
 	if why == "" {
 		delete(c.waiting, provider)
 		return
@@ -83,6 +96,7 @@ func NewCatalog() *Catalog { return &Catalog{byID: map[string]*Tool{}} }
 func (c *Catalog) Add(ts ...*Tool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.gen.Add(1)
 	seen := map[string]bool{}
 	for _, t := range ts {
 		if err := t.Validate(); err != nil {
@@ -113,6 +127,7 @@ func (c *Catalog) ReplaceProvider(provider string, ts []*Tool) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.gen.Add(1)
 	order := c.order[:0:0]
 	for _, id := range c.order {
 		if c.byID[id].Provider == provider {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -195,6 +196,10 @@ type OAuthClient struct {
 	// resource is the RFC 8707 resource indicator sent with every token
 	// request ("" none): an MCP server's URL.
 	resource string
+	// setup, when set, completes conf before its issuer's metadata is
+	// read: an MCP server's authorization server found and its client
+	// registered (newMCPOAuthClient).
+	setup func(context.Context) (OAuth2, error)
 }
 
 // oauthEndpoints are a client's settings, its URLs resolved, and how it
@@ -260,6 +265,15 @@ func (c *OAuthClient) Discover(ctx context.Context) error {
 		return nil
 	}
 	o := c.conf
+	if c.setup != nil {
+		spec, err := c.setup(ctx)
+		if err != nil {
+			why := setupCause(err)
+			c.why.Store(&why)
+			return err
+		}
+		o = spec
+	}
 	if o.Issuer != "" {
 		meta, err := discoverIssuer(ctx, o.Issuer, c.http)
 		if err != nil {
@@ -321,14 +335,14 @@ func (c *OAuthClient) KeepDiscovering(ctx context.Context, lo, hi time.Duration,
 	for attempt := 1; ; attempt++ {
 		err := c.Discover(ctx)
 		if err == nil {
-			log.Info("oauth authorization server reached: its connections work", "issuer", c.conf.Issuer, "attempt", attempt)
+			log.Info("oauth authorization server reached: its connections work", "issuer", c.Spec().Issuer, "attempt", attempt)
 			return
 		}
 		if ctx.Err() != nil {
 			return
 		}
 		wait := delay/2 + time.Duration(rand.Int64N(int64(delay)))
-		log.Warn("oauth authorization server unreachable; trying again", "issuer", c.conf.Issuer, "attempt", attempt,
+		log.Warn("oauth authorization server unreachable; trying again", "issuer", c.conf.Issuer, "resource", c.resource, "attempt", attempt,
 			"in", wait.Round(time.Millisecond), "error", err)
 		select {
 		case <-ctx.Done():
@@ -345,14 +359,36 @@ func (c *OAuthClient) endpoints() (*oauthEndpoints, error) {
 		return ep, nil
 	}
 	why, _ := c.Unavailable()
-	return nil, &authServerDown{issuer: c.conf.Issuer, why: why}
+	return nil, &authServerDown{issuer: c.conf.Issuer, resource: c.resource, why: why}
+}
+
+// setupCause words why an MCP server's OAuth setup failed: a transport
+// error without its URL; trawl's own words (a server that publishes no
+// metadata, offers no registration, refused it) as they are.
+func setupCause(err error) string {
+	var ue *url.Error
+	var ne net.Error
+	if errors.As(err, &ue) || errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return safeCause(err)
+	}
+	return err.Error()
 }
 
 // authServerDown is ErrAuthServerUnavailable with the issuer and why.
-type authServerDown struct{ issuer, why string }
+// Its issuer is "" for an MCP server's authorization server not found
+// yet (resource is the server's URL).
+type authServerDown struct{ issuer, resource, why string }
+
+// name names the authorization server: its issuer, or whose it is.
+func (e *authServerDown) name() string {
+	if e.issuer == "" {
+		return "the one of MCP server " + e.resource
+	}
+	return e.issuer
+}
 
 func (e *authServerDown) Error() string {
-	return fmt.Sprintf("%s: issuer %s has not been usable since trawl started (%s)", ErrAuthServerUnavailable, e.issuer, e.why)
+	return fmt.Sprintf("%s: authorization server %s has not been usable since trawl started (%s)", ErrAuthServerUnavailable, e.name(), e.why)
 }
 
 func (e *authServerDown) Is(target error) bool { return target == ErrAuthServerUnavailable }
@@ -573,7 +609,7 @@ func (c *OAuthClient) scrubError(err error, secrets ...string) error {
 // while the client is Unavailable, may have one: Revoke then fails).
 func (c *OAuthClient) CanRevoke() bool {
 	ep := c.ep.Load()
-	return ep == nil && c.conf.Issuer != "" || ep != nil && ep.spec.RevokeURL != ""
+	return ep == nil && (c.conf.Issuer != "" || c.setup != nil) || ep != nil && ep.spec.RevokeURL != ""
 }
 
 // Revoke revokes token at the provider (RFC 7009); hint is
@@ -617,7 +653,8 @@ func (c *OAuthClient) Revoke(ctx context.Context, token, hint string) error {
 }
 
 // Secrets are the client's secret values as they go on the wire.
-func (c *OAuthClient) Secrets() []string { return oauthSecrets(c.conf) }
+// A client registered at its setup has them once it is available.
+func (c *OAuthClient) Secrets() []string { return oauthSecrets(c.Spec()) }
 
 func oauthSecrets(o OAuth2) []string {
 	if o.ClientSecret == "" {
@@ -633,7 +670,7 @@ func OAuthFailure(err error) string {
 	var re *oauth2.RetrieveError
 	var down *authServerDown
 	if errors.As(err, &down) {
-		return "the provider's authorization server (" + down.issuer + ") has not answered since trawl started (" + down.why + "); trawl keeps trying"
+		return "the provider's authorization server (" + down.name() + ") has not answered since trawl started (" + down.why + "); trawl keeps trying"
 	}
 	if !errors.As(err, &re) {
 		return "the provider could not be reached (" + safeCause(err) + ")"
@@ -689,7 +726,7 @@ func OAuthCallbackFailure(code, description string, s *Scrubber) string {
 	words := OAuthErrorWords(s.String(code))
 	said := strings.Map(func(r rune) rune {
 		switch {
-		case r == '"' || r == '`' || r == utf8.RuneError:
+		case r == '"' || r == '`' || r == utf8.RuneError || unicode.Is(unicode.Cf, r): // Cf: bidi overrides, zero-width
 			return -1
 		case unicode.IsControl(r) || unicode.IsSpace(r):
 			return ' '

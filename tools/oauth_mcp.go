@@ -148,42 +148,82 @@ type Registrar func(ctx context.Context, issuer, registrationEndpoint string) (c
 // register when the config sets no client_id, and the server's URL its
 // resource indicator (RFC 8707).
 func NewMCPOAuthClient(ctx context.Context, cfg MCPConfig, hc *http.Client, register Registrar) (*OAuthClient, error) {
-	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second}
-	}
-	spec := cfg.Auth
-	if mcpDiscovers(spec) {
-		issuer, err := mcpAuthServer(ctx, cfg.URL, hc)
-		if err != nil {
-			return nil, err
-		}
-		spec.Issuer = issuer
-	}
-	if spec.ClientID == "" {
-		if spec.Issuer == "" || register == nil {
-			return nil, errors.New("no client_id is set and the authorization server cannot be asked to register one (set client_id, or issuer)")
-		}
-		meta, err := discoverIssuer(ctx, spec.Issuer, hc)
-		if err != nil {
-			return nil, err
-		}
-		if meta.RegistrationEndpoint == "" {
-			return nil, fmt.Errorf("no client_id is set and the authorization server %s offers no dynamic client registration (registration_endpoint): register trawl's client there and set client_id and client_secret", spec.Issuer)
-		}
-		if err := checkOAuthURL(meta.RegistrationEndpoint); err != nil {
-			return nil, fmt.Errorf("registration_endpoint: %w", err)
-		}
-		id, secret, err := register(ctx, spec.Issuer, meta.RegistrationEndpoint)
-		if err != nil {
-			return nil, err
-		}
-		spec.ClientID, spec.ClientSecret = id, secret
-	}
-	c, err := NewOAuthClient(ctx, spec, hc)
+	c, err := newMCPOAuthClient(cfg, hc, register)
 	if err != nil {
 		return nil, err
 	}
-	c.resource = cfg.URL
+	if err := c.Discover(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// OpenMCPOAuthClient is NewMCPOAuthClient for a deployment that starts
+// whether or not the MCP server and its authorization server answer (as
+// OpenOAuthClient is NewOAuthClient's): a config that is wrong is an
+// error, but a discovery or registration that fails now is not — the
+// client is then Unavailable, saying why, until Discover or
+// KeepDiscovering completes it.
+func OpenMCPOAuthClient(ctx context.Context, cfg MCPConfig, hc *http.Client, register Registrar) (*OAuthClient, error) {
+	c, err := newMCPOAuthClient(cfg, hc, register)
+	if err != nil {
+		return nil, err
+	}
+	_ = c.Discover(ctx) // kept in Unavailable
+	return c, nil
+}
+
+// newMCPOAuthClient checks cfg and makes its client unresolved: its
+// setup (Discover) finds the authorization server and registers the
+// client as NewMCPOAuthClient says.
+func newMCPOAuthClient(cfg MCPConfig, hc *http.Client, register Registrar) (*OAuthClient, error) {
+	if cfg.Auth.Type != AuthOAuth2 {
+		return nil, fmt.Errorf("auth type %q is not %s", cfg.Auth.Type, AuthOAuth2)
+	}
+	if err := cfg.validateAuth(); err != nil {
+		return nil, err
+	}
+	if cfg.Auth.ClientID == "" && register == nil {
+		return nil, errors.New("no client_id is set and the authorization server cannot be asked to register one (set client_id)")
+	}
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	c := &OAuthClient{conf: cfg.Auth.OAuth2, http: hc, resource: cfg.URL}
+	c.setup = func(ctx context.Context) (OAuth2, error) {
+		spec := cfg.Auth
+		if mcpDiscovers(spec) {
+			issuer, err := mcpAuthServer(ctx, cfg.URL, hc)
+			if err != nil {
+				return OAuth2{}, err
+			}
+			spec.Issuer = issuer
+		}
+		if spec.ClientID == "" {
+			if spec.Issuer == "" {
+				return OAuth2{}, errors.New("no client_id is set and the MCP server names no authorization server to register one at (set client_id, or issuer)")
+			}
+			meta, err := discoverIssuer(ctx, spec.Issuer, hc)
+			if err != nil {
+				return OAuth2{}, err
+			}
+			if meta.RegistrationEndpoint == "" {
+				return OAuth2{}, fmt.Errorf("no client_id is set and the authorization server %s offers no dynamic client registration (registration_endpoint): register trawl's client there and set client_id and client_secret", spec.Issuer)
+			}
+			if err := checkOAuthURL(meta.RegistrationEndpoint); err != nil {
+				return OAuth2{}, fmt.Errorf("registration_endpoint: %w", err)
+			}
+			id, secret, err := register(ctx, spec.Issuer, meta.RegistrationEndpoint)
+			if err != nil {
+				return OAuth2{}, err
+			}
+			spec.ClientID, spec.ClientSecret = id, secret
+		}
+		if err := spec.Validate(); err != nil {
+			return OAuth2{}, err
+		}
+		return spec.OAuth2, nil
+	}
 	return c, nil
 }
 

@@ -34,7 +34,13 @@ type mcpOAuthFixture struct {
 
 func newMCPOAuthFixture(t *testing.T, ttl time.Duration, redisURL string, replicas int) *mcpOAuthFixture {
 	t.Helper()
-	as := oauthtest.Start(t, oauthtest.Options{AccessTTL: ttl, DCR: true})
+	return mcpOAuthDeployment(t, oauthtest.Start(t, oauthtest.Options{AccessTTL: ttl, DCR: true}), redisURL, replicas)
+}
+
+// mcpOAuthDeployment is newMCPOAuthFixture with the authorization
+// server as (prepared, or running).
+func mcpOAuthDeployment(t *testing.T, as *oauthtest.Server, redisURL string, replicas int) *mcpOAuthFixture {
+	t.Helper()
 	mcpURL := as.StartMCP(t)
 	dir := t.TempDir()
 	f := &mcpOAuthFixture{oauthFixture: &oauthFixture{as: as, model: &turnScript{}}, mcpURL: mcpURL}
@@ -306,6 +312,78 @@ func TestOAuthMCPPerUser(t *testing.T) {
 				t.Errorf("%s: a secret %s", name, found[0])
 			}
 		}
+	}
+}
+
+// A degraded start: oidc-provider is down when the deployment starts,
+// so notes' authorization server cannot be reached to register trawl's
+// client — the deployment starts anyway: /readyz says degraded with
+// notes unreachable under auth_servers, the agent's list_connections
+// and connect_toolkit say why notes cannot be connected, and its
+// connect link answers that sign-in cannot be reached, without
+// spending the link. Once oidc-provider runs, the background setup
+// registers the client: /readyz lists notes ok, the same link
+// connects, and ann's call answers with her identity — no restart.
+func TestOAuthMCPPerUserDegradedStart(t *testing.T) {
+	as := oauthtest.Prepare(t, oauthtest.Options{AccessTTL: time.Minute, DCR: true})
+	f := mcpOAuthDeployment(t, as, "", 1)
+	st, body := f.ts.do(t, "GET", "/readyz", "", nil)
+	var ready deploy.Readiness
+	json.Unmarshal(body, &ready)
+	if st != 200 || ready.Status != "degraded" || ready.AuthServers["notes"] != "unreachable" {
+		t.Fatalf("readyz with the authorization server down: %d %s", st, body)
+	}
+	if !strings.Contains(f.ts.logs.String(), "mcp server's OAuth setup failed at start") {
+		t.Errorf("the degraded start was not logged")
+	}
+	if out := f.call(t, f.ts, f.token, "a", "c1", "list_connections"); !strings.Contains(out, `"toolkit":"notes"`) ||
+		!strings.Contains(out, "sign-in cannot be reached right now") || !strings.Contains(out, "trawl keeps trying") {
+		t.Errorf("list_connections while notes' authorization server is down: %s", out)
+	}
+	f.callArgs(t, f.ts, f.token, "a", "c1", "connect_toolkit", `{"toolkit": "notes"}`)
+	var got struct{ URL, Waiting string }
+	if err := json.Unmarshal([]byte(f.model.lastOutput()), &got); err != nil || got.URL == "" || !strings.Contains(got.Waiting, "cannot be reached right now") {
+		t.Fatalf("connect_toolkit while notes' authorization server is down: %s", f.model.lastOutput())
+	}
+	if st, page := get(t, newBrowser(t), got.URL); st != 503 || !strings.Contains(page, "cannot be reached right now") || !strings.Contains(page, "same link") {
+		t.Errorf("the link while the authorization server is down: %d %s", st, page)
+	}
+
+	as.Run(t)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		st, body = f.ts.do(t, "GET", "/readyz", "", nil)
+		ready = deploy.Readiness{}
+		json.Unmarshal(body, &ready)
+		if ready.AuthServers["notes"] == "ok" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("readyz two minutes after the authorization server started: %d %s", st, body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	client, ok := f.ts.conns.OAuthClient("notes")
+	if !ok || client.Spec().ClientID == "" || client.Spec().ClientSecret == "" {
+		t.Fatalf("no client registered for notes once its authorization server answers")
+	}
+	if out := f.call(t, f.ts, f.token, "a", "c1", "list_connections"); strings.Contains(out, "cannot be reached") {
+		t.Errorf("list_connections once notes' authorization server answers: %s", out)
+	}
+	b := newBrowser(t)
+	resp, err := b.Get(got.URL) // the link the page refused, now unspent
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, page := signIn(t, b, resp, "ann"); !strings.Contains(page, "is connected for account") {
+		t.Fatalf("after signing in: %s", page)
+	}
+	out := f.call(t, f.ts, f.token, "a", "c1", "whoami")
+	if !strings.Contains(out, `\"sub\":\"ann\"`) && !strings.Contains(out, `"sub":"ann"`) {
+		t.Errorf("ann's call once connected answered %s", out)
+	}
+	if strings.Contains(out, client.Spec().ClientSecret) || strings.Contains(f.ts.logs.String(), client.Spec().ClientSecret) {
+		t.Errorf("the client secret registered in the background leaked")
 	}
 }
 

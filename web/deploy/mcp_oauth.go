@@ -23,10 +23,18 @@ import (
 // deployment and keeps it sealed in the connections store, so that every
 // replica and every restart reuses it.
 
-// connectUserMCP sets up the MCP server mc that each user connects.
+// connectUserMCP sets up the MCP server mc that each user connects. A
+// server (or authorization server) that does not answer at start
+// leaves the deployment degraded, not down, as an OAuth toolkit's
+// issuer does (setupOAuth): its connect links say sign-in cannot be
+// reached, /readyz lists it unreachable under auth_servers, agents are
+// told why in list_connections, and the setup is tried again in the
+// background, with backoff, until it completes.
 func (s *Deployment) connectUserMCP(ctx context.Context, cat *tools.Catalog, mc tools.MCPConfig) error {
 	hc := tools.RedirectSafe(&http.Client{Timeout: 30 * time.Second})
-	client, err := tools.NewMCPOAuthClient(ctx, mc, hc, s.registrar(mc, hc))
+	sctx, cancel := context.WithTimeout(ctx, oauthStartTimeout)
+	defer cancel()
+	client, err := tools.OpenMCPOAuthClient(sctx, mc, hc, s.registrar(mc, hc))
 	if err != nil {
 		return fmt.Errorf("auth: %w", err)
 	}
@@ -34,6 +42,10 @@ func (s *Deployment) connectUserMCP(ctx context.Context, cat *tools.Catalog, mc 
 		s.oauth = map[string]*tools.OAuthClient{}
 	}
 	s.oauth[mc.ID] = client
+	if s.authServers == nil {
+		s.authServers = map[string]*tools.OAuthClient{}
+	}
+	s.authServers[mc.ID] = client
 	s.invoker.AddSecrets(client.Secrets()...)
 	src, err := tools.NewMCPUserSource(mc, tools.MCPOptions{
 		Logger: s.log.With("mcp", mc.ID), Log: s.activity, HTTPClient: s.tel.mcpClient(s.cfg.Telemetry, mc.ID), Limiter: s.limiter,
@@ -55,7 +67,26 @@ func (s *Deployment) connectUserMCP(ctx context.Context, cat *tools.Catalog, mc 
 	s.userMCP[mc.ID] = src
 	s.closers = append(s.closers, src.Close)
 	cat.SetPerUser(mc.ID)
-	cat.SetWaiting(mc.ID, "each user connects it with their own account; its tools are listed once one has")
+	const perUser = "each user connects it with their own account; its tools are listed once one has"
+	why, down := client.Unavailable()
+	if !down {
+		cat.SetWaiting(mc.ID, perUser)
+		return nil
+	}
+	cat.SetWaiting(mc.ID, "its sign-in cannot be reached right now ("+why+"); nobody can connect it until it answers, and trawl keeps trying")
+	s.log.Warn("mcp server's OAuth setup failed at start: serving without it and retrying in the background", "mcp", mc.ID, "why", why)
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		client.KeepDiscovering(s.ctx, oauthRetryMin, oauthRetryMax, s.log.With("mcp", mc.ID))
+		if _, down := client.Unavailable(); down {
+			return // the deployment closed
+		}
+		s.invoker.AddSecrets(client.Secrets()...) // a client registered now
+		if _, waiting := cat.Waiting(mc.ID); waiting && len(cat.Provider(mc.ID)) == 0 {
+			cat.SetWaiting(mc.ID, perUser)
+		}
+	}()
 	return nil
 }
 

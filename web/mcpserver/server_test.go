@@ -728,3 +728,110 @@ func TestWriteApprovalThroughTheInbox(t *testing.T) {
 		})
 	}
 }
+
+// What a call resolves and assembles is kept between calls, and a change
+// of the catalog or of the conversation's loaded tools reaches the next
+// call and the next tools/list: a tool loaded is callable at once, a
+// tool its toolkit drops (an MCP server's list changed, a user's
+// toolkit reconnected) is refused by the next call, and back once the
+// toolkit lists it again.
+func TestCatalogChangeReachesNextCall(t *testing.T) {
+	f := newFixture(t, Options{}, nil)
+	cat := f.dep.Catalog()
+	var mail *tools.Tool
+	for _, tool := range cat.All() {
+		if tool.Name == "MAIL_SEND_EMAIL" {
+			mail = tool
+		}
+	}
+	if mail == nil {
+		t.Fatal("the demo has no MAIL_SEND_EMAIL")
+	}
+	toolkit := cat.Provider(mail.Provider)
+	for _, v := range []string{"2026-07-28", "2025-11-25"} {
+		t.Run(v, func(t *testing.T) {
+			cs := f.connect(t, v, nil)
+			thread := "catalog-" + v
+			// send reports what a call of the tool answered; "" when it ran.
+			send := func() string {
+				t.Helper()
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "MAIL_SEND_EMAIL", Arguments: map[string]any{
+					"to": []any{"a@example.com"}, "subject": "hi", "messageBody": "hello", "_thread": thread}})
+				switch {
+				case err != nil:
+					return err.Error() // not registered: the SDK's "unknown tool"
+				case res.IsError:
+					return text(res)
+				}
+				return ""
+			}
+			refused := func(answer string) bool {
+				return strings.Contains(answer, "no tool") || strings.Contains(answer, "unknown tool")
+			}
+			listed := func() bool {
+				t.Helper()
+				res, err := cs.ListTools(context.Background(), &mcp.ListToolsParams{Meta: mcp.Meta{MetaThread: thread}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return slices.ContainsFunc(res.Tools, func(tool *mcp.Tool) bool { return tool.Name == "MAIL_SEND_EMAIL" })
+			}
+			// Calls before the load: the conversation's list is kept.
+			for range 2 {
+				if got := send(); !refused(got) {
+					t.Fatalf("a pooled tool was called before load_tool: %q", got)
+				}
+			}
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "load_tool",
+				Arguments: map[string]any{"toolName": "MAIL_SEND_EMAIL", "_thread": thread}})
+			if err != nil || res.IsError {
+				t.Fatalf("load_tool: %v %s", err, text(res))
+			}
+			if got := send(); got != "" {
+				t.Fatalf("the loaded tool, called next: %s", got)
+			}
+			if !listed() {
+				t.Fatal("the loaded tool is not listed")
+			}
+			// The toolkit drops it.
+			rest := slices.DeleteFunc(slices.Clone(toolkit), func(tool *tools.Tool) bool { return tool.ID == mail.ID })
+			if err := cat.ReplaceProvider(mail.Provider, rest); err != nil {
+				t.Fatal(err)
+			}
+			if got := send(); !refused(got) {
+				t.Errorf("a tool its toolkit dropped was called: %q", got)
+			}
+			if listed() {
+				t.Error("a tool its toolkit dropped is listed")
+			}
+			// And lists it again.
+			if err := cat.ReplaceProvider(mail.Provider, toolkit); err != nil {
+				t.Fatal(err)
+			}
+			if got := send(); got != "" {
+				t.Errorf("the tool back in its toolkit: %s", got)
+			}
+			if !listed() {
+				t.Error("the tool back in its toolkit is not listed")
+			}
+			// The agent's bindings change: its toolkit unbound, then bound again.
+			def, _ := f.dep.Agents().Get("demo")
+			put := func(d agent.Definition) {
+				t.Helper()
+				if err := f.dep.Agents().Put(context.Background(), d); err != nil {
+					t.Fatal(err)
+				}
+			}
+			unbound := def
+			unbound.AgentTools = slices.DeleteFunc(slices.Clone(def.AgentTools), func(b agent.Binding) bool { return b.Toolkit == mail.Provider })
+			put(unbound)
+			if got := send(); !refused(got) {
+				t.Errorf("a tool of a toolkit the agent no longer binds was called: %q", got)
+			}
+			put(def)
+			if got := send(); got != "" {
+				t.Errorf("the tool bound again: %s", got)
+			}
+		})
+	}
+}
