@@ -2,7 +2,10 @@ package web
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -12,9 +15,18 @@ import (
 	"github.com/trawl-dev/trawl/web/deploy"
 )
 
-// oauthCookie binds an authorization request to the browser that opened
-// the connect link; it is sent only to the callback.
-const oauthCookie = "trawl_oauth"
+// oauthCookiePrefix names the cookies that bind authorization requests
+// to the browser that confirmed the connect page: one per request (its
+// name ends in a short id of its state, oauthCookieName), so that two
+// links opened in one browser do not overwrite each other's; each is
+// sent only to the callback.
+const oauthCookiePrefix = "trawl_oauth_"
+
+// oauthCookieName is the cookie of the authorization request of state.
+func oauthCookieName(state string) string {
+	sum := sha256.Sum256([]byte(state))
+	return oauthCookiePrefix + hex.EncodeToString(sum[:4])
+}
 
 // Why an OAuth callback stores nothing.
 const (
@@ -27,15 +39,16 @@ func (s *Server) oauthRedirectURI() string {
 	return strings.TrimRight(s.publicURL(), "/") + deploy.OAuthCallbackPath
 }
 
-func (s *Server) oauthCookie(c echo.Context, value string, maxAge int) *http.Cookie {
+func (s *Server) oauthCookie(c echo.Context, state, value string, maxAge int) *http.Cookie {
 	secure := c.Request().TLS != nil || strings.HasPrefix(s.cfg.PublicURL, "https://")
-	return &http.Cookie{Name: oauthCookie, Value: value, Path: deploy.OAuthCallbackPath, MaxAge: maxAge,
+	return &http.Cookie{Name: oauthCookieName(state), Value: value, Path: deploy.OAuthCallbackPath, MaxAge: maxAge,
 		HttpOnly: true, Secure: secure, SameSite: http.SameSiteLaxMode}
 }
 
-// startOAuth sends the browser that opened a connect link of an OAuth
-// toolkit to the provider's authorize URL: state bound to the link's
-// user and session and, by a cookie, to this browser; a PKCE challenge.
+// startOAuth sends the browser that confirmed the connect page of an
+// OAuth toolkit to the provider's authorize URL: state bound to the
+// link's user and session and, by a cookie of its own, to this browser;
+// a PKCE challenge.
 func (s *Server) startOAuth(c echo.Context, client *tools.OAuthClient, g deploy.ConnectGrant) error {
 	browser := deploy.RandomHex(32)
 	state, verifier, err := s.conns.StartOAuth(c.Request().Context(), g, browser)
@@ -46,7 +59,7 @@ func (s *Server) startOAuth(c echo.Context, client *tools.OAuthClient, g deploy.
 	if err != nil {
 		return internal(err) // checked before the link was spent (oauthUnavailable)
 	}
-	c.SetCookie(s.oauthCookie(c, browser, int(deploy.ConnectAttemptTTL/time.Second)))
+	c.SetCookie(s.oauthCookie(c, state, browser, int(deploy.ConnectAttemptTTL/time.Second)))
 	return c.Redirect(http.StatusSeeOther, to)
 }
 
@@ -67,7 +80,8 @@ func (s *Server) oauthUnavailable(c echo.Context, toolkit, name string) (bool, e
 }
 
 // oauthCallback is where the provider sends the browser back: the state
-// is spent once, from the browser that started it, while the session
+// is spent once, from the browser that started it (its cookie compared
+// first: a callback without it spends nothing), while the session
 // that asked lives; the code is then exchanged (with the PKCE verifier)
 // and the tokens sealed for the user. What the user can act on — access
 // denied, an exchange the provider refused — is said in words, on the
@@ -77,7 +91,7 @@ func (s *Server) oauthCallback(c echo.Context) error {
 	ctx := c.Request().Context()
 	q := c.QueryParams()
 	cookie := ""
-	if ck, err := c.Cookie(oauthCookie); err == nil {
+	if ck, err := c.Cookie(oauthCookieName(q.Get("state"))); err == nil {
 		cookie = ck.Value
 	}
 	g, verifier, ok, err := s.conns.FinishOAuth(ctx, q.Get("state"), cookie)
@@ -87,7 +101,7 @@ func (s *Server) oauthCallback(c echo.Context) error {
 	if !ok {
 		return s.renderConnect(c, http.StatusBadRequest, connectView{Name: "an app", Invalid: oauthExpired})
 	}
-	c.SetCookie(s.oauthCookie(c, "", -1))
+	c.SetCookie(s.oauthCookie(c, q.Get("state"), "", -1))
 	name, _, _ := s.toolkitInfo(g.Toolkit)
 	if name == "" {
 		name = g.Toolkit
@@ -195,4 +209,14 @@ func (s *Server) disconnect(c echo.Context) error {
 		out["revoke_error"] = revokeErr.Error() // names no token (tools.OAuthClient.Revoke)
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// authorizeOrigin is the origin of client's authorize URL, which the
+// connect page's form is let to redirect to ("" when unknown).
+func authorizeOrigin(client *tools.OAuthClient) string {
+	u, err := url.Parse(client.Spec().AuthorizeURL)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
 }

@@ -265,14 +265,42 @@ func readPage(t *testing.T, resp *http.Response) string {
 	return string(b)
 }
 
-// connect opens link in a new browser and signs in as ann.
-func (f *oauthFixture) connect(t *testing.T, link string) string {
+// openOAuthLink opens an OAuth toolkit's connect link in browser b:
+// trawl's page, which must name the account it connects (no redirect to
+// the provider yet), then its button — a same-origin post, whose
+// redirect to the provider b follows as its CheckRedirect says. It
+// returns the post's response.
+func openOAuthLink(t *testing.T, b *http.Client, link string) *http.Response {
 	t.Helper()
-	b := newBrowser(t)
-	resp, err := b.Get(link)
+	page := *b // the same cookie jar; redirects within trawl followed
+	page.CheckRedirect = nil
+	resp, err := page.Get(link)
 	if err != nil {
 		t.Fatal(err)
 	}
+	body := readPage(t, resp)
+	m := csrfField.FindStringSubmatch(body)
+	if resp.StatusCode != 200 || m == nil || !strings.Contains(body, "for account <code>") || !strings.Contains(body, "Continue to sign in") {
+		t.Fatalf("the connect page: %d %s", resp.StatusCode, body)
+	}
+	if strings.Contains(resp.Request.URL.RawQuery, "code=") {
+		t.Errorf("the page stays at the code's URL %s", resp.Request.URL)
+	}
+	req, _ := http.NewRequest("POST", resp.Request.URL.String(), strings.NewReader(url.Values{"csrf": {m[1]}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", resp.Request.URL.Scheme+"://"+resp.Request.URL.Host)
+	if resp, err = b.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// connect opens link in a new browser, confirms trawl's page and signs
+// in as ann.
+func (f *oauthFixture) connect(t *testing.T, link string) string {
+	t.Helper()
+	b := newBrowser(t)
+	resp := openOAuthLink(t, b, link)
 	_, page := signIn(t, b, resp, "ann")
 	if !strings.Contains(page, "is connected for account") {
 		t.Fatalf("after signing in: %s", page)
@@ -344,10 +372,7 @@ func TestOAuthConnectRefusals(t *testing.T) {
 		}
 		return nil
 	}
-	resp, err := b.Get(link)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := openOAuthLink(t, b, link)
 	if _, page := signIn(t, b, resp, "ann"); !strings.Contains(page, "is connected") || landed == "" {
 		t.Fatalf("first connect: %s", page)
 	}
@@ -366,14 +391,16 @@ func TestOAuthConnectRefusals(t *testing.T) {
 		}
 		return nil
 	}
-	resp, err = b1.Get(link)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp = openOAuthLink(t, b1, link)
 	resp.Body.Close()
 	authorize := resp.Header.Get("Location")
 	b2 := newBrowser(t)
-	resp, err = b2.Get(authorize)
+	// The second browser holds a cookie of the request's name, not its
+	// value (one it forged, or a stale one).
+	au, _ := url.Parse(authorize)
+	cbURL, _ := url.Parse(cb)
+	b2.Jar.SetCookies(cbURL, []*http.Cookie{{Name: oauthCookieName(au.Query().Get("state")), Value: strings.Repeat("0", 64), Path: deploy.OAuthCallbackPath}})
+	resp, err := b2.Get(authorize)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,6 +410,16 @@ func TestOAuthConnectRefusals(t *testing.T) {
 	if st, body := f.ts.do(t, "GET", "/v1/connections", f.token, nil); !strings.Contains(string(body), `"connections":[]`) {
 		t.Errorf("after the second browser: %d %s", st, body)
 	}
+	// The callback without the cookie spent nothing: the first browser
+	// still finishes the same authorization request.
+	b1.CheckRedirect = nil
+	if resp, err = b1.Get(authorize); err != nil {
+		t.Fatal(err)
+	}
+	if _, page := signIn(t, b1, resp, "ann"); !strings.Contains(page, "is connected for account <code>ann</code>") {
+		t.Errorf("the first browser, after the second's callback was refused: %s", page)
+	}
+	f.ts.do(t, "DELETE", "/v1/connections/crm", f.token, nil)
 
 	// A redirect URI the client is not registered with: the provider
 	// refuses and nothing reaches trawl.
@@ -409,10 +446,7 @@ func TestOAuthConnectRefusals(t *testing.T) {
 	// The user declines at the provider: the page and then the model say so.
 	link = f.connectLink(t, "c4")
 	b = newBrowser(t)
-	resp, err = b.Get(link)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp = openOAuthLink(t, b, link)
 	resp.Body.Close()
 	uid := resp.Request.URL.Path // /interaction/<uid>
 	if st, page := get(t, b, resp.Request.URL.Scheme+"://"+resp.Request.URL.Host+uid+"/abort"); st != 400 || !strings.Contains(page, "access was denied") {
@@ -679,7 +713,14 @@ func TestOAuthConnectInBrowser(t *testing.T) {
 		}
 		return v
 	}
-	do("open the link at the provider's login", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS(`input[name=login]`)))
+	do("open the link: trawl's page", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS(`button[type=submit]`)))
+	if got := eval(`document.body.innerText`); !strings.Contains(got, "for account ann") || !strings.Contains(got, "If that is not your account, close this page") {
+		t.Fatalf("the link's page says %q", got)
+	}
+	if u := eval(`location.origin + location.search`); u != f.ts.URL {
+		t.Errorf("the link's page is at %s (the code stays out of the history); want %s", u, f.ts.URL)
+	}
+	do("continue to the provider's login", chromedp.Click(chromedp.CSS(`button[type=submit]`)), chromedp.WaitVisible(chromedp.CSS(`input[name=login]`)))
 	if u := eval(`location.origin`); u != f.as.Issuer {
 		t.Errorf("the link opened %s; want the provider %s", u, f.as.Issuer)
 	}
@@ -711,14 +752,22 @@ func (f *oauthFixture) stopAtProvider(t *testing.T, link string) (*http.Client, 
 	t.Helper()
 	b := newBrowser(t)
 	b.CheckRedirect = func(req *http.Request, via []*http.Request) error { return http.ErrUseLastResponse }
-	resp, err := b.Get(link)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := openOAuthLink(t, b, link)
 	resp.Body.Close()
 	loc, err := url.Parse(resp.Header.Get("Location"))
 	if resp.StatusCode != http.StatusSeeOther || err != nil || loc.Query().Get("state") == "" {
 		t.Fatalf("opening the link: %d, to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	// The request's own cookie, sent only to the callback, for as long
+	// as the request lives.
+	var bound bool
+	for _, ck := range resp.Cookies() {
+		if ck.Name == oauthCookieName(loc.Query().Get("state")) && regexp.MustCompile(`^trawl_oauth_[0-9a-f]{8}$`).MatchString(ck.Name) {
+			bound = ck.Path == deploy.OAuthCallbackPath && ck.HttpOnly && ck.MaxAge > 0 && ck.MaxAge <= int(deploy.ConnectAttemptTTL/time.Second)
+		}
+	}
+	if !bound {
+		t.Errorf("the authorization request's cookie: %v", resp.Header.Values("Set-Cookie"))
 	}
 	b.CheckRedirect = nil
 	return b, loc.Query().Get("state")
@@ -851,8 +900,9 @@ func TestOAuthRefreshOn401(t *testing.T) {
 // comes back in words, on the page and to the model; its
 // error_description is repeated only scrubbed (the client secret, the
 // state, in every spelling), cut short, on one line and escaped (no
-// markup reaches the page). Opening an OAuth toolkit's link leaves only
-// the authorization request in the grants store, no token-form attempt.
+// markup reaches the page). Opening an OAuth toolkit's link and confirming
+// its page leaves only the authorization request in the grants store (the
+// page's attempt is spent).
 func TestOAuthCallbackError(t *testing.T) {
 	rs := redistest.Start(t)
 	f, _ := newOAuthFixture(t, oauthOptions{redisURL: "redis://" + rs.Addr + "/0"})
@@ -931,7 +981,8 @@ func TestOAuthDeclineInBrowser(t *testing.T) {
 			t.Fatalf("%s: %v", step, err)
 		}
 	}
-	do("open the link at the provider's login", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS(`input[name=login]`)))
+	do("open the link", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS(`button[type=submit]`)))
+	do("continue to the provider's login", chromedp.Click(chromedp.CSS(`button[type=submit]`)), chromedp.WaitVisible(chromedp.CSS(`input[name=login]`)))
 	do("sign in", chromedp.SendKeys(chromedp.CSS(`input[name=login]`), "ann"),
 		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), "any password"),
 		chromedp.Click(chromedp.CSS(`button[type=submit]`)), chromedp.WaitReady(chromedp.CSS(`input[name=prompt][value=consent]`)))

@@ -28,12 +28,17 @@ input{width:100%;padding:.6rem;font:inherit;margin:.5rem 0 1rem;box-sizing:borde
 button{padding:.6rem 1.2rem;font:inherit}.ok{color:#17703a}.err{color:#a3261b}code{font-size:.95em}`
 
 // connectCSP admits nothing but the page's own style and a form posted to
-// itself; no frame may hold the page.
-var connectCSP = func() string {
+// itself (and, on an OAuth toolkit's page, the redirect that post makes
+// to the provider's authorize origin); no frame may hold the page.
+func connectCSP(formOrigin string) string {
 	sum := sha256.Sum256([]byte(connectStyle))
+	action := "'self'"
+	if formOrigin != "" {
+		action += " " + formOrigin
+	}
 	return "default-src 'none'; style-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) +
-		"'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-}()
+		"'; form-action " + action + "; frame-ancestors 'none'; base-uri 'none'"
+}
 
 var connectPage = template.Must(template.New("connect").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
@@ -46,15 +51,18 @@ var connectPage = template.Must(template.New("connect").Parse(`<!doctype html>
 <p>This connects <strong>{{.Name}}</strong> (<code>{{.Toolkit}}</code>) for account <code>{{.Account}}</code>.
 If that is not your account, close this page.</p>
 <form method="post"><input type="hidden" name="csrf" value="{{.CSRF}}">
-<label>Access token for {{.Name}}<input name="credential" type="password" autocomplete="off" required></label>
+{{if .OAuth}}<button type="submit">Continue to sign in to {{.Name}}</button></form>
+<p>{{.Name}}'s sign-in page opens next; the account you sign in with there is connected to <code>{{.Account}}</code>.</p>
+{{else}}<label>Access token for {{.Name}}<input name="credential" type="password" autocomplete="off" required></label>
 <button type="submit">Connect</button></form>
-<p>The token is stored encrypted and used only for this account's requests to {{.Name}}.</p>{{end}}
+<p>The token is stored encrypted and used only for this account's requests to {{.Name}}.</p>{{end}}{{end}}
 </body></html>`))
 
 type connectView struct {
 	Name, Description, Toolkit, Account, CSRF string
 	Invalid                                   string // why the page cannot be used
 	Done                                      bool
+	OAuth                                     bool // the form confirms, then the provider's sign-in
 }
 
 // Why a connect page cannot be used.
@@ -88,7 +96,7 @@ func (s *Server) toolkitInfo(toolkit string) (name, desc string, ok bool) {
 func connectHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		h := c.Response().Header()
-		h.Set("Content-Security-Policy", connectCSP)
+		h.Set("Content-Security-Policy", connectCSP(""))
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
@@ -142,9 +150,6 @@ func (s *Server) connectForm(c echo.Context) error {
 		} else if !live {
 			return s.renderConnect(c, http.StatusBadRequest, connectView{Name: name, Invalid: connectEnded})
 		}
-		if client, isOAuth := s.conns.OAuthClient(tk); isOAuth {
-			return s.startOAuth(c, client, g) // connect_oauth.go
-		}
 		c.SetCookie(s.connectCookie(c, tk, cookie, int(deploy.ConnectAttemptTTL/time.Second)))
 		return c.Redirect(http.StatusSeeOther, connectPath(tk))
 	}
@@ -155,8 +160,12 @@ func (s *Server) connectForm(c echo.Context) error {
 	if !ok {
 		return s.renderConnect(c, http.StatusBadRequest, connectView{Name: name, Invalid: connectExpired})
 	}
-	return s.renderConnect(c, http.StatusOK, connectView{Name: name, Description: desc, Toolkit: tk,
-		Account: accountName(g.User), CSRF: g.CSRF})
+	v := connectView{Name: name, Description: desc, Toolkit: tk, Account: accountName(g.User), CSRF: g.CSRF}
+	if client, isOAuth := s.conns.OAuthClient(tk); isOAuth {
+		v.OAuth = true
+		c.Response().Header().Set("Content-Security-Policy", connectCSP(authorizeOrigin(client)))
+	}
+	return s.renderConnect(c, http.StatusOK, v)
 }
 
 // connectSubmit stores the credential a user entered: only a same-origin
@@ -184,8 +193,14 @@ func (s *Server) connectSubmit(c echo.Context) error {
 		s.authFails.fail(client, cookie)
 		return s.renderConnect(c, http.StatusForbidden, connectView{Name: name, Invalid: connectExpired})
 	}
+	oauthClient, isOAuth := s.conns.OAuthClient(tk)
+	if isOAuth {
+		if down, err := s.oauthUnavailable(c, tk, name); down {
+			return err // the attempt is left for when it answers
+		}
+	}
 	cred := strings.TrimSpace(c.FormValue("credential"))
-	if cred == "" {
+	if cred == "" && !isOAuth {
 		return s.renderConnect(c, http.StatusBadRequest, connectView{Name: name, Toolkit: tk,
 			Account: accountName(g.User), CSRF: g.CSRF, Description: "Enter the access token."})
 	}
@@ -201,10 +216,13 @@ func (s *Server) connectSubmit(c echo.Context) error {
 		// Spent by a concurrent post with the same cookie.
 		return s.renderConnect(c, http.StatusForbidden, connectView{Name: name, Invalid: connectExpired})
 	}
+	c.SetCookie(s.connectCookie(c, tk, "", -1))
+	if isOAuth {
+		return s.startOAuth(c, oauthClient, g) // connect_oauth.go
+	}
 	if err := s.conns.Store(ctx, g.User, tk, cred); err != nil {
 		return internal(err)
 	}
-	c.SetCookie(s.connectCookie(c, tk, "", -1))
 	return s.renderConnect(c, http.StatusOK, connectView{Name: name, Account: accountName(g.User), Done: true})
 }
 

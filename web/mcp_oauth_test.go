@@ -168,10 +168,7 @@ func TestOAuthMCPPerUser(t *testing.T) {
 	}
 	link := f.link(t, f.token, "c1")
 	b := newBrowser(t)
-	resp, err := b.Get(link)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := openOAuthLink(t, b, link)
 	if _, page := signIn(t, b, resp, "ann"); !strings.Contains(page, "is connected for account") {
 		t.Fatalf("after signing in: %s", page)
 	}
@@ -248,9 +245,7 @@ func TestOAuthMCPPerUser(t *testing.T) {
 	}
 	link = f.link(t, f.token, "c1")
 	b = newBrowser(t)
-	if resp, err = b.Get(link); err != nil {
-		t.Fatal(err)
-	}
+	resp = openOAuthLink(t, b, link)
 	if _, page := signIn(t, b, resp, "ann"); !strings.Contains(page, "is connected for account") {
 		t.Fatalf("reconnecting: %s", page)
 	}

@@ -157,7 +157,6 @@ func TestOAuthReviewRefreshCancelledKeepsRotation(t *testing.T) {
 // client before (he connected his own account), there is no page at
 // all — one click.
 func TestOAuthReviewLinkCompletedByAnotherUser(t *testing.T) {
-	reviewDefect(t, "an OAuth link connects whoever opens it")
 	f, _ := newOAuthFixture(t, oauthOptions{})
 	// Bob connects his own account first, in his browser.
 	_, body := f.ts.do(t, "POST", "/v1/sessions", "", map[string]any{"user_id": "bob"})
@@ -171,28 +170,34 @@ func TestOAuthReviewLinkCompletedByAnotherUser(t *testing.T) {
 	var out struct{ URL string }
 	json.Unmarshal([]byte(f.model.lastOutput()), &out)
 	bobBrowser := newBrowser(t)
-	resp, err := bobBrowser.Get(out.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp = openOAuthLink(t, bobBrowser, out.URL)
 	if _, page := signIn(t, bobBrowser, resp, "bob"); !strings.Contains(page, "connected for account <code>bob</code>") {
 		t.Fatalf("bob's own connect: %s", page)
 	}
 
-	// Ann's link, opened in bob's browser.
+	// Ann's link, opened in bob's browser: trawl's page names ann's
+	// account, and nothing reaches the provider or connects until bob
+	// confirms it.
 	link := f.connectLink(t, "c1")
-	pages := 0
+	provider := 0
 	bobBrowser.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if strings.Contains(req.URL.Path, "/interaction/") {
-			pages++
+		if !strings.HasPrefix(req.URL.String(), f.ts.URL) {
+			provider++
 		}
 		return nil
 	}
 	st, page := get(t, bobBrowser, link)
-	t.Logf("bob opened ann's link: %d, %d provider pages on the way: %.200s", st, pages, page)
-	if strings.Contains(page, "connected for account <code>ann</code>") {
+	t.Logf("bob opened ann's link: %d, %d redirects to the provider: %.200s", st, provider, page)
+	if st != 200 || !strings.Contains(page, "for account <code>ann</code>") || !strings.Contains(page, "If that is not your account, close this page") ||
+		!strings.Contains(page, `<form method="post">`) {
+		t.Errorf("ann's link, opened by bob, shows no page naming ann's account: %d %s", st, page)
+	}
+	if provider != 0 || strings.Contains(page, "is connected for account") {
+		t.Errorf("ann's link, opened by bob, went on to the provider (%d redirects) without bob's confirming: %s", provider, page)
+	}
+	if st := f.connectionStatus(t); !strings.Contains(st, `"connections":[]`) {
 		who := f.callCRM(t, f.ts, "c1")
-		t.Errorf("ann's link, opened by bob, connected bob's provider account to ann (provider pages shown: %d); ann's call acts as bob: %v", pages, strings.Contains(who, `"sub":"bob"`))
+		t.Errorf("ann's link, opened by bob, connected ann without a confirmation: %s; ann's call acts as bob: %v", st, strings.Contains(who, `"sub":"bob"`))
 	}
 }
 
@@ -245,16 +250,12 @@ func TestOAuthReviewUserMCPDownAtStart(t *testing.T) {
 // before the cookie is compared, so even the right cookie could not
 // finish it afterwards.
 func TestOAuthReviewTwoLinksOneBrowser(t *testing.T) {
-	reviewDefect(t, "two links in one browser")
 	f, _ := newOAuthFixture(t, oauthOptions{})
 	b := newBrowser(t)
 	stop := func(link string) string {
 		t.Helper()
 		b.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-		resp, err := b.Get(link)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := openOAuthLink(t, b, link)
 		resp.Body.Close()
 		b.CheckRedirect = nil
 		return resp.Header.Get("Location")
@@ -270,5 +271,11 @@ func TestOAuthReviewTwoLinksOneBrowser(t *testing.T) {
 	}
 	if _, page := signIn(t, b, resp, "ann"); !strings.Contains(page, "is connected for account") {
 		t.Errorf("the first of two links opened in one browser: %.600s", page[strings.Index(page, "<body>"):])
+	}
+	if resp, err = b.Get(second); err != nil {
+		t.Fatal(err)
+	}
+	if _, page := signIn(t, b, resp, "ann"); !strings.Contains(page, "is connected for account") {
+		t.Errorf("the second of two links opened in one browser: %.600s", page[strings.Index(page, "<body>"):])
 	}
 }

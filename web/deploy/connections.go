@@ -169,16 +169,13 @@ func (c *Connections) Code(ctx context.Context, user, session, toolkit string) (
 }
 
 // Open spends a code and starts an attempt: it returns the attempt's
-// cookie value. An OAuth toolkit's code starts none (cookie ""): the
-// user gives no token on trawl's page, and StartOAuth binds the
-// authorization request instead.
+// cookie value. The attempt's page names the account it connects; an
+// OAuth toolkit's confirms, and its post starts the authorization
+// request (StartOAuth) and spends the attempt.
 func (c *Connections) Open(ctx context.Context, code, toolkit string) (string, ConnectGrant, bool, error) {
 	g, ok, err := c.take(ctx, "code", code, toolkit, true)
 	if !ok || err != nil {
 		return "", g, false, err
-	}
-	if _, isOAuth := c.OAuthClient(toolkit); isOAuth {
-		return "", g, true, nil
 	}
 	g.CSRF, g.Expires = RandomHex(32), c.now().Add(ConnectAttemptTTL)
 	cookie, err := c.put(ctx, "attempt", g)

@@ -434,22 +434,31 @@ func (c *Connections) StartOAuth(ctx context.Context, g ConnectGrant, browser st
 }
 
 // FinishOAuth spends the authorization request of state, once: ok only
-// within its TTL and from the browser that started it. It returns the
-// grant (User, Toolkit, Session) and the PKCE verifier.
+// within its TTL and from the browser that started it. The browser is
+// compared before the request is spent, so a callback without its
+// cookie (another browser, a lure) leaves it for the right one. It
+// returns the grant (User, Toolkit, Session) and the PKCE verifier.
 func (c *Connections) FinishOAuth(ctx context.Context, state, browser string) (g ConnectGrant, verifier string, ok bool, err error) {
-	if state == "" {
+	if state == "" || browser == "" {
 		return g, "", false, nil
 	}
-	v, found, err := c.grants.TakeGrant(ctx, "oauth:"+TokenHash(state), true)
-	if err != nil || !found {
+	read := func(spend bool) (oauthGrant, bool, error) {
+		var og oauthGrant
+		v, found, err := c.grants.TakeGrant(ctx, "oauth:"+TokenHash(state), spend)
+		if err != nil || !found {
+			return og, false, err
+		}
+		if err := json.Unmarshal(v, &og); err != nil {
+			return og, false, fmt.Errorf("a stored OAuth grant is damaged: %w", err)
+		}
+		return og, !c.now().After(og.Expires) && subtle.ConstantTimeCompare([]byte(og.Browser), []byte(TokenHash(browser))) == 1, nil
+	}
+	if _, ok, err := read(false); !ok || err != nil {
 		return g, "", false, err
 	}
-	var og oauthGrant
-	if err := json.Unmarshal(v, &og); err != nil {
-		return g, "", false, fmt.Errorf("a stored OAuth grant is damaged: %w", err)
-	}
-	if c.now().After(og.Expires) || subtle.ConstantTimeCompare([]byte(og.Browser), []byte(TokenHash(browser))) != 1 {
-		return g, "", false, nil
+	og, ok, err := read(true) // of two concurrent callbacks, one gets it
+	if !ok || err != nil {
+		return g, "", false, err
 	}
 	sealedV, err := base64.RawStdEncoding.DecodeString(og.Verifier)
 	if err != nil {
