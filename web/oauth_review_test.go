@@ -69,17 +69,6 @@ func faultyToken(t *testing.T, mode *atomic.Int32) func(string) string {
 	}
 }
 
-// reviewDefect skips a test that reproduces a defect the OAuth review
-// (branch oauthreview) found and left to its owner to fix, unless
-// TRAWL_REVIEW_DEFECTS is set: the test fails until the fix lands, then
-// its skip goes.
-func reviewDefect(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("TRAWL_REVIEW_DEFECTS") == "" {
-		t.Skip("reproduces an open defect (" + what + "); run with TRAWL_REVIEW_DEFECTS=1")
-	}
-}
-
 func (f *oauthFixture) connectionStatus(t *testing.T) string {
 	t.Helper()
 	_, body := f.ts.do(t, "GET", "/v1/connections", f.token, nil)
