@@ -360,7 +360,21 @@ func (c *OAuthClient) Discover(ctx context.Context) error {
 			o.TokenAuthMethod = ClientSecretPost
 		}
 		var err2 error
+		for _, u := range []struct{ key, discovered, v string }{
+			{"authorization_endpoint", meta.AuthorizationEndpoint, o.AuthorizeURL},
+			{"token_endpoint", meta.TokenEndpoint, o.TokenURL},
+			{"revocation_endpoint", meta.RevocationEndpoint, o.RevokeURL},
+		} {
+			// A URL the metadata gave (not one the config set) is held to
+			// the config's rule: the client secret and the codes go there.
+			if u.v != "" && u.v == u.discovered && err2 == nil {
+				if err := checkOAuthURL(u.v); err != nil {
+					err2 = fmt.Errorf("issuer %s: its metadata's %s %w", o.Issuer, u.key, err)
+				}
+			}
+		}
 		switch {
+		case err2 != nil:
 		case o.TokenURL == "":
 			err2 = fmt.Errorf("issuer %s: its metadata names no token_endpoint; set token_url", o.Issuer)
 		case o.Flow == FlowAuthorizationCode && o.AuthorizeURL == "":

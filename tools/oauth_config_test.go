@@ -120,6 +120,10 @@ func TestOAuthIssuerDiscovery(t *testing.T) {
 				"token_endpoint": issuer + "/token", "revocation_endpoint": issuer + "/revoke", "jwks_uri": issuer + "/jwks",
 				"response_types_supported": []string{"code"}, "code_challenge_methods_supported": []string{"S256"},
 				"token_endpoint_auth_methods_supported": []string{"client_secret_post"}})
+		case "/.well-known/oauth-authorization-server/plain":
+			json.NewEncoder(w).Encode(map[string]any{"issuer": srv.URL + "/plain", "authorization_endpoint": srv.URL + "/plain/auth",
+				"token_endpoint": srv.URL + "/plain/token", "revocation_endpoint": "http://as.example/revoke",
+				"response_types_supported": []string{"code"}, "code_challenge_methods_supported": []string{"S256"}})
 		case "/.well-known/oauth-authorization-server/other":
 			json.NewEncoder(w).Encode(map[string]any{"issuer": "https://evil.example", "authorization_endpoint": "https://evil.example/a",
 				"token_endpoint": "https://evil.example/t", "code_challenge_methods_supported": []string{"S256"}})
@@ -148,6 +152,16 @@ func TestOAuthIssuerDiscovery(t *testing.T) {
 	_, err = NewOAuthClient(ctx, AuthSpec{Type: AuthOAuth2, OAuth2: OAuth2{Flow: FlowAuthorizationCode, ClientID: "c", Issuer: srv.URL + "/other"}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "does not match issuer") {
 		t.Errorf("foreign issuer: %v", err)
+	}
+	// A discovered endpoint on plain http off loopback would carry the
+	// client secret in the clear: refused, as in the config.
+	_, err = NewOAuthClient(ctx, AuthSpec{Type: AuthOAuth2, OAuth2: OAuth2{Flow: FlowAuthorizationCode, ClientID: "c", Issuer: srv.URL + "/plain"}}, nil)
+	if err == nil || !strings.Contains(err.Error(), `revocation_endpoint "http://as.example/revoke" must be https`) {
+		t.Errorf("plain http revocation endpoint: %v", err)
+	}
+	// Unless the config names its own.
+	if _, err := NewOAuthClient(ctx, AuthSpec{Type: AuthOAuth2, OAuth2: OAuth2{Flow: FlowAuthorizationCode, ClientID: "c", Issuer: srv.URL + "/plain", RevokeURL: "https://as.example/revoke"}}, nil); err != nil {
+		t.Errorf("revoke_url set: %v", err)
 	}
 	_, err = NewOAuthClient(ctx, AuthSpec{Type: AuthOAuth2, OAuth2: OAuth2{Flow: FlowAuthorizationCode, ClientID: "c", Issuer: srv.URL + "/none"}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "publishes no authorization server metadata") {
