@@ -371,10 +371,7 @@ func TestOAuthMCPPerUserDegradedStart(t *testing.T) {
 		t.Errorf("list_connections once notes' authorization server answers: %s", out)
 	}
 	b := newBrowser(t)
-	resp, err := b.Get(got.URL) // the link the page refused, now unspent
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := openOAuthLink(t, b, got.URL) // the link the page refused, now unspent
 	if _, page := signIn(t, b, resp, "ann"); !strings.Contains(page, "is connected for account") {
 		t.Fatalf("after signing in: %s", page)
 	}
