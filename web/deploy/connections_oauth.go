@@ -156,6 +156,16 @@ func (c *Connections) storeOAuth(ctx context.Context, user, toolkit string, rec 
 // StoreOAuth keeps the tokens an authorization-code exchange gave user
 // for toolkit, sealed.
 func (c *Connections) StoreOAuth(ctx context.Context, user, toolkit string, tok *oauth2.Token) error {
+	// Under the refresh lock: a refresh of the old grant running now
+	// would otherwise store its answer (or mark the connection broken)
+	// over the new one.
+	if c.oauth != nil {
+		unlock, err := c.oauth.locks.Lock(ctx, "oauth-refresh:"+TokenHash(connKey(user, toolkit)), refreshLockTTL)
+		if err != nil {
+			return fmt.Errorf("waiting for a refresh of the old connection: %w", err)
+		}
+		defer unlock()
+	}
 	now := c.now()
 	return c.storeOAuth(ctx, user, toolkit, oauthRecord{Access: tok.AccessToken, Refresh: tok.RefreshToken,
 		Expiry: tok.Expiry, Obtained: now, Scopes: grantedScopes(tok), Connected: now})
