@@ -100,13 +100,7 @@ func (s *Deployment) connectMCP(ctx context.Context, cat *tools.Catalog, mc tool
 		// degraded, not down: it is retried in the background, and its
 		// tools join the catalog when it answers.
 		Degraded: true,
-		OnChange: func(ts []*tools.Tool) {
-			if err := cat.ReplaceProvider(mc.ID, ts); err != nil {
-				s.log.Error("mcp tool list changed but could not be applied", "mcp", mc.ID, "err", err)
-				return
-			}
-			cat.SetWaiting(mc.ID, "")
-		},
+		OnChange: s.applyMCPTools(cat, mc.ID),
 	})
 	if err != nil {
 		return err
@@ -204,4 +198,16 @@ func (s *Deployment) toolkits() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// applyMCPTools is an MCP server's OnChange: its new tool list replaces
+// its tools in cat, and it is no longer waiting.
+func (s *Deployment) applyMCPTools(cat *tools.Catalog, id string) func([]*tools.Tool) {
+	return func(ts []*tools.Tool) {
+		if err := cat.ReplaceProvider(id, ts); err != nil {
+			s.log.Error("mcp tool list changed but could not be applied", "mcp", id, "err", err)
+			return
+		}
+		cat.SetWaiting(id, "")
+	}
 }

@@ -49,14 +49,8 @@ func (s *Deployment) connectUserMCP(ctx context.Context, cat *tools.Catalog, mc 
 	s.invoker.AddSecrets(client.Secrets()...)
 	src, err := tools.NewMCPUserSource(mc, tools.MCPOptions{
 		Logger: s.log.With("mcp", mc.ID), Log: s.activity, HTTPClient: s.tel.mcpClient(s.cfg.Telemetry, mc.ID), Limiter: s.limiter,
-		Scrub: s.invoker.Scrubber,
-		OnChange: func(ts []*tools.Tool) {
-			if err := cat.ReplaceProvider(mc.ID, ts); err != nil {
-				s.log.Error("mcp tool list changed but could not be applied", "mcp", mc.ID, "err", err)
-				return
-			}
-			cat.SetWaiting(mc.ID, "")
-		},
+		Scrub:    s.invoker.Scrubber,
+		OnChange: s.applyMCPTools(cat, mc.ID),
 	})
 	if err != nil {
 		return err
