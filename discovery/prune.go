@@ -136,126 +136,11 @@ func (ix *Index) prunedTop(full query.Query, clauses [][]clauseTerm, key, kit st
 	}
 	defer r.Close()
 
-	// Every term query's weight and bleve's query norm: one over the root
-	// of the sum of their squares, in the order bleve adds them.
-	type term struct {
-		field  string
-		qw     float64     // boost × idf × norm
-		common *scoreTable // nil: rare
-		list   []posting   // a rare term's postings
-		at     int         // merge cursor in list
-		idf    float64
-		boost  float64
-		stem   string
-		df     int
-	}
-	idf := func(field string, df int) float64 {
-		if st.avgLen[field] == 0 {
-			// A field no tool has words in: bleve scores it with TF-IDF.
-			return 1.0 + math.Log(float64(n)/float64(uint64(df)+1))
-		}
-		return math.Log(1 + (float64(n)-float64(df)+0.5)/(float64(df)+0.5))
-	}
-	// The clauses, each a disjunction of term queries but the exact
-	// name's, one term query. Bleve orders a disjunction's children by
-	// their document counts (a clause's: its terms' sum), and adds
-	// weights and scores in that order.
-	type clause struct {
-		terms []term
-		field bool // a field's disjunction (else the exact name's term)
-		count int
-	}
-	var cls []clause
-	rare, common := 0, 0
-	for i, c := range clauses {
-		field := fieldBoosts[i].field
-		cl := clause{field: true}
-		for _, t := range c {
-			df := ix.docFreq(field, t.stem)
-			cl.terms = append(cl.terms, term{field: field, idf: idf(field, df), boost: t.boost, stem: t.stem, df: df})
-			cl.count += df
-			switch {
-			case df == 0:
-			case df*commonShare > n:
-				common++
-			default:
-				rare++
-			}
-		}
-		slices.SortStableFunc(cl.terms, func(a, b term) int { return a.df - b.df })
-		cls = append(cls, cl)
-	}
-	if key != "" {
-		df := ix.docFreq(fieldExact, key)
-		cls = append(cls, clause{terms: []term{{field: fieldExact, idf: idf(fieldExact, df), boost: exactBoost, stem: key, df: df}}, count: df})
-		if df > 0 {
-			rare++
-		}
-	}
-	slices.SortStableFunc(cls, func(a, b clause) int { return a.count - b.count })
-	if common == 0 || rare == 0 || len(cls) > searcher.DisjunctionHeapTakeover {
+	p := ix.prunePlan(r, clauses, key)
+	if p == nil {
 		return nil, false, nil
 	}
-	// A clause of more terms is summed by a heap, in another order.
-	exact := true
-	var squares float64
-	for _, cl := range cls {
-		exact = exact && len(cl.terms) <= searcher.DisjunctionHeapTakeover
-		var sum float64
-		for _, x := range cl.terms {
-			w := x.boost * x.idf
-			sum += w * w
-		}
-		squares += sum
-	}
-	if squares == 0 {
-		return nil, false, nil
-	}
-	ts := make([][]term, len(cls))
-	for i, cl := range cls {
-		ts[i] = cl.terms
-	}
-	norm := 1.0 / math.Sqrt(squares)
-	for i := range ts {
-		for j := range ts[i] {
-			x := &ts[i][j]
-			x.qw = x.boost * x.idf * norm
-			if x.df == 0 {
-				continue
-			}
-			if x.field != fieldExact && x.df*commonShare > n {
-				if x.common = st.commonTable(ix, r, x.field, x.stem, x.idf); x.common == nil {
-					return nil, false, nil
-				}
-				continue
-			}
-			if x.list, err = st.postings(r, x.field, x.stem, x.idf); err != nil {
-				return nil, false, nil
-			}
-		}
-	}
-
-	// The most a tool no rare word matched scores: the common terms of
-	// each field clause that has some, at their best.
-	top := len(ts)
-	fields := 0
-	var bound float64
-	for _, cl := range ts {
-		var s float64
-		m := 0
-		for _, x := range cl {
-			if x.common != nil {
-				s += termScore(x.common.best, x.qw)
-				m++
-			}
-		}
-		if m > 0 {
-			fields++
-			bound += s * (float64(m) / float64(len(cl)))
-		}
-	}
-	bound *= float64(fields) / float64(top)
-	bound *= 1 + pruneSlack
+	ts, top, bound := p.ts, p.top, p.bound
 
 	// Score every tool a rare term matched, in position order, as bleve
 	// would: per clause the sum of its terms' scores times the share of
@@ -299,7 +184,7 @@ func (ix *Index) prunedTop(full query.Query, clauses [][]clauseTerm, key, kit st
 			}
 			if m > 0 {
 				matched++
-				if cls[i].field {
+				if p.field[i] {
 					cs *= float64(m) / float64(len(ts[i]))
 				}
 				sum += cs
@@ -328,7 +213,7 @@ func (ix *Index) prunedTop(full query.Query, clauses [][]clauseTerm, key, kit st
 	if !(cut > bound) {
 		return nil, false, nil
 	}
-	if exact {
+	if p.exact {
 		// Bleve's sums, in its order: its scores.
 		for _, c := range cands[:rerankDepth] {
 			best = append(best, scoredTool{ix.tools[st.docs.tools[c.pos]], c.score})
@@ -357,6 +242,151 @@ func (ix *Index) prunedTop(full query.Query, clauses [][]clauseTerm, key, kit st
 		}
 	}
 	return best, true, nil
+}
+
+// pruneTerm is one term query of a pruned search.
+type pruneTerm struct {
+	field  string
+	qw     float64     // boost × idf × norm
+	common *scoreTable // nil: rare
+	list   []posting   // a rare term's postings
+	at     int         // merge cursor in list
+	idf    float64
+	boost  float64
+	stem   string
+	df     int
+}
+
+// prunePlan is a query's clauses as bleve orders them, the rare terms'
+// postings read, and the bound.
+type prunePlan struct {
+	ts    [][]pruneTerm // per clause, its terms
+	field []bool        // per clause: a field's disjunction (else the exact name's term)
+	top   int           // the top-level clauses
+	bound float64       // the most a tool no rare term matched scores
+	exact bool          // the scores computed are bleve's to the bit (no clause is summed by a heap)
+}
+
+// prunePlan reads what a pruned search of clauses and key needs through
+// r; nil when pruning does not apply (no common word, or none rare).
+func (ix *Index) prunePlan(r index.IndexReader, clauses [][]clauseTerm, key string) *prunePlan {
+	n := len(ix.tools)
+	st := &ix.prune
+	var err error
+	// Every term query's weight and bleve's query norm: one over the root
+	// of the sum of their squares, in the order bleve adds them.
+	idf := func(field string, df int) float64 {
+		if st.avgLen[field] == 0 {
+			// A field no tool has words in: bleve scores it with TF-IDF.
+			return 1.0 + math.Log(float64(n)/float64(uint64(df)+1))
+		}
+		return math.Log(1 + (float64(n)-float64(df)+0.5)/(float64(df)+0.5))
+	}
+	// The clauses, each a disjunction of term queries but the exact
+	// name's, one term query. Bleve orders a disjunction's children by
+	// their document counts (a clause's: its terms' sum), and adds
+	// weights and scores in that order.
+	type clause struct {
+		terms []pruneTerm
+		field bool // a field's disjunction (else the exact name's term)
+		count int
+	}
+	var cls []clause
+	rare, common := 0, 0
+	for i, c := range clauses {
+		field := fieldBoosts[i].field
+		cl := clause{field: true}
+		for _, t := range c {
+			df := ix.docFreq(field, t.stem)
+			cl.terms = append(cl.terms, pruneTerm{field: field, idf: idf(field, df), boost: t.boost, stem: t.stem, df: df})
+			cl.count += df
+			switch {
+			case df == 0:
+			case df*commonShare > n:
+				common++
+			default:
+				rare++
+			}
+		}
+		slices.SortStableFunc(cl.terms, func(a, b pruneTerm) int { return a.df - b.df })
+		cls = append(cls, cl)
+	}
+	if key != "" {
+		df := ix.docFreq(fieldExact, key)
+		cls = append(cls, clause{terms: []pruneTerm{{field: fieldExact, idf: idf(fieldExact, df), boost: exactBoost, stem: key, df: df}}, count: df})
+		if df > 0 {
+			rare++
+		}
+	}
+	slices.SortStableFunc(cls, func(a, b clause) int { return a.count - b.count })
+	if common == 0 || rare == 0 || len(cls) > searcher.DisjunctionHeapTakeover {
+		return nil
+	}
+	// A clause of more terms is summed by a heap, in another order.
+	exact := true
+	var squares float64
+	for _, cl := range cls {
+		exact = exact && len(cl.terms) <= searcher.DisjunctionHeapTakeover
+		var sum float64
+		for _, x := range cl.terms {
+			w := x.boost * x.idf
+			sum += w * w
+		}
+		squares += sum
+	}
+	if squares == 0 {
+		return nil
+	}
+	ts := make([][]pruneTerm, len(cls))
+	for i, cl := range cls {
+		ts[i] = cl.terms
+	}
+	norm := 1.0 / math.Sqrt(squares)
+	for i := range ts {
+		for j := range ts[i] {
+			x := &ts[i][j]
+			x.qw = x.boost * x.idf * norm
+			if x.df == 0 {
+				continue
+			}
+			if x.field != fieldExact && x.df*commonShare > n {
+				if x.common = st.commonTable(ix, r, x.field, x.stem, x.idf); x.common == nil {
+					return nil
+				}
+				continue
+			}
+			if x.list, err = st.postings(r, x.field, x.stem, x.idf); err != nil {
+				return nil
+			}
+		}
+	}
+
+	// The most a tool no rare word matched scores: the common terms of
+	// each field clause that has some, at their best.
+	top := len(ts)
+	fields := 0
+	var bound float64
+	for _, cl := range ts {
+		var s float64
+		m := 0
+		for _, x := range cl {
+			if x.common != nil {
+				s += termScore(x.common.best, x.qw)
+				m++
+			}
+		}
+		if m > 0 {
+			fields++
+			bound += s * (float64(m) / float64(len(cl)))
+		}
+	}
+	bound *= float64(fields) / float64(top)
+	bound *= 1 + pruneSlack
+	p := &prunePlan{ts: ts, top: top, bound: bound, exact: exact}
+	for _, cl := range cls {
+		p.field = append(p.field, cl.field)
+	}
+	return p
 }
 
 // termScore is a term query's score for a document: its BM25 score
