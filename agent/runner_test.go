@@ -431,10 +431,10 @@ func TestRunnerCompactRows(t *testing.T) {
 		t.Errorf("the layout is told %d times in the system messages, want once", note)
 	}
 	last := func(req ModelRequest) string { return req.Messages[len(req.Messages)-1].Content }
-	if got := last(m.reqs[1]); !strings.Contains(got, `"data":{"fields":"id","rows":["0","1","2",`) || strings.Contains(got, `{"id":0}`) {
+	if got := last(m.reqs[1]); !strings.Contains(got, `"data":{"fields":"id","rows":"0;1;2;`) || strings.Contains(got, `{"id":0}`) {
 		t.Errorf("the looping result as the model read it: %.300s", got)
 	}
-	if got := last(m.reqs[2]); !strings.Contains(got, `"items":{"fields":"id","rows":["0","1","2"]}`) {
+	if got := last(m.reqs[2]); !strings.Contains(got, `"items":{"fields":"id","rows":"0;1;2"}`) {
 		t.Errorf("queryToolResult as the model read it: %.300s", got)
 	}
 	rec.mu.Lock()
