@@ -673,8 +673,10 @@ func run(b *testing.B, f *fakeModel, looping bool, rows agent.RowLayout) tally {
 }
 
 // BenchmarkTokens reports what the demo's two questions cost in model
-// input, looping on against paging by hand, and the compact row layout's
-// effect on the projected rows (issue 27, points 6 and 7).
+// input, looping on (the demo's rows walk, with objects and with rows:
+// compact, and the aggregate answer) against paging by hand, and the
+// compact row layout's effect on the projected rows (issue 27, points 6
+// and 7).
 func BenchmarkTokens(b *testing.B) {
 	tc, ok := agent.TokenizerFor(modelName)
 	if !ok {
@@ -689,18 +691,18 @@ func BenchmarkTokens(b *testing.B) {
 		off = run(b, &fakeModel{tc: tc, script: pagingScript(t, perPageLargest)}, false, "")
 		offDefault = run(b, &fakeModel{tc: tc, script: pagingScript(t, 0)}, false, "")
 	}
-	for _, s := range on.perStep {
-		b.Logf("looping, %s", s)
-	}
-	for _, s := range agg.perStep {
-		b.Logf("aggregate, %s", s)
-	}
 	for _, r := range []struct {
 		name string
 		t    tally
 	}{{"looping", on}, {"looping, rows: compact", onCompact}, {"looping, _aggregate", agg}, {"by hand, per_page 50", off}, {"by hand, default page size", offDefault}} {
 		b.Logf("%-27s %3d requests, %9d chars, %8d tokens (tool results %9d chars, %8d tokens; tools offered %d tokens; system %d tokens), %9d request bytes",
 			r.name, r.t.requests, r.t.chars, r.t.tokens, r.t.toolChars, r.t.toolTokens, r.t.specTokens, r.t.sysTokens, r.t.bodyBytes)
+	}
+	for _, s := range on.perStep {
+		b.Logf("looping, %s", s)
+	}
+	for _, s := range agg.perStep {
+		b.Logf("aggregate, %s", s)
 	}
 	b.ReportMetric(float64(on.tokens), "tokens-looping")
 	b.ReportMetric(float64(off.tokens), "tokens-by-hand")
