@@ -393,9 +393,9 @@ func TestRunnerCheckpointsEveryStep(t *testing.T) {
 }
 
 // An agent with rows: compact: the model reads the looping result's rows
-// and queryToolResult's as a header and one line of values per row, told the
-// layout in one system line; the stream's tool outputs and the stored
-// thread keep the objects.
+// and queryToolResult's as a header and one text of rows (values
+// comma-separated, rows by semicolons), told the layout in one system
+// line; the stream's tool outputs and the stored thread keep the objects.
 func TestRunnerCompactRows(t *testing.T) {
 	resultID := regexp.MustCompile(`"_resultId":"([^"]+)"`)
 	m := &scriptModel{steps: []func(ModelRequest) []ModelEvent{
