@@ -705,3 +705,38 @@ func TestFetchAheadCancelAnswered(t *testing.T) {
 		}
 	}
 }
+
+// A walk fetching ahead under a provider concurrency limit lower than its
+// window: its requests take their slots in walk order, so the page it
+// reads next never waits while pages after it hold the slots. With one
+// slot the upstream receives every request in walk order — requests sent
+// at once used to take the slot in whatever order the limiter woke them.
+func TestFetchAheadSlotsInWalkOrder(t *testing.T) {
+	rows := seq("r", 1, 200)
+	var mu sync.Mutex
+	var offsets []int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		off, _ := strconv.Atoi(r.URL.Query().Get("offset"))
+		mu.Lock()
+		offsets = append(offsets, off)
+		mu.Unlock()
+		end := min(off+10, len(rows))
+		reply(w, 200, page(rows[min(off, end):end], fmt.Sprintf(`"total":%d`, len(rows))))
+	}))
+	defer srv.Close()
+	inv := tools.NewInvoker(tools.InvokerOptions{Client: srv.Client(), Limiter: tools.NewMemoryLimiter(tools.LimiterOptions{})})
+	inv.SetRateLimit("acme", tools.RateLimit{Concurrency: 1})
+	res, err := Walk(context.Background(), WalkOptions{Caller: inv, Tool: listTool(srv.URL, offsetPlan, 10), Plan: offsetPlan,
+		AllPages: true, Budget: Budget{Concurrency: 4, Pages: 40}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Complete || len(res.Items) != len(rows) {
+		t.Fatalf("complete %v (%s, %s) with %d rows, want all %d", res.Complete, res.StoppedBy, res.Cause, len(res.Items), len(rows))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.IsSorted(offsets) || res.Requests != len(offsets) {
+		t.Errorf("the upstream received %d requests (the walk counted %d), out of walk order: %v", len(offsets), res.Requests, offsets)
+	}
+}

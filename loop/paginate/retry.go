@@ -106,7 +106,7 @@ func (w *walker) fetch(ctx context.Context, req tools.Request, probe bool) (*too
 			if w.o.Progress != nil {
 				req.Progress = w.relay
 			}
-			out = w.send(ctx, req, now, nil)
+			out = w.send(ctx, req, now, nil, w.ahead.takeCur())
 		}
 		w.attempt = attempt
 		resp, err, timedOut := out.resp, out.err, out.timedOut
