@@ -176,26 +176,32 @@ type olderTurns struct {
 }
 
 // olderTurn is one converted turn with what fitting needs of each
-// message.
+// message (e, by the index in msgs).
 type olderTurn struct {
-	msgs     []Message
-	parts    []*Part    // a tool message's part; nil for other messages
-	size     []int      // each message's size, tool results whole
-	age      []int32    // a tool message's step age: 0 for the newest older step
-	verdicts []*verdict // each tool result's verdict, once read
-	// What each tool result compacts to ("" when it stays whole), for the
-	// expiry of its stored result it was rendered with, and the fit call
-	// that last checked that expiry.
-	comp    []string
-	compExp []int64 // unix nanoseconds; 0: expired, or never known
-	compGen []uint32
+	msgs []Message
+	e    []olderEntry
+}
+
+// olderEntry is what fitting knows of one message of an older turn.
+type olderEntry struct {
+	part    *Part    // a tool message's part; nil for other messages
+	verdict *verdict // a tool result's verdict, once read
+	size    int      // the message's size, a tool result whole
+	age     int32    // a tool message's step age: 0 for the newest older step
+	// What a tool result compacts to ("" when it stays whole), for the
+	// expiry of its stored result it was rendered with (unix
+	// nanoseconds; 0: expired, or never known), and the fit call that
+	// last checked that expiry.
+	compGen uint32
+	compExp int64
+	comp    string
 	// whole is a tool result's text sent whole, once built; tokens the
 	// message's tokens as last counted, plus one (0: never), with the
 	// text it was counted with (counted), so that a turn's steps count
 	// each older message once (fitted.countTokens).
-	whole   []string
-	tokens  []int32
-	counted []string
+	whole   string
+	tokens  int32
+	counted string
 }
 
 func newOlderTurns(older []UIMessage, compact bool) *olderTurns {
@@ -258,22 +264,20 @@ func (o *olderTurns) convert(lo, hi int) {
 	}
 	bounds = append(bounds, len(conv.out))
 	m := len(conv.out)
-	size, age, verdicts := make([]int, m), make([]int32, m), make([]*verdict, m)
-	comp, compExp, compGen := make([]string, m), make([]int64, m), make([]uint32, m)
-	whole, tokens, counted := make([]string, m), make([]int32, m), make([]string, m)
+	ents := make([]olderEntry, m)
 	chunk := make([]olderTurn, hi-lo+1)
 	for k := hi; k >= lo; k-- {
 		a, b := bounds[k-lo], bounds[k-lo+1]
 		ot := &chunk[k-lo]
-		*ot = olderTurn{msgs: conv.out[a:b:b], parts: conv.parts[a:b:b], size: size[a:b:b], age: age[a:b:b], verdicts: verdicts[a:b:b],
-			comp: comp[a:b:b], compExp: compExp[a:b:b], compGen: compGen[a:b:b],
-			whole: whole[a:b:b], tokens: tokens[a:b:b], counted: counted[a:b:b]}
+		*ot = olderTurn{msgs: conv.out[a:b:b], e: ents[a:b:b]}
 		for i := len(ot.msgs) - 1; i >= 0; i-- {
-			ot.size[i] = messageSize(&ot.msgs[i])
-			if p := ot.parts[i]; p != nil {
-				ot.size[i] += toolResultLen(p, o.compact)
+			e := &ot.e[i]
+			e.part = conv.parts[a+i]
+			e.size = messageSize(&ot.msgs[i])
+			if e.part != nil {
+				e.size += toolResultLen(e.part, o.compact)
 			}
-			ot.age[i] = int32(o.steps)
+			e.age = int32(o.steps)
 			if len(ot.msgs[i].ToolCalls) > 0 {
 				o.steps++ // its results, after it, have its age
 			}
@@ -398,18 +402,18 @@ func newFitter(in fitInput) *fitter {
 // compacted is what a tool result is sent as when compacted ("" when it
 // stays whole: not a finished result, or no shorter).
 func (f *fitter) compacted(ot *olderTurn, i int) string {
-	if ot.compGen[i] == f.gen {
-		return ot.comp[i]
+	if ot.e[i].compGen == f.gen {
+		return ot.e[i].comp
 	}
-	p := ot.parts[i]
+	p := ot.e[i].part
 	if p == nil || p.State != "output-available" {
-		ot.compGen[i] = f.gen
+		ot.e[i].compGen = f.gen
 		return ""
 	}
-	v := ot.verdicts[i]
+	v := ot.e[i].verdict
 	if v == nil {
 		v = f.in.verdict(p)
-		ot.verdicts[i] = v
+		ot.e[i].verdict = v
 	}
 	var exp time.Time // zero: expired, or never known
 	if v.resultID != "" {
@@ -421,30 +425,30 @@ func (f *fitter) compacted(ot *olderTurn, i int) string {
 	if !exp.IsZero() {
 		nanos = exp.UnixNano()
 	}
-	if ot.compGen[i] == 0 || ot.compExp[i] != nanos {
-		ot.comp[i], ot.compExp[i] = "", nanos
+	if ot.e[i].compGen == 0 || ot.e[i].compExp != nanos {
+		ot.e[i].comp, ot.e[i].compExp = "", nanos
 		// A verdict replaces the result when it is shorter, and
 		// always once the result's stored id has expired.
 		if text := v.render(exp); len(text) < len(p.Output) || v.resultID != "" && exp.IsZero() {
-			ot.comp[i] = text
+			ot.e[i].comp = text
 		}
 	}
-	ot.compGen[i] = f.gen
-	return ot.comp[i]
+	ot.e[i].compGen = f.gen
+	return ot.e[i].comp
 }
 
 // expiredID reports a result whose stored result id has expired: it is
 // compacted whatever its age, so the id is never offered as live.
 func (f *fitter) expiredID(ot *olderTurn, i int) bool {
 	f.compacted(ot, i)
-	v := ot.verdicts[i]
-	return v != nil && v.resultID != "" && ot.compExp[i] == 0
+	v := ot.e[i].verdict
+	return v != nil && v.resultID != "" && ot.e[i].compExp == 0
 }
 
 // shortened is what an older text is sent as when shortened ("" when it
 // is a tool result or short enough already).
 func (f *fitter) shortened(ot *olderTurn, i int) string {
-	if c := ot.msgs[i].Content; ot.parts[i] == nil {
+	if c := ot.msgs[i].Content; ot.e[i].part == nil {
 		if _, ok := shortenedLen(c); ok {
 			return cutText(c, shortenTo) + shortenedMark
 		}
@@ -465,10 +469,10 @@ func (f *fitter) bound() {
 	for t := f.T - 1; t >= 0; t-- {
 		ot := o.turn(t)
 		for i := range ot.msgs {
-			sz := ot.size[i]
-			if ot.parts[i] != nil {
+			sz := ot.e[i].size
+			if ot.e[i].part != nil {
 				if text := f.compacted(ot, i); text != "" {
-					sz += len(text) - toolResultLen(ot.parts[i], o.compact)
+					sz += len(text) - toolResultLen(ot.e[i].part, o.compact)
 				}
 				f.compSum += sz
 			} else {
@@ -497,9 +501,9 @@ func (f *fitter) set(ot *olderTurn, i, j int, text string, st entryState) {
 	}
 	old := len(ot.msgs[i].Content)
 	if st == entryCompacted {
-		old = toolResultLen(ot.parts[i], f.o.compact)
+		old = toolResultLen(ot.e[i].part, f.o.compact)
 		f.out.compacted++
-		f.out.compactedChars += len(ot.parts[i].Output)
+		f.out.compactedChars += len(ot.e[i].part.Output)
 	} else {
 		f.out.shortened++
 	}
@@ -536,7 +540,9 @@ func (f *fitter) choose() error {
 	f.size = make([]int, n)
 	f.total = f.fixed
 	for t := first; t < T; t++ {
-		copy(f.size[f.off[t-first]:], o.turns[t].size)
+		for i, e := range o.turns[t].e {
+			f.size[f.off[t-first]+i] = e.size
+		}
 	}
 	for _, sz := range f.size {
 		f.total += sz
@@ -559,7 +565,7 @@ func (f *fitter) choose() error {
 		// are always sent as verdicts;
 		// then the recent ones, oldest first, while the step does not fit.
 		f.each(func(ot *olderTurn, i, j int) bool {
-			if ot.age[i] >= keep || f.expiredID(ot, i) {
+			if ot.e[i].age >= keep || f.expiredID(ot, i) {
 				f.set(ot, i, j, f.compacted(ot, i), entryCompacted)
 			}
 			return true
@@ -615,11 +621,11 @@ func (f *fitter) assemble() *fitted {
 			case entryShortened:
 				m.Content = f.shortened(ot, i)
 			default:
-				if ot.parts[i] != nil {
-					if ot.whole[i] == "" {
-						ot.whole[i] = toolResultText(*ot.parts[i], o.compact)
+				if ot.e[i].part != nil {
+					if ot.e[i].whole == "" {
+						ot.e[i].whole = toolResultText(*ot.e[i].part, o.compact)
 					}
-					m.Content = ot.whole[i]
+					m.Content = ot.e[i].whole
 				}
 			}
 			send = append(send, m)
@@ -630,8 +636,8 @@ func (f *fitter) assemble() *fitted {
 	for t := T - 1; t >= first && len(out.compactedCalls) < maxReportedCalls; t-- {
 		ot := o.turns[t]
 		for i := len(ot.msgs) - 1; i >= 0 && len(out.compactedCalls) < maxReportedCalls; i-- {
-			if f.state[f.off[t-first]+i] == entryCompacted && ot.parts[i].ToolCallID != "" {
-				out.compactedCalls = append(out.compactedCalls, ot.parts[i].ToolCallID)
+			if f.state[f.off[t-first]+i] == entryCompacted && ot.e[i].part.ToolCallID != "" {
+				out.compactedCalls = append(out.compactedCalls, ot.e[i].part.ToolCallID)
 			}
 		}
 	}
@@ -786,10 +792,16 @@ func (f *fitted) countTokens(tc *TokenMemo, specs []ToolSpec) int {
 		for i := range ot.msgs {
 			m := &f.msgs[k]
 			k++
-			if ot.tokens[i] == 0 || ot.counted[i] != m.Content {
-				ot.tokens[i], ot.counted[i] = int32(tc.MessageTokens(m))+1, m.Content
+			if ot.e[i].tokens == 0 || ot.e[i].counted != m.Content {
+				var c int
+				if v := ot.e[i].verdict; v != nil {
+					c = v.messageTokens(tc, m) // a compacted result: kept on its verdict across turns
+				} else {
+					c = tc.MessageTokens(m)
+				}
+				ot.e[i].tokens, ot.e[i].counted = int32(c)+1, m.Content
 			}
-			n += int(ot.tokens[i]) - 1
+			n += int(ot.e[i].tokens) - 1
 		}
 	}
 	return n
