@@ -76,11 +76,16 @@ func wideClass(r rune) uint8 {
 	return cX | cP
 }
 
-// at decodes the character at s[i:]: its width and classes.
+// at decodes the character at s[i:]: its width and classes. It is small
+// enough to be inlined for ASCII; other characters go through atWide.
 func at(s string, i int) (w int, c uint8) {
 	if b := s[i]; b < utf8.RuneSelf {
 		return 1, asciiClass[b]
 	}
+	return atWide(s, i)
+}
+
+func atWide(s string, i int) (w int, c uint8) {
 	r, w := utf8.DecodeRuneInString(s[i:])
 	return w, wideClass(r)
 }
@@ -289,8 +294,8 @@ func cl100kAt(s string, i int) int {
 
 // bpeEncoding is an encoding's split and ranks.
 type bpeEncoding struct {
-	pieceAt func(s string, i int) int
-	ranks   rankTable
+	o200k bool // the split of o200k_base (o200kAt), else cl100k_base's
+	ranks rankTable
 	// pairs holds the rank of every two-byte token by its bytes (noRank
 	// for the pairs that are none): a merge starts from single bytes, so
 	// its first pairs are read here rather than in ranks.
@@ -306,10 +311,7 @@ func newBPE(enc tokenizer.Encoding) (*bpeEncoding, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &bpeEncoding{pieceAt: o200kAt}
-	if enc == tokenizer.Cl100kBase {
-		e.pieceAt = cl100kAt
-	}
+	e := &bpeEncoding{o200k: enc != tokenizer.Cl100kBase}
 	// Ids are dense from 0; the special tokens (past the last id) are not
 	// in the vocabulary and never come out of a count.
 	var toks []string
@@ -346,23 +348,38 @@ func (e *bpeEncoding) count(text string) int {
 		text = string([]rune(text))
 	}
 	n := 0
-	e.split(text, func(piece string) { n += e.pieceTokens(piece) })
+	for i, end := e.next(text, 0); i < len(text); i, end = e.next(text, end) {
+		n += e.pieceTokens(text[i:end])
+	}
 	return n
 }
 
-// split yields the pieces of text (valid UTF-8) in order. A character no
-// branch matches (DEL) is in none, as the regexp2 scanner steps over it.
+// split yields the pieces of text (valid UTF-8) in order.
 func (e *bpeEncoding) split(text string, yield func(piece string)) {
-	for i := 0; i < len(text); {
-		end := e.pieceAt(text, i)
-		if end < 0 {
-			w, _ := at(text, i)
-			i += w
-			continue
-		}
+	for i, end := e.next(text, 0); i < len(text); i, end = e.next(text, end) {
 		yield(text[i:end])
-		i = end
 	}
+}
+
+// next is the piece of text (valid UTF-8) that starts at or after i:
+// text[start:end], start being len(text) when there is none. A character
+// no branch matches (DEL) is in none, as the regexp2 scanner steps over
+// it.
+func (e *bpeEncoding) next(text string, i int) (start, end int) {
+	for i < len(text) {
+		var end int
+		if e.o200k {
+			end = o200kAt(text, i)
+		} else {
+			end = cl100kAt(text, i)
+		}
+		if end >= 0 {
+			return i, end
+		}
+		w, _ := at(text, i)
+		i += w
+	}
+	return len(text), len(text)
 }
 
 // pieceTokens is the number of tokens byte-pair encoding makes of piece.

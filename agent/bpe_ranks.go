@@ -18,6 +18,7 @@ import (
 // empty slot (a token is never empty). Collisions probe linearly.
 type rankTable struct {
 	seed  maphash.Seed
+	mix   uint64 // the seed of short tokens' hash
 	blob  string
 	slots []uint64
 	mask  uint64
@@ -43,7 +44,8 @@ func (t *rankTable) build(toks []string, ids []uint32) error {
 	for _, tok := range toks {
 		blob.WriteString(tok)
 	}
-	*t = rankTable{seed: maphash.MakeSeed(), blob: blob.String(), slots: make([]uint64, size), mask: uint64(size - 1)}
+	seed := maphash.MakeSeed()
+	*t = rankTable{seed: seed, mix: maphash.String(seed, "short tokens"), blob: blob.String(), slots: make([]uint64, size), mask: uint64(size - 1)}
 	if len(t.blob) >= 1<<offBits {
 		return fmt.Errorf("the tokens take %d bytes, over the rank table's %d", len(t.blob), 1<<offBits)
 	}
@@ -54,7 +56,7 @@ func (t *rankTable) build(toks []string, ids []uint32) error {
 		}
 		x := uint64(ids[i]) | uint64(off)<<rankBits | uint64(len(tok))<<lenShift
 		off += len(tok)
-		h := maphash.String(t.seed, tok)
+		h := t.hash(tok)
 		x |= h >> tagShift << tagShift
 		j := t.find(tok, h)
 		t.slots[j] = x // empty, or the same token given again
@@ -84,9 +86,35 @@ func (t *rankTable) rank(s string) uint32 {
 	if len(s) == 0 || len(s) > maxRankTok {
 		return noRank
 	}
-	x := t.slots[t.find(s, maphash.String(t.seed, s))]
+	x := t.slots[t.find(s, t.hash(s))]
 	if x == 0 {
 		return noRank
 	}
 	return uint32(x & (1<<rankBits - 1))
+}
+
+// hash is s's hash in t: for up to 8 bytes (most lookups, and every
+// pair a merge tries first) its bytes and length mixed inline, which
+// costs a fraction of a call to maphash; longer texts through maphash.
+func (t *rankTable) hash(s string) uint64 {
+	n := len(s)
+	var x uint64
+	switch {
+	case n > 8:
+		return maphash.String(t.seed, s)
+	case n >= 4: // the first four bytes and the last four, overlapping
+		x = uint64(uint32(s[0])|uint32(s[1])<<8|uint32(s[2])<<16|uint32(s[3])<<24) |
+			uint64(uint32(s[n-4])|uint32(s[n-3])<<8|uint32(s[n-2])<<16|uint32(s[n-1])<<24)<<32
+	case n > 0:
+		x = uint64(s[0]) | uint64(s[n/2])<<8 | uint64(s[n-1])<<16
+	}
+	// The finalizer of MurmurHash3: every bit of the input reaches the low
+	// bits (the slot) and the high ones (the tag).
+	h := x ^ t.mix ^ uint64(n)<<59
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h
 }

@@ -787,25 +787,48 @@ func (f *fitted) countTokens(tc *TokenMemo, specs []ToolSpec) int {
 	}
 	n := tc.RequestTokens(&ModelRequest{Messages: f.msgs[:f.olderAt], Tools: specs})
 	n += tc.RequestTokens(&ModelRequest{Messages: f.msgs[end:]}) - tokensReplyPrime
+	// The messages not counted yet go to the memo in batches of
+	// tokenBatch (one lock a batch).
+	var batch [tokenBatch]*Message
+	var ents [tokenBatch]*olderEntry
+	var counts [tokenBatch]int
+	b := 0
+	flush := func() {
+		tc.messagesTokens(batch[:b], counts[:b])
+		for j, e := range ents[:b] {
+			e.tokens, e.counted = int32(counts[j])+1, batch[j].Content
+			n += counts[j]
+		}
+		b = 0
+	}
 	k := f.olderAt
 	for _, ot := range f.olderTurns {
 		for i := range ot.msgs {
-			m := &f.msgs[k]
+			m, e := &f.msgs[k], &ot.e[i]
 			k++
-			if ot.e[i].tokens == 0 || ot.e[i].counted != m.Content {
-				var c int
-				if v := ot.e[i].verdict; v != nil {
-					c = v.messageTokens(tc, m) // a compacted result: kept on its verdict across turns
-				} else {
-					c = tc.MessageTokens(m)
+			switch {
+			case e.tokens != 0 && e.counted == m.Content:
+				n += int(e.tokens) - 1
+			case e.verdict != nil:
+				// A compacted result: kept on its verdict across turns.
+				c := e.verdict.messageTokens(tc, m)
+				e.tokens, e.counted = int32(c)+1, m.Content
+				n += c
+			default:
+				batch[b], ents[b] = m, e
+				if b++; b == tokenBatch {
+					flush()
 				}
-				ot.e[i].tokens, ot.e[i].counted = int32(c)+1, m.Content
 			}
-			n += int(ot.e[i].tokens) - 1
 		}
 	}
+	flush()
 	return n
 }
+
+// tokenBatch is how many messages countTokens looks up in the memo at
+// once.
+const tokenBatch = 64
 
 // tokensAtMost bounds what f and specs can cost in tokens: a token is at
 // least one byte of text, and each message and tool adds its framing.
