@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"hash/maphash"
 	"math"
 	"slices"
 	"time"
@@ -151,6 +152,10 @@ type fitInput struct {
 	// compact sends tool results' rows in the compact layout (the
 	// agent's rows: compact).
 	compact bool
+	// kept holds the converted turns of the threads' previous turns
+	// (olderkept.go), by thread key (threadKey); nil: none are kept.
+	kept      *olderKept
+	threadKey string
 }
 
 // olderMemo holds the conversion of a thread's older turns between the
@@ -173,6 +178,12 @@ type olderTurns struct {
 	gen    uint32       // counts fit calls, for olderTurn.compGen
 	// compact: tool results' rows in the compact layout (rows: compact).
 	compact bool
+	// With keys, each converted turn is keyed by turnKey under seed, and
+	// a turn of kept (the thread's previous turn's) with the same key is
+	// taken rather than converted.
+	keys bool
+	seed maphash.Seed
+	kept *keptTurns
 }
 
 // olderTurn is one converted turn with what fitting needs of each
@@ -180,11 +191,17 @@ type olderTurns struct {
 type olderTurn struct {
 	msgs []Message
 	e    []olderEntry
+	// key is the turn's turnKey, when keyed (olderkept.go).
+	key   uint64
+	keyed bool
 }
 
 // olderEntry is what fitting knows of one message of an older turn.
 type olderEntry struct {
-	part    *Part    // a tool message's part; nil for other messages
+	part *Part // a tool message's part; nil for other messages
+	// at is where part is in the turn: its message, then its index
+	// among the message's parts (so that a kept turn finds it again).
+	at      [2]int32
 	verdict *verdict // a tool result's verdict, once read
 	size    int      // the message's size, a tool result whole
 	age     int32    // a tool message's step age: 0 for the newest older step
@@ -230,12 +247,78 @@ func (o *olderTurns) turn(t int) *olderTurn {
 	return o.turns[t]
 }
 
-// convert converts turns lo..hi, all newer ones being converted already.
+// convert converts turns lo..hi, all newer ones being converted already:
+// those kept from the thread's previous turn are taken (taken), the
+// others converted in runs; then every message's step age is set,
+// newest first.
 func (o *olderTurns) convert(lo, hi int) {
-	from, to := o.starts[lo], len(o.src)
-	if hi+1 < len(o.starts) {
-		to = o.starts[hi+1]
+	var keys [turnChunk]uint64
+	var keyed [turnChunk]bool
+	for k := lo; k <= hi; k++ {
+		if o.keys {
+			keys[k-lo], keyed[k-lo] = turnKey(o.seed, o.src[o.starts[k]:o.end(k)])
+		}
+		if keyed[k-lo] && o.kept != nil {
+			if ot := o.kept.byKey[keys[k-lo]]; ot != nil {
+				delete(o.kept.byKey, keys[k-lo])
+				o.taken(k, ot)
+			}
+		}
 	}
+	for a := lo; a <= hi; {
+		if o.turns[a] != nil {
+			a++
+			continue
+		}
+		b := a
+		for b+1 <= hi && o.turns[b+1] == nil {
+			b++
+		}
+		o.convertRun(a, b)
+		for k := a; k <= b; k++ {
+			o.turns[k].key, o.turns[k].keyed = keys[k-lo], keyed[k-lo]
+		}
+		a = b + 1
+	}
+	for k := hi; k >= lo; k-- {
+		ot := o.turns[k]
+		for i := len(ot.msgs) - 1; i >= 0; i-- {
+			ot.e[i].age = int32(o.steps)
+			if len(ot.msgs[i].ToolCalls) > 0 {
+				o.steps++ // its results, after it, have its age
+			}
+		}
+	}
+}
+
+// end is the end of turn k in src.
+func (o *olderTurns) end(k int) int {
+	if k+1 < len(o.starts) {
+		return o.starts[k+1]
+	}
+	return len(o.src)
+}
+
+// taken makes ot, kept from the thread's previous turn with the same
+// key as turn k, turn k: its parts are k's, and what their outputs give
+// (sizes, verdicts, texts) is read from them again.
+func (o *olderTurns) taken(k int, ot *olderTurn) {
+	src := o.src[o.starts[k]:o.end(k)]
+	for i := range ot.e {
+		e := &ot.e[i]
+		e.size = messageSize(&ot.msgs[i])
+		if ot.msgs[i].Role != RoleTool {
+			continue
+		}
+		e.part = &src[e.at[0]].Parts[e.at[1]]
+		e.size += toolResultLen(e.part, o.compact)
+	}
+	o.turns[k] = ot
+}
+
+// convertRun converts turns lo..hi, which share their allocations.
+func (o *olderTurns) convertRun(lo, hi int) {
+	from, to := o.starts[lo], o.end(hi)
 	n, calls := 0, 0 // messages and tool calls, at most
 	for i := from; i < to; i++ {
 		n++
@@ -254,36 +337,41 @@ func (o *olderTurns) convert(lo, hi int) {
 	bounds := make([]int, 0, hi-lo+2)
 	for k := lo; k <= hi; k++ {
 		bounds = append(bounds, len(conv.out))
-		end := to
-		if k+1 <= hi {
-			end = o.starts[k+1]
-		}
-		for i := o.starts[k]; i < end; i++ {
+		for i := o.starts[k]; i < o.end(k); i++ {
 			conv.add(&o.src[i])
 		}
 	}
 	bounds = append(bounds, len(conv.out))
-	m := len(conv.out)
-	ents := make([]olderEntry, m)
+	ents := make([]olderEntry, len(conv.out))
 	chunk := make([]olderTurn, hi-lo+1)
-	for k := hi; k >= lo; k-- {
+	for k := lo; k <= hi; k++ {
 		a, b := bounds[k-lo], bounds[k-lo+1]
 		ot := &chunk[k-lo]
 		*ot = olderTurn{msgs: conv.out[a:b:b], e: ents[a:b:b]}
-		for i := len(ot.msgs) - 1; i >= 0; i-- {
+		src := o.src[o.starts[k]:o.end(k)]
+		for i := range ot.msgs {
 			e := &ot.e[i]
 			e.part = conv.parts[a+i]
 			e.size = messageSize(&ot.msgs[i])
 			if e.part != nil {
 				e.size += toolResultLen(e.part, o.compact)
-			}
-			e.age = int32(o.steps)
-			if len(ot.msgs[i].ToolCalls) > 0 {
-				o.steps++ // its results, after it, have its age
+				e.at = partAt(src, e.part)
 			}
 		}
 		o.turns[k] = ot
 	}
+}
+
+// partAt is where p is in msgs: its message, and its index there.
+func partAt(msgs []UIMessage, p *Part) [2]int32 {
+	for i := range msgs {
+		for j := range msgs[i].Parts {
+			if &msgs[i].Parts[j] == p {
+				return [2]int32{int32(i), int32(j)}
+			}
+		}
+	}
+	panic("agent: a converted tool message's part is not in its turn")
 }
 
 // fitted is what one step sends and what fitting did.
@@ -377,6 +465,9 @@ func newFitter(in fitInput) *fitter {
 		o = m.conv
 	} else {
 		o = newOlderTurns(older, in.compact)
+		if in.kept != nil {
+			o.keys, o.seed, o.kept = true, in.kept.seed, in.kept.take(in.threadKey, in.compact)
+		}
 		if m != nil {
 			m.conv, m.n, m.first = o, len(older), nil
 			if len(older) > 0 {
@@ -746,6 +837,7 @@ func (r *Runner) fitStep(st *turnState, def Definition, bound []boundTool, specs
 		verdict: r.verdicts.get,
 		memo:    &st.older,
 		compact: def.Rows == RowsCompact,
+		kept:    r.older, threadKey: st.Thread.Key,
 	}
 	f, err := fitCompacting(in)
 	tc, known := r.tokenCounter(model)
