@@ -21,9 +21,13 @@ import (
 // one only for the very text it was counted with. A turn whose parts
 // carry media is never kept (their images are part of the message).
 
-// maxKeptTurns bounds the converted turns a runner keeps over all
-// threads; past it, the threads kept longest ago are dropped first.
-const maxKeptTurns = 8192
+// maxKeptTurns and maxKeptBytes bound the converted turns a runner keeps
+// over all threads, and the text they hold; past either, the threads
+// kept longest ago are dropped first.
+const (
+	maxKeptTurns = 8192
+	maxKeptBytes = 16 << 20
+)
 
 // olderKept is a runner's kept turns, by thread key. Safe for concurrent
 // use; a turn takes its thread's turns (they are its own until it puts
@@ -36,6 +40,7 @@ type olderKept struct {
 	order   []keptAt // the puts, oldest first
 	seq     uint64   // counts the puts
 	turns   int      // kept over all threads
+	bytes   int      // the text they hold (keptTurns.bytes)
 }
 
 // keptAt is one put: the thread and its sequence number (an entry whose
@@ -50,6 +55,7 @@ type keptTurns struct {
 	compact bool
 	seq     uint64
 	byKey   map[uint64]*olderTurn
+	bytes   int // the texts of their messages
 }
 
 func newOlderKept() *olderKept {
@@ -68,7 +74,7 @@ func (c *olderKept) take(thread string, compact bool) *keptTurns {
 		return nil
 	}
 	delete(c.threads, thread)
-	c.turns -= len(k.byKey)
+	c.turns, c.bytes = c.turns-len(k.byKey), c.bytes-k.bytes
 	if k.compact != compact {
 		return nil
 	}
@@ -92,6 +98,11 @@ func (c *olderKept) put(thread string, o *olderTurns) {
 				e.counted, e.tokens = "", 0 // a result counted whole: its text is not kept
 			}
 			e.part, e.verdict, e.whole, e.comp, e.compGen = nil, nil, "", "", 0
+			m := &ot.msgs[i]
+			k.bytes += len(m.Content) + len(e.counted)
+			for _, tc := range m.ToolCalls {
+				k.bytes += len(tc.Arguments)
+			}
 		}
 		k.byKey[ot.key] = ot
 	}
@@ -101,18 +112,18 @@ func (c *olderKept) put(thread string, o *olderTurns) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old := c.threads[thread]; old != nil {
-		c.turns -= len(old.byKey)
+		c.turns, c.bytes = c.turns-len(old.byKey), c.bytes-old.bytes
 	}
 	c.seq++
 	k.seq = c.seq
 	c.threads[thread] = k
 	c.order = append(c.order, keptAt{thread, k.seq})
-	c.turns += len(k.byKey)
-	for c.turns > maxKeptTurns && len(c.order) > 0 {
+	c.turns, c.bytes = c.turns+len(k.byKey), c.bytes+k.bytes
+	for (c.turns > maxKeptTurns || c.bytes > maxKeptBytes) && len(c.order) > 0 {
 		at := c.order[0]
 		c.order = c.order[1:]
 		if old := c.threads[at.thread]; old != nil && old.seq == at.seq {
-			c.turns -= len(old.byKey)
+			c.turns, c.bytes = c.turns-len(old.byKey), c.bytes-old.bytes
 			delete(c.threads, at.thread)
 		}
 	}

@@ -170,6 +170,20 @@ func TestOlderKeptBound(t *testing.T) {
 	if len(c.order) > 2*len(c.threads)+64 {
 		t.Errorf("%d puts remembered for %d threads", len(c.order), len(c.threads))
 	}
+	// Long texts: the bound on bytes drops threads before the one on turns.
+	for i := range thread {
+		thread[i].Parts[0].Text = strings.Repeat("x", 4096) + fmt.Sprint(i)
+	}
+	for i := range 200 {
+		c.put(fmt.Sprint("t", threads+i), convert())
+		if c.bytes > maxKeptBytes || c.turns > maxKeptTurns {
+			t.Fatalf("after %d threads of long texts, %d turns and %d bytes kept", i+1, c.turns, c.bytes)
+		}
+	}
+	if c.turns > maxKeptTurns/2 {
+		t.Errorf("%d turns of long texts kept (%d bytes): the bound on bytes does not bind", c.turns, c.bytes)
+	}
+	threads += 200
 	last := fmt.Sprint("t", threads-1)
 	k := c.take(last, false)
 	if k == nil || len(k.byKey) != 40 {
