@@ -68,8 +68,11 @@ type prefetch struct {
 	out    sent
 	parsed bool
 	sig    signals
-	rerr   error
-	ends   bool
+	// level is how many of the walk's requests were in flight when it
+	// was sent, itself included; window, the walk's window then (learn).
+	level, window int
+	rerr          error
+	ends          bool
 }
 
 // A request fetched ahead's state.
@@ -108,6 +111,7 @@ func (p *prefetch) wait(ctx context.Context) (sent, error) {
 type ahead struct {
 	window  int // requests in flight the walk allows now (its current request included)
 	max     int // what the window may grow to
+	ceiling int // below the level an upstream answered 429 at (0: none yet)
 	adapt   bool
 	pending map[aheadKey]*prefetch
 	wg      sync.WaitGroup
@@ -202,17 +206,35 @@ func (a *ahead) halted() bool {
 	return false
 }
 
-// learn moves the adaptive window after an answer: a 429 halves it; a page
-// that came back without waiting for the provider's rate limit, from a
-// walk that was fetching ahead, grows it by one.
-func (a *ahead) learn(status int, waited, fetchedAhead bool) {
+// learn moves the adaptive window after an answer to a request sent at
+// level (requests of the walk in flight then, itself included; 0 when not
+// known) under window sent (the walk's window then). A 429 halves the
+// window, and the walk never grows it back to the level the upstream
+// refused: its ceiling is one below. A page that came back without
+// waiting for the provider's rate limit, from a walk that was fetching
+// ahead, grows the window by one — once per window: only an answer to a
+// request sent under the window as it is now grows it, so the answers to
+// requests sent before it grew (in flight together, read in walk order)
+// do not grow it again before the larger window has been answered once.
+// Read in walk order, answers reach learn after later requests have
+// been sent; growing once per window keeps what it sends past an
+// upstream's limit to the requests of one window (the provider's
+// limiter, which learns each 429 as it arrives, holds the rest back).
+func (a *ahead) learn(status int, waited, fetchedAhead bool, level, sent int) {
 	if !a.adapt {
 		return
 	}
 	switch {
 	case status == 429:
-		a.window = max(1, a.window/2)
-	case status >= 200 && status < 300 && fetchedAhead && !waited && a.window < a.max:
+		if level == 0 {
+			level = a.window
+		}
+		if c := max(1, level-1); a.ceiling == 0 || c < a.ceiling {
+			a.ceiling = c
+		}
+		a.window = max(1, min(a.window/2, a.ceiling))
+	case status >= 200 && status < 300 && fetchedAhead && !waited && a.window < a.max &&
+		sent == a.window && (a.ceiling == 0 || a.window < a.ceiling):
 		a.window++
 	}
 }
@@ -392,7 +414,8 @@ func (w *walker) fetchAhead(ctx context.Context) {
 		}
 		req := w.requestAt(k, pages[j])
 		pctx, cancel := context.WithCancel(ctx)
-		p := &prefetch{done: make(chan struct{}), cancel: cancel}
+		p := &prefetch{done: make(chan struct{}), cancel: cancel,
+			level: int(w.ahead.live.Load()) + need + 1, window: w.ahead.window}
 		t := w.ahead.nextTurn(false)
 		if t != nil {
 			// It waits for its turn, then its slot (send): given up at a

@@ -740,3 +740,37 @@ func TestFetchAheadSlotsInWalkOrder(t *testing.T) {
 		t.Errorf("the upstream received %d requests (the walk counted %d), out of walk order: %v", len(offsets), res.Requests, offsets)
 	}
 }
+
+// TestAheadLearnsOncePerWindow: the adaptive window grows once per
+// window (only an answer to a request sent under the window as it is
+// now grows it), a 429 halves it, and it never grows back to the level
+// the upstream refused — the bound behind "at most one 429 after the
+// first" when answers are read in walk order, after later requests left.
+func TestAheadLearnsOncePerWindow(t *testing.T) {
+	a := newAhead(0)
+	start := a.window
+	a.learn(200, false, true, 2, start) // sent under the window as it is
+	if a.window != start+1 {
+		t.Fatalf("window %d after an answer sent under %d, want %d", a.window, start, start+1)
+	}
+	a.learn(200, false, true, 2, start) // sent before it grew: no growth
+	if a.window != start+1 {
+		t.Fatalf("window %d: an answer sent under the smaller window grew it", a.window)
+	}
+	a.learn(200, false, true, 3, a.window)
+	a.learn(429, false, true, 3, a.window) // refused with 3 in flight
+	if a.ceiling != 2 || a.window > 2 {
+		t.Fatalf("after a 429 at level 3: window %d, ceiling %d; want at most 2, 2", a.window, a.ceiling)
+	}
+	for i := 0; i < 20; i++ {
+		a.learn(200, false, true, a.window, a.window)
+	}
+	if a.window != 2 {
+		t.Fatalf("window %d after 20 answers: grew past the ceiling 2 (or not back to it)", a.window)
+	}
+	a.learn(200, true, true, a.window, a.window) // waited for the provider's limit: no growth
+	a.learn(503, false, true, 2, a.window)
+	if a.window != 2 {
+		t.Fatalf("window %d", a.window)
+	}
+}

@@ -111,7 +111,11 @@ func (w *walker) fetch(ctx context.Context, req tools.Request, probe bool) (*too
 		w.attempt = attempt
 		resp, err, timedOut := out.resp, out.err, out.timedOut
 		if err == nil {
-			w.ahead.learn(resp.Status, out.waited, pre != nil && attempt == 0)
+			level, sentUnder := 0, 0
+			if pre != nil && attempt == 0 {
+				level, sentUnder = pre.level, pre.window
+			}
+			w.ahead.learn(resp.Status, out.waited, pre != nil && attempt == 0, level, sentUnder)
 		}
 		if attempt == 0 && pre != nil && pre.parsed {
 			w.parsed = pre
