@@ -551,6 +551,8 @@ func TestStatelessAnswerFraming(t *testing.T) {
 				Type, Text string
 			} `json:"content"`
 			StructuredContent map[string]any `json:"structuredContent"`
+			Meta              map[string]any `json:"_meta"`
+			ResultType        string         `json:"resultType"`
 		} `json:"result"`
 	}
 	check := func(id string, a answer) {
@@ -567,6 +569,10 @@ func TestStatelessAnswerFraming(t *testing.T) {
 		}
 		if a.Result.StructuredContent["_boundary"] == nil || a.Result.StructuredContent["_note"] != text["_note"] {
 			t.Errorf("%s: structuredContent %.300v is not the envelope of the text", id, a.Result.StructuredContent)
+		}
+		// What the SDK adds to a result after the door's middleware.
+		if a.Result.ResultType != "complete" || a.Result.Meta[MetaThread] != "framing" || a.Result.Meta["io.modelcontextprotocol/serverInfo"] == nil {
+			t.Errorf("%s: resultType %q, _meta %v: want complete, the thread and the server's info", id, a.Result.ResultType, a.Result.Meta)
 		}
 	}
 

@@ -76,6 +76,11 @@ func (s *Server) listMiddleware(e *entry) mcp.Middleware {
 						return nil, err
 					}
 				}
+				res, err := next(ctx, method, req)
+				if r, ok := res.(*mcp.CallToolResult); ok && r != nil && err == nil {
+					return encodedResult{r}, nil
+				}
+				return res, err
 			}
 			return next(ctx, method, req)
 		}
