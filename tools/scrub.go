@@ -20,6 +20,12 @@ const Mask = "[redacted]"
 // enough.
 const MinSecretLen = 6
 
+// MinFoldSecretLen is the shortest secret masked in any ASCII case (an
+// upstream that echoes a token lower- or upper-cased). A shorter one is
+// masked only as written: a 6- or 7-letter password matched in any case
+// would mask the word it spells wherever it stands.
+const MinFoldSecretLen = 8
+
 // Scrubber masks secrets in bytes: every occurrence of a secret, in any
 // form an upstream realistically echoes it in, becomes Mask. It is the
 // deployment's one redactor: upstream and MCP answers, the model's errors
@@ -28,18 +34,23 @@ const MinSecretLen = 6
 //
 // The forms are the classes README's Security section lists:
 //
-//   - the secret itself;
+//   - the secret itself, in any ASCII case (all lower, all upper, any
+//     mix: letters are compared case-insensitively, other bytes exactly)
+//     when it is at least MinFoldSecretLen long, else as written;
 //   - escaped, in any mix of raw and escaped characters: percent-encoding
 //     (%2F or %2f) and JSON escapes (\/, \", \\, \n…, \uXXXX in either
 //     hex case). The input is matched twice in the same pass: as it is,
 //     and as an escape decoder reads it (%XX and \-escapes decoded, left to
-//     right), with matches mapped back to the bytes that spelled them;
+//     right), with matches mapped back to the bytes that spelled them —
+//     in any ASCII case too, as the secret itself;
 //   - base64 and base64url (padded or not) of the secret and of its JSON-
 //     and URL-escaped spellings, standing alone or inside a longer encoded
 //     string at any of the three byte alignments: what is matched is the
 //     run of characters that encode the secret's bits alone, and the one
 //     character on each side that mixes its bits with a neighbour's is
 //     masked with it (the way secret scanners find base64 at an offset).
+//     Base64 is matched exactly: the base64 of a case-changed secret is
+//     another string, and is not recognised.
 //
 // Deliberate transformations (reversal, hex, encryption, base64 broken
 // across lines, an escape of an escape) are not recognised.
@@ -47,7 +58,9 @@ const MinSecretLen = 6
 // secret survives.
 //
 // Matching is one pass over the input for all secrets at once, linear in
-// its length whatever it holds (an Aho–Corasick automaton; runs of bytes
+// its length whatever it holds (Aho–Corasick automata: one for the
+// base64 cores, matched exactly, and one for the secrets themselves,
+// read with ASCII letters lower-cased; runs of bytes
 // that can start no secret are skipped with a two-byte filter, and the
 // decoded reading costs nothing until an escape appears). A Scrubber is
 // immutable and safe for concurrent use; With derives one that also masks
@@ -72,11 +85,24 @@ func (s *Scrubber) With(secrets ...string) *Scrubber {
 	if s == nil {
 		s = &Scrubber{}
 	}
-	m := newMatcher(secretPatterns(secrets))
-	if m == nil {
+	var exact, fold []pattern
+	for _, p := range secretPatterns(secrets) {
+		if p.fold {
+			fold = append(fold, p)
+		} else {
+			exact = append(exact, p)
+		}
+	}
+	out := &Scrubber{ms: slices.Clip(s.ms), window: s.window, pairs: &pairFilter{}}
+	for _, m := range []*matcher{newMatcher(exact, false), newMatcher(fold, true)} {
+		if m != nil {
+			out.ms = append(out.ms, m)
+			out.window = max(out.window, m.window)
+		}
+	}
+	if len(out.ms) == len(s.ms) {
 		return s
 	}
-	out := &Scrubber{ms: append(slices.Clip(s.ms), m), window: max(s.window, m.window), pairs: &pairFilter{}}
 	out.pairs.setEscapes()
 	for _, x := range out.ms {
 		for i := range out.pairs {
@@ -151,10 +177,12 @@ func (s *Scrubber) Header(h http.Header) http.Header {
 // pattern is one string the automaton looks for, in decoded bytes. lead
 // and trail say that the character just before or after it carries some
 // of the secret's bits (a base64 character shared with a neighbouring
-// byte) and is masked with it.
+// byte) and is masked with it. fold: it is matched in any ASCII case (its
+// text is lower-cased).
 type pattern struct {
 	text        string
 	lead, trail bool
+	fold        bool
 }
 
 // secretPatterns is what the automaton looks for to find secrets, without
@@ -175,9 +203,16 @@ func secretPatterns(secrets []string) []pattern {
 			// (base64 of "user:pass") arrives as a secret of its own.
 			continue
 		}
-		add(pattern{text: s})
+		fold := len(s) >= MinFoldSecretLen && hasLetter(s)
+		raw := func(t string) pattern {
+			if fold {
+				return pattern{text: asciiLower(t), fold: true}
+			}
+			return pattern{text: t}
+		}
+		add(raw(s))
 		if strings.Contains(s, " ") {
-			add(pattern{text: strings.ReplaceAll(s, " ", "+")}) // a query's spelling of a space
+			add(raw(strings.ReplaceAll(s, " ", "+"))) // a query's spelling of a space
 		}
 		for _, f := range wireForms(s) {
 			for _, p := range base64Cores(f) {
@@ -187,6 +222,39 @@ func secretPatterns(secrets []string) []pattern {
 	}
 	return out
 }
+
+// hasLetter reports whether s holds an ASCII letter (whether matching it
+// in any case matches more than s).
+func hasLetter(s string) bool {
+	for i := range len(s) {
+		if asciiFold[s[i]] != s[i] || (s[i] >= 'a' && s[i] <= 'z') {
+			return true
+		}
+	}
+	return false
+}
+
+// asciiLower is s with its ASCII letters lower-cased (other bytes, UTF-8
+// included, as they are).
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		b[i] = asciiFold[c]
+	}
+	return string(b)
+}
+
+// asciiFold maps an ASCII upper-case letter to its lower case and every
+// other byte to itself.
+var asciiFold = func() (t [256]byte) {
+	for i := range t {
+		t[i] = byte(i)
+	}
+	for c := 'A'; c <= 'Z'; c++ {
+		t[c] = byte(c) + 'a' - 'A'
+	}
+	return t
+}()
 
 // wireForms are the spellings of s an upstream may base64-encode: s, its
 // JSON string forms (Go's, with \u003c-style escapes; a plain encoder's;

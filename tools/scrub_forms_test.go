@@ -170,7 +170,9 @@ func TestScrubHandler(t *testing.T) {
 
 // encodedForm spells secret as choice says, in one of the classes the
 // scrubber masks, and reports whether the class is one it promises (a
-// base64 of a mixed escaping is not).
+// base64 of a mixed escaping is not). A mix of escapes also changes the
+// case of the letters choice's high bits say (a secret shorter than
+// MinFoldSecretLen is then not promised).
 func encodedForm(secret string, pre, post, choice []byte) (form string, promised bool) {
 	pick := func(i int) byte {
 		if len(choice) == 0 {
@@ -178,11 +180,16 @@ func encodedForm(secret string, pre, post, choice []byte) (form string, promised
 		}
 		return choice[i%len(choice)]
 	}
+	changed := false
 	mixed := func() string {
 		var b strings.Builder
 		for i := range len(secret) {
 			c := secret[i]
 			k := pick(i + 1)
+			if k&0x80 != 0 && ('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+				c ^= 0x20 // the other case
+				changed = true
+			}
 			if c == '%' || c == '\\' || c >= 0x80 { // what every encoder escapes; non-ASCII as percent-encoded UTF-8
 				k = 1 + k%2
 			}
@@ -209,7 +216,8 @@ func encodedForm(secret string, pre, post, choice []byte) (form string, promised
 	encs := []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding}
 	switch pick(0) % 3 {
 	case 0:
-		return mixed(), true
+		m := mixed()
+		return m, !changed || len(secret) >= MinFoldSecretLen
 	case 1:
 		w := wires[int(pick(1))%len(wires)]
 		return encs[int(pick(2))%len(encs)].EncodeToString(append(append(append([]byte{}, pre...), w...), post...)), true
@@ -230,6 +238,9 @@ func FuzzScrubberEncodings(f *testing.F) {
 	f.Add("tok/en+Secret&1<2>", []byte(`{"X":["`), []byte(`"]}`), []byte{1, 3, 1}, []byte{0})
 	f.Add("pa55%word\\x", []byte("ab"), []byte("c"), []byte{0, 4, 3, 2, 1}, []byte{5, 5})
 	f.Add("é-unicode-secret", []byte("x"), []byte("yz"), []byte{2, 1, 1}, []byte{2})
+	// Letters in the other case, raw and escaped.
+	f.Add("MCPQSecret/Zq+4444hh", []byte(""), []byte(""), []byte{0, 0x80, 0x81, 0x82, 0x83, 0, 0x84}, []byte{3, 1})
+	f.Add("Short1", []byte(""), []byte(""), []byte{0, 0x80, 0x80}, []byte{2})
 	f.Fuzz(func(t *testing.T, secret string, pre, post, choice, cuts []byte) {
 		if len(secret) > 64 || len(pre) > 16 || len(post) > 16 {
 			return
@@ -250,8 +261,141 @@ func FuzzScrubberEncodings(f *testing.F) {
 		if !promised || len(secret) < MinSecretLen || !utf8.ValidString(secret) || strings.ContainsAny(secret, "[]\x00") {
 			return
 		}
+		if found := leaktest.New(got).FindAnyCase(secret); len(found) > 0 && len(secret) >= MinFoldSecretLen {
+			t.Fatalf("%q recovered in another case from %q (scrubbed from %q): %v", secret, got, body, found)
+		}
 		if found := leaktest.Find(got, secret); len(found) > 0 {
 			t.Fatalf("%q recovered from %q (scrubbed from %q): %v", secret, got, body, found)
 		}
 	})
+}
+
+// caseForms are secret lower-cased, upper-cased, with every letter's case
+// swapped, and in a random mix (an upstream that echoes a token in
+// another case).
+func caseForms(secret string, rng *rand.Rand) map[string]string {
+	swap := func(keep func(i int) bool) string {
+		b := []byte(secret)
+		for i, c := range b {
+			if keep(i) {
+				continue
+			}
+			switch {
+			case 'a' <= c && c <= 'z':
+				b[i] = c - 'a' + 'A'
+			case 'A' <= c && c <= 'Z':
+				b[i] = c - 'A' + 'a'
+			}
+		}
+		return string(b)
+	}
+	return map[string]string{
+		"lower":   strings.ToLower(secret),
+		"upper":   strings.ToUpper(secret),
+		"swapped": swap(func(int) bool { return false }),
+		"mixed":   swap(func(int) bool { return rng.IntN(2) == 0 }),
+	}
+}
+
+// The hostile review's case: an upstream that echoes a secret lower- or
+// upper-cased, or in any mix of cases, in every form the scrubber reads
+// (raw, JSON-escaped, percent-encoded, any mix of those) gets it masked
+// like the secret as written — one Mask, and nothing of it left for the
+// hunter to find in any case.
+func TestScrubberCaseChanged(t *testing.T) {
+	const secret = "MCPQSecret/Zq+4444hh-tok"
+	s := NewScrubber("unrelated-secret-0", secret)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for name, c := range caseForms(secret, rng) {
+		goJSON, _ := json.Marshal(c)
+		forms := map[string]string{
+			"raw":                  c,
+			"go json":              string(goJSON[1 : len(goJSON)-1]),
+			"php json":             strings.ReplaceAll(c, "/", `\/`),
+			"every character \\u":  allEscaped(c, `\u%04X`),
+			"query escaped":        url.QueryEscape(c),
+			"query escaped, lower": lowerHex(url.QueryEscape(c)),
+			"path escaped":         url.PathEscape(c),
+			"every character %":    allEscaped(c, "%%%02x"),
+		}
+		var mixed strings.Builder // a random mix of raw, percent- and \u-escaped characters
+		for i := range len(c) {
+			switch rng.IntN(3) {
+			case 0:
+				mixed.WriteByte(c[i])
+			case 1:
+				fmt.Fprintf(&mixed, "%%%02X", c[i])
+			default:
+				fmt.Fprintf(&mixed, `\u%04x`, c[i])
+			}
+		}
+		forms["mixed escapes"] = mixed.String()
+		for form, f := range forms {
+			body := `{"url":"https://x/?k=` + f + `&page=2"}`
+			want := `{"url":"https://x/?k=` + Mask + `&page=2"}`
+			got := s.String(body)
+			if got != want {
+				t.Errorf("%s, %s: %q → %q", name, form, body, got)
+			}
+			if found := leaktest.New([]byte(got)).FindAnyCase(secret); len(found) > 0 {
+				t.Errorf("%s, %s: %v", name, form, found)
+			}
+		}
+	}
+}
+
+// What case-insensitive matching leaves alone: a secret shorter than
+// MinFoldSecretLen in another case (a 6-letter password would mask the
+// word it spells), a non-ASCII letter's other case (only ASCII is
+// folded: not the Kelvin sign for k), and the base64 of a case-changed
+// secret, which is another string (the base64 of the secret as written is
+// still masked).
+func TestScrubberCaseLimits(t *testing.T) {
+	s := NewScrubber("Summer", "Kelvin-token-9", "Ünïcode-Secret-1")
+	for body, want := range map[string]string{
+		"Summer summer SUMMER":                  Mask + " summer SUMMER",
+		"kELVIN-TOKEN-9 \u212aelvin-token-9":    Mask + " \u212aelvin-token-9",
+		"Ünïcode-secret-1 üNÏCODE-SECRET-1 ÜnÏ": Mask + " üNÏCODE-SECRET-1 ÜnÏ",
+		"ÜNïCODE-SECRET-1":                      Mask,
+	} {
+		if got := s.String(body); got != want {
+			t.Errorf("%q → %q, want %q", body, got, want)
+		}
+	}
+	b64 := base64.StdEncoding.EncodeToString
+	if got := s.String(b64([]byte("kelvin-token-9"))); strings.Contains(got, Mask) {
+		t.Errorf("the base64 of a case-changed secret was masked: %q", got)
+	}
+	if got := s.String(b64([]byte("Kelvin-token-9"))); !strings.Contains(got, Mask) {
+		t.Errorf("the base64 of the secret was not masked: %q", got)
+	}
+}
+
+// A case-changed secret, raw or escaped, straddling every cut of a
+// streamed body is masked like one written whole, by the streaming
+// writer and by the model's text scrubber.
+func TestScrubWriterCaseChangedSplits(t *testing.T) {
+	const secret = "Split-Me/Please+42"
+	s := NewScrubber(secret)
+	body := []byte("head split-me/please+42 mid SPLIT-ME%2FPLEASE%2B42 sPlIt-mE\\/pLeAsE+42\\u0073PLIT-ME/PLEASE+42 tail SPLIT-ME/PLEAS")
+	want := "head " + Mask + " mid " + Mask + " " + Mask + " tail SPLIT-ME/PLEAS"
+	if got := string(s.Bytes(body)); got != want {
+		t.Fatalf("Bytes: %q, want %q", got, want)
+	}
+	if got := naiveScrub([]string{secret}, body); string(got) != want {
+		t.Fatalf("the oracle: %q, want %q", got, want)
+	}
+	for size := 1; size <= len(body); size++ {
+		if got := writeChunks(t, s, body, []byte{byte(size - 1)}); string(got) != want {
+			t.Fatalf("chunks of %d: %q, want %q", size, got, want)
+		}
+		ts := s.Text()
+		var out strings.Builder
+		for i := 0; i < len(body); i += size {
+			out.WriteString(ts.Next(string(body[i:min(i+size, len(body))])))
+		}
+		if out.WriteString(ts.Flush()); out.String() != want {
+			t.Fatalf("deltas of %d: %q, want %q", size, out.String(), want)
+		}
+	}
 }

@@ -442,9 +442,13 @@ func (p *pairFilter) skip(b []byte, i int) int {
 // linear in the patterns' total length, whatever their alphabet (a
 // kilobyte-long JWT costs kilobytes, not a table of states × bytes), and
 // matching stays linear in the input: each byte descends at most one
-// edge, and failure links only ever climb back what was descended.
+// edge, and failure links only ever climb back what was descended. A
+// folding matcher's patterns are lower-cased and it reads each byte
+// through asciiFold (tr), so it matches them in any ASCII case; tr is
+// the identity otherwise.
 type matcher struct {
-	root    [256]int32 // the root's child for each byte; 0 none
+	tr      [256]byte  // what each input byte is read as
+	root    [256]int32 // the root's child for each (read) byte; 0 none
 	first   []int32    // a state's first child; 0 none
 	sibling []int32    // the next child of the same parent; 0 none
 	label   []byte     // the byte of the edge into a state
@@ -457,6 +461,15 @@ type matcher struct {
 	out    []int32
 	pairs  pairFilter
 	window int // the longest pattern with its leading character
+}
+
+// spellings are the input bytes m reads as pattern byte c: c, and its
+// upper case when m folds.
+func (m *matcher) spellings(c byte) []byte {
+	if m.tr['A'] == 'a' && c >= 'a' && c <= 'z' {
+		return []byte{c, c - 'a' + 'A'}
+	}
+	return []byte{c}
 }
 
 // child is s's child on byte c, or 0.
@@ -472,8 +485,9 @@ func (m *matcher) child(s int32, c byte) int32 {
 	return 0
 }
 
-// step is the automaton's transition from s on byte c.
+// step is the automaton's transition from s on input byte c.
 func (m *matcher) step(s int32, c byte) int32 {
+	c = m.tr[c]
 	for s != 0 {
 		if t := m.child(s, c); t != 0 {
 			return t
@@ -497,17 +511,29 @@ func mergeOut(a, b int32) int32 {
 }
 
 // newMatcher builds the automaton for patterns; nil when there are none.
-func newMatcher(patterns []pattern) *matcher {
+// With fold, the patterns (lower-cased) are matched in any ASCII case.
+func newMatcher(patterns []pattern, fold bool) *matcher {
 	if len(patterns) == 0 {
 		return nil
 	}
 	m := &matcher{first: []int32{0}, sibling: []int32{0}, label: []byte{0}, out: []int32{0}, depth: []int32{0}}
+	for i := range m.tr {
+		m.tr[i] = byte(i)
+	}
+	if fold {
+		m.tr = asciiFold
+	}
 	for _, pt := range patterns {
 		p := pt.text
-		m.pairs.set(p[0], p[1])
-		// The second byte may arrive escaped.
-		m.pairs.set(p[0], '%')
-		m.pairs.set(p[0], '\\')
+		// Every input byte read as p[0] may start it; the second byte may
+		// also arrive escaped.
+		for _, c := range m.spellings(p[0]) {
+			for _, d := range m.spellings(p[1]) {
+				m.pairs.set(c, d)
+			}
+			m.pairs.set(c, '%')
+			m.pairs.set(c, '\\')
+		}
 		reach := int32(len(p))
 		if pt.lead {
 			reach++

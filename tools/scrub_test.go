@@ -13,9 +13,11 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf16"
+	"unicode/utf8"
 )
 
-// naiveScrub is the oracle: every occurrence of every pattern, found by
+// naiveScrub is the oracle: every occurrence of every pattern (a folding
+// one in any ASCII case, by foldEqual), found by
 // brute force in the raw bytes and in the bytes as a plain left-to-right
 // escape decoder reads them (mapped back to the bytes that spelled them),
 // overlapping ones included, widened by a base64 core's lead and trail
@@ -27,7 +29,7 @@ func naiveScrub(secrets []string, body []byte) []byte {
 	pats := secretPatterns(secrets)
 	for _, p := range pats {
 		for i := 0; i+len(p.text) <= len(body); i++ {
-			if string(body[i:i+len(p.text)]) == p.text {
+			if foldEqual(body[i:i+len(p.text)], p) {
 				s, e := i, i+len(p.text)
 				if p.lead && s > 0 && isBase64(body[s-1]) {
 					s--
@@ -42,7 +44,7 @@ func naiveScrub(secrets []string, body []byte) []byte {
 	dec, from := naiveDecode(body)
 	for _, p := range pats {
 		for i := 0; i+len(p.text) <= len(dec); i++ {
-			if string(dec[i:i+len(p.text)]) == p.text {
+			if foldEqual(dec[i:i+len(p.text)], p) {
 				j := i + len(p.text)
 				s, e := from[i].s, from[j-1].e
 				if p.lead && i > 0 && isBase64(dec[i-1]) {
@@ -75,6 +77,22 @@ func naiveScrub(secrets []string, body []byte) []byte {
 		prev = m.e
 	}
 	return append(out, body[prev:]...)
+}
+
+// foldEqual reports whether w spells p: byte for byte, and for a
+// folding pattern with ASCII letters compared by strings.EqualFold (one
+// byte at a time: the scrubber folds ASCII only, not the Kelvin sign).
+func foldEqual(w []byte, p pattern) bool {
+	if !p.fold {
+		return string(w) == p.text
+	}
+	for i := range len(w) {
+		a, b := w[i], p.text[i]
+		if a != b && (a >= utf8.RuneSelf || b >= utf8.RuneSelf || !strings.EqualFold(string(rune(a)), string(rune(b)))) {
+			return false
+		}
+	}
+	return true
 }
 
 // naiveDecode decodes %XX and JSON's backslash escapes left to right,
@@ -263,6 +281,10 @@ func FuzzScrubber(f *testing.F) {
 	f.Add("ORGBEARER/Zq+7781aa", "MCPQSECRET/Zq+4444hh", []byte("QmVhcmVyIE9SR0JFQVJFUi9acSs3NzgxYWE= ?key=MCPQSECRET/Zq%2B4444hh&x"), []byte{2, 5})
 	f.Add("abc%41defgh", "x\\y\"z12345", []byte(`abc%2541defgh "x\\y\"z12345" x\u005cy\u0022z12345 %%41 \\u0041`), []byte{1, 1})
 	f.Add("AAAAAAAAAA", "AAAAAAAAAB", []byte("QUFBQUFBQUFBQUFB QUFBQUFBQUFBQg== %41%41AAAAAAAAB"), []byte{0, 3})
+	// Secrets echoed in another case, raw, escaped and straddling cuts; a
+	// short one (matched as written only) and one in the other's case.
+	f.Add("Tok/En+Secret-1", "Abc123", []byte("x tok/en+secret-1 TOK%2FEN%2BSECRET-1 tOk\\/eN+sEcReT-1 abc123 ABC123 Abc123"), []byte{2, 5, 1})
+	f.Add("CaseToken-01", "casetoken-01x", []byte("CASETOKEN-01X casetoken-01 \\u0043aseToken-01"), []byte{0, 6})
 	f.Fuzz(func(t *testing.T, a, b string, body []byte, cuts []byte) {
 		secrets := []string{a, b}
 		s := NewScrubber(a).With(b)

@@ -59,7 +59,7 @@ const (
 var plantBasic = base64.StdEncoding.EncodeToString([]byte(plantUser + ":" + plantPass))
 
 // hostileForms spells s in every form README's Security section lists as
-// masked: raw; JSON-escaped (Go's, PHP's \/, every character \u, some);
+// masked: raw, and lower-, upper- and mixed-cased raw and escaped; JSON-escaped (Go's, PHP's \/, every character \u, some);
 // percent-encoded (query and path, either hex case, every character, a
 // mix of raw and encoded); base64 and base64url, padded or not, alone and
 // inside longer strings at each alignment — a whole header, a JSON dump of
@@ -90,6 +90,18 @@ func hostileForms(s string) []string {
 	dump, _ := json.Marshal(map[string][]string{"Authorization": {"Bearer " + s}, "Accept": {"*/*"}})
 	forms := []string{s, string(goJSON[1 : len(goJSON)-1]), strings.ReplaceAll(s, "/", `\/`), every(`\u%04x`), some.String(),
 		url.QueryEscape(s), lowerEscapes(url.QueryEscape(s)), url.PathEscape(s), every("%%%02X"), mixed.String()}
+	// The secret lower-cased, upper-cased and with every other letter's
+	// case swapped, raw, JSON- and percent-escaped.
+	swapped := []byte(s)
+	for i, c := range swapped {
+		if i%2 == 0 && ('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+			swapped[i] = c ^ 0x20
+		}
+	}
+	for _, c := range []string{strings.ToLower(s), strings.ToUpper(s), string(swapped)} {
+		cJSON, _ := json.Marshal(c)
+		forms = append(forms, c, string(cJSON[1:len(cJSON)-1]), strings.ReplaceAll(c, "/", `\/`), url.QueryEscape(c), lowerEscapes(url.PathEscape(c)))
+	}
 	for _, plain := range []string{s, "Bearer " + s, "x" + s + "y", "xy" + s, string(dump), "/v1/items?api_key=" + url.QueryEscape(s) + "&page=2"} {
 		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
 			forms = append(forms, enc.EncodeToString([]byte(plain)))
@@ -114,7 +126,7 @@ func hostileBlob(secrets []string) string {
 
 // echoForms are what an echoing upstream makes of the request it got:
 // every header and query value, joined, raw, PHP-escaped, URL-escaped and
-// in a mix; each header line base64-encoded; the header map as JSON,
+// in a mix, lower-cased, upper-cased and URL-escaped; each header line base64-encoded; the header map as JSON,
 // base64-encoded in both alphabets; the request line base64-encoded.
 func echoForms(r *http.Request) []string {
 	var vals, lines []string
@@ -133,6 +145,7 @@ func echoForms(r *http.Request) []string {
 	joined := strings.Join(vals, " | ")
 	dump, _ := json.Marshal(r.Header)
 	return []string{joined, strings.ReplaceAll(joined, "/", `\/`), url.QueryEscape(joined), strings.ReplaceAll(url.QueryEscape(joined), "%2F", "/"),
+		strings.ToLower(joined), url.QueryEscape(strings.ToUpper(joined)),
 		strings.Join(lines, " "), base64.StdEncoding.EncodeToString(dump), base64.RawURLEncoding.EncodeToString(dump),
 		base64.StdEncoding.EncodeToString([]byte(r.Method + " " + r.URL.RequestURI()))}
 }
@@ -450,7 +463,7 @@ func huntLeaks(t *testing.T, onRedis bool) {
 	// its forms alone.
 	for _, s := range append(hunted, plantRuntime) {
 		for i, f := range hostileForms(s) {
-			if len(leaktest.Find([]byte("<"+f+">"), s)) == 0 {
+			if len(leaktest.New([]byte("<"+f+">")).FindAnyCase(s)) == 0 {
 				t.Fatalf("the hunter misses form %d of %q: %q", i, s, f)
 			}
 		}
@@ -707,7 +720,7 @@ func huntLeaks(t *testing.T, onRedis bool) {
 	for name, text := range channels {
 		h := leaktest.New([]byte(text))
 		for _, s := range hunted {
-			if found := h.Find(s); len(found) > 0 {
+			if found := h.FindAnyCase(s); len(found) > 0 {
 				t.Errorf("%s: %q %s (%d findings)", name, s, found[0], len(found))
 			}
 			// No hostile server writes these spellings: found, they are

@@ -43,6 +43,7 @@ func FindAny(text []byte, secrets ...string) []string {
 // secrets: build it once with New.
 type Hunt struct {
 	views []reading // every reading of the text, and of its base64 runs
+	lower [][]byte  // the views ASCII-lower-cased, once FindAnyCase needs them
 }
 
 // New decodes text every way Find reads it: each reading of the text,
@@ -82,6 +83,43 @@ func (h *Hunt) Find(secret string) []string {
 			at := v.text[max(0, i-20):min(len(v.text), i+len(secret)+20)]
 			out = append(out, fmt.Sprintf("as %s: …%q…", v.name, at))
 		}
+	}
+	return out
+}
+
+// FindAnyCase is Find with ASCII letters compared case-insensitively: it
+// also finds the secret lower-cased, upper-cased or in any mix of cases,
+// in every reading (trawl masks those spellings of a secret of 8
+// characters or more, but not the base64 of one: a base64 reading finds
+// only what was encoded in that case).
+func (h *Hunt) FindAnyCase(secret string) []string {
+	if secret == "" {
+		return nil
+	}
+	if h.lower == nil {
+		for _, v := range h.views {
+			h.lower = append(h.lower, asciiLower(v.text))
+		}
+	}
+	want := asciiLower([]byte(secret))
+	var out []string
+	for k, v := range h.views {
+		if i := bytes.Index(h.lower[k], want); i >= 0 {
+			at := v.text[max(0, i-20):min(len(v.text), i+len(secret)+20)]
+			out = append(out, fmt.Sprintf("as %s, in any case: …%q…", v.name, at))
+		}
+	}
+	return out
+}
+
+// asciiLower is a copy of b with its ASCII letters lower-cased.
+func asciiLower(b []byte) []byte {
+	out := make([]byte, len(b))
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		out[i] = c
 	}
 	return out
 }

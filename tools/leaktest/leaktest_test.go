@@ -54,6 +54,34 @@ func TestFindPlantedLeaks(t *testing.T) {
 	}
 }
 
+// FindAnyCase finds the secret lower-, upper- and mixed-cased in the
+// escaped readings too; Find does not.
+func TestFindAnyCase(t *testing.T) {
+	lower, upper := strings.ToLower(secret), strings.ToUpper(secret)
+	planted := map[string]string{
+		"lower":               "key " + lower,
+		"upper":               "key " + upper,
+		"mixed":               "key oRgBeArEr/zQ+7781AA",
+		"upper, percent":      "?key=" + url.QueryEscape(upper),
+		"lower, \\u":          allEscaped(lower, `\u%04x`),
+		"upper, base64":       base64.StdEncoding.EncodeToString([]byte(upper)),
+		"mixed, JSON \\/":     `{"k":"orgbearer\/ZQ+7781aa"}`,
+		"the secret as it is": "key " + secret,
+	}
+	for name, text := range planted {
+		h := New([]byte(text))
+		if got := h.FindAnyCase(secret); len(got) == 0 {
+			t.Errorf("%s: %q not found in %q", name, secret, text)
+		}
+		if got := h.Find(secret); len(got) > 0 && name != "the secret as it is" {
+			t.Errorf("%s: Find found a case-changed spelling: %v", name, got)
+		}
+	}
+	if got := New([]byte("key ORGBEARER/Zq+7781ab")).FindAnyCase(secret); len(got) > 0 {
+		t.Errorf("another string found: %v", got)
+	}
+}
+
 // It finds nothing where the secret is not, nor in the forms trawl does
 // not mask (and README says so).
 func TestFindNothing(t *testing.T) {
