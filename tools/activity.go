@@ -143,8 +143,13 @@ var (
 	secretSuffixes   = []string{"token", "apikey", "secret", "password", "signature"}
 )
 
+// nameSeparators drops a name's hyphens and underscores (built once: a
+// Replacer is safe for concurrent use, and isSecretName runs for every
+// parameter of every request).
+var nameSeparators = strings.NewReplacer("-", "", "_", "")
+
 func isSecretName(name string) bool {
-	n := strings.ToLower(strings.NewReplacer("-", "", "_", "").Replace(name))
+	n := strings.ToLower(nameSeparators.Replace(name))
 	for _, s := range secretQueryNames {
 		if n == s {
 			return true
