@@ -22,9 +22,13 @@ func (ts *testServer) invokeSSE(t *testing.T, ctx context.Context, tool string, 
 
 // TestInvokeStreams: with Accept: text/event-stream an invoke streams the
 // walk in the chat vocabulary — input, progress (more than one, with a
-// slow upstream), then the envelope — and ends with [DONE].
+// slow upstream), then the envelope — and ends with [DONE]. The upstream
+// is slow enough for two progress chunks whatever the machine: progress
+// comes at most once per stream.ProgressInterval (750 ms), and pages 2–4
+// are fetched ahead, so the walk takes about three answers' time — at 120
+// ms a page it ended within one interval on an idle machine.
 func TestInvokeStreams(t *testing.T) {
-	ts := startDemo(t, func(c *Config) { c.Demo = &DemoSettings{LatencyMs: 120} })
+	ts := startDemo(t, func(c *Config) { c.Demo = &DemoSettings{LatencyMs: 800} })
 	resp, err := ts.invokeSSE(t, context.Background(), "acme.list_orders",
 		map[string]any{"args": map[string]any{"status": "open", "_all_pages": true, "_fields": []string{"id"}}})
 	if err != nil {
@@ -42,7 +46,7 @@ func TestInvokeStreams(t *testing.T) {
 		t.Errorf("chunks: %v", types)
 	}
 	if n := strings.Count(joined, "data-tool-loop-progress"); n < 2 {
-		t.Errorf("%d progress chunks over a 4-page walk at 120 ms a page", n)
+		t.Errorf("%d progress chunks over a 4-page walk at 800 ms a page", n)
 	}
 	var out struct {
 		Output struct {
