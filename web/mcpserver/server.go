@@ -31,6 +31,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -89,10 +90,11 @@ type Server struct {
 
 	mu       sync.Mutex
 	closed   bool
-	handlers map[string]*agentHandlers     // by agent id
-	running  map[string]context.CancelFunc // 2026-07-28 tool calls by caller and JSON-RPC id
-	entries  map[string]*list.Element      // by entryKey; values are *entry
-	lru      *list.List                    // entries, most recently used first
+	handlers map[string]*agentHandlers // by agent id
+	running  map[string][]*runningCall // 2026-07-28 tool calls by caller and JSON-RPC id
+	swept    time.Time                 // when running was last swept
+	entries  map[string]*list.Element  // by entryKey; values are *entry
+	lru      *list.List                // entries, most recently used first
 }
 
 // maxEntries bounds the (agent, caller) servers kept; past it the least
@@ -117,7 +119,7 @@ func New(d *deploy.Deployment, opt Options) *Server {
 		opt.MaxBody = 4 << 20
 	}
 	s := &Server{dep: d, opt: opt, log: opt.Logger, sdkLog: slog.New(warnOnly{opt.Logger.Handler()}), runner: d.Runner(), agents: d.Agents(), threads: d.Threads(),
-		handlers: map[string]*agentHandlers{}, running: map[string]context.CancelFunc{}, entries: map[string]*list.Element{}, lru: list.New()}
+		handlers: map[string]*agentHandlers{}, running: map[string][]*runningCall{}, entries: map[string]*list.Element{}, lru: list.New()}
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	if tp := d.Telemetry().TracerProvider(); tp != nil {
 		s.tracer = tp.Tracer(instrumentation)
@@ -236,8 +238,10 @@ func (s *Server) cancellable(w http.ResponseWriter, r *http.Request, c Caller) (
 		Method string          `json:"method"`
 		Params struct {
 			RequestID json.RawMessage `json:"requestId"`
+			Arguments json.RawMessage `json:"arguments"`
 			Meta      struct {
 				ProgressToken json.RawMessage `json:"progressToken"`
+				Thread        json.RawMessage `json:"trawl/thread"`
 			} `json:"_meta"`
 		} `json:"params"`
 	}
@@ -252,24 +256,89 @@ func (s *Server) cancellable(w http.ResponseWriter, r *http.Request, c Caller) (
 		}
 		key := c.binding() + "\x00" + string(msg.ID)
 		ctx, cancel := context.WithCancel(r.Context())
+		call := &runningCall{cancel: cancel, thread: threadOf(msg.Params.Arguments)}
 		s.mu.Lock()
-		s.running[key] = cancel
+		s.sweepRunning()
+		s.running[key] = append(s.running[key], call)
 		s.mu.Unlock()
 		return r.WithContext(ctx), func() {
 			s.mu.Lock()
-			delete(s.running, key)
+			call.ended = time.Now()
 			s.mu.Unlock()
 			cancel()
 		}, streams
 	case "notifications/cancelled":
-		s.mu.Lock()
-		cancel := s.running[c.binding()+"\x00"+string(msg.Params.RequestID)]
-		s.mu.Unlock()
-		if cancel != nil {
+		var thread string
+		if len(msg.Params.Meta.Thread) > 0 {
+			_ = json.Unmarshal(msg.Params.Meta.Thread, &thread)
+		}
+		if cancel := s.cancelTarget(c.binding()+"\x00"+string(msg.Params.RequestID), thread); cancel != nil {
 			cancel()
 		}
 	}
 	return r, func() {}, streams
+}
+
+// runningCall is a 2026-07-28 tool call a notifications/cancelled may
+// name: its cancel, its conversation handle, and when it ended (zero
+// while it runs; an ended call is remembered for cancelWindow).
+type runningCall struct {
+	cancel context.CancelFunc
+	thread string
+	ended  time.Time
+}
+
+// cancelWindow is how long an ended call still counts when a
+// notifications/cancelled is matched: a client's notice for a call that
+// just ended (the Go SDK closes the call's stream, then sends the notice)
+// must not be taken for another client's call with the same id.
+const cancelWindow = time.Minute
+
+// cancelTarget is the call a notifications/cancelled of key (caller and
+// JSON-RPC id) names, or nil. On 2026-07-28 over HTTP closing a call's
+// stream is the cancellation; the notice names only a JSON-RPC id, which
+// two clients of one caller may both use (ids count from small numbers),
+// so it is honoured only when unambiguous: exactly one call of that
+// caller with that id, running, and none ended lately — and, when the
+// notice's _meta names a conversation handle, in that conversation.
+// Otherwise it is ignored (cancellation is advisory): a notice never
+// reaches another client's call.
+func (s *Server) cancelTarget(key, thread string) context.CancelFunc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var match *runningCall
+	n := 0
+	for _, call := range s.running[key] {
+		if thread != "" && call.thread != thread {
+			continue
+		}
+		if call.ended.IsZero() || time.Since(call.ended) < cancelWindow {
+			n++
+			match = call
+		}
+	}
+	if n != 1 || !match.ended.IsZero() {
+		return nil
+	}
+	return match.cancel
+}
+
+// sweepRunning forgets the calls that ended over cancelWindow ago (at
+// most once a cancelWindow). The caller holds s.mu.
+func (s *Server) sweepRunning() {
+	now := time.Now()
+	if now.Sub(s.swept) < cancelWindow {
+		return
+	}
+	s.swept = now
+	for key, calls := range s.running {
+		calls = slices.DeleteFunc(calls, func(c *runningCall) bool { return !c.ended.IsZero() && now.Sub(c.ended) >= cancelWindow })
+		if len(calls) == 0 {
+			delete(s.running, key)
+		} else {
+			s.running[key] = calls
+		}
+	}
 }
 
 // modern reports whether a protocol version is 2026-07-28 or later (the

@@ -835,3 +835,56 @@ func TestCatalogChangeReachesNextCall(t *testing.T) {
 		})
 	}
 }
+
+// On 2026-07-28 two clients of one caller number their requests alike,
+// so a cancellation naming a JSON-RPC id must never reach the other
+// client's call: client A cancels its call (the Go SDK closes the call's
+// stream and sends notifications/cancelled for its id), and client B's
+// call with the same id runs to its result. A notice naming an id two
+// running calls share is ignored too; one naming an id only one call
+// has still cancels it.
+func TestStatelessCancelStaysWithItsClient(t *testing.T) {
+	f := newFixture(t, Options{}, func(c *deploy.Config) { c.SetDemoLatency(100) })
+	started := make(chan struct{}, 256)
+	progress := &mcp.ClientOptions{ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+	}}
+	a, b := f.connect(t, "", progress), f.connect(t, "", nil)
+	// Two collections: two walks, no page shared.
+	call := func(cs *mcp.ClientSession, ctx context.Context, thread, tool string) (*mcp.CallToolResult, error) {
+		p := &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"_all_pages": true, "_fields": []any{"id"}, "_thread": thread}}
+		p.SetProgressToken("t")
+		return cs.CallTool(ctx, p)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	aDone := make(chan error, 1)
+	go func() {
+		_, err := call(a, ctx, "cancel-a", "list_orders")
+		aDone <- err
+	}()
+	<-started // A's walk is under way
+	bDone := make(chan error, 1)
+	var bRes *mcp.CallToolResult
+	go func() {
+		var err error
+		bRes, err = call(b, context.Background(), "cancel-b", "list_tickets")
+		bDone <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // B's walk is under way too
+	cancel()
+	if err := <-aDone; err == nil {
+		t.Error("A's cancelled call answered")
+	}
+	if err := <-bDone; err != nil {
+		t.Fatalf("B's call ended with A's cancellation: %v", err)
+	}
+	if m := structured(t, bRes); m["_stoppedBy"] == "cancelled" {
+		t.Errorf("B's walk did not finish: %v", m["_note"])
+	}
+	if v := waitVerdict(t, f, agent.ConversationKey("", "demo", "cancel-a")); !strings.Contains(v.Verdict, "cancelled") {
+		t.Errorf("A's verdict = %q", v.Verdict)
+	}
+}
