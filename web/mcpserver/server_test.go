@@ -888,3 +888,73 @@ func TestStatelessCancelStaysWithItsClient(t *testing.T) {
 		t.Errorf("A's verdict = %q", v.Verdict)
 	}
 }
+
+// A 2025-11-25 client that never answers an elicitation holds no call
+// past a bound: the server's drain withdraws it (the call ends as
+// approval_required, the request waiting in the inbox) and Close then
+// returns; an answer given in the inbox meanwhile releases the call,
+// which runs once.
+func TestUnansweredElicitation(t *testing.T) {
+	f := newFixture(t, Options{}, nil)
+	requireWriteApproval(t, f)
+	asked := make(chan string, 4)
+	cs := f.connect(t, "2025-11-25", &mcp.ClientOptions{ElicitationHandler: func(ctx context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		asked <- r.Params.Message
+		<-ctx.Done() // nobody answers
+		return nil, ctx.Err()
+	}})
+	approvalID := regexp.MustCompile(`apr_[A-Za-z0-9_]+`)
+	send := func(thread string) (chan *mcp.CallToolResult, string) {
+		done := make(chan *mcp.CallToolResult, 1)
+		go func() {
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "CHAT_SEND_MESSAGE",
+				Arguments: map[string]any{"conversation_id": "conv_01", "text": "hello", "_thread": thread}})
+			if err != nil {
+				t.Error(err)
+			}
+			done <- res
+		}()
+		return done, approvalID.FindString(<-asked)
+	}
+	wait := func(done chan *mcp.CallToolResult) *mcp.CallToolResult {
+		t.Helper()
+		select {
+		case res := <-done:
+			if res == nil {
+				t.FailNow()
+			}
+			return res
+		case <-time.After(30 * time.Second):
+			t.Fatal("the call still waits for the elicitation")
+		}
+		return nil
+	}
+
+	done, id := send("unanswered-inbox")
+	if _, err := f.dep.Inbox().Answer(context.Background(), id, true, "from the inbox"); err != nil {
+		t.Fatal(err)
+	}
+	if res := wait(done); res.IsError || sentTo(t, f, "unanswered-inbox") != 1 {
+		t.Errorf("approved in the inbox: %s, %d sent", text(res), sentTo(t, f, "unanswered-inbox"))
+	}
+
+	done, id = send("unanswered-drain")
+	f.srv.Drain()
+	res := wait(done)
+	if !res.IsError || !strings.HasPrefix(text(res), agent.CodeApprovalRequired) || !strings.Contains(text(res), id) {
+		t.Errorf("withdrawn at the drain: %s", text(res))
+	}
+	if a, err := f.dep.Inbox().Get(context.Background(), id); err != nil || a.Status != agent.ApprovalPending {
+		t.Errorf("the inbox: %+v %v", a, err)
+	}
+	closed := make(chan struct{})
+	go func() {
+		f.srv.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close still waits")
+	}
+}
