@@ -58,7 +58,7 @@ func mcpStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		}
 	}
 	srv := mcpserver.New(d, mcpserver.Options{Logger: log, Version: version(), PageSize: cfg.MCP.PageSize,
-		ShutdownGrace: cfg.ShutdownGrace})
+		ShutdownGrace: cfg.ShutdownGrace, NoInbox: d.StoreKind() != "redis"})
 	defer srv.Close()
 	return srv.ServeStdio(ctx, id, mcpserver.OrgCaller(), io.NopCloser(stdin), nopCloser{stdout})
 }

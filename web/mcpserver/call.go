@@ -207,7 +207,7 @@ func (s *Server) callTool(ctx context.Context, e *entry, req *mcp.CallToolReques
 		if multiRoundTrip(req) {
 			// Ask the human at the client: an input request (2026-07-28).
 			outcome = "input_required"
-			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{inputApproval: approvalElicitation(a)}, RequestState: a.ID}, nil
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{inputApproval: approvalElicitation(a, !s.opt.NoInbox)}, RequestState: a.ID}, nil
 		}
 		// Before 2026-07-28: elicitation/create, waited for here, within
 		// a bound; the call is then made again with the answer, as the
@@ -223,6 +223,9 @@ func (s *Server) callTool(ctx context.Context, e *entry, req *mcp.CallToolReques
 		// Unanswered: the request waits in the inbox (approval_required).
 	}
 	out := result(res)
+	if a := res.Approval; res.Part.State == agent.StateApprovalRequested && a != nil && s.opt.NoInbox {
+		out = toolError(noInboxText(a.ToolID))
+	}
 	out.Meta = mcp.Meta{MetaThread: handle}
 	if a := res.Approval; a != nil {
 		out.Meta[MetaApproval] = map[string]any{"id": a.ID, "status": a.Status}
@@ -332,6 +335,15 @@ func result(res agent.CallResult) *mcp.CallToolResult {
 const approvalHint = ". A person answers it in the Studio (Approvals) or with POST /v1/approvals/{id} {\"approved\": true}; " +
 	"then make the same call again, with the same arguments, and it runs once."
 
+// noInboxText refuses a call needing approval where no one can reach the
+// approvals inbox.
+func noInboxText(toolID string) string {
+	return agent.CodeApprovalRequired + ": " + toolID + " needs a person's approval before it runs, and this stdio server (trawl mcp) " +
+		"has no approvals inbox anyone can reach: its store is its own and ends with it. Make the call from an MCP client that " +
+		"supports elicitation (it asks you), or through the HTTP endpoint of trawl serve (/v1/agents/{id}/mcp), whose inbox " +
+		"the Studio and POST /v1/approvals/{id} answer."
+}
+
 // inputApproval names the approval's input request.
 const inputApproval = "approval"
 
@@ -382,7 +394,7 @@ func (s *Server) elicit(ctx context.Context, req *mcp.CallToolRequest, a *agent.
 			}
 		}
 	}()
-	r, err := ss.Elicit(ctx, approvalElicitation(a))
+	r, err := ss.Elicit(ctx, approvalElicitation(a, !s.opt.NoInbox))
 	cp := *req.Params
 	cp.RequestState = a.ID
 	select {
@@ -415,7 +427,7 @@ func elicits(req *mcp.CallToolRequest) bool {
 // approvalElicitation asks the human at the client to approve one call,
 // showing its evidence: what it would do, its arguments, the reads made
 // before it.
-func approvalElicitation(a *agent.PendingApproval) *mcp.ElicitParams {
+func approvalElicitation(a *agent.PendingApproval, inbox bool) *mcp.ElicitParams {
 	ev := a.Evidence
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s wants to run %s (%s).", a.ToolID, ev.Action, a.Effect)
@@ -430,7 +442,11 @@ func approvalElicitation(a *agent.PendingApproval) *mcp.ElicitParams {
 	} else {
 		b.WriteString("\nIt read nothing before this call.")
 	}
-	fmt.Fprintf(&b, "\nApprove this call? (It also waits in the approvals inbox as %s.)", a.ID)
+	if inbox {
+		fmt.Fprintf(&b, "\nApprove this call? (It also waits in the approvals inbox as %s.)", a.ID)
+	} else {
+		b.WriteString("\nApprove this call?")
+	}
 	return &mcp.ElicitParams{Mode: "form", Message: b.String(), RequestedSchema: map[string]any{
 		"type": "object",
 		"properties": map[string]any{

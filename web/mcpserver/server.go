@@ -63,6 +63,11 @@ type Options struct {
 	// Connections returns the connected apps of a caller (the HTTP
 	// server's user connections). Nil: the organization's.
 	Connections func(Caller) agent.Connections
+	// NoInbox says no one can reach this server's approvals inbox (`trawl
+	// mcp`: its store is its own and ends with it). A call needing
+	// approval is then refused in words saying so, unless the client
+	// takes elicitation.
+	NoInbox bool
 	// ShutdownGrace is how long, once ServeStdio's context ends, its
 	// running tool calls may go on before they are cancelled (each then
 	// answers with what it fetched). Zero: DefaultShutdownGrace.
