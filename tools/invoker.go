@@ -351,6 +351,9 @@ func (inv *Invoker) call(ctx context.Context, req Request, used *string) (*Respo
 		waited = p.Waited()
 		defer func() { p.Release(outcome) }()
 	}
+	if err := LimitGranted(ctx); err != nil {
+		return nil, err // given up as it got its slot: not sent
+	}
 	// hreq's context carries a query credential for same-origin redirects.
 	ctx, cancel := context.WithTimeout(hreq.Context(), inv.timeout)
 	defer cancel()

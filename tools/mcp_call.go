@@ -57,6 +57,9 @@ func (s *MCPSource) Call(ctx context.Context, req Request) (*Response, error) {
 		ctx = context.WithValue(ctx, outcomeKey{}, box)
 		defer func() { p.Release(box.get()) }()
 	}
+	if err := LimitGranted(ctx); err != nil {
+		return nil, err // given up as it got its slot: not sent
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout)
 	defer cancel()
 	start := time.Now()

@@ -413,6 +413,30 @@ func LimitWaitStarted(ctx context.Context, w LimitWait) (end func()) {
 	return func() {}
 }
 
+type limitGrantKey struct{}
+
+// WithLimitGrant returns ctx carrying f, which the Caller of a request
+// made under ctx calls once the request holds its rate-limit slot, just
+// before sending it (at once when no limiter paces it): a walk that sends
+// several requests at once lets each take its slot only after the one it
+// needs before it has taken its own. When f returns an error the request
+// is not sent: the Caller releases its slot and returns that error. f is
+// called from the request's goroutine, once per try, and must not block.
+func WithLimitGrant(ctx context.Context, f func() error) context.Context {
+	return context.WithValue(ctx, limitGrantKey{}, f)
+}
+
+// LimitGranted tells ctx's observer (WithLimitGrant) that the request
+// holds its slot; an error says not to send it. Callers that pace
+// requests (Invoker, MCPSource) call it once the limiter granted the
+// slot, or without a limiter before sending.
+func LimitGranted(ctx context.Context) error {
+	if f, ok := ctx.Value(limitGrantKey{}).(func() error); ok && f != nil {
+		return f()
+	}
+	return nil
+}
+
 // LimitWaitContext gives ctx a deadline DefaultLimitWait ahead when it
 // has none, so that no wait for a slot is unbounded; limiters' Acquire
 // runs under it.

@@ -53,9 +53,13 @@ type sent struct {
 // prefetch is one request sent ahead of the walk.
 type prefetch struct {
 	done chan struct{}
-	// waiting is set while the request waits for its provider's rate
-	// limit; cancel gives it up (giveUpWaiting).
-	waiting atomic.Bool
+	// state says whether the request still waits for its provider's rate
+	// limit (aheadWaiting), when giveUpWaiting gives it up (cancel). With
+	// byGrant (the Caller says when a request holds its slot: see ahead)
+	// it waits from the start until its slot is granted, and one given up
+	// first is never sent; without, it waits while the limiter says so.
+	state   atomic.Int32
+	byGrant bool
 	cancel  context.CancelFunc
 	// Set before done is closed: the answer, and for a page, what it says
 	// (read on the fetching goroutine, so that pages are read in parallel
@@ -68,14 +72,27 @@ type prefetch struct {
 	ends   bool
 }
 
-// wait waits for the request's answer; err is set when ctx was
-// cancelled first. A deadline on ctx is the walk's time budget: the
-// request, sent under ctx, ends with it, and its answer (a timeout) is
-// what the walk reads, as for a request it sent itself.
+// A request fetched ahead's state.
+const (
+	aheadIdle    int32 = iota // not waiting for its rate limit, as far as the walk knows
+	aheadWaiting              // waiting for its turn or its slot: given up at a stop
+	aheadGivenUp              // given up while it waited
+	aheadSent                 // granted its slot and sent (byGrant): let finish
+)
+
+// wait waits for the request's answer; err is set when ctx is cancelled
+// by then, whether or not the answer is back: a cancelled walk reads no
+// answer of a request it fetched ahead, and the request is counted with
+// the ones it did not read (drainAhead). (Which of the two is ready first
+// decides nothing: a request sent under ctx ends with it, so its answer
+// often comes back as the cancel lands — an error the walk would count
+// as a request made and neither read nor count as unused.) A deadline on
+// ctx is the walk's time budget: the request, sent under ctx, ends with
+// it, and its answer (a timeout) is what the walk reads, as for a request
+// it sent itself.
 func (p *prefetch) wait(ctx context.Context) (sent, error) {
 	select {
 	case <-p.done:
-		return p.out, nil
 	case <-ctx.Done():
 	}
 	if err := ctx.Err(); errors.Is(err, context.Canceled) {
@@ -95,6 +112,54 @@ type ahead struct {
 	pending map[aheadKey]*prefetch
 	wg      sync.WaitGroup
 	live    atomic.Int32 // prefetches sent and not yet answered
+
+	// Slots in walk order. A provider's rate limit grants its slots to
+	// whichever request asks first, so requests sent at once could take
+	// every slot before the page the walk needs next (the one it is
+	// about to send, or an earlier one fetched ahead), which would then
+	// wait until they are answered. So each request fetched ahead asks
+	// for its slot only once the request before it in walk order (the
+	// current one first) holds its own, or has ended: then the page the
+	// walk reads next always has its slot before any page after it. That
+	// needs the Caller to say when a request holds its slot
+	// (tools.LimitGranted); grants is set once it does (the first page
+	// tells, before anything is fetched ahead), and without it nothing
+	// waits: a Caller that does not say is taken to pace nothing.
+	grants atomic.Bool
+	last   chan struct{} // the latest request's turn: closed once it holds its slot or has ended
+	cur    *turn         // the current request's turn, reserved before the requests fetched after it
+}
+
+// turn is one request's place in the walk's order of slots.
+type turn struct {
+	after <-chan struct{} // the turn before it; nil: none to wait for
+	mine  chan struct{}
+	once  sync.Once
+}
+
+// done says the request holds its slot, or has ended without one.
+func (t *turn) done() { t.once.Do(func() { close(t.mine) }) }
+
+// nextTurn is the turn of the next request sent ahead, after the latest
+// one; first, for the request the walk sends itself, waits for none. Nil
+// when the Caller does not say when a request holds its slot.
+func (a *ahead) nextTurn(first bool) *turn {
+	if !a.grants.Load() {
+		return nil
+	}
+	t := &turn{after: a.last, mine: make(chan struct{})}
+	if first {
+		t.after = nil
+	}
+	a.last = t.mine
+	return t
+}
+
+// takeCur is the current request's turn, when one was reserved for it.
+func (a *ahead) takeCur() *turn {
+	t := a.cur
+	a.cur = nil
+	return t
 }
 
 func newAhead(concurrency int) ahead {
@@ -305,6 +370,11 @@ func (w *walker) fetchAhead(ctx context.Context) {
 		return
 	}
 	plan, base, size := w.plan, w.base, w.pageSize // as the goroutines read them
+	if need == 1 && w.ahead.cur == nil {
+		// The current request takes its slot before any request sent
+		// ahead of it.
+		w.ahead.cur = w.ahead.nextTurn(true)
+	}
 	for j, k := range keys {
 		if _, ok := w.ahead.pending[k]; ok {
 			continue
@@ -323,6 +393,13 @@ func (w *walker) fetchAhead(ctx context.Context) {
 		req := w.requestAt(k, pages[j])
 		pctx, cancel := context.WithCancel(ctx)
 		p := &prefetch{done: make(chan struct{}), cancel: cancel}
+		t := w.ahead.nextTurn(false)
+		if t != nil {
+			// It waits for its turn, then its slot (send): given up at a
+			// stop until it has it.
+			p.byGrant = true
+			p.state.Store(aheadWaiting)
+		}
 		if w.ahead.pending == nil {
 			w.ahead.pending = map[aheadKey]*prefetch{}
 		}
@@ -332,7 +409,7 @@ func (w *walker) fetchAhead(ctx context.Context) {
 		go func() {
 			defer w.ahead.wg.Done()
 			defer cancel()
-			p.out = w.send(pctx, req, now, &p.waiting)
+			p.out = w.send(pctx, req, now, p, t)
 			w.ahead.live.Add(-1)
 			if r := p.out.resp; p.out.err == nil && r.Status >= 200 && r.Status < 300 && !r.Truncated {
 				p.sig, p.rerr = readPage(plan, r.Body, r.Header, base, nil)
@@ -373,22 +450,54 @@ func (w *walker) requestAt(k aheadKey, page bool) tools.Request {
 }
 
 // send sends req once under the walk's time budget and reports its rate
-// limit's waits to the progress line; waiting, when not nil, is set while
-// it waits. It touches only what is safe from any goroutine (the Meter,
-// the options, the clock).
-func (w *walker) send(ctx context.Context, req tools.Request, now time.Time, waiting *atomic.Bool) sent {
+// limit's waits to the progress line; p, when not nil, is the request
+// fetched ahead it sends, whose state says whether it waits. With a turn
+// (nextTurn) it first waits for the turn before it, and ends its own once
+// it holds its slot (or has ended). A request fetched ahead given up
+// while it waited is never sent (the Caller answers context.Canceled).
+// It touches only what is safe from any goroutine (the Meter, the
+// options, the clock, the turns and p's state).
+func (w *walker) send(ctx context.Context, req tools.Request, now time.Time, p *prefetch, t *turn) sent {
 	callCtx, cancel := context.WithTimeout(ctx, w.deadline.Sub(now))
 	defer cancel()
+	if t != nil {
+		defer t.done()
+		if t.after != nil {
+			select {
+			case <-t.after:
+			case <-callCtx.Done():
+			}
+			switch err := callCtx.Err(); {
+			case err == context.DeadlineExceeded:
+				// Its turn did not come within the time budget: the rate
+				// limit's wait did not fit, as a wait for a slot that
+				// outlasts the deadline (tools.RateLimitError).
+				return sent{err: &tools.RateLimitError{Provider: req.Tool.Provider, Cause: "concurrency"}}
+			case err != nil:
+				return sent{err: err}
+			}
+		}
+	}
+	callCtx = tools.WithLimitGrant(callCtx, func() error {
+		w.ahead.grants.Store(true)
+		if p != nil && p.byGrant && !p.state.CompareAndSwap(aheadWaiting, aheadSent) && p.state.Load() != aheadSent {
+			return context.Canceled // given up (giveUpWaiting) before its slot came
+		}
+		if t != nil {
+			t.done()
+		}
+		return nil
+	})
 	var waited atomic.Bool
 	callCtx = tools.WithLimitWait(callCtx, func(lw tools.LimitWait) func() {
 		waited.Store(true)
-		if waiting != nil {
-			waiting.Store(true)
+		if p != nil && !p.byGrant {
+			p.state.CompareAndSwap(aheadIdle, aheadWaiting)
 		}
 		end := w.observeWait(lw)
 		return func() {
-			if waiting != nil {
-				waiting.Store(false)
+			if p != nil && !p.byGrant {
+				p.state.CompareAndSwap(aheadWaiting, aheadIdle)
 			}
 			end()
 		}
@@ -410,7 +519,7 @@ func (w *walker) send(ctx context.Context, req tools.Request, now time.Time, wai
 // their provider's rate limit, once the walk has stopped.
 func (w *walker) giveUpWaiting() {
 	for _, p := range w.ahead.pending {
-		if p.waiting.Load() {
+		if p.state.CompareAndSwap(aheadWaiting, aheadGivenUp) {
 			p.cancel()
 		}
 	}
@@ -430,7 +539,8 @@ func (w *walker) drainAhead() {
 		var refused *tools.ArgError
 		var limited *tools.RateLimitError
 		err := p.out.err
-		if errors.As(err, &refused) || errors.As(err, &limited) || err == context.Canceled || err == context.DeadlineExceeded {
+		givenUp := p.byGrant && p.state.Load() == aheadGivenUp // before its slot: never sent
+		if givenUp || errors.As(err, &refused) || errors.As(err, &limited) || err == context.Canceled || err == context.DeadlineExceeded {
 			w.meter.returnRequest()
 			continue
 		}

@@ -633,6 +633,9 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		}
 		w.fetchAhead(ctx)
 		resp, fail, err := w.fetch(ctx, req, probing)
+		if t := w.ahead.takeCur(); t != nil {
+			t.done() // fetch stopped before sending it: the requests after it need not wait
+		}
 		if err != nil {
 			if errors.Is(err, context.Canceled) && res.Pages > 0 {
 				// The caller cancelled mid-walk: what was fetched is a
