@@ -253,6 +253,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	s.draining.Store(true)
+	s.mcp.Drain()
 	if d := s.cfg.ShutdownDelay; d > 0 {
 		s.log.Info("shutting down: /readyz answers 503", "delay", d)
 		select {

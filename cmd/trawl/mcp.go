@@ -57,7 +57,8 @@ func mcpStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			return usagef("mcp: name the agent with --agent (one of %s)", strings.Join(ids, ", "))
 		}
 	}
-	srv := mcpserver.New(d, mcpserver.Options{Logger: log, Version: version(), PageSize: cfg.MCP.PageSize})
+	srv := mcpserver.New(d, mcpserver.Options{Logger: log, Version: version(), PageSize: cfg.MCP.PageSize,
+		ShutdownGrace: cfg.ShutdownGrace, NoInbox: d.StoreKind() != "redis"})
 	defer srv.Close()
 	return srv.ServeStdio(ctx, id, mcpserver.OrgCaller(), io.NopCloser(stdin), nopCloser{stdout})
 }

@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,5 +64,39 @@ func TestMCPStdioServesTheDemo(t *testing.T) {
 				t.Errorf("walk over stdio: err %v, %s", err, b[:min(len(b), 400)])
 			}
 		})
+	}
+}
+
+// `trawl mcp` keeps its store to itself, so a write needing approval
+// from a client without elicitation is refused in words that say no one
+// can reach its inbox, and where the write can be made instead.
+func TestMCPStdioApprovalWithoutInbox(t *testing.T) {
+	bin := buildTrawl(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "trawl.yaml")
+	if err := os.WriteFile(cfg, []byte("demo: {approval: {write: required}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "v0"}, nil).
+		Connect(ctx, &mcp.CommandTransport{Command: exec.Command(bin, "mcp", "--config", cfg)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "CHAT_SEND_MESSAGE", Arguments: map[string]any{"conversation_id": "conv_01", "text": "hello"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			text += tc.Text
+		}
+	}
+	if !res.IsError || !strings.HasPrefix(text, "approval_required: ") || !strings.Contains(text, "no approvals inbox anyone can reach") ||
+		!strings.Contains(text, "elicitation") || strings.Contains(text, "Studio (Approvals)") {
+		t.Errorf("stdio approval without elicitation: %s", text)
 	}
 }

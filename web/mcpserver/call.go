@@ -139,11 +139,11 @@ func (s *Server) saveConversation(ctx context.Context, th *agent.Thread, reporte
 // its envelope as structuredContent and text, a tool failure as isError
 // with chat's words and codes.
 func (s *Server) callTool(ctx context.Context, e *entry, req *mcp.CallToolRequest) (_ *mcp.CallToolResult, err error) {
-	s.inflight.Add(1)
-	defer s.inflight.Done()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(s.stopping, cancel)() // Close cancels the call
+	s.active.Add(1)
+	defer s.active.Add(-1)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(s.stopping, func() { cancel(errShutdown) })() // Close cancels the call
 	name := req.Params.Name
 	ctx, observed := s.observe(ctx, e, req)
 	outcome := "failed"
@@ -180,6 +180,11 @@ func (s *Server) callTool(ctx context.Context, e *entry, req *mcp.CallToolReques
 			_ = s.dep.Activity().Record(context.WithoutCancel(ctx), tools.Activity{Time: s.dep.Now().UTC(), ThreadID: conv.Thread.Key, CallID: callID,
 				Tool: name, Verdict: o.Verdict.Summary() + keptAs(o.ResultID)})
 		}
+		if context.Cause(ctx) == errShutdown {
+			// The server stops: the client still waits, and gets what
+			// the call fetched, with what a cancelled call leaves.
+			return shutdownResult(res, handle, agent.InterruptedCall{ToolCallID: callID, Tool: name, Note: noteOf(res), ResultID: resultOf(res)}), nil
+		}
 		return nil, ctx.Err() // a cancelled request gets no response
 	}
 	if err != nil {
@@ -199,12 +204,28 @@ func (s *Server) callTool(ctx context.Context, e *entry, req *mcp.CallToolReques
 		s.log.WarnContext(ctx, "mcp: listing the conversation's tools after a change", "err", err)
 	}
 	if a := res.Approval; res.Part.State == agent.StateApprovalRequested && a != nil && !retry && elicits(req) {
-		// Ask the human at the client: an input request (2026-07-28),
-		// which the SDK turns into elicitation/create for 2025-11-25.
-		outcome = "input_required"
-		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{inputApproval: approvalElicitation(a)}, RequestState: a.ID}, nil
+		if multiRoundTrip(req) {
+			// Ask the human at the client: an input request (2026-07-28).
+			outcome = "input_required"
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{inputApproval: approvalElicitation(a, !s.opt.NoInbox)}, RequestState: a.ID}, nil
+		}
+		// Before 2026-07-28: elicitation/create, waited for here, within
+		// a bound; the call is then made again with the answer, as the
+		// client of an input request would.
+		if retried := s.elicit(ctx, req, a); retried != nil {
+			outcome = "input_required"
+			return s.callTool(ctx, e, retried)
+		}
+		if context.Cause(ctx) != errShutdown && ctx.Err() != nil {
+			outcome = "cancelled"
+			return nil, ctx.Err()
+		}
+		// Unanswered: the request waits in the inbox (approval_required).
 	}
 	out := result(res)
+	if a := res.Approval; res.Part.State == agent.StateApprovalRequested && a != nil && s.opt.NoInbox {
+		out = toolError(noInboxText(a.ToolID))
+	}
 	out.Meta = mcp.Meta{MetaThread: handle}
 	if a := res.Approval; a != nil {
 		out.Meta[MetaApproval] = map[string]any{"id": a.ID, "status": a.Status}
@@ -218,6 +239,44 @@ func (s *Server) callTool(ctx context.Context, e *entry, req *mcp.CallToolReques
 		outcome = "tool_error"
 	}
 	return out, nil
+}
+
+// errShutdown is the cause of a call's cancellation by Close.
+var errShutdown = errors.New("the server is shutting down")
+
+// shutdownResult answers a call Close cancelled: its partial result when
+// it has one (the verdict says it stopped early), else a tool error; and
+// in both, the call as an interrupted one (_meta trawl/interrupted and a
+// sentence), as a later call of its conversation would report it.
+func shutdownResult(res agent.CallResult, handle string, ic agent.InterruptedCall) *mcp.CallToolResult {
+	out := toolError("the server shut down before this call finished")
+	if res.Part.State == "output-available" {
+		out = result(res)
+	}
+	out.Meta = mcp.Meta{MetaThread: handle, MetaInterrupted: []agent.InterruptedCall{ic}}
+	msg := "The server shut down before this call of " + ic.Tool + " finished; it was cancelled."
+	if ic.Note != "" {
+		msg += " " + ic.Note
+	}
+	if ic.ResultID != "" {
+		msg += " Its rows are kept under _resultId " + ic.ResultID + "."
+	}
+	out.Content = append(out.Content, &mcp.TextContent{Text: msg})
+	return out
+}
+
+func noteOf(res agent.CallResult) string {
+	if o := res.Outcome; o != nil && o.Verdict != nil {
+		return o.Verdict.Note
+	}
+	return ""
+}
+
+func resultOf(res agent.CallResult) string {
+	if o := res.Outcome; o != nil {
+		return o.ResultID
+	}
+	return ""
 }
 
 func keptAs(resultID string) string {
@@ -276,8 +335,88 @@ func result(res agent.CallResult) *mcp.CallToolResult {
 const approvalHint = ". A person answers it in the Studio (Approvals) or with POST /v1/approvals/{id} {\"approved\": true}; " +
 	"then make the same call again, with the same arguments, and it runs once."
 
+// noInboxText refuses a call needing approval where no one can reach the
+// approvals inbox.
+func noInboxText(toolID string) string {
+	return agent.CodeApprovalRequired + ": " + toolID + " needs a person's approval before it runs, and this stdio server (trawl mcp) " +
+		"has no approvals inbox anyone can reach: its store is its own and ends with it. Make the call from an MCP client that " +
+		"supports elicitation (it asks you), or through the HTTP endpoint of trawl serve (/v1/agents/{id}/mcp), whose inbox " +
+		"the Studio and POST /v1/approvals/{id} answer."
+}
+
 // inputApproval names the approval's input request.
 const inputApproval = "approval"
+
+// maxElicitWait bounds how long a call waits for the human at a
+// 2025-11-25 client to answer its elicitation.
+const maxElicitWait = 10 * time.Minute
+
+// multiRoundTrip reports whether the client takes input requests in a
+// result (2026-07-28 and later), rather than elicitation/create.
+func multiRoundTrip(req *mcp.CallToolRequest) bool {
+	if req.Session == nil {
+		return true
+	}
+	ip := req.Session.InitializeParams()
+	return ip == nil || modern(ip.ProtocolVersion)
+}
+
+// elicit asks the human at a 2025-11-25 client to approve a, and returns
+// the call to make again with the answer — or nil when none came: the
+// call's context ended (the client cancelled or went away, or the server
+// shuts down), the server began draining, maxElicitWait passed, or the
+// client failed the elicitation. The request is answered in the inbox
+// meanwhile? Then the elicitation is withdrawn and the call made again:
+// the gate reads the inbox's answer.
+func (s *Server) elicit(ctx context.Context, req *mcp.CallToolRequest, a *agent.PendingApproval) *mcp.CallToolRequest {
+	ss := req.Session
+	if ss == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, maxElicitWait)
+	defer cancel()
+	defer context.AfterFunc(s.drainingCtx, cancel)()
+	answered := make(chan struct{})
+	go func() {
+		// The inbox, polled: an answer there releases the elicitation.
+		t := time.NewTicker(inboxPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if got, err := s.dep.Inbox().Get(ctx, a.ID); err == nil && got.Status != agent.ApprovalPending {
+				close(answered)
+				cancel()
+				return
+			}
+		}
+	}()
+	r, err := ss.Elicit(ctx, approvalElicitation(a, !s.opt.NoInbox))
+	cp := *req.Params
+	cp.RequestState = a.ID
+	select {
+	case <-answered:
+		cp.InputResponses = nil
+		cp.RequestState = ""
+		return &mcp.CallToolRequest{Session: req.Session, Params: &cp, Extra: req.Extra}
+	default:
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.WarnContext(ctx, "mcp: elicitation failed; the approval waits in the inbox", "approval", a.ID, "err", err)
+		}
+		return nil
+	}
+	cp.InputResponses = mcp.InputResponseMap{inputApproval: r}
+	return &mcp.CallToolRequest{Session: req.Session, Params: &cp, Extra: req.Extra}
+}
+
+// inboxPoll is how often a pending elicitation looks for an answer in
+// the inbox.
+const inboxPoll = time.Second
 
 // elicits reports whether the client takes elicitation (form mode).
 func elicits(req *mcp.CallToolRequest) bool {
@@ -288,7 +427,7 @@ func elicits(req *mcp.CallToolRequest) bool {
 // approvalElicitation asks the human at the client to approve one call,
 // showing its evidence: what it would do, its arguments, the reads made
 // before it.
-func approvalElicitation(a *agent.PendingApproval) *mcp.ElicitParams {
+func approvalElicitation(a *agent.PendingApproval, inbox bool) *mcp.ElicitParams {
 	ev := a.Evidence
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s wants to run %s (%s).", a.ToolID, ev.Action, a.Effect)
@@ -303,7 +442,11 @@ func approvalElicitation(a *agent.PendingApproval) *mcp.ElicitParams {
 	} else {
 		b.WriteString("\nIt read nothing before this call.")
 	}
-	fmt.Fprintf(&b, "\nApprove this call? (It also waits in the approvals inbox as %s.)", a.ID)
+	if inbox {
+		fmt.Fprintf(&b, "\nApprove this call? (It also waits in the approvals inbox as %s.)", a.ID)
+	} else {
+		b.WriteString("\nApprove this call?")
+	}
 	return &mcp.ElicitParams{Mode: "form", Message: b.String(), RequestedSchema: map[string]any{
 		"type": "object",
 		"properties": map[string]any{

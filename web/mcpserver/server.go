@@ -31,11 +31,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/web/deploy"
@@ -60,12 +63,24 @@ type Options struct {
 	// Connections returns the connected apps of a caller (the HTTP
 	// server's user connections). Nil: the organization's.
 	Connections func(Caller) agent.Connections
+	// NoInbox says no one can reach this server's approvals inbox (`trawl
+	// mcp`: its store is its own and ends with it). A call needing
+	// approval is then refused in words saying so, unless the client
+	// takes elicitation.
+	NoInbox bool
+	// ShutdownGrace is how long, once ServeStdio's context ends, its
+	// running tool calls may go on before they are cancelled (each then
+	// answers with what it fetched). Zero: DefaultShutdownGrace.
+	ShutdownGrace time.Duration
 }
 
 // Defaults of Options.
 const (
 	DefaultPageSize    = 50
 	DefaultSessionIdle = 30 * time.Minute
+	// DefaultShutdownGrace is the default of Options.ShutdownGrace (as
+	// `trawl serve`'s shutdown_grace).
+	DefaultShutdownGrace = 20 * time.Second
 )
 
 // Server serves the agents of one deployment over MCP. It is safe for
@@ -81,7 +96,15 @@ type Server struct {
 	tracer  trace.Tracer // nil: traces off
 	calls   metric.Int64Counter
 
-	inflight sync.WaitGroup // tool calls running
+	// active counts the tool calls running; answering the HTTP requests
+	// of tool calls, until their response is written (a call's handler
+	// returns before its response is out).
+	active, answering atomic.Int64
+	// draining is set by Drain: new tool calls are refused; drainingCtx
+	// ends with it (pending elicitations are withdrawn).
+	draining    atomic.Bool
+	drainingCtx context.Context
+	drain       context.CancelFunc
 	// stopping ends when Close begins: every running tool call is
 	// cancelled with it.
 	stopping context.Context
@@ -89,10 +112,11 @@ type Server struct {
 
 	mu       sync.Mutex
 	closed   bool
-	handlers map[string]*agentHandlers     // by agent id
-	running  map[string]context.CancelFunc // 2026-07-28 tool calls by caller and JSON-RPC id
-	entries  map[string]*list.Element      // by entryKey; values are *entry
-	lru      *list.List                    // entries, most recently used first
+	handlers map[string]*agentHandlers // by agent id
+	running  map[string][]*runningCall // 2026-07-28 tool calls by caller and JSON-RPC id
+	swept    time.Time                 // when running was last swept
+	entries  map[string]*list.Element  // by entryKey; values are *entry
+	lru      *list.List                // entries, most recently used first
 }
 
 // maxEntries bounds the (agent, caller) servers kept; past it the least
@@ -116,9 +140,13 @@ func New(d *deploy.Deployment, opt Options) *Server {
 	if opt.MaxBody <= 0 {
 		opt.MaxBody = 4 << 20
 	}
+	if opt.ShutdownGrace <= 0 {
+		opt.ShutdownGrace = DefaultShutdownGrace
+	}
 	s := &Server{dep: d, opt: opt, log: opt.Logger, sdkLog: slog.New(warnOnly{opt.Logger.Handler()}), runner: d.Runner(), agents: d.Agents(), threads: d.Threads(),
-		handlers: map[string]*agentHandlers{}, running: map[string]context.CancelFunc{}, entries: map[string]*list.Element{}, lru: list.New()}
+		handlers: map[string]*agentHandlers{}, running: map[string][]*runningCall{}, entries: map[string]*list.Element{}, lru: list.New()}
 	s.stopping, s.stop = context.WithCancel(context.Background())
+	s.drainingCtx, s.drain = context.WithCancel(context.Background())
 	if tp := d.Telemetry().TracerProvider(); tp != nil {
 		s.tracer = tp.Tracer(instrumentation)
 	}
@@ -196,8 +224,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
+	r, msg := s.readMessage(w, r)
+	if msg.Method == "tools/call" {
+		// Counted until the response is written: Close waits for it.
+		s.answering.Add(1)
+		defer s.answering.Add(-1)
+	}
 	if modern(r.Header.Get("Mcp-Protocol-Version")) {
-		r, done, streams := s.cancellable(w, r, req.caller)
+		r, done, streams := s.cancellable(r, msg, req.caller)
 		defer done()
 		if streams {
 			h.stateless.ServeHTTP(w, r)
@@ -222,26 +256,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // requests: elicitation is an input request in the result; list
 // changes go to subscriptions/listen), and a JSON body is cheaper for
 // both ends than the same bytes framed as an event.
-func (s *Server) cancellable(w http.ResponseWriter, r *http.Request, c Caller) (_ *http.Request, done func(), streams bool) {
-	if r.Method != http.MethodPost || r.Body == nil {
-		return r, func() {}, true
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opt.MaxBody))
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	if err != nil {
-		return r, func() {}, true // the SDK answers the short read
-	}
-	var msg struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params struct {
-			RequestID json.RawMessage `json:"requestId"`
-			Meta      struct {
-				ProgressToken json.RawMessage `json:"progressToken"`
-			} `json:"_meta"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(body, &msg) != nil {
+func (s *Server) cancellable(r *http.Request, msg message, c Caller) (_ *http.Request, done func(), streams bool) {
+	if !msg.read {
 		return r, func() {}, true
 	}
 	streams = msg.Method == "subscriptions/listen" || len(msg.Params.Meta.ProgressToken) > 0 && string(msg.Params.Meta.ProgressToken) != "null"
@@ -252,24 +268,120 @@ func (s *Server) cancellable(w http.ResponseWriter, r *http.Request, c Caller) (
 		}
 		key := c.binding() + "\x00" + string(msg.ID)
 		ctx, cancel := context.WithCancel(r.Context())
+		call := &runningCall{cancel: cancel, thread: threadOf(msg.Params.Arguments)}
 		s.mu.Lock()
-		s.running[key] = cancel
+		s.sweepRunning()
+		s.running[key] = append(s.running[key], call)
 		s.mu.Unlock()
 		return r.WithContext(ctx), func() {
 			s.mu.Lock()
-			delete(s.running, key)
+			call.ended = time.Now()
 			s.mu.Unlock()
 			cancel()
 		}, streams
 	case "notifications/cancelled":
-		s.mu.Lock()
-		cancel := s.running[c.binding()+"\x00"+string(msg.Params.RequestID)]
-		s.mu.Unlock()
-		if cancel != nil {
+		var thread string
+		if len(msg.Params.Meta.Thread) > 0 {
+			_ = json.Unmarshal(msg.Params.Meta.Thread, &thread)
+		}
+		if cancel := s.cancelTarget(c.binding()+"\x00"+string(msg.Params.RequestID), thread); cancel != nil {
 			cancel()
 		}
 	}
 	return r, func() {}, streams
+}
+
+// message is what ServeHTTP reads of a POSTed JSON-RPC message.
+type message struct {
+	read   bool            // a POST whose body is one JSON-RPC message
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params struct {
+		RequestID json.RawMessage `json:"requestId"`
+		Arguments json.RawMessage `json:"arguments"`
+		Meta      struct {
+			ProgressToken json.RawMessage `json:"progressToken"`
+			Thread        json.RawMessage `json:"trawl/thread"`
+		} `json:"_meta"`
+	} `json:"params"`
+}
+
+// readMessage reads a POST's body (bounded by MaxBody; the SDK answers a
+// short read) and what it needs of it; r's body reads it again.
+func (s *Server) readMessage(w http.ResponseWriter, r *http.Request) (*http.Request, message) {
+	var msg message
+	if r.Method != http.MethodPost || r.Body == nil {
+		return r, msg
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opt.MaxBody))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil || json.Unmarshal(body, &msg) != nil {
+		return r, message{}
+	}
+	msg.read = true
+	return r, msg
+}
+
+// runningCall is a 2026-07-28 tool call a notifications/cancelled may
+// name: its cancel, its conversation handle, and when it ended (zero
+// while it runs; an ended call is remembered for cancelWindow).
+type runningCall struct {
+	cancel context.CancelFunc
+	thread string
+	ended  time.Time
+}
+
+// cancelWindow is how long an ended call still counts when a
+// notifications/cancelled is matched: a client's notice for a call that
+// just ended (the Go SDK closes the call's stream, then sends the notice)
+// must not be taken for another client's call with the same id.
+const cancelWindow = time.Minute
+
+// cancelTarget is the call a notifications/cancelled of key (caller and
+// JSON-RPC id) names, or nil. On 2026-07-28 over HTTP closing a call's
+// stream is the cancellation; the notice names only a JSON-RPC id, which
+// two clients of one caller may both use (ids count from small numbers),
+// so it is honoured only when unambiguous: exactly one call of that
+// caller with that id, running, and none ended lately — and, when the
+// notice's _meta names a conversation handle, in that conversation.
+// Otherwise it is ignored (cancellation is advisory): a notice never
+// reaches another client's call.
+func (s *Server) cancelTarget(key, thread string) context.CancelFunc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var match *runningCall
+	n := 0
+	for _, call := range s.running[key] {
+		if thread != "" && call.thread != thread {
+			continue
+		}
+		if call.ended.IsZero() || time.Since(call.ended) < cancelWindow {
+			n++
+			match = call
+		}
+	}
+	if n != 1 || !match.ended.IsZero() {
+		return nil
+	}
+	return match.cancel
+}
+
+// sweepRunning forgets the calls that ended over cancelWindow ago (at
+// most once a cancelWindow). The caller holds s.mu.
+func (s *Server) sweepRunning() {
+	now := time.Now()
+	if now.Sub(s.swept) < cancelWindow {
+		return
+	}
+	s.swept = now
+	for key, calls := range s.running {
+		calls = slices.DeleteFunc(calls, func(c *runningCall) bool { return !c.ended.IsZero() && now.Sub(c.ended) >= cancelWindow })
+		if len(calls) == 0 {
+			delete(s.running, key)
+		} else {
+			s.running[key] = calls
+		}
+	}
 }
 
 // modern reports whether a protocol version is 2026-07-28 or later (the
@@ -338,11 +450,102 @@ func (s *Server) ServeStdio(ctx context.Context, agentID string, caller Caller, 
 	if err != nil {
 		return err
 	}
-	err = e.srv.Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
+	// When ctx ends the server shuts down as `trawl serve` does: no new
+	// call, the running ones get the grace to answer, then are cancelled
+	// (each answers with what it fetched), then the session closes.
+	run, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	defer context.AfterFunc(ctx, func() {
+		s.Drain()
+		if !s.WaitIdle(s.opt.ShutdownGrace) {
+			s.log.Info("shutdown grace is over: cancelling the running MCP tool calls")
+		}
+		s.Close()
+		cancel()
+	})()
+	err = e.srv.Run(run, &answerCounter{Transport: &mcp.IOTransport{Reader: in, Writer: out}, s: s})
 	if ctx.Err() != nil || errors.Is(err, io.EOF) {
 		return nil
 	}
 	return err
+}
+
+// answerCounter counts, in Server.answering, the tool calls read from
+// its connection until their response is written: a session closed
+// before refuses to write it (the SDK's connection, once closing, writes
+// nothing), so Close waits for them.
+type answerCounter struct {
+	mcp.Transport
+	s *Server
+}
+
+func (t *answerCounter) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &countedConn{Connection: c, s: t.s, pending: map[any]bool{}}, nil
+}
+
+type countedConn struct {
+	mcp.Connection
+	s       *Server
+	mu      sync.Mutex
+	pending map[any]bool // the JSON-RPC ids of the tool calls not answered
+}
+
+func (c *countedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if req, ok := msg.(*jsonrpc.Request); ok {
+		switch {
+		case req.Method == "tools/call" && req.ID.IsValid():
+			c.settle(req.ID.Raw(), true)
+		case req.Method == "notifications/cancelled":
+			// A cancelled call may get no response.
+			var p struct {
+				RequestID any `json:"requestId"`
+			}
+			if json.Unmarshal(req.Params, &p) == nil {
+				if f, ok := p.RequestID.(float64); ok {
+					p.RequestID = int64(f)
+				}
+				c.settle(p.RequestID, false)
+			}
+		}
+	}
+	return msg, err
+}
+
+func (c *countedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	err := c.Connection.Write(ctx, msg)
+	if r, ok := msg.(*jsonrpc.Response); ok {
+		c.settle(r.ID.Raw(), false)
+	}
+	return err
+}
+
+func (c *countedConn) Close() error {
+	c.mu.Lock()
+	c.s.answering.Add(-int64(len(c.pending)))
+	clear(c.pending)
+	c.mu.Unlock()
+	return c.Connection.Close()
+}
+
+// settle notes id as pending (or no longer) and counts it.
+func (c *countedConn) settle(id any, pending bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending[id] == pending {
+		return
+	}
+	if pending {
+		c.pending[id] = true
+		c.s.answering.Add(1)
+	} else {
+		delete(c.pending, id)
+		c.s.answering.Add(-1)
+	}
 }
 
 // UnknownAgentError names an agent the deployment does not have.
@@ -425,30 +628,45 @@ func agentTitle(d agent.Definition) string {
 	return "agent " + d.ID
 }
 
-// WaitIdle waits until no tool call runs, at most d; it reports whether
-// none does.
+// WaitIdle waits until no tool call runs or has its response still to
+// write, at most d; it reports whether none does.
 func (s *Server) WaitIdle(d time.Duration) bool {
-	done := make(chan struct{})
-	go func() {
-		s.inflight.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return true
-	case <-time.After(d):
-		return false
+	deadline := time.Now().Add(d)
+	for s.active.Load() > 0 || s.answering.Load() > 0 {
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
+	return true
 }
+
+// Drain refuses new tool calls from now on (the HTTP server also refuses
+// new requests while it drains); running calls go on, but those waiting
+// for an elicitation's answer end as approval_required. It begins a
+// shutdown, before WaitIdle and Close.
+func (s *Server) Drain() {
+	s.draining.Store(true)
+	// A 2025-11-25 client's answer to an elicitation is a request of its
+	// own, refused from now on: the calls waiting for one stop waiting
+	// (their approvals wait in the inbox).
+	s.drain()
+}
+
+// errDraining answers a tool call made once the shutdown began.
+var errDraining = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server is shutting down; retry shortly"}
 
 // closeWait bounds how long Close waits for the cancelled calls to end
 // (they stop at their next upstream request or page).
 const closeWait = 5 * time.Second
 
-// Close cancels every running tool call (each keeps its partial, as a
-// client's cancellation does), ends every MCP session and refuses new
-// ones. The HTTP server calls it at shutdown, after the grace.
+// Close cancels every running tool call (each answers with what it
+// fetched, noted as interrupted, and keeps its partial as a client's
+// cancellation does), waits a little for those answers to be written,
+// then ends every MCP session and refuses new ones. The HTTP server calls
+// it at shutdown, after the grace.
 func (s *Server) Close() {
+	s.Drain()
 	s.mu.Lock()
 	s.closed = true
 	var servers []*mcp.Server

@@ -841,3 +841,126 @@ func TestCatalogChangeReachesNextCall(t *testing.T) {
 		})
 	}
 }
+
+// On 2026-07-28 two clients of one caller number their requests alike,
+// so a cancellation naming a JSON-RPC id must never reach the other
+// client's call: client A cancels its call (the Go SDK closes the call's
+// stream and sends notifications/cancelled for its id), and client B's
+// call with the same id runs to its result. A notice naming an id two
+// running calls share is ignored too; one naming an id only one call
+// has still cancels it.
+func TestStatelessCancelStaysWithItsClient(t *testing.T) {
+	f := newFixture(t, Options{}, func(c *deploy.Config) { c.SetDemoLatency(100) })
+	started := make(chan struct{}, 256)
+	progress := &mcp.ClientOptions{ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+	}}
+	a, b := f.connect(t, "", progress), f.connect(t, "", nil)
+	// Two collections: two walks, no page shared.
+	call := func(cs *mcp.ClientSession, ctx context.Context, thread, tool string) (*mcp.CallToolResult, error) {
+		p := &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"_all_pages": true, "_fields": []any{"id"}, "_thread": thread}}
+		p.SetProgressToken("t")
+		return cs.CallTool(ctx, p)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	aDone := make(chan error, 1)
+	go func() {
+		_, err := call(a, ctx, "cancel-a", "list_orders")
+		aDone <- err
+	}()
+	<-started // A's walk is under way
+	bDone := make(chan error, 1)
+	var bRes *mcp.CallToolResult
+	go func() {
+		var err error
+		bRes, err = call(b, context.Background(), "cancel-b", "list_tickets")
+		bDone <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // B's walk is under way too
+	cancel()
+	if err := <-aDone; err == nil {
+		t.Error("A's cancelled call answered")
+	}
+	if err := <-bDone; err != nil {
+		t.Fatalf("B's call ended with A's cancellation: %v", err)
+	}
+	if m := structured(t, bRes); m["_stoppedBy"] == "cancelled" {
+		t.Errorf("B's walk did not finish: %v", m["_note"])
+	}
+	if v := waitVerdict(t, f, agent.ConversationKey("", "demo", "cancel-a")); !strings.Contains(v.Verdict, "cancelled") {
+		t.Errorf("A's verdict = %q", v.Verdict)
+	}
+}
+
+// A 2025-11-25 client that never answers an elicitation holds no call
+// past a bound: the server's drain withdraws it (the call ends as
+// approval_required, the request waiting in the inbox) and Close then
+// returns; an answer given in the inbox meanwhile releases the call,
+// which runs once.
+func TestUnansweredElicitation(t *testing.T) {
+	f := newFixture(t, Options{}, nil)
+	requireWriteApproval(t, f)
+	asked := make(chan string, 4)
+	cs := f.connect(t, "2025-11-25", &mcp.ClientOptions{ElicitationHandler: func(ctx context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		asked <- r.Params.Message
+		<-ctx.Done() // nobody answers
+		return nil, ctx.Err()
+	}})
+	approvalID := regexp.MustCompile(`apr_[A-Za-z0-9_]+`)
+	send := func(thread string) (chan *mcp.CallToolResult, string) {
+		done := make(chan *mcp.CallToolResult, 1)
+		go func() {
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "CHAT_SEND_MESSAGE",
+				Arguments: map[string]any{"conversation_id": "conv_01", "text": "hello", "_thread": thread}})
+			if err != nil {
+				t.Error(err)
+			}
+			done <- res
+		}()
+		return done, approvalID.FindString(<-asked)
+	}
+	wait := func(done chan *mcp.CallToolResult) *mcp.CallToolResult {
+		t.Helper()
+		select {
+		case res := <-done:
+			if res == nil {
+				t.FailNow()
+			}
+			return res
+		case <-time.After(30 * time.Second):
+			t.Fatal("the call still waits for the elicitation")
+		}
+		return nil
+	}
+
+	done, id := send("unanswered-inbox")
+	if _, err := f.dep.Inbox().Answer(context.Background(), id, true, "from the inbox"); err != nil {
+		t.Fatal(err)
+	}
+	if res := wait(done); res.IsError || sentTo(t, f, "unanswered-inbox") != 1 {
+		t.Errorf("approved in the inbox: %s, %d sent", text(res), sentTo(t, f, "unanswered-inbox"))
+	}
+
+	done, id = send("unanswered-drain")
+	f.srv.Drain()
+	res := wait(done)
+	if !res.IsError || !strings.HasPrefix(text(res), agent.CodeApprovalRequired) || !strings.Contains(text(res), id) {
+		t.Errorf("withdrawn at the drain: %s", text(res))
+	}
+	if a, err := f.dep.Inbox().Get(context.Background(), id); err != nil || a.Status != agent.ApprovalPending {
+		t.Errorf("the inbox: %+v %v", a, err)
+	}
+	closed := make(chan struct{})
+	go func() {
+		f.srv.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close still waits")
+	}
+}

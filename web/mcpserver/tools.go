@@ -71,6 +71,9 @@ func (s *Server) listMiddleware(e *entry) mcp.Middleware {
 				}
 				return s.listTools(ctx, e, lr)
 			case "tools/call":
+				if s.draining.Load() {
+					return nil, errDraining
+				}
 				if cr, ok := req.(*mcp.CallToolRequest); ok && cr.Params != nil && !e.has(cr.Params.Name) {
 					if err := s.registerFor(ctx, e, callerOf(cr.Extra, e), threadOf(cr.Params.Arguments)); err != nil {
 						return nil, err
