@@ -1,0 +1,111 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// outputSchema is the resolved outputSchema tools/list gives the tool.
+func outputSchema(t *testing.T, cs *mcp.ClientSession, name string) *jsonschema.Resolved {
+	t.Helper()
+	for _, tool := range listAll(t, cs) {
+		if tool.Name != name {
+			continue
+		}
+		b, err := json.Marshal(tool.OutputSchema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s jsonschema.Schema
+		if err := json.Unmarshal(b, &s); err != nil {
+			t.Fatalf("%s's outputSchema: %v", name, err)
+		}
+		r, err := s.Resolve(nil)
+		if err != nil {
+			t.Fatalf("%s's outputSchema: %v", name, err)
+		}
+		return r
+	}
+	t.Fatalf("no tool %s", name)
+	return nil
+}
+
+// verdictKeys are the envelope members a cut must keep whole and equal.
+var verdictKeys = []string{"_pagingComplete", "_likelyMoreRows", "_stoppedBy", "_boundary", "_resultId"}
+
+// TestSmallBudgetKeepsTheVerdict holds the size guard's cut to what a
+// client may rely on, over every budget from the smallest _max_chars up:
+// the verdict and boundary are there and equal to those of the call at a
+// large budget, its note still begins with the verdict's own words, every
+// row shown is a whole row of the result, none is cut, and the
+// structuredContent validates against the tool's advertised outputSchema
+// (the check both official TypeScript clients make).
+func TestSmallBudgetKeepsTheVerdict(t *testing.T) {
+	f := newFixture(t, Options{}, nil)
+	cs := f.connect(t, "", nil)
+	schema := outputSchema(t, cs, "list_orders")
+	call := func(budget int) map[string]any {
+		t.Helper()
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "list_orders",
+			Arguments: map[string]any{"_all_pages": true, "_max_chars": budget}})
+		if err != nil {
+			t.Fatalf("_max_chars %d: %v", budget, err)
+		}
+		m := structured(t, res)
+		if err := schema.Validate(m); err != nil {
+			t.Fatalf("_max_chars %d: the result does not match the outputSchema: %v\n%s", budget, err, text(res))
+		}
+		return m
+	}
+	ref := call(1_000_000)
+	refRows, _ := ref["data"].([]any)
+	refNote, _ := ref["_note"].(string)
+	verdictNote, _, _ := strings.Cut(refNote, " Showing the first")
+	if len(refRows) < 20 || ref["_pagingComplete"] != false {
+		t.Fatalf("reference call: %d rows, _pagingComplete %v", len(refRows), ref["_pagingComplete"])
+	}
+	shownAny := false
+	for budget := 1000; budget <= 4000; budget += 100 {
+		m := call(budget)
+		for _, k := range verdictKeys {
+			if k == "_resultId" {
+				if id, _ := m[k].(string); id == "" {
+					t.Errorf("_max_chars %d: no _resultId", budget)
+				}
+				continue
+			}
+			if diff := cmp.Diff(ref[k], m[k]); diff != "" {
+				t.Errorf("_max_chars %d: %s differs from the uncut verdict's (-want +got):\n%s", budget, k, diff)
+			}
+		}
+		note, _ := m["_note"].(string)
+		if !strings.HasPrefix(note, verdictNote) || !strings.HasPrefix(note, "Partial") {
+			t.Errorf("_max_chars %d: the note lost the verdict's words: %q", budget, note)
+		}
+		rows, ok := m["data"].([]any)
+		if !ok {
+			t.Fatalf("_max_chars %d: no data list: %v", budget, m)
+		}
+		for i, r := range rows {
+			if diff := cmp.Diff(refRows[i], r); diff != "" {
+				t.Fatalf("_max_chars %d: row %d is not the result's row (-want +got):\n%s", budget, i, diff)
+			}
+		}
+		if shown, _ := m["_shownItems"].(float64); int(shown) != len(rows) || m["_totalItems"] != float64(2000) {
+			t.Errorf("_max_chars %d: _shownItems %v, _totalItems %v, %d rows shown", budget, m["_shownItems"], m["_totalItems"], len(rows))
+		}
+		if len(rows) == 0 && !strings.Contains(note, "Showing none of the 2000 items") {
+			t.Errorf("_max_chars %d: no row shown and the note does not say so: %q", budget, note)
+		}
+		shownAny = shownAny || len(rows) > 0
+	}
+	if !shownAny {
+		t.Error("no budget up to 4,000 showed a row")
+	}
+}
