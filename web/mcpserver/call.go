@@ -365,7 +365,10 @@ func progressEmitter(ctx context.Context, req *mcp.CallToolRequest) func(stream.
 			return nil
 		}
 		n := &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(p.Items), Message: ProgressMessage(p)}
-		if p.Total > 0 {
+		if p.Total > 0 && p.ForEach == nil {
+			// A fan-out's items run over every value while the server's
+			// count is the current value's: the whole's total is not
+			// known, so none is given (the message has the value's).
 			n.Total = float64(p.Total)
 		}
 		if u := p.Upstream; u != nil {
@@ -385,17 +388,23 @@ func progressEmitter(ctx context.Context, req *mcp.CallToolRequest) func(stream.
 }
 
 // ProgressMessage words one progress report: "page 3 · 750 of 2,000
-// items · 3 requests", with the fan-out value first when there is one.
+// items · 3 requests"; during a fan-out, the value first with its own
+// page and the server's count for it, then the items of every value so
+// far: "property_id 3 of 8 · page 1 of 61 items · 135 items in all · 5
+// requests".
 func ProgressMessage(p stream.Progress) string {
 	var parts []string
-	if fe := p.ForEach; fe != nil {
-		parts = append(parts, fmt.Sprintf("%s %d of %d", fe.Key, fe.Index+1, fe.Total))
-	}
-	parts = append(parts, "page "+commas(p.Page))
-	if p.Total > 0 {
-		parts = append(parts, commas(p.Items)+" of "+commas(p.Total)+" items")
-	} else {
-		parts = append(parts, plural(p.Items, "item"))
+	switch fe := p.ForEach; {
+	case fe != nil:
+		value := fmt.Sprintf("%s %d of %d · page %s", fe.Key, fe.Index+1, fe.Total, commas(p.Page))
+		if p.Total > 0 {
+			value += " of " + plural(p.Total, "item")
+		}
+		parts = append(parts, value, plural(p.Items, "item")+" in all")
+	case p.Total > 0:
+		parts = append(parts, "page "+commas(p.Page), commas(p.Items)+" of "+commas(p.Total)+" items")
+	default:
+		parts = append(parts, "page "+commas(p.Page), plural(p.Items, "item"))
 	}
 	parts = append(parts, plural(p.Requests, "request"))
 	return strings.Join(parts, " · ")

@@ -3,7 +3,10 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"github.com/trawl-dev/trawl/web/deploy"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -109,3 +112,40 @@ func TestSmallBudgetKeepsTheVerdict(t *testing.T) {
 		t.Error("no budget up to 4,000 showed a row")
 	}
 }
+
+// A _for_each call's progress keeps progress and total of one thing: the
+// items of every value so far, with no total (the whole fan-out's is not
+// known; the server's count is one value's, and 135 of 61 items is what
+// mixing them said), and a message naming the value k of n with its own
+// page and count.
+func TestFanOutProgress(t *testing.T) {
+	f := newFixture(t, Options{}, func(c *deploy.Config) { c.SetDemoLatency(700) })
+	var mu sync.Mutex
+	var got []*mcp.ProgressNotificationParams
+	cs := f.connect(t, "", &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+		mu.Lock()
+		got = append(got, r.Params)
+		mu.Unlock()
+	}})
+	values := []any{"p_1", "p_2", "p_3", "p_4", "p_5", "p_6", "p_7", "p_8"}
+	p := &mcp.CallToolParams{Name: "list_property_bookings", Arguments: map[string]any{"_all_pages": true, "_refresh": true, "_fields": []any{"id"},
+		"_for_each": map[string]any{"key": "property_id", "values": values}}}
+	p.SetProgressToken("fan-out")
+	res, err := cs.CallTool(context.Background(), p)
+	if err != nil || res.IsError {
+		t.Fatalf("call: %v %s", err, text(res))
+	}
+	rows := structured(t, res)["_boundary"].(map[string]any)["records"].(float64)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) == 0 {
+		t.Fatalf("%d progress notifications", len(got))
+	}
+	for _, n := range got {
+		if n.Total != 0 || n.Progress > rows || !fanOutRE.MatchString(n.Message) {
+			t.Errorf("progress %v total %v of %v rows in all: %q", n.Progress, n.Total, rows, n.Message)
+		}
+	}
+}
+
+var fanOutRE = regexp.MustCompile(`^property_id [1-8] of 8 · page \d+( of [\d,]+ items?)? · [\d,]+ items? in all · \d+ requests?$`)
