@@ -1032,6 +1032,11 @@ func toolErrorText(err error) string {
 		return ae.Error()
 	case errors.Is(err, loop.ErrResultNotFound), errors.Is(err, loop.ErrResultExpired):
 		return err.Error()
+	case errors.Is(err, discovery.ErrInvalidArguments), errors.Is(err, discovery.ErrUnknownTool):
+		// search_tools' and load_tool's words, written for the model,
+		// under the code of a bad argument.
+		msg := strings.TrimPrefix(err.Error(), discovery.ErrInvalidArguments.Error()+": ")
+		return loop.CodeInvalidArgument + ": " + msg
 	}
 	return "the tool call failed"
 }

@@ -149,3 +149,33 @@ func TestFanOutProgress(t *testing.T) {
 }
 
 var fanOutRE = regexp.MustCompile(`^property_id [1-8] of 8 · page \d+( of [\d,]+ items?)? · [\d,]+ items? in all · \d+ requests?$`)
+
+// Bad input to search_tools and load_tool over MCP is an isError result
+// with the code and the words the REST search endpoint gives, not "the
+// tool call failed".
+func TestMetaToolErrors(t *testing.T) {
+	f := newFixture(t, Options{}, nil)
+	cs := f.connect(t, "", nil)
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"search_tools", map[string]any{}, `invalid_argument: "query" is required: a few words`},
+		{"search_tools", map[string]any{"query": 5}, `invalid_argument: "query" must be a string`},
+		{"search_tools", map[string]any{"query": "send an email", "colour": "red"}, `invalid_argument: `},
+		{"search_tools", map[string]any{"query": "email", "toolkit": "nope"}, `invalid_argument: unknown toolkit "nope"`},
+		{"load_tool", map[string]any{"toolName": "NOPE_TOOL"}, `invalid_argument: no tool named "NOPE_TOOL" to load`},
+		{"load_tool", map[string]any{"toolName": 5}, `invalid_argument: "toolName" must be a string`},
+		{"load_tool", map[string]any{"toolNames": []any{"MAIL_SEND_EMAIL", "NOPE_TOOL"}}, `invalid_argument: no tool named "NOPE_TOOL" to load`},
+	} {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tc.tool, Arguments: tc.args})
+		if err != nil {
+			t.Errorf("%s %v: %v", tc.tool, tc.args, err)
+			continue
+		}
+		if got := text(res); !res.IsError || !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s %v: isError %v, %q, want %q…", tc.tool, tc.args, res.IsError, got, tc.want)
+		}
+	}
+}
