@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/loop"
+	"github.com/trawl-dev/trawl/loop/query"
 	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/tools"
 	"go.opentelemetry.io/otel/attribute"
@@ -252,6 +253,7 @@ func result(res agent.CallResult) *mcp.CallToolResult {
 		out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(view)}}}
 		if t := bytes.TrimSpace(view); len(t) > 0 && t[0] == '{' {
 			out.StructuredContent = json.RawMessage(view)
+			out.Content[0] = &mcp.TextContent{Text: string(envelopeFirst(t))}
 		}
 		for _, m := range p.Media {
 			// The pictures and sounds an upstream MCP tool returned, as
@@ -270,6 +272,35 @@ func result(res agent.CallResult) *mcp.CallToolResult {
 		return toolError(p.ErrorText + approvalHint)
 	}
 	return toolError("the call did not run (" + p.State + ")")
+}
+
+// envelopeFirst is the JSON object view with its "_" members (the
+// verdict, its note and boundary, the size guard's counts) moved to the
+// front, in their order: the text the client's model reads opens with
+// the verdict, which a client that truncates long results keeps. view
+// unchanged when it is not an object trawl can read.
+func envelopeFirst(view []byte) []byte {
+	env := make([]byte, 0, len(view))
+	rest := make([]byte, 0, len(view))
+	err := query.EachMember(view, func(key []byte, name string, value []byte) {
+		to := &rest
+		if strings.HasPrefix(name, "_") {
+			to = &env
+		}
+		if len(*to) > 0 {
+			*to = append(*to, ',')
+		}
+		*to = append(append(append(*to, key...), ':'), value...)
+	})
+	if err != nil || len(env) == 0 {
+		return view
+	}
+	out := make([]byte, 0, len(env)+len(rest)+3)
+	out = append(append(out, '{'), env...)
+	if len(rest) > 0 {
+		out = append(append(out, ','), rest...)
+	}
+	return append(out, '}')
 }
 
 // approvalHint says where a waiting call's request is answered.

@@ -179,3 +179,34 @@ func TestMetaToolErrors(t *testing.T) {
 		}
 	}
 }
+
+// The text content the client's model reads opens with the verdict, its
+// note and boundary (a client that truncates a long text keeps them);
+// it is the same JSON as structuredContent, which keeps the envelope's
+// own order.
+func TestTextOpensWithTheVerdict(t *testing.T) {
+	f := newFixture(t, Options{}, nil)
+	cs := f.connect(t, "", nil)
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "list_orders", Arguments: map[string]any{"_all_pages": true, "_fields": []any{"id"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := structured(t, res)
+	txt := text(res)
+	var fromText map[string]any
+	if err := json.Unmarshal([]byte(txt), &fromText); err != nil {
+		t.Fatalf("text is not JSON: %v", err)
+	}
+	if diff := cmp.Diff(m, fromText); diff != "" {
+		t.Errorf("text and structuredContent differ (-structured +text):\n%s", diff)
+	}
+	data := strings.Index(txt, `"data":`)
+	for _, k := range []string{"_pagingComplete", "_stoppedBy", "_note", "_boundary", "_resultId"} {
+		if i := strings.Index(txt, `"`+k+`":`); i < 0 || i > data {
+			t.Errorf("%s is not before the rows in the text (at %d, rows at %d)", k, i, data)
+		}
+	}
+	if !strings.HasPrefix(txt, `{"_pagingComplete":`) {
+		t.Errorf("text opens with %.80s", txt)
+	}
+}
