@@ -21,7 +21,9 @@ func TestMCPStdioServesTheDemo(t *testing.T) {
 			defer cancel()
 			cmd := exec.Command(bin, "mcp")
 			cmd.Dir = t.TempDir() // no trawl.yaml there: the demo
-			c := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "v0"}, nil)
+			changed := make(chan struct{}, 16)
+			c := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "v0"}, &mcp.ClientOptions{
+				ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} }})
 			cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: v})
 			if err != nil {
 				t.Fatal(err)
@@ -59,6 +61,29 @@ func TestMCPStdioServesTheDemo(t *testing.T) {
 			if err := json.Unmarshal(b, &env); err != nil || res.IsError || !env.Complete || env.Boundary.Completion != "complete" ||
 				env.Boundary.Records == 0 || len(env.Data) != env.Boundary.Records {
 				t.Errorf("walk over stdio: err %v, %s", err, b[:min(len(b), 400)])
+			}
+			// Nothing changed the tool list yet: no list_changed (the
+			// SDK sends one 10 ms after a change; another round trip
+			// after that would follow it).
+			time.Sleep(300 * time.Millisecond)
+			if _, err := cs.ListTools(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(changed); n != 0 {
+				t.Errorf("%d notifications/tools/list_changed before any load_tool", n)
+			}
+			res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "load_tool", Arguments: map[string]any{"toolName": "MAIL_SEND_EMAIL"}})
+			if err != nil || res.IsError {
+				t.Fatalf("load_tool: %v", err)
+			}
+			select {
+			case <-changed:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no notifications/tools/list_changed after load_tool")
+			}
+			time.Sleep(300 * time.Millisecond)
+			if n := len(changed); n != 0 {
+				t.Errorf("%d more notifications/tools/list_changed after the one of load_tool", n)
 			}
 		})
 	}
