@@ -3,7 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -87,4 +92,54 @@ func TestMCPStdioServesTheDemo(t *testing.T) {
 			}
 		})
 	}
+}
+
+// serverInfo.version is the build's, the same over stdio and over HTTP.
+func TestMCPVersionSameOnBothTransports(t *testing.T) {
+	bin := buildTrawl(t)
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cfgPath := filepath.Join(dir, "trawl.yaml")
+	cfg := fmt.Sprintf("listen: %s\nadmin_key: %s\ndata_dir: %s\ndemo: {latency_ms: 1}\n", addr, lifecycleKey, filepath.Join(dir, "data"))
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startTrawl(t, bin, cfgPath, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "version-test", Version: "v0"}, nil)
+	cmd := exec.Command(bin, "mcp")
+	cmd.Dir = t.TempDir()
+	stdio, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdio.Close()
+	hc := &http.Client{Transport: headerTransport{"Authorization": "Bearer " + lifecycleKey}}
+	web, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/v1/agents/demo/mcp", HTTPClient: hc},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer web.Close()
+	sv, hv := stdio.InitializeResult().ServerInfo.Version, web.InitializeResult().ServerInfo.Version
+	if sv != version() || hv != sv {
+		t.Errorf("serverInfo.version: stdio %q, HTTP %q, the build %q", sv, hv, version())
+	}
+}
+
+// headerTransport sets headers on every request.
+type headerTransport map[string]string
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h {
+		r.Header.Set(k, v)
+	}
+	return http.DefaultTransport.RoundTrip(r)
 }
