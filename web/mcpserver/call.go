@@ -206,6 +206,9 @@ func (s *Server) callTool(ctx context.Context, e *entry, req *mcp.CallToolReques
 		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{inputApproval: approvalElicitation(a)}, RequestState: a.ID}, nil
 	}
 	out := result(res)
+	if out.IsError {
+		out.Content = append(out.Content, threadHint(name, handle, res.Part.ErrorText)...)
+	}
 	out.Meta = mcp.Meta{MetaThread: handle}
 	if a := res.Approval; a != nil {
 		out.Meta[MetaApproval] = map[string]any{"id": a.ID, "status": a.Status}
@@ -219,6 +222,23 @@ func (s *Server) callTool(ctx context.Context, e *entry, req *mcp.CallToolReques
 		outcome = "tool_error"
 	}
 	return out, nil
+}
+
+// threadHint adds to a failure that may come from using another
+// conversation's tool or result the conversation this call is in: loaded
+// tools and stored results are kept per _thread.
+func threadHint(tool, handle, errText string) []mcp.Content {
+	var what string
+	switch {
+	case (tool == loop.QueryToolResult || tool == loop.FetchToolResult) && strings.Contains(errText, loop.ErrResultNotFound.Error()):
+		what = "Stored results are kept per conversation"
+	case strings.Contains(errText, "is not loaded in this conversation"), strings.Contains(errText, "there is no tool"):
+		what = "Tools load_tool makes callable are kept per conversation"
+	default:
+		return nil
+	}
+	return []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s (%s): this call's %s is %s, and what another %s holds is not found in it; pass the %s of the conversation that made it, or load the tool in this one.",
+		what, ArgThread, ArgThread, quote(handle), ArgThread, ArgThread)}}
 }
 
 func keptAs(resultID string) string {

@@ -210,3 +210,47 @@ func TestTextOpensWithTheVerdict(t *testing.T) {
 		t.Errorf("text opens with %.80s", txt)
 	}
 }
+
+// The errors a client meets using a conversation's tools wrongly say
+// what to do, with a code and no Go internals: arguments that are not an
+// object, a pooled tool never loaded, a tool loaded under another
+// _thread, a result kept under another _thread.
+func TestConversationErrorsSayWhatToDo(t *testing.T) {
+	f := newFixture(t, Options{}, nil)
+	cs := f.connect(t, "", nil)
+	call := func(name string, args any) string {
+		t.Helper()
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatalf("%s: a JSON-RPC error, not a tool error: %v", name, err)
+		}
+		if !res.IsError {
+			t.Fatalf("%s %v: not an error: %s", name, args, text(res))
+		}
+		return text(res)
+	}
+	if got := call("list_orders", []any{"open"}); !strings.HasPrefix(got, "invalid_argument: the arguments must be one JSON object") ||
+		!strings.Contains(got, "not an array") || strings.Contains(got, "json:") || strings.Contains(got, "Go value") {
+		t.Errorf("array arguments: %q", got)
+	}
+	if got := call("MAIL_SEND_EMAIL", map[string]any{"to": []any{"a@example.com"}, "subject": "s", "messageBody": "b"}); !strings.HasPrefix(got,
+		`invalid_argument: tool "MAIL_SEND_EMAIL" is not loaded in this conversation: call load_tool {"toolName": "MAIL_SEND_EMAIL"} first`) {
+		t.Errorf("a pooled tool never loaded: %q", got)
+	}
+	if res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "load_tool", Arguments: map[string]any{"toolName": "MAIL_SEND_EMAIL", "_thread": "a"}}); err != nil || res.IsError {
+		t.Fatalf("load_tool: %v", err)
+	}
+	if got := call("MAIL_SEND_EMAIL", map[string]any{"to": []any{"a@example.com"}, "subject": "s", "messageBody": "b", "_thread": "b"}); !strings.Contains(got, "load_tool") ||
+		!strings.Contains(got, `_thread is "b"`) {
+		t.Errorf("a tool loaded under another _thread: %q", got)
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "list_orders", Arguments: map[string]any{"_all_pages": true, "_fields": []any{"id"}, "_thread": "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := structured(t, res)["_resultId"].(string)
+	if got := call("queryToolResult", map[string]any{"resultId": id, "_thread": "b"}); !strings.Contains(got, "not found in this conversation") ||
+		!strings.Contains(got, "Stored results are kept per conversation") || !strings.Contains(got, `_thread is "b"`) {
+		t.Errorf("a result of another _thread: %q", got)
+	}
+}

@@ -300,7 +300,8 @@ func TestSearchAndLoadTool(t *testing.T) {
 			// Another conversation has not loaded it.
 			res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "MAIL_SEND_EMAIL", Arguments: map[string]any{
 				"to": []any{"a@example.com"}, "subject": "hi", "messageBody": "hello"}})
-			if err != nil || !res.IsError || !strings.Contains(text(res), "no tool") {
+			if err != nil || !res.IsError || !strings.Contains(text(res), `call load_tool {"toolName": "MAIL_SEND_EMAIL"} first`) ||
+				!strings.Contains(text(res), `_thread is "default"`) {
 				t.Errorf("the default conversation called a tool it never loaded: %v %s", err, text(res))
 			}
 		})
