@@ -769,7 +769,7 @@ func TestCatalogChangeReachesNextCall(t *testing.T) {
 				return ""
 			}
 			refused := func(answer string) bool {
-				return strings.Contains(answer, "no tool") || strings.Contains(answer, "unknown tool")
+				return strings.Contains(answer, "no tool") || strings.Contains(answer, "unknown tool") || strings.Contains(answer, "is not loaded in this conversation: call load_tool")
 			}
 			listed := func() bool {
 				t.Helper()
