@@ -322,3 +322,64 @@ func mustCount(tb testing.TB, c tokenizer.Codec, text string) int {
 	}
 	return n
 }
+
+// The rank table holds every token of each encoding at the codec's id, and
+// nothing else: each id the codec decodes is found at its rank, and texts
+// that are not tokens — random text, tokens run together or cut short —
+// are found exactly when a map of the decoded vocabulary has them.
+func TestRankTableMatchesVocabulary(t *testing.T) {
+	rng := rand.New(rand.NewPCG(27, 11))
+	for _, r := range references(t) {
+		vocab := map[string]uint32{}
+		var toks []string
+		for id, misses := uint(0), 0; misses < 1024; id++ {
+			tok, err := r.codec.Decode([]uint{id})
+			if err != nil {
+				misses++
+				continue
+			}
+			misses = 0
+			vocab[tok] = uint32(id)
+			toks = append(toks, tok)
+		}
+		if len(vocab) < 100_000 {
+			t.Fatalf("%s: %d tokens decoded", r.enc, len(vocab))
+		}
+		for tok, id := range vocab {
+			if got := r.ours.ranks.rank(tok); got != id {
+				t.Fatalf("%s: rank of %q is %d, the codec's id %d", r.enc, tok, got, id)
+			}
+			if len(tok) == 2 && r.ours.rank(tok) != id {
+				t.Fatalf("%s: the pair table's rank of %q is %d, the codec's id %d", r.enc, tok, r.ours.rank(tok), id)
+			}
+		}
+		probe := func(s string) {
+			want, ok := vocab[s]
+			if !ok {
+				want = noRank
+			}
+			if got := r.ours.ranks.rank(s); got != want {
+				t.Fatalf("%s: rank of %q is %d, want %d", r.enc, s, got, want)
+			}
+			if len(s) == 2 && r.ours.rank(s) != want {
+				t.Fatalf("%s: the pair table's rank of %q is %d, want %d", r.enc, s, r.ours.rank(s), want)
+			}
+		}
+		n := 50_000
+		if testing.Short() {
+			n = 5_000
+		}
+		for range n {
+			a, b := toks[rng.IntN(len(toks))], toks[rng.IntN(len(toks))]
+			probe(a + b)
+			if len(a) > 1 {
+				probe(a[:len(a)-1])
+				probe(a[1:])
+			}
+			probe(randomText(rng, 1+rng.IntN(3)))
+			probe(string([]byte{byte(rng.IntN(256)), byte(rng.IntN(256))}))
+		}
+		probe("")
+		probe(strings.Repeat("a", 300))
+	}
+}

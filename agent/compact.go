@@ -33,9 +33,38 @@ type verdict struct {
 	resultID string          // _resultId
 	rows     []member        // top-level arrays dropped: key → element count
 
-	mu       sync.Mutex // guards the memo below
+	mu       sync.Mutex // guards the memos below
 	memoFor  time.Time  // the expiry the memo was rendered with; zero: expired
 	memoText string
+	// The tokens of the tool message last sent with a rendering, by
+	// which counter, and that message's text and call id: an older turn
+	// sends the same rendering at every turn while its expiry holds, so
+	// its count is read here, not hashed again (messageTokens).
+	tokBy   *TokenMemo
+	tokText string
+	tokCall string
+	tokN    int
+}
+
+// messageTokens is tc.MessageTokens(m) for m a tool message sending a
+// rendering of v (or any text: it is compared), kept on v for the next
+// message that sends the same text with the same call id.
+func (v *verdict) messageTokens(tc *TokenMemo, m *Message) int {
+	plain := m.Role == RoleTool && len(m.ToolCalls) == 0
+	v.mu.Lock()
+	if plain && v.tokBy == tc && v.tokText == m.Content && v.tokCall == m.ToolCallID {
+		n := v.tokN
+		v.mu.Unlock()
+		return n
+	}
+	v.mu.Unlock()
+	n := tc.MessageTokens(m)
+	if plain {
+		v.mu.Lock()
+		v.tokBy, v.tokText, v.tokCall, v.tokN = tc, m.Content, m.ToolCallID, n
+		v.mu.Unlock()
+	}
+	return n
 }
 
 // member is one key of a JSON object and its raw value.

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"hash/maphash"
 	"math"
 	"slices"
 	"time"
@@ -151,6 +152,10 @@ type fitInput struct {
 	// compact sends tool results' rows in the compact layout (the
 	// agent's rows: compact).
 	compact bool
+	// kept holds the converted turns of the threads' previous turns
+	// (olderkept.go), by thread key (threadKey); nil: none are kept.
+	kept      *olderKept
+	threadKey string
 }
 
 // olderMemo holds the conversion of a thread's older turns between the
@@ -173,29 +178,47 @@ type olderTurns struct {
 	gen    uint32       // counts fit calls, for olderTurn.compGen
 	// compact: tool results' rows in the compact layout (rows: compact).
 	compact bool
+	// With keys, each converted turn is keyed by turnKey under seed, and
+	// a turn of kept (the thread's previous turn's) with the same key is
+	// taken rather than converted.
+	keys bool
+	seed maphash.Seed
+	kept *keptTurns
 }
 
 // olderTurn is one converted turn with what fitting needs of each
-// message.
+// message (e, by the index in msgs).
 type olderTurn struct {
-	msgs     []Message
-	parts    []*Part    // a tool message's part; nil for other messages
-	size     []int      // each message's size, tool results whole
-	age      []int32    // a tool message's step age: 0 for the newest older step
-	verdicts []*verdict // each tool result's verdict, once read
-	// What each tool result compacts to ("" when it stays whole), for the
-	// expiry of its stored result it was rendered with, and the fit call
-	// that last checked that expiry.
-	comp    []string
-	compExp []int64 // unix nanoseconds; 0: expired, or never known
-	compGen []uint32
+	msgs []Message
+	e    []olderEntry
+	// key is the turn's turnKey, when keyed (olderkept.go).
+	key   uint64
+	keyed bool
+}
+
+// olderEntry is what fitting knows of one message of an older turn.
+type olderEntry struct {
+	part *Part // a tool message's part; nil for other messages
+	// at is where part is in the turn: its message, then its index
+	// among the message's parts (so that a kept turn finds it again).
+	at      [2]int32
+	verdict *verdict // a tool result's verdict, once read
+	size    int      // the message's size, a tool result whole
+	age     int32    // a tool message's step age: 0 for the newest older step
+	// What a tool result compacts to ("" when it stays whole), for the
+	// expiry of its stored result it was rendered with (unix
+	// nanoseconds; 0: expired, or never known), and the fit call that
+	// last checked that expiry.
+	compGen uint32
+	compExp int64
+	comp    string
 	// whole is a tool result's text sent whole, once built; tokens the
 	// message's tokens as last counted, plus one (0: never), with the
 	// text it was counted with (counted), so that a turn's steps count
 	// each older message once (fitted.countTokens).
-	whole   []string
-	tokens  []int32
-	counted []string
+	whole   string
+	tokens  int32
+	counted string
 }
 
 func newOlderTurns(older []UIMessage, compact bool) *olderTurns {
@@ -224,12 +247,78 @@ func (o *olderTurns) turn(t int) *olderTurn {
 	return o.turns[t]
 }
 
-// convert converts turns lo..hi, all newer ones being converted already.
+// convert converts turns lo..hi, all newer ones being converted already:
+// those kept from the thread's previous turn are taken (taken), the
+// others converted in runs; then every message's step age is set,
+// newest first.
 func (o *olderTurns) convert(lo, hi int) {
-	from, to := o.starts[lo], len(o.src)
-	if hi+1 < len(o.starts) {
-		to = o.starts[hi+1]
+	var keys [turnChunk]uint64
+	var keyed [turnChunk]bool
+	for k := lo; k <= hi; k++ {
+		if o.keys {
+			keys[k-lo], keyed[k-lo] = turnKey(o.seed, o.src[o.starts[k]:o.end(k)])
+		}
+		if keyed[k-lo] && o.kept != nil {
+			if ot := o.kept.byKey[keys[k-lo]]; ot != nil {
+				delete(o.kept.byKey, keys[k-lo])
+				o.taken(k, ot)
+			}
+		}
 	}
+	for a := lo; a <= hi; {
+		if o.turns[a] != nil {
+			a++
+			continue
+		}
+		b := a
+		for b+1 <= hi && o.turns[b+1] == nil {
+			b++
+		}
+		o.convertRun(a, b)
+		for k := a; k <= b; k++ {
+			o.turns[k].key, o.turns[k].keyed = keys[k-lo], keyed[k-lo]
+		}
+		a = b + 1
+	}
+	for k := hi; k >= lo; k-- {
+		ot := o.turns[k]
+		for i := len(ot.msgs) - 1; i >= 0; i-- {
+			ot.e[i].age = int32(o.steps)
+			if len(ot.msgs[i].ToolCalls) > 0 {
+				o.steps++ // its results, after it, have its age
+			}
+		}
+	}
+}
+
+// end is the end of turn k in src.
+func (o *olderTurns) end(k int) int {
+	if k+1 < len(o.starts) {
+		return o.starts[k+1]
+	}
+	return len(o.src)
+}
+
+// taken makes ot, kept from the thread's previous turn with the same
+// key as turn k, turn k: its parts are k's, and what their outputs give
+// (sizes, verdicts, texts) is read from them again.
+func (o *olderTurns) taken(k int, ot *olderTurn) {
+	src := o.src[o.starts[k]:o.end(k)]
+	for i := range ot.e {
+		e := &ot.e[i]
+		e.size = messageSize(&ot.msgs[i])
+		if ot.msgs[i].Role != RoleTool {
+			continue
+		}
+		e.part = &src[e.at[0]].Parts[e.at[1]]
+		e.size += toolResultLen(e.part, o.compact)
+	}
+	o.turns[k] = ot
+}
+
+// convertRun converts turns lo..hi, which share their allocations.
+func (o *olderTurns) convertRun(lo, hi int) {
+	from, to := o.starts[lo], o.end(hi)
 	n, calls := 0, 0 // messages and tool calls, at most
 	for i := from; i < to; i++ {
 		n++
@@ -248,38 +337,41 @@ func (o *olderTurns) convert(lo, hi int) {
 	bounds := make([]int, 0, hi-lo+2)
 	for k := lo; k <= hi; k++ {
 		bounds = append(bounds, len(conv.out))
-		end := to
-		if k+1 <= hi {
-			end = o.starts[k+1]
-		}
-		for i := o.starts[k]; i < end; i++ {
+		for i := o.starts[k]; i < o.end(k); i++ {
 			conv.add(&o.src[i])
 		}
 	}
 	bounds = append(bounds, len(conv.out))
-	m := len(conv.out)
-	size, age, verdicts := make([]int, m), make([]int32, m), make([]*verdict, m)
-	comp, compExp, compGen := make([]string, m), make([]int64, m), make([]uint32, m)
-	whole, tokens, counted := make([]string, m), make([]int32, m), make([]string, m)
+	ents := make([]olderEntry, len(conv.out))
 	chunk := make([]olderTurn, hi-lo+1)
-	for k := hi; k >= lo; k-- {
+	for k := lo; k <= hi; k++ {
 		a, b := bounds[k-lo], bounds[k-lo+1]
 		ot := &chunk[k-lo]
-		*ot = olderTurn{msgs: conv.out[a:b:b], parts: conv.parts[a:b:b], size: size[a:b:b], age: age[a:b:b], verdicts: verdicts[a:b:b],
-			comp: comp[a:b:b], compExp: compExp[a:b:b], compGen: compGen[a:b:b],
-			whole: whole[a:b:b], tokens: tokens[a:b:b], counted: counted[a:b:b]}
-		for i := len(ot.msgs) - 1; i >= 0; i-- {
-			ot.size[i] = messageSize(&ot.msgs[i])
-			if p := ot.parts[i]; p != nil {
-				ot.size[i] += toolResultLen(p, o.compact)
-			}
-			ot.age[i] = int32(o.steps)
-			if len(ot.msgs[i].ToolCalls) > 0 {
-				o.steps++ // its results, after it, have its age
+		*ot = olderTurn{msgs: conv.out[a:b:b], e: ents[a:b:b]}
+		src := o.src[o.starts[k]:o.end(k)]
+		for i := range ot.msgs {
+			e := &ot.e[i]
+			e.part = conv.parts[a+i]
+			e.size = messageSize(&ot.msgs[i])
+			if e.part != nil {
+				e.size += toolResultLen(e.part, o.compact)
+				e.at = partAt(src, e.part)
 			}
 		}
 		o.turns[k] = ot
 	}
+}
+
+// partAt is where p is in msgs: its message, and its index there.
+func partAt(msgs []UIMessage, p *Part) [2]int32 {
+	for i := range msgs {
+		for j := range msgs[i].Parts {
+			if &msgs[i].Parts[j] == p {
+				return [2]int32{int32(i), int32(j)}
+			}
+		}
+	}
+	panic("agent: a converted tool message's part is not in its turn")
 }
 
 // fitted is what one step sends and what fitting did.
@@ -373,6 +465,9 @@ func newFitter(in fitInput) *fitter {
 		o = m.conv
 	} else {
 		o = newOlderTurns(older, in.compact)
+		if in.kept != nil {
+			o.keys, o.seed, o.kept = true, in.kept.seed, in.kept.take(in.threadKey, in.compact)
+		}
 		if m != nil {
 			m.conv, m.n, m.first = o, len(older), nil
 			if len(older) > 0 {
@@ -398,18 +493,18 @@ func newFitter(in fitInput) *fitter {
 // compacted is what a tool result is sent as when compacted ("" when it
 // stays whole: not a finished result, or no shorter).
 func (f *fitter) compacted(ot *olderTurn, i int) string {
-	if ot.compGen[i] == f.gen {
-		return ot.comp[i]
+	if ot.e[i].compGen == f.gen {
+		return ot.e[i].comp
 	}
-	p := ot.parts[i]
+	p := ot.e[i].part
 	if p == nil || p.State != "output-available" {
-		ot.compGen[i] = f.gen
+		ot.e[i].compGen = f.gen
 		return ""
 	}
-	v := ot.verdicts[i]
+	v := ot.e[i].verdict
 	if v == nil {
 		v = f.in.verdict(p)
-		ot.verdicts[i] = v
+		ot.e[i].verdict = v
 	}
 	var exp time.Time // zero: expired, or never known
 	if v.resultID != "" {
@@ -421,30 +516,30 @@ func (f *fitter) compacted(ot *olderTurn, i int) string {
 	if !exp.IsZero() {
 		nanos = exp.UnixNano()
 	}
-	if ot.compGen[i] == 0 || ot.compExp[i] != nanos {
-		ot.comp[i], ot.compExp[i] = "", nanos
+	if ot.e[i].compGen == 0 || ot.e[i].compExp != nanos {
+		ot.e[i].comp, ot.e[i].compExp = "", nanos
 		// A verdict replaces the result when it is shorter, and
 		// always once the result's stored id has expired.
 		if text := v.render(exp); len(text) < len(p.Output) || v.resultID != "" && exp.IsZero() {
-			ot.comp[i] = text
+			ot.e[i].comp = text
 		}
 	}
-	ot.compGen[i] = f.gen
-	return ot.comp[i]
+	ot.e[i].compGen = f.gen
+	return ot.e[i].comp
 }
 
 // expiredID reports a result whose stored result id has expired: it is
 // compacted whatever its age, so the id is never offered as live.
 func (f *fitter) expiredID(ot *olderTurn, i int) bool {
 	f.compacted(ot, i)
-	v := ot.verdicts[i]
-	return v != nil && v.resultID != "" && ot.compExp[i] == 0
+	v := ot.e[i].verdict
+	return v != nil && v.resultID != "" && ot.e[i].compExp == 0
 }
 
 // shortened is what an older text is sent as when shortened ("" when it
 // is a tool result or short enough already).
 func (f *fitter) shortened(ot *olderTurn, i int) string {
-	if c := ot.msgs[i].Content; ot.parts[i] == nil {
+	if c := ot.msgs[i].Content; ot.e[i].part == nil {
 		if _, ok := shortenedLen(c); ok {
 			return cutText(c, shortenTo) + shortenedMark
 		}
@@ -465,10 +560,10 @@ func (f *fitter) bound() {
 	for t := f.T - 1; t >= 0; t-- {
 		ot := o.turn(t)
 		for i := range ot.msgs {
-			sz := ot.size[i]
-			if ot.parts[i] != nil {
+			sz := ot.e[i].size
+			if ot.e[i].part != nil {
 				if text := f.compacted(ot, i); text != "" {
-					sz += len(text) - toolResultLen(ot.parts[i], o.compact)
+					sz += len(text) - toolResultLen(ot.e[i].part, o.compact)
 				}
 				f.compSum += sz
 			} else {
@@ -497,9 +592,9 @@ func (f *fitter) set(ot *olderTurn, i, j int, text string, st entryState) {
 	}
 	old := len(ot.msgs[i].Content)
 	if st == entryCompacted {
-		old = toolResultLen(ot.parts[i], f.o.compact)
+		old = toolResultLen(ot.e[i].part, f.o.compact)
 		f.out.compacted++
-		f.out.compactedChars += len(ot.parts[i].Output)
+		f.out.compactedChars += len(ot.e[i].part.Output)
 	} else {
 		f.out.shortened++
 	}
@@ -536,7 +631,9 @@ func (f *fitter) choose() error {
 	f.size = make([]int, n)
 	f.total = f.fixed
 	for t := first; t < T; t++ {
-		copy(f.size[f.off[t-first]:], o.turns[t].size)
+		for i, e := range o.turns[t].e {
+			f.size[f.off[t-first]+i] = e.size
+		}
 	}
 	for _, sz := range f.size {
 		f.total += sz
@@ -559,7 +656,7 @@ func (f *fitter) choose() error {
 		// are always sent as verdicts;
 		// then the recent ones, oldest first, while the step does not fit.
 		f.each(func(ot *olderTurn, i, j int) bool {
-			if ot.age[i] >= keep || f.expiredID(ot, i) {
+			if ot.e[i].age >= keep || f.expiredID(ot, i) {
 				f.set(ot, i, j, f.compacted(ot, i), entryCompacted)
 			}
 			return true
@@ -615,11 +712,11 @@ func (f *fitter) assemble() *fitted {
 			case entryShortened:
 				m.Content = f.shortened(ot, i)
 			default:
-				if ot.parts[i] != nil {
-					if ot.whole[i] == "" {
-						ot.whole[i] = toolResultText(*ot.parts[i], o.compact)
+				if ot.e[i].part != nil {
+					if ot.e[i].whole == "" {
+						ot.e[i].whole = toolResultText(*ot.e[i].part, o.compact)
 					}
-					m.Content = ot.whole[i]
+					m.Content = ot.e[i].whole
 				}
 			}
 			send = append(send, m)
@@ -630,8 +727,8 @@ func (f *fitter) assemble() *fitted {
 	for t := T - 1; t >= first && len(out.compactedCalls) < maxReportedCalls; t-- {
 		ot := o.turns[t]
 		for i := len(ot.msgs) - 1; i >= 0 && len(out.compactedCalls) < maxReportedCalls; i-- {
-			if f.state[f.off[t-first]+i] == entryCompacted && ot.parts[i].ToolCallID != "" {
-				out.compactedCalls = append(out.compactedCalls, ot.parts[i].ToolCallID)
+			if f.state[f.off[t-first]+i] == entryCompacted && ot.e[i].part.ToolCallID != "" {
+				out.compactedCalls = append(out.compactedCalls, ot.e[i].part.ToolCallID)
 			}
 		}
 	}
@@ -740,6 +837,7 @@ func (r *Runner) fitStep(st *turnState, def Definition, bound []boundTool, specs
 		verdict: r.verdicts.get,
 		memo:    &st.older,
 		compact: def.Rows == RowsCompact,
+		kept:    r.older, threadKey: st.Thread.Key,
 	}
 	f, err := fitCompacting(in)
 	tc, known := r.tokenCounter(model)
@@ -781,19 +879,48 @@ func (f *fitted) countTokens(tc *TokenMemo, specs []ToolSpec) int {
 	}
 	n := tc.RequestTokens(&ModelRequest{Messages: f.msgs[:f.olderAt], Tools: specs})
 	n += tc.RequestTokens(&ModelRequest{Messages: f.msgs[end:]}) - tokensReplyPrime
+	// The messages not counted yet go to the memo in batches of
+	// tokenBatch (one lock a batch).
+	var batch [tokenBatch]*Message
+	var ents [tokenBatch]*olderEntry
+	var counts [tokenBatch]int
+	b := 0
+	flush := func() {
+		tc.messagesTokens(batch[:b], counts[:b])
+		for j, e := range ents[:b] {
+			e.tokens, e.counted = int32(counts[j])+1, batch[j].Content
+			n += counts[j]
+		}
+		b = 0
+	}
 	k := f.olderAt
 	for _, ot := range f.olderTurns {
 		for i := range ot.msgs {
-			m := &f.msgs[k]
+			m, e := &f.msgs[k], &ot.e[i]
 			k++
-			if ot.tokens[i] == 0 || ot.counted[i] != m.Content {
-				ot.tokens[i], ot.counted[i] = int32(tc.MessageTokens(m))+1, m.Content
+			switch {
+			case e.tokens != 0 && e.counted == m.Content:
+				n += int(e.tokens) - 1
+			case e.verdict != nil:
+				// A compacted result: kept on its verdict across turns.
+				c := e.verdict.messageTokens(tc, m)
+				e.tokens, e.counted = int32(c)+1, m.Content
+				n += c
+			default:
+				batch[b], ents[b] = m, e
+				if b++; b == tokenBatch {
+					flush()
+				}
 			}
-			n += int(ot.tokens[i]) - 1
 		}
 	}
+	flush()
 	return n
 }
+
+// tokenBatch is how many messages countTokens looks up in the memo at
+// once.
+const tokenBatch = 64
 
 // tokensAtMost bounds what f and specs can cost in tokens: a token is at
 // least one byte of text, and each message and tool adds its framing.

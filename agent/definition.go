@@ -30,8 +30,9 @@ type Definition struct {
 	Context *ContextConfig `json:"context,omitempty" yaml:"context"`
 	// Rows is how tool results' rows reach the model: "objects" (the
 	// default: JSON objects, as stored) or "compact" (uniform rows as a
-	// header of field names and one comma-separated line per row, loop.CompactRows; the
-	// model is told the layout in one line). The stored result, the
+	// header of field names and one text of the rows, values separated by
+	// commas and rows by semicolons, loop.CompactRows; the model is told
+	// the layout in one line). The stored result, the
 	// stream's tool output and the Studio keep the objects.
 	Rows       RowLayout `json:"rows,omitempty" yaml:"rows"`
 	AgentTools []Binding `json:"agentTools" yaml:"agentTools"`
@@ -54,7 +55,7 @@ type RowLayout string
 
 const (
 	RowsObjects RowLayout = "objects" // JSON objects, as stored (also the empty value)
-	RowsCompact RowLayout = "compact" // a line of field names and one line of values per row
+	RowsCompact RowLayout = "compact" // a line of field names and one text of the rows (loop.CompactRows)
 )
 
 // Binding is one entry of an agent's tool list: a single tool

@@ -77,6 +77,7 @@ type Runner struct {
 	log *slog.Logger
 
 	verdicts *verdictCache // compacted older tool results
+	older    *olderKept    // threads' converted older turns, for their next turn
 	obs      *instrumentation
 	calib    sync.Map // model name → calibrated characters per token (float64)
 	tokens   sync.Map // tokenizer.Encoding → *TokenMemo (tokenCounter)
@@ -99,7 +100,7 @@ func NewRunner(opt RunnerOptions) *Runner {
 	if opt.ResultTTL <= 0 {
 		opt.ResultTTL = loop.DefaultResultTTL
 	}
-	r := &Runner{opt: opt, log: opt.Logger, verdicts: newVerdictCache(verdictCacheSize),
+	r := &Runner{opt: opt, log: opt.Logger, verdicts: newVerdictCache(verdictCacheSize), older: newOlderKept(),
 		obs: newInstrumentation(opt.TracerProvider, opt.MeterProvider, opt.RecordContent)}
 	if r.log == nil {
 		r.log = slog.Default()
@@ -241,6 +242,8 @@ func (r *Runner) Run(ctx context.Context, t *Turn) (err error) {
 		if len(st.msg.Parts) > 0 {
 			t.Thread.Msgs = append(t.Thread.Msgs, st.msg)
 		}
+		// What the turn converted of the older turns, for the next.
+		r.older.put(t.Thread.Key, st.older.conv)
 	}()
 	if t.Resume != nil {
 		done, err = r.takeOver(ctx, st)

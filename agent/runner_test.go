@@ -393,9 +393,9 @@ func TestRunnerCheckpointsEveryStep(t *testing.T) {
 }
 
 // An agent with rows: compact: the model reads the looping result's rows
-// and queryToolResult's as a header and one line of values per row, told the
-// layout in one system line; the stream's tool outputs and the stored
-// thread keep the objects.
+// and queryToolResult's as a header and one text of rows (values
+// comma-separated, rows by semicolons), told the layout in one system
+// line; the stream's tool outputs and the stored thread keep the objects.
 func TestRunnerCompactRows(t *testing.T) {
 	resultID := regexp.MustCompile(`"_resultId":"([^"]+)"`)
 	m := &scriptModel{steps: []func(ModelRequest) []ModelEvent{
@@ -431,10 +431,10 @@ func TestRunnerCompactRows(t *testing.T) {
 		t.Errorf("the layout is told %d times in the system messages, want once", note)
 	}
 	last := func(req ModelRequest) string { return req.Messages[len(req.Messages)-1].Content }
-	if got := last(m.reqs[1]); !strings.Contains(got, `"data":{"fields":"id","rows":["0","1","2",`) || strings.Contains(got, `{"id":0}`) {
+	if got := last(m.reqs[1]); !strings.Contains(got, `"data":{"fields":"id","rows":"0;1;2;`) || strings.Contains(got, `{"id":0}`) {
 		t.Errorf("the looping result as the model read it: %.300s", got)
 	}
-	if got := last(m.reqs[2]); !strings.Contains(got, `"items":{"fields":"id","rows":["0","1","2"]}`) {
+	if got := last(m.reqs[2]); !strings.Contains(got, `"items":{"fields":"id","rows":"0;1;2"}`) {
 		t.Errorf("queryToolResult as the model read it: %.300s", got)
 	}
 	rec.mu.Lock()

@@ -33,7 +33,8 @@ const (
 // encodings are embedded (github.com/tiktoken-go/tokenizer): no file is
 // fetched, and each is built once per process, on first use (some
 // hundreds of milliseconds and some tens of megabytes for o200k_base,
-// of which about 10 MB are trawl's copy of its ranks). Texts are split by
+// of which about 5.8 MB are trawl's copy of its ranks, kept free of
+// pointers so that no garbage collection walks it). Texts are split by
 // a hand-written matcher of the encoding's pattern, not regexp2 (bpe.go):
 // the same counts, 8–20 times faster (bench/README.md).
 func TokenizerFor(model string) (TokenCounter, bool) {
@@ -98,9 +99,9 @@ func (b bpe) CountTokens(text string) int { return b.e.enc.count(text) }
 // afresh), by a 64-bit hash of each text — not the texts themselves, so
 // what it holds is a few bytes a text; it is safe for concurrent use.
 type TokenMemo struct {
-	tc   TokenCounter
-	max  int
-	seed maphash.Seed
+	tc            TokenCounter
+	max           int
+	seed, msgSeed maphash.Seed
 
 	mu     sync.Mutex
 	counts map[uint64]int
@@ -112,7 +113,7 @@ func NewTokenMemo(tc TokenCounter, max int) *TokenMemo {
 	if max <= 0 {
 		max = 1 << 16
 	}
-	return &TokenMemo{tc: tc, max: max, seed: maphash.MakeSeed(), counts: map[uint64]int{}}
+	return &TokenMemo{tc: tc, max: max, seed: maphash.MakeSeed(), msgSeed: maphash.MakeSeed(), counts: map[uint64]int{}}
 }
 
 // CountTokens implements TokenCounter. Texts under 64 bytes are counted
@@ -134,14 +135,10 @@ func (m *TokenMemo) RequestTokens(req *ModelRequest) int {
 	}
 	for i := range req.Tools {
 		t := &req.Tools[i]
-		var h maphash.Hash
-		h.SetSeed(m.seed)
-		h.WriteByte(2)
-		m.writeText(&h, t.Name)
-		m.writeText(&h, t.Description)
-		var b [8]byte
-		h.Write(binary.LittleEndian.AppendUint64(b[:0], maphash.Bytes(m.seed, t.Parameters)))
-		n += m.keep(h.Sum64(), func() int { return ToolTokens(m.tc, t) })
+		var buf [160]byte
+		b := m.appendText(m.appendText(append(buf[:0], 2), t.Name), t.Description)
+		b = binary.LittleEndian.AppendUint64(b, maphash.Bytes(m.seed, t.Parameters))
+		n += m.keep(maphash.Bytes(m.msgSeed, b), func() int { return ToolTokens(m.tc, t) })
 	}
 	return n
 }
@@ -149,31 +146,67 @@ func (m *TokenMemo) RequestTokens(req *ModelRequest) int {
 // MessageTokens is MessageTokens(m's counter, msg), kept by a hash of
 // all msg holds.
 func (m *TokenMemo) MessageTokens(msg *Message) int {
-	var h maphash.Hash
-	h.SetSeed(m.seed)
-	m.writeText(&h, string(msg.Role))
-	m.writeText(&h, msg.Content)
-	m.writeText(&h, msg.ToolCallID)
-	for _, c := range msg.ToolCalls {
-		h.WriteByte(1)
-		m.writeText(&h, c.ID)
-		m.writeText(&h, c.Name)
-		m.writeText(&h, c.Arguments)
-	}
-	return m.keep(h.Sum64(), func() int { return MessageTokens(m.tc, msg) })
+	return m.keep(m.messageKey(msg), func() int { return MessageTokens(m.tc, msg) })
 }
 
-// writeText adds s to h, its length first: a long text as its own hash,
-// which maphash.String computes several times faster than a Hash fed in
-// 128-byte blocks (a step's thread is hashed whole at every step).
-func (m *TokenMemo) writeText(h *maphash.Hash, s string) {
-	var b [8]byte
-	h.Write(binary.LittleEndian.AppendUint64(b[:0], uint64(len(s))))
-	if len(s) <= 64 {
-		h.WriteString(s)
-		return
+// messagesTokens sets out[i] to MessageTokens(msgs[i]), looking all of
+// them up under one lock.
+func (m *TokenMemo) messagesTokens(msgs []*Message, out []int) {
+	var keys [tokenBatch]uint64
+	for len(msgs) > 0 {
+		k := min(len(msgs), tokenBatch)
+		for i, msg := range msgs[:k] {
+			keys[i] = m.messageKey(msg)
+		}
+		missed := false
+		m.mu.Lock()
+		for i := range k {
+			n, ok := m.counts[keys[i]]
+			if !ok {
+				n, missed = -1, true
+			}
+			out[i] = n
+		}
+		m.mu.Unlock()
+		if missed {
+			for i, msg := range msgs[:k] {
+				if out[i] < 0 {
+					out[i] = m.keep(keys[i], func() int { return MessageTokens(m.tc, msg) })
+				}
+			}
+		}
+		msgs, out = msgs[k:], out[k:]
 	}
-	h.Write(binary.LittleEndian.AppendUint64(b[:0], maphash.String(m.seed, s)))
+}
+
+// messageKey is the hash of all msg holds: its fields, each with its
+// length, laid out in a buffer on the stack and hashed once (a text over
+// 64 bytes as its own hash), under the seed of messages and tools (their
+// buffers start 0 and 2), so that no message's key is a text's or a
+// tool's.
+func (m *TokenMemo) messageKey(msg *Message) uint64 {
+	var buf [320]byte
+	b := m.appendText(append(buf[:0], 0), string(msg.Role))
+	b = m.appendText(b, msg.Content)
+	b = m.appendText(b, msg.ToolCallID)
+	for _, c := range msg.ToolCalls {
+		b = append(b, 1)
+		b = m.appendText(b, c.ID)
+		b = m.appendText(b, c.Name)
+		b = m.appendText(b, c.Arguments)
+	}
+	return maphash.Bytes(m.msgSeed, b)
+}
+
+// appendText appends s to b, its length first: a long text as its own
+// hash, which maphash.String computes several times faster than a Hash
+// fed in 128-byte blocks (a step's thread is hashed whole at every step).
+func (m *TokenMemo) appendText(b []byte, s string) []byte {
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(s)))
+	if len(s) <= 64 {
+		return append(b, s...)
+	}
+	return binary.LittleEndian.AppendUint64(b, maphash.String(m.seed, s))
 }
 
 // keep returns the count kept under key, counting it with count first if

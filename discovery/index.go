@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/analysis"
@@ -38,11 +39,16 @@ type Index struct {
 	toolkits map[string]string // lowercased toolkit id or name → toolkit id
 	kitIDs   []string          // sorted toolkit ids, for error messages
 	synonyms bool              // expand queries with the thesaurus (tests turn it off to compare)
+	noPrune  bool              // always search in full (tests compare, see prune.go)
 	sem      *semanticIndex    // nil: BM25 alone
 	kits     *kitStats
 
-	dfMu sync.Mutex
-	df   map[fieldTerm]int // a term's document count in a field, as looked up
+	dfMu  sync.Mutex
+	df    map[fieldTerm]int // a term's document count in a field, as looked up
+	prune pruneState        // see prune.go
+	// prunedRuns counts the searches answered by scoring the tools a rare
+	// word matched (prune.go).
+	prunedRuns atomic.Int64
 }
 
 // fieldTerm is a stem in one field.
@@ -368,9 +374,10 @@ func (ix *Index) search(ctx context.Context, q, toolkit string, limit int, seman
 	}
 	acts := queryActions(splitWords(q))
 	kitWeights := ix.kits.weights(terms)
-	hits, err := ix.run(ix.buildQuery(q, terms, false), kit, acts, kitWeights)
+	clauses := ix.fieldClauses(terms)
+	hits, err := ix.run(ix.buildQuery(q, terms, clauses, false), clauses, exactKey(q), kit, acts, kitWeights)
 	if err == nil && len(hits) == 0 {
-		hits, err = ix.run(ix.buildQuery(q, terms, true), kit, acts, kitWeights)
+		hits, err = ix.run(ix.buildQuery(q, terms, nil, true), nil, "", kit, acts, kitWeights)
 	}
 	if err != nil {
 		return nil, err
@@ -451,7 +458,7 @@ func (ix *Index) queryTerms(q string) []queryTerm {
 //
 // The fuzzy form is the typo fallback: each unstemmed word matches any
 // word within one edit of it, in the name and in the rest of the text.
-func (ix *Index) buildQuery(q string, terms []queryTerm, fuzzy bool) query.Query {
+func (ix *Index) buildQuery(q string, terms []queryTerm, fields [][]clauseTerm, fuzzy bool) query.Query {
 	if fuzzy {
 		clauses := make([]query.Query, 0, len(fuzzyBoosts))
 		for _, fb := range fuzzyBoosts {
@@ -468,15 +475,12 @@ func (ix *Index) buildQuery(q string, terms []queryTerm, fuzzy bool) query.Query
 		return bleve.NewDisjunctionQuery(clauses...)
 	}
 	clauses := make([]query.Query, 0, len(fieldBoosts)+1)
-	for _, fb := range fieldBoosts {
-		perTerm := make([]query.Query, 0, len(terms))
-		for _, t := range terms {
-			if ix.everywhere(fb.field, t.stem) {
-				continue
-			}
+	for i, fb := range fieldBoosts {
+		perTerm := make([]query.Query, 0, len(fields[i]))
+		for _, t := range fields[i] {
 			tq := bleve.NewTermQuery(t.stem)
 			tq.SetField(fb.field)
-			tq.SetBoost(fb.boost * t.weight)
+			tq.SetBoost(t.boost)
 			perTerm = append(perTerm, tq)
 		}
 		clauses = append(clauses, bleve.NewDisjunctionQuery(perTerm...))
@@ -535,8 +539,56 @@ func (ix *Index) docFreq(field, stem string) int {
 func exactKey(s string) string { return strings.ToLower(strings.Join(splitWords(s), "_")) }
 
 // run runs q and ranks its best hits again (see rank), at most
-// rerankDepth of them.
-func (ix *Index) run(q query.Query, kit string, acts []queryAction, kitWeights map[string]float64) ([]Hit, error) {
+// rerankDepth of them. q built from clauses and the whole-name key is
+// first answered by scoring only the tools its rare words matched (see
+// prune.go), and in full when that cannot be shown to find the same hits.
+func (ix *Index) run(q query.Query, clauses [][]clauseTerm, key, kit string, acts []queryAction, kitWeights map[string]float64) ([]Hit, error) {
+	var best []scoredTool
+	ok := false
+	if clauses != nil {
+		var err error
+		if best, ok, err = ix.prunedTop(q, clauses, key, kit); err != nil {
+			return nil, err
+		}
+		if ok {
+			ix.prunedRuns.Add(1)
+		}
+	}
+	if !ok {
+		res, err := ix.top(q, kit)
+		if err != nil {
+			return nil, err
+		}
+		best = make([]scoredTool, 0, len(res.Hits))
+		for _, h := range res.Hits {
+			if t, ok := ix.byID[h.ID]; ok {
+				best = append(best, scoredTool{t, h.Score})
+			}
+		}
+	}
+	hits := make([]Hit, 0, len(best))
+	for _, h := range best {
+		t := h.tool
+		f := ix.facts[t.ID]
+		score := h.score * (1 + actionBoost*f.actionMatch(acts)) / (1 + generality*float64(f.specificity))
+		if w, ok := kitWeights[toolkitOf(t)]; ok {
+			score *= w
+		}
+		hits = append(hits, Hit{Tool: t, Score: score})
+	}
+	ix.rank(hits)
+	return hits, nil
+}
+
+// scoredTool is a tool and its BM25 score.
+type scoredTool struct {
+	tool  *tools.Tool
+	score float64
+}
+
+// top is BM25's best rerankDepth hits for q, in toolkit kit when not
+// empty, best first.
+func (ix *Index) top(q query.Query, kit string) (*bleve.SearchResult, error) {
 	if kit != "" {
 		tq := bleve.NewTermQuery(kit)
 		tq.SetField(fieldKit)
@@ -551,19 +603,7 @@ func (ix *Index) run(q query.Query, kit string, acts []queryAction, kitWeights m
 	if err != nil {
 		return nil, fmt.Errorf("discovery: search: %w", err)
 	}
-	hits := make([]Hit, 0, len(res.Hits))
-	for _, h := range res.Hits {
-		if t, ok := ix.byID[h.ID]; ok {
-			f := ix.facts[t.ID]
-			score := h.Score * (1 + actionBoost*f.actionMatch(acts)) / (1 + generality*float64(f.specificity))
-			if w, ok := kitWeights[toolkitOf(t)]; ok {
-				score *= w
-			}
-			hits = append(hits, Hit{Tool: t, Score: score})
-		}
-	}
-	ix.rank(hits)
-	return hits, nil
+	return res, nil
 }
 
 // uniqueStrings is a and b, or a alone when they are equal.

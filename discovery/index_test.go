@@ -190,7 +190,9 @@ func TestSearchDeterministic(t *testing.T) {
 // change back.
 func TestScoringIsBM25(t *testing.T) {
 	ix := demoIndex(t)
-	req := bleve.NewSearchRequest(ix.buildQuery("archive a thread", ix.queryTerms("archive a thread"), false))
+	terms := ix.queryTerms("archive a thread")
+	full := ix.buildQuery("archive a thread", terms, ix.fieldClauses(terms), false)
+	req := bleve.NewSearchRequest(full)
 	req.Explain = true
 	res, err := ix.bleve.Search(req)
 	if err != nil {

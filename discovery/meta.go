@@ -14,20 +14,23 @@ import (
 	"github.com/trawl-dev/trawl/tools"
 )
 
-// Input JSON Schemas of the meta-tools, as the model is given them.
+// Input JSON Schemas of the meta-tools, as the model is given them: their
+// types, bounds and required keys, no descriptions. Each parameter is told
+// once, in the tool's description (the prompts package), which is sent
+// with the schema in every request that offers the tool.
 const (
 	SearchToolsSchema = `{"type":"object","properties":{` +
-		`"query":{"type":"string","description":"What you want to do, in a few plain words, e.g. \"set an out-of-office reply\"."},` +
-		`"toolkit":{"type":"string","description":"Only search this app's tools (its id, e.g. \"mail\"). Leave out to search all."},` +
-		`"limit":{"type":"integer","minimum":1,"maximum":10,"description":"How many matches to return (default 5, at most 10)."}},` +
+		`"query":{"type":"string"},` +
+		`"toolkit":{"type":"string"},` +
+		`"limit":{"type":"integer","minimum":1,"maximum":10}},` +
 		`"required":["query"],"additionalProperties":false}`
 	LoadToolSchema = `{"type":"object","properties":{` +
-		`"toolName":{"type":"string","description":"The exact name of one tool search_tools returned."},` +
-		`"toolNames":{"type":"array","items":{"type":"string"},"minItems":1,"maxItems":10,"description":"Several tool names to load at once (at most 10)."}},` +
+		`"toolName":{"type":"string"},` +
+		`"toolNames":{"type":"array","items":{"type":"string"},"minItems":1,"maxItems":10}},` +
 		`"additionalProperties":false}`
 	ListConnectionsSchema = `{"type":"object","properties":{},"additionalProperties":false}`
 	ConnectToolkitSchema  = `{"type":"object","properties":{` +
-		`"toolkit":{"type":"string","description":"The id of the app to connect, as list_connections shows it."}},` +
+		`"toolkit":{"type":"string"}},` +
 		`"required":["toolkit"],"additionalProperties":false}`
 )
 

@@ -50,6 +50,16 @@ func TestLookupMeta(t *testing.T) {
 			if schema.AdditionalProperties == nil || *schema.AdditionalProperties {
 				t.Error("schema allows additional properties; the parsers reject them")
 			}
+			// Each argument is told once, in the description the model
+			// reads beside the schema: named there, not described again.
+			for k, p := range schema.Properties {
+				if !strings.Contains(m.Description, "`"+k+"`") {
+					t.Errorf("the description does not name the argument `%s`", k)
+				}
+				if strings.Contains(string(p), `"description"`) {
+					t.Errorf("the schema describes %s again: %s", k, p)
+				}
+			}
 		})
 	}
 	if _, ok := LookupMeta("queryToolResult"); ok {

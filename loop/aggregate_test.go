@@ -304,6 +304,41 @@ func TestAggregateAdvertised(t *testing.T) {
 	}
 }
 
+// TestForEachNeedsAParameter: _for_each is offered to a looping read or
+// a bulk write with parameters, never to a tool without any — where the
+// engine refuses every _for_each, since there is no parameter to vary.
+func TestForEachNeedsAParameter(t *testing.T) {
+	e := newTestEngine(t, Options{})
+	bulk := Binding{LoopResponses: true, Bulk: true}
+	create := &tools.Tool{ID: "x.create", Name: "create", Method: "POST", Path: "/orders/{id}/notes",
+		Params: []tools.Param{{Name: "id", In: tools.InPath, Required: true, Schema: &tools.Schema{Type: "string"}}}}
+	bare := &tools.Tool{ID: "x.ping", Name: "ping", Method: "POST", Path: "/ping"}
+	for _, c := range []struct {
+		tool *tools.Tool
+		b    Binding
+		want bool
+	}{
+		{ordersTool("http://x"), Binding{LoopResponses: true}, true},
+		{statsTool("http://x"), Binding{LoopResponses: true}, false},
+		{create, bulk, true},
+		{bare, bulk, false},
+	} {
+		props := e.Schema(c.tool, c.b)["properties"].(map[string]any)
+		if _, ok := props[ArgForEach]; ok != c.want {
+			t.Errorf("%s offers _for_each: %v, want %v", c.tool.Name, ok, c.want)
+		}
+		if _, ok := props[ArgFields]; !ok {
+			t.Errorf("%s: no _fields", c.tool.Name)
+		}
+	}
+	// What the schema no longer offers the engine would refuse.
+	_, err := forEachValues(statsTool("http://x"), &ForEach{Key: "id", Values: []any{"a"}}, 10)
+	var te *ToolError
+	if !errors.As(err, &te) || te.Code != CodeInvalidForEachKey {
+		t.Errorf("_for_each on a tool without parameters: %v", err)
+	}
+}
+
 // TestStoredResultKeepsSetVerdict: a record carries its set's verdict
 // through a store outside the process, and an older record still reads.
 func TestStoredResultKeepsSetVerdict(t *testing.T) {

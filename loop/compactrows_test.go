@@ -17,10 +17,10 @@ func TestCompactRows(t *testing.T) {
 	}{
 		{"uniform rows, nested fields flattened, the envelope kept in order",
 			`{"data":[{"id":1,"total":120.5,"customer":{"name":"Ann"}},{"id":2,"total":300,"customer":{"name":"Bo \"B\""}}],"_pagingComplete":true,"_note":"Complete: 2 rows."}`,
-			`{"data":{"fields":"id,total,customer.name","rows":["1,120.5,Ann","2,300,\"Bo \\\"B\\\"\""]},"_pagingComplete":true,"_note":"Complete: 2 rows."}`, true},
+			`{"data":{"fields":"id,total,customer.name","rows":"1,120.5,Ann;2,300,\"Bo \\\"B\\\"\""},"_pagingComplete":true,"_note":"Complete: 2 rows."}`, true},
 		{"arrays and nulls stay values",
 			`{"items":[{"id":"a","tags":["x","y"],"due":null},{"id":"b","tags":[],"due":"2025-01-01"}],"resultId":"r1"}`,
-			`{"items":{"fields":"id,tags,due","rows":["a,[\"x\",\"y\"],null","b,[],2025-01-01"]},"resultId":"r1"}`, true},
+			`{"items":{"fields":"id,tags,due","rows":"a,[\"x\",\"y\"],null;b,[],2025-01-01"},"resultId":"r1"}`, true},
 		{"a row with another field: unchanged",
 			`{"data":[{"id":1,"total":2},{"id":2}]}`, `{"data":[{"id":1,"total":2},{"id":2}]}`, false},
 		{"the same fields in another order: unchanged",
@@ -28,8 +28,8 @@ func TestCompactRows(t *testing.T) {
 		{"one row: nothing to gain",
 			`{"data":[{"id":1}]}`, `{"data":[{"id":1}]}`, false},
 		{"strings that would read back as something else are quoted",
-			`{"d":[{"s":"2","t":"true","u":"a,b","v":""},{"s":" x","t":"[x]","u":"null","v":"1e5"}]}`,
-			`{"d":{"fields":"s,t,u,v","rows":["\"2\",\"true\",\"a,b\",\"\"","\" x\",\"[x]\",\"null\",\"1e5\""]}}`, true},
+			`{"d":[{"s":"2","t":"true","u":"a,b","v":""},{"s":" x","t":"[x]","u":"null","v":"1e5"},{"s":"a;b","t":"x","u":"y","v":"z"}]}`,
+			`{"d":{"fields":"s,t,u,v","rows":"\"2\",\"true\",\"a,b\",\"\";\" x\",\"[x]\",\"null\",\"1e5\";\"a;b\",x,y,z"}}`, true},
 		{"a field name with a comma cannot be told back",
 			`{"data":[{"a,b":1},{"a,b":2}]}`, `{"data":[{"a,b":1},{"a,b":2}]}`, false},
 		{"a field name with a dot cannot be told back",
@@ -41,7 +41,7 @@ func TestCompactRows(t *testing.T) {
 		{"text: unchanged", `plain text`, `plain text`, false},
 		{"two arrays of rows, each compacted",
 			`{"a":[{"x":1},{"x":2}],"b":[{"y":"p"},{"y":"q"}]}`,
-			`{"a":{"fields":"x","rows":["1","2"]},"b":{"fields":"y","rows":["p","q"]}}`, true},
+			`{"a":{"fields":"x","rows":"1;2"},"b":{"fields":"y","rows":"p;q"}}`, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, ok := CompactRows([]byte(c.in))
@@ -55,28 +55,30 @@ func TestCompactRows(t *testing.T) {
 	}
 }
 
-// readCompactRow reads one compact row back into its values, as the
-// layout tells a model to: a cell that starts with a quote, a bracket or
-// a brace is JSON and runs to that value's end; any other runs to the
-// next comma and is true, false, null, a number, or else text.
-func readCompactRow(t *testing.T, line string) []any {
+// readCompactRows reads a compact text of rows back into their values,
+// as the layout tells a model to: a cell that starts with a quote, a
+// bracket or a brace is JSON and runs to that value's end; any other runs
+// to the next comma or semicolon and is true, false, null, a number, or
+// else text; a comma ends a cell, a semicolon a row.
+func readCompactRows(t *testing.T, text string) [][]any {
 	t.Helper()
-	var out []any
+	var out [][]any
+	var row []any
 	for i := 0; ; i++ {
 		var v any
-		if i < len(line) && strings.ContainsRune(`"[{`, rune(line[i])) {
-			d := json.NewDecoder(strings.NewReader(line[i:]))
+		if i < len(text) && strings.ContainsRune(`"[{`, rune(text[i])) {
+			d := json.NewDecoder(strings.NewReader(text[i:]))
 			d.UseNumber()
 			if err := d.Decode(&v); err != nil {
-				t.Fatalf("a JSON cell at %d of %q: %v", i, line, err)
+				t.Fatalf("a JSON cell at %d of %q: %v", i, text, err)
 			}
 			i += int(d.InputOffset())
 		} else {
-			end := strings.IndexByte(line[i:], ',')
+			end := strings.IndexAny(text[i:], ",;")
 			if end < 0 {
-				end = len(line) - i
+				end = len(text) - i
 			}
-			cell := line[i : i+end]
+			cell := text[i : i+end]
 			i += end
 			switch n := json.Number(cell); {
 			case cell == "true" || cell == "false":
@@ -88,12 +90,16 @@ func readCompactRow(t *testing.T, line string) []any {
 				v = cell
 			}
 		}
-		out = append(out, v)
-		if i >= len(line) {
-			return out
+		row = append(row, v)
+		if i >= len(text) {
+			return append(out, row)
 		}
-		if line[i] != ',' {
-			t.Fatalf("at %d of %q: %q, want a comma", i, line, line[i])
+		switch text[i] {
+		case ';':
+			out, row = append(out, row), nil
+		case ',':
+		default:
+			t.Fatalf("at %d of %q: %q, want a comma or a semicolon", i, text, text[i])
 		}
 	}
 }
@@ -103,7 +109,7 @@ func readCompactRow(t *testing.T, line string) []any {
 func TestCompactRowsReadBack(t *testing.T) {
 	r := rand.New(rand.NewPCG(27, 6))
 	texts := []string{"Ann", "a,b", "", " x", "x ", "2", "-1.5", "1e5", "true", "null", "false", "[x]", "{y}", `say "hi"`,
-		`back\slash`, "line\nbreak", "tab\t", "café", "東京", "0x10", "NaN", "bkg_00001", "2025-01-01T10:00:00Z", "a b", "é,", "]", "}", "\""}
+		`back\slash`, "line\nbreak", "tab\t", "café", "東京", "0x10", "NaN", "bkg_00001", "2025-01-01T10:00:00Z", "a b", "é,", "]", "}", "\"", "a;b", ";", "x;", ";y"}
 	value := func() any {
 		switch r.IntN(7) {
 		case 0:
@@ -130,25 +136,26 @@ func TestCompactRowsReadBack(t *testing.T) {
 		}
 		var got struct {
 			Data struct {
-				Fields string   `json:"fields"`
-				Rows   []string `json:"rows"`
+				Fields string `json:"fields"`
+				Rows   string `json:"rows"`
 			} `json:"data"`
 		}
 		if err := json.Unmarshal(out, &got); err != nil {
 			t.Fatalf("run %d: %v: %s", run, err, out)
 		}
-		if got.Data.Fields != "a,b.c,d" || len(got.Data.Rows) != n {
-			t.Fatalf("run %d: %s", run, out)
+		back := readCompactRows(t, got.Data.Rows)
+		if got.Data.Fields != "a,b.c,d" || len(back) != n {
+			t.Fatalf("run %d: %d rows read back of %d: %s", run, len(back), n, out)
 		}
-		for i, line := range got.Data.Rows {
+		for i, cells := range back {
 			want := []any{rows[i]["a"], rows[i]["b"].(map[string]any)["c"], rows[i]["d"]}
 			wb, _ := json.Marshal(want)
 			var wantBack []any
 			d := json.NewDecoder(bytes.NewReader(wb))
 			d.UseNumber()
 			d.Decode(&wantBack)
-			if diff := cmp.Diff(wantBack, readCompactRow(t, line)); diff != "" {
-				t.Errorf("run %d row %d %q (-want +read back):\n%s", run, i, line, diff)
+			if diff := cmp.Diff(wantBack, cells); diff != "" {
+				t.Errorf("run %d row %d of %q (-want +read back):\n%s", run, i, got.Data.Rows, diff)
 			}
 		}
 	}

@@ -213,7 +213,9 @@ func Describe(t *tools.Tool, effect tools.Effect) string {
 // afterwards. A write (or a destructive call) gains only _fields, and
 // _for_each when bulk is set (at most bulkMax values); its description
 // starts with the effect's marker ([writes], [destructive]) — see
-// Describe.
+// Describe. A tool with no parameters is never offered _for_each: there
+// is no parameter to call it once per value of, so the call would only
+// be refused (forEachValues).
 func SchemaFor(t *tools.Tool, plan paginate.Plan, looping bool, effect tools.Effect, bulk bool, bulkMax int) map[string]any {
 	s := t.InputSchema()
 	if !looping {
@@ -222,7 +224,7 @@ func SchemaFor(t *tools.Tool, plan paginate.Plan, looping bool, effect tools.Eff
 	if effect.Writes() {
 		props := maps.Clone(s["properties"].(map[string]any))
 		props[ArgFields] = fieldsSchema()
-		if bulk {
+		if bulk && len(t.Params) > 0 {
 			fe := forEachSchema()
 			fe["description"] = fmt.Sprintf("Make this change once per value of one of its parameters (at most %d values), e.g. {\"key\": \"id\", \"values\": [\"a\", \"b\"]}. Only after listing the objects completely and saying how many will change.", bulkMax)
 			props[ArgForEach] = fe
@@ -238,7 +240,9 @@ func SchemaFor(t *tools.Tool, plan paginate.Plan, looping bool, effect tools.Eff
 			"description": "Fetch every page, merged, with a verdict.",
 		}
 	}
-	props[ArgForEach] = forEachSchema()
+	if len(t.Params) > 0 {
+		props[ArgForEach] = forEachSchema()
+	}
 	props[ArgAggregate] = aggregateSchema()
 	props[ArgRefresh] = map[string]any{
 		"type":        "boolean",

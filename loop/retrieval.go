@@ -199,22 +199,26 @@ func (r *Retrieval) Tools() []RetrievalTool {
 	}
 }
 
+// The retrieval tools' schemas carry their types, bounds, enums and
+// required keys and no descriptions: each parameter is told once, in the
+// tool's description (prompts/query_tool_result.md, fetch_tool_result.md),
+// which is sent with the schema in every request that offers the tool.
 const querySchema = `{"type":"object","properties":{` +
-	`"resultId":{"type":"string","description":"The _resultId of a stored result."},` +
-	`"fields":{"type":"array","items":{"type":"string"},"description":"Dot-paths to keep of each item, e.g. [\"id\",\"customer.name\"]. Omit for whole items."},` +
-	`"filter":{"type":"array","description":"Clauses that must all hold; they run on every stored item before paging.","items":{"type":"object","properties":{` +
-	`"field":{"type":"string","description":"Dot-path of the field to test; it need not be among fields."},` +
+	`"resultId":{"type":"string"},` +
+	`"fields":{"type":"array","items":{"type":"string"}},` +
+	`"filter":{"type":"array","items":{"type":"object","properties":{` +
+	`"field":{"type":"string"},` +
 	`"op":{"type":"string","enum":["eq","neq","gt","gte","lt","lte","contains","in","exists"]},` +
-	`"value":{"description":"What to compare with: a list for in, a boolean for exists."}},"required":["field","op"]}},` +
-	`"offset":{"type":"integer","minimum":0,"description":"Index of the first matching item to return. Default 0."},` +
-	`"limit":{"type":"integer","minimum":1,"maximum":500,"description":"How many matching items to return. Default 50."},` +
-	`"aggregate":{"type":"object","description":"Instead of items: groups with counts and totals over every matching stored item, exact, with the verdict of the set. {\"group_by\": [\"currency\"], \"metrics\": [{\"op\": \"count\"}, {\"op\": \"sum\", \"field\": \"total\"}], \"having\"?, \"order_by\"?, \"limit\"?}; ops count, count_distinct, sum, avg, min, max."}},` +
+	`"value":{}},"required":["field","op"]}},` +
+	`"offset":{"type":"integer","minimum":0},` +
+	`"limit":{"type":"integer","minimum":1,"maximum":500},` +
+	`"aggregate":{"type":"object"}},` +
 	`"required":["resultId"],"additionalProperties":false}`
 
 const fetchSchema = `{"type":"object","properties":{` +
-	`"resultId":{"type":"string","description":"The _resultId of a stored result."},` +
-	`"offset":{"type":"integer","minimum":0,"description":"Character to start at. Default 0."},` +
-	`"length":{"type":"integer","minimum":1,"maximum":16000,"description":"Characters to read. Default and maximum 16000."}},` +
+	`"resultId":{"type":"string"},` +
+	`"offset":{"type":"integer","minimum":0},` +
+	`"length":{"type":"integer","minimum":1,"maximum":16000}},` +
 	`"required":["resultId"],"additionalProperties":false}`
 
 // Call runs the retrieval tool name with the model's JSON arguments and

@@ -390,6 +390,16 @@ func TestRetrievalTools(t *testing.T) {
 		if !strings.Contains(tl.Description, "resultId") || len(tl.Description) < 300 {
 			t.Errorf("%s description: %q", tl.Name, tl.Description)
 		}
+		// Each argument is told once, in the description the model reads
+		// beside the schema: named there, not described again.
+		for k, p := range schema.Properties {
+			if !strings.Contains(tl.Description, "`"+k+"`") {
+				t.Errorf("%s: the description does not name the argument `%s`", tl.Name, k)
+			}
+			if strings.Contains(string(p), `"description"`) {
+				t.Errorf("%s: the schema describes %s again: %s", tl.Name, k, p)
+			}
+		}
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // What a durable caller (a chat turn's outcome ledger) hangs on a
@@ -78,8 +77,25 @@ func (t *Tool) IdempotencyParam() (Param, bool) {
 }
 
 func isIdempotencyName(name string) bool {
-	n := strings.ToLower(strings.NewReplacer("-", "", "_", "").Replace(name))
-	return n == "idempotencykey" || n == "xidempotencykey"
+	// Without allocating: it runs for every parameter of every tool a
+	// step offers. Hyphens and underscores are skipped, case folded.
+	var buf [len("xidempotencykey")]byte
+	n := 0
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c == '-' || c == '_' {
+			continue
+		}
+		if n == len(buf) {
+			return false
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf[n] = c
+		n++
+	}
+	return string(buf[:n]) == "idempotencykey" || string(buf[:n]) == "xidempotencykey"
 }
 
 // IdempotencyKeyFor is the idempotency key of one request: derived from

@@ -177,6 +177,9 @@ func loadTranscript(b *testing.B) transcript {
 }
 
 // loopingScript plays the transcript: the demo's calls with looping on.
+// Before each answer it checks the figures the answer states against the
+// tool results it was sent (checkAnswer), as the hand-paging model checks
+// the rows it counted.
 func loopingScript(t transcript) script {
 	return func(v turnView) (step, error) {
 		steps := t.Turns[v.turn].Steps
@@ -186,7 +189,7 @@ func loopingScript(t transcript) script {
 		s := steps[v.steps]
 		out := step{text: s.Text}
 		if len(s.ToolCalls) == 0 {
-			return out, nil
+			return out, checkAnswer(v)
 		}
 		out.text = ""
 		resultID := ""
@@ -210,6 +213,131 @@ func loopingScript(t transcript) script {
 		}
 		return out, nil
 	}
+}
+
+// aggregateScript answers as the looping guidance tells a model to
+// answer a count ("Let trawl count … with `_aggregate`"): the first
+// question as the demo asks it (one walk of the open orders with
+// `_aggregate`); the second with the properties' ids (all it needs of
+// them, projected with `_fields`), then one call walking every booking of
+// every property with `_for_each`, `_all_pages` and an `_aggregate` that
+// counts the confirmed stays of seven nights or more — no rows sent, so
+// none cut and no retrieval step. It answers with the transcript's texts
+// once checkAnswer finds their figures in the results.
+func aggregateScript(t transcript) script {
+	demo := loopingScript(t)
+	return func(v turnView) (step, error) {
+		if v.turn == 0 {
+			return demo(v)
+		}
+		switch len(v.tools) {
+		case 0:
+			return step{calls: []call{{"list_properties", map[string]any{"_fields": []any{"id"}}}}}, nil
+		case 1:
+			ids, err := propertyIDs(v.tools[0])
+			if err != nil {
+				return step{}, err
+			}
+			return step{calls: []call{{"list_property_bookings", map[string]any{
+				"_for_each":  map[string]any{"key": "property_id", "values": ids},
+				"_all_pages": true,
+				"_aggregate": map[string]any{
+					"filter": []any{
+						map[string]any{"field": "status", "op": "eq", "value": "confirmed"},
+						map[string]any{"field": "nights", "op": "gte", "value": 7},
+					},
+					"metrics": []any{map[string]any{"op": "count"}},
+				},
+			}}}}, nil
+		}
+		s := t.Turns[1].Steps
+		return step{text: s[len(s)-1].Text}, checkAnswer(v)
+	}
+}
+
+// propertyIDs reads the ids of list_properties' result.
+func propertyIDs(m wireMessage) ([]any, error) {
+	var props struct {
+		Properties []struct {
+			ID string `json:"id"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal([]byte(m.Content), &props); err != nil || len(props.Properties) == 0 {
+		return nil, fmt.Errorf("list_properties: %v (%.200s)", err, m.Content)
+	}
+	var ids []any
+	for _, p := range props.Properties {
+		ids = append(ids, p.ID)
+	}
+	return ids, nil
+}
+
+// looped is what checkAnswer reads of a looping result: the walk's
+// verdict, an aggregate's numbers, and queryToolResult's match count.
+type looped struct {
+	Boundary *struct {
+		Completion string `json:"completion"`
+		Records    int    `json:"records"`
+	} `json:"_boundary"`
+	Aggregate *struct {
+		Completion string           `json:"completion"`
+		Rows       int              `json:"rows"`
+		Groups     []map[string]any `json:"groups"`
+	} `json:"_aggregate"`
+	Matched *int `json:"matched"`
+}
+
+// checkAnswer checks the figures the transcript's answer to the turn
+// states — 278 open orders over 100 (170 EUR, 89 USD, 19 GBP) of 364, and
+// 157 long confirmed stays of 2,621 bookings — against the tool results
+// the model was sent this turn: a complete walk's record count, and the
+// count of an aggregate over it (complete) or of queryToolResult's match
+// over the stored walk. Looping on must answer from the same figures as
+// the hand-paging model counts from every row.
+func checkAnswer(v turnView) error {
+	var walked, counted []looped
+	for _, m := range v.tools {
+		var r looped
+		if json.Unmarshal([]byte(m.Content), &r) != nil {
+			continue
+		}
+		if r.Boundary != nil && r.Boundary.Completion == "complete" {
+			walked = append(walked, r)
+		}
+		if r.Aggregate != nil && r.Aggregate.Completion == "complete" || r.Matched != nil {
+			counted = append(counted, r)
+		}
+	}
+	if len(walked) == 0 || len(counted) == 0 {
+		return fmt.Errorf("turn %d: no complete walk and count among the %d tool results to answer from", v.turn+1, len(v.tools))
+	}
+	records, last := walked[len(walked)-1].Boundary.Records, counted[len(counted)-1]
+	var got, want string
+	switch v.turn {
+	case 0:
+		if last.Aggregate == nil {
+			return errors.New("turn 1: no aggregate by currency to answer from")
+		}
+		by := map[string]float64{}
+		for _, g := range last.Aggregate.Groups {
+			by[fmt.Sprint(g["currency"])] = num(g["count"])
+		}
+		got = fmt.Sprintf("%d open: %v EUR, %v USD, %v GBP of %d", last.Aggregate.Rows, by["EUR"], by["USD"], by["GBP"], records)
+		want = "278 open: 170 EUR, 89 USD, 19 GBP of 364"
+	default:
+		n := -1
+		switch {
+		case last.Matched != nil:
+			n = *last.Matched
+		case len(last.Aggregate.Groups) == 1:
+			n = int(num(last.Aggregate.Groups[0]["count"]))
+		}
+		got, want = fmt.Sprintf("%d long stays of %d bookings", n, records), "157 long stays of 2621 bookings"
+	}
+	if got != want {
+		return fmt.Errorf("turn %d: the results say %s, the answer says %s", v.turn+1, got, want)
+	}
+	return nil
 }
 
 // page is one page as the hand-paging model reads it.
@@ -545,30 +673,36 @@ func run(b *testing.B, f *fakeModel, looping bool, rows agent.RowLayout) tally {
 }
 
 // BenchmarkTokens reports what the demo's two questions cost in model
-// input, looping on against paging by hand, and the compact row layout's
-// effect on the projected rows (issue 27, points 6 and 7).
+// input, looping on (the demo's rows walk, with objects and with rows:
+// compact, and the aggregate answer) against paging by hand, and the
+// compact row layout's effect on the projected rows (issue 27, points 6
+// and 7).
 func BenchmarkTokens(b *testing.B) {
 	tc, ok := agent.TokenizerFor(modelName)
 	if !ok {
 		b.Fatalf("no tokenizer for %s", modelName)
 	}
 	t := loadTranscript(b)
-	var on, onCompact, off, offDefault tally
+	var on, onCompact, agg, off, offDefault tally
 	for b.Loop() {
 		on = run(b, &fakeModel{tc: tc, script: loopingScript(t)}, true, "")
+		agg = run(b, &fakeModel{tc: tc, script: aggregateScript(t)}, true, "")
 		onCompact = run(b, &fakeModel{tc: tc, script: loopingScript(t)}, true, agent.RowsCompact)
 		off = run(b, &fakeModel{tc: tc, script: pagingScript(t, perPageLargest)}, false, "")
 		offDefault = run(b, &fakeModel{tc: tc, script: pagingScript(t, 0)}, false, "")
 	}
-	for _, s := range on.perStep {
-		b.Logf("looping, %s", s)
-	}
 	for _, r := range []struct {
 		name string
 		t    tally
-	}{{"looping", on}, {"looping, rows: compact", onCompact}, {"by hand, per_page 50", off}, {"by hand, default page size", offDefault}} {
-		b.Logf("%-26s %3d requests, %9d chars, %8d tokens (tool results %9d chars, %8d tokens; tools offered %d tokens; system %d tokens), %9d request bytes",
+	}{{"looping", on}, {"looping, rows: compact", onCompact}, {"looping, _aggregate", agg}, {"by hand, per_page 50", off}, {"by hand, default page size", offDefault}} {
+		b.Logf("%-27s %3d requests, %9d chars, %8d tokens (tool results %9d chars, %8d tokens; tools offered %d tokens; system %d tokens), %9d request bytes",
 			r.name, r.t.requests, r.t.chars, r.t.tokens, r.t.toolChars, r.t.toolTokens, r.t.specTokens, r.t.sysTokens, r.t.bodyBytes)
+	}
+	for _, s := range on.perStep {
+		b.Logf("looping, %s", s)
+	}
+	for _, s := range agg.perStep {
+		b.Logf("aggregate, %s", s)
 	}
 	b.ReportMetric(float64(on.tokens), "tokens-looping")
 	b.ReportMetric(float64(off.tokens), "tokens-by-hand")
@@ -579,6 +713,9 @@ func BenchmarkTokens(b *testing.B) {
 	b.ReportMetric(float64(offDefault.tokens)/float64(on.tokens), "x-fewer-tokens-default-pages")
 	b.ReportMetric(float64(onCompact.tokens), "tokens-looping-compact")
 	b.ReportMetric(float64(off.tokens)/float64(onCompact.tokens), "x-fewer-tokens-compact")
+	b.ReportMetric(float64(agg.tokens), "tokens-aggregate")
+	b.ReportMetric(float64(off.tokens)/float64(agg.tokens), "x-fewer-tokens-aggregate")
+	b.ReportMetric(float64(agg.requests), "requests-aggregate")
 
 	// The result with the most rows the model read (with looping on).
 	var obj, compact float64

@@ -68,14 +68,19 @@ type prefetch struct {
 	ends   bool
 }
 
-// wait waits for the request's answer; err is set when ctx was
-// cancelled first. A deadline on ctx is the walk's time budget: the
-// request, sent under ctx, ends with it, and its answer (a timeout) is
-// what the walk reads, as for a request it sent itself.
+// wait waits for the request's answer; err is set when ctx is cancelled
+// by then, whether or not the answer is back: a cancelled walk reads no
+// answer of a request it fetched ahead, and the request is counted with
+// the ones it did not read (drainAhead). (Which of the two is ready first
+// decides nothing: a request sent under ctx ends with it, so its answer
+// often comes back as the cancel lands — an error the walk would count
+// as a request made and neither read nor count as unused.) A deadline on
+// ctx is the walk's time budget: the request, sent under ctx, ends with
+// it, and its answer (a timeout) is what the walk reads, as for a request
+// it sent itself.
 func (p *prefetch) wait(ctx context.Context) (sent, error) {
 	select {
 	case <-p.done:
-		return p.out, nil
 	case <-ctx.Done():
 	}
 	if err := ctx.Err(); errors.Is(err, context.Canceled) {

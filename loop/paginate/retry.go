@@ -132,6 +132,13 @@ func (w *walker) fetch(ctx context.Context, req tools.Request, probe bool) (*too
 		if err != nil {
 			switch {
 			case errors.Is(ctx.Err(), context.Canceled):
+				if attempt == 0 && pre != nil {
+					// A request fetched ahead that failed as the cancel
+					// landed: not read, so counted with the unused
+					// (drainAhead), as one whose answer came after it.
+					w.res.Requests--
+					w.ahead.pending[preKey] = pre
+				}
 				return nil, nil, ctx.Err()
 			case errors.As(err, &limited):
 				// Not sent: waiting for the provider's rate limit would have

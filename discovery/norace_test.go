@@ -1,0 +1,5 @@
+//go:build !race
+
+package discovery
+
+const raceEnabled = false
