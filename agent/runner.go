@@ -666,10 +666,7 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl 
 		raw = "{}"
 	}
 	if err := json.Unmarshal([]byte(raw), &args); err != nil || args == nil {
-		msg := "the arguments are not a JSON object"
-		if err != nil {
-			msg += ": " + err.Error()
-		}
+		msg := loop.CodeInvalidArgument + ": the arguments must be one JSON object of named arguments ({\"name\": value, …}), not " + jsonKind(raw)
 		part.Input, part.State, part.ErrorText = json.RawMessage(jsonString(c.Arguments)), "output-error", msg
 		_ = r.settle(st, part, OutcomeAnswered, true)
 		return part, st.Emit(stream.ToolInputError{ToolCallID: c.ID, ToolName: c.Name, Input: c.Arguments, Dynamic: true, ErrorText: msg})
@@ -680,6 +677,10 @@ func (r *Runner) runCall(ctx context.Context, st *turnState, def Definition, tl 
 	meta := tl.meta[c.Name]
 	if !known && !retrieval && !meta {
 		msg := fmt.Sprintf("there is no tool %q in this step; use one of the tools offered", c.Name)
+		if slices.ContainsFunc(tl.pool, func(t *tools.Tool) bool { return t.Name == c.Name }) {
+			msg = fmt.Sprintf("%s: tool %q is not loaded in this conversation: call load_tool {\"toolName\": %q} first (search_tools finds such tools), then call it",
+				loop.CodeInvalidArgument, c.Name, c.Name)
+		}
 		part.State, part.ErrorText = "output-error", msg
 		_ = r.settle(st, part, OutcomeAnswered, true)
 		return part, st.Emit(stream.ToolInputError{ToolCallID: c.ID, ToolName: c.Name, Input: args, Dynamic: true, ErrorText: msg})
@@ -1024,6 +1025,25 @@ func (r *Runner) resolveApprovals(ctx context.Context, st *turnState) error {
 	return r.checkpoint(ctx, st)
 }
 
+// jsonKind names what raw arguments are when they are not an object.
+func jsonKind(raw string) string {
+	var v any
+	if json.Unmarshal([]byte(raw), &v) != nil {
+		return "text that is not JSON"
+	}
+	switch v.(type) {
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case float64:
+		return "a number"
+	case bool:
+		return "true or false"
+	}
+	return "null"
+}
+
 // toolErrorText is what the model and the UI read of a failed call.
 func toolErrorText(err error) string {
 	var te *loop.ToolError
@@ -1033,8 +1053,15 @@ func toolErrorText(err error) string {
 		return te.Error() // with its code
 	case errors.As(err, &ae):
 		return ae.Error()
-	case errors.Is(err, loop.ErrResultNotFound), errors.Is(err, loop.ErrResultExpired):
+	case errors.Is(err, loop.ErrResultNotFound):
+		return err.Error() + " in this conversation: stored results are kept per conversation, and one kept in another is not found here"
+	case errors.Is(err, loop.ErrResultExpired):
 		return err.Error()
+	case errors.Is(err, discovery.ErrInvalidArguments), errors.Is(err, discovery.ErrUnknownTool):
+		// search_tools' and load_tool's words, written for the model,
+		// under the code of a bad argument.
+		msg := strings.TrimPrefix(err.Error(), discovery.ErrInvalidArguments.Error()+": ")
+		return loop.CodeInvalidArgument + ": " + msg
 	}
 	return "the tool call failed"
 }

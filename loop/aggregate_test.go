@@ -372,3 +372,44 @@ func TestStoredResultKeepsSetVerdict(t *testing.T) {
 		t.Errorf("version 1 record: %+v", old.Set)
 	}
 }
+
+// TestQueryOfAPartialWalkSaysSo: queryToolResult's matched and total
+// over the rows of a walk a budget cut carry the set's verdict — partial,
+// not a count of all rows — as its aggregate form does; over a complete
+// walk they say complete.
+func TestQueryOfAPartialWalkSaysSo(t *testing.T) {
+	for _, tc := range []struct {
+		rows     int
+		complete bool
+		verdict  string
+	}{
+		{3000, false, "matched and total are counted over the %d of the 2000 rows fetched of at least 3000 that match the filter (partial): rows are missing, so these are not totals"},
+		{1900, true, "matched and total are counted over the %d of all 1900 rows that match the filter (complete)"},
+	} {
+		up := newUpstream(t, tc.rows)
+		e := newTestEngine(t, Options{Results: NewRetrieval(RetrievalOptions{})})
+		_, v := looping(t, e, ordersTool(up.URL), map[string]any{"_all_pages": true, "_fields": []any{"id", "status"}})
+		q, err := e.opt.Results.Call(context.Background(), scope, QueryToolResult, mustJSON(t, map[string]any{"resultId": v["_resultId"],
+			"filter": []any{map[string]any{"field": "status", "op": "eq", "value": "open"}}, "limit": 1}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			PagingComplete *bool  `json:"_pagingComplete"`
+			Completion     string `json:"completion"`
+			Verdict        string `json:"verdict"`
+			Matched        int    `json:"matched"`
+		}
+		if err := json.Unmarshal(q, &got); err != nil {
+			t.Fatal(err)
+		}
+		want := map[bool]string{true: "complete", false: "partial"}[tc.complete]
+		if got.PagingComplete == nil || *got.PagingComplete != tc.complete || got.Completion != want ||
+			got.Matched == 0 || got.Verdict != fmt.Sprintf(tc.verdict, got.Matched) {
+			t.Errorf("%d rows: query %s", tc.rows, q)
+		}
+		if !strings.HasPrefix(string(q), `{"_pagingComplete":`) {
+			t.Errorf("the verdict is not first: %.120s", q)
+		}
+	}
+}

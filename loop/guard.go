@@ -103,40 +103,43 @@ func (g Guard) Cut(view []byte, itemsPath, resultID string) (Cut, error) {
 	}
 	path, arr, ok := primaryArray(view, itemsPath)
 	if !ok {
-		return objectCut(view, total, budget, resultID, false)
+		env, rest, err := splitEnvelope(view)
+		if err != nil {
+			return Cut{}, fmt.Errorf("size guard: %w", err)
+		}
+		return objectCut(env, rest, total, budget, resultID, false)
 	}
 	elems, err := query.Elements(arr)
 	if err != nil {
 		return Cut{}, fmt.Errorf("size guard: items at %q: %w", path, err)
 	}
-	cut, ok, firstTooLarge, err := itemCut(view, path, elems, budget, resultID)
-	if err != nil || ok {
-		return cut, err
-	}
-	// Not even one whole item fits beside the rest of the view.
-	return objectCut(view, total, budget, resultID, firstTooLarge)
+	return itemCut(view, path, elems, budget, resultID)
 }
 
-// itemCut keeps as many whole items of the array at path as fit. ok is
-// false when not even one item fits: firstTooLarge then says whether the
-// first item is to blame, rather than the rest of the view alone being
-// over budget.
-func itemCut(view []byte, path string, elems [][]byte, budget int, resultID string) (cut Cut, ok, firstTooLarge bool, err error) {
+// itemCut keeps as many whole items of the array at path as fit beside
+// the rest of the view, whose "_" members (the verdict, its note and
+// boundary) are always kept whole. No item is ever cut: when not even
+// the first fits, the view shows none and its note says why — and when
+// the verdict alone is over the budget, the view is the verdict with no
+// item, over the budget, rather than a verdict cut. Only when the view's
+// own members besides the items (not the verdict) are too large is that
+// rest cut at a character boundary, with the array emptied.
+func itemCut(view []byte, path string, elems [][]byte, budget int, resultID string) (Cut, error) {
 	total := len(elems)
-	keys := func(shown int) []query.Member {
-		return truncation("_shownItems", "_totalItems", shown, total, resultID, itemNote(shown, total, resultID))
+	keys := func(shown int, note string) []query.Member {
+		return truncation("_shownItems", "_totalItems", shown, total, resultID, note)
 	}
 	skeleton, err := query.Replace(view, path, []byte("[]"))
 	if err != nil {
-		return Cut{}, false, false, fmt.Errorf("size guard: %w", err)
+		return Cut{}, fmt.Errorf("size guard: %w", err)
 	}
 	// The note and counts with total's digits in place of shown's are at
 	// least as long as the final ones, so the sum below is an upper bound.
-	skeleton, err = setEnvelope(skeleton, keys(total))
+	bound, err := setEnvelope(skeleton, keys(total, itemNote(total, total, resultID)))
 	if err != nil {
-		return Cut{}, false, false, err
+		return Cut{}, err
 	}
-	room := budget - utf8.RuneCount(skeleton)
+	room := budget - utf8.RuneCount(bound)
 	k := 0
 	for _, e := range elems {
 		n := utf8.RuneCount(e)
@@ -149,17 +152,34 @@ func itemCut(view []byte, path string, elems [][]byte, budget int, resultID stri
 		room -= n
 		k++
 	}
-	if k == 0 {
-		return Cut{}, false, room > 0 && len(elems) > 0, nil
+	if k > 0 {
+		out, err := query.Replace(view, path, query.AppendArray(nil, elems[:k]))
+		if err != nil {
+			return Cut{}, fmt.Errorf("size guard: %w", err)
+		}
+		if out, err = setEnvelope(out, keys(k, itemNote(k, total, resultID))); err != nil {
+			return Cut{}, err
+		}
+		return Cut{View: out, Truncated: true, ByItems: true, Shown: k, Total: total}, nil
 	}
-	out, err := query.Replace(view, path, query.AppendArray(nil, elems[:k]))
+	env, rest, err := splitEnvelope(skeleton)
 	if err != nil {
-		return Cut{}, false, false, fmt.Errorf("size guard: %w", err)
+		return Cut{}, fmt.Errorf("size guard: %w", err)
 	}
-	if out, err = setEnvelope(out, keys(k)); err != nil {
-		return Cut{}, false, false, err
+	restChars := utf8.RuneCount(rest)
+	if restChars > budget/2 {
+		// The result's own members besides the list are what is too large:
+		// cut them, the list shown empty and counted as not shown.
+		env = append(env, query.Member{Key: "_shownItems", Value: []byte("0")},
+			query.Member{Key: "_totalItems", Value: strconv.AppendInt(nil, int64(total), 10)})
+		return objectCut(env, rest, utf8.RuneCount(view), budget, resultID, true)
 	}
-	return Cut{View: out, Truncated: true, ByItems: true, Shown: k, Total: total}, true, false, nil
+	note := noItemNote(total, utf8.RuneCount(elems[0]), utf8.RuneCount(bound), budget, resultID)
+	out, err := setEnvelope(skeleton, keys(0, note))
+	if err != nil {
+		return Cut{}, err
+	}
+	return Cut{View: out, Truncated: true, ByItems: true, Shown: 0, Total: total}, nil
 }
 
 // charCut cuts a view at a character boundary: cutData returns the data
@@ -191,21 +211,18 @@ func charCut(env []query.Member, cutData func(room int) ([]byte, int, error), to
 	return Cut{View: out, Truncated: true, Shown: shown, Total: total}, nil
 }
 
-// objectCut is charCut of a JSON object: its "_" members are kept whole
-// (unless they alone take more than half the budget) and the rest is cut
-// by cutJSON.
-func objectCut(doc []byte, total, budget int, resultID string, hadItems bool) (Cut, error) {
-	env, rest, err := splitEnvelope(doc)
-	if err != nil {
-		return Cut{}, err
-	}
-	if len(env) > 0 {
-		if b, err := setEnvelope([]byte("{}"), env); err != nil || utf8.RuneCount(b) > budget/2 {
-			env, rest = nil, doc
-		}
-	}
+// objectCut is charCut of a JSON object: env (its "_" members: the
+// verdict) is kept whole, whatever the budget, and rest is cut by
+// cutJSON to what room is left.
+func objectCut(env []query.Member, rest []byte, total, budget int, resultID string, hadItems bool) (Cut, error) {
 	return charCut(env, func(room int) ([]byte, int, error) {
+		if room < 2 {
+			return []byte("{}"), 0, nil
+		}
 		b, err := cutJSON(rest, room)
+		if len(b) == 0 {
+			b = []byte("{}")
+		}
 		return b, utf8.RuneCount(b), err
 	}, total, budget, resultID, hadItems)
 }
@@ -217,7 +234,7 @@ func objectCut(doc []byte, total, budget int, resultID string, hadItems bool) (C
 func textCut(env []query.Member, text []byte, budget int, resultID string) (Cut, error) {
 	return charCut(env, func(room int) ([]byte, int, error) {
 		const open = `{"text":`
-		b, n := query.AppendStringPrefix([]byte(open), text, room-len(open)-1)
+		b, n := query.AppendStringPrefix([]byte(open), text, max(room-len(open)-1, 0))
 		return append(b, '}'), utf8.RuneCount(text[:n]), nil
 	}, utf8.RuneCount(text), budget, resultID, false)
 }
@@ -251,11 +268,6 @@ func (g Guard) CutText(view []byte, resultID string) (Cut, error) {
 	if err != nil || members != 1 {
 		return g.Cut(view, "", resultID)
 	}
-	if len(env) > 0 {
-		if b, err := setEnvelope([]byte("{}"), env); err != nil || utf8.RuneCount(b) > budget/2 {
-			env = nil
-		}
-	}
 	return textCut(env, []byte(text), budget, resultID)
 }
 
@@ -272,6 +284,22 @@ func truncation(shownKey, totalKey string, shown, total int, resultID, note stri
 	return append(ms, query.Member{Key: "_note", Value: query.AppendString(nil, note)})
 }
 
+// noItemNote says why a cut view shows none of its items: the first is
+// larger than the room the budget leaves beside the verdict, or the
+// verdict (with the result's other members) alone takes the budget.
+// without is the view's length with no item: a budget of without+first
+// shows the first.
+func noItemNote(total, first, without, budget int, resultID string) string {
+	head := fmt.Sprintf("Showing none of the %d items: the first alone (%d characters) does not fit beside this verdict in the %d characters the conversation allows; a budget (_max_chars) of at least %d shows it.", total, first, budget, without+first)
+	if without > budget {
+		head = fmt.Sprintf("Showing none of the %d items: this verdict alone takes %d characters, more than the %d the conversation allows, and is sent whole; a budget (_max_chars) of at least %d shows the first item.", total, without, budget, without+first)
+	}
+	if resultID == "" {
+		return head + " The full result could not be kept; narrow the call (fewer _fields, the API's own filters) to see the items."
+	}
+	return head + fmt.Sprintf(" The full result is kept under _resultId %q: call queryToolResult with that resultId (fields, filter, offset, limit) to read the items narrowed, or fetchToolResult for its raw text.", resultID)
+}
+
 func itemNote(shown, total int, resultID string) string {
 	head := fmt.Sprintf("Showing the first %d of %d items: the whole result did not fit in the conversation.", shown, total)
 	if resultID == "" {
@@ -283,7 +311,7 @@ func itemNote(shown, total int, resultID string) string {
 func charNote(shown, total int, resultID string, hadItems bool) string {
 	head := fmt.Sprintf("Showing the first %d of %d characters, cut mid-value: the result has no list small enough to cut between items.", shown, total)
 	if hadItems {
-		head = fmt.Sprintf("Showing the first %d of %d characters, cut mid-value: even its first item is larger than the conversation allows.", shown, total)
+		head = fmt.Sprintf("Showing none of its items (_totalItems) and the first %d of %d characters of the rest, cut mid-value: the result's members besides its list are larger than the conversation allows.", shown, total)
 	}
 	switch {
 	case resultID == "":

@@ -211,7 +211,13 @@ func TestGuardCutsPayloadsWithoutItems(t *testing.T) {
 			}
 			var note string
 			json.Unmarshal(m["_note"], &note)
-			if !strings.Contains(note, "fetchToolResult") || strings.Contains(note, "queryToolResult") {
+			if tc.name == "object with only a tiny array" {
+				// The list is not what is too large: it is shown empty,
+				// counted as not shown, never as an empty list.
+				if (m["tags"] != nil && string(m["tags"]) != "[]") || string(m["_shownItems"]) != "0" || string(m["_totalItems"]) != "1" || !strings.Contains(note, "none of its items") {
+					t.Errorf("the list's cut: tags %s, shown %s of %s, note %q", m["tags"], m["_shownItems"], m["_totalItems"], note)
+				}
+			} else if !strings.Contains(note, "fetchToolResult") || strings.Contains(note, "queryToolResult") {
 				t.Errorf("note should point at fetchToolResult only: %q", note)
 			}
 			if tc.name == "envelope members are kept" {
@@ -225,18 +231,24 @@ func TestGuardCutsPayloadsWithoutItems(t *testing.T) {
 
 func TestGuardFirstItemTooLarge(t *testing.T) {
 	huge, _ := json.Marshal(map[string]any{"id": 1, "body": strings.Repeat("x", 50000)})
-	view := []byte(`{"data":[` + string(huge) + `,{"id":2}]}`)
+	view := []byte(`{"data":[` + string(huge) + `,{"id":2}],"_pagingComplete":true}`)
 	cut, err := Guard{Budget: 2000}.Cut(view, "data", "r_2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cut.ByItems || utf8.RuneCount(cut.View) > 2000 {
-		t.Fatalf("want a character cut within budget: %+v", cut)
+	// No item is cut: the first does not fit, so none is shown, and the
+	// note says so and what budget would show it.
+	if !cut.ByItems || cut.Shown != 0 || cut.Total != 2 || utf8.RuneCount(cut.View) > 2000 {
+		t.Fatalf("want no item shown, within budget: %+v", cut)
 	}
 	m := decodeObject(t, cut.View)
 	var note string
 	json.Unmarshal(m["_note"], &note)
-	if !strings.Contains(note, "first item") || !strings.Contains(note, "queryToolResult") || !strings.Contains(note, "fetchToolResult") {
+	if string(m["data"]) != "[]" || string(m["_pagingComplete"]) != "true" || string(m["_shownItems"]) != "0" {
+		t.Errorf("view: %s", cut.View)
+	}
+	if !strings.Contains(note, "none of the 2 items") || !strings.Contains(note, fmt.Sprintf("(%d characters)", len(huge))) ||
+		!strings.Contains(note, "queryToolResult") || !strings.Contains(note, "fetchToolResult") {
 		t.Errorf("note: %q", note)
 	}
 }
@@ -295,7 +307,13 @@ func FuzzGuardCut(f *testing.F) {
 			t.Fatalf("invalid JSON out of %q:\n%s", view, cut.View)
 		}
 		if utf8.RuneCount(cut.View) > g.budget() {
-			t.Fatalf("%d characters over budget %d", utf8.RuneCount(cut.View), g.budget())
+			// Only a verdict larger than the budget is sent over it, whole
+			// and with no item, and the note says so.
+			var note string
+			json.Unmarshal(decodeObject(t, cut.View)["_note"], &note)
+			if !strings.Contains(note, "verdict alone takes") {
+				t.Fatalf("%d characters over budget %d", utf8.RuneCount(cut.View), g.budget())
+			}
 		}
 	})
 }

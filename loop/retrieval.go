@@ -313,6 +313,14 @@ func (r *Retrieval) query(ctx context.Context, scope Scope, raw json.RawMessage)
 			offset, plural(matched, "item"), max(matched-1, 0)))
 	}
 
+	// The verdict of the set the counts are over goes first: matched
+	// among the rows of a partial walk is not a count of all rows.
+	set := rec.Set
+	if set.Records == 0 {
+		set.Records = total
+	}
+	head := queryHead(set, matched, filter != nil)
+
 	// The output's fixed part with the longest numbers and note it may
 	// carry, so what is left for items is a lower bound.
 	budget := r.guard.budget()
@@ -320,10 +328,10 @@ func (r *Retrieval) query(ctx context.Context, scope Scope, raw json.RawMessage)
 	longNote := strings.Join(notes, " ") + " " + fewerNote(nextMax, nextMax) + " " + oversizedNote(nextMax, math.MaxInt32, math.MaxInt32, math.MaxInt32)
 	tail := max(utf8.RuneCount(queryTail(matched, total, offset, matched, id, longNote)), // nextOffset null
 		utf8.RuneCount(queryTail(matched, total, offset, matched-1, id, longNote))) // its longest number
-	room := budget - tail - len(`{"items":[`)
+	room := budget - tail - utf8.RuneCount(head)
 
 	out := make([]byte, 0, 8<<10) // grows to what the page needs
-	out = append(out, `{"items":[`...)
+	out = append(out, head...)
 	var (
 		item  []byte       // the item as shown
 		plain bytes.Buffer // compaction buffer, without fields
@@ -369,6 +377,24 @@ func (r *Retrieval) query(ctx context.Context, scope Scope, raw json.RawMessage)
 	out = append(out, ']', ',')
 	out = append(out, queryTail(matched, total, offset, next, id, strings.Join(notes, " "))[1:]...)
 	return out, nil
+}
+
+// queryHead opens a query's output: the stored set's completion
+// (_pagingComplete as in the envelope, when the result came from a walk)
+// and the sentence saying what matched and total are counted over, then
+// "items":[.
+func queryHead(set SetVerdict, matched int, filtered bool) []byte {
+	b := []byte{'{'}
+	if set.Completion != "" {
+		b = append(b, `"_pagingComplete":`...)
+		b = strconv.AppendBool(b, set.Completion == Complete && !set.Resumed)
+		b = append(b, `,"completion":`...)
+		b = query.AppendString(b, string(set.Completion))
+		b = append(b, ',')
+	}
+	b = append(b, `"verdict":`...)
+	b = query.AppendString(b, "matched and total are counted "+set.Over(matched, filtered))
+	return append(b, `,"items":[`...)
 }
 
 // queryTail renders the members after "items" as a JSON object; next at

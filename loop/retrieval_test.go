@@ -411,7 +411,7 @@ func ExampleRetrieval() {
 	id, _ := r.Keep(ctx, scope, rec)
 	out, _ := r.Call(ctx, scope, QueryToolResult, json.RawMessage(`{"resultId":"`+id+`","fields":["id"],"filter":[{"field":"status","op":"eq","value":"open"}]}`))
 	fmt.Println(strings.Replace(string(out), id, "r_…", 1))
-	// Output: {"items":[{"id":1}],"matched":1,"total":2,"offset":0,"nextOffset":null,"_resultId":"r_…"}
+	// Output: {"verdict":"matched and total are counted over the 1 of the 2 rows of one response that match the filter (the call did not loop): nothing says whether more rows exist, so these are not totals","items":[{"id":1}],"matched":1,"total":2,"offset":0,"nextOffset":null,"_resultId":"r_…"}
 }
 
 // BenchmarkQueryToolResult is a two-clause filter over 5,000 stored items,

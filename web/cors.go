@@ -20,6 +20,33 @@ const (
 
 var corsAllowedHeaders = map[string]bool{"authorization": true, "content-type": true, "last-event-id": true}
 
+// The MCP route's own: the headers the MCP clients send beside those
+// (the revision, the 2025-11-25 session, the 2026-07-28 method and name,
+// and parameters a tool declares as headers, Mcp-Param-*) and the ones
+// they read (the session id a 2025-11-25 client sends back).
+const (
+	corsMCPHeaders = corsHeaders + ", Mcp-Protocol-Version, Mcp-Session-Id, Mcp-Method, Mcp-Name"
+	corsMCPExpose  = corsExpose + ", Mcp-Session-Id, Mcp-Protocol-Version"
+)
+
+var corsMCPAllowedHeaders = map[string]bool{"mcp-protocol-version": true, "mcp-session-id": true, "mcp-method": true, "mcp-name": true}
+
+// mcpPath reports whether path is an agent's MCP endpoint.
+func mcpPath(path string) bool {
+	rest, ok := strings.CutPrefix(path, "/v1/agents/")
+	id, ok2 := strings.CutSuffix(rest, "/mcp")
+	return ok && ok2 && id != "" && !strings.Contains(id, "/")
+}
+
+// corsHeaderAllowed reports whether a page may send the request header
+// name (lower case) to path.
+func corsHeaderAllowed(path, name string) bool {
+	if corsAllowedHeaders[name] {
+		return true
+	}
+	return mcpPath(path) && (corsMCPAllowedHeaders[name] || strings.HasPrefix(name, "mcp-param-") && len(name) > len("mcp-param-"))
+}
+
 // corsPath reports whether path is open to cross-origin pages: the API,
 // not the connect page or the Studio console.
 func corsPath(path string) bool {
@@ -46,20 +73,32 @@ func (s *Server) cors(next echo.HandlerFunc) echo.HandlerFunc {
 			if !allowed {
 				return apiErr(http.StatusForbidden, "forbidden", "this origin may not call the API (cors.allowed_origins)")
 			}
+			allow := corsHeaders
+			if mcpPath(r.URL.Path) {
+				allow = corsMCPHeaders
+			}
+			var params []string // the Mcp-Param-* asked for, named back
 			for _, name := range strings.Split(r.Header.Get("Access-Control-Request-Headers"), ",") {
-				if name = strings.ToLower(strings.TrimSpace(name)); name != "" && !corsAllowedHeaders[name] {
-					return apiErr(http.StatusForbidden, "forbidden", "request header "+name+" is not allowed cross-origin (allowed: "+corsHeaders+")")
+				if name = strings.ToLower(strings.TrimSpace(name)); name != "" && !corsHeaderAllowed(r.URL.Path, name) {
+					return apiErr(http.StatusForbidden, "forbidden", "request header "+name+" is not allowed cross-origin (allowed: "+allow+")")
+				}
+				if strings.HasPrefix(name, "mcp-param-") {
+					params = append(params, name)
 				}
 			}
 			h.Set("Access-Control-Allow-Origin", origin)
 			h.Set("Access-Control-Allow-Methods", corsMethods)
-			h.Set("Access-Control-Allow-Headers", corsHeaders)
+			h.Set("Access-Control-Allow-Headers", strings.Join(append([]string{allow}, params...), ", "))
 			h.Set("Access-Control-Max-Age", corsMaxAge)
 			return c.NoContent(http.StatusNoContent)
 		}
 		if allowed {
 			h.Set("Access-Control-Allow-Origin", origin)
-			h.Set("Access-Control-Expose-Headers", corsExpose)
+			expose := corsExpose
+			if mcpPath(r.URL.Path) {
+				expose = corsMCPExpose
+			}
+			h.Set("Access-Control-Expose-Headers", expose)
 		}
 		return next(c)
 	}

@@ -58,6 +58,9 @@ type Options struct {
 	Now func() time.Time
 	// Runs are the run host's clock and waits. Zero: the defaults.
 	Runs deploy.RunTimings
+	// Version is the build MCP clients see in serverInfo (the same as
+	// `trawl mcp` gives). Zero: "dev".
+	Version string
 }
 
 // Timeouts bound how long the HTTP server waits on a client. Responses
@@ -146,7 +149,7 @@ func New(ctx context.Context, cfg *deploy.Config, opt Options) (*Server, error) 
 	}
 	s.authFails = newFailLimiter(func() time.Time { return s.now() })
 	s.streams = newStreamCap(cfg.Limits.StreamsPerSession)
-	s.mcp = mcpserver.New(d, mcpserver.Options{Logger: s.log, PageSize: cfg.MCP.PageSize, SessionIdle: cfg.MCP.SessionIdle,
+	s.mcp = mcpserver.New(d, mcpserver.Options{Logger: s.log, Version: opt.Version, PageSize: cfg.MCP.PageSize, SessionIdle: cfg.MCP.SessionIdle,
 		MaxBody:     opt.BodyLimit,
 		Connections: s.mcpConnections})
 	s.echo = s.routes(opt)

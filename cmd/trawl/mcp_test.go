@@ -3,6 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+
+	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +28,9 @@ func TestMCPStdioServesTheDemo(t *testing.T) {
 			defer cancel()
 			cmd := exec.Command(bin, "mcp")
 			cmd.Dir = t.TempDir() // no trawl.yaml there: the demo
-			c := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "v0"}, nil)
+			changed := make(chan struct{}, 16)
+			c := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "v0"}, &mcp.ClientOptions{
+				ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} }})
 			cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: v})
 			if err != nil {
 				t.Fatal(err)
@@ -63,6 +69,29 @@ func TestMCPStdioServesTheDemo(t *testing.T) {
 				env.Boundary.Records == 0 || len(env.Data) != env.Boundary.Records {
 				t.Errorf("walk over stdio: err %v, %s", err, b[:min(len(b), 400)])
 			}
+			// Nothing changed the tool list yet: no list_changed (the
+			// SDK sends one 10 ms after a change; another round trip
+			// after that would follow it).
+			time.Sleep(300 * time.Millisecond)
+			if _, err := cs.ListTools(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(changed); n != 0 {
+				t.Errorf("%d notifications/tools/list_changed before any load_tool", n)
+			}
+			res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "load_tool", Arguments: map[string]any{"toolName": "MAIL_SEND_EMAIL"}})
+			if err != nil || res.IsError {
+				t.Fatalf("load_tool: %v", err)
+			}
+			select {
+			case <-changed:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no notifications/tools/list_changed after load_tool")
+			}
+			time.Sleep(300 * time.Millisecond)
+			if n := len(changed); n != 0 {
+				t.Errorf("%d more notifications/tools/list_changed after the one of load_tool", n)
+			}
 		})
 	}
 }
@@ -99,4 +128,54 @@ func TestMCPStdioApprovalWithoutInbox(t *testing.T) {
 		!strings.Contains(text, "elicitation") || strings.Contains(text, "Studio (Approvals)") {
 		t.Errorf("stdio approval without elicitation: %s", text)
 	}
+}
+
+// serverInfo.version is the build's, the same over stdio and over HTTP.
+func TestMCPVersionSameOnBothTransports(t *testing.T) {
+	bin := buildTrawl(t)
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cfgPath := filepath.Join(dir, "trawl.yaml")
+	cfg := fmt.Sprintf("listen: %s\nadmin_key: %s\ndata_dir: %s\ndemo: {latency_ms: 1}\n", addr, lifecycleKey, filepath.Join(dir, "data"))
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startTrawl(t, bin, cfgPath, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "version-test", Version: "v0"}, nil)
+	cmd := exec.Command(bin, "mcp")
+	cmd.Dir = t.TempDir()
+	stdio, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdio.Close()
+	hc := &http.Client{Transport: headerTransport{"Authorization": "Bearer " + lifecycleKey}}
+	web, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/v1/agents/demo/mcp", HTTPClient: hc},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer web.Close()
+	sv, hv := stdio.InitializeResult().ServerInfo.Version, web.InitializeResult().ServerInfo.Version
+	if sv != version() || hv != sv {
+		t.Errorf("serverInfo.version: stdio %q, HTTP %q, the build %q", sv, hv, version())
+	}
+}
+
+// headerTransport sets headers on every request.
+type headerTransport map[string]string
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h {
+		r.Header.Set(k, v)
+	}
+	return http.DefaultTransport.RoundTrip(r)
 }

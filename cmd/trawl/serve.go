@@ -107,7 +107,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := checkCredentials(cfg, *strict, stderr); err != nil {
 		return err
 	}
-	srv, err := web.New(ctx, cfg, web.Options{Logger: deploy.NewLogger(stderr, cfg.Log), Stdout: stdout})
+	srv, err := web.New(ctx, cfg, web.Options{Logger: deploy.NewLogger(stderr, cfg.Log), Stdout: stdout, Version: version()})
 	if err != nil {
 		return err
 	}
@@ -151,7 +151,7 @@ func openEphemeral(ctx context.Context, cfgPath string, stderr io.Writer) (srv *
 		return nil, nil, err
 	}
 	quiet := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err = web.New(ctx, cfg, web.Options{Logger: quiet, Stdout: io.Discard})
+	srv, err = web.New(ctx, cfg, web.Options{Logger: quiet, Stdout: io.Discard, Version: version()})
 	if err != nil {
 		cleanup()
 		return nil, nil, err

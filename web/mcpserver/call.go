@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/loop"
+	"github.com/trawl-dev/trawl/loop/query"
 	"github.com/trawl-dev/trawl/stream"
 	"github.com/trawl-dev/trawl/tools"
 	"go.opentelemetry.io/otel/attribute"
@@ -225,6 +226,8 @@ func (s *Server) callTool(ctx context.Context, e *entry, req *mcp.CallToolReques
 	out := result(res)
 	if a := res.Approval; res.Part.State == agent.StateApprovalRequested && a != nil && s.opt.NoInbox {
 		out = toolError(noInboxText(a.ToolID))
+	} else if out.IsError {
+		out.Content = append(out.Content, threadHint(name, handle, res.Part.ErrorText)...)
 	}
 	out.Meta = mcp.Meta{MetaThread: handle}
 	if a := res.Approval; a != nil {
@@ -279,6 +282,23 @@ func resultOf(res agent.CallResult) string {
 	return ""
 }
 
+// threadHint adds to a failure that may come from using another
+// conversation's tool or result the conversation this call is in: loaded
+// tools and stored results are kept per _thread.
+func threadHint(tool, handle, errText string) []mcp.Content {
+	var what string
+	switch {
+	case (tool == loop.QueryToolResult || tool == loop.FetchToolResult) && strings.Contains(errText, loop.ErrResultNotFound.Error()):
+		what = "Stored results are kept per conversation"
+	case strings.Contains(errText, "is not loaded in this conversation"), strings.Contains(errText, "there is no tool"):
+		what = "Tools load_tool makes callable are kept per conversation"
+	default:
+		return nil
+	}
+	return []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s (%s): this call's %s is %s, and what another %s holds is not found in it; pass the %s of the conversation that made it, or load the tool in this one.",
+		what, ArgThread, ArgThread, quote(handle), ArgThread, ArgThread)}}
+}
+
 func keptAs(resultID string) string {
 	if resultID == "" {
 		return ""
@@ -311,6 +331,7 @@ func result(res agent.CallResult) *mcp.CallToolResult {
 		out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(view)}}}
 		if t := bytes.TrimSpace(view); len(t) > 0 && t[0] == '{' {
 			out.StructuredContent = json.RawMessage(view)
+			out.Content[0] = &mcp.TextContent{Text: string(envelopeFirst(t))}
 		}
 		for _, m := range p.Media {
 			// The pictures and sounds an upstream MCP tool returned, as
@@ -329,6 +350,35 @@ func result(res agent.CallResult) *mcp.CallToolResult {
 		return toolError(p.ErrorText + approvalHint)
 	}
 	return toolError("the call did not run (" + p.State + ")")
+}
+
+// envelopeFirst is the JSON object view with its "_" members (the
+// verdict, its note and boundary, the size guard's counts) moved to the
+// front, in their order: the text the client's model reads opens with
+// the verdict, which a client that truncates long results keeps. view
+// unchanged when it is not an object trawl can read.
+func envelopeFirst(view []byte) []byte {
+	env := make([]byte, 0, len(view))
+	rest := make([]byte, 0, len(view))
+	err := query.EachMember(view, func(key []byte, name string, value []byte) {
+		to := &rest
+		if strings.HasPrefix(name, "_") {
+			to = &env
+		}
+		if len(*to) > 0 {
+			*to = append(*to, ',')
+		}
+		*to = append(append(append(*to, key...), ':'), value...)
+	})
+	if err != nil || len(env) == 0 {
+		return view
+	}
+	out := make([]byte, 0, len(env)+len(rest)+3)
+	out = append(append(out, '{'), env...)
+	if len(rest) > 0 {
+		out = append(append(out, ','), rest...)
+	}
+	return append(out, '}')
 }
 
 // approvalHint says where a waiting call's request is answered.
@@ -508,7 +558,10 @@ func progressEmitter(ctx context.Context, req *mcp.CallToolRequest) func(stream.
 			return nil
 		}
 		n := &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(p.Items), Message: ProgressMessage(p)}
-		if p.Total > 0 {
+		if p.Total > 0 && p.ForEach == nil {
+			// A fan-out's items run over every value while the server's
+			// count is the current value's: the whole's total is not
+			// known, so none is given (the message has the value's).
 			n.Total = float64(p.Total)
 		}
 		if u := p.Upstream; u != nil {
@@ -528,17 +581,23 @@ func progressEmitter(ctx context.Context, req *mcp.CallToolRequest) func(stream.
 }
 
 // ProgressMessage words one progress report: "page 3 · 750 of 2,000
-// items · 3 requests", with the fan-out value first when there is one.
+// items · 3 requests"; during a fan-out, the value first with its own
+// page and the server's count for it, then the items of every value so
+// far: "property_id 3 of 8 · page 1 of 61 items · 135 items in all · 5
+// requests".
 func ProgressMessage(p stream.Progress) string {
 	var parts []string
-	if fe := p.ForEach; fe != nil {
-		parts = append(parts, fmt.Sprintf("%s %d of %d", fe.Key, fe.Index+1, fe.Total))
-	}
-	parts = append(parts, "page "+commas(p.Page))
-	if p.Total > 0 {
-		parts = append(parts, commas(p.Items)+" of "+commas(p.Total)+" items")
-	} else {
-		parts = append(parts, plural(p.Items, "item"))
+	switch fe := p.ForEach; {
+	case fe != nil:
+		value := fmt.Sprintf("%s %d of %d · page %s", fe.Key, fe.Index+1, fe.Total, commas(p.Page))
+		if p.Total > 0 {
+			value += " of " + plural(p.Total, "item")
+		}
+		parts = append(parts, value, plural(p.Items, "item")+" in all")
+	case p.Total > 0:
+		parts = append(parts, "page "+commas(p.Page), commas(p.Items)+" of "+commas(p.Total)+" items")
+	default:
+		parts = append(parts, "page "+commas(p.Page), plural(p.Items, "item"))
 	}
 	parts = append(parts, plural(p.Requests, "request"))
 	return strings.Join(parts, " · ")

@@ -414,6 +414,7 @@ func (s *Server) handlersFor(agentID string) (*agentHandlers, error) {
 			s.log.Warn("mcp: no server for the request", "agent", req.agentID, "err", err)
 			return nil
 		}
+		s.prime(r.Context(), e, req.caller)
 		return e.srv
 	}
 	verify := func(ctx context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
@@ -463,6 +464,7 @@ func (s *Server) ServeStdio(ctx context.Context, agentID string, caller Caller, 
 		s.Close()
 		cancel()
 	})()
+	s.prime(ctx, e, caller)
 	err = e.srv.Run(run, &answerCounter{Transport: &mcp.IOTransport{Reader: in, Writer: out}, s: s})
 	if ctx.Err() != nil || errors.Is(err, io.EOF) {
 		return nil
@@ -576,6 +578,8 @@ type entry struct {
 	caller  Caller // the caller it was made for (stdio's; HTTP calls carry their own)
 	srv     *mcp.Server
 
+	primed sync.Once // the default conversation's tools registered
+
 	mu         sync.Mutex
 	registered map[string]string // tool name → fingerprint of what was registered
 	added      bool              // the last register added a tool (and so notified)
@@ -619,6 +623,19 @@ func (s *Server) entryFor(agentID string, c Caller) (*entry, error) {
 		delete(s.entries, old.Value.(*entry).key)
 	}
 	return e, nil
+}
+
+// prime registers the default conversation's tools with a new entry
+// before its first session runs: registered later, on the session's
+// first tools/list or tools/call, they would send it a
+// notifications/tools/list_changed when nothing changed. A failure is
+// logged; the first request registers them then.
+func (s *Server) prime(ctx context.Context, e *entry, c Caller) {
+	e.primed.Do(func() {
+		if err := s.registerFor(ctx, e, c, DefaultThread); err != nil {
+			s.log.WarnContext(ctx, "mcp: listing the default conversation's tools", "agent", e.agentID, "err", err)
+		}
+	})
 }
 
 func agentTitle(d agent.Definition) string {

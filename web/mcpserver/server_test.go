@@ -300,7 +300,8 @@ func TestSearchAndLoadTool(t *testing.T) {
 			// Another conversation has not loaded it.
 			res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "MAIL_SEND_EMAIL", Arguments: map[string]any{
 				"to": []any{"a@example.com"}, "subject": "hi", "messageBody": "hello"}})
-			if err != nil || !res.IsError || !strings.Contains(text(res), "no tool") {
+			if err != nil || !res.IsError || !strings.Contains(text(res), `call load_tool {"toolName": "MAIL_SEND_EMAIL"} first`) ||
+				!strings.Contains(text(res), `_thread is "default"`) {
 				t.Errorf("the default conversation called a tool it never loaded: %v %s", err, text(res))
 			}
 		})
@@ -355,7 +356,9 @@ func TestProgressMessage(t *testing.T) {
 		{stream.Progress{Page: 3, Items: 750, Total: 2000, Requests: 3}, "page 3 · 750 of 2,000 items · 3 requests"},
 		{stream.Progress{Page: 1, Items: 1, Requests: 1}, "page 1 · 1 item · 1 request"},
 		{stream.Progress{Page: 2, Items: 1234567, Requests: 40, ForEach: &stream.ForEachProgress{Key: "property_id", Index: 1, Total: 5}},
-			"property_id 2 of 5 · page 2 · 1,234,567 items · 40 requests"},
+			"property_id 2 of 5 · page 2 · 1,234,567 items in all · 40 requests"},
+		{stream.Progress{Page: 1, Items: 135, Total: 61, Requests: 5, ForEach: &stream.ForEachProgress{Key: "property_id", Index: 2, Total: 8}},
+			"property_id 3 of 8 · page 1 of 61 items · 135 items in all · 5 requests"},
 	} {
 		if got := ProgressMessage(tc.p); got != tc.want {
 			t.Errorf("ProgressMessage(%+v) = %q, want %q", tc.p, got, tc.want)
@@ -772,7 +775,7 @@ func TestCatalogChangeReachesNextCall(t *testing.T) {
 				return ""
 			}
 			refused := func(answer string) bool {
-				return strings.Contains(answer, "no tool") || strings.Contains(answer, "unknown tool")
+				return strings.Contains(answer, "no tool") || strings.Contains(answer, "unknown tool") || strings.Contains(answer, "is not loaded in this conversation: call load_tool")
 			}
 			listed := func() bool {
 				t.Helper()

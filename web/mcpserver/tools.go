@@ -78,6 +78,13 @@ func (s *Server) listMiddleware(e *entry) mcp.Middleware {
 					if err := s.registerFor(ctx, e, callerOf(cr.Extra, e), threadOf(cr.Params.Arguments)); err != nil {
 						return nil, err
 					}
+					if !e.has(cr.Params.Name) {
+						// Not a tool of the conversation: the call's own
+						// answer says why (a pooled tool not loaded, a tool
+						// loaded under another _thread), not the SDK's
+						// "unknown tool".
+						return s.callTool(ctx, e, cr)
+					}
 				}
 				res, err := next(ctx, method, req)
 				if r, ok := res.(*mcp.CallToolResult); ok && r != nil && err == nil {

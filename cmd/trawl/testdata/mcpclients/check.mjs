@@ -154,6 +154,14 @@ async function main() {
       check('its rows are right', rows.length === records && b.records === records &&
         rows.every((r) => Object.keys(r).sort().join(',') === 'id,total' && /^ord_/.test(r.id)), `${rows.length} rows, want ${records}`);
       check('the text content is the envelope', JSON.parse(text(res))._note === walk?._note, text(res).slice(0, 200));
+      check('the text opens with the verdict', text(res).startsWith('{"_pagingComplete":true,'), text(res).slice(0, 200));
+      // The smallest _max_chars on a partial walk: the client checks the
+      // result against the outputSchema (it throws when it does not match).
+      const small = await client.callTool({ name: 'list_orders', arguments: { _all_pages: true, _max_chars: 1000 } });
+      const sc = small.structuredContent || {};
+      check('a small _max_chars keeps the verdict whole and cuts between rows', !small.isError && sc._pagingComplete === false &&
+        sc._boundary?.completion === 'partial' && typeof sc._stoppedBy === 'string' && sc._likelyMoreRows === true &&
+        (sc.data || []).length === sc._shownItems && /^Partial/.test(sc._note || ''), JSON.stringify(sc).slice(0, 300));
     }
     if (checks.includes('query')) {
       const res = await client.callTool({ name: 'queryToolResult', arguments: { resultId: walk._resultId, filter: [{ field: 'total', op: 'gt', value: 100 }], limit: 5 } });
