@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -322,13 +323,18 @@ func charNote(shown, total int, resultID string, hadItems bool) string {
 	return head + fmt.Sprintf(" The full result is kept under _resultId %q: call fetchToolResult with that resultId (offset, length) to read the raw text in slices.", resultID)
 }
 
-// splitEnvelope takes the members whose names begin with "_" out of the
-// JSON object doc.
+// splitEnvelope takes trawl's envelope members (envelopeKeys: the
+// verdict, its note and boundary, the guard's counts) out of the JSON
+// object doc; every other member, an upstream's "_" ones included, is
+// rest.
 func splitEnvelope(doc []byte) (env []query.Member, rest []byte, err error) {
 	rest = make([]byte, 0, len(doc))
 	rest = append(rest, '{')
 	err = query.EachMember(doc, func(key []byte, name string, value []byte) {
-		if strings.HasPrefix(name, "_") {
+		if strings.HasPrefix(name, "_") && slices.Contains(envelopeKeys, name) {
+			// trawl's own (upstream members of these names never reach a
+			// view: withoutEnvelopeKeys); an upstream's other "_" members
+			// (HAL's _embedded, _links) are content, cut like the rest.
 			env = append(env, query.Member{Key: name, Value: value})
 			return
 		}

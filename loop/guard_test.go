@@ -357,3 +357,34 @@ func totalChars(view []byte, field string) int {
 	}
 	return utf8.RuneCount(view)
 }
+
+// TestGuardCutsUpstreamUnderscoreMembers: only trawl's own envelope
+// members (the verdict, its note and boundary) are kept whole whatever the
+// budget; an upstream's members that merely start with "_" (HAL's
+// _embedded and _links) are content, cut like any other, so they cannot
+// carry a result past the size guard.
+func TestGuardCutsUpstreamUnderscoreMembers(t *testing.T) {
+	big := strings.Repeat("x", 40_000)
+	rows := make([]string, 50)
+	for i := range rows {
+		rows[i] = fmt.Sprintf(`{"id":%d}`, i)
+	}
+	for name, view := range map[string]string{
+		"no list":         `{"_embedded":{"blob":"` + big + `"},"_links":{"self":"/x"},"_note":"Complete: 1 row."}`,
+		"beside the list": `{"_links":{"self":"` + big + `"},"data":[` + strings.Join(rows, ",") + `],"_pagingComplete":true}`,
+		"text":            `{"_embedded":"` + big + `"}`,
+	} {
+		for _, budget := range []int{1000, 4000, 32000} {
+			cut, err := Guard{Budget: budget}.Cut([]byte(view), "", "r_x")
+			if err != nil {
+				t.Fatalf("%s, budget %d: %v", name, budget, err)
+			}
+			if n := utf8.RuneCount(cut.View); !cut.Truncated || n > budget+1200 {
+				t.Errorf("%s, budget %d: %d characters (truncated %v): an upstream _ member passed the guard", name, budget, n, cut.Truncated)
+			}
+			if !json.Valid(cut.View) {
+				t.Errorf("%s, budget %d: not JSON", name, budget)
+			}
+		}
+	}
+}
