@@ -159,9 +159,9 @@ type Result struct {
 	// counted in Duplicates and not kept again. Items without an id are
 	// all kept.
 	Items [][]byte
-	// Worked is what WalkOptions.Pass made of the rows of each page kept,
-	// in walk order (query.RunPages finds Items' rows in it). Nil without
-	// a Pass.
+	// Worked is what WalkOptions.Pass made of the rows of each page the
+	// walk read (a probe's too), in walk order: query.RunPages finds
+	// Items' rows in it. Nil without a Pass.
 	Worked []*query.Page
 	// Complete is true only when the server said the collection ended
 	// (StoppedBy is a complete_ reason).
