@@ -307,9 +307,10 @@ func appendElements(dst [][]byte, arr []byte, pg *Page) ([][]byte, error) {
 	if i >= len(arr) || arr[i] != '[' {
 		return dst, syntaxErr(arr, i, "'[' (an array)")
 	}
+	var memo objMemo
 	e := newElems(arr, i, 0, true)
 	for {
-		vs, ve, ok := e.next()
+		vs, ve, ok := e.nextMemo(memo[:])
 		if !ok {
 			break
 		}
@@ -355,9 +356,10 @@ func appendElementsAt(dst [][]byte, doc []byte, path string, pg *Page) ([][]byte
 	if i >= len(doc) || doc[i] != '[' {
 		return dst, syntaxErr(doc, i, "'[' (an array)")
 	}
+	var memo objMemo
 	e := newElems(doc, i, 0, true)
 	for {
-		vs, ve, ok := e.next()
+		vs, ve, ok := e.nextMemo(memo[:])
 		if !ok {
 			break
 		}
