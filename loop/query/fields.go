@@ -246,7 +246,6 @@ func (f *Fields) projectObject(dst, b []byte, i int, n *fieldNode, spans []span,
 			// The last member needed, projected where it is read below:
 			// its end is not needed (its span's end is unused).
 			spans[child.id] = span{vs, -1}
-			found++
 			break
 		}
 		ve, ok := m.skip()
