@@ -259,8 +259,7 @@ func (o *olderTurns) convert(lo, hi int) {
 			keys[k-lo], keyed[k-lo] = turnKey(o.seed, o.src[o.starts[k]:o.end(k)])
 		}
 		if keyed[k-lo] && o.kept != nil {
-			if ot := o.kept.byKey[keys[k-lo]]; ot != nil {
-				delete(o.kept.byKey, keys[k-lo])
+			if ot := o.kept.find(k, keys[k-lo]); ot != nil {
 				o.taken(k, ot)
 			}
 		}

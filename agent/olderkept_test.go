@@ -186,7 +186,7 @@ func TestOlderKeptBound(t *testing.T) {
 	threads += 200
 	last := fmt.Sprint("t", threads-1)
 	k := c.take(last, false)
-	if k == nil || len(k.byKey) != 40 {
+	if k == nil || k.n != 40 {
 		t.Fatalf("the newest thread's turns: %v", k)
 	}
 	if c.take(last, false) != nil || c.take("t0", false) != nil {
@@ -196,4 +196,41 @@ func TestOlderKeptBound(t *testing.T) {
 	if c.take("x", true) != nil {
 		t.Error("turns converted in the stored layout taken for the compact one")
 	}
+}
+
+// A kept turn is found where the thread's previous turn had it, or
+// where retention moved it, or anywhere by its key; it is taken once, and
+// a key kept nowhere finds none.
+func TestKeptTurnsFind(t *testing.T) {
+	k := &keptTurns{turns: make([]*olderTurn, 8)}
+	for i := range k.turns {
+		if i != 5 {
+			k.turns[i] = &olderTurn{key: uint64(100 + i), keyed: true}
+			k.n++
+		}
+	}
+	want := func(got *olderTurn, key uint64) {
+		t.Helper()
+		if got == nil || got.key != key {
+			t.Fatalf("found %v, want the turn keyed %d", got, key)
+		}
+	}
+	want(k.find(7, 107), 107) // in place
+	if k.byKey != nil {
+		t.Error("a turn in place was looked for by key")
+	}
+	if k.find(7, 107) != nil {
+		t.Error("a turn taken twice")
+	}
+	// Retention dropped the two oldest turns: turn t was turn t+2.
+	want(k.find(4, 106), 106)
+	want(k.find(2, 104), 104)
+	if k.shift != 2 {
+		t.Errorf("shift %d after the turns moved by 2", k.shift)
+	}
+	want(k.find(0, 100), 100) // out of place: by key
+	if k.find(3, 105) != nil || k.find(1, 999) != nil {
+		t.Error("a turn found that was never kept")
+	}
+	want(k.find(9, 103), 103) // past the end of what was kept
 }
