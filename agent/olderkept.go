@@ -55,6 +55,7 @@ type keptAt struct {
 // thread's previous turn (nil: not kept), found by turnKey (find).
 type keptTurns struct {
 	compact bool
+	model   string // what the turns were fitted and counted for
 	seq     uint64
 	turns   []*olderTurn
 	n       int // the turns kept: those of turns not nil
@@ -97,8 +98,9 @@ func newOlderKept() *olderKept {
 	return &olderKept{seed: maphash.MakeSeed(), threads: map[string]*keptTurns{}}
 }
 
-// take removes and returns thread's kept turns (nil: none).
-func (c *olderKept) take(thread string, compact bool) *keptTurns {
+// take removes and returns thread's kept turns (nil: none, or kept for
+// another layout or model).
+func (c *olderKept) take(thread string, compact bool, model string) *keptTurns {
 	if c == nil {
 		return nil
 	}
@@ -110,7 +112,7 @@ func (c *olderKept) take(thread string, compact bool) *keptTurns {
 	}
 	delete(c.threads, thread)
 	c.turns, c.bytes = c.turns-k.n, c.bytes-k.bytes
-	if k.compact != compact {
+	if k.compact != compact || k.model != model {
 		return nil
 	}
 	return k
@@ -122,7 +124,7 @@ func (c *olderKept) put(thread string, o *olderTurns) {
 	if c == nil || o == nil {
 		return
 	}
-	k := &keptTurns{compact: o.compact, turns: make([]*olderTurn, len(o.turns))}
+	k := &keptTurns{compact: o.compact, model: o.model, turns: make([]*olderTurn, len(o.turns))}
 	for t, ot := range o.turns {
 		if ot == nil || !ot.keyed {
 			continue
