@@ -837,22 +837,25 @@ func (f *fitter) assemble() *fitted {
 	}
 	out.olderAt, out.olderTurns = len(send), o.turns[first:T]
 	for t := first; t < T; t++ {
-		ot := o.turns[t]
-		for i, m := range ot.msgs {
-			switch f.state[f.off[t-first]+i] {
+		// A turn's messages at once, then the texts that are not as
+		// converted: its results (deferred), and what is shortened.
+		ot, at := o.turns[t], len(send)
+		send = append(send, ot.msgs...)
+		state := f.state[f.off[t-first]:]
+		for i := range ot.msgs {
+			switch state[i] {
 			case entryCompacted:
-				m.Content = ot.e[i].comp // as compacted when its state was set
+				send[at+i].Content = ot.e[i].comp // as compacted when its state was set
 			case entryShortened:
-				m.Content = f.shortened(ot, i)
+				send[at+i].Content = f.shortened(ot, i)
 			default:
 				if ot.e[i].part != nil {
 					if ot.e[i].whole == "" {
 						ot.e[i].whole = toolResultText(*ot.e[i].part, o.compact)
 					}
-					m.Content = ot.e[i].whole
+					send[at+i].Content = ot.e[i].whole
 				}
 			}
-			send = append(send, m)
 		}
 	}
 	send = append(send, f.tail...)
