@@ -17,24 +17,24 @@ var files embed.FS
 
 // Text returns the embedded prompt named name (without ".md"), with
 // surrounding white space trimmed and its paragraphs and list items each
-// on one line (Unwrap). It panics on an unknown name: every name is a
+// on one line (unwrap). It panics on an unknown name: every name is a
 // constant in the caller, and a test asserts each one exists.
 func Text(name string) string {
 	b, err := files.ReadFile(name + ".md")
 	if err != nil {
 		panic(fmt.Sprintf("prompts: no prompt %q", name))
 	}
-	return Unwrap(strings.TrimSpace(string(b)))
+	return unwrap(strings.TrimSpace(string(b)))
 }
 
-// Unwrap joins the lines a Markdown text is wrapped at for review into
+// unwrap joins the lines a Markdown text is wrapped at for review into
 // the paragraph or list item they continue, with one space: in Markdown a
 // soft line break is a space, so the text says the same, and a model is
 // sent no newline and indentation a line (about a token each, at every
 // step that carries the text). Blank lines, headings, the line a list
 // item starts on ("- ", "* ", "1. ", indented or not) and fenced code
 // blocks stay as they are.
-func Unwrap(text string) string {
+func unwrap(text string) string {
 	lines := strings.Split(text, "\n")
 	out := make([]string, 0, len(lines))
 	fenced, joinable := false, false // joinable: the last line out takes a continuation

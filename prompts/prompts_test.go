@@ -24,8 +24,8 @@ func TestLoopingGuidanceEmbedded(t *testing.T) {
 func TestUnwrap(t *testing.T) {
 	in := "# Title\nOne paragraph\nwrapped.\n\n- an item\n  continued\n  - nested\n    continued\n1. numbered\n   on\n* star\n\n```\ncode\n  kept\n```\nafter\nthe fence"
 	want := "# Title\nOne paragraph wrapped.\n\n- an item continued\n  - nested continued\n1. numbered on\n* star\n\n```\ncode\n  kept\n```\nafter the fence"
-	if got := Unwrap(in); got != want {
-		t.Errorf("Unwrap:\n%s\nwant:\n%s", got, want)
+	if got := unwrap(in); got != want {
+		t.Errorf("unwrap:\n%s\nwant:\n%s", got, want)
 	}
 }
 
