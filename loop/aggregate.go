@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -44,28 +43,19 @@ func AggregateArg(arg string, v any) (*query.Aggregate, error) {
 	return a, nil
 }
 
-// aggregateSchema is _aggregate as the model sees it (built per call: a
-// schema handed out is the caller's to change).
+// aggregateSchema is _aggregate as the model sees it: an object and one
+// line. Its members are the same on every looping tool (nothing in them
+// is the tool's own), so their shape — group_by, metrics {op, field,
+// as} and the ops, filter, having, order_by, limit and its bounds — is
+// told once, in the looping guidance and the MCP server's instructions
+// (TestAggregateShapeTold), as queryToolResult's aggregate is told in its
+// description; AggregateArg reads it strictly and names the member at
+// fault with the shape it wants. Built per call: a schema handed out is
+// the caller's to change.
 func aggregateSchema() map[string]any {
 	return map[string]any{
 		"type":        "object",
 		"description": "Exact counts and totals of every row, not the rows.",
-		"properties": map[string]any{
-			"group_by": map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
-			"metrics": map[string]any{"type": "array", "items": map[string]any{
-				"type": "object",
-				"properties": map[string]any{
-					"op":    map[string]any{"type": "string", "enum": slices.Clone(query.AggregateOps)},
-					"field": map[string]any{"type": "string"},
-					"as":    map[string]any{"type": "string"},
-				},
-				"required": []string{"op"},
-			}},
-			"filter":   map[string]any{"type": "array"},
-			"having":   map[string]any{"type": "array"},
-			"order_by": map[string]any{"type": "array"},
-			"limit":    map[string]any{"type": "integer", "minimum": 1, "maximum": query.MaxAggregateLimit},
-		},
 	}
 }
 

@@ -160,9 +160,11 @@ func shownValue(v any) string {
 }
 
 // The reserved arguments' schemas are terse: their types, enums and
-// required keys, and one line each. A looping tool carries them in every
-// request, so their full use — when to walk, the shapes of _for_each and
-// _aggregate with examples, the limits — is told once, in the looping
+// required keys, and one line each (_aggregate's: an object and its line,
+// aggregateSchema). A looping tool carries them in every request, so
+// their full use — when to walk, the shapes of _for_each and _aggregate
+// with examples, an aggregate's members, ops and bounds, the limits — is
+// told once, in the looping
 // guidance a chat sends as a system message (prompts/looping.md) and in
 // the MCP server's instructions (prompts/mcp_instructions.md). They are
 // built per call: a schema handed out is the caller's to change.
