@@ -74,27 +74,36 @@ func (s *Server) listMiddleware(e *entry) mcp.Middleware {
 				if s.draining.Load() {
 					return nil, errDraining
 				}
-				if cr, ok := req.(*mcp.CallToolRequest); ok && cr.Params != nil && !e.has(cr.Params.Name) {
-					if err := s.registerFor(ctx, e, callerOf(cr.Extra, e), threadOf(cr.Params.Arguments)); err != nil {
-						return nil, err
-					}
-					if !e.has(cr.Params.Name) {
-						// Not a tool of the conversation: the call's own
-						// answer says why (a pooled tool not loaded, a tool
-						// loaded under another _thread), not the SDK's
-						// "unknown tool".
-						return s.callTool(ctx, e, cr)
-					}
-				}
-				res, err := next(ctx, method, req)
-				if r, ok := res.(*mcp.CallToolResult); ok && r != nil && err == nil {
-					return encodedResult{r}, nil
-				}
+				// On a goroutine whose stack has grown (see warmPool).
+				var res mcp.Result
+				var err error
+				s.warm.run(func() { res, err = s.toolsCall(ctx, e, next, method, req) })
 				return res, err
 			}
 			return next(ctx, method, req)
 		}
 	}
+}
+
+// toolsCall serves a tools/call through next, the SDK's handler, making
+// sure the tool is registered first.
+func (s *Server) toolsCall(ctx context.Context, e *entry, next mcp.MethodHandler, method string, req mcp.Request) (mcp.Result, error) {
+	if cr, ok := req.(*mcp.CallToolRequest); ok && cr.Params != nil && !e.has(cr.Params.Name) {
+		if err := s.registerFor(ctx, e, callerOf(cr.Extra, e), threadOf(cr.Params.Arguments)); err != nil {
+			return nil, err
+		}
+		if !e.has(cr.Params.Name) {
+			// Not a tool of the conversation: the call's own answer says
+			// why (a pooled tool not loaded, a tool loaded under another
+			// _thread), not the SDK's "unknown tool".
+			return s.callTool(ctx, e, cr)
+		}
+	}
+	res, err := next(ctx, method, req)
+	if r, ok := res.(*mcp.CallToolResult); ok && r != nil && err == nil {
+		return encodedResult{r}, nil
+	}
+	return res, err
 }
 
 // listTools answers one tools/list page.
