@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -202,7 +203,7 @@ func (s *Server) listChanged(ctx context.Context, e *entry, c Caller, handle str
 	defer e.mu.Unlock()
 	if !e.added {
 		t := list[len(list)-1]
-		e.srv.AddTool(t, s.handler(e))
+		e.srv.AddTool(sdkTool(t), s.handler(e))
 	}
 	return nil
 }
@@ -230,9 +231,29 @@ func (s *Server) register(e *entry, list []*mcp.Tool) {
 			continue
 		}
 		e.registered[t.Name] = fp
-		e.srv.AddTool(t, s.handler(e))
+		e.srv.AddTool(sdkTool(t), s.handler(e))
 		e.added = true
 	}
+}
+
+// sdkTool is t as registered with the SDK's server. The door answers
+// tools/list itself (listTools), so the SDK reads a registered tool's
+// input schema for one thing: on every 2026-07-28 tools/call it encodes
+// and decodes the schema again to find the parameters marked
+// x-mcp-header, which a client also sends as Mcp-Param-* headers and the
+// SDK checks against the body. A schema without that key anywhere has
+// none — trawl's schemas are written by encoding/json, which writes the
+// key as it is — so the SDK gets the smallest schema of the same type
+// instead: the same checks (none), without the schema's encoding and
+// decoding on every call. A schema with the key goes as it is.
+func sdkTool(t *mcp.Tool) *mcp.Tool {
+	in, ok := t.InputSchema.(json.RawMessage)
+	if !ok || bytes.Contains(in, []byte(`"x-mcp-header"`)) {
+		return t
+	}
+	c := *t
+	c.InputSchema = json.RawMessage(`{"type":"object"}`)
+	return &c
 }
 
 // handler serves tools/call of every tool of e.
