@@ -189,11 +189,25 @@ func planArray(top *rawShape, path string) (arr, env shape, prefix []string, ok 
 	if err != nil {
 		return nil, nil, nil, false
 	}
-	raw, found := query.Get(root, path)
-	if !found {
-		return nil, nil, nil, false
+	// A member of the body itself is among the members readable listed,
+	// with its value checked then, so the body is not read again for it.
+	// Elsewhere (or if the listing did not find it) the scanner decides.
+	var a *rawShape
+	if len(keys) == 1 && top.kind() == shapeObject {
+		for _, f := range top.fields() {
+			if v, ok := f.val.(*rawShape); ok && f.name == keys[0] {
+				a = v
+				break
+			}
+		}
 	}
-	a := &rawShape{b: raw}
+	if a == nil {
+		raw, found := query.Get(root, path)
+		if !found {
+			return nil, nil, nil, false
+		}
+		a = &rawShape{b: raw}
+	}
 	if a.kind() != shapeArray {
 		return nil, nil, nil, false
 	}

@@ -452,6 +452,7 @@ type walker struct {
 	pageKeys map[string]bool     // the first page's members, when it was an object (notAPage)
 	lastPage [][]byte            // the last page's items; empty none
 	ids      idSet               // hashes of item ids received
+	hashes   []uint64            // collect's id hashes of one page, reused
 	seed     maphash.Seed
 	buf      [][]byte
 	res      *Result
@@ -880,10 +881,23 @@ func (w *walker) collect(items [][]byte) (dups, withID, kept int) {
 	}
 	w.fresh = 0
 	plain := plainID(idPath)
+	// The page's id hashes first (0: no id), then the table's slots for
+	// all of them at once (warm), then the checks, which find those slots
+	// in cache.
+	hs := w.hashes[:0]
 	for _, it := range items {
+		var h uint64
 		if raw, ok := readID(it, idPath, plain); ok && string(raw) != "null" {
+			h = idHash(maphash.Bytes(w.seed, raw))
+		}
+		hs = append(hs, h)
+	}
+	w.hashes = hs
+	w.ids.warm(hs)
+	for k, it := range items {
+		if h := hs[k]; h != 0 {
 			withID++
-			if !w.ids.add(maphash.Bytes(w.seed, raw)) {
+			if !w.ids.add(h) {
 				res.Duplicates++
 				dups++
 				continue

@@ -301,9 +301,10 @@ func AppendElements(dst [][]byte, arr []byte) ([][]byte, error) {
 	if i >= len(arr) || arr[i] != '[' {
 		return dst, syntaxErr(arr, i, "'[' (an array)")
 	}
+	var memo objMemo
 	e := newElems(arr, i, 0, true)
 	for {
-		vs, ve, ok := e.next()
+		vs, ve, ok := e.nextMemo(memo[:])
 		if !ok {
 			break
 		}
@@ -340,9 +341,10 @@ func AppendElementsAt(dst [][]byte, doc []byte, path string) ([][]byte, error) {
 	if i >= len(doc) || doc[i] != '[' {
 		return dst, syntaxErr(doc, i, "'[' (an array)")
 	}
+	var memo objMemo
 	e := newElems(doc, i, 0, true)
 	for {
-		vs, ve, ok := e.next()
+		vs, ve, ok := e.nextMemo(memo[:])
 		if !ok {
 			break
 		}

@@ -71,9 +71,9 @@ func (m *members) key() (key []byte, esc bool, vs int, ok bool) {
 	var ke int
 	if m.strict {
 		var err error
-		if k := shortString(b, j); k > 0 {
+		if k, r := shortString(b, j); k > 0 {
 			ke = k
-		} else if ke, esc, err = scanString(b, j); err != nil {
+		} else if ke, esc, err = scanStringAt(b, j, r); err != nil {
 			return nil, false, 0, m.fail(err)
 		}
 	} else {
@@ -134,7 +134,11 @@ func newElems(b []byte, i, depth int, strict bool) elems {
 	return elems{b: b, i: i + 1, depth: depth + 1, strict: strict, first: true}
 }
 
-func (e *elems) next() (vs, ve int, ok bool) {
+func (e *elems) next() (vs, ve int, ok bool) { return e.nextMemo(nil) }
+
+// nextMemo is next reading object elements, when strict, against memo
+// (see skipObjectMemo); nil keeps none.
+func (e *elems) nextMemo(memo []memberMemo) (vs, ve int, ok bool) {
 	if e.err != nil || e.done {
 		return 0, 0, false
 	}
@@ -168,7 +172,12 @@ func (e *elems) next() (vs, ve int, ok bool) {
 	}
 	if e.strict {
 		var err error
-		if ve, err = skipValueDepth(b, j, e.depth); err != nil {
+		if memo != nil && j < len(b) && b[j] == '{' {
+			ve, err = skipObjectMemo(b, j, e.depth+1, memo)
+		} else {
+			ve, err = skipValueDepth(b, j, e.depth)
+		}
+		if err != nil {
 			e.err = err
 			return 0, 0, false
 		}

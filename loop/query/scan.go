@@ -73,37 +73,49 @@ const (
 // quote, a backslash or a control character (< 0x20) — the bytes a string
 // scan must stop at. Bytes >= 0x80 never flag (they are UTF-8 payload).
 func strStop(x uint64) uint64 {
-	q := x ^ quote
+	// x^0x02 maps the quote (0x22) to 0x20 and the control characters
+	// (0x00–0x1f) onto themselves, and no other byte below 0x21, so one
+	// "less than 0x21" test finds both; the backslash has its own.
+	t := x ^ 0x02*lsb
 	s := x ^ bslash
-	// (v - 0x01..) & ^v & 0x80.. flags zero bytes exactly for the lowest
-	// one and may flag bytes above a true zero; any flag means "stop
-	// somewhere in this word", and the byte loop below finds where.
-	return ((q-lsb)&^q | (s-lsb)&^s | (x-0x20*lsb)&^x) & msb
+	// (v - n·0x01..) & ^v & 0x80.. flags the bytes below n exactly for
+	// the lowest one and may flag bytes above a true one (the borrow);
+	// any flag means "stop somewhere in this word", and the lowest flag
+	// is where.
+	return ((t-0x21*lsb)&^t | (s-lsb)&^s) & msb
 }
 
 // shortString returns the index just past the string starting at b[i] ==
 // '"' when its closing quote is among the next nine bytes, with no
 // backslash or control character before it (a key, an id, an enum: most
-// strings), else -1 (scanString reads it). Small enough to be inlined,
-// it spares those strings a call.
-func shortString(b []byte, i int) int {
+// strings), else -1 and the index scanStringAt resumes at: every byte
+// before it is known to be plain text, so a longer string's first eight
+// bytes are not read twice. Small enough to be inlined, it spares the
+// short strings a call.
+func shortString(b []byte, i int) (end, resume int) {
 	if i+9 >= len(b) {
-		return -1
+		return -1, i + 1
 	}
 	// The lowest flagged byte is the first stop; none among the eight
 	// (TrailingZeros64 is 64) puts k on the byte after them.
 	k := i + 1 + bits.TrailingZeros64(strStop(binary.LittleEndian.Uint64(b[i+1:i+9])))>>3
 	if b[k] != '"' {
-		return -1
+		return -1, k
 	}
-	return k + 1
+	return k + 1, 0
 }
 
 // scanString validates the string starting at b[i] == '"' and returns
 // the index just past its closing quote; esc reports whether it held any
 // escape sequence (so the raw bytes are not already the decoded value).
 func scanString(b []byte, i int) (end int, esc bool, err error) {
-	j := i + 1
+	return scanStringAt(b, i, i+1)
+}
+
+// scanStringAt is scanString resuming at b[j], every byte of b[i+1:j]
+// being known to be neither a quote, a backslash nor a control
+// character.
+func scanStringAt(b []byte, i, j int) (end int, esc bool, err error) {
 	for {
 		// Find the next quote, backslash or control character: eight
 		// bytes at a time, then byte by byte for the tail. The lowest
@@ -231,10 +243,11 @@ func skipValueDepth(b []byte, i, depth int) (int, error) {
 	}
 	switch c := b[i]; c {
 	case '"':
-		if end := shortString(b, i); end > 0 {
+		end, j := shortString(b, i)
+		if end > 0 {
 			return end, nil
 		}
-		end, _, err := scanString(b, i)
+		end, _, err := scanStringAt(b, i, j)
 		return end, err
 	case '{':
 		return skipObject(b, i, depth+1)
@@ -259,6 +272,77 @@ func tooDeep(i int) error {
 }
 
 func skipObject(b []byte, i, depth int) (int, error) {
+	return skipObjectMemo(b, i, depth, nil)
+}
+
+// memberMemo is what the objects of one array told skipObjectMemo about
+// one member place (the first member, the second, …): the bytes its key
+// ran to, from the opening quote through the colon, and the length of
+// its value when that was a string without escapes. An array's objects
+// mostly spell their keys alike and many of their values (ids, dates,
+// enums) at the same length, and then the scan need not find where each
+// ends before it can read on: the next position is known, and the bytes
+// are only checked.
+type memberMemo struct {
+	w0, w1 uint64 // the key's bytes (up to sixteen), little-endian
+	m0, m1 uint64 // which bytes of w0, w1 are the key's
+	kn     int    // how many bytes; 0: none remembered
+	vn     int    // the string value's length, quotes included; 0: none
+}
+
+// objMemo holds the first sixteen member places of an array's objects.
+type objMemo [16]memberMemo
+
+// remember keeps b[ks:end], a key checked just now with the colon after
+// it, when it fits the memo's sixteen bytes.
+func (mm *memberMemo) remember(b []byte, ks, end int) {
+	n := end - ks
+	if n > 16 || ks+16 > len(b) {
+		mm.kn = 0
+		return
+	}
+	mm.m0, mm.m1 = byteMask(min(n, 8)), byteMask(max(n-8, 0))
+	mm.w0 = binary.LittleEndian.Uint64(b[ks:]) & mm.m0
+	mm.w1 = binary.LittleEndian.Uint64(b[ks+8:]) & mm.m1
+	mm.kn = n
+}
+
+// byteMask has the low n bytes (n ≤ 8) of a word set.
+func byteMask(n int) uint64 {
+	if n >= 8 {
+		return ^uint64(0)
+	}
+	return 1<<(8*n) - 1
+}
+
+// plainStringAt reports whether b[j:j+n] (b[j] being a quote) is a whole
+// string without escapes: n-2 bytes none of which is a quote, a
+// backslash or a control character, then the closing quote. It wants
+// eight bytes past the string to read its last word whole.
+func plainStringAt(b []byte, j, n int) bool {
+	end := j + n - 1 // the closing quote
+	if n < 2 || end+9 > len(b) || b[end] != '"' {
+		return false
+	}
+	k := j + 1
+	for ; k+8 <= end; k += 8 {
+		if strStop(binary.LittleEndian.Uint64(b[k:])) != 0 {
+			return false
+		}
+	}
+	return strStop(binary.LittleEndian.Uint64(b[k:]))&byteMask(end-k) == 0
+}
+
+// maxMemoString bounds the string values memberMemo remembers: past it a
+// wrong guess (a value of another length) costs more than it saves.
+const maxMemoString = 48
+
+// skipObjectMemo is skipObject reading the object's member places
+// against memo (nil: none) and keeping in it what this object spelt. A
+// key taken from the memo is the very bytes of one checked before, so
+// it is as valid; a value taken from it is checked in full, only its
+// end being known in advance.
+func skipObjectMemo(b []byte, i, depth int, memo []memberMemo) (int, error) {
 	if depth > MaxDepth {
 		return 0, tooDeep(i)
 	}
@@ -266,23 +350,59 @@ func skipObject(b []byte, i, depth int) (int, error) {
 	if j < len(b) && b[j] == '}' {
 		return j + 1, nil
 	}
-	for {
-		if j >= len(b) || b[j] != '"' {
-			return 0, syntaxErr(b, j, "object key")
+	for place := 0; ; place++ {
+		var mm *memberMemo
+		if place < len(memo) {
+			mm = &memo[place]
 		}
 		var err error
-		if k := shortString(b, j); k > 0 {
-			j = k
-		} else if j, _, err = scanString(b, j); err != nil {
-			return 0, err
+		if mm != nil && mm.kn > 0 && j+16 <= len(b) &&
+			(binary.LittleEndian.Uint64(b[j:])^mm.w0)&mm.m0|(binary.LittleEndian.Uint64(b[j+8:])^mm.w1)&mm.m1 == 0 {
+			j += mm.kn // past the colon
+		} else {
+			if j >= len(b) || b[j] != '"' {
+				return 0, syntaxErr(b, j, "object key")
+			}
+			ks := j
+			if k, r := shortString(b, j); k > 0 {
+				j = k
+			} else if j, _, err = scanStringAt(b, j, r); err != nil {
+				return 0, err
+			}
+			j = skipSpace(b, j)
+			if j >= len(b) || b[j] != ':' {
+				return 0, syntaxErr(b, j, "':' after object key")
+			}
+			j++
+			if mm != nil {
+				mm.remember(b, ks, j)
+			}
 		}
 		j = skipSpace(b, j)
-		if j >= len(b) || b[j] != ':' {
-			return 0, syntaxErr(b, j, "':' after object key")
-		}
-		j = skipSpace(b, j+1)
-		if j, err = skipValueDepth(b, j, depth); err != nil {
-			return 0, err
+		// A string value (most are) is read here rather than through a
+		// call to skipValueDepth, which reads it the same way.
+		switch {
+		case j < len(b) && b[j] == '"':
+			if mm != nil && mm.vn > 0 && plainStringAt(b, j, mm.vn) {
+				j += mm.vn
+				break
+			}
+			vs := j
+			esc := false
+			if k, r := shortString(b, j); k > 0 {
+				j = k
+			} else if j, esc, err = scanStringAt(b, j, r); err != nil {
+				return 0, err
+			}
+			if mm != nil {
+				if mm.vn = j - vs; esc || mm.vn > maxMemoString {
+					mm.vn = 0
+				}
+			}
+		default:
+			if j, err = skipValueDepth(b, j, depth); err != nil {
+				return 0, err
+			}
 		}
 		j = skipSpace(b, j)
 		if j >= len(b) {
