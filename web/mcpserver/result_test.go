@@ -261,12 +261,12 @@ func TestConversationErrorsSayWhatToDo(t *testing.T) {
 func TestEnvelopeFirstMovesOnlyTheOrder(t *testing.T) {
 	for in, want := range map[string]string{
 		`{"data":[1,2],"total":2,"_note":"all","_boundary":{"pages":1}}`: `{"_note":"all","_boundary":{"pages":1},"data":[1,2],"total":2}`,
-		`{ "data" : [ 1 ] , "_stoppedBy" : "complete" }`:                `{"_stoppedBy":"complete","data":[ 1 ]}`,
-		`{"\u005fnote":"escaped key","a":"<&>"}`:                          `{"\u005fnote":"escaped key","a":"<&>"}`,
-		`{"a":1,"b":{"_inner":2}}`:                                        `{"a":1,"b":{"_inner":2}}`,
-		`{"_only":true}`:                                                  `{"_only":true}`,
-		`{"a":1,`:                                                         `{"a":1,`,
-		`{}`:                                                              `{}`,
+		`{ "data" : [ 1 ] , "_stoppedBy" : "complete" }`:                 `{"_stoppedBy":"complete","data":[ 1 ]}`,
+		`{"\u005fnote":"escaped key","a":"<&>"}`:                         `{"\u005fnote":"escaped key","a":"<&>"}`,
+		`{"a":1,"b":{"_inner":2}}`:                                       `{"a":1,"b":{"_inner":2}}`,
+		`{"_only":true}`:                                                 `{"_only":true}`,
+		`{"a":1,`:                                                        `{"a":1,`,
+		`{}`:                                                             `{}`,
 	} {
 		if got := envelopeFirst([]byte(in)); got != want {
 			t.Errorf("envelopeFirst(%s) = %s, want %s", in, got, want)
