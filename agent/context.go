@@ -144,7 +144,11 @@ type fitInput struct {
 	budget    budget
 	// expiry is when a stored result id expires; false when it has
 	// expired or the thread does not know it.
-	expiry  func(id string) (time.Time, bool)
+	expiry func(id string) (time.Time, bool)
+	// live, when set, is every stored result expiry answers for, with
+	// its expiry: a step whose live results are those of the turn's
+	// previous step may take that step's decisions (reuse). Nil: never.
+	live    map[string]time.Time
 	verdict func(p *Part) *verdict
 	// memo keeps the older turns' conversion between the steps of one
 	// turn, whose older turns do not change. Nil: none.
@@ -178,6 +182,12 @@ type olderTurns struct {
 	gen    uint32       // counts fit calls, for olderTurn.compGen
 	// compact: tool results' rows in the compact layout (rows: compact).
 	compact bool
+	// model is the model the turns were fitted (and their messages'
+	// tokens counted) for.
+	model string
+	// last is the turn's previous step's fit when it sent every older
+	// turn at its least, for the next step to reuse.
+	last *leastFit
 	// With keys, each converted turn is keyed by turnKey under seed, and
 	// a turn of kept (the thread's previous turn's) with the same key is
 	// taken rather than converted.
@@ -194,6 +204,9 @@ type olderTurn struct {
 	// key is the turn's turnKey, when keyed (olderkept.go).
 	key   uint64
 	keyed bool
+	// least is the turn's least size (texts shortened, results
+	// compacted) as the last bound that walked it found.
+	least int
 }
 
 // olderEntry is what fitting knows of one message of an older turn.
@@ -221,8 +234,8 @@ type olderEntry struct {
 	counted string
 }
 
-func newOlderTurns(older []UIMessage, compact bool) *olderTurns {
-	o := &olderTurns{src: older, compact: compact}
+func newOlderTurns(older []UIMessage, compact bool, model string) *olderTurns {
+	o := &olderTurns{src: older, compact: compact, model: model}
 	for i := range older {
 		if i == 0 || older[i].Role == RoleUser {
 			o.starts = append(o.starts, i)
@@ -259,8 +272,7 @@ func (o *olderTurns) convert(lo, hi int) {
 			keys[k-lo], keyed[k-lo] = turnKey(o.seed, o.src[o.starts[k]:o.end(k)])
 		}
 		if keyed[k-lo] && o.kept != nil {
-			if ot := o.kept.byKey[keys[k-lo]]; ot != nil {
-				delete(o.kept.byKey, keys[k-lo])
+			if ot := o.kept.find(k, keys[k-lo]); ot != nil {
 				o.taken(k, ot)
 			}
 		}
@@ -418,9 +430,11 @@ func messageSize(m *Message) int {
 // shortened) and assemble (the messages, and the report's figures).
 func fit(in fitInput) (*fitted, error) {
 	f := newFitter(in)
-	f.bound()
-	if err := f.choose(); err != nil {
-		return nil, err
+	if !f.reuse() {
+		f.bound()
+		if err := f.choose(); err != nil {
+			return nil, err
+		}
 	}
 	return f.assemble(), nil
 }
@@ -438,6 +452,9 @@ type fitter struct {
 	first, T int
 	minimal  bool
 	compSum  int // the older turns' size with every result compacted
+	// walked is the oldest turn bound walked.
+	walked int
+	asked  idFilter // the stored result ids this fit found not live
 
 	// choose's state, per message of the turns that may be sent (off[t]
 	// is turn first+t's first index): its state and size, the total.
@@ -461,12 +478,13 @@ func newFitter(in fitInput) *fitter {
 	}
 	older := in.thread[:protect]
 	var o *olderTurns
-	if m := in.memo; m != nil && m.conv != nil && m.n == len(older) && (m.n == 0 || m.first == &older[0]) && m.conv.compact == in.compact {
+	if m := in.memo; m != nil && m.conv != nil && m.n == len(older) && (m.n == 0 || m.first == &older[0]) &&
+		m.conv.compact == in.compact && m.conv.model == in.budget.model {
 		o = m.conv
 	} else {
-		o = newOlderTurns(older, in.compact)
+		o = newOlderTurns(older, in.compact, in.budget.model)
 		if in.kept != nil {
-			o.keys, o.seed, o.kept = true, in.kept.seed, in.kept.take(in.threadKey, in.compact)
+			o.keys, o.seed, o.kept = true, in.kept.seed, in.kept.take(in.threadKey, in.compact, in.budget.model)
 		}
 		if m != nil {
 			m.conv, m.n, m.first = o, len(older), nil
@@ -510,6 +528,8 @@ func (f *fitter) compacted(ot *olderTurn, i int) string {
 	if v.resultID != "" {
 		if t, ok := f.in.expiry(v.resultID); ok {
 			exp = t
+		} else {
+			f.asked.add(v.resultID) // one not live now (liveSame)
 		}
 	}
 	var nanos int64
@@ -559,6 +579,7 @@ func (f *fitter) bound() {
 	minSum, cand := 0, -1
 	for t := f.T - 1; t >= 0; t-- {
 		ot := o.turn(t)
+		f.walked, ot.least = t, minSum
 		for i := range ot.msgs {
 			sz := ot.e[i].size
 			if ot.e[i].part != nil {
@@ -574,6 +595,7 @@ func (f *fitter) bound() {
 			}
 			minSum += sz
 		}
+		ot.least = minSum - ot.least
 		if cand < 0 && f.fixed+noticeReserve+minSum > limit {
 			cand = t + 1
 		}
@@ -682,6 +704,7 @@ func (f *fitter) choose() error {
 		}
 	}
 	if f.total > b.limit {
+		o.last = nil
 		need := f.fixed
 		if f.cut {
 			need += noticeReserve
@@ -689,7 +712,117 @@ func (f *fitter) choose() error {
 		return &ContextBudgetError{Model: b.model, Need: need, Limit: b.limit,
 			NeedTokens: b.tokens(need), MaxTokens: b.maxTokens, ByChars: b.maxChars > 0 && b.limit == b.maxChars}
 	}
+	o.last = nil
+	if f.minimal && f.in.live != nil {
+		o.last = &leastFit{live: f.in.live, asked: f.asked, first: first, walked: f.walked, compSum: f.compSum, off: f.off, state: f.state}
+	}
 	return nil
+}
+
+// leastFit is a step's fit that sent every older turn it kept at its
+// least (bound's minimal): what the next steps of the turn need to take
+// its decisions rather than make them again (reuse).
+type leastFit struct {
+	live  map[string]time.Time
+	asked idFilter
+	// bound's: the first turn sent, the oldest turn it walked (each
+	// walked turn's least size is olderTurn.least) and their compacted
+	// size; choose's: the older messages' offsets and states.
+	first, walked, compSum int
+	off                    []int
+	state                  []entryState
+}
+
+// liveSame reports whether live answers as the fit's live did for every
+// stored result id it asked about: each result live then is live now
+// with the same expiry, and each one live only now (this turn's calls
+// keep new ones) is one it never found not live.
+func (m *leastFit) liveSame(live map[string]time.Time) bool {
+	if live == nil {
+		return false
+	}
+	for id, e := range m.live {
+		if now, ok := live[id]; !ok || !now.Equal(e) {
+			return false
+		}
+	}
+	if len(live) > len(m.live) {
+		for id := range live {
+			if _, ok := m.live[id]; !ok && m.asked.has(id) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// idFilter is a Bloom filter of ids: has is true for every id added, and
+// for few others.
+type idFilter [64]uint64
+
+var idFilterSeed = maphash.MakeSeed()
+
+func (b *idFilter) add(id string) {
+	h := maphash.String(idFilterSeed, id)
+	b[h>>6&63] |= 1 << (h & 63)
+	b[h>>38&63] |= 1 << (h >> 32 & 63)
+}
+
+func (b *idFilter) has(id string) bool {
+	h := maphash.String(idFilterSeed, id)
+	return b[h>>6&63]&(1<<(h&63)) != 0 && b[h>>38&63]&(1<<(h>>32&63)) != 0
+}
+
+// reuse takes the turn's previous step's decisions (olderTurns.last) when
+// this step would make the same ones, but for leaving out more of the
+// oldest turns: the same older turns (the memo) and the same expiry of
+// every stored result that fit asked about (liveSame), so the same sizes
+// and verdicts, and a fixed part (it grows by this
+// turn's calls) and limit with which bound would keep turns first..T-1
+// for some first no older than the previous step's — the newest turns
+// at their least that fit, which the least sizes walked give — and still
+// find the compacted size over the limit, so that choose would send each
+// message of them as the previous step did. The limit enters the
+// decisions only through these comparisons.
+func (f *fitter) reuse() bool {
+	m, limit := f.o.last, f.in.budget.limit
+	if m == nil || !m.liveSame(f.in.live) || f.fixed+m.compSum <= limit {
+		return false
+	}
+	least, T := f.fixed+noticeReserve, len(f.o.turns)
+	if least > limit {
+		return false
+	}
+	first, sum := T, 0
+	for ; first > m.first; first-- {
+		if least+sum+f.o.turns[first-1].least > limit {
+			break
+		}
+		sum += f.o.turns[first-1].least
+	}
+	if first == m.first && (first == m.walked || least+sum+f.o.turns[first-1].least <= limit) {
+		return false // bound would keep the turn the previous step left out, or walk past it
+	}
+	f.first, f.T, f.minimal, f.cut = first, T, true, true
+	base := m.off[first-m.first]
+	f.off = make([]int, T-first+1)
+	for t := range f.off {
+		f.off[t] = m.off[first-m.first+t] - base
+	}
+	f.state = m.state[base:]
+	f.total = least + sum
+	f.out = &fitted{dropped: first, fixed: f.fixed, history: math.MaxInt}
+	f.each(func(ot *olderTurn, i, j int) bool {
+		switch f.state[j] {
+		case entryCompacted:
+			f.out.compacted++
+			f.out.compactedChars += len(ot.e[i].part.Output)
+		case entryShortened:
+			f.out.shortened++
+		}
+		return true
+	})
+	return true
 }
 
 // assemble writes what the step sends: the system messages, the notice,
@@ -704,22 +837,25 @@ func (f *fitter) assemble() *fitted {
 	}
 	out.olderAt, out.olderTurns = len(send), o.turns[first:T]
 	for t := first; t < T; t++ {
-		ot := o.turns[t]
-		for i, m := range ot.msgs {
-			switch f.state[f.off[t-first]+i] {
+		// A turn's messages at once, then the texts that are not as
+		// converted: its results (deferred), and what is shortened.
+		ot, at := o.turns[t], len(send)
+		send = append(send, ot.msgs...)
+		state := f.state[f.off[t-first]:]
+		for i := range ot.msgs {
+			switch state[i] {
 			case entryCompacted:
-				m.Content = f.compacted(ot, i)
+				send[at+i].Content = ot.e[i].comp // as compacted when its state was set
 			case entryShortened:
-				m.Content = f.shortened(ot, i)
+				send[at+i].Content = f.shortened(ot, i)
 			default:
 				if ot.e[i].part != nil {
 					if ot.e[i].whole == "" {
 						ot.e[i].whole = toolResultText(*ot.e[i].part, o.compact)
 					}
-					m.Content = ot.e[i].whole
+					send[at+i].Content = ot.e[i].whole
 				}
 			}
-			send = append(send, m)
 		}
 	}
 	send = append(send, f.tail...)
@@ -834,6 +970,7 @@ func (r *Runner) fitStep(st *turnState, def Definition, bound []boundTool, specs
 			t, ok := live[id]
 			return t, ok
 		},
+		live:    live,
 		verdict: r.verdicts.get,
 		memo:    &st.older,
 		compact: def.Rows == RowsCompact,

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"sync"
+	"unsafe"
 )
 
 // Keeping a thread's converted older turns from one turn to the next.
@@ -50,20 +51,56 @@ type keptAt struct {
 	seq    uint64
 }
 
-// keptTurns are one thread's converted turns, by turnKey.
+// keptTurns are one thread's converted turns, by their place in the
+// thread's previous turn (nil: not kept), found by turnKey (find).
 type keptTurns struct {
 	compact bool
+	model   string // what the turns were fitted and counted for
 	seq     uint64
-	byKey   map[uint64]*olderTurn
+	turns   []*olderTurn
+	n       int // the turns kept: those of turns not nil
 	bytes   int // the texts of their messages
+	// shift is what the place of the last turn found was over its
+	// place in the new thread; byKey indexes turns by key, built the
+	// first time a turn is not where shift says.
+	shift int
+	byKey map[uint64]int
+}
+
+// find removes and returns the kept turn keyed key, looked for first
+// where turn t of the new thread was in the previous one (the place of
+// the last turn found, shifted as much: a thread grows at its end and
+// retention drops its oldest turns), then by key; nil: none. Two turns
+// with one key are the same to conversion, so either may be taken.
+func (k *keptTurns) find(t int, key uint64) *olderTurn {
+	at := t + k.shift
+	if at < 0 || at >= len(k.turns) || k.turns[at] == nil || k.turns[at].key != key {
+		if k.byKey == nil {
+			k.byKey = make(map[uint64]int, k.n)
+			for i, ot := range k.turns {
+				if ot != nil {
+					k.byKey[ot.key] = i
+				}
+			}
+		}
+		i, ok := k.byKey[key]
+		if !ok || k.turns[i] == nil || k.turns[i].key != key {
+			return nil
+		}
+		at, k.shift = i, i-t
+	}
+	ot := k.turns[at]
+	k.turns[at] = nil
+	return ot
 }
 
 func newOlderKept() *olderKept {
 	return &olderKept{seed: maphash.MakeSeed(), threads: map[string]*keptTurns{}}
 }
 
-// take removes and returns thread's kept turns (nil: none).
-func (c *olderKept) take(thread string, compact bool) *keptTurns {
+// take removes and returns thread's kept turns (nil: none, or kept for
+// another layout or model).
+func (c *olderKept) take(thread string, compact bool, model string) *keptTurns {
 	if c == nil {
 		return nil
 	}
@@ -74,8 +111,8 @@ func (c *olderKept) take(thread string, compact bool) *keptTurns {
 		return nil
 	}
 	delete(c.threads, thread)
-	c.turns, c.bytes = c.turns-len(k.byKey), c.bytes-k.bytes
-	if k.compact != compact {
+	c.turns, c.bytes = c.turns-k.n, c.bytes-k.bytes
+	if k.compact != compact || k.model != model {
 		return nil
 	}
 	return k
@@ -87,8 +124,8 @@ func (c *olderKept) put(thread string, o *olderTurns) {
 	if c == nil || o == nil {
 		return
 	}
-	k := &keptTurns{compact: o.compact, byKey: map[uint64]*olderTurn{}}
-	for _, ot := range o.turns {
+	k := &keptTurns{compact: o.compact, model: o.model, turns: make([]*olderTurn, len(o.turns))}
+	for t, ot := range o.turns {
 		if ot == nil || !ot.keyed {
 			continue
 		}
@@ -104,26 +141,27 @@ func (c *olderKept) put(thread string, o *olderTurns) {
 				k.bytes += len(tc.Arguments)
 			}
 		}
-		k.byKey[ot.key] = ot
+		k.turns[t] = ot
+		k.n++
 	}
-	if len(k.byKey) == 0 {
+	if k.n == 0 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old := c.threads[thread]; old != nil {
-		c.turns, c.bytes = c.turns-len(old.byKey), c.bytes-old.bytes
+		c.turns, c.bytes = c.turns-old.n, c.bytes-old.bytes
 	}
 	c.seq++
 	k.seq = c.seq
 	c.threads[thread] = k
 	c.order = append(c.order, keptAt{thread, k.seq})
-	c.turns, c.bytes = c.turns+len(k.byKey), c.bytes+k.bytes
+	c.turns, c.bytes = c.turns+k.n, c.bytes+k.bytes
 	for (c.turns > maxKeptTurns || c.bytes > maxKeptBytes) && len(c.order) > 0 {
 		at := c.order[0]
 		c.order = c.order[1:]
 		if old := c.threads[at.thread]; old != nil && old.seq == at.seq {
-			c.turns, c.bytes = c.turns-len(old.byKey), c.bytes-old.bytes
+			c.turns, c.bytes = c.turns-old.n, c.bytes-old.bytes
 			delete(c.threads, at.thread)
 		}
 	}
@@ -139,35 +177,39 @@ func (c *olderKept) put(thread string, o *olderTurns) {
 }
 
 // turnKey is the hash of what conversion reads of msgs (one turn), and
-// false when the turn is not to be kept (a part carries media).
+// false when the turn is not to be kept (a part carries media). Each
+// message is its role and part count, then each part's fields, each its
+// length and its text (a long one's own hash): no two turns encode
+// alike.
 func turnKey(seed maphash.Seed, msgs []UIMessage) (uint64, bool) {
 	var buf [512]byte
 	b := buf[:0]
-	text := func(s string) {
-		b = binary.LittleEndian.AppendUint64(b, uint64(len(s)))
-		if len(s) <= 64 {
-			b = append(b, s...)
-		} else {
-			b = binary.LittleEndian.AppendUint64(b, maphash.String(seed, s))
-		}
-	}
 	for i := range msgs {
 		m := &msgs[i]
-		text(string(m.Role))
-		b = binary.LittleEndian.AppendUint64(b, uint64(len(m.Parts)))
+		b = keyText(b, seed, string(m.Role))
+		b = binary.AppendUvarint(b, uint64(len(m.Parts)))
 		for j := range m.Parts {
 			p := &m.Parts[j]
 			if len(p.Media) > 0 {
 				return 0, false
 			}
-			text(p.Type)
-			text(p.Text)
-			text(p.State)
-			text(p.ToolCallID)
-			text(p.ToolName)
-			text(string(p.Input))
-			text(string(p.Data))
+			// Bytes are read in place: a conversion would copy them.
+			input := unsafe.String(unsafe.SliceData(p.Input), len(p.Input))
+			data := unsafe.String(unsafe.SliceData(p.Data), len(p.Data))
+			for _, s := range [...]string{p.Type, p.Text, p.State, p.ToolCallID, p.ToolName, input, data} {
+				b = keyText(b, seed, s)
+			}
 		}
 	}
 	return maphash.Bytes(seed, b), true
+}
+
+// keyText appends s to a turn's key: its length, then s itself or, when
+// long, its hash.
+func keyText(b []byte, seed maphash.Seed, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	if len(s) <= 64 {
+		return append(b, s...)
+	}
+	return binary.LittleEndian.AppendUint64(b, maphash.String(seed, s))
 }

@@ -3,7 +3,9 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	mrand "math/rand/v2"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -155,7 +157,7 @@ func TestOlderKeptBound(t *testing.T) {
 			UIMessage{ID: fmt.Sprint("a", i), Role: RoleAssistant, Parts: []Part{{Type: "text", Text: "answer"}}})
 	}
 	convert := func() *olderTurns {
-		o := newOlderTurns(thread, false)
+		o := newOlderTurns(thread, false, "m")
 		o.keys, o.seed = true, c.seed
 		o.turn(0)
 		return o
@@ -185,15 +187,244 @@ func TestOlderKeptBound(t *testing.T) {
 	}
 	threads += 200
 	last := fmt.Sprint("t", threads-1)
-	k := c.take(last, false)
-	if k == nil || len(k.byKey) != 40 {
+	k := c.take(last, false, "m")
+	if k == nil || k.n != 40 {
 		t.Fatalf("the newest thread's turns: %v", k)
 	}
-	if c.take(last, false) != nil || c.take("t0", false) != nil {
+	if c.take(last, false, "m") != nil || c.take("t0", false, "m") != nil {
 		t.Error("turns taken twice, or the oldest thread's kept past the bound")
 	}
 	c.put("x", convert())
-	if c.take("x", true) != nil {
+	if c.take("x", true, "m") != nil {
 		t.Error("turns converted in the stored layout taken for the compact one")
+	}
+	c.put("x", convert())
+	if c.take("x", false, "m2") != nil {
+		t.Error("turns fitted and counted for one model taken for another")
+	}
+}
+
+// A kept turn is found where the thread's previous turn had it, or
+// where retention moved it, or anywhere by its key; it is taken once, and
+// a key kept nowhere finds none.
+func TestKeptTurnsFind(t *testing.T) {
+	k := &keptTurns{turns: make([]*olderTurn, 8)}
+	for i := range k.turns {
+		if i != 5 {
+			k.turns[i] = &olderTurn{key: uint64(100 + i), keyed: true}
+			k.n++
+		}
+	}
+	want := func(got *olderTurn, key uint64) {
+		t.Helper()
+		if got == nil || got.key != key {
+			t.Fatalf("found %v, want the turn keyed %d", got, key)
+		}
+	}
+	want(k.find(7, 107), 107) // in place
+	if k.byKey != nil {
+		t.Error("a turn in place was looked for by key")
+	}
+	if k.find(7, 107) != nil {
+		t.Error("a turn taken twice")
+	}
+	// Retention dropped the two oldest turns: turn t was turn t+2.
+	want(k.find(4, 106), 106)
+	want(k.find(2, 104), 104)
+	if k.shift != 2 {
+		t.Errorf("shift %d after the turns moved by 2", k.shift)
+	}
+	want(k.find(0, 100), 100) // out of place: by key
+	if k.find(3, 105) != nil || k.find(1, 999) != nil {
+		t.Error("a turn found that was never kept")
+	}
+	want(k.find(9, 103), 103) // past the end of what was kept
+}
+
+// TestFitReusesLeastFit: a turn's later step that takes its previous
+// step's decisions (leastFit) sends exactly what a fit made anew sends,
+// and counts exactly its request's tokens, whatever changed in between:
+// this turn's calls and results added (the fixed part grows), the budget,
+// the live stored results (one expired; one kept anew; one an older turn
+// names made live, or living longer), the model, the system messages.
+func TestFitReusesLeastFit(t *testing.T) {
+	now := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	tokens := NewTokenMemo(bpeCounter(tokenizer.O200kBase), 0)
+	resultID := regexp.MustCompile(`"_resultId":"(r_[0-9a-f]+)"`)
+	var reused, refused int
+	changed := map[string]int{} // the changes made with a least fit to reuse, by kind
+	seeds := uint64(300)
+	if testing.Short() {
+		seeds = 60
+	}
+	for seed := range seeds {
+		rng := mrand.New(mrand.NewPCG(seed, 31))
+		thread, current := randThread(rng)
+		live := map[string]time.Time{}
+		var ids []string // the stored results the thread names
+		for _, m := range thread {
+			for _, p := range m.Parts {
+				for _, id := range resultID.FindAllStringSubmatch(string(p.Output), -1) {
+					ids = append(ids, id[1])
+					if rng.IntN(2) == 0 {
+						live[id[1]] = now.Add(time.Duration(1+rng.IntN(60)) * time.Minute)
+					}
+				}
+			}
+		}
+		size := 0
+		for _, m := range ModelMessages(thread) {
+			size += messageSize(&m)
+		}
+		b := budget{model: "m", keepRecent: rng.IntN(4), cpt: DefaultCharsPerToken, limit: 1500 + rng.IntN(size/2+2000)}
+		cache := newVerdictCache(64)
+		memo := &olderMemo{}
+		calls := 0
+		system := []Message{{Role: RoleSystem, Content: "You help."}}
+		for step := range 8 {
+			stepLive := maps.Clone(live) // as fitStep builds it, a map a step
+			in := fitInput{system: system, toolChars: 500, thread: thread, current: current, budget: b,
+				expiry: func(id string) (time.Time, bool) {
+					e, ok := stepLive[id]
+					return e, ok
+				},
+				live: stepLive, verdict: cache.get, memo: memo}
+			anew := in
+			anew.memo, anew.live = nil, nil
+			name := fmt.Sprintf("seed %d, step %d", seed, step)
+			var last *leastFit
+			if memo.conv != nil {
+				last = memo.conv.last
+			}
+			want, wantErr := fit(anew)
+			got, err := fit(in)
+			if (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
+				t.Fatalf("%s: fit: %v; anew: %v", name, err, wantErr)
+			}
+			if last != nil && memo.conv.last == last {
+				reused++
+			} else if last != nil {
+				refused++
+			}
+			if err == nil {
+				if diff := cmp.Diff(want, got, cmp.AllowUnexported(fitted{}), cmpopts.EquateEmpty(), cmpopts.IgnoreFields(fitted{}, "olderTurns")); diff != "" {
+					t.Fatalf("%s: fit differs from a fit made anew (-anew +fit):\n%s", name, diff)
+				}
+				if n, want := got.countTokens(tokens, nil), RequestTokens(bpeCounter(tokenizer.O200kBase), &ModelRequest{Messages: got.msgs}); n != want {
+					t.Fatalf("%s: counted %d tokens, the request has %d", name, n, want)
+				}
+			}
+			// What the next step finds.
+			kind := []string{"calls", "calls", "calls", "budget", "expired", "stored", "model", "system", "named", "extended"}[rng.IntN(10)]
+			if (kind == "named" || kind == "extended") && len(ids) == 0 {
+				kind = "stored"
+			}
+			if memo.conv != nil && memo.conv.last != nil {
+				changed[kind]++
+			}
+			switch kind {
+			case "calls": // this turn called a tool: its call and result are sent whole
+				c := UIMessage{ID: "current", Role: RoleAssistant}
+				if current != nil {
+					c.Parts = slices.Clone(current.Parts)
+				}
+				calls++
+				c.Parts = append(c.Parts, Part{Type: "step-start"}, Part{Type: "dynamic-tool", ToolName: "list_orders", ToolCallID: fmt.Sprint("now_", calls),
+					State: "output-available", Input: json.RawMessage(`{}`), Output: json.RawMessage(strings.Repeat(`{"id":1},`, rng.IntN(200)) + `{"id":2}`)})
+				current = &c
+			case "budget":
+				b.limit += rng.IntN(2000) - 1000
+			case "expired":
+				for id := range live {
+					delete(live, id)
+					break
+				}
+			case "stored": // a new result kept: no older turn names it
+				live[fmt.Sprintf("r_%032x", rng.Uint64())] = now.Add(time.Hour)
+			case "named": // a result an older turn names is live (again)
+				live[ids[rng.IntN(len(ids))]] = now.Add(2 * time.Hour)
+			case "extended": // or lives longer
+				id := ids[rng.IntN(len(ids))]
+				if e, ok := live[id]; ok {
+					live[id] = e.Add(time.Minute)
+				}
+			case "model":
+				b.model = fmt.Sprint("m", step)
+			case "system": // the guidance changed: the fixed part shrinks or grows
+				system = []Message{{Role: RoleSystem, Content: strings.Repeat("Walk every page. ", rng.IntN(120))}}
+			}
+		}
+	}
+	t.Logf("%d steps took their previous step's decisions, %d made them again; changes made with a fit to reuse: %v", reused, refused, changed)
+	if reused == 0 || refused == 0 || len(changed) < 8 {
+		t.Errorf("%d steps reused, %d refused, changes %v: the paths are not taken", reused, refused, changed)
+	}
+}
+
+// At the edges of the budget — where one character more lets every older
+// turn be sent with its results compacted and nothing left out, or lets
+// one more turn in — a step after one that left turns out sends what a
+// fit made anew sends, whether or not it reuses that fit's decisions.
+func TestFitReuseAtTheEdge(t *testing.T) {
+	now := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	var thread []UIMessage
+	live := map[string]time.Time{}
+	for i := range 3 {
+		id := fmt.Sprintf("r_%032x", i)
+		live[id] = now.Add(time.Hour)
+		rows := strings.Repeat(`{"id":"ord_1","total":5},`, 40) + `{"id":"ord_2","total":6}`
+		thread = append(thread,
+			UIMessage{ID: fmt.Sprint("u", i), Role: RoleUser, Parts: []Part{{Type: "text", Text: strings.Repeat("which orders are open? ", 17)}}},
+			UIMessage{ID: fmt.Sprint("a", i), Role: RoleAssistant, Parts: []Part{{Type: "step-start"},
+				{Type: "dynamic-tool", ToolName: "list_orders", ToolCallID: fmt.Sprint("call_", i), State: "output-available", Input: json.RawMessage(`{}`),
+					Output: json.RawMessage(fmt.Sprintf(`{"data":[%s],"_pagingComplete":true,"_boundary":{"scope":"list_orders","completion":"complete","records":41},"_resultId":%q}`, rows, id))},
+				{Type: "step-start"}, {Type: "text", Text: "Done.", State: "done"}}})
+	}
+	thread = append(thread, UIMessage{ID: "u3", Role: RoleUser, Parts: []Part{{Type: "text", Text: "and now?"}}})
+	in := fitInput{system: []Message{{Role: RoleSystem, Content: "You help."}}, toolChars: 100, thread: thread,
+		budget: budget{model: "m", cpt: DefaultCharsPerToken},
+		expiry: func(id string) (time.Time, bool) {
+			e, ok := live[id]
+			return e, ok
+		},
+		live: live, verdict: newVerdictCache(64).get}
+	// The least limit at which nothing is left out.
+	all := 0
+	for in.budget.limit = 1000; ; in.budget.limit++ {
+		if f, err := fit(in); err == nil && f.dropped == 0 && f.shortened == 0 && f.compacted == 3 {
+			all = in.budget.limit
+			break
+		}
+	}
+	var reused int
+	for limit := 1000; limit < all+5; limit++ { // from where turns are left out to where none is
+		in.memo = &olderMemo{}
+		in.budget.limit = limit
+		if _, err := fit(in); err != nil {
+			continue
+		}
+		last := in.memo.conv.last
+		for _, next := range []int{limit + 1, limit + 3, limit + 400, limit - 1, limit - 3, limit - 400} {
+			in.budget.limit = next
+			anew := in
+			anew.memo, anew.live = nil, nil
+			want, wantErr := fit(anew)
+			got, err := fit(in)
+			if (err == nil) != (wantErr == nil) {
+				t.Fatalf("limit %d then %d: fit: %v; anew: %v", limit, next, err, wantErr)
+			}
+			if err == nil {
+				if diff := cmp.Diff(want, got, cmp.AllowUnexported(fitted{}), cmpopts.EquateEmpty(), cmpopts.IgnoreFields(fitted{}, "olderTurns")); diff != "" {
+					t.Fatalf("limit %d then %d: fit differs from a fit made anew (-anew +fit):\n%s", limit, next, diff)
+				}
+			}
+			if last != nil && in.memo.conv.last == last {
+				reused++
+			}
+			in.budget.limit = limit
+		}
+	}
+	if reused == 0 {
+		t.Error("no step reused its previous step's decisions")
 	}
 }

@@ -317,6 +317,10 @@ type walked struct {
 	ItemsPath string   // path of the primary array in Envelope; "" bare array
 	HasItems  bool     // the payload is a list of rows (Items); false: an object, scalar or text
 	Items     [][]byte // merged distinct rows
+	// Worked is what the walk's query.Pass made of the pages' rows
+	// (query.RunPages); nil for a fan-out, an aggregate or a cached
+	// dataset. Not cached: it is this call's filter and projection.
+	Worked []*query.Page
 	walkStats
 }
 
@@ -428,6 +432,12 @@ func (e *Engine) walk(ctx context.Context, q walkRequest) (*walked, error) {
 	errs := make([]error, len(values))
 	var progMu sync.Mutex
 	sched := newFanOut(meter, q, e.opt.FanOut)
+	var pass *query.Pass
+	if q.values == nil && q.r.Aggregate == nil {
+		// One walk whose rows present filters and projects as they are:
+		// done per page while each is in cache, not over every row after.
+		pass = query.NewPass(q.r.Fields, q.r.Filter)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	for i, v := range values {
 		args := q.own
@@ -453,7 +463,7 @@ func (e *Engine) walk(ctx context.Context, q walkRequest) (*walked, error) {
 			res, err := paginate.Walk(gctx, paginate.WalkOptions{
 				Caller: e.opt.Caller, Clock: e.clock, Tool: c.Tool, Args: args, Plan: q.plan, Effect: q.effect,
 				AllPages: q.r.AllPages, Meter: meter, Lease: lease, Budget: q.budget,
-				Credential: c.Credential, ThreadID: c.Scope.Thread, Scrub: e.scrubber(c.Credential),
+				Credential: c.Credential, ThreadID: c.Scope.Thread, Scrub: e.scrubber(c.Credential), Pass: pass,
 				Progress: func(p paginate.Progress) {
 					if c.Progress == nil {
 						return
@@ -700,6 +710,9 @@ func (e *Engine) merge(q walkRequest, values []any, results []*paginate.Result, 
 			items = tagRows(items, q.r.ForEach.Key, values[i])
 		}
 		w.Items = append(w.Items, items...)
+		if !fanOut {
+			w.Worked = res.Worked
+		}
 		if res.Total != nil && !fanOut {
 			w.Total = res.Total
 		}

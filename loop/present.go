@@ -213,7 +213,7 @@ func (e *Engine) present(ctx context.Context, q walkRequest, w *walked, hit *Cac
 				fields = f
 			}
 		}
-		rows, st, err := query.Run(w.Items, fields, filter)
+		rows, st, err := query.RunPages(w.Items, fields, filter, w.Worked)
 		if err != nil {
 			return nil, fmt.Errorf("projecting rows: %w", err)
 		}

@@ -435,7 +435,7 @@ func (w *walker) fetchAhead(ctx context.Context) {
 			p.out = w.send(pctx, req, now, p, t)
 			w.ahead.live.Add(-1)
 			if r := p.out.resp; p.out.err == nil && r.Status >= 200 && r.Status < 300 && !r.Truncated {
-				p.sig, p.rerr = readPage(plan, r.Body, r.Header, base, nil)
+				p.sig, p.rerr = readPage(plan, r.Body, r.Header, base, nil, w.o.Pass)
 				p.parsed = true
 				// An end the walk will stop at (or a page it cannot read):
 				// nothing after it is sent until the walk has read it.

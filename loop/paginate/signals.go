@@ -40,8 +40,9 @@ const (
 // and every continuation signal the plan names, read without decoding
 // the items.
 type signals struct {
-	items        [][]byte // raw items, sub-slices of the body
-	itemsMissing bool     // the plan's items path was absent or null
+	items        [][]byte    // raw items, sub-slices of the body
+	page         *query.Page // what the walk's Pass made of items; nil without one
+	itemsMissing bool        // the plan's items path was absent or null
 
 	flag     more   // MoreFlag, after MoreInverted
 	hasToken bool   // the NextToken field is present and non-empty
@@ -59,9 +60,11 @@ type signals struct {
 
 // readPage reads one successful response. base is the URL the request
 // went to, for resolving relative next URLs. dst is reused for the
-// items. An error wrapping errInconsistent means the page's pagination
-// data cannot be trusted; the items read so far are still returned.
-func readPage(p Plan, body []byte, header http.Header, base *url.URL, dst [][]byte) (signals, error) {
+// items; pass, when not nil, filters and projects them as they are
+// checked (signals.page). An error wrapping errInconsistent means the
+// page's pagination data cannot be trusted; the items read so far are
+// still returned.
+func readPage(p Plan, body []byte, header http.Header, base *url.URL, dst [][]byte, pass *query.Pass) (signals, error) {
 	s := signals{items: dst[:0], total: -1, totalPages: -1}
 	env := body // where the continuation signals are looked up
 	empty := len(bytes.TrimSpace(body)) == 0
@@ -70,14 +73,14 @@ func readPage(p Plan, body []byte, header http.Header, base *url.URL, dst [][]by
 	case !p.ItemsFound || empty:
 		s.itemsMissing = true
 	case p.Items == "":
-		items, err := query.AppendElements(s.items, body)
+		items, page, err := pass.AppendElements(s.items, body)
 		if err != nil {
 			return s, inconsistentf("the body is not the JSON array the plan expects")
 		}
-		s.items = items
+		s.items, s.page = items, page
 	default:
 		// One checking pass over the page finds the array and splits it.
-		items, err := query.AppendElementsAt(s.items, body, p.Items)
+		items, page, err := pass.AppendElementsAt(s.items, body, p.Items)
 		if err != nil {
 			raw, ok := query.Get(body, p.Items)
 			switch {
@@ -93,7 +96,7 @@ func readPage(p Plan, body []byte, header http.Header, base *url.URL, dst [][]by
 			}
 			break
 		}
-		s.items = items
+		s.items, s.page = items, page
 		env = withoutItems(body, items)
 	}
 

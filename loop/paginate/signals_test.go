@@ -122,7 +122,7 @@ func TestReadPage(t *testing.T) {
 			if c.link != "" {
 				h.Set("Link", c.link)
 			}
-			s, err := readPage(c.plan, []byte(c.body), h, base, nil)
+			s, err := readPage(c.plan, []byte(c.body), h, base, nil, nil)
 			if c.wantErr != "" {
 				if err == nil || !errors.Is(err, errInconsistent) || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("error = %v, want an inconsistency mentioning %q", err, c.wantErr)
@@ -144,7 +144,7 @@ func TestReadPage(t *testing.T) {
 func TestReadPageIgnoresItemFields(t *testing.T) {
 	p := Plan{Strategy: Cursor, Items: "data", ItemsFound: true, NextToken: "next"}
 	body := `{"data":[{"id":1,"next":"inner"},{"id":2,"next":"inner2"}, {"id":3,"pad":"` + strings.Repeat("x", 100) + `"}]}`
-	s, err := readPage(p, []byte(body), http.Header{}, nil, nil)
+	s, err := readPage(p, []byte(body), http.Header{}, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func FuzzReadPage(f *testing.F) {
 		}
 		b := []byte(body)
 		for _, p := range plans {
-			s, _ := readPage(p, b, h, base, nil)
+			s, _ := readPage(p, b, h, base, nil, nil)
 			for _, it := range s.items {
 				if len(it) == 0 || !strings.Contains(body, string(it)) {
 					t.Fatalf("item %q is not part of the body", it)

@@ -143,6 +143,10 @@ type WalkOptions struct {
 	// and when it stops. Calls never overlap, but may come from the
 	// goroutine of a request fetched ahead; it must not block for long.
 	Progress func(Progress)
+	// Pass, when set, filters and projects each page's rows the moment
+	// the page is checked, while its bytes are in cache; Result.Worked
+	// holds that work, for query.RunPages. Nil: rows are only checked.
+	Pass *query.Pass
 }
 
 // Result is what a walk collected and why it stopped.
@@ -155,6 +159,10 @@ type Result struct {
 	// counted in Duplicates and not kept again. Items without an id are
 	// all kept.
 	Items [][]byte
+	// Worked is what WalkOptions.Pass made of the rows of each page the
+	// walk read (a probe's too), in walk order: query.RunPages finds
+	// Items' rows in it. Nil without a Pass.
+	Worked []*query.Page
 	// Complete is true only when the server said the collection ended
 	// (StoppedBy is a complete_ reason).
 	Complete bool
@@ -671,7 +679,7 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		if p := w.parsed; p != nil && p.out.resp == resp && !first {
 			sig, rerr = p.sig, p.rerr // read while it came back (fetchAhead)
 		} else {
-			sig, rerr = readPage(plan, resp.Body, resp.Header, w.base, w.buf)
+			sig, rerr = readPage(plan, resp.Body, resp.Header, w.base, w.buf, w.o.Pass)
 		}
 		w.parsed = nil
 		w.buf = sig.items[:0]
@@ -726,6 +734,9 @@ func (w *walker) run(ctx context.Context) (*Result, error) {
 		w.answered = true
 		before := len(res.Items)
 		dups, withID, kept := w.collect(sig.items)
+		if sig.page != nil {
+			res.Worked = append(res.Worked, sig.page)
+		}
 		if probing {
 			stop := w.probeFor
 			w.probeFor = ""
@@ -1316,7 +1327,7 @@ func (w *walker) probe(ctx context.Context, args map[string]any) (items [][]byte
 		return nil, fail, err
 	}
 	w.res.Probes++
-	sig, rerr := readPage(w.plan, resp.Body, resp.Header, w.base, nil)
+	sig, rerr := readPage(w.plan, resp.Body, resp.Header, w.base, nil, nil)
 	if rerr != nil {
 		return nil, &failure{reason: StopInconsistent, detail: strings.TrimPrefix(rerr.Error(), errInconsistent.Error()+": ")}, nil
 	}

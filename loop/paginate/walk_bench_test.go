@@ -270,7 +270,7 @@ func BenchmarkReadPage(b *testing.B) {
 	w := newWalker(WalkOptions{Caller: clientCaller{}, Tool: o.Tool, Plan: o.Plan, AllPages: true})
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		s, err := readPage(w.plan, body, resp.Header, w.base, w.buf)
+		s, err := readPage(w.plan, body, resp.Header, w.base, w.buf, nil)
 		if err != nil || len(s.items) != benchItems {
 			b.Fatal(err, len(s.items))
 		}

@@ -168,17 +168,26 @@ func benchBytes(pages [][]byte) int64 {
 	return int64(n)
 }
 
-// queryPages is the engine's path: take each page's primary array, split
-// it into items, filter the full items, project the survivors.
+// queryPages is the engine's path: the walker checks each page's primary
+// array and splits it into items, filtering the full items and projecting
+// the survivors as each is checked (a Pass, as readPage does); once the
+// walk is done, RunPages gathers that work for the items kept (every one
+// here), as present does.
 func queryPages(pages [][]byte, fields *Fields, filter *Filter, rows [][]byte) ([][]byte, Stats, error) {
 	rows = rows[:0]
+	pass := NewPass(fields, filter)
+	var worked []*Page
 	for _, p := range pages {
+		var pg *Page
 		var err error
-		if rows, err = AppendElementsAt(rows, p, "data"); err != nil {
+		if rows, pg, err = pass.AppendElementsAt(rows, p, "data"); err != nil {
 			return nil, Stats{}, err
 		}
+		if pg != nil {
+			worked = append(worked, pg)
+		}
 	}
-	return Run(rows, fields, filter)
+	return RunPages(rows, fields, filter, worked)
 }
 
 func benchCompiled(tb testing.TB) (*Fields, *Filter, *gojq.Code) {
@@ -362,6 +371,15 @@ func BenchmarkRatios(b *testing.B) {
 		{"gojq+decode", func() { runJQ(b, code, decodeItems(b, pages)) }},
 		{"scanner-fields-only", func() { queryPages(pages, fields, nil, rows) }},
 		{"gojq-fields-only", func() { runJQ(b, jqFields, items) }},
+		// The engine's path before the Pass: every page checked, then
+		// Run over all the rows, read again from memory.
+		{"scanner-run-after", func() {
+			rows := rows[:0]
+			for _, p := range pages {
+				rows, _ = AppendElementsAt(rows, p, "data")
+			}
+			Run(rows, fields, filter)
+		}},
 	}
 	const rounds, reps = 5, 2
 	best := make([]time.Duration, len(contenders))
@@ -392,7 +410,7 @@ func BenchmarkRatios(b *testing.B) {
 
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	scanner, runOnly, valid, jq, jqDecode := best[0], best[1], best[2], best[3], best[4]
-	fieldsOnly, jqFieldsOnly := best[5], best[6]
+	fieldsOnly, jqFieldsOnly, runAfter := best[5], best[6], best[7]
 	b.ReportMetric(ms(scanner), "scanner-cpu-ms")
 	b.ReportMetric(ms(runOnly), "run-only-cpu-ms")
 	b.ReportMetric(ms(valid), "json.Valid-cpu-ms")
@@ -407,4 +425,6 @@ func BenchmarkRatios(b *testing.B) {
 	b.ReportMetric(float64(jqFieldsOnly)/float64(fieldsOnly), "gojq/scanner-fields-only")
 	b.ReportMetric(float64(alloc)/float64(raw), "alloc/raw")
 	b.ReportMetric(float64(raw)/scanner.Seconds()/1e6, "scanner-MB/s")
+	b.ReportMetric(ms(runAfter), "run-after-cpu-ms")
+	b.ReportMetric(float64(scanner)/float64(runAfter), "scanner/run-after")
 }

@@ -21,6 +21,11 @@
 // Malformed input gives a
 // *SyntaxError (or a non-match), never a panic and never invalid output.
 //
+// Work on a row is cheapest right after it is checked, while its bytes
+// are in cache: a Pass filters and projects each element as
+// Pass.AppendElementsAt checks it, page by page, and RunPages later
+// answers what Run answers over the rows kept, from that work.
+//
 //	rows, err := query.AppendElementsAt(nil, page, plan.Items)
 //	fields, err := query.CompileFields([]string{"id", "customer.name", "line_items.sku"})
 //	filter, err := query.CompileFilter([]query.Clause{{Field: "total", Op: "gte", Value: 100}})

@@ -148,6 +148,15 @@ type span struct{ s, e int }
 // malformed input met on the way it returns dst unchanged and a
 // *SyntaxError.
 func (f *Fields) Project(item, dst []byte, matched []bool) ([]byte, error) {
+	return f.project(item, dst, matched, false)
+}
+
+// project is Project; checked says item has been through the strict
+// scanner (Elements), so that a value the projection reads itself need
+// not be skipped first to learn where it ends: on checked JSON the fast
+// skip and the projection find the same bytes, and on unchecked input
+// the skip is what reports a malformed value past what is kept.
+func (f *Fields) project(item, dst []byte, matched []bool, checked bool) ([]byte, error) {
 	if matched != nil && len(matched) != len(f.paths) {
 		return dst, fmt.Errorf("query: Project: matched has %d flags for %d paths", len(matched), len(f.paths))
 	}
@@ -161,7 +170,7 @@ func (f *Fields) Project(item, dst []byte, matched []bool) ([]byte, error) {
 	if i >= len(item) {
 		return dst, syntaxErr(item, i, "value")
 	}
-	out, _, err := f.projectValue(dst, item, i, f.root, spans, matched, 0, false)
+	out, _, err := f.projectValue(dst, item, i, f.root, spans, matched, 0, false, checked)
 	if err != nil {
 		return dst[:start], err
 	}
@@ -172,10 +181,10 @@ func (f *Fields) Project(item, dst []byte, matched []bool) ([]byte, error) {
 // it also returns the index just past the value (array elements need it
 // to find the next one, and finding it while projecting saves skipping
 // each element twice); without, end is -1 and reading may stop early.
-func (f *Fields) projectValue(dst, b []byte, i int, n *fieldNode, spans []span, matched []bool, depth int, needEnd bool) (_ []byte, end int, err error) {
+func (f *Fields) projectValue(dst, b []byte, i int, n *fieldNode, spans []span, matched []bool, depth int, needEnd, checked bool) (_ []byte, end int, err error) {
 	switch b[i] {
 	case '{':
-		return f.projectObject(dst, b, i, n, spans, matched, depth, needEnd)
+		return f.projectObject(dst, b, i, n, spans, matched, depth, needEnd, checked)
 	case '[':
 		if depth >= MaxDepth {
 			return dst, 0, tooDeep(i)
@@ -189,7 +198,7 @@ func (f *Fields) projectValue(dst, b []byte, i int, n *fieldNode, spans []span, 
 			if j >= len(b) {
 				return dst, 0, syntaxErr(b, j, "value")
 			}
-			if dst, j, err = f.projectValue(dst, b, j, n, spans, matched, depth+1, true); err != nil {
+			if dst, j, err = f.projectValue(dst, b, j, n, spans, matched, depth+1, true, checked); err != nil {
 				return dst, 0, err
 			}
 			j = skipSpace(b, j)
@@ -215,23 +224,37 @@ func (f *Fields) projectValue(dst, b []byte, i int, n *fieldNode, spans []span, 
 	}
 }
 
-func (f *Fields) projectObject(dst, b []byte, i int, n *fieldNode, spans []span, matched []bool, depth int, needEnd bool) (_ []byte, end int, err error) {
+func (f *Fields) projectObject(dst, b []byte, i int, n *fieldNode, spans []span, matched []bool, depth int, needEnd, checked bool) (_ []byte, end int, err error) {
 	for _, c := range n.children {
 		spans[c.id] = span{-1, -1}
 	}
 	found := 0
 	m := newMembers(b, i, depth, false)
 	for found < len(n.children) {
-		key, esc, vs, ve, ok := m.next()
+		key, esc, vs, ok := m.key()
 		if !ok {
 			break
 		}
+		var child *fieldNode
 		for _, c := range n.children {
 			if spans[c.id].s < 0 && keyEqual(key, esc, c.key) {
-				spans[c.id] = span{vs, ve}
-				found++
+				child = c
 				break
 			}
+		}
+		if child != nil && checked && !needEnd && !child.leaf && found+1 == len(n.children) {
+			// The last member needed, projected where it is read below:
+			// its end is not needed (its span's end is unused).
+			spans[child.id] = span{vs, -1}
+			break
+		}
+		ve, ok := m.skip()
+		if !ok {
+			break
+		}
+		if child != nil {
+			spans[child.id] = span{vs, ve}
+			found++
 		}
 	}
 	if m.err != nil {
@@ -283,7 +306,7 @@ func (f *Fields) projectObject(dst, b []byte, i int, n *fieldNode, spans []span,
 			}
 			continue
 		}
-		if dst, _, err = f.projectValue(dst, b, sp.s, c, spans, matched, depth+1, false); err != nil {
+		if dst, _, err = f.projectValue(dst, b, sp.s, c, spans, matched, depth+1, false, checked); err != nil {
 			return dst, 0, err
 		}
 	}

@@ -297,6 +297,12 @@ func Elements(arr []byte) ([][]byte, error) {
 // AppendElements is Elements appending to dst, so the items of many pages
 // can be gathered into one slice.
 func AppendElements(dst [][]byte, arr []byte) ([][]byte, error) {
+	return appendElements(dst, arr, nil)
+}
+
+// appendElements is AppendElements, handing each element to pg (when not
+// nil) right after checking it.
+func appendElements(dst [][]byte, arr []byte, pg *Page) ([][]byte, error) {
 	i := skipSpace(arr, 0)
 	if i >= len(arr) || arr[i] != '[' {
 		return dst, syntaxErr(arr, i, "'[' (an array)")
@@ -309,6 +315,9 @@ func AppendElements(dst [][]byte, arr []byte) ([][]byte, error) {
 			break
 		}
 		dst = append(dst, arr[vs:ve:ve])
+		if pg != nil {
+			pg.add(arr[vs:ve:ve], len(arr)-ve)
+		}
 	}
 	if e.err != nil {
 		return dst, e.err
@@ -325,6 +334,12 @@ func AppendElements(dst [][]byte, arr []byte) ([][]byte, error) {
 // An absent path is ErrNotFound; a value there that is not an array is a
 // *SyntaxError.
 func AppendElementsAt(dst [][]byte, doc []byte, path string) ([][]byte, error) {
+	return appendElementsAt(dst, doc, path, nil)
+}
+
+// appendElementsAt is AppendElementsAt, handing each element to pg (when
+// not nil) right after checking it.
+func appendElementsAt(dst [][]byte, doc []byte, path string, pg *Page) ([][]byte, error) {
 	var buf [16]string
 	keys, err := keysOf(buf[:0], path)
 	if err != nil {
@@ -349,6 +364,9 @@ func AppendElementsAt(dst [][]byte, doc []byte, path string) ([][]byte, error) {
 			break
 		}
 		dst = append(dst, doc[vs:ve:ve])
+		if pg != nil {
+			pg.add(doc[vs:ve:ve], len(doc)-ve)
+		}
 	}
 	return dst, e.err
 }

@@ -85,6 +85,12 @@ func strStop(x uint64) uint64 {
 	return ((t-0x21*lsb)&^t | (s-lsb)&^s) & msb
 }
 
+// escapeLen is the length of the escape sequence a backslash followed by
+// the byte begins: 2, or 6 for \u (its four hex digits checked apart), or
+// 0 when the byte cannot follow a backslash. A table rather than a switch:
+// the escapes of free text come in no order a branch predictor learns.
+var escapeLen = [256]uint8{'"': 2, '\\': 2, '/': 2, 'b': 2, 'f': 2, 'n': 2, 'r': 2, 't': 2, 'u': 6}
+
 // shortString returns the index just past the string starting at b[i] ==
 // '"' when its closing quote is among the next nine bytes, with no
 // backslash or control character before it (a key, an id, an enum: most
@@ -142,10 +148,10 @@ func scanStringAt(b []byte, i, j int) (end int, esc bool, err error) {
 			if j+1 >= len(b) {
 				return 0, esc, &SyntaxError{Offset: len(b), Msg: "unterminated string"}
 			}
-			switch b[j+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			switch escapeLen[b[j+1]] {
+			case 2:
 				j += 2
-			case 'u':
+			case 6:
 				if j+6 > len(b) {
 					return 0, esc, &SyntaxError{Offset: len(b), Msg: "unterminated \\u escape"}
 				}
@@ -464,8 +470,7 @@ func stringEnd(b []byte, i int) int {
 	// Keys, ids and enums are short: a word at a time first.
 	for n := 0; n < 2 && j+8 <= len(b); n++ {
 		x := binary.LittleEndian.Uint64(b[j : j+8])
-		q, s := x^quote, x^bslash
-		if m := ((q-lsb)&^q | (s-lsb)&^s) & msb; m != 0 {
+		if m := (((x ^ quote) - lsb) | ((x ^ bslash) - lsb)) &^ x & msb; m != 0 { // strStop's tests, less control characters
 			j += bits.TrailingZeros64(m) >> 3
 			if b[j] == '"' {
 				return j + 1
