@@ -293,10 +293,10 @@ func describe(o agent.OfferedTool, budget int) (*mcp.Tool, error) {
 		props[loop.ArgMaxChars] = loop.MaxCharsSchema(budget)
 	}
 	schema["properties"] = props
-	// The schemas go to the SDK as JSON: it re-encodes a tool's input
-	// schema on every tools/call of the 2026-07-28 revision (to find the
-	// parameters sent as headers), which costs a copy of these bytes
-	// instead of a walk over maps.
+	// The schemas go to the SDK as JSON: encoding one (every tools/list
+	// page; on every 2026-07-28 tools/call, where the SDK looks for
+	// parameters sent as headers, when it has any — see sdkTool) costs a
+	// copy of these bytes instead of a walk over maps.
 	in, err := json.Marshal(schema)
 	if err != nil {
 		return nil, fmt.Errorf("the schema of %s: %w", o.Name, err)
