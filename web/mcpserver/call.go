@@ -328,10 +328,12 @@ func result(res agent.CallResult) *mcp.CallToolResult {
 	switch p.State {
 	case "output-available":
 		view := []byte(p.Output)
-		out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(view)}}}
+		out := &mcp.CallToolResult{}
 		if t := bytes.TrimSpace(view); len(t) > 0 && t[0] == '{' {
 			out.StructuredContent = json.RawMessage(view)
-			out.Content[0] = &mcp.TextContent{Text: string(envelopeFirst(t))}
+			out.Content = []mcp.Content{&mcp.TextContent{Text: envelopeFirst(t)}}
+		} else {
+			out.Content = []mcp.Content{&mcp.TextContent{Text: string(view)}}
 		}
 		for _, m := range p.Media {
 			// The pictures and sounds an upstream MCP tool returned, as
@@ -356,29 +358,36 @@ func result(res agent.CallResult) *mcp.CallToolResult {
 // verdict, its note and boundary, the size guard's counts) moved to the
 // front, in their order: the text the client's model reads opens with
 // the verdict, which a client that truncates long results keeps. view
-// unchanged when it is not an object trawl can read.
-func envelopeFirst(view []byte) []byte {
-	env := make([]byte, 0, len(view))
-	rest := make([]byte, 0, len(view))
+// unchanged when it is not an object trawl can read. The text is written
+// once, into a string of its size (it is the size of the rows).
+func envelopeFirst(view []byte) string {
+	type member struct{ key, value []byte }
+	var env, rest []member
+	n := 2 // the braces
 	err := query.EachMember(view, func(key []byte, name string, value []byte) {
-		to := &rest
 		if strings.HasPrefix(name, "_") {
-			to = &env
+			env = append(env, member{key, value})
+		} else {
+			rest = append(rest, member{key, value})
 		}
-		if len(*to) > 0 {
-			*to = append(*to, ',')
-		}
-		*to = append(append(append(*to, key...), ':'), value...)
+		n += len(key) + 1 + len(value) + 1 // and a ':' and a ','
 	})
 	if err != nil || len(env) == 0 {
-		return view
+		return string(view)
 	}
-	out := make([]byte, 0, len(env)+len(rest)+3)
-	out = append(append(out, '{'), env...)
-	if len(rest) > 0 {
-		out = append(append(out, ','), rest...)
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteByte('{')
+	for i, m := range append(env, rest...) {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(m.key)
+		b.WriteByte(':')
+		b.Write(m.value)
 	}
-	return append(out, '}')
+	b.WriteByte('}')
+	return b.String()
 }
 
 // approvalHint says where a waiting call's request is answered.

@@ -254,3 +254,22 @@ func TestConversationErrorsSayWhatToDo(t *testing.T) {
 		t.Errorf("a result of another _thread: %q", got)
 	}
 }
+
+// envelopeFirst writes each member as it was (its key's spelling, its
+// value's bytes), the "_" members first in their order, then the rest in
+// theirs; what it cannot read as an object it leaves as it is.
+func TestEnvelopeFirstMovesOnlyTheOrder(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"data":[1,2],"total":2,"_note":"all","_boundary":{"pages":1}}`: `{"_note":"all","_boundary":{"pages":1},"data":[1,2],"total":2}`,
+		`{ "data" : [ 1 ] , "_stoppedBy" : "complete" }`:                 `{"_stoppedBy":"complete","data":[ 1 ]}`,
+		`{"\u005fnote":"escaped key","a":"<&>"}`:                         `{"\u005fnote":"escaped key","a":"<&>"}`,
+		`{"a":1,"b":{"_inner":2}}`:                                       `{"a":1,"b":{"_inner":2}}`,
+		`{"_only":true}`:                                                 `{"_only":true}`,
+		`{"a":1,`:                                                        `{"a":1,`,
+		`{}`:                                                             `{}`,
+	} {
+		if got := envelopeFirst([]byte(in)); got != want {
+			t.Errorf("envelopeFirst(%s) = %s, want %s", in, got, want)
+		}
+	}
+}

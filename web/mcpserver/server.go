@@ -95,6 +95,7 @@ type Server struct {
 	threads agent.ThreadStore
 	tracer  trace.Tracer // nil: traces off
 	calls   metric.Int64Counter
+	warm    *warmPool // runs the tool calls
 
 	// active counts the tool calls running; answering the HTTP requests
 	// of tool calls, until their response is written (a call's handler
@@ -143,7 +144,7 @@ func New(d *deploy.Deployment, opt Options) *Server {
 	if opt.ShutdownGrace <= 0 {
 		opt.ShutdownGrace = DefaultShutdownGrace
 	}
-	s := &Server{dep: d, opt: opt, log: opt.Logger, sdkLog: slog.New(warnOnly{opt.Logger.Handler()}), runner: d.Runner(), agents: d.Agents(), threads: d.Threads(),
+	s := &Server{dep: d, opt: opt, log: opt.Logger, sdkLog: slog.New(warnOnly{opt.Logger.Handler()}), runner: d.Runner(), agents: d.Agents(), threads: d.Threads(), warm: newWarmPool(),
 		handlers: map[string]*agentHandlers{}, running: map[string][]*runningCall{}, entries: map[string]*list.Element{}, lru: list.New()}
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	s.drainingCtx, s.drain = context.WithCancel(context.Background())

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -74,27 +75,36 @@ func (s *Server) listMiddleware(e *entry) mcp.Middleware {
 				if s.draining.Load() {
 					return nil, errDraining
 				}
-				if cr, ok := req.(*mcp.CallToolRequest); ok && cr.Params != nil && !e.has(cr.Params.Name) {
-					if err := s.registerFor(ctx, e, callerOf(cr.Extra, e), threadOf(cr.Params.Arguments)); err != nil {
-						return nil, err
-					}
-					if !e.has(cr.Params.Name) {
-						// Not a tool of the conversation: the call's own
-						// answer says why (a pooled tool not loaded, a tool
-						// loaded under another _thread), not the SDK's
-						// "unknown tool".
-						return s.callTool(ctx, e, cr)
-					}
-				}
-				res, err := next(ctx, method, req)
-				if r, ok := res.(*mcp.CallToolResult); ok && r != nil && err == nil {
-					return encodedResult{r}, nil
-				}
+				// On a goroutine whose stack has grown (see warmPool).
+				var res mcp.Result
+				var err error
+				s.warm.run(func() { res, err = s.toolsCall(ctx, e, next, method, req) })
 				return res, err
 			}
 			return next(ctx, method, req)
 		}
 	}
+}
+
+// toolsCall serves a tools/call through next, the SDK's handler, making
+// sure the tool is registered first.
+func (s *Server) toolsCall(ctx context.Context, e *entry, next mcp.MethodHandler, method string, req mcp.Request) (mcp.Result, error) {
+	if cr, ok := req.(*mcp.CallToolRequest); ok && cr.Params != nil && !e.has(cr.Params.Name) {
+		if err := s.registerFor(ctx, e, callerOf(cr.Extra, e), threadOf(cr.Params.Arguments)); err != nil {
+			return nil, err
+		}
+		if !e.has(cr.Params.Name) {
+			// Not a tool of the conversation: the call's own answer says
+			// why (a pooled tool not loaded, a tool loaded under another
+			// _thread), not the SDK's "unknown tool".
+			return s.callTool(ctx, e, cr)
+		}
+	}
+	res, err := next(ctx, method, req)
+	if r, ok := res.(*mcp.CallToolResult); ok && r != nil && err == nil {
+		return encodedResult{r}, nil
+	}
+	return res, err
 }
 
 // listTools answers one tools/list page.
@@ -193,7 +203,7 @@ func (s *Server) listChanged(ctx context.Context, e *entry, c Caller, handle str
 	defer e.mu.Unlock()
 	if !e.added {
 		t := list[len(list)-1]
-		e.srv.AddTool(t, s.handler(e))
+		e.srv.AddTool(sdkTool(t), s.handler(e))
 	}
 	return nil
 }
@@ -221,9 +231,29 @@ func (s *Server) register(e *entry, list []*mcp.Tool) {
 			continue
 		}
 		e.registered[t.Name] = fp
-		e.srv.AddTool(t, s.handler(e))
+		e.srv.AddTool(sdkTool(t), s.handler(e))
 		e.added = true
 	}
+}
+
+// sdkTool is t as registered with the SDK's server. The door answers
+// tools/list itself (listTools), so the SDK reads a registered tool's
+// input schema for one thing: on every 2026-07-28 tools/call it encodes
+// and decodes the schema again to find the parameters marked
+// x-mcp-header, which a client also sends as Mcp-Param-* headers and the
+// SDK checks against the body. A schema without that key anywhere has
+// none — trawl's schemas are written by encoding/json, which writes the
+// key as it is — so the SDK gets the smallest schema of the same type
+// instead: the same checks (none), without the schema's encoding and
+// decoding on every call. A schema with the key goes as it is.
+func sdkTool(t *mcp.Tool) *mcp.Tool {
+	in, ok := t.InputSchema.(json.RawMessage)
+	if !ok || bytes.Contains(in, []byte(`"x-mcp-header"`)) {
+		return t
+	}
+	c := *t
+	c.InputSchema = json.RawMessage(`{"type":"object"}`)
+	return &c
 }
 
 // handler serves tools/call of every tool of e.
@@ -263,10 +293,10 @@ func describe(o agent.OfferedTool, budget int) (*mcp.Tool, error) {
 		props[loop.ArgMaxChars] = loop.MaxCharsSchema(budget)
 	}
 	schema["properties"] = props
-	// The schemas go to the SDK as JSON: it re-encodes a tool's input
-	// schema on every tools/call of the 2026-07-28 revision (to find the
-	// parameters sent as headers), which costs a copy of these bytes
-	// instead of a walk over maps.
+	// The schemas go to the SDK as JSON: encoding one (every tools/list
+	// page; on every 2026-07-28 tools/call, where the SDK looks for
+	// parameters sent as headers, when it has any — see sdkTool) costs a
+	// copy of these bytes instead of a walk over maps.
 	in, err := json.Marshal(schema)
 	if err != nil {
 		return nil, fmt.Errorf("the schema of %s: %w", o.Name, err)
