@@ -233,13 +233,40 @@ func (s *Server) Run(t testing.TB) {
 
 // runNode runs server.mjs in dir with node for t (stopped at its end),
 // its environment plus env, and decodes into hello the one line of JSON
-// it prints once it listens.
+// it prints once it listens. A server that ends before it prints that
+// line (its port, picked free when the fixture was made, taken since by
+// another process's connection on a busy machine) is started again, up
+// to three times; what it wrote to stderr is logged each time and named
+// in the failure.
 func runNode(t testing.TB, node, dir string, env []string, what string, hello any) {
+	t.Helper()
+	var said string
+	for attempt := 1; attempt <= 3; attempt++ {
+		l, stderr, ok := startNode(t, node, dir, env, what)
+		if ok {
+			if err := json.Unmarshal([]byte(l), hello); err != nil {
+				t.Fatalf("%s said %q", what, l)
+			}
+			return
+		}
+		said = strings.TrimSpace(stderr)
+		t.Logf("%s ended before it listened (attempt %d); its stderr: %s", what, attempt, said)
+		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+	}
+	t.Fatalf("%s did not start in three attempts; its stderr: %s", what, said)
+}
+
+// startNode starts server.mjs once and waits for its first line of
+// stdout: the line and true, or its stderr and false when it ended
+// without one. It fails t when the server prints nothing in 30 s.
+func startNode(t testing.TB, node, dir string, env []string, what string) (line, stderr string, ok bool) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, node, "server.mjs")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
+	var errBuf lockedBuffer
+	cmd.Stderr = &errBuf
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		cancel()
@@ -249,23 +276,48 @@ func runNode(t testing.TB, node, dir string, env []string, what string, hello an
 		cancel()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
-	line := make(chan string, 1)
+	lines := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
 		if sc.Scan() {
-			line <- sc.Text()
+			lines <- sc.Text()
 		}
-		close(line)
+		close(lines)
 	}()
 	select {
-	case l := <-line:
-		if err := json.Unmarshal([]byte(l), hello); err != nil {
-			t.Fatalf("%s said %q", what, l)
+	case l, got := <-lines:
+		if got {
+			t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+			return l, "", true
 		}
+		cancel() // stdout closed: the process has ended (or is ended now)
+		_ = cmd.Wait()
+		return "", errBuf.String(), false
 	case <-time.After(30 * time.Second):
-		t.Fatalf("%s did not start in 30 s", what)
+		cancel()
+		_ = cmd.Wait()
+		t.Fatalf("%s did not start in 30 s; its stderr: %s", what, strings.TrimSpace(errBuf.String()))
+		return "", "", false
 	}
+}
+
+// lockedBuffer is a bytes.Buffer the process's stderr copier writes
+// while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TokenEndpointDown makes TokenURL stop answering (down: every
