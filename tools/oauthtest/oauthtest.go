@@ -265,7 +265,8 @@ func startNode(t testing.TB, node, dir string, env []string, what string) (line,
 	cmd := exec.CommandContext(ctx, node, "server.mjs")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
-	var errBuf lockedBuffer
+	// Read only once Wait has returned, when exec's copier is done.
+	var errBuf bytes.Buffer
 	cmd.Stderr = &errBuf
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -299,25 +300,6 @@ func startNode(t testing.TB, node, dir string, env []string, what string) (line,
 		t.Fatalf("%s did not start in 30 s; its stderr: %s", what, strings.TrimSpace(errBuf.String()))
 		return "", "", false
 	}
-}
-
-// lockedBuffer is a bytes.Buffer the process's stderr copier writes
-// while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TokenEndpointDown makes TokenURL stop answering (down: every
