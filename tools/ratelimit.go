@@ -254,7 +254,7 @@ func headerInt(h http.Header, name string) (int64, bool) {
 func headerSeconds(h http.Header, name string) (time.Duration, bool) {
 	v := strings.TrimSpace(h.Get(name))
 	n, err := strconv.ParseFloat(v, 64)
-	if err != nil || n < 0 || math.IsNaN(n) || n > 86400*366 {
+	if err != nil || n < 0 || math.IsNaN(n) || n > maxLimitWindow.Seconds() {
 		return 0, false
 	}
 	return time.Duration(n * float64(time.Second)), true
@@ -269,21 +269,30 @@ func xReset(h http.Header, now time.Time) (time.Time, bool) {
 	}
 	v := strings.TrimSpace(h.Get("X-RateLimit-Reset"))
 	n, err := strconv.ParseFloat(v, 64)
-	if err != nil || n < 0 || math.IsNaN(n) {
-		if t, err := http.ParseTime(v); err == nil {
-			return t, true
+	var at time.Time
+	switch {
+	case err != nil || n < 0 || math.IsNaN(n):
+		t, err := http.ParseTime(v)
+		if err != nil {
+			return time.Time{}, false
 		}
+		at = t
+	case n > 1e12:
+		if n > 1e15 { // past the year 33658: not milliseconds
+			return time.Time{}, false
+		}
+		at = time.UnixMilli(int64(n))
+	case n > 1e9:
+		at = time.Unix(int64(n), int64((n-math.Floor(n))*1e9))
+	case n <= maxLimitWindow.Seconds():
+		return now.Add(time.Duration(n * float64(time.Second))), true
+	default:
 		return time.Time{}, false
 	}
-	switch {
-	case n > 1e12:
-		return time.UnixMilli(int64(n)), true
-	case n > 1e9:
-		return time.Unix(int64(n), int64((n-math.Floor(n))*1e9)), true
-	case n <= 86400*366:
-		return now.Add(time.Duration(n * float64(time.Second))), true
+	if at.Sub(now) > maxLimitWindow {
+		return time.Time{}, false
 	}
-	return time.Time{}, false
+	return at, true
 }
 
 // parseRateLimitField reads the IETF RateLimit field: structured
@@ -332,7 +341,7 @@ func parseRateLimitField(v string) (remaining int64, reset time.Duration, ok boo
 			consider(rem, t, hasR, hasT)
 		}
 	}
-	if best < 0 || bestReset > 366*24*time.Hour {
+	if best < 0 || bestReset > maxLimitWindow {
 		return 0, 0, false
 	}
 	return best, bestReset, true
@@ -340,7 +349,12 @@ func parseRateLimitField(v string) (remaining int64, reset time.Duration, ok boo
 
 // parsePolicy reads RateLimit-Policy: structured items
 // (`"burst";q=100;w=60`) or the older draft's (`100;w=60`), and returns
-// the most restrictive as a rate per second with the quota as its burst.
+// the lowest rate per second and the lowest quota as its burst: with
+// several policies each must hold, so a long window's rate must not
+// bring its large quota as a burst past a short window's (`"burst";q=10;
+// w=1, "day";q=10000;w=86400` is 10000/86400 per second with a burst of
+// 10, not 10000). A window longer than maxLimitWindow says nothing (its
+// rate would hold every request back for ages).
 func parsePolicy(v string) (rate float64, burst int) {
 	for _, item := range strings.Split(v, ",") {
 		parts := strings.Split(item, ";")
@@ -358,15 +372,24 @@ func parsePolicy(v string) (rate float64, burst int) {
 				w, _ = parseNonNegFloat(val)
 			}
 		}
-		if !hasQ || q < 1 || w <= 0 {
+		if !hasQ || q < 1 || w <= 0 || w > maxLimitWindow.Seconds() {
 			continue
 		}
 		if r := q / w; rate == 0 || r < rate {
-			rate, burst = r, int(math.Min(q, 1e6))
+			rate = r
+		}
+		if b := int(math.Min(q, 1e6)); burst == 0 || b < burst {
+			burst = b
 		}
 	}
 	return rate, burst
 }
+
+// maxLimitWindow bounds what an upstream's rate-limit fields may say:
+// a reset or a policy window further ahead is read as saying nothing, as
+// an epoch in the wrong unit (microseconds) would otherwise pause the
+// provider for centuries.
+const maxLimitWindow = 366 * 24 * time.Hour
 
 func parseNonNeg(s string) (int64, bool) {
 	n, err := strconv.ParseInt(strings.Trim(strings.TrimSpace(s), `"`), 10, 64)

@@ -165,15 +165,22 @@ func (st *limitState) concLimit(cfg int) int {
 	return limit
 }
 
-// rate is the rate in force and its burst: the configured one and the
-// learned one, the lower.
+// rate is the rate in force and its burst: of the configured one and the
+// learned one, the lower rate and the lower burst (both must hold: a
+// learned policy's lower rate must not bring its larger quota as a burst
+// past the configured one).
 func (st *limitState) rate(cfg RateLimit, configured bool) (float64, int64) {
 	r, b := 0.0, int64(0)
 	if configured && cfg.RequestsPerSecond > 0 {
 		r, b = cfg.RequestsPerSecond, int64(cfg.BurstOrDefault())
 	}
-	if st.lrate > 0 && (r == 0 || st.lrate < r) {
-		r, b = st.lrate, max(st.lburst, 1)
+	if st.lrate > 0 {
+		lb := max(st.lburst, 1)
+		if r == 0 {
+			r, b = st.lrate, lb
+		} else {
+			r, b = min(r, st.lrate), min(b, lb)
+		}
 	}
 	return r, b
 }
@@ -243,6 +250,11 @@ func decide(states []*limitState, cfg RateLimit, now, maxWait, lease int64, id i
 	return g
 }
 
+// sameWindow (µs) is how far apart two answers' resets may be and still
+// name one quota window: a reset in whole seconds from now moves by up to
+// a second between answers of the same window.
+const sameWindow = int64(time.Second / time.Microsecond)
+
 // learnInto applies what an answer taught to st (the scope it was
 // reported for), whose permit id was sent at bound epoch; conf is the
 // scope's configured concurrency.
@@ -276,8 +288,13 @@ func learnInto(st *limitState, l Learned, now, id, epoch int64, conf int) {
 		st.pause = p
 	}
 	if l.Remaining >= 0 && !l.Reset.IsZero() && micros(l.Reset) > now {
-		st.rem = max(0, l.Remaining-int64(inflight-1))
-		st.reset = micros(l.Reset)
+		rem, reset := max(0, l.Remaining-int64(inflight-1)), micros(l.Reset)
+		if st.rem >= 0 && reset-st.reset <= sameWindow && st.reset-reset <= sameWindow {
+			// The same window: answers are read in any order, so an older
+			// one (more left) must not undo what a newer one counted.
+			rem, reset = min(rem, st.rem), max(reset, st.reset)
+		}
+		st.rem, st.reset = rem, reset
 	}
 	if l.Rate > 0 {
 		st.lrate, st.lburst = l.Rate, int64(max(l.Burst, 1))

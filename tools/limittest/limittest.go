@@ -365,6 +365,74 @@ func Run(t *testing.T, newLimiters New) {
 		}
 	})
 
+	t.Run("APolicyNeverLoosensTheConfiguredRate", func(t *testing.T) {
+		c, a, b := setup(t)
+		s := acme(tools.RateLimit{RequestsPerSecond: 2}) // a burst of 1: every 500 ms at most
+		// An hourly quota of 3600 is a lower rate (1 per second) with a
+		// far larger burst: the lower rate and the lower burst apply.
+		acquire(t, a, s).Release(tools.Outcome{Status: 200, Header: http.Header{"Ratelimit-Policy": {`"hour";q=3600;w=3600`}}})
+		var at []time.Duration
+		for i := range 4 {
+			l := a
+			if i%2 == 1 {
+				l = b
+			}
+			acquire(t, l, s).Release(ok)
+			at = append(at, c.Now().Sub(start))
+		}
+		for i := 1; i < len(at); i++ {
+			if gap := at[i] - at[i-1]; gap < time.Second {
+				t.Fatalf("requests after the policy started at %v: %v apart, closer than its rate of 1 per second", at, gap)
+			}
+		}
+	})
+
+	t.Run("EveryPolicyHolds", func(t *testing.T) {
+		c, a, b := setup(t)
+		s := acme(tools.RateLimit{})
+		acquire(t, a, s).Release(tools.Outcome{Status: 200, Header: http.Header{"Ratelimit-Policy": {`"burst";q=10;w=1, "day";q=10000;w=86400`}}})
+		at0 := 0
+		for i := range 12 {
+			l := a
+			if i%2 == 1 {
+				l = b
+			}
+			acquire(t, l, s).Release(ok)
+			if c.Now().Equal(start) {
+				at0++
+			}
+		}
+		if at0 > 10 {
+			t.Errorf("%d requests started at once under a policy of 10 per second", at0)
+		}
+	})
+
+	t.Run("AnOlderAnswerDoesNotUndoTheCount", func(t *testing.T) {
+		c, a, b := setup(t)
+		s := acme(tools.RateLimit{})
+		reset := strconv.FormatInt(start.Add(10*time.Second).Unix(), 10)
+		quota := func(left int) tools.Outcome {
+			return tools.Outcome{Status: 200, Header: http.Header{"X-Ratelimit-Limit": {"5"}, "X-Ratelimit-Remaining": {strconv.Itoa(left)}, "X-Ratelimit-Reset": {reset}}}
+		}
+		acquire(t, a, s).Release(quota(4)) // the server counted 1 of 5
+		p2, p3 := acquire(t, a, s), acquire(t, b, s)
+		// Their answers are read in the other order: the newer one (2
+		// left) first, then the older one (3 left), which must not bring
+		// the count back up.
+		p3.Release(quota(2))
+		p2.Release(quota(3))
+		before := 0
+		for range 3 {
+			acquire(t, b, s).Release(ok)
+			if c.Now().Before(start.Add(10 * time.Second)) {
+				before++
+			}
+		}
+		if before > 2 {
+			t.Errorf("%d requests went before the reset with 2 left of the quota", before)
+		}
+	})
+
 	t.Run("ADeadHoldersPermitsComeBack", func(t *testing.T) {
 		c, a, b := setup(t)
 		s := acme(tools.RateLimit{Concurrency: 1})

@@ -27,6 +27,7 @@ local LEARN = tonumber(ARGV[4])
 local GROW = tonumber(ARGV[5])
 local CEIL = tonumber(ARGV[6])
 local mode = ARGV[7]
+local SAME = 1000000 -- µs: resets this close name one quota window (sameWindow in Go)
 
 local function fmt(n) return string.format('%.17g', n) end
 
@@ -89,7 +90,12 @@ local function release(a, i)
       end
       if pauseU > st.pause then st.pause = pauseU end
       if remaining >= 0 and reset > now then
-        st.rem = math.max(0, remaining - (inflight - 1))
+        local rem = math.max(0, remaining - (inflight - 1))
+        if st.rem >= 0 and reset - st.reset <= SAME and st.reset - reset <= SAME then
+          rem = math.min(rem, st.rem)
+          reset = math.max(reset, st.reset)
+        end
+        st.rem = rem
         st.reset = reset
       end
       if rate > 0 then
@@ -150,7 +156,10 @@ end
 local function rateOf(st, j)
   local r, b = 0, 0
   if j == 1 and cfgRps > 0 then r = cfgRps; b = cfgBurst end
-  if st.lrate > 0 and (r == 0 or st.lrate < r) then r = st.lrate; b = math.max(st.lburst, 1) end
+  if st.lrate > 0 then
+    local lb = math.max(st.lburst, 1)
+    if r == 0 then r = st.lrate; b = lb else r = math.min(r, st.lrate); b = math.min(b, lb) end
+  end
   return r, b
 end
 
