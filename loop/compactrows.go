@@ -3,6 +3,8 @@ package loop
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/trawl-dev/trawl/loop/query"
@@ -23,8 +25,9 @@ import (
 // text — unless that could be read back as something else: a string that
 // is empty, holds a comma, a semicolon, a quote, a backslash or a control
 // character, has a space at either end, starts with '[' or '{', or reads
-// as a number, true, false or null is written as its JSON text (in
-// quotes), and so are arrays and objects. Every row is thereby told back
+// as a number (JSON's, or one a reader might take for a number: NaN,
+// Infinity, +1, .5, 007, 0x10), true, false or null is written as its
+// JSON text (in quotes), and so are arrays and objects. Every row is thereby told back
 // exactly.
 
 // CompactRows rewrites a tool result in the compact row layout: every
@@ -146,7 +149,19 @@ func bareString(s string) bool {
 		return false
 	}
 	var n json.Number
-	return json.Unmarshal([]byte(s), &n) != nil
+	if json.Unmarshal([]byte(s), &n) == nil {
+		return false
+	}
+	// Not JSON's numbers, but what a reader takes for one all the same
+	// (NaN, Infinity, +1, .5, 1., 007, 0x10, 1_000): quoted, so that no
+	// text is read as a number.
+	if _, err := strconv.ParseFloat(s, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		return false
+	}
+	if _, err := strconv.ParseInt(s, 0, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		return false
+	}
+	return true
 }
 
 // orderedField is one member of a JSON object, in the order written.

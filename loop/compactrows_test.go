@@ -3,7 +3,9 @@ package loop
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -88,6 +90,13 @@ func readCompactRows(t *testing.T, text string) [][]any {
 				v = n
 			default:
 				v = cell
+				// A bare text is not one a reader could take for a
+				// number either (NaN, +1, .5, 007, 0x10).
+				_, ferr := strconv.ParseFloat(cell, 64)
+				_, ierr := strconv.ParseInt(cell, 0, 64)
+				if ferr == nil || ierr == nil || errors.Is(ferr, strconv.ErrRange) || errors.Is(ierr, strconv.ErrRange) {
+					t.Errorf("the bare text %q of %q reads as a number", cell, text)
+				}
 			}
 		}
 		row = append(row, v)
@@ -109,7 +118,8 @@ func readCompactRows(t *testing.T, text string) [][]any {
 func TestCompactRowsReadBack(t *testing.T) {
 	r := rand.New(rand.NewPCG(27, 6))
 	texts := []string{"Ann", "a,b", "", " x", "x ", "2", "-1.5", "1e5", "true", "null", "false", "[x]", "{y}", `say "hi"`,
-		`back\slash`, "line\nbreak", "tab\t", "café", "東京", "0x10", "NaN", "bkg_00001", "2025-01-01T10:00:00Z", "a b", "é,", "]", "}", "\"", "a;b", ";", "x;", ";y"}
+		`back\slash`, "line\nbreak", "tab\t", "café", "東京", "0x10", "NaN", "bkg_00001", "2025-01-01T10:00:00Z", "a b", "é,", "]", "}", "\"", "a;b", ";", "x;", ";y",
+		"Infinity", "-Inf", "+1", ".5", "1.", "007", "0b1", "1_000", "0x1p-2", "1e999"}
 	value := func() any {
 		switch r.IntN(7) {
 		case 0:
