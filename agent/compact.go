@@ -31,6 +31,7 @@ type verdict struct {
 	note     string          // _note
 	complete bool            // the envelope's completion is complete
 	resultID string          // _resultId
+	idHash   uint64          // resultID's hash in an idFilter (idHash)
 	rows     []member        // top-level arrays dropped: key → element count
 
 	mu       sync.Mutex // guards the memos below
@@ -162,6 +163,7 @@ func newVerdict(p *Part) *verdict {
 	}
 	env, _ := loop.ReadEnvelope(out) // what is malformed reads as absent
 	v.note, v.resultID, v.complete = env.Note, env.ResultID, env.Completion == loop.Complete
+	v.idHash = idHash(v.resultID)
 	return v
 }
 

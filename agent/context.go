@@ -236,6 +236,13 @@ type olderEntry struct {
 
 func newOlderTurns(older []UIMessage, compact bool, model string) *olderTurns {
 	o := &olderTurns{src: older, compact: compact, model: model}
+	n := 0 // the turns, counted first: a long thread's starts are not grown
+	for i := range older {
+		if i == 0 || older[i].Role == RoleUser {
+			n++
+		}
+	}
+	o.starts = make([]int, 0, n)
 	for i := range older {
 		if i == 0 || older[i].Role == RoleUser {
 			o.starts = append(o.starts, i)
@@ -529,7 +536,7 @@ func (f *fitter) compacted(ot *olderTurn, i int) string {
 		if t, ok := f.in.expiry(v.resultID); ok {
 			exp = t
 		} else {
-			f.asked.add(v.resultID) // one not live now (liveSame)
+			f.asked.add(v.idHash) // one not live now (liveSame)
 		}
 	}
 	var nanos int64
@@ -762,14 +769,17 @@ type idFilter [64]uint64
 
 var idFilterSeed = maphash.MakeSeed()
 
-func (b *idFilter) add(id string) {
-	h := maphash.String(idFilterSeed, id)
+// idHash is id's hash in an idFilter (a verdict keeps its result id's).
+func idHash(id string) uint64 { return maphash.String(idFilterSeed, id) }
+
+// add adds the id of hash h (idHash).
+func (b *idFilter) add(h uint64) {
 	b[h>>6&63] |= 1 << (h & 63)
 	b[h>>38&63] |= 1 << (h >> 32 & 63)
 }
 
 func (b *idFilter) has(id string) bool {
-	h := maphash.String(idFilterSeed, id)
+	h := idHash(id)
 	return b[h>>6&63]&(1<<(h&63)) != 0 && b[h>>38&63]&(1<<(h>>32&63)) != 0
 }
 
