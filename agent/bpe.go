@@ -384,8 +384,8 @@ func (e *bpeEncoding) count(text string) int {
 // processor at a time, none of them ever holding a stale count).
 const (
 	pieceCacheMin  = 256 // the texts counted through a cache, in bytes
-	pieceCacheBits = 9
-	maxCachedPiece = 16 // the longest piece kept, in bytes
+	pieceCacheBits = 12  // 4,096 slots, 96 KiB
+	maxCachedPiece = 16  // the longest piece kept, in bytes
 )
 
 // pieceCache is direct-mapped: a piece's slot is by a hash of its bytes,

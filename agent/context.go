@@ -331,6 +331,9 @@ func (o *olderTurns) taken(k int, ot *olderTurn) {
 		}
 		e.part = &src[e.at[0]].Parts[e.at[1]]
 		e.size += toolResultLen(e.part, o.compact)
+		if e.verdict != nil && !e.verdict.sameOutput(e.part) {
+			e.verdict = nil // read again (fitter.compacted)
+		}
 	}
 	o.turns[k] = ot
 }

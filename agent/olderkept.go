@@ -17,8 +17,10 @@ import (
 // tool name, input and data — not the outputs, which conversion leaves
 // to fitting) and takes it back when the next turn's thread holds a turn
 // with the same hash. What depends on a result's output — the message's
-// size, its verdict, its compacted and whole texts — is read again from
-// the new thread's part; the token counts stay, since countTokens reuses
+// size, its compacted and whole texts — is read again from the new
+// thread's part, and its verdict is kept only while that output has the
+// size, head and tail it was read from (as the verdict cache tells
+// results apart); the token counts stay, since countTokens reuses
 // one only for the very text it was counted with. A turn whose parts
 // carry media is never kept (their images are part of the message).
 
@@ -121,7 +123,8 @@ func (c *olderKept) take(thread string, compact bool, model string) *keptTurns {
 }
 
 // put keeps o's converted turns for thread's next turn, without what
-// they hold of o's thread (its parts) or of its results.
+// they hold of o's thread (its parts) or of its results but for their
+// verdicts (taken checks them against the new outputs).
 func (c *olderKept) put(thread string, o *olderTurns) {
 	if c == nil || o == nil {
 		return
@@ -137,7 +140,13 @@ func (c *olderKept) put(thread string, o *olderTurns) {
 			if e.part != nil && e.counted != e.comp {
 				e.counted, e.tokens = "", 0 // a result counted whole: its text is not kept
 			}
-			e.part, e.verdict, e.whole, e.comp, e.compGen = nil, nil, "", "", 0
+			if v := e.verdict; v != nil {
+				// Kept while the output is the same (taken); its texts,
+				// by estimate: its arguments and note, and its renderings
+				// (the text it is sent as, and the counted one).
+				k.bytes += len(v.args) + len(v.note) + 2*len(e.comp)
+			}
+			e.part, e.whole, e.comp, e.compGen = nil, "", "", 0
 			m := &ot.msgs[i]
 			k.bytes += len(m.Content) + len(e.counted)
 			for _, tc := range m.ToolCalls {

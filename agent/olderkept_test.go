@@ -150,6 +150,104 @@ func TestFitKeptTurns(t *testing.T) {
 	}
 }
 
+// A kept turn keeps its results' verdicts for the thread's next turn
+// while each output has the size, head and tail it was read from, and
+// reads a result's verdict again once its output is longer, or begins or
+// ends otherwise: the next turn, decoded anew and with a verdict cache of
+// its own, finds the same verdicts for the outputs left alone (one of
+// them edited in its middle, as the verdict cache would not tell), new
+// ones for the others, and fits as a fit with nothing kept does.
+func TestKeptTurnsKeepVerdicts(t *testing.T) {
+	now := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	var thread []UIMessage
+	for i := range 6 {
+		var rows []string
+		for j := range 40 {
+			rows = append(rows, fmt.Sprintf(`{"id":"ord_%d_%d","total":%d}`, i, j, 100+j))
+		}
+		out := fmt.Sprintf(`{"data":[%s],"_note":"Every page.","_boundary":{"scope":"list_orders","completion":"complete","records":40}}`, strings.Join(rows, ","))
+		thread = append(thread,
+			UIMessage{ID: fmt.Sprint("u", i), Role: RoleUser, Parts: []Part{{Type: "text", Text: fmt.Sprint("question ", i)}}},
+			UIMessage{ID: fmt.Sprint("a", i), Role: RoleAssistant, Parts: []Part{{Type: "step-start"},
+				{Type: "dynamic-tool", State: "output-available", ToolCallID: fmt.Sprint("call_", i), ToolName: "list_orders",
+					Input: json.RawMessage(`{"status":"open"}`), Output: json.RawMessage(out)},
+				{Type: "text", Text: "answer", State: "done"}}})
+	}
+	thread = append(thread, UIMessage{ID: "u6", Role: RoleUser, Parts: []Part{{Type: "text", Text: "and now?"}}})
+	kept := newOlderKept()
+	input := func(th []UIMessage, kept *olderKept) fitInput {
+		return fitInput{system: []Message{{Role: RoleSystem, Content: "You help."}}, toolChars: 100, thread: th,
+			budget:  budget{model: "m", keepRecent: 0, cpt: DefaultCharsPerToken, limit: 1 << 20},
+			expiry:  func(string) (time.Time, bool) { return now, false },
+			verdict: newVerdictCache(64).get, memo: &olderMemo{}, kept: kept, threadKey: "k"}
+	}
+	verdicts := func(in fitInput) map[string]*verdict {
+		out := map[string]*verdict{}
+		for _, ot := range in.memo.conv.turns {
+			for i := range ot.e {
+				if p := ot.e[i].part; p != nil {
+					if ot.e[i].verdict == nil {
+						t.Fatalf("%s: no verdict read", p.ToolCallID)
+					}
+					out[p.ToolCallID] = ot.e[i].verdict
+				}
+			}
+		}
+		return out
+	}
+	first := input(decoded(thread), kept)
+	if _, err := fit(first); err != nil {
+		t.Fatal(err)
+	}
+	before := verdicts(first)
+	kept.put("k", first.memo.conv)
+
+	next := decoded(thread)
+	edit := func(i int, f func(out []byte) []byte) {
+		p := &next[2*i+1].Parts[1]
+		p.Output = f(slices.Clone(p.Output))
+	}
+	edit(0, func(out []byte) []byte { return append(out, ' ') })                      // longer
+	edit(1, func(out []byte) []byte { return append([]byte(`{"rows"`), out[7:]...) }) // another head
+	edit(2, func(out []byte) []byte { out[len(out)-2] = ' '; return out })            // another tail
+	edit(3, func(out []byte) []byte {                                                 // the middle: a total's digit
+		i := len(out) / 2
+		for out[i] < '0' || out[i] > '9' {
+			i++
+		}
+		out[i] = '7'
+		return out
+	})
+	second := input(next, kept)
+	got, err := fit(second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.memo.conv.kept == nil {
+		t.Fatal("the second turn took no kept turns")
+	}
+	after := verdicts(second)
+	for i := range 6 {
+		id := fmt.Sprint("call_", i)
+		if same := after[id] == before[id]; same != (i >= 3) {
+			t.Errorf("%s: verdict kept %v, want %v", id, same, i >= 3)
+		}
+		if want := newVerdict(&next[2*i+1].Parts[1]).render(time.Time{}); after[id].render(time.Time{}) != want {
+			t.Errorf("%s: the verdict renders %q, the output's own %q", id, after[id].render(time.Time{}), want)
+		}
+	}
+	want, err := fit(input(next, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(fitted{}), cmpopts.EquateEmpty(), cmpopts.IgnoreFields(fitted{}, "olderTurns")); diff != "" {
+		t.Fatalf("the fit with kept turns differs from one with none (-none +kept):\n%s", diff)
+	}
+	if got.compacted != 6 {
+		t.Fatalf("%d results compacted, want all 6", got.compacted)
+	}
+}
+
 // The runner keeps at most maxKeptTurns converted turns over all threads,
 // dropping the threads put longest ago; a thread's turns are taken once.
 func TestOlderKeptBound(t *testing.T) {
