@@ -236,13 +236,9 @@ type olderEntry struct {
 
 func newOlderTurns(older []UIMessage, compact bool, model string) *olderTurns {
 	o := &olderTurns{src: older, compact: compact, model: model}
-	n := 0 // the turns, counted first: a long thread's starts are not grown
-	for i := range older {
-		if i == 0 || older[i].Role == RoleUser {
-			n++
-		}
-	}
-	o.starts = make([]int, 0, n)
+	// A turn is most often a question and its answer: room for that many
+	// starts, so that a long thread's are not grown (nor read twice).
+	o.starts = make([]int, 0, len(older)/2+1)
 	for i := range older {
 		if i == 0 || older[i].Role == RoleUser {
 			o.starts = append(o.starts, i)
