@@ -1,7 +1,10 @@
 package agent
 
 import (
+	"fmt"
 	"math"
+	"math/bits"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -300,6 +303,8 @@ type bpeEncoding struct {
 	// for the pairs that are none): a merge starts from single bytes, so
 	// its first pairs are read here rather than in ranks.
 	pairs []uint32
+	// caches holds *pieceCache for count.
+	caches sync.Pool
 }
 
 // newBPE reads enc's ranks from tiktoken-go's embedded vocabulary (every
@@ -328,6 +333,11 @@ func newBPE(enc tokenizer.Encoding) (*bpeEncoding, error) {
 	if err := e.ranks.build(toks, ids); err != nil {
 		return nil, err
 	}
+	for b := range 256 { // a piece of one byte is one token (cachedTokens)
+		if e.ranks.rank(string([]byte{byte(b)})) == noRank {
+			return nil, fmt.Errorf("byte %#x is not a token", b)
+		}
+	}
 	e.pairs = make([]uint32, 1<<16)
 	for i := range e.pairs {
 		e.pairs[i] = noRank
@@ -348,11 +358,88 @@ func (e *bpeEncoding) count(text string) int {
 		text = string([]rune(text))
 	}
 	n := 0
-	for i, end := e.next(text, 0); i < len(text); i, end = e.next(text, end) {
-		n += e.pieceTokens(text[i:end])
+	if len(text) < pieceCacheMin {
+		for i, end := e.next(text, 0); i < len(text); i, end = e.next(text, end) {
+			n += e.pieceTokens(text[i:end])
+		}
+		return n
 	}
+	c, _ := e.caches.Get().(*pieceCache)
+	if c == nil {
+		c = new(pieceCache)
+	}
+	for i, end := e.next(text, 0); i < len(text); i, end = e.next(text, end) {
+		n += e.cachedTokens(c, text[i:end])
+	}
+	e.caches.Put(c)
 	return n
 }
+
+// Counting a long text goes through a pieceCache: the token counts of the
+// short pieces it met last, by their bytes. A tool result's JSON repeats
+// its keys and punctuation row after row, and a piece's first lookup in
+// the rank table (megabytes, read at random) costs a cache miss or two of
+// the processor's; a piece's count is the same wherever it is met, so
+// the caches are shared by every text counted (a sync.Pool: one per
+// processor at a time, none of them ever holding a stale count).
+const (
+	pieceCacheMin  = 256 // the texts counted through a cache, in bytes
+	pieceCacheBits = 12  // 4,096 slots, 96 KiB
+	maxCachedPiece = 16  // the longest piece kept, in bytes
+)
+
+// pieceCache is direct-mapped: a piece's slot is by a hash of its bytes,
+// and a piece met in a slot that holds another replaces it.
+type pieceCache [1 << pieceCacheBits]pieceSlot
+
+// pieceSlot is one piece (up to maxCachedPiece bytes, held exactly by
+// pieceKey) and its count; n 0 is an empty slot.
+type pieceSlot struct {
+	lo, hi    uint64
+	n, tokens uint8
+}
+
+// cachedTokens is pieceTokens(piece), through c.
+func (e *bpeEncoding) cachedTokens(c *pieceCache, piece string) int {
+	n := len(piece)
+	if n == 1 {
+		return 1 // every byte is a token (newBPE checks it)
+	}
+	if n > maxCachedPiece {
+		return e.pieceTokens(piece)
+	}
+	lo, hi := pieceKey(piece)
+	h := (lo ^ bits.RotateLeft64(hi, 29)) * 0x9e3779b97f4a7c15 // pieces that differ by their length only share a slot
+	s := &c[h>>(64-pieceCacheBits)]
+	if s.lo == lo && s.hi == hi && int(s.n) == n {
+		return int(s.tokens)
+	}
+	t := e.pieceTokens(piece) // at most n: a piece's bytes are tokens
+	*s = pieceSlot{lo: lo, hi: hi, n: uint8(n), tokens: uint8(t)}
+	return t
+}
+
+// pieceKey holds the bytes of s (1 to 16 of them) in two words: with its
+// length, no two pieces have the same key. Up to 8 bytes are in lo (its
+// first four and last four, or for up to 3 its first, middle and last),
+// more are its first eight (lo) and last eight (hi), overlapping.
+func pieceKey(s string) (lo, hi uint64) {
+	switch n := len(s); {
+	case n >= 8:
+		return le64(s), le64(s[n-8:])
+	case n >= 4:
+		return uint64(le32(s)) | uint64(le32(s[n-4:]))<<32, 0
+	default:
+		return uint64(s[0]) | uint64(s[n/2])<<8 | uint64(s[n-1])<<16, 0
+	}
+}
+
+func le32(s string) uint32 {
+	_ = s[3]
+	return uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
+}
+
+func le64(s string) uint64 { return uint64(le32(s)) | uint64(le32(s[4:]))<<32 }
 
 // split yields the pieces of text (valid UTF-8) in order.
 func (e *bpeEncoding) split(text string, yield func(piece string)) {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http/httptest"
@@ -381,5 +382,93 @@ func TestRankTableMatchesVocabulary(t *testing.T) {
 		}
 		probe("")
 		probe(strings.Repeat("a", 300))
+	}
+}
+
+// A long text is counted through the shared piece caches: its count is
+// the sum of its pieces' counts merged afresh, whatever the caches held
+// before — texts of rows that repeat their pieces, random texts whose
+// pieces take over each other's slots, and pieces that differ from a
+// cached one in a single byte or in their length only.
+func TestPieceCacheCountsAsMerged(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 12))
+	uncached := func(e *bpeEncoding, text string) int {
+		n := 0
+		e.split(text, func(p string) { n += e.pieceTokens(p) })
+		return n
+	}
+	for _, enc := range []tokenizer.Encoding{tokenizer.O200kBase, tokenizer.Cl100kBase} {
+		e := bpeCounter(enc).e.enc
+		var texts []string
+		for i := range 40 {
+			var b strings.Builder
+			b.WriteString(`{"data":[`)
+			for j := range 30 {
+				fmt.Fprintf(&b, `{"id":%d,"status":"open","total":%d.%02d,"name":"Customer %d"},`, i*30+j, rng.IntN(100000), j, rng.IntN(1000))
+			}
+			b.WriteString(`],"_resultId":"r_` + fmt.Sprintf("%x", rng.Uint64()) + `"}`)
+			texts = append(texts, b.String(), randomText(rng, 300+rng.IntN(400)))
+		}
+		// Pieces of one character repeated, whose keys differ by their
+		// length only; one piece then its neighbours by a byte or a length.
+		for _, c := range []string{"a", "=", "0", " ", "é"} {
+			var b strings.Builder
+			for range 20 {
+				for n := 2; n <= maxCachedPiece+1; n++ {
+					b.WriteString(strings.Repeat(c, n) + "\n")
+				}
+			}
+			texts = append(texts, b.String())
+		}
+		word := "abcdefghijklmnopqrstuvwxyz"
+		for n := 2; n <= maxCachedPiece+1; n++ {
+			for k := range n {
+				b := []byte(word[:n])
+				b[k] = 'A' + byte(k)
+				texts = append(texts, strings.Repeat(" "+word[:n]+" "+string(b)+" "+word[:n-1], 50))
+			}
+		}
+		for _, text := range texts {
+			if len(text) < pieceCacheMin {
+				t.Fatalf("a text of %d bytes is not counted through the cache", len(text))
+			}
+			text = strings.ToValidUTF8(text, "\ufffd")
+			if got, want := e.count(text), uncached(e, text); got != want {
+				t.Fatalf("%s: %d tokens through the cache, %d merged afresh (text %q)", enc, got, want, clip(text, 200))
+			}
+		}
+	}
+}
+
+// No two pieces of one length have the same key: keys of pieces that
+// differ in one byte, or are a piece's prefix, all differ.
+func TestPieceKeyIsExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 8))
+	type key struct {
+		lo, hi uint64
+		n      int
+	}
+	for range 2000 {
+		n := 1 + rng.IntN(maxCachedPiece)
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.IntN(256))
+		}
+		seen := map[key]string{}
+		add := func(s string) {
+			lo, hi := pieceKey(s)
+			k := key{lo, hi, len(s)}
+			if other, ok := seen[k]; ok && other != s {
+				t.Fatalf("pieces %q and %q have one key", other, s)
+			}
+			seen[k] = s
+		}
+		add(string(b))
+		for i := range b {
+			c := slices.Clone(b)
+			c[i] ^= byte(1 + rng.IntN(255))
+			add(string(c))
+			add(string(b[:i+1]))
+		}
 	}
 }

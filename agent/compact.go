@@ -31,7 +31,13 @@ type verdict struct {
 	note     string          // _note
 	complete bool            // the envelope's completion is complete
 	resultID string          // _resultId
-	rows     []member        // top-level arrays dropped: key → element count
+	idHash   uint64          // resultID's hash in an idFilter (idHash)
+	// edges are the hashes of the output's head and tail it was read
+	// from, by its cache (verdictCache.get; zero: none): a converted turn
+	// kept for the thread's next turn keeps its verdicts while its
+	// outputs are the same (sameOutput).
+	edges [2]uint64
+	rows  []member // top-level arrays dropped: key → element count
 
 	mu       sync.Mutex // guards the memos below
 	memoFor  time.Time  // the expiry the memo was rendered with; zero: expired
@@ -162,6 +168,7 @@ func newVerdict(p *Part) *verdict {
 	}
 	env, _ := loop.ReadEnvelope(out) // what is malformed reads as absent
 	v.note, v.resultID, v.complete = env.Note, env.ResultID, env.Completion == loop.Complete
+	v.idHash = idHash(v.resultID)
 	return v
 }
 
@@ -290,8 +297,7 @@ func sentences(text string) []string {
 // when the newer fills up, the older is dropped, so entries used in the
 // last generation survive. It is safe for concurrent use.
 type verdictCache struct {
-	seed maphash.Seed
-	max  int
+	max int
 
 	mu       sync.Mutex
 	cur, old map[verdictKey]*verdict
@@ -310,15 +316,30 @@ type verdictKey struct {
 
 const verdictEdge = 64
 
+// verdictSeed is the seed of verdicts' keys.
+var verdictSeed = maphash.MakeSeed()
+
+// outputEdges are the hashes of out's first and last verdictEdge bytes.
+func outputEdges(out []byte) [2]uint64 {
+	edge := min(verdictEdge, len(out))
+	return [2]uint64{maphash.Bytes(verdictSeed, out[:edge]), maphash.Bytes(verdictSeed, out[len(out)-edge:])}
+}
+
+// sameOutput reports whether p's output is the one v was read from, p
+// being a part whose call, name and arguments are those of v's (a kept
+// turn's, taken by its key): the same size, head and tail, as the cache
+// tells results apart (a stored result is never changed).
+func (v *verdict) sameOutput(p *Part) bool {
+	return v.edges != [2]uint64{} && len(p.Output) == v.chars && outputEdges(p.Output) == v.edges
+}
+
 func newVerdictCache(max int) *verdictCache {
-	return &verdictCache{seed: maphash.MakeSeed(), max: max, cur: map[verdictKey]*verdict{}}
+	return &verdictCache{max: max, cur: map[verdictKey]*verdict{}}
 }
 
 func (c *verdictCache) get(p *Part) *verdict {
-	out := p.Output
-	edge := min(verdictEdge, len(out))
-	k := verdictKey{call: p.ToolCallID, size: len(out), args: maphash.Bytes(c.seed, p.Input),
-		head: maphash.Bytes(c.seed, out[:edge]), tail: maphash.Bytes(c.seed, out[len(out)-edge:])}
+	e := outputEdges(p.Output)
+	k := verdictKey{call: p.ToolCallID, size: len(p.Output), args: maphash.Bytes(verdictSeed, p.Input), head: e[0], tail: e[1]}
 	c.mu.Lock()
 	v, ok := c.cur[k]
 	if !ok {
@@ -331,6 +352,7 @@ func (c *verdictCache) get(p *Part) *verdict {
 		return v
 	}
 	v = newVerdict(p)
+	v.edges = e
 	c.mu.Lock()
 	c.put(k, v)
 	c.mu.Unlock()

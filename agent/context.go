@@ -236,6 +236,9 @@ type olderEntry struct {
 
 func newOlderTurns(older []UIMessage, compact bool, model string) *olderTurns {
 	o := &olderTurns{src: older, compact: compact, model: model}
+	// A turn is most often a question and its answer: room for that many
+	// starts, so that a long thread's are not grown (nor read twice).
+	o.starts = make([]int, 0, len(older)/2+1)
 	for i := range older {
 		if i == 0 || older[i].Role == RoleUser {
 			o.starts = append(o.starts, i)
@@ -324,6 +327,9 @@ func (o *olderTurns) taken(k int, ot *olderTurn) {
 		}
 		e.part = &src[e.at[0]].Parts[e.at[1]]
 		e.size += toolResultLen(e.part, o.compact)
+		if e.verdict != nil && !e.verdict.sameOutput(e.part) {
+			e.verdict = nil // read again (fitter.compacted)
+		}
 	}
 	o.turns[k] = ot
 }
@@ -529,7 +535,7 @@ func (f *fitter) compacted(ot *olderTurn, i int) string {
 		if t, ok := f.in.expiry(v.resultID); ok {
 			exp = t
 		} else {
-			f.asked.add(v.resultID) // one not live now (liveSame)
+			f.asked.add(v.idHash) // one not live now (liveSame)
 		}
 	}
 	var nanos int64
@@ -762,14 +768,17 @@ type idFilter [64]uint64
 
 var idFilterSeed = maphash.MakeSeed()
 
-func (b *idFilter) add(id string) {
-	h := maphash.String(idFilterSeed, id)
+// idHash is id's hash in an idFilter (a verdict keeps its result id's).
+func idHash(id string) uint64 { return maphash.String(idFilterSeed, id) }
+
+// add adds the id of hash h (idHash).
+func (b *idFilter) add(h uint64) {
 	b[h>>6&63] |= 1 << (h & 63)
 	b[h>>38&63] |= 1 << (h >> 32 & 63)
 }
 
 func (b *idFilter) has(id string) bool {
-	h := maphash.String(idFilterSeed, id)
+	h := idHash(id)
 	return b[h>>6&63]&(1<<(h&63)) != 0 && b[h>>38&63]&(1<<(h>>32&63)) != 0
 }
 

@@ -17,8 +17,10 @@ import (
 // tool name, input and data — not the outputs, which conversion leaves
 // to fitting) and takes it back when the next turn's thread holds a turn
 // with the same hash. What depends on a result's output — the message's
-// size, its verdict, its compacted and whole texts — is read again from
-// the new thread's part; the token counts stay, since countTokens reuses
+// size, its compacted and whole texts — is read again from the new
+// thread's part, and its verdict is kept only while that output has the
+// size, head and tail it was read from (as the verdict cache tells
+// results apart); the token counts stay, since countTokens reuses
 // one only for the very text it was counted with. A turn whose parts
 // carry media is never kept (their images are part of the message).
 
@@ -52,11 +54,13 @@ type keptAt struct {
 }
 
 // keptTurns are one thread's converted turns, by their place in the
-// thread's previous turn (nil: not kept), found by turnKey (find).
+// thread's previous turn (turns[i] was turn base+i there; nil: not kept),
+// found by turnKey (find).
 type keptTurns struct {
 	compact bool
 	model   string // what the turns were fitted and counted for
 	seq     uint64
+	base    int // the oldest turn converted: those before it never were
 	turns   []*olderTurn
 	n       int // the turns kept: those of turns not nil
 	bytes   int // the texts of their messages
@@ -73,7 +77,7 @@ type keptTurns struct {
 // retention drops its oldest turns), then by key; nil: none. Two turns
 // with one key are the same to conversion, so either may be taken.
 func (k *keptTurns) find(t int, key uint64) *olderTurn {
-	at := t + k.shift
+	at := t + k.shift - k.base // in turns
 	if at < 0 || at >= len(k.turns) || k.turns[at] == nil || k.turns[at].key != key {
 		if k.byKey == nil {
 			k.byKey = make(map[uint64]int, k.n)
@@ -87,7 +91,7 @@ func (k *keptTurns) find(t int, key uint64) *olderTurn {
 		if !ok || k.turns[i] == nil || k.turns[i].key != key {
 			return nil
 		}
-		at, k.shift = i, i-t
+		at, k.shift = i, k.base+i-t
 	}
 	ot := k.turns[at]
 	k.turns[at] = nil
@@ -119,13 +123,15 @@ func (c *olderKept) take(thread string, compact bool, model string) *keptTurns {
 }
 
 // put keeps o's converted turns for thread's next turn, without what
-// they hold of o's thread (its parts) or of its results.
+// they hold of o's thread (its parts) or of its results but for their
+// verdicts (taken checks them against the new outputs).
 func (c *olderKept) put(thread string, o *olderTurns) {
 	if c == nil || o == nil {
 		return
 	}
-	k := &keptTurns{compact: o.compact, model: o.model, turns: make([]*olderTurn, len(o.turns))}
-	for t, ot := range o.turns {
+	// Turns are converted newest first: those before o.left never were.
+	k := &keptTurns{compact: o.compact, model: o.model, base: o.left, turns: make([]*olderTurn, len(o.turns)-o.left)}
+	for t, ot := range o.turns[o.left:] {
 		if ot == nil || !ot.keyed {
 			continue
 		}
@@ -134,7 +140,13 @@ func (c *olderKept) put(thread string, o *olderTurns) {
 			if e.part != nil && e.counted != e.comp {
 				e.counted, e.tokens = "", 0 // a result counted whole: its text is not kept
 			}
-			e.part, e.verdict, e.whole, e.comp, e.compGen = nil, nil, "", "", 0
+			if v := e.verdict; v != nil {
+				// Kept while the output is the same (taken); its texts,
+				// by estimate: its arguments and note, and its renderings
+				// (the text it is sent as, and the counted one).
+				k.bytes += len(v.args) + len(v.note) + 2*len(e.comp)
+			}
+			e.part, e.whole, e.comp, e.compGen = nil, "", "", 0
 			m := &ot.msgs[i]
 			k.bytes += len(m.Content) + len(e.counted)
 			for _, tc := range m.ToolCalls {
@@ -178,38 +190,73 @@ func (c *olderKept) put(thread string, o *olderTurns) {
 
 // turnKey is the hash of what conversion reads of msgs (one turn), and
 // false when the turn is not to be kept (a part carries media). Each
-// message is its role and part count, then each part's fields, each its
-// length and its text (a long one's own hash): no two turns encode
-// alike.
+// message is its role and part count, then each part: its fields'
+// lengths, then their texts (a long one as its own hash), so that no two
+// turns encode alike. The encoding is laid out in a buffer on the stack
+// and hashed once; when a part might not fit, what the buffer holds is
+// hashed and that hash starts it again.
 func turnKey(seed maphash.Seed, msgs []UIMessage) (uint64, bool) {
-	var buf [512]byte
+	var buf [1024]byte
 	b := buf[:0]
 	for i := range msgs {
 		m := &msgs[i]
-		b = keyText(b, seed, string(m.Role))
+		b = keyRoom(b, seed)
+		b = binary.AppendUvarint(b, uint64(len(m.Role)))
+		b = keyBody(b, seed, string(m.Role))
 		b = binary.AppendUvarint(b, uint64(len(m.Parts)))
 		for j := range m.Parts {
 			p := &m.Parts[j]
 			if len(p.Media) > 0 {
 				return 0, false
 			}
+			b = keyRoom(b, seed)
 			// Bytes are read in place: a conversion would copy them.
 			input := unsafe.String(unsafe.SliceData(p.Input), len(p.Input))
 			data := unsafe.String(unsafe.SliceData(p.Data), len(p.Data))
-			for _, s := range [...]string{p.Type, p.Text, p.State, p.ToolCallID, p.ToolName, input, data} {
-				b = keyText(b, seed, s)
+			if len(p.Type)|len(p.Text)|len(p.State)|len(p.ToolCallID)|len(p.ToolName)|len(input)|len(data) < 0x80 {
+				// Each length one byte, as AppendUvarint writes it.
+				b = append(b, byte(len(p.Type)), byte(len(p.Text)), byte(len(p.State)), byte(len(p.ToolCallID)), byte(len(p.ToolName)), byte(len(input)), byte(len(data)))
+			} else {
+				for _, n := range [...]int{len(p.Type), len(p.Text), len(p.State), len(p.ToolCallID), len(p.ToolName), len(input), len(data)} {
+					b = binary.AppendUvarint(b, uint64(n))
+				}
 			}
+			b = keyBody(b, seed, p.Type)
+			b = keyBody(b, seed, p.Text)
+			b = keyBody(b, seed, p.State)
+			b = keyBody(b, seed, p.ToolCallID)
+			b = keyBody(b, seed, p.ToolName)
+			b = keyBody(b, seed, input)
+			b = keyBody(b, seed, data)
 		}
 	}
 	return maphash.Bytes(seed, b), true
 }
 
-// keyText appends s to a turn's key: its length, then s itself or, when
-// long, its hash.
-func keyText(b []byte, seed maphash.Seed, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	if len(s) <= 64 {
-		return append(b, s...)
+const (
+	// keyTextMax is the longest text a turn's key holds as itself; a
+	// longer one is its hash.
+	keyTextMax = 64
+	// keyPartMax bounds what a turn's key takes of one part (or of a
+	// message's role and part count).
+	keyPartMax = 7 * (binary.MaxVarintLen64 + keyTextMax)
+)
+
+// keyRoom makes room in b, a turn's key so far, for one part: when its
+// array might not hold it, b becomes the hash of what it holds.
+func keyRoom(b []byte, seed maphash.Seed) []byte {
+	if len(b)+keyPartMax > cap(b) {
+		h := maphash.Bytes(seed, b)
+		b = binary.LittleEndian.AppendUint64(b[:0], h)
 	}
-	return binary.LittleEndian.AppendUint64(b, maphash.String(seed, s))
+	return b
+}
+
+// keyBody appends s to a turn's key, after its length: s itself or, when
+// long, its hash.
+func keyBody(b []byte, seed maphash.Seed, s string) []byte {
+	if len(s) > keyTextMax {
+		return binary.LittleEndian.AppendUint64(b, maphash.String(seed, s))
+	}
+	return append(b, s...)
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"maps"
 	mrand "math/rand/v2"
 	"regexp"
@@ -14,6 +15,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/tiktoken-go/tokenizer"
+
+	"github.com/trawl-dev/trawl/tools"
 )
 
 // decoded is thread as a store gives it back: every string and slice
@@ -147,6 +150,104 @@ func TestFitKeptTurns(t *testing.T) {
 	}
 }
 
+// A kept turn keeps its results' verdicts for the thread's next turn
+// while each output has the size, head and tail it was read from, and
+// reads a result's verdict again once its output is longer, or begins or
+// ends otherwise: the next turn, decoded anew and with a verdict cache of
+// its own, finds the same verdicts for the outputs left alone (one of
+// them edited in its middle, as the verdict cache would not tell), new
+// ones for the others, and fits as a fit with nothing kept does.
+func TestKeptTurnsKeepVerdicts(t *testing.T) {
+	now := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	var thread []UIMessage
+	for i := range 6 {
+		var rows []string
+		for j := range 40 {
+			rows = append(rows, fmt.Sprintf(`{"id":"ord_%d_%d","total":%d}`, i, j, 100+j))
+		}
+		out := fmt.Sprintf(`{"data":[%s],"_note":"Every page.","_boundary":{"scope":"list_orders","completion":"complete","records":40}}`, strings.Join(rows, ","))
+		thread = append(thread,
+			UIMessage{ID: fmt.Sprint("u", i), Role: RoleUser, Parts: []Part{{Type: "text", Text: fmt.Sprint("question ", i)}}},
+			UIMessage{ID: fmt.Sprint("a", i), Role: RoleAssistant, Parts: []Part{{Type: "step-start"},
+				{Type: "dynamic-tool", State: "output-available", ToolCallID: fmt.Sprint("call_", i), ToolName: "list_orders",
+					Input: json.RawMessage(`{"status":"open"}`), Output: json.RawMessage(out)},
+				{Type: "text", Text: "answer", State: "done"}}})
+	}
+	thread = append(thread, UIMessage{ID: "u6", Role: RoleUser, Parts: []Part{{Type: "text", Text: "and now?"}}})
+	kept := newOlderKept()
+	input := func(th []UIMessage, kept *olderKept) fitInput {
+		return fitInput{system: []Message{{Role: RoleSystem, Content: "You help."}}, toolChars: 100, thread: th,
+			budget:  budget{model: "m", keepRecent: 0, cpt: DefaultCharsPerToken, limit: 1 << 20},
+			expiry:  func(string) (time.Time, bool) { return now, false },
+			verdict: newVerdictCache(64).get, memo: &olderMemo{}, kept: kept, threadKey: "k"}
+	}
+	verdicts := func(in fitInput) map[string]*verdict {
+		out := map[string]*verdict{}
+		for _, ot := range in.memo.conv.turns {
+			for i := range ot.e {
+				if p := ot.e[i].part; p != nil {
+					if ot.e[i].verdict == nil {
+						t.Fatalf("%s: no verdict read", p.ToolCallID)
+					}
+					out[p.ToolCallID] = ot.e[i].verdict
+				}
+			}
+		}
+		return out
+	}
+	first := input(decoded(thread), kept)
+	if _, err := fit(first); err != nil {
+		t.Fatal(err)
+	}
+	before := verdicts(first)
+	kept.put("k", first.memo.conv)
+
+	next := decoded(thread)
+	edit := func(i int, f func(out []byte) []byte) {
+		p := &next[2*i+1].Parts[1]
+		p.Output = f(slices.Clone(p.Output))
+	}
+	edit(0, func(out []byte) []byte { return append(out, ' ') })                      // longer
+	edit(1, func(out []byte) []byte { return append([]byte(`{"rows"`), out[7:]...) }) // another head
+	edit(2, func(out []byte) []byte { out[len(out)-2] = ' '; return out })            // another tail
+	edit(3, func(out []byte) []byte {                                                 // the middle: a total's digit
+		i := len(out) / 2
+		for out[i] < '0' || out[i] > '9' {
+			i++
+		}
+		out[i] = '7'
+		return out
+	})
+	second := input(next, kept)
+	got, err := fit(second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.memo.conv.kept == nil {
+		t.Fatal("the second turn took no kept turns")
+	}
+	after := verdicts(second)
+	for i := range 6 {
+		id := fmt.Sprint("call_", i)
+		if same := after[id] == before[id]; same != (i >= 3) {
+			t.Errorf("%s: verdict kept %v, want %v", id, same, i >= 3)
+		}
+		if want := newVerdict(&next[2*i+1].Parts[1]).render(time.Time{}); after[id].render(time.Time{}) != want {
+			t.Errorf("%s: the verdict renders %q, the output's own %q", id, after[id].render(time.Time{}), want)
+		}
+	}
+	want, err := fit(input(next, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(fitted{}), cmpopts.EquateEmpty(), cmpopts.IgnoreFields(fitted{}, "olderTurns")); diff != "" {
+		t.Fatalf("the fit with kept turns differs from one with none (-none +kept):\n%s", diff)
+	}
+	if got.compacted != 6 {
+		t.Fatalf("%d results compacted, want all 6", got.compacted)
+	}
+}
+
 // The runner keeps at most maxKeptTurns converted turns over all threads,
 // dropping the threads put longest ago; a thread's turns are taken once.
 func TestOlderKeptBound(t *testing.T) {
@@ -206,39 +307,122 @@ func TestOlderKeptBound(t *testing.T) {
 
 // A kept turn is found where the thread's previous turn had it, or
 // where retention moved it, or anywhere by its key; it is taken once, and
-// a key kept nowhere finds none.
+// a key kept nowhere finds none — with every turn of the previous turn
+// converted, and with its oldest never converted (base: only the newer
+// turns are kept, at their places).
 func TestKeptTurnsFind(t *testing.T) {
-	k := &keptTurns{turns: make([]*olderTurn, 8)}
-	for i := range k.turns {
-		if i != 5 {
-			k.turns[i] = &olderTurn{key: uint64(100 + i), keyed: true}
-			k.n++
+	for _, base := range []int{0, 3} {
+		k := &keptTurns{base: base, turns: make([]*olderTurn, 11-base)}
+		for i := range k.turns {
+			if at := base + i; at != 8 {
+				k.turns[i] = &olderTurn{key: uint64(100 + at), keyed: true}
+				k.n++
+			}
+		}
+		want := func(got *olderTurn, key uint64) {
+			t.Helper()
+			if got == nil || got.key != key {
+				t.Fatalf("base %d: found %v, want the turn keyed %d", base, got, key)
+			}
+		}
+		want(k.find(10, 110), 110) // in place
+		if k.byKey != nil {
+			t.Errorf("base %d: a turn in place was looked for by key", base)
+		}
+		if k.find(10, 110) != nil {
+			t.Errorf("base %d: a turn taken twice", base)
+		}
+		// Retention dropped the two oldest turns: turn t was turn t+2.
+		want(k.find(7, 109), 109)
+		want(k.find(5, 107), 107)
+		if k.shift != 2 {
+			t.Errorf("base %d: shift %d after the turns moved by 2", base, k.shift)
+		}
+		want(k.find(0, 103), 103) // out of place: by key
+		if k.shift != 3 {
+			t.Errorf("base %d: shift %d after turn 3 was found at 0", base, k.shift)
+		}
+		want(k.find(1, 104), 104) // where that shift says
+		if k.find(6, 108) != nil || k.find(1, 999) != nil || k.find(0, 102) != nil && base > 0 {
+			t.Errorf("base %d: a turn found that was never kept", base)
+		}
+		want(k.find(12, 106), 106) // past the end of what was kept
+	}
+}
+
+// A turn's key is the same for a decoded copy of the turn and differs
+// when anything conversion reads differs: any one field of any part, a
+// byte moved from one field to the next, a role, a part added; in a turn
+// long enough that its key is hashed in several runs (keyRoom), in its
+// first part and its last; and a turn with media has none.
+func TestTurnKeyCoversWhatConversionReads(t *testing.T) {
+	seed := maphash.MakeSeed()
+	long := strings.Repeat("a long text, over what the key holds as itself. ", 3)
+	base := func(parts int) []UIMessage {
+		turn := []UIMessage{{ID: "u", Role: RoleUser, Parts: []Part{{Type: "text", Text: "Which items are open?"}}}}
+		a := UIMessage{ID: "a", Role: RoleAssistant}
+		for i := range parts {
+			a.Parts = append(a.Parts, Part{Type: "step-start"},
+				Part{Type: "dynamic-tool", State: "output-available", ToolCallID: fmt.Sprint("call_", i), ToolName: "list_items",
+					Input: json.RawMessage(`{"status":"open"}`), Output: json.RawMessage(`{"data":[]}`)},
+				Part{Type: "text", Text: long + fmt.Sprint(i), State: "done"},
+				Part{Type: "data-note", Data: json.RawMessage(`{"n":1}`)})
+		}
+		return append(turn, a)
+	}
+	for _, parts := range []int{1, 12} {
+		key := func(turn []UIMessage) uint64 {
+			k, ok := turnKey(seed, turn)
+			if !ok {
+				t.Fatal("a turn without media has no key")
+			}
+			return k
+		}
+		want := key(base(parts))
+		if got := key(decoded(base(parts))); got != want {
+			t.Fatalf("%d parts: a decoded copy's key differs", parts)
+		}
+		out := base(parts)
+		out[1].Parts[1].Output = json.RawMessage(`{"data":[1]}`)
+		out[1].Parts[1].ErrorText = "x"
+		if key(out) != want {
+			t.Errorf("%d parts: an output changed the key (conversion leaves outputs to fitting)", parts)
+		}
+		edits := map[string]func(m []UIMessage){
+			"role":      func(m []UIMessage) { m[0].Role = RoleSystem },
+			"part made": func(m []UIMessage) { m[0].Parts = append(m[0].Parts, Part{Type: "text"}) },
+		}
+		last := len(base(parts)[1].Parts) - 1
+		for _, at := range []int{1, last - 2} { // a tool part: the first, the last
+			for f, edit := range map[string]func(p *Part){
+				"type": func(p *Part) { p.Type = "tool-list_items" }, "state": func(p *Part) { p.State = "output-error" },
+				"call id": func(p *Part) { p.ToolCallID += "x" }, "tool name": func(p *Part) { p.ToolName = "list_item" },
+				"input": func(p *Part) { p.Input = json.RawMessage(`{"status":"shut"}`) },
+				"text":  func(p *Part) { p.Text = "t" }, "data": func(p *Part) { p.Data = json.RawMessage(`1`) },
+				// A byte moved from one field to its neighbour.
+				"moved": func(p *Part) { p.ToolCallID, p.ToolName = p.ToolCallID+"l", p.ToolName[1:] },
+			} {
+				edits[fmt.Sprint(f, " of part ", at)] = func(m []UIMessage) { edit(&m[1].Parts[at]) }
+			}
+		}
+		edits["middle of a long text"] = func(m []UIMessage) {
+			p := &m[1].Parts[last-1]
+			p.Text = p.Text[:60] + "A" + p.Text[61:]
+		}
+		edits["last data"] = func(m []UIMessage) { m[1].Parts[last].Data = json.RawMessage(`{"n":2}`) }
+		for name, edit := range edits {
+			turn := decoded(base(parts))
+			edit(turn)
+			if key(turn) == want {
+				t.Errorf("%d parts: the key is the same with the %s changed", parts, name)
+			}
+		}
+		media := base(parts)
+		media[1].Parts[last].Media = []tools.Media{{Type: "image", MIMEType: "image/png"}}
+		if _, ok := turnKey(seed, media); ok {
+			t.Errorf("%d parts: a turn with media has a key", parts)
 		}
 	}
-	want := func(got *olderTurn, key uint64) {
-		t.Helper()
-		if got == nil || got.key != key {
-			t.Fatalf("found %v, want the turn keyed %d", got, key)
-		}
-	}
-	want(k.find(7, 107), 107) // in place
-	if k.byKey != nil {
-		t.Error("a turn in place was looked for by key")
-	}
-	if k.find(7, 107) != nil {
-		t.Error("a turn taken twice")
-	}
-	// Retention dropped the two oldest turns: turn t was turn t+2.
-	want(k.find(4, 106), 106)
-	want(k.find(2, 104), 104)
-	if k.shift != 2 {
-		t.Errorf("shift %d after the turns moved by 2", k.shift)
-	}
-	want(k.find(0, 100), 100) // out of place: by key
-	if k.find(3, 105) != nil || k.find(1, 999) != nil {
-		t.Error("a turn found that was never kept")
-	}
-	want(k.find(9, 103), 103) // past the end of what was kept
 }
 
 // TestFitReusesLeastFit: a turn's later step that takes its previous
