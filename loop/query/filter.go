@@ -773,6 +773,63 @@ func bstr(b []byte) string {
 // numberOf reads a JSON number, or a JSON string holding a decimal
 // number, as a float64 (and as an int64 when it is an integer literal).
 func numberOf(v []byte) (n float64, i int64, isInt, ok bool) {
+	if n, i, isInt, ok = shortNumber(v); ok {
+		return n, i, isInt, true
+	}
+	return parseNumberOf(v)
+}
+
+// exact10 holds the powers of ten a float64 holds exactly.
+var exact10 = [...]float64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15}
+
+// shortNumber is numberOf for a JSON number of at most 15 digits without
+// an exponent (prices, counts, ids): its digits, a float64 exactly, over
+// a power of ten a float64 holds exactly is rounded once, by the
+// division, as strconv.ParseFloat rounds it. ok is false for any other
+// text, which numberOf leaves to strconv.
+func shortNumber(v []byte) (n float64, i int64, isInt, ok bool) {
+	j := 0
+	neg := len(v) > 0 && v[0] == '-'
+	if neg {
+		j++
+	}
+	var m uint64
+	digits, frac := 0, -1 // frac: digits after the point; -1: no point
+	for ; j < len(v); j++ {
+		c := v[j]
+		switch {
+		case '0' <= c && c <= '9':
+			m = m*10 + uint64(c-'0')
+			digits++
+			if frac >= 0 {
+				frac++
+			}
+		case c == '.' && frac < 0 && digits > 0:
+			frac = 0
+		default:
+			return 0, 0, false, false
+		}
+	}
+	if digits == 0 || digits > 15 || frac == 0 {
+		return 0, 0, false, false
+	}
+	if frac < 0 {
+		i = int64(m)
+		n = float64(m)
+		if neg {
+			i, n = -i, -n
+		}
+		return n, i, true, true
+	}
+	n = float64(m) / exact10[frac]
+	if neg {
+		n = -n
+	}
+	return n, 0, false, true
+}
+
+// parseNumberOf is numberOf by strconv, for any number.
+func parseNumberOf(v []byte) (n float64, i int64, isInt, ok bool) {
 	text := v
 	if v[0] == '"' {
 		text = v[1 : len(v)-1]

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -267,5 +269,54 @@ func TestTestIsOneClause(t *testing.T) {
 	var ce *ClauseError
 	if _, err := Test([]byte(`1`), "like", 1); !errors.As(err, &ce) {
 		t.Errorf("bad op: %v", err)
+	}
+}
+
+// TestShortNumberIsParse: numberOf's fast path gives exactly strconv's
+// answer (the same float64 bits, the same integer) for every text it
+// takes, and leaves the rest to strconv — random numbers of 1 to 18
+// digits with and without a fraction, at the 15-digit edge, negative
+// zero, and texts that are no JSON numbers.
+func TestShortNumberIsParse(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 29))
+	odd := []string{"-0", "0", "-0.0", "00", "01.5", "0.", ".5", "-", "1.2.3", "--1", "1e2", "1E+2", "+1", "1_0", "0x10",
+		"999999999999999", "9999999999999999", "0.000000000000001", "123456789012345.6", "9007199254740993", `"12.5"`, "1.50"}
+	for k := 0; k < 200000; k++ {
+		var v []byte
+		if k < len(odd) {
+			v = []byte(odd[k])
+		} else {
+			if r.IntN(3) == 0 {
+				v = append(v, '-')
+			}
+			n := 1 + r.IntN(18)
+			point := -1
+			if r.IntN(2) == 0 {
+				point = 1 + r.IntN(n)
+			}
+			for d := 0; d < n; d++ {
+				if d == point {
+					v = append(v, '.')
+				}
+				c := byte('0' + r.IntN(10))
+				if d == 0 && n > 1 && point != 1 && r.IntN(4) > 0 {
+					c = byte('1' + r.IntN(9))
+				}
+				v = append(v, c)
+			}
+		}
+		n, i, isInt, ok := shortNumber(v)
+		if !ok {
+			continue
+		}
+		pn, pi, pInt, pok := parseNumberOf(v)
+		if !pok || math.Float64bits(n) != math.Float64bits(pn) || i != pi || isInt != pInt {
+			t.Fatalf("%q: shortNumber %v %d %v, strconv %v %d %v %v", v, n, i, isInt, pn, pi, pInt, pok)
+		}
+	}
+	for _, v := range []string{"1e2", "1234567890123456", "0.", ".5", `"1"`, "+1"} {
+		if _, _, _, ok := shortNumber([]byte(v)); ok {
+			t.Errorf("shortNumber takes %q", v)
+		}
 	}
 }

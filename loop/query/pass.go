@@ -41,6 +41,8 @@ type Page struct {
 	rows [][]byte
 	out  []byte    // the projections, one after the other
 	res  []rowWork // one per row
+	// passed counts the rows that passed the filter (all without one).
+	passed int
 }
 
 // rowWork is a Pass's work on one row: lo is -1 when the row did not pass
@@ -94,12 +96,18 @@ func (pg *Page) add(row []byte, left int) {
 		pg.res = append(pg.res, rowWork{lo: -1})
 		return
 	}
+	pg.passed++
 	if p.fields == nil {
 		pg.res = append(pg.res, rowWork{})
 		return
 	}
 	var flags [maxPassPaths]bool
 	matched := flags[:len(p.fields.paths)]
+	if pg.out == nil {
+		// Projections are small: one buffer of a few kilobytes holds a
+		// page's in the common case, without the first doublings.
+		pg.out = make([]byte, 0, projectionBuffer)
+	}
 	lo := len(pg.out)
 	out, err := p.fields.project(row, pg.out, matched, true)
 	if err != nil {
@@ -115,6 +123,9 @@ func (pg *Page) add(row []byte, left int) {
 	}
 	pg.res = append(pg.res, rowWork{lo: lo, hi: len(out), matched: bits})
 }
+
+// projectionBuffer is the first size of a page's projection buffer.
+const projectionBuffer = 4 << 10
 
 // sameRow reports whether a and b are the very same bytes in memory (not
 // only equal ones): a row's work applies to the row it was done on.
@@ -165,11 +176,16 @@ func RunPages(rows [][]byte, fields *Fields, filter *Filter, pages []*Page) ([][
 		filter = nil
 	}
 	var usable []*Page
+	guess := 0 // the rows kept, when they are the pages' rows
 	for _, pg := range pages {
 		if pg != nil && pg.pass.fields == fields && pg.pass.filter == filter {
 			usable = append(usable, pg)
+			guess += pg.passed
 		}
 	}
+	// Room for the kept rows the pages' work foretells; rows of no
+	// page, if any, grow it.
+	guess = min(guess+16, len(rows))
 	if len(usable) == 0 {
 		return Run(rows, fields, filter)
 	}
@@ -178,7 +194,7 @@ func RunPages(rows [][]byte, fields *Fields, filter *Filter, pages []*Page) ([][
 		if !useFilter {
 			return rows, st, nil
 		}
-		kept := make([][]byte, 0, len(rows))
+		kept := make([][]byte, 0, guess)
 		for _, r := range rows {
 			if _, w := cur.find(r); w != nil && w.lo != -2 {
 				if w.lo >= 0 {
@@ -196,7 +212,7 @@ func RunPages(rows [][]byte, fields *Fields, filter *Filter, pages []*Page) ([][
 		row  []byte
 		done []byte // the page's projection; nil: to project here
 	}
-	kept := make([]keptRow, 0, len(rows))
+	kept := make([]keptRow, 0, guess)
 	var bits uint64
 	left := 0 // bytes of the kept rows to project here
 	for _, r := range rows {
