@@ -439,3 +439,107 @@ func TestQueryURLIsValuesEncode(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPlainLoopPlus ranks what the walker's CPU over the plain loop
+// is made of: each sub-benchmark runs the plain loop and, in the same
+// iteration, the plain loop plus one more part of a walk, and reports
+// the second's CPU over the first's per MB of pages (user and system
+// time apart), as BenchmarkWalk/interleaved does for the whole walker:
+//
+//   - check: one checking pass over each page (BenchmarkWalk/check_only);
+//   - keep: that, the pages kept until the last one is read, then let go
+//     (a walk's Result holds every page: the collector finds them live);
+//   - keep_rows: that, and every page's rows gathered in one slice, sized
+//     as Walk sizes Result.Items;
+//   - walk: Walk itself.
+//
+// The steps between them are the price of each part under the runtime as
+// the walk has it (its collections, its page faults, its threads). Its
+// name does not start with BenchmarkWalk, so that -bench 'BenchmarkWalk/…'
+// does not run it.
+//
+//	go test -run '^$' -bench 'BenchmarkPlainLoopPlus' -benchtime 300x -count 3 ./loop/paginate/
+// partHeld is what a part of BenchmarkPlainLoopPlus keeps, let go after
+// each iteration.
+var partHeld [][]byte
+
+func BenchmarkPlainLoopPlus(b *testing.B) {
+	srv, urls := benchServer(b)
+	client := srv.Client()
+	opts := benchWalkOptions(srv, clientCaller{client: client})
+	get := func(u string) []byte {
+		resp, err := client.Get(u)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		return body
+	}
+	var items [][]byte
+	check := func(body []byte) {
+		var err error
+		if items, err = query.AppendElementsAt(items[:0], body, "data"); err != nil || len(items) != benchItems {
+			b.Fatalf("%d items, %v", len(items), err)
+		}
+	}
+	parts := []struct {
+		name string
+		run  func() int64
+	}{
+		{"check", func() (n int64) {
+			for _, u := range urls {
+				body := get(u)
+				check(body)
+				n += int64(len(body))
+			}
+			return n
+		}},
+		{"keep", func() (n int64) {
+			pages := make([][]byte, 0, len(urls))
+			for _, u := range urls {
+				body := get(u)
+				check(body)
+				pages = append(pages, body)
+				n += int64(len(body))
+			}
+			partHeld = pages
+			return n
+		}},
+		{"keep_rows", func() (n int64) {
+			pages := make([][]byte, 0, len(urls))
+			rows := make([][]byte, 0, min(benchItems*opts.Budget.Resolved().Pages, opts.Budget.Resolved().Items+benchItems))
+			for _, u := range urls {
+				body := get(u)
+				check(body)
+				pages, rows = append(pages, body), append(rows, items...)
+				n += int64(len(body))
+			}
+			partHeld = rows
+			return n
+		}},
+		{"walk", func() int64 { return walkOnce(b, opts) }},
+	}
+	for _, part := range parts {
+		b.Run(part.name, func(b *testing.B) {
+			var plainUse, partUse usage
+			var bytes int64
+			for b.Loop() {
+				u0 := rusage()
+				plainLoop(b, client, urls)
+				u1 := rusage()
+				bytes += part.run()
+				u2 := rusage()
+				partHeld = nil
+				plainUse, partUse = plainUse.add(u1.sub(u0)), partUse.add(u2.sub(u1))
+			}
+			mb := float64(bytes) / 1e6
+			b.ReportMetric(float64((partUse.user+partUse.sys-plainUse.user-plainUse.sys).Nanoseconds())/1e6/mb, "extra-cpu-ms/MB")
+			b.ReportMetric(float64((partUse.user-plainUse.user).Nanoseconds())/1e6/mb, "extra-user-ms/MB")
+			b.ReportMetric(float64((partUse.sys-plainUse.sys).Nanoseconds())/1e6/mb, "extra-sys-ms/MB")
+		})
+	}
+}
