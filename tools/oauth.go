@@ -273,6 +273,9 @@ type OAuthClient struct {
 type oauthEndpoints struct {
 	spec   OAuth2
 	method string // client_secret_basic or client_secret_post
+	// issParam: the issuer's metadata says every authorization response
+	// names it in iss (RFC 9207).
+	issParam bool
 }
 
 // ErrAuthServerUnavailable is (wrapped) the error of every exchange of a
@@ -340,6 +343,7 @@ func (c *OAuthClient) Discover(ctx context.Context) error {
 		}
 		o = spec
 	}
+	issParam := false
 	if o.Issuer != "" {
 		meta, err := discoverIssuer(ctx, o.Issuer, c.http)
 		if err != nil {
@@ -385,8 +389,9 @@ func (c *OAuthClient) Discover(ctx context.Context) error {
 			c.why.Store(&why)
 			return err2
 		}
+		issParam = meta.AuthorizationResponseIssParameterSupported
 	}
-	ep := &oauthEndpoints{spec: o, method: o.TokenAuthMethod}
+	ep := &oauthEndpoints{spec: o, method: o.TokenAuthMethod, issParam: issParam}
 	if ep.method == "" {
 		ep.method = ClientSecretBasic
 	}
@@ -571,6 +576,33 @@ func (c *OAuthClient) AuthCodeURL(state, verifier, redirectURI string) (string, 
 		opts = append(opts, oauth2.S256ChallengeOption(verifier))
 	}
 	return ep.config(redirectURI).AuthCodeURL(state, opts...), nil
+}
+
+// ErrIssuerMismatch is (wrapped) CheckIssuer's refusal of an
+// authorization response that another authorization server may have sent.
+var ErrIssuerMismatch = errors.New("the sign-in's answer does not come from the expected authorization server")
+
+// CheckIssuer holds an authorization response (the callback's query) to
+// RFC 9207, the defence against mix-up attacks: a client with an issuer
+// refuses an iss other than that issuer, and a missing iss when the
+// issuer's metadata says it always sends one; the response is then not
+// used at all (no code exchanged, no error text repeated). A client
+// configured with URLs and no issuer has nothing to compare with and
+// takes any answer, as before. The iss sent is never repeated: it is
+// whatever the request says.
+func (c *OAuthClient) CheckIssuer(q url.Values) error {
+	ep := c.ep.Load()
+	if ep == nil || ep.spec.Issuer == "" {
+		return nil
+	}
+	iss, present := q.Get("iss"), q.Has("iss")
+	switch {
+	case present && iss != ep.spec.Issuer:
+		return fmt.Errorf("%w: it names another server (iss), not %s", ErrIssuerMismatch, ep.spec.Issuer)
+	case !present && ep.issParam:
+		return fmt.Errorf("%w: it does not name its server (iss), which %s always does", ErrIssuerMismatch, ep.spec.Issuer)
+	}
+	return nil
 }
 
 // Exchange trades an authorization code (and its PKCE verifier) for

@@ -322,3 +322,63 @@ func mustQuery(t *testing.T, raw string) url.Values {
 	}
 	return u.Query()
 }
+
+// RFC 9207: an authorization response naming another issuer is refused;
+// one naming none is refused only when the issuer's metadata says it
+// always names itself; a client without an issuer takes any answer.
+func TestOAuthCheckIssuer(t *testing.T) {
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tenant := strings.TrimPrefix(r.URL.Path, "/.well-known/oauth-authorization-server/")
+		if tenant == r.URL.Path {
+			http.NotFound(w, r)
+			return
+		}
+		issuer := srv.URL + "/" + tenant
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"issuer": issuer, "authorization_endpoint": issuer + "/auth",
+			"token_endpoint": issuer + "/token", "code_challenge_methods_supported": []string{"S256"},
+			"authorization_response_iss_parameter_supported": tenant == "says"})
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	client := func(spec OAuth2) *OAuthClient {
+		t.Helper()
+		spec.Flow, spec.ClientID = FlowAuthorizationCode, "c"
+		c, err := NewOAuthClient(ctx, AuthSpec{Type: AuthOAuth2, OAuth2: spec}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	says, silent := client(OAuth2{Issuer: srv.URL + "/says"}), client(OAuth2{Issuer: srv.URL + "/silent"})
+	manual := client(OAuth2{AuthorizeURL: "https://as.example/auth", TokenURL: "https://as.example/token"})
+	for _, tc := range []struct {
+		c    *OAuthClient
+		q    url.Values
+		want string // "" accepted, else in the error
+	}{
+		{says, url.Values{"code": {"x"}, "iss": {srv.URL + "/says"}}, ""},
+		{says, url.Values{"error": {"access_denied"}, "iss": {srv.URL + "/says"}}, ""},
+		{says, url.Values{"code": {"x"}}, "does not name its server"},
+		{says, url.Values{"code": {"x"}, "iss": {""}}, "names another server"},
+		{says, url.Values{"code": {"x"}, "iss": {srv.URL + "/silent"}}, "names another server"},
+		{says, url.Values{"code": {"x"}, "iss": {srv.URL + "/says/"}}, "names another server"}, // compared as strings, RFC 9207 §2.4
+		{says, url.Values{"error": {"access_denied"}, "iss": {"https://evil.example"}}, "names another server"},
+		{silent, url.Values{"code": {"x"}}, ""},
+		{silent, url.Values{"code": {"x"}, "iss": {srv.URL + "/silent"}}, ""},
+		{silent, url.Values{"code": {"x"}, "iss": {"https://evil.example"}}, "names another server"},
+		{manual, url.Values{"code": {"x"}}, ""},
+		{manual, url.Values{"code": {"x"}, "iss": {"https://evil.example"}}, ""},
+	} {
+		err := tc.c.CheckIssuer(tc.q)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s %v: refused: %v", tc.c.Spec().Issuer, tc.q, err)
+		case tc.want != "" && (err == nil || !errors.Is(err, ErrIssuerMismatch) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s %v: %v, want %q", tc.c.Spec().Issuer, tc.q, err, tc.want)
+		case err != nil && strings.Contains(err.Error(), "evil"):
+			t.Errorf("the refusal repeats the iss sent: %v", err)
+		}
+	}
+}

@@ -86,7 +86,8 @@ func (s *Server) oauthUnavailable(c echo.Context, toolkit, name string) (bool, e
 // and the tokens sealed for the user. What the user can act on — access
 // denied, an exchange the provider refused — is said in words, on the
 // page and to the model on the next call (the connection is marked
-// broken with the reason, unless one works already).
+// broken with the reason, unless one works already). An answer whose iss
+// is not the issuer's (RFC 9207) is refused before either is read.
 func (s *Server) oauthCallback(c echo.Context) error {
 	ctx := c.Request().Context()
 	q := c.QueryParams()
@@ -119,6 +120,12 @@ func (s *Server) oauthCallback(c echo.Context) error {
 		s.noteOAuthFailure(ctx, g, why)
 		return s.renderConnect(c, http.StatusBadRequest, connectView{Name: name,
 			Invalid: "Nothing was connected: " + why + ". Go back to the chat and ask the assistant for a new link to try again."})
+	}
+	// A response another authorization server may have sent (a mix-up,
+	// RFC 9207) is not used at all: neither its code nor its error's words.
+	if err := client.CheckIssuer(q); err != nil {
+		s.log.Warn("oauth callback refused", "toolkit", g.Toolkit, "err", err)
+		return fail(err.Error())
 	}
 	if e := q.Get("error"); e != "" {
 		// The provider's code and words are free text from the query:

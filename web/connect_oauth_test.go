@@ -609,7 +609,7 @@ func TestOAuthSecretsStayHome(t *testing.T) {
 	// secret and the request's state, in several spellings.
 	b, state := f.stopAtProvider(t, f.connectLink(t, "c1"))
 	said := f.as.WebSecret + " " + base64.StdEncoding.EncodeToString([]byte(f.as.WebSecret)) + " " + url.QueryEscape(state) + " " + state
-	get(t, b, f.ts.URL+deploy.OAuthCallbackPath+"?"+url.Values{"state": {state}, "error": {"server_error"}, "error_description": {said}}.Encode())
+	get(t, b, f.ts.URL+deploy.OAuthCallbackPath+"?"+url.Values{"state": {state}, "iss": {f.as.Issuer}, "error": {"server_error"}, "error_description": {said}}.Encode())
 	f.callCRM(t, f.ts, "c1") // the model reads the failure
 	f.connect(t, f.connectLink(t, "c1"))
 	f.callCRM(t, f.ts, "c1")
@@ -927,7 +927,7 @@ func TestOAuthCallbackError(t *testing.T) {
 
 	hostile := "<script>alert(1)</script><b>wrong account</b>: use your work account\n\x00" + f.as.WebSecret + " " +
 		base64.StdEncoding.EncodeToString([]byte(f.as.WebSecret)) + " " + url.QueryEscape(state) + " " + strings.Repeat("very long ", 200)
-	st, page := get(t, b, f.ts.URL+deploy.OAuthCallbackPath+"?"+url.Values{"state": {state}, "error": {"account_selection_required"},
+	st, page := get(t, b, f.ts.URL+deploy.OAuthCallbackPath+"?"+url.Values{"state": {state}, "iss": {f.as.Issuer}, "error": {"account_selection_required"},
 		"error_description": {hostile}}.Encode())
 	if st != 400 || !strings.Contains(page, "choose which account") || !strings.Contains(page, "wrong account") {
 		t.Errorf("the callback's page: %d %s", st, page)
@@ -957,7 +957,7 @@ func TestOAuthCallbackError(t *testing.T) {
 
 	// An error code that is not a word is not repeated.
 	b, state = f.stopAtProvider(t, f.connectLink(t, "c2"))
-	if _, page := get(t, b, f.ts.URL+deploy.OAuthCallbackPath+"?"+url.Values{"state": {state}, "error": {"<img src=x onerror=alert(1)>"}}.Encode()); strings.Contains(page, "img src") ||
+	if _, page := get(t, b, f.ts.URL+deploy.OAuthCallbackPath+"?"+url.Values{"state": {state}, "iss": {f.as.Issuer}, "error": {"<img src=x onerror=alert(1)>"}}.Encode()); strings.Contains(page, "img src") ||
 		!strings.Contains(page, "does not know") {
 		t.Errorf("a code that is markup: %s", page)
 	}
@@ -1059,5 +1059,91 @@ func TestOAuthDegradedStart(t *testing.T) {
 	f.connect(t, link) // the link the page refused, now unspent
 	if out := f.callCRM(t, f.ts, "c1"); !strings.Contains(out, "trawl-web") || !strings.Contains(out, "ann") {
 		t.Errorf("the user toolkit's call once connected: %s", out)
+	}
+}
+
+// RFC 9207 (mix-up attacks): oidc-provider names itself in iss on every
+// authorization response and says so in its metadata. A real response
+// whose iss was changed, or dropped, is refused before its code is
+// exchanged or its words repeated: nothing is connected, the page and the
+// model's next call say why, and the same sign-in's untouched answer is
+// spent with it (its state was). The untouched answer of a new sign-in
+// connects.
+func TestOAuthCallbackIssuer(t *testing.T) {
+	f, _ := newOAuthFixture(t, oauthOptions{})
+	// landedAt signs in at the provider and returns the callback URL the
+	// provider sent the browser to, not followed.
+	landedAt := func(chat string) (*http.Client, *url.URL) {
+		t.Helper()
+		b := newBrowser(t)
+		var landed *url.URL
+		b.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+			if req.URL.Path == deploy.OAuthCallbackPath {
+				landed = req.URL
+				return http.ErrUseLastResponse
+			}
+			return nil
+		}
+		resp := openOAuthLink(t, b, f.connectLink(t, chat))
+		signIn(t, b, resp, "ann")
+		if landed == nil || landed.Query().Get("code") == "" || landed.Query().Get("iss") != f.as.Issuer {
+			t.Fatalf("the provider's answer: %v (issuer %s)", landed, f.as.Issuer)
+		}
+		b.CheckRedirect = nil
+		return b, landed
+	}
+	exchanges := func() int64 { return f.as.TokenRequests.Load() }
+	for _, tc := range []struct {
+		name string
+		edit func(q url.Values)
+		want string
+	}{
+		{"another issuer", func(q url.Values) { q.Set("iss", "https://evil.example") }, "names another server"},
+		{"the issuer with a slash", func(q url.Values) { q.Set("iss", f.as.Issuer+"/") }, "names another server"},
+		{"no issuer", func(q url.Values) { q.Del("iss") }, "does not name its server"},
+		{"an error from another issuer", func(q url.Values) {
+			q.Del("code")
+			q.Set("error", "access_denied")
+			q.Set("error_description", "sign in at https://evil.example/login instead")
+			q.Set("iss", "https://evil.example")
+		}, "names another server"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, landed := landedAt("c-" + strings.ReplaceAll(tc.name, " ", "-"))
+			before := exchanges()
+			q := landed.Query()
+			tc.edit(q)
+			forged := *landed
+			forged.RawQuery = q.Encode()
+			st, page := get(t, b, forged.String())
+			if st != 400 || !strings.Contains(page, "Nothing was connected") || !strings.Contains(page, tc.want) ||
+				strings.Contains(page, "evil.example") {
+				t.Errorf("the forged answer's page: %d %s", st, page)
+			}
+			if n := exchanges() - before; n != 0 {
+				t.Errorf("%d code exchanges after a refused answer", n)
+			}
+			if st, page := get(t, b, landed.String()); st != 400 || !strings.Contains(page, "already used") {
+				t.Errorf("the untouched answer after the refusal: %d %s", st, page)
+			}
+			if out := f.callCRM(t, f.ts, "c1"); !strings.Contains(out, "connect_toolkit") || !strings.Contains(out, tc.want) {
+				t.Errorf("the model read %s", out)
+			}
+		})
+	}
+	_, list := f.ts.do(t, "GET", "/v1/connections", f.token, nil)
+	if strings.Contains(string(list), `"connected"`) {
+		t.Fatalf("connected after refused answers: %s", list)
+	}
+	b, landed := landedAt("c-real")
+	before := exchanges()
+	if st, page := get(t, b, landed.String()); st != 200 || !strings.Contains(page, "is connected for account") {
+		t.Fatalf("the provider's own answer: %d %s", st, page)
+	}
+	if exchanges() == before {
+		t.Error("the provider's own answer was connected without a code exchange the proxy counted")
+	}
+	if out := f.callCRM(t, f.ts, "c1"); !strings.Contains(out, "ann") {
+		t.Errorf("after connecting, the call answered %s", out)
 	}
 }
