@@ -543,3 +543,68 @@ func BenchmarkPlainLoopPlus(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMemoryWalk is the walker without the network: the 20 pages
+// of BenchmarkWalk handed back from memory, each copied into a fresh
+// slice as a Caller reading it would, walked by Walk; against, in the
+// same iteration, the same copies checked once each
+// (query.AppendElementsAt) and nothing else. walker-over-check-ms/MB is
+// the walker's process CPU over that check's per MB of pages: its own
+// code and what the collector spends on what a walk holds, without the
+// scheduler's and the sockets' noise. (Not named BenchmarkWalk…, so that
+// -bench 'BenchmarkWalk/…' does not run it.)
+//
+//	go test -run '^$' -bench 'BenchmarkMemoryWalk' -benchtime 2000x -count 3 ./loop/paginate/
+func BenchmarkMemoryWalk(b *testing.B) {
+	srv, urls := benchServer(b)
+	bodies := make(map[string][]byte, len(urls))
+	for _, u := range urls {
+		resp, err := srv.Client().Get(u)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		q, _ := url.Parse(u)
+		bodies[q.Query().Get("cursor")] = body
+	}
+	header := http.Header{"Content-Type": {"application/json"}}
+	caller := CallerFunc(func(ctx context.Context, req tools.Request) (*tools.Response, error) {
+		c, _ := argString(req.Args, "cursor")
+		body, ok := bodies[c]
+		if !ok {
+			return &tools.Response{Status: http.StatusNotFound, Header: header}, nil
+		}
+		return &tools.Response{Status: http.StatusOK, Header: header, Body: append([]byte(nil), body...)}, nil
+	})
+	opts := benchWalkOptions(srv, caller)
+	order := make([][]byte, len(urls))
+	for i, u := range urls {
+		q, _ := url.Parse(u)
+		order[i] = bodies[q.Query().Get("cursor")]
+	}
+	var items [][]byte
+	var walkCPU, checkCPU time.Duration
+	var bytes int64
+	for b.Loop() {
+		c0 := cpuTime()
+		for _, body := range order {
+			page := append([]byte(nil), body...)
+			var err error
+			if items, err = query.AppendElementsAt(items[:0], page, "data"); err != nil || len(items) != benchItems {
+				b.Fatalf("%d items, %v", len(items), err)
+			}
+		}
+		c1 := cpuTime()
+		bytes += walkOnce(b, opts)
+		walkCPU += cpuTime() - c1
+		checkCPU += c1 - c0
+	}
+	mb := float64(bytes) / 1e6
+	b.ReportMetric(float64(walkCPU.Nanoseconds())/1e6/mb, "walk-cpu-ms/MB")
+	b.ReportMetric(float64(checkCPU.Nanoseconds())/1e6/mb, "check-cpu-ms/MB")
+	b.ReportMetric(float64((walkCPU-checkCPU).Nanoseconds())/1e6/mb, "walker-over-check-ms/MB")
+}
