@@ -120,8 +120,7 @@ func (w *walker) fetch(ctx context.Context, req tools.Request, probe bool) (*too
 		if attempt == 0 && pre != nil && pre.parsed {
 			w.parsed = pre
 		}
-		var refused *tools.ArgError
-		if errors.As(err, &refused) {
+		if refused := argError(err); refused != nil {
 			// Refused before any I/O (a required argument is missing): not
 			// a request, and nothing a retry could change.
 			w.meter.returnRequest()
@@ -132,8 +131,8 @@ func (w *walker) fetch(ctx context.Context, req tools.Request, probe bool) (*too
 			return nil, &failure{reason: StopHTTPError, err: err,
 				why: fmt.Sprintf("page %d could not be requested (%s)", req.Page, refused.Error())}, nil
 		}
-		var limited *tools.RateLimitError
 		if err != nil {
+			var limited *tools.RateLimitError
 			switch {
 			case errors.Is(ctx.Err(), context.Canceled):
 				if attempt == 0 && pre != nil {
@@ -222,6 +221,20 @@ func (w *walker) fetch(ctx context.Context, req tools.Request, probe bool) (*too
 			return nil, w.classify(resp), nil
 		}
 	}
+}
+
+// argError is err's *tools.ArgError (a request refused before any I/O),
+// nil when it has none. Its target lives in here, so that a fetch whose
+// error is nil allocates none.
+func argError(err error) *tools.ArgError {
+	if err == nil {
+		return nil
+	}
+	var refused *tools.ArgError
+	if errors.As(err, &refused) {
+		return refused
+	}
+	return nil
 }
 
 // classify words an error response: a rejected cursor, or an HTTP error.

@@ -319,8 +319,16 @@ func readID(item []byte, path string, plain bool) ([]byte, bool) {
 		v := item[n+4:]
 		switch c := v[0]; {
 		case c == '"':
-			if end := bytes.IndexByte(v[1:], '"'); end >= 0 && bytes.IndexByte(v[1:1+end], '\\') < 0 {
-				return v[:end+2], true
+			// An id is short: one loop to its closing quote, giving up at
+			// a backslash before it, costs less than two IndexByte calls.
+		str:
+			for i := 1; i < len(v); i++ {
+				switch v[i] {
+				case '"':
+					return v[:i+1], true
+				case '\\':
+					break str
+				}
 			}
 		case c == '-' || c >= '0' && c <= '9':
 			end := 1

@@ -359,6 +359,7 @@ func Walk(ctx context.Context, o WalkOptions) (*Result, error) {
 	// every request counted is one the upstream answered.
 	w.giveUpWaiting()
 	w.drainAhead() // res is w.res: the requests fetched ahead are counted in it
+	w.releaseOwn()
 	w.ids.release()
 	return res, err
 }
@@ -472,6 +473,7 @@ type walker struct {
 	lastLink   int       // the page number of the latest page's rel="last" link; -1 none
 	saysEnd    bool      // the latest page carried a more flag or a next link: the last one will say it is
 	parsed     *prefetch // the request fetched ahead whose answer fetch returned, read already
+	own        *ownCall  // the context of the requests the walk sends itself (sendOwn)
 
 	progMu   sync.Mutex // serialises Progress calls
 	lastProg Progress   // the latest page's report (progMu)
@@ -942,9 +944,13 @@ func (w *walker) rebuildIDs() {
 // The rows of the page before are kept as they were received (their
 // bytes stay alive in the pages anyway), so the check reads no byte of a
 // page that differs from its predecessor past the first difference.
+//
+// items is kept itself, not copied: the slice readPage filled becomes
+// lastPage, and the one lastPage held becomes the buffer the next page
+// is read into (w.buf), so the two never share an array.
 func (w *walker) samePage(items [][]byte, compare bool) bool {
 	same := compare && len(items) > 0 && slices.EqualFunc(items, w.lastPage, bytes.Equal)
-	w.lastPage = append(w.lastPage[:0], items...)
+	w.lastPage, w.buf = items, w.lastPage[:0]
 	return same
 }
 

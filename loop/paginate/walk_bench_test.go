@@ -6,11 +6,13 @@ package paginate
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,8 +94,9 @@ func benchServer(b *testing.B) (*httptest.Server, []string) {
 	return srv, urls
 }
 
-// clientCaller is the least a Caller can do: build the URL, GET it, read
-// the body. The walker's overhead is measured over it.
+// clientCaller is the least a Caller can do: build the URL from the
+// request's arguments, GET it, read the body. The walker's overhead is
+// measured over it.
 type clientCaller struct {
 	client *http.Client
 }
@@ -101,11 +104,7 @@ type clientCaller struct {
 func (c clientCaller) Call(ctx context.Context, req tools.Request) (*tools.Response, error) {
 	u := req.URL
 	if u == "" {
-		q := url.Values{}
-		for k, v := range req.Args {
-			q.Set(k, fmt.Sprint(v))
-		}
-		u = req.Tool.Origin + req.Tool.Path + "?" + q.Encode()
+		u = queryURL(req.Tool.Origin+req.Tool.Path, req.Args)
 	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
@@ -121,6 +120,42 @@ func (c clientCaller) Call(ctx context.Context, req tools.Request) (*tools.Respo
 		return nil, err
 	}
 	return &tools.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, nil
+}
+
+// queryURL is base with args as its query, as url.Values.Encode spells
+// it (keys sorted, both sides query-escaped), built as a careful Caller
+// builds it: one buffer, numbers and strings written without fmt.
+func queryURL(base string, args map[string]any) string {
+	keys := make([]string, 0, 8)
+	for k := range args {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var sb strings.Builder
+	sb.Grow(len(base) + 1 + 32*len(keys))
+	sb.WriteString(base)
+	for i, k := range keys {
+		if i == 0 {
+			sb.WriteByte('?')
+		} else {
+			sb.WriteByte('&')
+		}
+		sb.WriteString(url.QueryEscape(k))
+		sb.WriteByte('=')
+		var v string
+		switch a := args[k].(type) {
+		case string:
+			v = a
+		case json.Number:
+			v = string(a)
+		case int:
+			v = strconv.Itoa(a)
+		default:
+			v = fmt.Sprint(a)
+		}
+		sb.WriteString(url.QueryEscape(v))
+	}
+	return sb.String()
 }
 
 func benchWalkOptions(srv *httptest.Server, caller Caller) WalkOptions {
@@ -225,17 +260,23 @@ func checkOnly(b *testing.B, client *http.Client, urls []string) {
 // the plain loop's per MB of pages (issue 27's target: ≤ 1 ms/MB).
 func interleaved(b *testing.B, client *http.Client, urls []string, opts WalkOptions) {
 	var plain, walker, plainCPU, walkerCPU time.Duration
+	var plainUse, walkerUse usage
 	var bytes int64
 	for b.Loop() {
-		c0, t0 := cpuTime(), time.Now()
+		u0, t0 := rusage(), time.Now()
 		plainLoop(b, client, urls)
-		c1, t1 := cpuTime(), time.Now()
+		u1, t1 := rusage(), time.Now()
 		bytes += walkOnce(b, opts)
 		walker += time.Since(t1)
-		walkerCPU += cpuTime() - c1
+		u2 := rusage()
 		plain += t1.Sub(t0)
-		plainCPU += c1 - c0
+		plainUse, walkerUse = plainUse.add(u1.sub(u0)), walkerUse.add(u2.sub(u1))
 	}
+	plainCPU, walkerCPU = plainUse.user+plainUse.sys, walkerUse.user+walkerUse.sys
+	mb := float64(bytes) / 1e6
+	b.ReportMetric(float64((walkerUse.user-plainUse.user).Nanoseconds())/1e6/mb, "extra-user-ms/MB")
+	b.ReportMetric(float64((walkerUse.sys-plainUse.sys).Nanoseconds())/1e6/mb, "extra-sys-ms/MB")
+	b.ReportMetric(float64(walkerUse.faults-plainUse.faults)/float64(b.N), "extra-faults/op")
 	n := float64(b.N)
 	b.ReportMetric(float64(plain.Nanoseconds())/n, "plain-ns/op")
 	b.ReportMetric(float64(walker.Nanoseconds())/n, "walker-ns/op")
@@ -244,6 +285,29 @@ func interleaved(b *testing.B, client *http.Client, urls []string, opts WalkOpti
 	b.ReportMetric(float64(walkerCPU.Nanoseconds())/n, "walker-cpu-ns/op")
 	b.ReportMetric(float64(walkerCPU)/float64(plainCPU), "cpu-ratio")
 	b.ReportMetric(float64((walkerCPU-plainCPU).Nanoseconds())/1e6/(float64(bytes)/1e6), "extra-cpu-ms/MB")
+}
+
+// usage is the process's CPU time, user and system apart, and its minor
+// page faults (getrusage).
+type usage struct {
+	user, sys time.Duration
+	faults    int64
+}
+
+func rusage() usage {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return usage{}
+	}
+	return usage{user: time.Duration(ru.Utime.Nano()), sys: time.Duration(ru.Stime.Nano()), faults: ru.Minflt}
+}
+
+func (u usage) sub(v usage) usage {
+	return usage{user: u.user - v.user, sys: u.sys - v.sys, faults: u.faults - v.faults}
+}
+
+func (u usage) add(v usage) usage {
+	return usage{user: u.user + v.user, sys: u.sys + v.sys, faults: u.faults + v.faults}
 }
 
 // cpuTime is the process's user+system CPU time (client and server
@@ -357,4 +421,190 @@ func BenchmarkFetchAhead(b *testing.B) {
 	b.ReportMetric(float64(aheadCPU.Microseconds())/n/pages, "ahead-cpu-µs/page")
 	b.ReportMetric(float64(aheadCPU)/float64(seqCPU), "cpu-ratio")
 	b.ReportMetric(float64(aheadReqs)/float64(seqReqs), "requests-ratio")
+}
+
+// The benchmark's Caller spells a request's URL as url.Values would.
+func TestQueryURLIsValuesEncode(t *testing.T) {
+	for _, args := range []map[string]any{
+		{"limit": 250},
+		{"limit": json.Number("250"), "cursor": "c1"},
+		{"cursor": "a b&c=d/é", "limit": "10", "z": 1.5, "a": true},
+	} {
+		q := url.Values{}
+		for k, v := range args {
+			q.Set(k, fmt.Sprint(v))
+		}
+		if got, want := queryURL("http://h/p", args), "http://h/p?"+q.Encode(); got != want {
+			t.Errorf("queryURL(%v) = %s, want %s", args, got, want)
+		}
+	}
+}
+
+// partHeld is what a part of BenchmarkPlainLoopPlus keeps, let go after
+// each iteration.
+var partHeld [][]byte
+
+// BenchmarkPlainLoopPlus ranks what the walker's CPU over the plain loop
+// is made of: each sub-benchmark runs the plain loop and, in the same
+// iteration, the plain loop plus one more part of a walk, and reports
+// the second's CPU over the first's per MB of pages (user and system
+// time apart), as BenchmarkWalk/interleaved does for the whole walker:
+//
+//   - check: one checking pass over each page (BenchmarkWalk/check_only);
+//   - keep: that, the pages kept until the last one is read, then let go
+//     (a walk's Result holds every page: the collector finds them live);
+//   - keep_rows: that, and every page's rows gathered in one slice, sized
+//     as Walk sizes Result.Items;
+//   - walk: Walk itself.
+//
+// The steps between them are the price of each part under the runtime as
+// the walk has it (its collections, its page faults, its threads). Its
+// name does not start with BenchmarkWalk, so that -bench 'BenchmarkWalk/…'
+// does not run it.
+//
+//	go test -run '^$' -bench 'BenchmarkPlainLoopPlus' -benchtime 300x -count 3 ./loop/paginate/
+func BenchmarkPlainLoopPlus(b *testing.B) {
+	srv, urls := benchServer(b)
+	client := srv.Client()
+	opts := benchWalkOptions(srv, clientCaller{client: client})
+	get := func(u string) []byte {
+		resp, err := client.Get(u)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		return body
+	}
+	var items [][]byte
+	check := func(body []byte) {
+		var err error
+		if items, err = query.AppendElementsAt(items[:0], body, "data"); err != nil || len(items) != benchItems {
+			b.Fatalf("%d items, %v", len(items), err)
+		}
+	}
+	parts := []struct {
+		name string
+		run  func() int64
+	}{
+		{"check", func() (n int64) {
+			for _, u := range urls {
+				body := get(u)
+				check(body)
+				n += int64(len(body))
+			}
+			return n
+		}},
+		{"keep", func() (n int64) {
+			pages := make([][]byte, 0, len(urls))
+			for _, u := range urls {
+				body := get(u)
+				check(body)
+				pages = append(pages, body)
+				n += int64(len(body))
+			}
+			partHeld = pages
+			return n
+		}},
+		{"keep_rows", func() (n int64) {
+			// The rows keep their pages alive, as Result.Items does.
+			rows := make([][]byte, 0, min(benchItems*opts.Budget.Resolved().Pages, opts.Budget.Resolved().Items+benchItems))
+			for _, u := range urls {
+				body := get(u)
+				check(body)
+				rows = append(rows, items...)
+				n += int64(len(body))
+			}
+			partHeld = rows
+			return n
+		}},
+		{"walk", func() int64 { return walkOnce(b, opts) }},
+	}
+	for _, part := range parts {
+		b.Run(part.name, func(b *testing.B) {
+			var plainUse, partUse usage
+			var bytes int64
+			for b.Loop() {
+				u0 := rusage()
+				plainLoop(b, client, urls)
+				u1 := rusage()
+				bytes += part.run()
+				u2 := rusage()
+				partHeld = nil
+				plainUse, partUse = plainUse.add(u1.sub(u0)), partUse.add(u2.sub(u1))
+			}
+			mb := float64(bytes) / 1e6
+			b.ReportMetric(float64((partUse.user+partUse.sys-plainUse.user-plainUse.sys).Nanoseconds())/1e6/mb, "extra-cpu-ms/MB")
+			b.ReportMetric(float64((partUse.user-plainUse.user).Nanoseconds())/1e6/mb, "extra-user-ms/MB")
+			b.ReportMetric(float64((partUse.sys-plainUse.sys).Nanoseconds())/1e6/mb, "extra-sys-ms/MB")
+		})
+	}
+}
+
+// BenchmarkMemoryWalk is the walker without the network: the 20 pages
+// of BenchmarkWalk handed back from memory, each copied into a fresh
+// slice as a Caller reading it would, walked by Walk; against, in the
+// same iteration, the same copies checked once each
+// (query.AppendElementsAt) and nothing else. walker-over-check-ms/MB is
+// the walker's process CPU over that check's per MB of pages: its own
+// code and what the collector spends on what a walk holds, without the
+// scheduler's and the sockets' noise. (Not named BenchmarkWalk…, so that
+// -bench 'BenchmarkWalk/…' does not run it.)
+//
+//	go test -run '^$' -bench 'BenchmarkMemoryWalk' -benchtime 2000x -count 3 ./loop/paginate/
+func BenchmarkMemoryWalk(b *testing.B) {
+	srv, urls := benchServer(b)
+	bodies := make(map[string][]byte, len(urls))
+	for _, u := range urls {
+		resp, err := srv.Client().Get(u)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		q, _ := url.Parse(u)
+		bodies[q.Query().Get("cursor")] = body
+	}
+	header := http.Header{"Content-Type": {"application/json"}}
+	caller := CallerFunc(func(ctx context.Context, req tools.Request) (*tools.Response, error) {
+		c, _ := argString(req.Args, "cursor")
+		body, ok := bodies[c]
+		if !ok {
+			return &tools.Response{Status: http.StatusNotFound, Header: header}, nil
+		}
+		return &tools.Response{Status: http.StatusOK, Header: header, Body: append([]byte(nil), body...)}, nil
+	})
+	opts := benchWalkOptions(srv, caller)
+	order := make([][]byte, len(urls))
+	for i, u := range urls {
+		q, _ := url.Parse(u)
+		order[i] = bodies[q.Query().Get("cursor")]
+	}
+	var items [][]byte
+	var walkCPU, checkCPU time.Duration
+	var bytes int64
+	for b.Loop() {
+		c0 := cpuTime()
+		for _, body := range order {
+			page := append([]byte(nil), body...)
+			var err error
+			if items, err = query.AppendElementsAt(items[:0], page, "data"); err != nil || len(items) != benchItems {
+				b.Fatalf("%d items, %v", len(items), err)
+			}
+		}
+		c1 := cpuTime()
+		bytes += walkOnce(b, opts)
+		walkCPU += cpuTime() - c1
+		checkCPU += c1 - c0
+	}
+	mb := float64(bytes) / 1e6
+	b.ReportMetric(float64(walkCPU.Nanoseconds())/1e6/mb, "walk-cpu-ms/MB")
+	b.ReportMetric(float64(checkCPU.Nanoseconds())/1e6/mb, "check-cpu-ms/MB")
+	b.ReportMetric(float64((walkCPU-checkCPU).Nanoseconds())/1e6/mb, "walker-over-check-ms/MB")
 }
