@@ -26,10 +26,11 @@ import (
 // was done, a cursor it never issued, a page position it never pointed at.
 //
 // A hostile server can make any walker wrong by lying in a way no response
-// shows (a total below the truth, a page cap that changes from page to page,
-// a deletion behind a keyset cursor with no total). The model never does
-// that: every change it makes leaves a trace a careful walker can read, or
-// does no harm. Its changes (generated at run time, from the scenario's
+// shows (a page cap that changes from page to page, a deletion behind a
+// keyset cursor with no total). The model never does that: every change it
+// makes leaves a trace a careful walker can read, or does no harm. A total
+// below the truth (totalUnder) is such a trace: by whole pages, only the
+// page after the one that reached it shows it (a closing probe reads it). Its changes (generated at run time, from the scenario's
 // seed, against the position the walk has reached) are:
 //
 //   - on page and offset collections, whose walker computes its own
@@ -97,6 +98,11 @@ const (
 	totalNone  = iota
 	totalExact // the collection's size on every page
 	totalOver  // a constant number above it (an approximate total)
+	// totalUnder: a constant number below it (Over), on page and offset
+	// collections that serve the size asked: often whole pages, so that
+	// the total is reached on a full page and only the page after it
+	// shows the lie.
+	totalUnder
 )
 
 // End signals of the token styles: how "no next page" is written.
@@ -165,17 +171,20 @@ type scenario struct {
 	// offsets. Always true for last_id.
 	Keyset    bool
 	AllPages  bool
-	ModelSize int  // the page size the model asks for; 0: trawl chooses
-	SizeMax   int  // the size parameter's declared maximum; 0: none
-	Cap       int  // the largest page the server serves (silently); a list: the rows it sends, its count saying all
-	Default   int  // the page size the server serves when none is asked
-	Total     int  // totalNone, totalExact, totalOver
-	Over      int  // totalOver: how far above
-	MoreFlag  bool // a list: its schema declares a next token and a more flag it never sends
-	End       int  // token styles: endAbsent, endNull, endEmpty
-	Relative  bool // next_url: a path-absolute URL
-	Schema    bool // list, object: the response schema is declared
-	Body      bool // offset: POST, offset and limit in a JSON body (a search)
+	ModelSize int // the page size the model asks for; 0: trawl chooses
+	SizeMax   int // the size parameter's declared maximum; 0: none
+	Cap       int // the largest page the server serves (silently); a list: the rows it sends, its count saying all
+	Default   int // the page size the server serves when none is asked
+	Total     int // totalNone, totalExact, totalOver, totalUnder
+	Over      int // totalOver: how far above; totalUnder: how far below
+	// WholePages (totalUnder): the total counts whole pages of this size
+	// only, then Over fewer rows.
+	WholePages int
+	MoreFlag   bool // a list: its schema declares a next token and a more flag it never sends
+	End        int  // token styles: endAbsent, endNull, endEmpty
+	Relative   bool // next_url: a path-absolute URL
+	Schema     bool // list, object: the response schema is declared
+	Body       bool // offset: POST, offset and limit in a JSON body (a search)
 	// AskedOffsets (page): page n starts at row (n-1) × the size asked,
 	// whatever size the server serves (its cap).
 	AskedOffsets bool
@@ -201,6 +210,18 @@ type scenario struct {
 	// Cached: the engine has a dataset cache, and a call whose walk was
 	// complete is made a second time, to be served from it.
 	Cached bool
+}
+
+// reported is the total an approximate or low total mode reports for a
+// collection of n rows.
+func (sc scenario) reported(n int) int {
+	switch {
+	case sc.Total == totalOver:
+		return n + sc.Over
+	case sc.WholePages > 0:
+		n -= n % sc.WholePages
+	}
+	return max(0, n-sc.Over)
 }
 
 // fetchesAhead reports a walk that may send requests ahead of the page it
@@ -266,6 +287,25 @@ func generate(seed uint64) (sc scenario) {
 			sc.Total = totalExact
 		case n > 85:
 			sc.Total, sc.Over = totalOver, 1+r.IntN(5)
+		case sc.Style.numeric() && n >= 70 && sc.SizeMax > 0 && sc.AllPages:
+			// A total below the truth, on a server that serves the size
+			// asked (with a silent cap too, a short page and the total
+			// would agree, and no response would show either lie), to a
+			// walk (a call for the first page only makes one request: it
+			// cannot see the page after the total's). Whole
+			// pages of the size trawl asks (the declared maximum, or the
+			// model's smaller one) are the shape only a probe shows.
+			sc.Cap = sc.SizeMax
+			size := sc.SizeMax
+			if sc.ModelSize > 0 && sc.ModelSize < size {
+				size = sc.ModelSize
+			}
+			sc.Total = totalUnder
+			if r.IntN(3) == 0 {
+				sc.Over = 1 + r.IntN(5)
+			} else {
+				sc.WholePages, sc.Over = size, size*r.IntN(3)
+			}
 		}
 		if sc.Style == styleLink {
 			sc.Total, sc.Over = totalNone, 0 // a bare array has nowhere to put one
@@ -1283,9 +1323,9 @@ func (h *hostile) page(w http.ResponseWriter, c *hcol, pos position, size int, q
 		case totalExact:
 			c.noteTotal(len(c.rows), unread)
 			body += `,"total":` + strconv.Itoa(len(c.rows))
-		case totalOver:
-			c.noteTotal(len(c.rows)+sc.Over, unread)
-			body += `,"total":` + strconv.Itoa(len(c.rows)+sc.Over)
+		case totalOver, totalUnder:
+			c.noteTotal(sc.reported(len(c.rows)), unread)
+			body += `,"total":` + strconv.Itoa(sc.reported(len(c.rows)))
 		}
 		if sc.MoreFlag {
 			body += `,"has_more":` + strconv.FormatBool(more)
@@ -1350,9 +1390,9 @@ func (h *hostile) page(w http.ResponseWriter, c *hcol, pos position, size int, q
 	case totalExact:
 		c.noteTotal(len(c.rows), unread)
 		extra("total", strconv.Itoa(len(c.rows)))
-	case totalOver:
-		c.noteTotal(len(c.rows)+sc.Over, unread)
-		extra("total", strconv.Itoa(len(c.rows)+sc.Over))
+	case totalOver, totalUnder:
+		c.noteTotal(sc.reported(len(c.rows)), unread)
+		extra("total", strconv.Itoa(sc.reported(len(c.rows))))
 	}
 	if sc.MoreFlag || sc.Style == styleLastID {
 		extra("has_more", strconv.FormatBool(more))
@@ -1556,6 +1596,7 @@ func (sc scenario) goString() string {
 	field("Default", sc.Default, 0)
 	field("Total", sc.Total, 0)
 	field("Over", sc.Over, 0)
+	field("WholePages", sc.WholePages, 0)
 	field("MoreFlag", sc.MoreFlag, false)
 	field("End", sc.End, 0)
 	field("Relative", sc.Relative, false)

@@ -135,3 +135,73 @@ func TestPageWalkTotalMissingFromAPageIsUnproven(t *testing.T) {
 		t.Errorf("complete %v (%s), %d rows, unproven %q", res.Complete, res.StoppedBy, len(res.Items), res.Unproven)
 	}
 }
+
+// totalPages serves 150 rows by page and per_page, every page reporting
+// total (the truth or not).
+func totalPages(rows []string, total int) script {
+	return func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+		q := r.URL.Query()
+		p, _ := strconv.Atoi(firstOf(q.Get("page"), "1"))
+		size, _ := strconv.Atoi(firstOf(q.Get("per_page"), "10"))
+		start := min((p-1)*size, len(rows))
+		end := min(start+size, len(rows))
+		reply(w, 200, page(rows[start:end], fmt.Sprintf(`"total":%d`, total)))
+	}
+}
+
+// A page-number walk whose total was reached on a full page reads the
+// page after it: empty when the total is true (one request more), and
+// holding the rows a total below the truth by whole pages hid, which no
+// other response shows — the walk then reads on to the real end and its
+// total does not match its rows (unstable in the verdict).
+func TestPageWalkProbesAFullLastPage(t *testing.T) {
+	plan := pagePlan
+	plan.Total = "total"
+	rows := seq("i", 1, 150)
+	for _, tc := range []struct {
+		name     string
+		total    int
+		requests int
+		mismatch bool
+	}{
+		{"true total", 150, 16, false},
+		{"a whole page short", 140, 16, true},
+		{"three pages short", 120, 16, true},
+		{"one page, half the truth", 10, 16, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rows
+			if tc.name == "one page, half the truth" {
+				r = rows[:20]
+				tc.requests = 3
+			}
+			res, u := proofWalk(t, plan, nil, totalPages(r, tc.total), map[string]any{"per_page": 10})
+			if !res.Complete || len(res.Items) != len(r) || res.TotalMismatch != tc.mismatch || res.Probes != 1 || len(u.requests()) != tc.requests {
+				t.Errorf("complete %v (%s), %d rows of %d, mismatch %v, %d probes, requests %v",
+					res.Complete, res.StoppedBy, len(res.Items), len(r), res.TotalMismatch, res.Probes, u.requests())
+			}
+		})
+	}
+	// A total reached on a short page needs no probe: that page was read.
+	res, u := proofWalk(t, plan, nil, totalPages(rows[:145], 145), map[string]any{"per_page": 10})
+	if !res.Complete || len(res.Items) != 145 || res.TotalMismatch || res.Probes != 0 || len(u.requests()) != 15 {
+		t.Errorf("short last page: complete %v, %d rows, mismatch %v, %d probes, %d requests", res.Complete, len(res.Items), res.TotalMismatch, res.Probes, len(u.requests()))
+	}
+}
+
+// An offset walk whose one full page reached a total below the truth:
+// its closing probe finds the rows after it.
+func TestOffsetWalkProbesOneFullPage(t *testing.T) {
+	plan := offsetPlan
+	plan.Total = "total"
+	rows := seq("i", 1, 20)
+	res, u := proofWalk(t, plan, listTool("", plan, 10), func(u *upstream, w http.ResponseWriter, r *http.Request, n int) {
+		q := r.URL.Query()
+		off, _ := strconv.Atoi(firstOf(q.Get("offset"), "0"))
+		end := min(off+10, len(rows))
+		reply(w, 200, page(rows[min(off, end):end], `"total":10`))
+	}, nil)
+	if len(res.Items) != 20 || !res.TotalMismatch || res.Probes < 1 {
+		t.Errorf("complete %v (%s), %d rows, mismatch %v, %d probes, requests %v", res.Complete, res.StoppedBy, len(res.Items), res.TotalMismatch, res.Probes, u.requests())
+	}
+}

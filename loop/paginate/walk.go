@@ -1067,6 +1067,9 @@ func (w *walker) unproven() string {
 			return w.unverified
 		}
 	case proofTotal:
+		if w.unverified != "" {
+			return w.unverified // the closing probe, the total's own check, failed or had no room
+		}
 		if !w.totalEvery && res.Pages > 1 {
 			return "a page-number walk cannot overlap its pages, and the server's total, its only check, was missing from some pages"
 		}
@@ -1083,28 +1086,56 @@ func (w *walker) probeFailed(why string) *Result {
 	return w.finish(stop, "")
 }
 
-// closingProbe starts an offset walk's closing probe when the walk
-// inferred its end from its own count (a total reached, a short page of a
-// size it vouches for) after more than one page: one more request,
+// closingProbe starts a walk's closing probe when it inferred its end
+// from its own count. An offset walk probes after a total reached or a
+// short page of a size it vouches for, after more than one page (or
+// after one full page that reached the total): one more request,
 // overlapping the last row, must find that row where it was and nothing
-// after it. An end the server said itself (a more flag, no next link) or
-// that was read (a page past the end) needs none.
+// after it. A page-number walk whose total held still probes when that
+// total was reached on a full page: the page after it must hold no new
+// row — a total below the truth by whole pages is shown by no other
+// response (a call for the first page only makes its one request: its
+// total stands). An end the server said itself (a more flag, no next
+// link) or that was read (a page past the end, a short page) needs none.
 func (w *walker) closingProbe(stop string) bool {
-	if w.proof != proofOverlap || w.res.Pages < 2 || w.received < 1 ||
-		(stop != StopCompleteTotalReached && stop != StopCompleteShortPage) {
-		return false
+	full := w.pageSize > 0 && w.received >= w.pageSize
+	switch {
+	case w.proof == proofOverlap && w.received >= 1 &&
+		(stop == StopCompleteTotalReached && (w.res.Pages >= 2 || full) || stop == StopCompleteShortPage && w.res.Pages >= 2):
+		_, fetched := w.ahead.pending[aheadKey{w.offset + w.received - 1, w.pageSize}]
+		if !w.probeRoom(fetched) {
+			return false
+		}
+		w.probeFor = stop
+		w.args = cloneArgs(w.args)
+		w.answered = false
+		w.offset += w.received - 1
+		w.overlap, w.expect = true, w.lastKey
+		setArg(w.o.Tool, w.args, w.plan.OffsetParam, w.offset)
+		return true
+	case w.proof == proofTotal && stop == StopCompleteTotalReached && full:
+		_, fetched := w.ahead.pending[aheadKey{w.page + 1, w.pageSize}]
+		if !w.probeRoom(fetched) {
+			return false
+		}
+		w.probeFor = stop
+		w.args = cloneArgs(w.args)
+		w.answered = false
+		w.page++
+		setArg(w.o.Tool, w.args, w.plan.PageParam, w.page)
+		return true
 	}
-	_, fetched := w.ahead.pending[aheadKey{w.offset + w.received - 1, w.pageSize}]
+	return false
+}
+
+// probeRoom reports whether the closing probe fits the request budget
+// (or was sent ahead already); when it does not, the end stands,
+// unverified.
+func (w *walker) probeRoom(fetched bool) bool {
 	if !fetched && w.meter.room(w.budget.Requests, w.lease) < 1 {
 		w.unverified = "the request budget left no room for the closing probe, which checks that no row moved after the last page was read"
 		return false
 	}
-	w.probeFor = stop
-	w.args = cloneArgs(w.args)
-	w.answered = false
-	w.offset += w.received - 1
-	w.overlap, w.expect = true, w.lastKey
-	setArg(w.o.Tool, w.args, w.plan.OffsetParam, w.offset)
 	return true
 }
 
