@@ -481,9 +481,6 @@ func (w *walker) requestAt(k aheadKey, page bool) tools.Request {
 // It touches only what is safe from any goroutine (the Meter, the
 // options, the clock, the turns and p's state).
 func (w *walker) send(ctx context.Context, req tools.Request, now time.Time, p *prefetch, t *turn) sent {
-	if p == nil && t == nil && w.o.Clock == nil {
-		return w.sendOwn(ctx, req)
-	}
 	callCtx, cancel := context.WithTimeout(ctx, w.deadline.Sub(now))
 	defer cancel()
 	if t != nil {
@@ -545,56 +542,6 @@ func (w *walker) call(callCtx context.Context, req tools.Request, waited *atomic
 		w.meter.addBytes(int64(len(resp.Body)))
 	}
 	return out
-}
-
-// ownCall is what the requests the walk sends itself, one at a time
-// (none fetched ahead of them, so no turn to keep), share on the system
-// clock: a context ending at the walk's deadline, carrying its rate-limit
-// observers, built once for the walk rather than once a request (a timer
-// and four allocations each). Each request still gets its own cancel, so
-// that what a Caller ties to its context ends with the request.
-type ownCall struct {
-	parent context.Context // the ctx it was built under
-	ctx    context.Context
-	cancel context.CancelFunc
-	waited atomic.Bool // the request under way waited for its rate limit
-}
-
-// sendOwn is send for a request the walk sends itself with no turn to
-// keep, on the system clock: as send, under the walk's shared context.
-// On the system clock the walk's deadline is the instant send's timeout
-// would end at (the deadline less now, from now).
-func (w *walker) sendOwn(ctx context.Context, req tools.Request) sent {
-	oc := w.own
-	if oc == nil || oc.parent != ctx {
-		if oc != nil {
-			oc.cancel()
-		}
-		oc = &ownCall{parent: ctx}
-		dctx, cancel := context.WithDeadline(ctx, w.deadline)
-		dctx = tools.WithLimitGrant(dctx, func() error {
-			w.ahead.grants.Store(true)
-			return nil
-		})
-		oc.ctx = tools.WithLimitWait(dctx, func(lw tools.LimitWait) func() {
-			oc.waited.Store(true)
-			return w.observeWait(lw)
-		})
-		oc.cancel = cancel
-		w.own = oc
-	}
-	callCtx, cancel := context.WithCancel(oc.ctx)
-	defer cancel()
-	oc.waited.Store(false)
-	return w.call(callCtx, req, &oc.waited)
-}
-
-// releaseOwn ends the context sendOwn built, once the walk is over.
-func (w *walker) releaseOwn() {
-	if w.own != nil {
-		w.own.cancel()
-		w.own = nil
-	}
 }
 
 // giveUpWaiting gives up the requests fetched ahead that still wait for

@@ -359,7 +359,6 @@ func Walk(ctx context.Context, o WalkOptions) (*Result, error) {
 	// every request counted is one the upstream answered.
 	w.giveUpWaiting()
 	w.drainAhead() // res is w.res: the requests fetched ahead are counted in it
-	w.releaseOwn()
 	w.ids.release()
 	return res, err
 }
@@ -473,7 +472,6 @@ type walker struct {
 	lastLink   int       // the page number of the latest page's rel="last" link; -1 none
 	saysEnd    bool      // the latest page carried a more flag or a next link: the last one will say it is
 	parsed     *prefetch // the request fetched ahead whose answer fetch returned, read already
-	own        *ownCall  // the context of the requests the walk sends itself (sendOwn)
 
 	progMu   sync.Mutex // serialises Progress calls
 	lastProg Progress   // the latest page's report (progMu)
