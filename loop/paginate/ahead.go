@@ -211,7 +211,8 @@ func (a *ahead) halted() bool {
 // known) under window sent (the walk's window then). A 429 halves the
 // window, and the walk never grows it back to the level the upstream
 // refused: its ceiling is one below. A page that came back without
-// waiting for the provider's rate limit, from a walk that was fetching
+// waiting for the provider's rate limit (nor saying its quota is spent:
+// the caller folds that into waited), from a walk that was fetching
 // ahead, grows the window by one — once per window: only an answer to a
 // request sent under the window as it is now grows it, so the answers to
 // requests sent before it grew (in flight together, read in walk order)

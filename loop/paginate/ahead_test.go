@@ -774,3 +774,45 @@ func TestAheadLearnsOncePerWindow(t *testing.T) {
 		t.Fatalf("window %d", a.window)
 	}
 }
+
+// The adaptive window grows only on pages that came back without waiting
+// for the provider's rate limit. When every answer says the quota is spent
+// until a moment later, every page waits: the one that asks the limiter
+// during the pause, and those queued behind it in walk order, which take
+// their slots at once when it ends. None of them grows the window, so the
+// walk never has more than its starting 2 requests in flight.
+func TestWindowDoesNotGrowWhileEveryPageWaits(t *testing.T) {
+	rows := seq("r", 1, 100)
+	var mu sync.Mutex
+	inflight, peak := 0, 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		inflight++
+		peak = max(peak, inflight)
+		mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+		mu.Lock()
+		inflight--
+		mu.Unlock()
+		off, _ := strconv.Atoi(r.URL.Query().Get("offset"))
+		end := min(off+10, len(rows))
+		w.Header().Set("X-RateLimit-Remaining", "0")
+		w.Header().Set("X-RateLimit-Reset-After", "0.3")
+		reply(w, 200, page(rows[min(off, end):end], fmt.Sprintf(`"total":%d`, len(rows))))
+	}))
+	t.Cleanup(srv.Close)
+	inv := tools.NewInvoker(tools.InvokerOptions{Client: srv.Client(), Limiter: tools.NewMemoryLimiter(tools.LimiterOptions{})})
+	res, err := Walk(context.Background(), WalkOptions{Caller: inv, Tool: listTool(srv.URL, offsetPlan, 10), Plan: offsetPlan,
+		AllPages: true, Budget: Budget{Pages: 40}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(rows, idsOf(t, res)); diff != "" {
+		t.Errorf("rows (-want +got):\n%s", diff)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !res.Complete || peak > 2 {
+		t.Errorf("complete %v (%s), %d in flight at once, want 2 at most (the window grew on pages that waited)", res.Complete, res.StoppedBy, peak)
+	}
+}

@@ -115,7 +115,11 @@ func (w *walker) fetch(ctx context.Context, req tools.Request, probe bool) (*too
 			if pre != nil && attempt == 0 {
 				level, sentUnder = pre.level, pre.window
 			}
-			w.ahead.learn(resp.Status, out.waited, pre != nil && attempt == 0, level, sentUnder)
+			// An answer that says its quota is spent came at the rate
+			// limit's pace too, whether or not it waited: the next ones
+			// will wait for its reset.
+			spent := tools.Learn(tools.Outcome{Status: resp.Status, Header: resp.Header}, w.clock.Now()).Remaining == 0
+			w.ahead.learn(resp.Status, out.waited || spent, pre != nil && attempt == 0, level, sentUnder)
 		}
 		if attempt == 0 && pre != nil && pre.parsed {
 			w.parsed = pre
