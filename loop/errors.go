@@ -3,6 +3,7 @@ package loop
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/trawl-dev/trawl/loop/paginate"
 	"github.com/trawl-dev/trawl/tools"
@@ -17,6 +18,11 @@ const (
 	CodeInvalidForEachKey = "invalid_for_each_key" // _for_each's key is missing or not a parameter
 	CodeInvalidAggregate  = "invalid_aggregate"    // _aggregate (or an aggregate argument): unknown key, op, path or name
 	CodeUpstream          = "upstream_error"
+	// CodeRateLimited: the first request was not sent, because the
+	// provider's rate limit would not let it go within the call's time
+	// budget (a pause, a spent quota, every slot taken); nothing reached
+	// the upstream. RetryAfter says when it may, when known.
+	CodeRateLimited = "rate_limited"
 	// CodeOutcomeUnknown: a write was sent and no answer came (a timeout,
 	// a reset connection); it was not retried, and whether the change
 	// happened must be checked.
@@ -37,6 +43,9 @@ type ToolError struct {
 	Message string
 	// Status is the upstream HTTP status, when the failure was one.
 	Status int
+	// RetryAfter (CodeRateLimited) is how long the rate limit holds the
+	// request back; zero when not known.
+	RetryAfter time.Duration
 }
 
 func (e *ToolError) Error() string {
@@ -67,6 +76,9 @@ func upstreamError(t *tools.Tool, err error) *ToolError {
 		return &ToolError{Code: CodeInvalidArgument, Message: ae.Error()}
 	}
 	var pe *paginate.PageError
+	if rl := (*tools.RateLimitError)(nil); errors.As(err, &pe) && pe.Requests == 0 && errors.As(err, &rl) {
+		return &ToolError{Code: CodeRateLimited, RetryAfter: rl.Wait, Message: fmt.Sprintf("%s: %s", t.Name, pe.Error())}
+	}
 	if errors.As(err, &pe) && pe.Unsure {
 		return &ToolError{Code: CodeOutcomeUnknown, Message: fmt.Sprintf(
 			"%s: the request was sent but no answer came (%s). The change may or may not have happened: check its result (read it back) before trying again. It was not retried.",

@@ -3,7 +3,10 @@ package web
 import (
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/trawl-dev/trawl/web/deploy"
@@ -19,6 +22,9 @@ type APIError struct {
 	// With are members sent beside "error" in the body (an approval
 	// request with its approval_required); nil: none.
 	With map[string]any
+	// RetryAfter, when set, is sent as the Retry-After header (whole
+	// seconds, at least one).
+	RetryAfter time.Duration
 }
 
 func (e *APIError) Error() string {
@@ -78,6 +84,9 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		if ae.Status >= 500 || ae.Cause != nil {
 			log.ErrorContext(c.Request().Context(), "request failed", "method", c.Request().Method, "path", c.Path(),
 				"status", ae.Status, "code", ae.Code, "cause", ae.Cause)
+		}
+		if ae.RetryAfter > 0 {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(ae.RetryAfter.Seconds())))))
 		}
 		var body errorBody
 		body.Error.Code, body.Error.Message = ae.Code, ae.Message

@@ -200,9 +200,16 @@ func TestRateLimitSpentQuotaStopsTheWalk(t *testing.T) {
 		!strings.Contains(note, "up's rate limit pauses requests for 2m0s") || !strings.Contains(fmt.Sprint(boundary["uninspected"]), "rate limit") {
 		t.Errorf("the walk under a spent quota: stopped by %v, note %q, boundary %v", env["_stoppedBy"], note, boundary)
 	}
-	status, body = invoke()
-	if status < 400 || !strings.Contains(string(body), "upstream request not sent: up's rate limit pauses requests") {
-		t.Errorf("a call while the quota is spent: %d %s", status, body)
+	// A call while the quota is spent sends nothing: 429 rate_limited,
+	// with the pause left as its Retry-After (not 502: no upstream
+	// answered).
+	resp := ts.post(t, "/v1/tools/up.list_items/invoke", "", map[string]any{"args": map[string]any{"_all_pages": true}})
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), `"code":"rate_limited"`) ||
+		!strings.Contains(string(body), "upstream request not sent: up's rate limit pauses requests") || ra < 100 || ra > 120 {
+		t.Errorf("a call while the quota is spent: %d, Retry-After %q, %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
 	if _, total := up.busiestSecond(); total != 1 {
 		t.Errorf("the upstream saw %d requests, want only the first page", total)

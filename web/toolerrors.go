@@ -29,7 +29,10 @@ var toolErrorStatus = map[string]int{
 	// fault the caller can fix, and not the upstream's answer either.
 	tools.CodeProviderUnavailable: http.StatusServiceUnavailable,
 	loop.CodeUpstream:             http.StatusBadGateway,
-	loop.CodeOutcomeUnknown:       http.StatusBadGateway,
+	// Held back by the provider's rate limit, nothing sent: a 429 with
+	// Retry-After, as a gateway enforcing a quota answers.
+	loop.CodeRateLimited:    http.StatusTooManyRequests,
+	loop.CodeOutcomeUnknown: http.StatusBadGateway,
 	// The upstream's doing, never the caller's: it redirected off its
 	// origin, in circles, to a URL with user information, or handed back
 	// a next link on another origin.
@@ -66,7 +69,9 @@ func toolError(err error) error {
 	if status == http.StatusInternalServerError {
 		return &APIError{Status: status, Code: "internal", Message: "internal error", Cause: err}
 	}
-	return apiErr(status, te.Code, te.Message)
+	ae := apiErr(status, te.Code, te.Message)
+	ae.RetryAfter = te.RetryAfter
+	return ae
 }
 
 // retrievalError renders a queryToolResult/fetchToolResult error: its
