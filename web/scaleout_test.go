@@ -38,6 +38,9 @@ const (
 	scaleItems   = 50
 	scalePerPage = 10
 	scalePages   = scaleItems / scalePerPage
+	// scaleWalk is one walk's requests: its pages, and the closing probe
+	// of the page after the last (the total is reached on a full page).
+	scaleWalk = scalePages + 1
 )
 
 const scaleSpec = `openapi: 3.0.3
@@ -431,8 +434,8 @@ func TestScaleOutResumeOnOtherReplica(t *testing.T) {
 			t.Errorf("resumed after event %d: %v; want %v", k, ids(got), ids(whole[k:]))
 		}
 	}
-	if n := r.up.count(); n != scalePages {
-		t.Errorf("the upstream served %d requests; want one walk of %d pages", n, scalePages)
+	if n := r.up.count(); n != scaleWalk {
+		t.Errorf("the upstream served %d requests; want one walk (%d requests)", n, scaleWalk)
 	}
 
 	// The thread is the same on both replicas, and the run is over on both.
@@ -511,7 +514,7 @@ func TestScaleOutSessionsAndAgents(t *testing.T) {
 	// alice's turn left the walk in the cache).
 	before := r.up.count()
 	v := invokeItems(t, r.b, map[string]any{"agent_id": "second", "args": map[string]any{"_all_pages": true, "_refresh": true}})
-	if v["_pagingComplete"] != true || r.up.count()-before != scalePages {
+	if v["_pagingComplete"] != true || r.up.count()-before != scaleWalk {
 		t.Fatalf("looping on: %d requests, _pagingComplete %v", r.up.count()-before, v["_pagingComplete"])
 	}
 	// loop_responses off on A: B's next call and next turn make one
@@ -572,8 +575,8 @@ func TestScaleOutPatchAppliesFromTheNextStep(t *testing.T) {
 	if len(outputs) != 2 || !strings.Contains(outputs[0], `"_pagingComplete":true`) || strings.Contains(outputs[1], `"_pagingComplete":true`) {
 		t.Errorf("the turn's two calls: %.300q", outputs)
 	}
-	if n := r.up.count(); n != scalePages+1 {
-		t.Errorf("the upstream served %d requests; want a walk of %d pages, then one request", n, scalePages)
+	if n := r.up.count(); n != scaleWalk+1 {
+		t.Errorf("the upstream served %d requests; want a walk (%d requests), then one request", n, scaleWalk)
 	}
 }
 
@@ -648,13 +651,13 @@ func TestScaleOutCacheAndResults(t *testing.T) {
 	all := map[string]any{"_all_pages": true}
 	va := invokeItems(t, r.a, map[string]any{"args": all, "thread_id": "t1"})
 	id, _ := va["_resultId"].(string)
-	if va["_pagingComplete"] != true || va["_cache"] != nil || id == "" || r.up.count() != scalePages {
+	if va["_pagingComplete"] != true || va["_cache"] != nil || id == "" || r.up.count() != scaleWalk {
 		t.Fatalf("the walk on A: %d requests, view %.400v", r.up.count(), va)
 	}
 	vb := invokeItems(t, r.b, map[string]any{"args": all, "thread_id": "t1"})
 	hit, _ := vb["_cache"].(map[string]any)
-	if hit["hit"] != true || vb["_pagingComplete"] != true || r.up.count() != scalePages {
-		t.Errorf("the same call on B: %d upstream requests (want %d), _cache %v", r.up.count(), scalePages, vb["_cache"])
+	if hit["hit"] != true || vb["_pagingComplete"] != true || r.up.count() != scaleWalk {
+		t.Errorf("the same call on B: %d upstream requests (want %d), _cache %v", r.up.count(), scaleWalk, vb["_cache"])
 	}
 
 	query := func(ts *testServer, thread string) (int, []byte) {
@@ -827,8 +830,8 @@ func TestScaleOutCollapsedWalk(t *testing.T) {
 			t.Fatal("the calls did not return")
 		}
 	}
-	if n := r.up.count(); n != scalePages {
-		t.Errorf("two replicas asked for one walk at once: %d upstream requests; want one walk of %d", n, scalePages)
+	if n := r.up.count(); n != scaleWalk {
+		t.Errorf("two replicas asked for one walk at once: %d upstream requests; want one walk of %d", n, scaleWalk)
 	}
 	if st := r.b.dep.Cache().Stats(); st.Walks != 0 {
 		t.Errorf("B's cache: %+v; want no walk of its own", st)
@@ -1118,16 +1121,16 @@ func TestScaleOutCacheKeepsCredentialScopes(t *testing.T) {
 		return toolOutputs(evs)
 	}
 	aliceAuth, bobAuth := "Bearer runtime-token-alice", "Bearer runtime-token-bob"
-	if out := turn(r.a, alice, "r1"); len(out) != 1 || strings.Contains(out[0], `"_cache"`) || r.up.countAuth(aliceAuth) != scalePages {
+	if out := turn(r.a, alice, "r1"); len(out) != 1 || strings.Contains(out[0], `"_cache"`) || r.up.countAuth(aliceAuth) != scaleWalk {
 		t.Fatalf("alice's walk on A: %d requests with her credential, %.300q", r.up.countAuth(aliceAuth), out)
 	}
-	if out := turn(r.b, bob, "r1"); len(out) != 1 || strings.Contains(out[0], `"_cache"`) || r.up.countAuth(bobAuth) != scalePages {
+	if out := turn(r.b, bob, "r1"); len(out) != 1 || strings.Contains(out[0], `"_cache"`) || r.up.countAuth(bobAuth) != scaleWalk {
 		t.Errorf("bob's walk on B: %d requests with his credential, %.300q", r.up.countAuth(bobAuth), out)
 	}
-	if out := turn(r.b, alice, "r2"); len(out) != 1 || !strings.Contains(out[0], `"_cache":{"hit":true`) || r.up.countAuth(aliceAuth) != scalePages {
-		t.Errorf("alice's same walk on B: %d requests with her credential (want %d), %.300q", r.up.countAuth(aliceAuth), scalePages, out)
+	if out := turn(r.b, alice, "r2"); len(out) != 1 || !strings.Contains(out[0], `"_cache":{"hit":true`) || r.up.countAuth(aliceAuth) != scaleWalk {
+		t.Errorf("alice's same walk on B: %d requests with her credential (want %d), %.300q", r.up.countAuth(aliceAuth), scaleWalk, out)
 	}
-	if n := r.up.count(); n != 2*scalePages {
+	if n := r.up.count(); n != 2*scaleWalk {
 		t.Errorf("the upstream served %d requests; want two walks (alice's, bob's)", n)
 	}
 	// The organization has no credential for this provider: the admin's
