@@ -221,6 +221,20 @@ func BenchmarkWalk(b *testing.B) {
 	b.Run("check_only", func(b *testing.B) { checkOnly(b, client, urls) })
 }
 
+// getBody GETs u and reads its whole body, as the plain loop does.
+func getBody(b *testing.B, client *http.Client, u string) []byte {
+	resp, err := client.Get(u)
+	if err != nil {
+		b.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return body
+}
+
 // checkOnly runs the plain loop and the plain loop with one checking pass
 // over each page in every iteration, and reports the second's CPU over
 // the first's per MB of pages: what the pass alone adds, with the network
@@ -234,15 +248,8 @@ func checkOnly(b *testing.B, client *http.Client, urls []string) {
 		plainLoop(b, client, urls)
 		c1 := cpuTime()
 		for _, u := range urls {
-			resp, err := client.Get(u)
-			if err != nil {
-				b.Fatal(err)
-			}
-			body, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err != nil {
-				b.Fatal(err)
-			}
+			body := getBody(b, client, u)
+			var err error
 			if items, err = query.AppendElementsAt(items[:0], body, "data"); err != nil || len(items) != benchItems {
 				b.Fatalf("%d items, %v", len(items), err)
 			}
@@ -467,18 +474,7 @@ func BenchmarkPlainLoopPlus(b *testing.B) {
 	srv, urls := benchServer(b)
 	client := srv.Client()
 	opts := benchWalkOptions(srv, clientCaller{client: client})
-	get := func(u string) []byte {
-		resp, err := client.Get(u)
-		if err != nil {
-			b.Fatal(err)
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			b.Fatal(err)
-		}
-		return body
-	}
+	get := func(u string) []byte { return getBody(b, client, u) }
 	var items [][]byte
 	check := func(body []byte) {
 		var err error
