@@ -60,7 +60,7 @@ func (a AuthSpec) Validate() error {
 			return fmt.Errorf("auth type %s needs a header or a query parameter name", AuthAPIKey)
 		case a.Header != "" && a.Query != "":
 			return fmt.Errorf("auth type %s takes a header or a query parameter name, not both", AuthAPIKey)
-		case a.Header != "" && !validHeaderName(a.Header):
+		case a.Header != "" && !ValidHeaderName(a.Header):
 			return fmt.Errorf("auth header name %q is not a valid HTTP header name", a.Header)
 		case a.OAuth2 != (OAuth2{}):
 			return fmt.Errorf("auth type %s takes no OAuth 2.0 settings (flow, token_url, client_id, …): those are for type %s", AuthAPIKey, AuthOAuth2)
@@ -110,9 +110,9 @@ func (a AuthSpec) GoString() string { return a.String() }
 // LogValue keeps secrets out of slog output.
 func (a AuthSpec) LogValue() slog.Value { return slog.StringValue(a.String()) }
 
-// validHeaderName reports whether name is an HTTP field name (RFC 9110
+// ValidHeaderName reports whether name is an HTTP field name (RFC 9110
 // token characters).
-func validHeaderName(name string) bool {
+func ValidHeaderName(name string) bool {
 	if name == "" {
 		return false
 	}

@@ -8,10 +8,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/trawl-dev/trawl/agent"
 )
 
 // The tool the SDK is given (sdkTool) gets the SDK's checks of
@@ -90,5 +92,99 @@ func TestSDKToolKeepsParamHeaderChecks(t *testing.T) {
 		if ran := strings.HasPrefix(got, "200 ") && strings.Contains(got, `"ran"`); ran != c.ok {
 			t.Errorf("%s %s %v: answered %s; want the call run: %v", c.tool, c.args, c.headers, got, c.ok)
 		}
+	}
+}
+
+// A tool whose schema marks parameters x-mcp-header where MCP does not
+// allow it (a document's own extensions) is offered without those marks,
+// and the SDK takes it (it panics on such a mark); the allowed marks stay
+// and work, and of two marks naming one header the first parameter's by
+// name keeps it.
+func TestDescribeDropsBadParamHeaders(t *testing.T) {
+	o := agent.OfferedTool{Kind: agent.ToolBound}
+	o.Name = "list_things"
+	o.Parameters = json.RawMessage(`{"type":"object","properties":{
+		"region":{"type":"string","x-mcp-header":"Region"},
+		"region_again":{"type":"string","x-mcp-header":"REGION"},
+		"filter":{"type":"object","x-mcp-header":"Filter","properties":{
+			"tenant":{"type":"integer","x-mcp-header":"Tenant"},
+			"spaced":{"type":"string","x-mcp-header":"Bad Name"}}},
+		"tags":{"type":"array","items":{"type":"string"},"x-mcp-header":"Tags"},
+		"count":{"type":"integer","x-mcp-header":7},
+		"open":{"type":"boolean","x-mcp-header":"Open"},
+		"empty":{"type":"string","x-mcp-header":""}}}`)
+	tool, dropped, err := describe(o, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"count (7)", "empty ()", "filter (Filter)", "filter.spaced (Bad Name)", "region_again (REGION)", "tags (Tags)"}
+	if !slices.Equal(dropped, want) {
+		t.Errorf("dropped %q, want %q", dropped, want)
+	}
+	var schema struct {
+		Properties map[string]struct {
+			Mark       any `json:"x-mcp-header"`
+			Properties map[string]struct {
+				Mark any `json:"x-mcp-header"`
+			} `json:"properties"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(tool.InputSchema.(json.RawMessage), &schema); err != nil {
+		t.Fatal(err)
+	}
+	marks := map[string]any{}
+	for name, p := range schema.Properties {
+		if p.Mark != nil {
+			marks[name] = p.Mark
+		}
+		for sub, q := range p.Properties {
+			if q.Mark != nil {
+				marks[name+"."+sub] = q.Mark
+			}
+		}
+	}
+	if fmt.Sprint(marks) != "map[filter.tenant:Tenant open:Open region:Region]" {
+		t.Errorf("marks kept: %v", marks)
+	}
+
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v"}, nil)
+	func() { // what the marks would do unchecked
+		defer func() {
+			if recover() == nil {
+				t.Error("the SDK took the tool with every mark: this test no longer shows what the check is for")
+			}
+		}()
+		raw := *tool
+		raw.InputSchema = o.Parameters
+		srv.AddTool(&raw, nil)
+	}()
+	srv.AddTool(sdkTool(tool), func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ran"}}}, nil
+	})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}))
+	defer ts.Close()
+	call := func(region string) string {
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_things","arguments":{"region":"eu","region_again":"x","open":true},` +
+			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+		req, _ := http.NewRequest("POST", ts.URL, strings.NewReader(body))
+		for k, v := range map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "list_things", "Content-Type": "application/json",
+			"Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": "2026-07-28",
+			"Mcp-Param-Region": region, "Mcp-Param-Open": "true"} {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Sprintf("%d %s", resp.StatusCode, b)
+	}
+	if got := call("eu"); !strings.HasPrefix(got, "200 ") || !strings.Contains(got, `"ran"`) {
+		t.Errorf("the call with its kept header marks: %s", got)
+	}
+	if got := call("us"); strings.Contains(got, `"ran"`) {
+		t.Errorf("a header that disagrees with its argument was taken: %s", got)
 	}
 }

@@ -9,7 +9,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -170,9 +172,13 @@ func (s *Server) conversationTools(ctx context.Context, e *entry, c Caller, hand
 	budget := s.runner.ConversationViewBudget(conv.Agent)
 	list := make([]*mcp.Tool, 0, len(offered))
 	for _, o := range offered {
-		t, err := describe(o, budget)
+		t, dropped, err := describe(o, budget)
 		if err != nil {
 			return nil, err
+		}
+		if len(dropped) > 0 {
+			s.log.WarnContext(ctx, "mcp: a tool's parameters marked x-mcp-header that MCP does not allow are offered without the mark (their values go in the arguments only)",
+				"tool", o.Name, "params", strings.Join(dropped, "; "))
 		}
 		list = append(list, t)
 	}
@@ -274,10 +280,10 @@ func fingerprint(t *mcp.Tool) string {
 // client's _max_chars); the effect as annotations; for a looping tool,
 // the envelope's output schema and the looping guidance in one line; and
 // the result budget in _meta.
-func describe(o agent.OfferedTool, budget int) (*mcp.Tool, error) {
+func describe(o agent.OfferedTool, budget int) (t *mcp.Tool, dropped []string, err error) {
 	var schema map[string]any
 	if err := json.Unmarshal(o.Parameters, &schema); err != nil {
-		return nil, fmt.Errorf("the schema of %s: %w", o.Name, err)
+		return nil, nil, fmt.Errorf("the schema of %s: %w", o.Name, err)
 	}
 	if schema == nil {
 		schema = map[string]any{}
@@ -288,6 +294,7 @@ func describe(o agent.OfferedTool, budget int) (*mcp.Tool, error) {
 	if props == nil {
 		props = map[string]any{}
 	}
+	dropped = dropBadParamHeaders(props, "", map[string]bool{}, nil)
 	props[ArgThread] = threadSchema()
 	if o.Kind == agent.ToolBound {
 		props[loop.ArgMaxChars] = loop.MaxCharsSchema(budget)
@@ -299,15 +306,52 @@ func describe(o agent.OfferedTool, budget int) (*mcp.Tool, error) {
 	// copy of these bytes instead of a walk over maps.
 	in, err := json.Marshal(schema)
 	if err != nil {
-		return nil, fmt.Errorf("the schema of %s: %w", o.Name, err)
+		return nil, nil, fmt.Errorf("the schema of %s: %w", o.Name, err)
 	}
-	t := &mcp.Tool{Name: o.Name, Description: o.Description, InputSchema: json.RawMessage(in),
+	t = &mcp.Tool{Name: o.Name, Description: o.Description, InputSchema: json.RawMessage(in),
 		Annotations: annotations(o), Meta: mcp.Meta{MetaMaxResultSize: budget}}
 	if o.Looping {
 		t.Description += "\n\n" + prompts.Text("looping_line")
 		t.OutputSchema = envelopeSchemaJSON()
 	}
-	return t, nil
+	return t, dropped, nil
+}
+
+// dropBadParamHeaders removes from props (a schema's properties, freshly
+// decoded: describe's own) the x-mcp-header marks MCP does not allow —
+// on a parameter that is not a string, integer or boolean, a header name
+// that is not an HTTP token, or one used twice (case-insensitively) —
+// and returns the paths of the parameters it removed them from. The SDK
+// refuses a tool with any such mark (AddTool panics), and a client
+// following the 2026-07-28 protocol drops it from the list; a mark comes
+// from an imported document's own extensions, so one bad mark would cost
+// the tool. Without it the value still goes in the arguments, as it does
+// for every client before 2026-07-28.
+func dropBadParamHeaders(props map[string]any, prefix string, seen map[string]bool, dropped []string) []string {
+	for _, name := range slices.Sorted(maps.Keys(props)) {
+		p, ok := props[name].(map[string]any)
+		if !ok {
+			continue
+		}
+		path := name
+		if prefix != "" {
+			path = prefix + "." + name
+		}
+		if mark, ok := p["x-mcp-header"]; ok {
+			h, _ := mark.(string)
+			typ, _ := p["type"].(string)
+			if (typ == "string" || typ == "integer" || typ == "boolean") && tools.ValidHeaderName(h) && !seen[strings.ToLower(h)] {
+				seen[strings.ToLower(h)] = true
+			} else {
+				delete(p, "x-mcp-header")
+				dropped = append(dropped, fmt.Sprintf("%s (%v)", path, mark))
+			}
+		}
+		if sub, ok := p["properties"].(map[string]any); ok {
+			dropped = dropBadParamHeaders(sub, path, seen, dropped)
+		}
+	}
+	return dropped
 }
 
 // envelopeSchemaJSON is envelopeSchema encoded once.
