@@ -78,6 +78,13 @@ func (u *pacedUpstream) busiestSecond() (most, total int) {
 // more top-level YAML.
 func startPaced(t *testing.T, n int, up *pacedUpstream, rateLimit, extra string) []*testServer {
 	t.Helper()
+	return startPacedWith(t, n, up, rateLimit, extra, nil)
+}
+
+// startPacedWith is startPaced with each deployment's config given to
+// adjust (nil: none) before it starts.
+func startPacedWith(t *testing.T, n int, up *pacedUpstream, rateLimit, extra string, adjust func(i int, cfg *Config)) []*testServer {
+	t.Helper()
 	dir := t.TempDir()
 	spec := filepath.Join(dir, "items.yaml")
 	if err := os.WriteFile(spec, []byte(strings.ReplaceAll(scaleSpec, "maximum: 10", fmt.Sprintf("maximum: %d", pacedPerPage))), 0o600); err != nil {
@@ -108,6 +115,9 @@ agents:
 		cfg, err := LoadConfig(path)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if adjust != nil {
+			adjust(i, cfg)
 		}
 		logs := &syncBuffer{}
 		srv, err := New(context.Background(), cfg, Options{Stdout: io.Discard, Model: scaleModel{},
@@ -168,14 +178,41 @@ func TestRateLimitTwoReplicasShareTheProvidersPace(t *testing.T) {
 	up := newPacedUpstream(t)
 	rs := startPaced(t, 2, up, "{requests_per_second: 5}", "")
 	walkBoth(t, rs[0], rs[1])
-	most, total := up.busiestSecond()
+	up.checkTwoWalksPaced(t, "the two replicas")
+}
+
+// checkTwoWalksPaced checks the upstream saw two whole walks, never more
+// than 5 requests in one second (+1 for a request on the window's edge).
+func (u *pacedUpstream) checkTwoWalksPaced(t *testing.T, from string) {
+	t.Helper()
+	most, total := u.busiestSecond()
 	// Each walk reads its ten pages and the closing probe of page 11 (its
 	// total is reached on a full page).
 	if want := 2 * (pacedItems/pacedPerPage + 1); total != want {
 		t.Errorf("the upstream saw %d requests, want %d", total, want)
 	}
 	if most > 6 {
-		t.Errorf("%d requests arrived within one second from the two replicas, the limit is 5 a second", most)
+		t.Errorf("%d requests arrived within one second from %s, the limit is 5 a second", most, from)
+	}
+}
+
+// A command's own deployment (`trawl mcp`, `trawl chat` without --url:
+// RedisLimitsOnly) beside a replica on the same Redis: the two walks keep
+// to the provider's one pace, and the command's chat stays its own.
+func TestRateLimitCommandSharesTheReplicasPace(t *testing.T) {
+	up := newPacedUpstream(t)
+	rs := startPacedWith(t, 2, up, "{requests_per_second: 5}", "", func(i int, cfg *Config) {
+		cfg.RedisLimitsOnly = i == 1
+	})
+	walkBoth(t, rs[0], rs[1])
+	up.checkTwoWalksPaced(t, "the replica and the command")
+	// The command's chat is in its own store: the replica does not have
+	// it, and the command has it.
+	if st, body := rs[0].do(t, http.MethodGet, "/v1/agents/scale/chats/paced-1", "", nil); st != http.StatusNotFound {
+		t.Errorf("the replica read the command's chat: %d %.200s", st, body)
+	}
+	if st, body := rs[1].do(t, http.MethodGet, "/v1/agents/scale/chats/paced-1", "", nil); st != http.StatusOK {
+		t.Errorf("the command's own chat: %d %.200s", st, body)
 	}
 }
 

@@ -14,7 +14,10 @@ import (
 // TestChatWithoutURLKeepsOutOfRedis: `trawl chat` without --url runs a
 // deployment that keeps nothing, also when the config names the
 // deployment's Redis: it writes no key there (no thread, no key check)
-// and so takes no part in the replicas' runs.
+// but its providers' rate limits, shared with the replicas (a turn that
+// calls no upstream, as here, writes none), and so takes no part in the
+// replicas' runs. (web's TestRateLimitCommandSharesTheReplicasPace
+// shows the limits shared.)
 func TestChatWithoutURLKeepsOutOfRedis(t *testing.T) {
 	rs := redistest.Start(t)
 	dir := t.TempDir()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/trawl-dev/trawl/stream/redistest"
 )
 
 // `trawl mcp` with no config serves the demo's agent over stdio to the
@@ -178,4 +179,48 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Set(k, v)
 	}
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// `trawl mcp` with a config naming the deployment's Redis keeps its own
+// store (the conversation is not in Redis) and shares one thing there:
+// the providers' rate limits, so its walks and the replicas' keep one
+// pace. Every key it writes is the limiter's.
+func TestMCPStdioSharesOnlyRateLimitsInRedis(t *testing.T) {
+	bin := buildTrawl(t)
+	rs := redistest.Start(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "trawl.yaml")
+	cfg := fmt.Sprintf("redis_url: redis://%s/0\nredis_prefix: \"mcpcmd:\"\nadmin_key: %s\nsecret_key: %s\ndemo: {}\n",
+		rs.Addr, lifecycleKey, strings.Repeat("5ca1e0a7", 8))
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "v0"}, nil).
+		Connect(ctx, &mcp.CommandTransport{Command: exec.Command(bin, "mcp", "--config", cfgPath)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_orders",
+		Arguments: map[string]any{"status": "open", "_all_pages": true, "_fields": []any{"id"}}})
+	if err != nil || res.IsError {
+		t.Fatalf("walk over stdio with redis_url: %v %+v", err, res)
+	}
+	keys, err := rs.Client(t).Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	limiter := 0
+	for _, k := range keys {
+		if !strings.HasPrefix(k, "mcpcmd:") || !strings.Contains(k, "rl:") {
+			t.Errorf("trawl mcp wrote %q to the deployment's Redis: only the rate limiter's keys belong there", k)
+		} else {
+			limiter++
+		}
+	}
+	if limiter == 0 {
+		t.Error("trawl mcp wrote no rate-limit key to the deployment's Redis: its requests are paced apart from the replicas'")
+	}
 }

@@ -163,7 +163,8 @@ func openEphemeral(ctx context.Context, cfgPath string, stderr io.Writer) (srv *
 // nothing, for a deployment that lives as long as one command (`trawl
 // chat` without --url, `trawl mcp`): its own temporary data folder, which
 // also keeps it clear of the lock a running server holds on the
-// deployment's store, and no Redis. A credential left unset is a
+// deployment's store, and Redis (redis_url) only for the providers'
+// rate limits. A credential left unset is a
 // warning on stderr. cleanup removes the folder.
 func ephemeralConfig(cfgPath string, stderr io.Writer) (cfg *deploy.Config, cleanup func(), err error) {
 	if cfg, err = loadConfig(cfgPath); err != nil {
@@ -176,8 +177,9 @@ func ephemeralConfig(cfgPath string, stderr io.Writer) (cfg *deploy.Config, clea
 	cfg.DataDir = dataDir
 	// Keeping nothing includes the deployment's Redis: a command joining
 	// it would write its threads there and sweep the replicas' runs as a
-	// replica does.
-	cfg.RedisURL = ""
+	// replica does. It shares one thing there: the providers' rate
+	// limits, so its requests and the replicas' keep to one pace.
+	cfg.RedisLimitsOnly = true
 	if err := checkCredentials(cfg, false, stderr); err != nil {
 		os.RemoveAll(dataDir)
 		return nil, nil, err

@@ -89,6 +89,12 @@ type Config struct {
 
 	// File is the path the config was read from ("" for the built-in demo).
 	File string `yaml:"-"`
+	// RedisLimitsOnly keeps a deployment that lives as long as one
+	// command (`trawl mcp`, `trawl chat` without --url) on its embedded
+	// store while redis_url is set, and uses that Redis for one thing:
+	// the providers' rate limits, which the command's requests then
+	// share with every replica's.
+	RedisLimitsOnly bool `yaml:"-"`
 	// lines maps a key path such as "agents[0].agentTools[1]" to its line.
 	lines map[string]int
 	// unset are the ${ENV} references that expanded to nothing: the

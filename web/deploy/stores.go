@@ -71,7 +71,7 @@ type stores struct {
 	secretKey []byte
 
 	db      *bolt.DB              // the embedded store; nil on Redis
-	redis   redis.UniversalClient // nil on the embedded store
+	redis   redis.UniversalClient // nil on the embedded store, unless it shares its limits there (RedisLimitsOnly)
 	pingers map[string]pinger
 	closers []func() error
 }
@@ -178,9 +178,64 @@ func redisStartError(addr string, err error, raw string) string {
 func openStores(ctx context.Context, cfg *Config, tel *Telemetry, log *slog.Logger) (*stores, error) {
 	if cfg.RedisURL != "" {
 		redisLogOnce.Do(func() { redis.SetLogger(redisLogger{log}) })
-		return openRedisStores(ctx, cfg, tel)
+		if !cfg.RedisLimitsOnly {
+			return openRedisStores(ctx, cfg, tel)
+		}
 	}
-	return openEmbeddedStores(cfg, tel)
+	st, err := openEmbeddedStores(cfg, tel)
+	if err != nil || cfg.RedisURL == "" {
+		return st, err
+	}
+	if err := st.shareLimits(ctx, cfg); err != nil {
+		st.close()
+		return nil, err
+	}
+	return st, nil
+}
+
+// shareLimits puts the providers' rate limits of an embedded store in
+// the deployment's Redis (Config.RedisLimitsOnly): a command's own
+// process then paces its upstream requests with every replica's, and
+// keeps the rest to itself.
+func (st *stores) shareLimits(ctx context.Context, cfg *Config) error {
+	if err := st.dialRedis(ctx, cfg); err != nil {
+		return err
+	}
+	limiter := redislimit.New(st.redis, redislimit.Options{Prefix: cfg.redisPrefix()})
+	st.limiter = limiter
+	st.closers = append(st.closers, limiter.Close)
+	st.pingers["redis"] = pingFunc(func(ctx context.Context) error { return st.redis.Ping(ctx).Err() })
+	return nil
+}
+
+// dialRedis connects st to redis_url and checks it answers.
+func (st *stores) dialRedis(ctx context.Context, cfg *Config) error {
+	one, cluster, err := parseRedisURL(cfg.RedisURL)
+	if err != nil {
+		return cfg.errAt("redis_url", badRedisURL(err, cfg.RedisURL))
+	}
+	addr := ""
+	if cluster != nil {
+		st.redis, addr = redis.NewClusterClient(cluster), strings.Join(cluster.Addrs, ", ")
+	} else {
+		st.redis, addr = redis.NewClient(one), one.Addr
+	}
+	st.redis.AddHook(unavailableHook{})
+	st.closers = append(st.closers, st.redis.Close)
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := st.redis.Ping(pctx).Err(); err != nil {
+		return cfg.errAt("redis_url", redisStartError(addr, err, cfg.RedisURL))
+	}
+	return nil
+}
+
+// redisPrefix is redis_prefix, or DefaultRedisPrefix.
+func (c *Config) redisPrefix() string {
+	if c.RedisPrefix == "" {
+		return DefaultRedisPrefix
+	}
+	return c.RedisPrefix
 }
 
 func openEmbeddedStores(cfg *Config, tel *Telemetry) (_ *stores, err error) {
@@ -279,27 +334,12 @@ func openRedisStores(ctx context.Context, cfg *Config, tel *Telemetry) (_ *store
 	if st.secretKey == nil {
 		return nil, cfg.errAt("secret_key", "is required with redis_url (or TRAWL_SECRET_KEY; 64 hex digits, e.g. from `openssl rand -hex 32`): every replica must open the connection tokens another sealed, and the key never goes to Redis")
 	}
-	one, cluster, err := parseRedisURL(cfg.RedisURL)
-	if err != nil {
-		return nil, cfg.errAt("redis_url", badRedisURL(err, cfg.RedisURL))
+	if err := st.dialRedis(ctx, cfg); err != nil {
+		return nil, err
 	}
-	addr := ""
-	if cluster != nil {
-		st.redis, addr = redis.NewClusterClient(cluster), strings.Join(cluster.Addrs, ", ")
-	} else {
-		st.redis, addr = redis.NewClient(one), one.Addr
-	}
-	st.redis.AddHook(unavailableHook{})
-	st.closers = append(st.closers, st.redis.Close)
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := st.redis.Ping(pctx).Err(); err != nil {
-		return nil, cfg.errAt("redis_url", redisStartError(addr, err, cfg.RedisURL))
-	}
-	prefix := cfg.RedisPrefix
-	if prefix == "" {
-		prefix = DefaultRedisPrefix
-	}
+	prefix := cfg.redisPrefix()
 	// On a cluster each store tags the keys a script touches together
 	// with their chat's, thread's, run's or entry's hash tag, so each
 	// script's keys share a slot and the deployment spreads over the
