@@ -264,8 +264,56 @@ type OAuthClient struct {
 	resource string
 	// setup, when set, completes conf before its issuer's metadata is
 	// read: an MCP server's authorization server found and its client
-	// registered (newMCPOAuthClient).
-	setup func(context.Context) (OAuth2, error)
+	// registered (newMCPOAuthClient); stale is a registered client_id the
+	// server refused, to be replaced (Registrar).
+	setup func(ctx context.Context, stale string) (OAuth2, error)
+	// stale is the registered client_id the token endpoint last refused
+	// (invalid_client) until a setup replaces it (reregister).
+	stale atomic.Pointer[string]
+}
+
+// ErrClientReregistered is (wrapped) the error of a token request the
+// authorization server refused with invalid_client when trawl's client
+// there was one trawl registered itself (RFC 7591): the server no longer
+// knows it (or its secret expired), so trawl registers a new one. The
+// user's grant belonged to the old client and is gone with it: the user
+// connects again, with the new client.
+var ErrClientReregistered = errors.New("the authorization server no longer accepts the client trawl registered there; trawl registers a new one")
+
+type clientReregistered struct{ err error }
+
+func (e *clientReregistered) Error() string {
+	return ErrClientReregistered.Error() + ": " + e.err.Error()
+}
+func (e *clientReregistered) Unwrap() []error { return []error{ErrClientReregistered, e.err} }
+
+// reregister answers err, a token request's with the client of ep; when
+// it is invalid_client and trawl registered that client, the client is
+// dropped (its endpoints unresolved) and set up again at once, a new
+// client registered, and the error says so (ErrClientReregistered). A
+// setup that fails now is tried again by the next token request or
+// connect link (resume).
+func (c *OAuthClient) reregister(ctx context.Context, ep *oauthEndpoints, err error) error {
+	var re *oauth2.RetrieveError
+	if err == nil || c.setup == nil || c.conf.ClientID != "" || !errors.As(err, &re) || re.ErrorCode != "invalid_client" {
+		return err
+	}
+	if c.ep.CompareAndSwap(ep, nil) {
+		id := ep.spec.ClientID
+		c.stale.Store(&id)
+		why := "it no longer accepts the client trawl registered there; registering a new one"
+		c.why.Store(&why)
+		_ = c.Discover(ctx)
+	}
+	return &clientReregistered{err: err}
+}
+
+// resume sets the client up again when a re-registration (reregister)
+// has not completed yet; otherwise it does nothing.
+func (c *OAuthClient) resume(ctx context.Context) {
+	if c.ep.Load() == nil && c.stale.Load() != nil {
+		_ = c.Discover(ctx)
+	}
 }
 
 // oauthEndpoints are a client's settings, its URLs resolved, and how it
@@ -334,8 +382,13 @@ func (c *OAuthClient) Discover(ctx context.Context) error {
 		return nil
 	}
 	o := c.conf
+	stale := c.stale.Load()
 	if c.setup != nil {
-		spec, err := c.setup(ctx)
+		id := ""
+		if stale != nil {
+			id = *stale
+		}
+		spec, err := c.setup(ctx, id)
 		if err != nil {
 			why := setupCause(err)
 			c.why.Store(&why)
@@ -395,7 +448,9 @@ func (c *OAuthClient) Discover(ctx context.Context) error {
 	if ep.method == "" {
 		ep.method = ClientSecretBasic
 	}
-	c.ep.CompareAndSwap(nil, ep)
+	if c.ep.CompareAndSwap(nil, ep) {
+		c.stale.CompareAndSwap(stale, nil)
+	}
 	return nil
 }
 
@@ -564,6 +619,11 @@ func (c *OAuthClient) NewVerifier() string {
 // S256 challenge of verifier (when not ""), and redirectURI. It fails
 // only while the client is Unavailable.
 func (c *OAuthClient) AuthCodeURL(state, verifier, redirectURI string) (string, error) {
+	if c.stale.Load() != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		c.resume(ctx)
+		cancel()
+	}
 	ep, err := c.endpoints()
 	if err != nil {
 		return "", err
@@ -608,6 +668,7 @@ func (c *OAuthClient) CheckIssuer(q url.Values) error {
 // Exchange trades an authorization code (and its PKCE verifier) for
 // tokens.
 func (c *OAuthClient) Exchange(ctx context.Context, code, verifier, redirectURI string) (*oauth2.Token, error) {
+	c.resume(ctx)
 	ep, err := c.endpoints()
 	if err != nil {
 		return nil, err
@@ -617,7 +678,7 @@ func (c *OAuthClient) Exchange(ctx context.Context, code, verifier, redirectURI 
 		opts = append(opts, oauth2.VerifierOption(verifier))
 	}
 	tok, err := ep.config(redirectURI).Exchange(c.ctx(ctx), code, opts...)
-	return tok, c.scrubError(err, code, verifier)
+	return tok, c.reregister(ctx, ep, c.scrubError(err, code, verifier))
 }
 
 // Refresh trades a refresh token for new tokens. The answer's refresh
@@ -626,6 +687,7 @@ func (c *OAuthClient) Refresh(ctx context.Context, refresh string) (*oauth2.Toke
 	if refresh == "" {
 		return nil, &oauth2.RetrieveError{ErrorCode: "invalid_grant", ErrorDescription: "no refresh token was issued"}
 	}
+	c.resume(ctx)
 	ep, err := c.endpoints()
 	if err != nil {
 		return nil, err
@@ -641,7 +703,7 @@ func (c *OAuthClient) Refresh(ctx context.Context, refresh string) (*oauth2.Toke
 	}
 	ts := ep.config("").TokenSource(hctx, &oauth2.Token{RefreshToken: refresh, Expiry: time.Unix(1, 0)})
 	tok, err := ts.Token()
-	return tok, c.scrubError(err, refresh)
+	return tok, c.reregister(ctx, ep, c.scrubError(err, refresh))
 }
 
 // resourceParam adds the resource indicator to a refresh request sent to
@@ -771,6 +833,12 @@ func (c *OAuthClient) Revoke(ctx context.Context, token, hint string) error {
 // A client registered at its setup has them once it is available.
 func (c *OAuthClient) Secrets() []string { return oauthSecrets(c.Spec()) }
 
+// ClientSecrets are the wire forms of a client's secret (Secrets), for a
+// client registered by a Registrar.
+func ClientSecrets(clientID, clientSecret string) []string {
+	return oauthSecrets(OAuth2{ClientID: clientID, ClientSecret: clientSecret})
+}
+
 func oauthSecrets(o OAuth2) []string {
 	if o.ClientSecret == "" {
 		return nil
@@ -786,6 +854,9 @@ func OAuthFailure(err error) string {
 	var down *authServerDown
 	if errors.As(err, &down) {
 		return "the provider's authorization server (" + down.name() + ") has not answered since trawl started (" + down.why + "); trawl keeps trying"
+	}
+	if errors.Is(err, ErrClientReregistered) {
+		return "the provider no longer knows the client trawl registered there (or its secret expired), and the connection made with it no longer works; trawl registers a new client: connect again"
 	}
 	if !errors.As(err, &re) {
 		return "the provider could not be reached (" + safeCause(err) + ")"
@@ -806,8 +877,13 @@ func OAuthFailure(err error) string {
 // temporarily_unavailable, server_error, an answer that is not OAuth's)
 // or trawl's client misconfigured (invalid_client, invalid_request…:
 // every user's refresh fails alike until the operator fixes it); the
-// connection is then kept and refreshed again next time.
+// connection is then kept and refreshed again next time. The exception
+// is invalid_client for a client trawl registered itself
+// (ErrClientReregistered): the grant went with the old client.
 func RefreshRefused(err error) bool {
+	if errors.Is(err, ErrClientReregistered) {
+		return true // the grant was the old client's
+	}
 	var re *oauth2.RetrieveError
 	if !errors.As(err, &re) {
 		return false

@@ -140,7 +140,13 @@ func (h *mcpOAuth) Authorize(ctx context.Context, req *http.Request, resp *http.
 // client_secret when the config sets none: the client registered for
 // the deployment at the authorization server's registration endpoint
 // (RFC 7591), kept and reused (see RegisterOAuthClient).
-type Registrar func(ctx context.Context, issuer, registrationEndpoint string) (clientID, clientSecret string, err error)
+//
+// stale, when set, is a client_id the Registrar gave before that the
+// authorization server no longer accepts (its token endpoint answered
+// invalid_client: it forgot the registration, or the secret expired):
+// the registration kept with it is dropped and a new one made — or the
+// one another replica made since is taken.
+type Registrar func(ctx context.Context, issuer, registrationEndpoint, stale string) (clientID, clientSecret string, err error)
 
 // NewMCPOAuthClient is the OAuth client of an MCP server behind OAuth:
 // its authorization server found in the server's protected-resource
@@ -190,7 +196,7 @@ func newMCPOAuthClient(cfg MCPConfig, hc *http.Client, register Registrar) (*OAu
 		hc = &http.Client{Timeout: 30 * time.Second}
 	}
 	c := &OAuthClient{conf: cfg.Auth.OAuth2, http: hc, resource: cfg.URL}
-	c.setup = func(ctx context.Context) (OAuth2, error) {
+	c.setup = func(ctx context.Context, stale string) (OAuth2, error) {
 		spec := cfg.Auth
 		if mcpDiscovers(spec) {
 			issuer, err := mcpAuthServer(ctx, cfg.URL, hc)
@@ -213,7 +219,7 @@ func newMCPOAuthClient(cfg MCPConfig, hc *http.Client, register Registrar) (*OAu
 			if err := checkOAuthURL(meta.RegistrationEndpoint); err != nil {
 				return OAuth2{}, fmt.Errorf("registration_endpoint: %w", err)
 			}
-			id, secret, err := register(ctx, spec.Issuer, meta.RegistrationEndpoint)
+			id, secret, err := register(ctx, spec.Issuer, meta.RegistrationEndpoint, stale)
 			if err != nil {
 				return OAuth2{}, err
 			}

@@ -400,3 +400,61 @@ func revokeAs(t *testing.T, issuer, id, secret, token string) {
 		t.Fatalf("revocation: %s", resp.Status)
 	}
 }
+
+// The authorization server forgets the client trawl registered there
+// (oidc-provider restarted: its dynamic clients and grants were in
+// memory): ann's next call finds her token refused, and the refresh
+// answered invalid_client — trawl's own registration, not the
+// operator's, so trawl registers a new client at once, the model is told
+// her connection no longer works and to connect again, and the new link
+// connects with the new client.
+func TestOAuthMCPForgottenClientIsRegisteredAgain(t *testing.T) {
+	f := newMCPOAuthFixture(t, time.Minute, "", 1)
+	connect := func() {
+		t.Helper()
+		b := newBrowser(t)
+		resp := openOAuthLink(t, b, f.link(t, f.token, "c1"))
+		if _, page := signIn(t, b, resp, "ann"); !strings.Contains(page, "is connected for account") {
+			t.Fatalf("after signing in: %s", page)
+		}
+	}
+	whoami := func() map[string]any {
+		t.Helper()
+		out := f.call(t, f.ts, f.token, "a", "c1", "whoami")
+		var got struct{ Content []struct{ Text string } }
+		var who map[string]any
+		if json.Unmarshal([]byte(out), &got) != nil || len(got.Content) == 0 || json.Unmarshal([]byte(got.Content[0].Text), &who) != nil {
+			if json.Unmarshal([]byte(out), &who) != nil {
+				t.Fatalf("whoami answered %s", out)
+			}
+		}
+		return who
+	}
+	connect()
+	client, _ := f.ts.conns.OAuthClient("notes")
+	old := client.Spec().ClientID
+	if who := whoami(); who["sub"] != "ann" || who["client_id"] != old {
+		t.Fatalf("ann's call answered %v", who)
+	}
+
+	f.as.Restart(t)
+	out := f.call(t, f.ts, f.token, "a", "c1", "whoami")
+	if !strings.Contains(out, "no longer works") || !strings.Contains(out, "connect_toolkit") {
+		t.Fatalf("after the authorization server forgot trawl's client, ann's call answered %s", out)
+	}
+	now := client.Spec().ClientID
+	if now == "" || now == old {
+		t.Fatalf("trawl's client after the refusal: %q (before: %q): not registered again", now, old)
+	}
+	if !strings.Contains(f.ts.logs.String(), "no longer accepted trawl's registered OAuth client") {
+		t.Errorf("the operator's log does not say the client was registered again")
+	}
+	connect()
+	if who := whoami(); who["sub"] != "ann" || who["client_id"] != now {
+		t.Fatalf("after reconnecting, ann's call answered %v (the new client is %s)", who, now)
+	}
+	// The new client's secret went to the scrubber with the old one's.
+	if secret := client.Spec().ClientSecret; secret == "" || strings.Contains(f.ts.logs.String(), secret) {
+		t.Errorf("the new client's secret is empty or in the logs")
+	}
+}

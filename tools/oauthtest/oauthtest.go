@@ -61,7 +61,8 @@ type Server struct {
 	tokenDown atomic.Bool
 
 	opt  Options
-	port int // the issuer's
+	port int    // the issuer's
+	stop func() // ends the running oidc-provider (Restart)
 
 	mu      sync.Mutex
 	secrets []string          // every token, verifier and code the proxy saw
@@ -211,6 +212,16 @@ func Prepare(t testing.TB, opt Options) *Server {
 	return s
 }
 
+// Restart ends the running server and starts it again on its port: it
+// forgets every client that registered itself and every grant (it keeps
+// them in memory), as an authorization server that purged its dynamic
+// clients does.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.stop()
+	s.Run(t)
+}
+
 // Run starts the prepared server on its port, for t.
 func (s *Server) Run(t testing.TB) {
 	t.Helper()
@@ -225,7 +236,7 @@ func (s *Server) Run(t testing.TB) {
 		env = append(env, "DCR=1")
 	}
 	var hello struct{ Issuer string }
-	runNode(t, node, dir(), env, "oidc-provider", &hello)
+	s.stop = runNode(t, node, dir(), env, "oidc-provider", &hello)
 	if hello.Issuer != s.Issuer {
 		t.Fatalf("oidc-provider named issuer %q, want %s", hello.Issuer, s.Issuer)
 	}
@@ -238,28 +249,32 @@ func (s *Server) Run(t testing.TB) {
 // another process's connection on a busy machine) is started again, up
 // to three times; what it wrote to stderr is logged each time and named
 // in the failure.
-func runNode(t testing.TB, node, dir string, env []string, what string, hello any) {
+//
+// It returns what ends the server (also done at t's end).
+func runNode(t testing.TB, node, dir string, env []string, what string, hello any) (stop func()) {
 	t.Helper()
 	var said string
 	for attempt := 1; attempt <= 3; attempt++ {
-		l, stderr, ok := startNode(t, node, dir, env, what)
-		if ok {
+		l, stderr, stop := startNode(t, node, dir, env, what)
+		if stop != nil {
 			if err := json.Unmarshal([]byte(l), hello); err != nil {
 				t.Fatalf("%s said %q", what, l)
 			}
-			return
+			return stop
 		}
 		said = strings.TrimSpace(stderr)
 		t.Logf("%s ended before it listened (attempt %d); its stderr: %s", what, attempt, said)
 		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
 	}
 	t.Fatalf("%s did not start in three attempts; its stderr: %s", what, said)
+	return nil
 }
 
 // startNode starts server.mjs once and waits for its first line of
-// stdout: the line and true, or its stderr and false when it ended
-// without one. It fails t when the server prints nothing in 30 s.
-func startNode(t testing.TB, node, dir string, env []string, what string) (line, stderr string, ok bool) {
+// stdout: the line and what ends the server, or its stderr and nil when
+// it ended without one. It fails t when the server prints nothing in
+// 30 s.
+func startNode(t testing.TB, node, dir string, env []string, what string) (line, stderr string, stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, node, "server.mjs")
@@ -288,17 +303,18 @@ func startNode(t testing.TB, node, dir string, env []string, what string) (line,
 	select {
 	case l, got := <-lines:
 		if got {
-			t.Cleanup(func() { cancel(); _ = cmd.Wait() })
-			return l, "", true
+			stop := sync.OnceFunc(func() { cancel(); _ = cmd.Wait() })
+			t.Cleanup(stop)
+			return l, "", stop
 		}
 		cancel() // stdout closed: the process has ended (or is ended now)
 		_ = cmd.Wait()
-		return "", errBuf.String(), false
+		return "", errBuf.String(), nil
 	case <-time.After(30 * time.Second):
 		cancel()
 		_ = cmd.Wait()
 		t.Fatalf("%s did not start in 30 s; its stderr: %s", what, strings.TrimSpace(errBuf.String()))
-		return "", "", false
+		return "", "", nil
 	}
 }
 

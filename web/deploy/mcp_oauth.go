@@ -190,9 +190,12 @@ func registeredKey(id string) string { return "oauth-client;mcp=" + url.PathEsca
 // registrar registers the client of MCP server mc when its config sets
 // none: once per deployment — the one kept (for the same authorization
 // server and redirect URI) is reused, and the registration is made under
-// the refresh lock, so that replicas starting together register one.
+// the refresh lock, so that replicas starting together register one. A
+// kept client the server no longer accepts (stale) is replaced, once:
+// the replicas that find it refused after another replaced it take the
+// new one. The scrubber learns every client secret it hands out.
 func (s *Deployment) registrar(mc tools.MCPConfig, hc *http.Client) tools.Registrar {
-	return func(ctx context.Context, issuer, endpoint string) (string, string, error) {
+	return func(ctx context.Context, issuer, endpoint, stale string) (string, string, error) {
 		sealer, err := NewSealer(s.stores.secretKey)
 		if err != nil {
 			return "", "", err
@@ -212,10 +215,16 @@ func (s *Deployment) registrar(mc tools.MCPConfig, hc *http.Client) tools.Regist
 			if err := json.Unmarshal(plain, &rc); err != nil {
 				return rc, false, fmt.Errorf("the registered OAuth client is damaged: %w", err)
 			}
-			return rc, rc.Issuer == issuer && rc.RedirectURI == redirect, nil
+			return rc, rc.Issuer == issuer && rc.RedirectURI == redirect && (stale == "" || rc.ClientID != stale), nil
 		}
-		if rc, ok, err := load(); err != nil || ok {
-			return rc.ClientID, rc.ClientSecret, err
+		kept := func(rc registeredClient) (string, string, error) {
+			s.invoker.AddSecrets(tools.ClientSecrets(rc.ClientID, rc.ClientSecret)...)
+			return rc.ClientID, rc.ClientSecret, nil
+		}
+		if rc, ok, err := load(); err != nil {
+			return "", "", err
+		} else if ok {
+			return kept(rc)
 		}
 		locks := s.stores.locks
 		if locks == nil {
@@ -226,8 +235,10 @@ func (s *Deployment) registrar(mc tools.MCPConfig, hc *http.Client) tools.Regist
 			return "", "", fmt.Errorf("waiting for another replica's client registration: %w", err)
 		}
 		defer unlock()
-		if rc, ok, err := load(); err != nil || ok { // registered meanwhile
-			return rc.ClientID, rc.ClientSecret, err
+		if rc, ok, err := load(); err != nil {
+			return "", "", err
+		} else if ok { // registered meanwhile
+			return kept(rc)
 		}
 		id, secret, err := tools.RegisterOAuthClient(ctx, endpoint, redirect, mc.Auth.Scopes, hc)
 		if err != nil {
@@ -244,8 +255,12 @@ func (s *Deployment) registrar(mc tools.MCPConfig, hc *http.Client) tools.Regist
 		if err := s.stores.connections.Put(context.WithoutCancel(ctx), key, sealed); err != nil {
 			return "", "", err
 		}
-		s.log.Info("registered trawl's OAuth client at the MCP server's authorization server (RFC 7591)", "mcp", mc.ID, "issuer", issuer)
-		return id, secret, nil
+		if stale != "" {
+			s.log.Warn("the MCP server's authorization server no longer accepted trawl's registered OAuth client (invalid_client): registered a new one; its users connect again", "mcp", mc.ID, "issuer", issuer)
+		} else {
+			s.log.Info("registered trawl's OAuth client at the MCP server's authorization server (RFC 7591)", "mcp", mc.ID, "issuer", issuer)
+		}
+		return kept(registeredClient{ClientID: id, ClientSecret: secret})
 	}
 }
 
