@@ -160,9 +160,16 @@ func (inv *Invoker) limitScope(provider, cred string) LimitScope {
 // AddSecrets adds values no byte coming back from an upstream may hold.
 func (inv *Invoker) AddSecrets(secrets ...string) {
 	inv.mu.Lock()
-	inv.secrets = append(inv.secrets, secrets...)
-	inv.scrub, inv.perCall = nil, nil
-	inv.mu.Unlock()
+	defer inv.mu.Unlock()
+	n := len(inv.secrets)
+	for _, v := range secrets {
+		if !slices.Contains(inv.secrets, v) {
+			inv.secrets = append(inv.secrets, v)
+		}
+	}
+	if len(inv.secrets) > n {
+		inv.scrub, inv.perCall = nil, nil
+	}
 }
 
 // Scrubber is the deployment's scrubber: every provider's credential and

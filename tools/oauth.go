@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	crand "crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -270,6 +271,10 @@ type OAuthClient struct {
 	// stale is the registered client_id the token endpoint last refused
 	// (invalid_client) until a setup replaces it (reregister).
 	stale atomic.Pointer[string]
+	// kept, when set, answers the client_id the deployment keeps
+	// registered now (another replica may have replaced it): Resume
+	// takes that one when it is not this client's.
+	kept func(context.Context) (string, error)
 }
 
 // ErrClientReregistered is (wrapped) the error of a token request the
@@ -288,14 +293,23 @@ func (e *clientReregistered) Error() string {
 func (e *clientReregistered) Unwrap() []error { return []error{ErrClientReregistered, e.err} }
 
 // reregister answers err, a token request's with the client of ep; when
-// it is invalid_client and trawl registered that client, the client is
-// dropped (its endpoints unresolved) and set up again at once, a new
-// client registered, and the error says so (ErrClientReregistered). A
-// setup that fails now is tried again by the next token request or
-// connect link (resume).
+// it is invalid_client, trawl registered that client, it worked before,
+// and a probe of the token endpoint with the same client (a refresh
+// token that cannot exist) is refused as invalid_client too, the
+// authorization server no longer knows the client: it is dropped (its
+// endpoints unresolved) and set up again at once, a new client
+// registered, and the error says so (ErrClientReregistered). A client
+// that never worked (one just registered) is not replaced again, so a
+// refusal that is not the server forgetting the client (a proxy, an
+// authentication method it will not take) registers one client at
+// most; a refusal the probe does not repeat changes nothing. A setup
+// that fails now is tried again by the next token request or connect
+// page (Resume).
 func (c *OAuthClient) reregister(ctx context.Context, ep *oauthEndpoints, err error) error {
-	var re *oauth2.RetrieveError
-	if err == nil || c.setup == nil || c.conf.ClientID != "" || !errors.As(err, &re) || re.ErrorCode != "invalid_client" {
+	if err == nil || c.setup == nil || c.conf.ClientID != "" || !invalidClient(err) || !ep.worked.Load() {
+		return err
+	}
+	if c.ep.Load() == ep && !c.forgotten(ctx, ep) {
 		return err
 	}
 	if c.ep.CompareAndSwap(ep, nil) {
@@ -308,17 +322,47 @@ func (c *OAuthClient) reregister(ctx context.Context, ep *oauthEndpoints, err er
 	return &clientReregistered{err: err}
 }
 
-// resume sets the client up again when a re-registration (reregister)
-// has not completed yet; otherwise it does nothing.
-func (c *OAuthClient) resume(ctx context.Context) {
+func invalidClient(err error) bool {
+	var re *oauth2.RetrieveError
+	return errors.As(err, &re) && re.ErrorCode == "invalid_client"
+}
+
+// forgotten reports whether the token endpoint refuses ep's client
+// itself: a refresh with a token no one issued is answered invalid_grant
+// by a server that knows the client, invalid_client by one that does
+// not.
+func (c *OAuthClient) forgotten(ctx context.Context, ep *oauthEndpoints) bool {
+	_, err := c.refresh(ctx, ep, "trawl-probe-"+crand.Text())
+	return invalidClient(err)
+}
+
+// Resume sets the client up again when a re-registration (reregister)
+// has not completed yet, or when the deployment now keeps another
+// registered client than this one (SetKept: another replica replaced
+// it); otherwise it does nothing. A connect page calls it before it
+// asks whether the client is Unavailable.
+func (c *OAuthClient) Resume(ctx context.Context) {
+	if ep := c.ep.Load(); ep != nil && c.kept != nil && c.setup != nil && c.conf.ClientID == "" {
+		if id, err := c.kept(ctx); err == nil && id != "" && id != ep.spec.ClientID && c.ep.CompareAndSwap(ep, nil) {
+			old := ep.spec.ClientID
+			c.stale.Store(&old)
+		}
+	}
 	if c.ep.Load() == nil && c.stale.Load() != nil {
 		_ = c.Discover(ctx)
 	}
 }
 
+// SetKept gives a client trawl registers the deployment's record of the
+// client_id registered now (Resume). Call it before the client is used.
+func (c *OAuthClient) SetKept(kept func(context.Context) (string, error)) { c.kept = kept }
+
 // oauthEndpoints are a client's settings, its URLs resolved, and how it
 // authenticates at the token endpoint.
 type oauthEndpoints struct {
+	// worked: a token request with this client succeeded (reregister
+	// replaces only a client that worked, never one just registered).
+	worked atomic.Bool
 	spec   OAuth2
 	method string // client_secret_basic or client_secret_post
 	// issParam: the issuer's metadata says every authorization response
@@ -619,11 +663,6 @@ func (c *OAuthClient) NewVerifier() string {
 // S256 challenge of verifier (when not ""), and redirectURI. It fails
 // only while the client is Unavailable.
 func (c *OAuthClient) AuthCodeURL(state, verifier, redirectURI string) (string, error) {
-	if c.stale.Load() != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		c.resume(ctx)
-		cancel()
-	}
 	ep, err := c.endpoints()
 	if err != nil {
 		return "", err
@@ -668,7 +707,7 @@ func (c *OAuthClient) CheckIssuer(q url.Values) error {
 // Exchange trades an authorization code (and its PKCE verifier) for
 // tokens.
 func (c *OAuthClient) Exchange(ctx context.Context, code, verifier, redirectURI string) (*oauth2.Token, error) {
-	c.resume(ctx)
+	c.Resume(ctx)
 	ep, err := c.endpoints()
 	if err != nil {
 		return nil, err
@@ -678,6 +717,9 @@ func (c *OAuthClient) Exchange(ctx context.Context, code, verifier, redirectURI 
 		opts = append(opts, oauth2.VerifierOption(verifier))
 	}
 	tok, err := ep.config(redirectURI).Exchange(c.ctx(ctx), code, opts...)
+	if err == nil {
+		ep.worked.Store(true)
+	}
 	return tok, c.reregister(ctx, ep, c.scrubError(err, code, verifier))
 }
 
@@ -687,11 +729,20 @@ func (c *OAuthClient) Refresh(ctx context.Context, refresh string) (*oauth2.Toke
 	if refresh == "" {
 		return nil, &oauth2.RetrieveError{ErrorCode: "invalid_grant", ErrorDescription: "no refresh token was issued"}
 	}
-	c.resume(ctx)
+	c.Resume(ctx)
 	ep, err := c.endpoints()
 	if err != nil {
 		return nil, err
 	}
+	tok, err := c.refresh(ctx, ep, refresh)
+	if err == nil {
+		ep.worked.Store(true)
+	}
+	return tok, c.reregister(ctx, ep, c.scrubError(err, refresh))
+}
+
+// refresh sends a refresh request with ep's client.
+func (c *OAuthClient) refresh(ctx context.Context, ep *oauthEndpoints, refresh string) (*oauth2.Token, error) {
 	hctx := c.ctx(ctx)
 	if c.resource != "" {
 		// RFC 8707 §2.2: the refresh names the resource too (x/oauth2
@@ -701,9 +752,7 @@ func (c *OAuthClient) Refresh(ctx context.Context, refresh string) (*oauth2.Toke
 		hc.Transport = resourceParam{next: c.http.Transport, tokenURL: ep.spec.TokenURL, resource: c.resource}
 		hctx = context.WithValue(ctx, oauth2.HTTPClient, &hc)
 	}
-	ts := ep.config("").TokenSource(hctx, &oauth2.Token{RefreshToken: refresh, Expiry: time.Unix(1, 0)})
-	tok, err := ts.Token()
-	return tok, c.reregister(ctx, ep, c.scrubError(err, refresh))
+	return ep.config("").TokenSource(hctx, &oauth2.Token{RefreshToken: refresh, Expiry: time.Unix(1, 0)}).Token()
 }
 
 // resourceParam adds the resource indicator to a refresh request sent to
@@ -856,7 +905,7 @@ func OAuthFailure(err error) string {
 		return "the provider's authorization server (" + down.name() + ") has not answered since trawl started (" + down.why + "); trawl keeps trying"
 	}
 	if errors.Is(err, ErrClientReregistered) {
-		return "the provider no longer knows the client trawl registered there (or its secret expired), and the connection made with it no longer works; trawl registers a new client: connect again"
+		return "the provider no longer knows the client trawl registered there (or its secret expired); trawl has registered a new one, and connections made with the old one no longer work: connect again"
 	}
 	if !errors.As(err, &re) {
 		return "the provider could not be reached (" + safeCause(err) + ")"

@@ -72,6 +72,7 @@ func (s *Server) oauthUnavailable(c echo.Context, toolkit, name string) (bool, e
 	if !isOAuth {
 		return false, nil
 	}
+	client.Resume(c.Request().Context()) // a client registered anew (here, or by another replica)
 	if _, down := client.Unavailable(); !down {
 		return false, nil
 	}

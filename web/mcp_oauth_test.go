@@ -407,13 +407,19 @@ func revokeAs(t *testing.T, issuer, id, secret, token string) {
 // answered invalid_client — trawl's own registration, not the
 // operator's, so trawl registers a new client at once, the model is told
 // her connection no longer works and to connect again, and the new link
-// connects with the new client.
+// connects with the new client — opened on the other replica, which
+// takes the client the first registered.
 func TestOAuthMCPForgottenClientIsRegisteredAgain(t *testing.T) {
-	f := newMCPOAuthFixture(t, time.Minute, "", 1)
-	connect := func() {
+	rs := redistest.Start(t)
+	f := newMCPOAuthFixture(t, time.Minute, "redis://"+rs.Addr+"/0", 2)
+	connect := func(on *testServer) {
 		t.Helper()
 		b := newBrowser(t)
-		resp := openOAuthLink(t, b, f.link(t, f.token, "c1"))
+		link := f.link(t, f.token, "c1")
+		if !strings.HasPrefix(link, f.ts.URL) {
+			t.Fatalf("link %s is not on %s", link, f.ts.URL)
+		}
+		resp := openOAuthLink(t, b, on.URL+strings.TrimPrefix(link, f.ts.URL))
 		if _, page := signIn(t, b, resp, "ann"); !strings.Contains(page, "is connected for account") {
 			t.Fatalf("after signing in: %s", page)
 		}
@@ -430,7 +436,7 @@ func TestOAuthMCPForgottenClientIsRegisteredAgain(t *testing.T) {
 		}
 		return who
 	}
-	connect()
+	connect(f.ts)
 	client, _ := f.ts.conns.OAuthClient("notes")
 	old := client.Spec().ClientID
 	if who := whoami(); who["sub"] != "ann" || who["client_id"] != old {
@@ -449,7 +455,14 @@ func TestOAuthMCPForgottenClientIsRegisteredAgain(t *testing.T) {
 	if !strings.Contains(f.ts.logs.String(), "no longer accepted trawl's registered OAuth client") {
 		t.Errorf("the operator's log does not say the client was registered again")
 	}
-	connect()
+	other, _ := f.replicas[1].conns.OAuthClient("notes")
+	if other.Spec().ClientID != old {
+		t.Fatalf("the other replica's client before its connect page: %s, want the old %s", other.Spec().ClientID, old)
+	}
+	connect(f.replicas[1])
+	if other.Spec().ClientID != now {
+		t.Errorf("the other replica's client after its connect page: %s, want the new %s", other.Spec().ClientID, now)
+	}
 	if who := whoami(); who["sub"] != "ann" || who["client_id"] != now {
 		t.Fatalf("after reconnecting, ann's call answered %v (the new client is %s)", who, now)
 	}

@@ -38,6 +38,9 @@ func (s *Deployment) connectUserMCP(ctx context.Context, cat *tools.Catalog, mc 
 	if err != nil {
 		return fmt.Errorf("auth: %w", err)
 	}
+	if mc.Auth.ClientID == "" {
+		client.SetKept(s.keptClientID(mc.ID))
+	}
 	if s.oauth == nil {
 		s.oauth = map[string]*tools.OAuthClient{}
 	}
@@ -203,17 +206,9 @@ func (s *Deployment) registrar(mc tools.MCPConfig, hc *http.Client) tools.Regist
 		redirect := strings.TrimRight(s.publicURL(), "/") + OAuthCallbackPath
 		key := registeredKey(mc.ID)
 		load := func() (registeredClient, bool, error) {
-			var rc registeredClient
-			sealed, ok, err := s.stores.connections.Get(ctx, key)
+			rc, ok, err := s.keptClient(ctx, sealer, mc.ID)
 			if err != nil || !ok {
 				return rc, false, err
-			}
-			plain, err := sealer.Open(sealed, []byte(key))
-			if err != nil {
-				return rc, false, fmt.Errorf("opening the registered OAuth client (damaged): %w", err)
-			}
-			if err := json.Unmarshal(plain, &rc); err != nil {
-				return rc, false, fmt.Errorf("the registered OAuth client is damaged: %w", err)
 			}
 			return rc, rc.Issuer == issuer && rc.RedirectURI == redirect && (stale == "" || rc.ClientID != stale), nil
 		}
@@ -261,6 +256,38 @@ func (s *Deployment) registrar(mc tools.MCPConfig, hc *http.Client) tools.Regist
 			s.log.Info("registered trawl's OAuth client at the MCP server's authorization server (RFC 7591)", "mcp", mc.ID, "issuer", issuer)
 		}
 		return kept(registeredClient{ClientID: id, ClientSecret: secret})
+	}
+}
+
+// keptClient is the client registered for MCP server id, as kept.
+func (s *Deployment) keptClient(ctx context.Context, sealer *Sealer, id string) (registeredClient, bool, error) {
+	var rc registeredClient
+	key := registeredKey(id)
+	sealed, ok, err := s.stores.connections.Get(ctx, key)
+	if err != nil || !ok {
+		return rc, false, err
+	}
+	plain, err := sealer.Open(sealed, []byte(key))
+	if err != nil {
+		return rc, false, fmt.Errorf("opening the registered OAuth client (damaged): %w", err)
+	}
+	if err := json.Unmarshal(plain, &rc); err != nil {
+		return rc, false, fmt.Errorf("the registered OAuth client is damaged: %w", err)
+	}
+	return rc, true, nil
+}
+
+// keptClientID is the client_id kept registered for MCP server id (""
+// none), for the client's Resume: a replica takes the client another
+// one registered in its place.
+func (s *Deployment) keptClientID(id string) func(context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
+		sealer, err := NewSealer(s.stores.secretKey)
+		if err != nil {
+			return "", err
+		}
+		rc, _, err := s.keptClient(ctx, sealer, id)
+		return rc.ClientID, err
 	}
 }
 
