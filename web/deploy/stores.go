@@ -186,48 +186,73 @@ func openStores(ctx context.Context, cfg *Config, tel *Telemetry, log *slog.Logg
 	if err != nil || cfg.RedisURL == "" {
 		return st, err
 	}
-	if err := st.shareLimits(ctx, cfg); err != nil {
-		st.close()
-		return nil, err
-	}
+	st.shareLimits(ctx, cfg, log, time.Now)
 	return st, nil
 }
 
 // shareLimits puts the providers' rate limits of an embedded store in
 // the deployment's Redis (Config.RedisLimitsOnly): a command's own
 // process then paces its upstream requests with every replica's, and
-// keeps the rest to itself.
-func (st *stores) shareLimits(ctx context.Context, cfg *Config) error {
-	if err := st.dialRedis(ctx, cfg); err != nil {
-		return err
+// keeps the rest to itself. A Redis that does not answer, or whose clock
+// is more than maxLimitSkew from this machine's (the limiter's windows
+// are read on the caller's clock, which a laptop's is not kept to as
+// the replicas' are), leaves the command its own limiter, with a
+// warning: its requests are then paced apart from the replicas'.
+//
+// now is the limiter's clock.
+func (st *stores) shareLimits(ctx context.Context, cfg *Config, log *slog.Logger, now func() time.Time) {
+	c, err := dialRedis(ctx, cfg)
+	if err != nil {
+		log.Warn("redis_url does not answer: this command's rate limits are its own, not shared with the replicas'", "err", err)
+		return
 	}
-	limiter := redislimit.New(st.redis, redislimit.Options{Prefix: cfg.redisPrefix()})
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	before := now()
+	at, err := c.Time(tctx).Result()
+	after := now()
+	cancel()
+	if skew := at.Sub(before.Add(after.Sub(before) / 2)).Abs(); err != nil || skew > maxLimitSkew {
+		c.Close()
+		log.Warn("this machine's clock is not the deployment's Redis's (or its time could not be read): this command's rate limits are its own, not shared with the replicas'",
+			"skew", skew.Round(time.Millisecond), "max", maxLimitSkew, "err", err)
+		return
+	}
+	if cfg.SecretKey == "" {
+		log.Warn("no secret_key is set (TRAWL_SECRET_KEY): this command shares the providers' rate limits with the replicas, but not the limits learned per runtime credential")
+	}
+	st.redis = c
+	st.closers = append(st.closers, c.Close)
+	limiter := redislimit.New(c, redislimit.Options{Prefix: cfg.redisPrefix()})
 	st.limiter = limiter
 	st.closers = append(st.closers, limiter.Close)
-	st.pingers["redis"] = pingFunc(func(ctx context.Context) error { return st.redis.Ping(ctx).Err() })
-	return nil
+	st.pingers["redis"] = pingFunc(func(ctx context.Context) error { return c.Ping(ctx).Err() })
 }
 
-// dialRedis connects st to redis_url and checks it answers.
-func (st *stores) dialRedis(ctx context.Context, cfg *Config) error {
+// maxLimitSkew bounds how far a command's clock may be from its
+// deployment's Redis for it to share the replicas' rate limits.
+const maxLimitSkew = time.Second
+
+// dialRedis connects to redis_url and checks it answers.
+func dialRedis(ctx context.Context, cfg *Config) (redis.UniversalClient, error) {
 	one, cluster, err := parseRedisURL(cfg.RedisURL)
 	if err != nil {
-		return cfg.errAt("redis_url", badRedisURL(err, cfg.RedisURL))
+		return nil, cfg.errAt("redis_url", badRedisURL(err, cfg.RedisURL))
 	}
+	var c redis.UniversalClient
 	addr := ""
 	if cluster != nil {
-		st.redis, addr = redis.NewClusterClient(cluster), strings.Join(cluster.Addrs, ", ")
+		c, addr = redis.NewClusterClient(cluster), strings.Join(cluster.Addrs, ", ")
 	} else {
-		st.redis, addr = redis.NewClient(one), one.Addr
+		c, addr = redis.NewClient(one), one.Addr
 	}
-	st.redis.AddHook(unavailableHook{})
-	st.closers = append(st.closers, st.redis.Close)
+	c.AddHook(unavailableHook{})
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := st.redis.Ping(pctx).Err(); err != nil {
-		return cfg.errAt("redis_url", redisStartError(addr, err, cfg.RedisURL))
+	if err := c.Ping(pctx).Err(); err != nil {
+		c.Close()
+		return nil, cfg.errAt("redis_url", redisStartError(addr, err, cfg.RedisURL))
 	}
-	return nil
+	return c, nil
 }
 
 // redisPrefix is redis_prefix, or DefaultRedisPrefix.
@@ -334,9 +359,10 @@ func openRedisStores(ctx context.Context, cfg *Config, tel *Telemetry) (_ *store
 	if st.secretKey == nil {
 		return nil, cfg.errAt("secret_key", "is required with redis_url (or TRAWL_SECRET_KEY; 64 hex digits, e.g. from `openssl rand -hex 32`): every replica must open the connection tokens another sealed, and the key never goes to Redis")
 	}
-	if err := st.dialRedis(ctx, cfg); err != nil {
+	if st.redis, err = dialRedis(ctx, cfg); err != nil {
 		return nil, err
 	}
+	st.closers = append(st.closers, st.redis.Close)
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	prefix := cfg.redisPrefix()
