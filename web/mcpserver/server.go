@@ -86,6 +86,7 @@ const (
 // Server serves the agents of one deployment over MCP. It is safe for
 // concurrent use.
 type Server struct {
+	warned  sync.Map // what firstWarning has seen
 	dep     *deploy.Deployment
 	opt     Options
 	log     *slog.Logger
@@ -711,3 +712,10 @@ func (h warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
 func (h warnOnly) WithAttrs(as []slog.Attr) slog.Handler { return warnOnly{h.Handler.WithAttrs(as)} }
 
 func (h warnOnly) WithGroup(name string) slog.Handler { return warnOnly{h.Handler.WithGroup(name)} }
+
+// firstWarning reports whether the warning keyed key is new: a warning
+// about a tool's schema is logged once, not on every tools/list.
+func (s *Server) firstWarning(key string) bool {
+	_, seen := s.warned.LoadOrStore(key, struct{}{})
+	return !seen
+}

@@ -176,7 +176,7 @@ func (s *Server) conversationTools(ctx context.Context, e *entry, c Caller, hand
 		if err != nil {
 			return nil, err
 		}
-		if len(dropped) > 0 {
+		if len(dropped) > 0 && s.firstWarning("x-mcp-header\x00"+o.Name+"\x00"+strings.Join(dropped, "\x00")) {
 			s.log.WarnContext(ctx, "mcp: a tool's parameters marked x-mcp-header that MCP does not allow are offered without the mark (their values go in the arguments only)",
 				"tool", o.Name, "params", strings.Join(dropped, "; "))
 		}
@@ -294,11 +294,11 @@ func describe(o agent.OfferedTool, budget int) (t *mcp.Tool, dropped []string, e
 	if props == nil {
 		props = map[string]any{}
 	}
-	dropped = dropBadParamHeaders(props, "", map[string]bool{}, nil)
 	props[ArgThread] = threadSchema()
 	if o.Kind == agent.ToolBound {
 		props[loop.ArgMaxChars] = loop.MaxCharsSchema(budget)
 	}
+	dropped = dropBadParamHeaders(props, "", map[string]bool{}, nil)
 	schema["properties"] = props
 	// The schemas go to the SDK as JSON: encoding one (every tools/list
 	// page; on every 2026-07-28 tools/call, where the SDK looks for
@@ -323,10 +323,11 @@ func describe(o agent.OfferedTool, budget int) (t *mcp.Tool, dropped []string, e
 // that is not an HTTP token, or one used twice (case-insensitively) —
 // and returns the paths of the parameters it removed them from. The SDK
 // refuses a tool with any such mark (AddTool panics), and a client
-// following the 2026-07-28 protocol drops it from the list; a mark comes
-// from an imported document's own extensions, so one bad mark would cost
-// the tool. Without it the value still goes in the arguments, as it does
-// for every client before 2026-07-28.
+// following the 2026-07-28 protocol drops it from the list, so one bad
+// mark would cost the tool. Without it the value still goes in the arguments, as it does
+// for every client before 2026-07-28. (trawl's own schemas carry no
+// marks — an imported document's extensions do not reach them — so
+// this guards what trawl passes on as it was given, against a panic.)
 func dropBadParamHeaders(props map[string]any, prefix string, seen map[string]bool, dropped []string) []string {
 	for _, name := range slices.Sorted(maps.Keys(props)) {
 		p, ok := props[name].(map[string]any)
