@@ -274,7 +274,7 @@ type OAuthClient struct {
 	// kept, when set, answers the client_id the deployment keeps
 	// registered now (another replica may have replaced it): Resume
 	// takes that one when it is not this client's.
-	kept func(context.Context) (string, error)
+	kept func(ctx context.Context, issuer string) (string, error)
 }
 
 // ErrClientReregistered is (wrapped) the error of a token request the
@@ -306,7 +306,7 @@ func (e *clientReregistered) Unwrap() []error { return []error{ErrClientReregist
 // that fails now is tried again by the next token request or connect
 // page (Resume).
 func (c *OAuthClient) reregister(ctx context.Context, ep *oauthEndpoints, err error) error {
-	if err == nil || c.setup == nil || c.conf.ClientID != "" || !invalidClient(err) || !ep.worked.Load() {
+	if err == nil || c.setup == nil || c.conf.ClientID != "" || !invalidClient(err) || !ep.worked.Load() && time.Since(ep.made) < reregisterAfter {
 		return err
 	}
 	if c.ep.Load() == ep && !c.forgotten(ctx, ep) {
@@ -321,6 +321,10 @@ func (c *OAuthClient) reregister(ctx context.Context, ep *oauthEndpoints, err er
 	}
 	return &clientReregistered{err: err}
 }
+
+// reregisterAfter: a client that has not worked in this process (kept
+// from before a restart) may be replaced once it is this old here.
+var reregisterAfter = 10 * time.Minute
 
 func invalidClient(err error) bool {
 	var re *oauth2.RetrieveError
@@ -343,7 +347,7 @@ func (c *OAuthClient) forgotten(ctx context.Context, ep *oauthEndpoints) bool {
 // asks whether the client is Unavailable.
 func (c *OAuthClient) Resume(ctx context.Context) {
 	if ep := c.ep.Load(); ep != nil && c.kept != nil && c.setup != nil && c.conf.ClientID == "" {
-		if id, err := c.kept(ctx); err == nil && id != "" && id != ep.spec.ClientID && c.ep.CompareAndSwap(ep, nil) {
+		if id, err := c.kept(ctx, ep.spec.Issuer); err == nil && id != "" && id != ep.spec.ClientID && c.ep.CompareAndSwap(ep, nil) {
 			old := ep.spec.ClientID
 			c.stale.Store(&old)
 		}
@@ -355,7 +359,9 @@ func (c *OAuthClient) Resume(ctx context.Context) {
 
 // SetKept gives a client trawl registers the deployment's record of the
 // client_id registered now (Resume). Call it before the client is used.
-func (c *OAuthClient) SetKept(kept func(context.Context) (string, error)) { c.kept = kept }
+func (c *OAuthClient) SetKept(kept func(ctx context.Context, issuer string) (string, error)) {
+	c.kept = kept
+}
 
 // oauthEndpoints are a client's settings, its URLs resolved, and how it
 // authenticates at the token endpoint.
@@ -363,6 +369,7 @@ type oauthEndpoints struct {
 	// worked: a token request with this client succeeded (reregister
 	// replaces only a client that worked, never one just registered).
 	worked atomic.Bool
+	made   time.Time // when this process set it up
 	spec   OAuth2
 	method string // client_secret_basic or client_secret_post
 	// issParam: the issuer's metadata says every authorization response
@@ -488,7 +495,7 @@ func (c *OAuthClient) Discover(ctx context.Context) error {
 		}
 		issParam = meta.AuthorizationResponseIssParameterSupported
 	}
-	ep := &oauthEndpoints{spec: o, method: o.TokenAuthMethod, issParam: issParam}
+	ep := &oauthEndpoints{spec: o, method: o.TokenAuthMethod, issParam: issParam, made: time.Now()}
 	if ep.method == "" {
 		ep.method = ClientSecretBasic
 	}

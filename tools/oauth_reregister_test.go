@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // A client trawl registered is registered anew only when the token
@@ -112,5 +113,47 @@ func TestOAuthReregistersOnlyAForgottenClient(t *testing.T) {
 	}
 	if regs() != 2 {
 		t.Errorf("%d registrations after the new client was refused five times, want 2", regs())
+	}
+}
+
+// A client kept from before a restart has not worked in this process;
+// once it is reregisterAfter old here, a refusal the probe confirms
+// replaces it all the same (the server may have forgotten it while
+// trawl was down), once.
+func TestOAuthReregistersAKeptClientAfterARestart(t *testing.T) {
+	defer func(d time.Duration) { reregisterAfter = d }(reregisterAfter)
+	var registrations atomic.Int32
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/.well-known/oauth-authorization-server":
+			json.NewEncoder(w).Encode(map[string]any{"issuer": srv.URL, "authorization_endpoint": srv.URL + "/authorize",
+				"token_endpoint": srv.URL + "/token", "registration_endpoint": srv.URL + "/register", "code_challenge_methods_supported": []string{"S256"}})
+		case "/token": // it knows no client: restarted since
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"error":"invalid_client"}`)
+		}
+	}))
+	defer srv.Close()
+	register := func(ctx context.Context, issuer, endpoint, stale string) (string, string, error) {
+		n := registrations.Add(1)
+		if n == 1 {
+			return "kept-client", "kept-secret", nil // as kept before the restart
+		}
+		return fmt.Sprintf("client-%d", n), "secret", nil
+	}
+	cfg := MCPConfig{ID: "notes", URL: srv.URL + "/mcp", Auth: AuthSpec{Type: AuthOAuth2,
+		OAuth2: OAuth2{Flow: FlowAuthorizationCode, Issuer: srv.URL, Scopes: "read"}}}
+	c, err := NewMCPOAuthClient(context.Background(), cfg, srv.Client(), register)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Refresh(context.Background(), "rt"); errors.Is(err, ErrClientReregistered) || registrations.Load() != 1 {
+		t.Fatalf("a client set up just now, refused: %v, %d registrations", err, registrations.Load())
+	}
+	reregisterAfter = 0
+	if _, err := c.Refresh(context.Background(), "rt"); !errors.Is(err, ErrClientReregistered) || registrations.Load() != 2 || c.Spec().ClientID != "client-2" {
+		t.Fatalf("the kept client refused past reregisterAfter: %v, %d registrations, client %s", err, registrations.Load(), c.Spec().ClientID)
 	}
 }

@@ -3,6 +3,7 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"strings"
 	"testing"
@@ -69,4 +70,53 @@ func TestLimitsOnlySharesWhenItCan(t *testing.T) {
 		t.Errorf("a clock in step, secret_key set: limiter %T, logs %s", st.limiter, logs2.String())
 	}
 	st.close()
+}
+
+// The registered client a replica takes at its connect page (Resume) is
+// the one kept for its own authorization server and redirect URI: a
+// record another deployment's public_url wrote is not taken (it would
+// be replaced at once, and the two would replace each other's).
+func TestKeptClientIDIsThisDeploymentsOnly(t *testing.T) {
+	cfg := DemoConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.PublicURL = "https://trawl.example"
+	d, err := Open(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Stdout: &bytes.Buffer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	ctx := context.Background()
+	sealer, err := NewSealer(d.stores.secretKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := func(rc registeredClient) {
+		t.Helper()
+		plain, _ := json.Marshal(rc)
+		sealed, err := sealer.Seal(plain, []byte(registeredKey("notes")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.stores.connections.Put(ctx, registeredKey("notes"), sealed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := d.keptClientID("notes")
+	if id, err := kept(ctx, "https://as.example"); id != "" || err != nil {
+		t.Errorf("nothing kept: %q, %v", id, err)
+	}
+	mine := "https://trawl.example" + OAuthCallbackPath
+	for _, c := range []struct {
+		rc   registeredClient
+		want string
+	}{
+		{registeredClient{Issuer: "https://as.example", RedirectURI: mine, ClientID: "c1"}, "c1"},
+		{registeredClient{Issuer: "https://as.example", RedirectURI: "https://other.example" + OAuthCallbackPath, ClientID: "c2"}, ""},
+		{registeredClient{Issuer: "https://other-as.example", RedirectURI: mine, ClientID: "c3"}, ""},
+	} {
+		keep(c.rc)
+		if id, err := kept(ctx, "https://as.example"); id != c.want || err != nil {
+			t.Errorf("kept %+v: answered %q, %v; want %q", c.rc, id, err, c.want)
+		}
+	}
 }

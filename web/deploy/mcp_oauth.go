@@ -280,13 +280,16 @@ func (s *Deployment) keptClient(ctx context.Context, sealer *Sealer, id string) 
 // keptClientID is the client_id kept registered for MCP server id (""
 // none), for the client's Resume: a replica takes the client another
 // one registered in its place.
-func (s *Deployment) keptClientID(id string) func(context.Context) (string, error) {
-	return func(ctx context.Context) (string, error) {
+func (s *Deployment) keptClientID(id string) func(context.Context, string) (string, error) {
+	return func(ctx context.Context, issuer string) (string, error) {
 		sealer, err := NewSealer(s.stores.secretKey)
 		if err != nil {
 			return "", err
 		}
 		rc, _, err := s.keptClient(ctx, sealer, id)
+		if rc.Issuer != issuer || rc.RedirectURI != strings.TrimRight(s.publicURL(), "/")+OAuthCallbackPath {
+			return "", err // another deployment's: not one this one would take
+		}
 		return rc.ClientID, err
 	}
 }
