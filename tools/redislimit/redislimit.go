@@ -175,6 +175,10 @@ func (k *scopeKeys) index(key string) int {
 	return len(k.keys) - 1
 }
 
+// ErrRedis is (wrapped) the error of an Acquire that Redis did not
+// answer: nothing was decided, and the request was not sent.
+var ErrRedis = errors.New("rate limiter: redis")
+
 // Acquire implements tools.RateLimiter.
 func (l *Limiter) Acquire(ctx context.Context, s tools.LimitScope) (tools.Permit, error) {
 	clock := l.opt.Clock
@@ -206,7 +210,7 @@ func (l *Limiter) Acquire(ctx context.Context, s tools.LimitScope) (tools.Permit
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			return nil, fmt.Errorf("rate limiter: redis: %w", err)
+			return nil, fmt.Errorf("%w: %w", ErrRedis, err)
 		}
 		if len(res) < 7 {
 			return nil, errors.New("rate limiter: redis: a short answer from the script")

@@ -10,14 +10,15 @@ import (
 	"time"
 
 	"github.com/trawl-dev/trawl/stream/redistest"
-	"github.com/trawl-dev/trawl/tools/redislimit"
+	"github.com/trawl-dev/trawl/tools"
 )
 
 // A command's own deployment (RedisLimitsOnly) shares the providers'
-// rate limits in the deployment's Redis when it answers and its clock
-// agrees with this machine's; a Redis that does not answer, or a clock
-// more than a second off, leaves it its own limiter, with a warning —
-// the command starts either way, on its embedded store.
+// rate limits in the deployment's Redis, read on Redis's clock (a clock
+// 3 s off reads Redis's time, with a warning); a Redis that does not
+// answer leaves it its own limiter, with a warning — the command starts
+// either way, on its embedded store — and so does one that stops
+// answering later: the upstream requests go on, paced by the command.
 func TestLimitsOnlySharesWhenItCan(t *testing.T) {
 	rs := redistest.Start(t)
 	open := func(url string) (*Deployment, string) {
@@ -34,7 +35,7 @@ func TestLimitsOnlySharesWhenItCan(t *testing.T) {
 		return d, logs.String()
 	}
 	d, logs := open("redis://" + rs.Addr + "/0")
-	if _, shared := d.stores.limiter.(*redislimit.Limiter); !shared || d.StoreKind() != "embedded" {
+	if _, shared := d.stores.limiter.(*sharedLimiter); !shared || d.StoreKind() != "embedded" {
 		t.Errorf("with Redis answering: limiter %T, store %s", d.stores.limiter, d.StoreKind())
 	}
 	if r := d.Ready(context.Background()); r.Stores["redis"] != stateOK || r.Stores["bolt"] != stateOK {
@@ -45,31 +46,57 @@ func TestLimitsOnlySharesWhenItCan(t *testing.T) {
 	}
 
 	d, logs = open("redis://127.0.0.1:1/0")
-	if d.stores.limiter != nil || d.stores.redis != nil || !strings.Contains(logs, "redis_url does not answer: this command's rate limits are its own") {
+	if d.stores.limiter != nil || d.stores.redis != nil || !strings.Contains(logs, "this command's rate limits are its own") {
 		t.Errorf("with Redis down: limiter %T, logs:\n%s", d.stores.limiter, logs)
 	}
 	if r := d.Ready(context.Background()); r.Status != "ready" {
 		t.Errorf("ready with Redis down: %+v", r)
 	}
 
-	for _, skew := range []time.Duration{3 * time.Second, -3 * time.Second} {
+	share := func(addr string, skew time.Duration) (*stores, *bytes.Buffer) {
+		t.Helper()
 		var logs bytes.Buffer
 		st := &stores{pingers: map[string]pinger{}}
-		cfg := &Config{RedisURL: "redis://" + rs.Addr + "/0", RedisLimitsOnly: true, SecretKey: strings.Repeat("ab", 32)}
+		cfg := &Config{RedisURL: "redis://" + addr + "/0", RedisLimitsOnly: true, SecretKey: strings.Repeat("ab", 32)}
 		st.shareLimits(context.Background(), cfg, slog.New(slog.NewTextHandler(&logs, nil)), func() time.Time { return time.Now().Add(skew) })
-		if st.limiter != nil || st.redis != nil || !strings.Contains(logs.String(), "this machine's clock is not the deployment's Redis's") {
-			t.Errorf("a clock %s off: limiter %T, logs:\n%s", skew, st.limiter, logs.String())
+		t.Cleanup(func() { st.close() })
+		return st, &logs
+	}
+	for _, skew := range []time.Duration{0, 3 * time.Second, -3 * time.Second} {
+		st, logs := share(rs.Addr, skew)
+		l, shared := st.limiter.(*sharedLimiter)
+		if !shared {
+			t.Fatalf("a clock %s off: limiter %T, logs:\n%s", skew, st.limiter, logs)
 		}
-		st.close()
+		if off := l.clock.Now().Sub(time.Now()).Abs(); off > 250*time.Millisecond {
+			t.Errorf("a clock %s off: the limiter reads a time %s from Redis's", skew, off)
+		}
+		if warned := strings.Contains(logs.String(), "this machine's clock is off the deployment's Redis's"); warned != (skew != 0) {
+			t.Errorf("a clock %s off: warned %v:\n%s", skew, warned, logs)
+		}
 	}
-	var logs2 bytes.Buffer
-	st := &stores{pingers: map[string]pinger{}}
-	st.shareLimits(context.Background(), &Config{RedisURL: "redis://" + rs.Addr + "/0", RedisLimitsOnly: true, SecretKey: strings.Repeat("ab", 32)},
-		slog.New(slog.NewTextHandler(&logs2, nil)), time.Now)
-	if _, shared := st.limiter.(*redislimit.Limiter); !shared || logs2.Len() != 0 {
-		t.Errorf("a clock in step, secret_key set: limiter %T, logs %s", st.limiter, logs2.String())
+
+	// Redis goes away mid-session: the next requests are paced by the
+	// command's own limiter, with one warning.
+	gone := redistest.Start(t)
+	st, logs2 := share(gone.Addr, 0)
+	scope := tools.LimitScope{Provider: "acme", Limit: tools.RateLimit{RequestsPerSecond: 100}}
+	p, err := st.limiter.Acquire(context.Background(), scope)
+	if err != nil {
+		t.Fatal(err)
 	}
-	st.close()
+	p.Release(tools.Outcome{})
+	gone.Stop()
+	for range 3 {
+		p, err := st.limiter.Acquire(context.Background(), scope)
+		if err != nil {
+			t.Fatalf("with Redis gone: %v", err)
+		}
+		p.Release(tools.Outcome{})
+	}
+	if n := strings.Count(logs2.String(), "stopped answering"); n != 1 {
+		t.Errorf("%d warnings that Redis stopped answering, want 1:\n%s", n, logs2)
+	}
 }
 
 // The registered client a replica takes at its connect page (Resume) is

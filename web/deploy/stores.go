@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -193,28 +194,23 @@ func openStores(ctx context.Context, cfg *Config, tel *Telemetry, log *slog.Logg
 // shareLimits puts the providers' rate limits of an embedded store in
 // the deployment's Redis (Config.RedisLimitsOnly): a command's own
 // process then paces its upstream requests with every replica's, and
-// keeps the rest to itself. A Redis that does not answer, or whose clock
-// is more than maxLimitSkew from this machine's (the limiter's windows
-// are read on the caller's clock, which a laptop's is not kept to as
-// the replicas' are), leaves the command its own limiter, with a
-// warning: its requests are then paced apart from the replicas'.
+// keeps the rest to itself. A Redis that does not answer leaves the
+// command its own limiter, with a warning, and so does one that stops
+// answering later (sharedLimiter). The limiter reads its windows on
+// Redis's clock (redisClock), not this machine's, which a laptop's is
+// not kept to as the replicas' are.
 //
-// now is the limiter's clock.
+// now is this machine's clock.
 func (st *stores) shareLimits(ctx context.Context, cfg *Config, log *slog.Logger, now func() time.Time) {
 	c, err := dialRedis(ctx, cfg)
 	if err != nil {
-		log.Warn("redis_url does not answer: this command's rate limits are its own, not shared with the replicas'", "err", err)
+		log.Warn("the deployment's Redis (redis_url) cannot be used: this command's rate limits are its own, not shared with the replicas'", "err", err)
 		return
 	}
-	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	before := now()
-	at, err := c.Time(tctx).Result()
-	after := now()
-	cancel()
-	if skew := at.Sub(before.Add(after.Sub(before) / 2)).Abs(); err != nil || skew > maxLimitSkew {
+	clock := &redisClock{local: now}
+	if err := clock.measure(ctx, c, log); err != nil {
 		c.Close()
-		log.Warn("this machine's clock is not the deployment's Redis's (or its time could not be read): this command's rate limits are its own, not shared with the replicas'",
-			"skew", skew.Round(time.Millisecond), "max", maxLimitSkew, "err", err)
+		log.Warn("the deployment's Redis does not tell its time: this command's rate limits are its own, not shared with the replicas'", "err", err)
 		return
 	}
 	if cfg.SecretKey == "" {
@@ -222,15 +218,97 @@ func (st *stores) shareLimits(ctx context.Context, cfg *Config, log *slog.Logger
 	}
 	st.redis = c
 	st.closers = append(st.closers, c.Close)
-	limiter := redislimit.New(c, redislimit.Options{Prefix: cfg.redisPrefix()})
-	st.limiter = limiter
-	st.closers = append(st.closers, limiter.Close)
+	shared := redislimit.New(c, redislimit.Options{Prefix: cfg.redisPrefix(), LimiterOptions: tools.LimiterOptions{Clock: clock}})
+	st.limiter = &sharedLimiter{shared: shared, own: tools.NewMemoryLimiter(tools.LimiterOptions{}), clock: clock, log: log}
+	st.closers = append(st.closers, shared.Close, clock.keep(c, log))
 	st.pingers["redis"] = pingFunc(func(ctx context.Context) error { return c.Ping(ctx).Err() })
 }
 
-// maxLimitSkew bounds how far a command's clock may be from its
-// deployment's Redis for it to share the replicas' rate limits.
-const maxLimitSkew = time.Second
+// redisClock is this machine's clock moved to Redis's (TIME): what the
+// replicas' limiter windows are read on, within the round trip's half.
+type redisClock struct {
+	local func() time.Time
+	off   atomic.Int64 // Redis's time minus ours, in nanoseconds
+}
+
+func (c *redisClock) Now() time.Time { return c.local().Add(time.Duration(c.off.Load())) }
+
+func (c *redisClock) Sleep(ctx context.Context, d time.Duration) error {
+	return tools.SystemClock().Sleep(ctx, d)
+}
+
+// measure sets the offset from one TIME, taken at the round trip's
+// middle; an offset over a second is logged (once it changes by that
+// much) so the operator can fix the machine's clock.
+func (c *redisClock) measure(ctx context.Context, r redis.UniversalClient, log *slog.Logger) error {
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	before := c.local()
+	at, err := r.Time(tctx).Result()
+	after := c.local()
+	if err != nil {
+		return err
+	}
+	off := at.Sub(before.Add(after.Sub(before) / 2))
+	if old := time.Duration(c.off.Swap(int64(off))); off.Abs() > time.Second && (old-off).Abs() > time.Second {
+		log.Warn("this machine's clock is off the deployment's Redis's: the shared rate limits are read on Redis's", "offset", off.Round(time.Millisecond),
+			"round_trip", after.Sub(before).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// keep measures the offset again every minute (clocks drift, a laptop
+// sleeps) until the returned closer is called.
+func (c *redisClock) keep(r redis.UniversalClient, log *slog.Logger) func() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_ = c.measure(ctx, r, log) // a Redis gone: the limiter notices
+			}
+		}
+	}()
+	return func() error { cancel(); <-done; return nil }
+}
+
+// sharedLimiter is a command's limiter shared in the deployment's Redis
+// until Redis stops answering; from then on (the command's life) its
+// own, with a warning, rather than failing every upstream request.
+type sharedLimiter struct {
+	shared *redislimit.Limiter
+	own    *tools.MemoryLimiter
+	clock  *redisClock // the shared limiter's
+	lost   atomic.Bool
+	log    *slog.Logger
+}
+
+func (l *sharedLimiter) Acquire(ctx context.Context, s tools.LimitScope) (tools.Permit, error) {
+	if !l.lost.Load() {
+		p, err := l.shared.Acquire(ctx, s)
+		if !errors.Is(err, redislimit.ErrRedis) || ctx.Err() != nil {
+			return p, err
+		}
+		if l.lost.CompareAndSwap(false, true) {
+			l.log.Warn("the deployment's Redis stopped answering: this command's rate limits are its own from now on, not shared with the replicas'", "err", err)
+		}
+	}
+	return l.own.Acquire(ctx, s)
+}
+
+// LimitStatus reports the limiter in use.
+func (l *sharedLimiter) LimitStatus() []tools.LimitStatus {
+	if l.lost.Load() {
+		return l.own.LimitStatus()
+	}
+	return l.shared.LimitStatus()
+}
 
 // dialRedis connects to redis_url and checks it answers.
 func dialRedis(ctx context.Context, cfg *Config) (redis.UniversalClient, error) {
