@@ -68,7 +68,7 @@ func TestLimitsOnlySharesWhenItCan(t *testing.T) {
 		if !shared {
 			t.Fatalf("a clock %s off: limiter %T, logs:\n%s", skew, st.limiter, logs)
 		}
-		if off := l.clock.Now().Sub(time.Now()).Abs(); off > 250*time.Millisecond {
+		if off := time.Until(l.clock.Now()).Abs(); off > 250*time.Millisecond {
 			t.Errorf("a clock %s off: the limiter reads a time %s from Redis's", skew, off)
 		}
 		if warned := strings.Contains(logs.String(), "this machine's clock is off the deployment's Redis's"); warned != (skew != 0) {
