@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,14 +54,14 @@ func TestLimitsOnlySharesWhenItCan(t *testing.T) {
 		t.Errorf("ready with Redis down: %+v", r)
 	}
 
-	share := func(addr string, skew time.Duration) (*stores, *bytes.Buffer) {
+	share := func(addr string, skew time.Duration) (*stores, *lockedBuffer) {
 		t.Helper()
-		var logs bytes.Buffer
+		logs := &lockedBuffer{}
 		st := &stores{pingers: map[string]pinger{}}
 		cfg := &Config{RedisURL: "redis://" + addr + "/0", RedisLimitsOnly: true, SecretKey: strings.Repeat("ab", 32)}
-		st.shareLimits(context.Background(), cfg, slog.New(slog.NewTextHandler(&logs, nil)), func() time.Time { return time.Now().Add(skew) })
+		st.shareLimits(context.Background(), cfg, slog.New(slog.NewTextHandler(logs, nil)), func() time.Time { return time.Now().Add(skew) })
 		t.Cleanup(func() { st.close() })
-		return st, &logs
+		return st, logs
 	}
 	for _, skew := range []time.Duration{0, 3 * time.Second, -3 * time.Second} {
 		st, logs := share(rs.Addr, skew)
@@ -96,6 +97,20 @@ func TestLimitsOnlySharesWhenItCan(t *testing.T) {
 	}
 	if n := strings.Count(logs2.String(), "stopped answering"); n != 1 {
 		t.Errorf("%d warnings that Redis stopped answering, want 1:\n%s", n, logs2)
+	}
+	if r := (&Deployment{stores: st}).Ready(context.Background()); r.Stores["redis"] != stateOK {
+		t.Errorf("ready while the command paces on its own: %+v", r)
+	}
+	// Redis answers again: at the next measure (here: asked for at once,
+	// as a drifted clock asks) the limits are shared again.
+	gone.Restart(t)
+	l := st.limiter.(*sharedLimiter)
+	l.clock.drift <- struct{}{}
+	for deadline := time.Now().Add(5 * time.Second); l.lost.Load() && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if l.lost.Load() || !strings.Contains(logs2.String(), "answers again") {
+		t.Errorf("Redis back: still on the command's own limiter:\n%s", logs2)
 	}
 }
 
@@ -146,4 +161,22 @@ func TestKeptClientIDIsThisDeploymentsOnly(t *testing.T) {
 			t.Errorf("kept %+v: answered %q, %v; want %q", c.rc, id, err, c.want)
 		}
 	}
+}
+
+// lockedBuffer is a log the keep goroutine writes while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -202,12 +202,12 @@ func openStores(ctx context.Context, cfg *Config, tel *Telemetry, log *slog.Logg
 //
 // now is this machine's clock.
 func (st *stores) shareLimits(ctx context.Context, cfg *Config, log *slog.Logger, now func() time.Time) {
-	c, err := dialRedis(ctx, cfg)
+	c, err := dialRedis(ctx, cfg, true)
 	if err != nil {
 		log.Warn("the deployment's Redis (redis_url) cannot be used: this command's rate limits are its own, not shared with the replicas'", "err", err)
 		return
 	}
-	clock := &redisClock{local: now}
+	clock := &redisClock{local: now, drift: make(chan struct{}, 1)}
 	if err := clock.measure(ctx, c, log); err != nil {
 		c.Close()
 		log.Warn("the deployment's Redis does not tell its time: this command's rate limits are its own, not shared with the replicas'", "err", err)
@@ -219,27 +219,54 @@ func (st *stores) shareLimits(ctx context.Context, cfg *Config, log *slog.Logger
 	st.redis = c
 	st.closers = append(st.closers, c.Close)
 	shared := redislimit.New(c, redislimit.Options{Prefix: cfg.redisPrefix(), LimiterOptions: tools.LimiterOptions{Clock: clock}})
-	st.limiter = &sharedLimiter{shared: shared, own: tools.NewMemoryLimiter(tools.LimiterOptions{}), clock: clock, log: log}
-	st.closers = append(st.closers, shared.Close, clock.keep(c, log))
-	st.pingers["redis"] = pingFunc(func(ctx context.Context) error { return c.Ping(ctx).Err() })
+	l := &sharedLimiter{shared: shared, own: tools.NewMemoryLimiter(tools.LimiterOptions{}), clock: clock, log: log}
+	st.limiter = l
+	st.closers = append(st.closers, shared.Close, clock.keep(c, log, l.back))
+	st.pingers["redis"] = pingFunc(func(ctx context.Context) error {
+		if l.lost.Load() {
+			return nil // the command paces on its own meanwhile: it works
+		}
+		return c.Ping(ctx).Err()
+	})
 }
 
-// redisClock is this machine's clock moved to Redis's (TIME): what the
-// replicas' limiter windows are read on, within the round trip's half.
+// redisClock is Redis's clock (TIME) as this machine reads it: the time
+// Redis gave at the last measure, plus the monotonic time since — so a
+// step of this machine's wall clock (an NTP step, a VM resyncing after
+// the host slept) does not reach the replicas' limiter windows. A wall
+// clock that moved more than a second from the monotonic one since the
+// last measure (a suspend, which the monotonic clock does not count)
+// has keep measure again at once.
 type redisClock struct {
 	local func() time.Time
-	off   atomic.Int64 // Redis's time minus ours, in nanoseconds
+	at    atomic.Pointer[clockMark]
+	drift chan struct{} // a measure wanted now (keep)
 }
 
-func (c *redisClock) Now() time.Time { return c.local().Add(time.Duration(c.off.Load())) }
+// clockMark is one measure: Redis's time at the middle of the round
+// trip, and this machine's at that moment.
+type clockMark struct{ redis, local time.Time }
+
+func (c *redisClock) Now() time.Time {
+	m := c.at.Load()
+	now := c.local()
+	mono := now.Sub(m.local) // monotonic: both readings carry it
+	if wall := now.Round(0).Sub(m.local.Round(0)); (wall - mono).Abs() > time.Second {
+		select {
+		case c.drift <- struct{}{}:
+		default:
+		}
+	}
+	return m.redis.Add(mono)
+}
 
 func (c *redisClock) Sleep(ctx context.Context, d time.Duration) error {
 	return tools.SystemClock().Sleep(ctx, d)
 }
 
-// measure sets the offset from one TIME, taken at the round trip's
-// middle; an offset over a second is logged (once it changes by that
-// much) so the operator can fix the machine's clock.
+// measure reads TIME, taken at the round trip's middle; an offset from
+// this machine's clock over a second is logged (when it first exceeds
+// it) so the operator can fix the machine's clock.
 func (c *redisClock) measure(ctx context.Context, r redis.UniversalClient, log *slog.Logger) error {
 	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -249,17 +276,19 @@ func (c *redisClock) measure(ctx context.Context, r redis.UniversalClient, log *
 	if err != nil {
 		return err
 	}
-	off := at.Sub(before.Add(after.Sub(before) / 2))
-	if old := time.Duration(c.off.Swap(int64(off))); off.Abs() > time.Second && (old-off).Abs() > time.Second {
+	mid := before.Add(after.Sub(before) / 2)
+	off := at.Sub(mid.Round(0))
+	if old := c.at.Swap(&clockMark{redis: at, local: mid}); off.Abs() > time.Second && (old == nil || old.redis.Sub(old.local.Round(0)).Abs() <= time.Second) {
 		log.Warn("this machine's clock is off the deployment's Redis's: the shared rate limits are read on Redis's", "offset", off.Round(time.Millisecond),
 			"round_trip", after.Sub(before).Round(time.Millisecond))
 	}
 	return nil
 }
 
-// keep measures the offset again every minute (clocks drift, a laptop
-// sleeps) until the returned closer is called.
-func (c *redisClock) keep(r redis.UniversalClient, log *slog.Logger) func() error {
+// keep measures again every minute, and at once when the wall clock
+// drifted from the monotonic one, until the returned closer is called;
+// ok hears of each measure that succeeded (Redis answers).
+func (c *redisClock) keep(r redis.UniversalClient, log *slog.Logger, ok func()) func() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -271,7 +300,10 @@ func (c *redisClock) keep(r redis.UniversalClient, log *slog.Logger) func() erro
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				_ = c.measure(ctx, r, log) // a Redis gone: the limiter notices
+			case <-c.drift:
+			}
+			if c.measure(ctx, r, log) == nil { // a Redis gone: the limiter notices
+				ok()
 			}
 		}
 	}()
@@ -279,8 +311,8 @@ func (c *redisClock) keep(r redis.UniversalClient, log *slog.Logger) func() erro
 }
 
 // sharedLimiter is a command's limiter shared in the deployment's Redis
-// until Redis stops answering; from then on (the command's life) its
-// own, with a warning, rather than failing every upstream request.
+// while Redis answers; when it stops, its own (with a warning) rather
+// than failing every upstream request, until Redis answers again (back).
 type sharedLimiter struct {
 	shared *redislimit.Limiter
 	own    *tools.MemoryLimiter
@@ -296,10 +328,17 @@ func (l *sharedLimiter) Acquire(ctx context.Context, s tools.LimitScope) (tools.
 			return p, err
 		}
 		if l.lost.CompareAndSwap(false, true) {
-			l.log.Warn("the deployment's Redis stopped answering: this command's rate limits are its own from now on, not shared with the replicas'", "err", err)
+			l.log.Warn("the deployment's Redis stopped answering: this command's rate limits are its own until it answers again, not shared with the replicas'", "err", err)
 		}
 	}
 	return l.own.Acquire(ctx, s)
+}
+
+// back shares the limits in Redis again once it answers (keep).
+func (l *sharedLimiter) back() {
+	if l.lost.CompareAndSwap(true, false) {
+		l.log.Warn("the deployment's Redis answers again: this command shares the replicas' rate limits again")
+	}
 }
 
 // LimitStatus reports the limiter in use.
@@ -310,11 +349,18 @@ func (l *sharedLimiter) LimitStatus() []tools.LimitStatus {
 	return l.shared.LimitStatus()
 }
 
-// dialRedis connects to redis_url and checks it answers.
-func dialRedis(ctx context.Context, cfg *Config) (redis.UniversalClient, error) {
+// dialRedis connects to redis_url and checks it answers; with
+// deadlines, a command's deadline bounds its round trips too.
+func dialRedis(ctx context.Context, cfg *Config, deadlines bool) (redis.UniversalClient, error) {
 	one, cluster, err := parseRedisURL(cfg.RedisURL)
 	if err != nil {
 		return nil, cfg.errAt("redis_url", badRedisURL(err, cfg.RedisURL))
+	}
+	if one != nil {
+		one.ContextTimeoutEnabled = deadlines
+	}
+	if cluster != nil {
+		cluster.ContextTimeoutEnabled = deadlines
 	}
 	var c redis.UniversalClient
 	addr := ""
@@ -437,7 +483,7 @@ func openRedisStores(ctx context.Context, cfg *Config, tel *Telemetry) (_ *store
 	if st.secretKey == nil {
 		return nil, cfg.errAt("secret_key", "is required with redis_url (or TRAWL_SECRET_KEY; 64 hex digits, e.g. from `openssl rand -hex 32`): every replica must open the connection tokens another sealed, and the key never goes to Redis")
 	}
-	if st.redis, err = dialRedis(ctx, cfg); err != nil {
+	if st.redis, err = dialRedis(ctx, cfg, false); err != nil {
 		return nil, err
 	}
 	st.closers = append(st.closers, st.redis.Close)
