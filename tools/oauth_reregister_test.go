@@ -26,37 +26,26 @@ func TestOAuthReregistersOnlyAForgottenClient(t *testing.T) {
 	mode.Store("ok")
 	var mu sync.Mutex
 	known := map[string]bool{} // client_ids the server knows
-	var srv *httptest.Server
-	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		switch r.URL.Path {
-		case "/.well-known/oauth-authorization-server":
-			json.NewEncoder(w).Encode(map[string]any{"issuer": srv.URL, "authorization_endpoint": srv.URL + "/authorize",
-				"token_endpoint": srv.URL + "/token", "registration_endpoint": srv.URL + "/register", "code_challenge_methods_supported": []string{"S256"}})
-		case "/token":
-			id, _, _ := r.BasicAuth()
-			r.ParseForm()
-			mu.Lock()
-			ok := known[id]
-			mu.Unlock()
-			switch m := mode.Load().(string); {
-			case !ok || m == "forgot":
-				w.WriteHeader(http.StatusUnauthorized)
-				fmt.Fprint(w, `{"error":"invalid_client"}`)
-			case m == "flaky" && !strings.HasPrefix(r.Form.Get("refresh_token"), "trawl-probe-"):
-				w.WriteHeader(http.StatusUnauthorized)
-				fmt.Fprint(w, `{"error":"invalid_client"}`)
-			case strings.HasPrefix(r.Form.Get("refresh_token"), "trawl-probe-"):
-				w.WriteHeader(http.StatusBadRequest)
-				fmt.Fprint(w, `{"error":"invalid_grant"}`)
-			default:
-				fmt.Fprint(w, `{"access_token":"at","token_type":"Bearer","refresh_token":"rt2","expires_in":60}`)
-			}
+	srv := fakeAuthServer(t, func(w http.ResponseWriter, r *http.Request) {
+		id, _, _ := r.BasicAuth()
+		r.ParseForm()
+		mu.Lock()
+		ok := known[id]
+		mu.Unlock()
+		switch m := mode.Load().(string); {
+		case !ok || m == "forgot":
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"error":"invalid_client"}`)
+		case m == "flaky" && !strings.HasPrefix(r.Form.Get("refresh_token"), "trawl-probe-"):
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"error":"invalid_client"}`)
+		case strings.HasPrefix(r.Form.Get("refresh_token"), "trawl-probe-"):
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"error":"invalid_grant"}`)
 		default:
-			http.NotFound(w, r)
+			fmt.Fprint(w, `{"access_token":"at","token_type":"Bearer","refresh_token":"rt2","expires_in":60}`)
 		}
-	}))
-	defer srv.Close()
+	})
 	var registered []string // the stale argument of each registration
 	register := func(ctx context.Context, issuer, endpoint, stale string) (string, string, error) {
 		mu.Lock()
@@ -123,19 +112,10 @@ func TestOAuthReregistersOnlyAForgottenClient(t *testing.T) {
 func TestOAuthReregistersAKeptClientAfterARestart(t *testing.T) {
 	defer func(d time.Duration) { reregisterAfter = d }(reregisterAfter)
 	var registrations atomic.Int32
-	var srv *httptest.Server
-	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		switch r.URL.Path {
-		case "/.well-known/oauth-authorization-server":
-			json.NewEncoder(w).Encode(map[string]any{"issuer": srv.URL, "authorization_endpoint": srv.URL + "/authorize",
-				"token_endpoint": srv.URL + "/token", "registration_endpoint": srv.URL + "/register", "code_challenge_methods_supported": []string{"S256"}})
-		case "/token": // it knows no client: restarted since
-			w.WriteHeader(http.StatusUnauthorized)
-			fmt.Fprint(w, `{"error":"invalid_client"}`)
-		}
-	}))
-	defer srv.Close()
+	srv := fakeAuthServer(t, func(w http.ResponseWriter, r *http.Request) { // it knows no client: restarted since
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprint(w, `{"error":"invalid_client"}`)
+	})
 	register := func(ctx context.Context, issuer, endpoint, stale string) (string, string, error) {
 		n := registrations.Add(1)
 		if n == 1 {
@@ -156,4 +136,24 @@ func TestOAuthReregistersAKeptClientAfterARestart(t *testing.T) {
 	if _, err := c.Refresh(context.Background(), "rt"); !errors.Is(err, ErrClientReregistered) || registrations.Load() != 2 || c.Spec().ClientID != "client-2" {
 		t.Fatalf("the kept client refused past reregisterAfter: %v, %d registrations, client %s", err, registrations.Load(), c.Spec().ClientID)
 	}
+}
+
+// fakeAuthServer is an authorization server whose metadata offers
+// registration and PKCE and whose token endpoint is token.
+func fakeAuthServer(t *testing.T, token http.HandlerFunc) *httptest.Server {
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/.well-known/oauth-authorization-server":
+			json.NewEncoder(w).Encode(map[string]any{"issuer": srv.URL, "authorization_endpoint": srv.URL + "/authorize",
+				"token_endpoint": srv.URL + "/token", "registration_endpoint": srv.URL + "/register", "code_challenge_methods_supported": []string{"S256"}})
+		case "/token":
+			token(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }

@@ -555,15 +555,7 @@ func BenchmarkMemoryWalk(b *testing.B) {
 	srv, urls := benchServer(b)
 	bodies := make(map[string][]byte, len(urls))
 	for _, u := range urls {
-		resp, err := srv.Client().Get(u)
-		if err != nil {
-			b.Fatal(err)
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			b.Fatal(err)
-		}
+		body := getBody(b, srv.Client(), u)
 		q, _ := url.Parse(u)
 		bodies[q.Query().Get("cursor")] = body
 	}

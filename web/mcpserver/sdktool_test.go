@@ -68,21 +68,7 @@ func TestSDKToolKeepsParamHeaderChecks(t *testing.T) {
 		c := cases[i]
 		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s,`+
 			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`, i, c.tool, c.args)
-		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
-		for k, v := range map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": c.tool, "Content-Type": "application/json",
-			"Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": "2026-07-28"} {
-			req.Header.Set(k, v)
-		}
-		for k, v := range c.headers {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return fmt.Sprintf("%d %s", resp.StatusCode, b)
+		return postCall(t, url, c.tool, body, c.headers)
 	}
 	for i, c := range cases {
 		want, got := answer(asIs, i), answer(given, i)
@@ -96,7 +82,7 @@ func TestSDKToolKeepsParamHeaderChecks(t *testing.T) {
 }
 
 // A tool whose schema marks parameters x-mcp-header where MCP does not
-// allow it (a document's own extensions) is offered without those marks,
+// allow it (a schema passed on as trawl was given it) is offered without those marks,
 // and the SDK takes it (it panics on such a mark); the allowed marks stay
 // and work, and of two marks naming one header the first parameter's by
 // name keeps it.
@@ -167,19 +153,7 @@ func TestDescribeDropsBadParamHeaders(t *testing.T) {
 	call := func(region string) string {
 		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_things","arguments":{"region":"eu","region_again":"x","open":true},` +
 			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
-		req, _ := http.NewRequest("POST", ts.URL, strings.NewReader(body))
-		for k, v := range map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "list_things", "Content-Type": "application/json",
-			"Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": "2026-07-28",
-			"Mcp-Param-Region": region, "Mcp-Param-Open": "true"} {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return fmt.Sprintf("%d %s", resp.StatusCode, b)
+		return postCall(t, ts.URL, "list_things", body, map[string]string{"Mcp-Param-Region": region, "Mcp-Param-Open": "true"})
 	}
 	if got := call("eu"); !strings.HasPrefix(got, "200 ") || !strings.Contains(got, `"ran"`) {
 		t.Errorf("the call with its kept header marks: %s", got)
@@ -187,4 +161,25 @@ func TestDescribeDropsBadParamHeaders(t *testing.T) {
 	if got := call("us"); strings.Contains(got, `"ran"`) {
 		t.Errorf("a header that disagrees with its argument was taken: %s", got)
 	}
+}
+
+// postCall posts a 2026-07-28 tools/call body for tool to url with its
+// protocol headers and these, and answers the status and body.
+func postCall(t *testing.T, url, tool, body string, headers map[string]string) string {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	for k, v := range map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": tool, "Content-Type": "application/json",
+		"Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": "2026-07-28"} {
+		req.Header.Set(k, v)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return fmt.Sprintf("%d %s", resp.StatusCode, b)
 }
