@@ -463,3 +463,31 @@ func TestMemoryDatasetStoreBound(t *testing.T) {
 		t.Errorf("%d bytes held", s.Bytes())
 	}
 }
+
+// _refresh asks for fresh data instead of a cached walk: it is offered
+// only where the dataset cache serves walks again, not with the cache
+// off, in shadow mode (which records but never serves) or without one.
+func TestRefreshOfferedOnlyWhenTheCacheServes(t *testing.T) {
+	tool := ordersTool("http://orders.example")
+	for _, tc := range []struct {
+		mode CacheMode
+		want bool
+	}{{"", false}, {CacheOn, true}, {CacheOff, false}, {CacheShadow, false}} {
+		opts := Options{}
+		if tc.mode != "" {
+			cache, err := NewDatasetCache(CacheOptions{Mode: tc.mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts.Cache = cache
+		}
+		e := newTestEngine(t, opts)
+		props := e.Schema(tool, Binding{LoopResponses: true})["properties"].(map[string]any)
+		if _, ok := props[ArgRefresh]; ok != tc.want {
+			t.Errorf("cache %q: _refresh offered %v, want %v", tc.mode, ok, tc.want)
+		}
+		if _, ok := props[ArgAllPages]; !ok {
+			t.Errorf("cache %q: _all_pages not offered: %v", tc.mode, props)
+		}
+	}
+}

@@ -209,7 +209,8 @@ func Describe(t *tools.Tool, effect tools.Effect) string {
 
 // SchemaFor returns the tool's input schema as the model sees it under a
 // binding: with looping on, a read gains _fields, _all_pages (only when
-// pagination was detected), _for_each, _aggregate and _refresh. _filter
+// pagination was detected), _for_each, _aggregate and, when the dataset
+// cache serves walks again (cached), _refresh. _filter
 // is honoured but never advertised: next to the API's own filter
 // parameters a model would reach for it and fetch everything to filter
 // afterwards. A write (or a destructive call) gains only _fields, and
@@ -218,7 +219,7 @@ func Describe(t *tools.Tool, effect tools.Effect) string {
 // Describe. A tool with no parameters is never offered _for_each: there
 // is no parameter to call it once per value of, so the call would only
 // be refused (forEachValues).
-func SchemaFor(t *tools.Tool, plan paginate.Plan, looping bool, effect tools.Effect, bulk bool, bulkMax int) map[string]any {
+func SchemaFor(t *tools.Tool, plan paginate.Plan, looping bool, effect tools.Effect, bulk bool, bulkMax int, cached bool) map[string]any {
 	s := t.InputSchema()
 	if !looping {
 		return s
@@ -246,9 +247,11 @@ func SchemaFor(t *tools.Tool, plan paginate.Plan, looping bool, effect tools.Eff
 		props[ArgForEach] = forEachSchema()
 	}
 	props[ArgAggregate] = aggregateSchema()
-	props[ArgRefresh] = map[string]any{
-		"type":        "boolean",
-		"description": "Fresh data, not the cache.",
+	if cached {
+		props[ArgRefresh] = map[string]any{
+			"type":        "boolean",
+			"description": "Fresh data, not the cache.",
+		}
 	}
 	s["properties"] = props
 	return s
