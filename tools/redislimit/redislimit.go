@@ -176,8 +176,10 @@ func (k *scopeKeys) index(key string) int {
 }
 
 // ErrRedis is (wrapped) the error of an Acquire that Redis did not
-// answer: nothing was decided, and the request was not sent.
-var ErrRedis = errors.New("rate limiter: redis")
+// answer (or answered with less than the script returns): nothing was
+// decided, and the request was not sent. Its text goes before go-redis's
+// own ("redis: connection pool timeout"), which names Redis already.
+var ErrRedis = errors.New("the shared rate limiter's Redis failed")
 
 // Acquire implements tools.RateLimiter.
 func (l *Limiter) Acquire(ctx context.Context, s tools.LimitScope) (tools.Permit, error) {
@@ -213,7 +215,7 @@ func (l *Limiter) Acquire(ctx context.Context, s tools.LimitScope) (tools.Permit
 			return nil, fmt.Errorf("%w: %w", ErrRedis, err)
 		}
 		if len(res) < 7 {
-			return nil, errors.New("rate limiter: redis: a short answer from the script")
+			return nil, fmt.Errorf("%w: its script answered %d values, not 7", ErrRedis, len(res))
 		}
 		code := res[0]
 		wait := time.Duration(atoi(res[1])) * time.Microsecond
@@ -355,7 +357,7 @@ func (l *Limiter) flush(ctx context.Context) error {
 			l.mu.Lock()
 			l.pending = append(rel, l.pending...)
 			l.mu.Unlock()
-			return fmt.Errorf("rate limiter: redis: %w", err)
+			return fmt.Errorf("%w: %w", ErrRedis, err)
 		}
 	}
 }
