@@ -912,7 +912,7 @@ func OAuthFailure(err error) string {
 		return "the provider's authorization server (" + down.name() + ") has not answered since trawl started (" + down.why + "); trawl keeps trying"
 	}
 	if errors.Is(err, ErrClientReregistered) {
-		return "the provider no longer knows the client trawl registered there (or its secret expired); trawl has registered a new one, and connections made with the old one no longer work: connect again"
+		return "the provider no longer knows the client trawl registered there (or its secret expired); trawl has registered a new one, and connections made with the old one no longer work"
 	}
 	if !errors.As(err, &re) {
 		return "the provider could not be reached (" + safeCause(err) + ")"

@@ -86,7 +86,7 @@ func TestOAuthReregistersOnlyAForgottenClient(t *testing.T) {
 	known = map[string]bool{}
 	mu.Unlock()
 	err = refresh()
-	if !errors.Is(err, ErrClientReregistered) || !RefreshRefused(err) || !strings.Contains(OAuthFailure(err), "connect again") {
+	if !errors.Is(err, ErrClientReregistered) || !RefreshRefused(err) || !strings.Contains(OAuthFailure(err), "registered a new one") || strings.Contains(OAuthFailure(err), "connect again") {
 		t.Fatalf("the forgotten client's refresh: %v (refused %v)", err, RefreshRefused(err))
 	}
 	if regs() != 2 || registered[1] != "client-1" || c.Spec().ClientID != "client-2" {
