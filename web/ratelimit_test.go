@@ -219,11 +219,12 @@ func TestRateLimitCommandSharesTheReplicasPace(t *testing.T) {
 // An answer saying the quota is spent for longer than the walk's budget
 // (X-RateLimit-Remaining: 0, reset in two minutes) stops the walk before
 // its next page as partial, budget_time, saying the rate limit was why;
-// a later call sends nothing and fails at once, saying the same.
+// a later call sends nothing and fails at once, saying the same; both
+// refusals are counted in trawl_upstream_wait_refused_total.
 func TestRateLimitSpentQuotaStopsTheWalk(t *testing.T) {
 	up := newPacedUpstream(t)
 	up.spent = true
-	ts := startPaced(t, 1, up, "{}", "")[0]
+	ts := startPaced(t, 1, up, "{}", "metrics: {enabled: true}\n")[0]
 	invoke := func() (int, []byte) {
 		return ts.do(t, http.MethodPost, "/v1/tools/up.list_items/invoke", "", map[string]any{"args": map[string]any{"_all_pages": true}})
 	}
@@ -254,5 +255,12 @@ func TestRateLimitSpentQuotaStopsTheWalk(t *testing.T) {
 	}
 	if _, total := up.busiestSecond(); total != 1 {
 		t.Errorf("the upstream saw %d requests, want only the first page", total)
+	}
+	// Both requests not sent are counted, by cause, and were no wait.
+	status, metrics := ts.do(t, http.MethodGet, "/metrics", "", nil)
+	for _, want := range []string{`trawl_upstream_wait_refused_total{cause="paused",provider="up"} 2`, `trawl_upstream_wait_seconds_count{provider="up"} 1`} {
+		if status != http.StatusOK || !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics (%d) lacks %s", status, want)
+		}
 	}
 }

@@ -427,18 +427,25 @@ func (t *Telemetry) wrapLimiter(l tools.RateLimiter) tools.RateLimiter {
 			return nil
 		}, conc, inflight)
 	}
-	return observedLimiter{RateLimiter: l, wait: wait}
+	refused, _ := m.Int64Counter("trawl.upstream.wait_refused", metric.WithDescription(
+		"Upstream requests not sent because their provider's rate limit would have made them wait past the call's time budget, by provider and cause (rate, paused, concurrency)."))
+	return observedLimiter{RateLimiter: l, wait: wait, refused: refused}
 }
 
 type observedLimiter struct {
 	tools.RateLimiter
-	wait metric.Float64Histogram
+	wait    metric.Float64Histogram
+	refused metric.Int64Counter
 }
 
 func (o observedLimiter) Acquire(ctx context.Context, s tools.LimitScope) (tools.Permit, error) {
 	p, err := o.RateLimiter.Acquire(ctx, s)
-	if err == nil {
+	var rle *tools.RateLimitError
+	switch {
+	case err == nil:
 		o.wait.Record(ctx, p.Waited().Seconds(), metric.WithAttributes(attribute.String("provider", s.Provider)))
+	case errors.As(err, &rle):
+		o.refused.Add(ctx, 1, metric.WithAttributes(attribute.String("provider", s.Provider), attribute.String("cause", rle.Cause)))
 	}
 	return p, err
 }
