@@ -734,7 +734,7 @@ func (c *OAuthClient) Exchange(ctx context.Context, code, verifier, redirectURI 
 // token is the rotated one, or the same when the server does not rotate.
 func (c *OAuthClient) Refresh(ctx context.Context, refresh string) (*oauth2.Token, error) {
 	if refresh == "" {
-		return nil, &oauth2.RetrieveError{ErrorCode: "invalid_grant", ErrorDescription: "no refresh token was issued"}
+		return nil, ErrNoRefreshToken
 	}
 	c.Resume(ctx)
 	ep, err := c.endpoints()
@@ -903,6 +903,11 @@ func oauthSecrets(o OAuth2) []string {
 		basicToken(url.QueryEscape(o.ClientID), url.QueryEscape(o.ClientSecret))}
 }
 
+// ErrNoRefreshToken is Refresh's answer for a connection the provider
+// gave no refresh token: it lasts as long as its access token, and then
+// the user connects again (RefreshRefused).
+var ErrNoRefreshToken = errors.New("the provider gave this connection no refresh token, so it lasted only as long as its access token, which has expired or was refused")
+
 // OAuthFailure words an authorization server's refusal for the user:
 // what its error code means, never a token.
 func OAuthFailure(err error) string {
@@ -910,6 +915,9 @@ func OAuthFailure(err error) string {
 	var down *authServerDown
 	if errors.As(err, &down) {
 		return "the provider's authorization server (" + down.name() + ") has not answered since trawl started (" + down.why + "); trawl keeps trying"
+	}
+	if errors.Is(err, ErrNoRefreshToken) {
+		return ErrNoRefreshToken.Error()
 	}
 	if errors.Is(err, ErrClientReregistered) {
 		return "the provider no longer knows the client trawl registered there (or its secret expired); trawl has registered a new one, and connections made with the old one no longer work"
@@ -937,8 +945,11 @@ func OAuthFailure(err error) string {
 // is invalid_client for a client trawl registered itself
 // (ErrClientReregistered): the grant went with the old client.
 func RefreshRefused(err error) bool {
-	if errors.Is(err, ErrClientReregistered) {
+	switch {
+	case errors.Is(err, ErrClientReregistered):
 		return true // the grant was the old client's
+	case errors.Is(err, ErrNoRefreshToken):
+		return true // nothing to refresh with: the connection has ended
 	}
 	var re *oauth2.RetrieveError
 	if !errors.As(err, &re) {

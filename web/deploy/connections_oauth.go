@@ -176,6 +176,18 @@ func grantedScopes(tok *oauth2.Token) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
+// usable reports whether the record's access token is to be sent as it
+// is at now: it is not near its expiry — or it is, but there is no
+// refresh token to replace it with, and it has not expired yet (a grant
+// without one is used to its last second, not declared ended a minute
+// early).
+func (r oauthRecord) usable(now time.Time) bool {
+	if !tools.TokenExpiring(r.Expiry, r.Obtained, now) {
+		return true
+	}
+	return r.Refresh == "" && now.Before(r.Expiry)
+}
+
 // BrokenRefusal is what the model reads of a broken connection.
 func BrokenRefusal(toolkit, why string) *tools.RefusedError {
 	return tools.ConnectionBroken(&tools.Tool{Provider: toolkit, Kind: tools.KindApp}, why)
@@ -207,7 +219,7 @@ func (c *Connections) AccessToken(ctx context.Context, user, toolkit string) (st
 	if rec.Broken != "" {
 		return "", false, BrokenRefusal(toolkit, rec.Broken)
 	}
-	if !tools.TokenExpiring(rec.Expiry, rec.Obtained, c.now()) {
+	if rec.usable(c.now()) {
 		return rec.Access, true, nil
 	}
 	tok, err := c.Refresh(ctx, user, toolkit, rec.Access)
@@ -291,7 +303,7 @@ func (c *Connections) refreshLocked(ctx context.Context, client *tools.OAuthClie
 		return "", tools.NeedsCredential(&tools.Tool{Provider: toolkit, Kind: tools.KindApp})
 	case rec.Broken != "":
 		return "", BrokenRefusal(toolkit, rec.Broken)
-	case rec.Access != stale && !tools.TokenExpiring(rec.Expiry, rec.Obtained, c.now()):
+	case rec.Access != stale && rec.usable(c.now()):
 		return rec.Access, nil // refreshed meanwhile, here or on another replica
 	}
 	tok, err := client.Refresh(ctx, rec.Refresh)

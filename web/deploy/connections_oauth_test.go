@@ -1,0 +1,74 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/oauth2"
+
+	"github.com/trawl-dev/trawl/tools"
+)
+
+// A provider that issues no refresh token (GitHub's OAuth apps, many
+// others): the connection is used to its access token's last second —
+// not declared ended when it enters the minute a refresh would be made
+// in — and then ends, saying why, without a token request.
+func TestOAuthWithoutRefreshTokenLastsItsAccessToken(t *testing.T) {
+	var tokenRequests atomic.Int32
+	as := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tokenRequests.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"error":"invalid_grant"}`))
+	}))
+	t.Cleanup(as.Close)
+	cfg := DemoConfig()
+	cfg.DataDir = t.TempDir()
+	d, err := Open(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Stdout: &bytes.Buffer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	ctx := context.Background()
+	client, err := tools.NewOAuthClient(ctx, tools.AuthSpec{Type: tools.AuthOAuth2, OAuth2: tools.OAuth2{
+		Flow: tools.FlowAuthorizationCode, AuthorizeURL: as.URL + "/authorize", TokenURL: as.URL + "/token", ClientID: "trawl"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := d.Connections()
+	conns.SetOAuth(map[string]*tools.OAuthClient{"crm": client}, nil)
+	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	conns.now = func() time.Time { return now }
+	if err := conns.StoreOAuth(ctx, "ann", "crm", &oauth2.Token{AccessToken: "at-1", Expiry: now.Add(10 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []time.Duration{0, 9*time.Minute + 30*time.Second, 10*time.Minute - time.Second} {
+		now = time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC).Add(at)
+		if tok, ok, err := conns.AccessToken(ctx, "ann", "crm"); tok != "at-1" || !ok || err != nil {
+			t.Fatalf("%s after connecting, %s before the access token expires: %q %v %v", at, 10*time.Minute-at, tok, ok, err)
+		}
+	}
+	if n := tokenRequests.Load(); n != 0 {
+		t.Errorf("%d token requests for a connection with no refresh token", n)
+	}
+	now = time.Date(2026, 12, 4, 9, 10, 0, 0, time.UTC)
+	_, ok, err := conns.AccessToken(ctx, "ann", "crm")
+	var refused *tools.RefusedError
+	if ok || !errors.As(err, &refused) || refused.Code != tools.CodeConnectionBroken || !strings.Contains(err.Error(), "no refresh token") {
+		t.Fatalf("once the access token expired: %v %v", ok, err)
+	}
+	if why, _ := conns.Broken(ctx, "ann", "crm"); !strings.Contains(why, "no refresh token") {
+		t.Errorf("the connection's broken reason: %q", why)
+	}
+	if n := tokenRequests.Load(); n != 0 {
+		t.Errorf("%d token requests for a connection with no refresh token", n)
+	}
+}
