@@ -270,6 +270,11 @@ func NewDatasetCache(opts CacheOptions) (*DatasetCache, error) {
 // Mode is the cache's mode.
 func (c *DatasetCache) Mode() CacheMode { return c.mode }
 
+// Serves reports whether c serves complete walks again (mode on): only
+// then does _refresh, which skips it, mean anything. A nil cache serves
+// nothing.
+func (c *DatasetCache) Serves() bool { return c != nil && c.mode == CacheOn }
+
 // Stats returns the counters.
 func (c *DatasetCache) Stats() CacheStats {
 	return CacheStats{

@@ -232,7 +232,7 @@ func (e *Engine) Plan(t *tools.Tool) paginate.Plan {
 // under bulk.
 func (e *Engine) Schema(t *tools.Tool, b Binding) map[string]any {
 	effect := e.Effect(t, b)
-	return SchemaFor(t, e.Plan(t), b.LoopResponses, effect, b.Bulk, bulkValues(b), e.opt.Cache != nil && e.opt.Cache.Mode() == CacheOn)
+	return SchemaFor(t, e.Plan(t), b.LoopResponses, effect, b.Bulk, bulkValues(b), e.opt.Cache.Serves())
 }
 
 func bulkValues(b Binding) int {

@@ -428,7 +428,7 @@ func (t *Telemetry) wrapLimiter(l tools.RateLimiter) tools.RateLimiter {
 		}, conc, inflight)
 	}
 	refused, _ := m.Int64Counter("trawl.upstream.wait_refused", metric.WithDescription(
-		"Upstream requests not sent because their provider's rate limit would have made them wait past the call's time budget, by provider and cause (rate, paused, concurrency)."))
+		"Upstream requests the rate limiter did not send because their provider's limit would have made them wait past the call's time budget, by provider and cause (rate, paused, concurrency)."))
 	return observedLimiter{RateLimiter: l, wait: wait, refused: refused}
 }
 

@@ -967,3 +967,33 @@ func TestUnansweredElicitation(t *testing.T) {
 		t.Fatal("Close still waits")
 	}
 }
+
+// With the dataset cache off no tool offers _refresh, and the server's
+// instructions do not tell the client to use it either; with it on,
+// both do.
+func TestRefreshOnlyWhereTheCacheServes(t *testing.T) {
+	for _, mode := range []string{"on", "off", "shadow"} {
+		t.Run(mode, func(t *testing.T) {
+			f := newFixture(t, Options{}, func(c *deploy.Config) { c.Cache.Mode = mode })
+			cs := f.connect(t, "2025-11-25", nil)
+			instr := cs.InitializeResult().Instructions
+			var orders *mcp.Tool
+			for _, tool := range listAll(t, cs) {
+				if tool.Name == "list_orders" {
+					orders = tool
+				}
+			}
+			if orders == nil {
+				t.Fatal("no list_orders")
+			}
+			_, offered := orders.InputSchema.(map[string]any)["properties"].(map[string]any)["_refresh"]
+			want := mode == "on"
+			if offered != want || strings.Contains(instr, "_refresh") != want {
+				t.Errorf("cache %s: _refresh offered %v, in the instructions %v; want %v", mode, offered, strings.Contains(instr, "_refresh"), want)
+			}
+			if !strings.Contains(instr, "_all_pages") || !strings.Contains(instr, "_aggregate") {
+				t.Errorf("cache %s: the instructions lost more than _refresh: %q", mode, instr)
+			}
+		})
+	}
+}

@@ -50,10 +50,21 @@ const (
 // agent's own system prompt when it is short.
 func (s *Server) instructions(def agent.Definition) string {
 	text := prompts.Text("mcp_instructions")
+	if !s.dep.Cache().Serves() {
+		// No tool offers _refresh then (loop.SchemaFor): nor do these.
+		text = withoutItem(text, "- `_refresh")
+	}
 	if def.System != "" && len(def.System)+len(text) < 2000 {
 		text = def.System + "\n\n" + text
 	}
 	return text
+}
+
+// withoutItem is text without its lines that begin with prefix (one
+// list item each: prompts.Text joins an item's wrapped lines).
+func withoutItem(text, prefix string) string {
+	lines := strings.Split(text, "\n")
+	return strings.Join(slices.DeleteFunc(lines, func(l string) bool { return strings.HasPrefix(l, prefix) }), "\n")
 }
 
 // listMiddleware serves tools/list for the conversation it names (or the
