@@ -955,7 +955,7 @@ func RefreshRefused(err error) bool {
 	if !errors.As(err, &re) {
 		return false
 	}
-	if re.Response != nil && (re.Response.StatusCode < 400 || re.Response.StatusCode >= 500 || re.Response.StatusCode == http.StatusTooManyRequests) {
+	if authServerTrouble(re) || re.Response != nil && re.Response.StatusCode < 400 {
 		return false
 	}
 	return re.ErrorCode == "invalid_grant" || re.ErrorCode == "unauthorized_client"

@@ -3,8 +3,11 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,5 +110,55 @@ func TestOAuthClientCredentialsRefused(t *testing.T) {
 	_, err := inv.Call(context.Background(), Request{Tool: &Tool{ID: "crm.whoami", Provider: "crm", Method: "GET", Path: "/whoami", Origin: api.URL}})
 	if err == nil || !strings.Contains(err.Error(), "refused trawl's client") || strings.Contains(err.Error(), "wrong-secret-value") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// The organization's token in the minute before its expiry is fetched
+// anew; when the authorization server cannot answer then, the token held
+// — which still works — is sent rather than the call refused, and each
+// call asks again; once it has expired, or a 401 refused it, the call is
+// refused (provider_unavailable).
+func TestOAuthClientCredentialsUnavailableUsesTheTokenUntilItExpires(t *testing.T) {
+	var down atomic.Bool
+	var requests atomic.Int32
+	as := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		if down.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"error":"temporarily_unavailable"}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"access_token":"org-1","token_type":"Bearer","expires_in":600}`))
+	}))
+	t.Cleanup(as.Close)
+	c, err := NewOAuthClient(context.Background(), AuthSpec{Type: AuthOAuth2, OAuth2: OAuth2{Flow: FlowClientCredentials,
+		ClientID: "trawl-cc", ClientSecret: "s3cret-value", TokenURL: as.URL + "/token"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	o := &orgToken{client: c, provider: "crm", now: func() time.Time { return now }}
+	ctx := context.Background()
+	if tok, _, err := o.token(ctx, ""); tok != "org-1" || err != nil {
+		t.Fatalf("first token: %q %v", tok, err)
+	}
+	down.Store(true)
+	expiry := o.tok.Expiry
+	for i, left := range []time.Duration{30 * time.Second, 5 * time.Second} {
+		now = expiry.Add(-left)
+		if tok, _, err := o.token(ctx, ""); tok != "org-1" || err != nil {
+			t.Fatalf("%s before expiry, the token endpoint down: %q %v", left, tok, err)
+		}
+		if n := requests.Load(); n != int32(2+i) {
+			t.Errorf("%d token requests; want one a call in the window", n)
+		}
+	}
+	if _, _, err := o.token(ctx, "org-1"); err == nil || !strings.Contains(err.Error(), "cannot be used right now") {
+		t.Errorf("the token a 401 refused, the endpoint down: %v", err)
+	}
+	now = expiry
+	if _, _, err := o.token(ctx, ""); err == nil || !strings.Contains(err.Error(), "cannot be used right now") {
+		t.Errorf("expired, the endpoint down: %v", err)
 	}
 }

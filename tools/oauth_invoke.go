@@ -32,16 +32,32 @@ func (o *orgToken) token(ctx context.Context, stale string) (string, bool, error
 		return o.tok.AccessToken, false, nil
 	}
 	tok, err := o.client.ClientToken(ctx)
+	if err != nil && ctx.Err() == nil && o.tok != nil && o.tok.AccessToken != stale && o.now().Before(o.tok.Expiry) {
+		// A new token could not be had now, but the one held works
+		// until it expires: it is sent, and the next call asks again.
+		return o.tok.AccessToken, false, nil
+	}
 	var re *oauth2.RetrieveError
 	switch {
-	case err != nil && !errors.As(err, &re):
-		// Not the authorization server's refusal: it was not reached.
+	case err != nil && (!errors.As(err, &re) || authServerTrouble(re)):
+		// Not the authorization server's refusal: it was not reached,
+		// or could not answer.
 		return "", false, ProviderUnavailable(o.provider, OAuthFailure(err))
 	case err != nil:
 		return "", false, &RefusedError{Code: CodeNotConnected, Msg: "the organization's OAuth token could not be obtained: " + OAuthFailure(err)}
 	}
 	o.tok, o.got = tok, o.now()
 	return tok.AccessToken, true, nil
+}
+
+// authServerTrouble reports a token endpoint's answer that is its own
+// trouble rather than a refusal of trawl's client: a 5xx or 429, or
+// temporarily_unavailable or server_error (RFC 6749 §4.1.2.1).
+func authServerTrouble(re *oauth2.RetrieveError) bool {
+	if re.Response != nil && (re.Response.StatusCode >= 500 || re.Response.StatusCode == http.StatusTooManyRequests) {
+		return true
+	}
+	return re.ErrorCode == "temporarily_unavailable" || re.ErrorCode == "server_error"
 }
 
 // expiring reports whether a token that expires at exp (zero: never)

@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"sort"
@@ -223,6 +224,14 @@ func (c *Connections) AccessToken(ctx context.Context, user, toolkit string) (st
 		return rec.Access, true, nil
 	}
 	tok, err := c.Refresh(ctx, user, toolkit, rec.Access)
+	var refused *tools.RefusedError
+	if err != nil && ctx.Err() == nil && !(errors.As(err, &refused) && refused.Code == tools.CodeConnectionBroken) && c.now().Before(rec.Expiry) {
+		// The refresh could not be made now (the authorization server
+		// unavailable, another replica's refresh not answering), but the
+		// token works until it expires: it is sent, and the next call
+		// refreshes again.
+		return rec.Access, true, nil
+	}
 	return tok, err == nil, err
 }
 

@@ -72,3 +72,58 @@ func TestOAuthWithoutRefreshTokenLastsItsAccessToken(t *testing.T) {
 		t.Errorf("%d token requests for a connection with no refresh token", n)
 	}
 }
+
+// A token in the minute before its expiry is refreshed first; when the
+// authorization server cannot answer then (a 503), the token that still
+// works is sent rather than the call refused, the connection is kept, and
+// the next call tries the refresh again. Once it has expired, the call is
+// refused as the provider being unavailable — not as a broken connection.
+func TestOAuthRefreshUnavailableUsesTheTokenUntilItExpires(t *testing.T) {
+	var tokenRequests atomic.Int32
+	as := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tokenRequests.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"error":"temporarily_unavailable"}`))
+	}))
+	t.Cleanup(as.Close)
+	cfg := DemoConfig()
+	cfg.DataDir = t.TempDir()
+	d, err := Open(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Stdout: &bytes.Buffer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	ctx := context.Background()
+	client, err := tools.NewOAuthClient(ctx, tools.AuthSpec{Type: tools.AuthOAuth2, OAuth2: tools.OAuth2{
+		Flow: tools.FlowAuthorizationCode, AuthorizeURL: as.URL + "/authorize", TokenURL: as.URL + "/token", ClientID: "trawl"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := d.Connections()
+	conns.SetOAuth(map[string]*tools.OAuthClient{"crm": client}, nil)
+	start := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	now := start
+	conns.now = func() time.Time { return now }
+	if err := conns.StoreOAuth(ctx, "ann", "crm", &oauth2.Token{AccessToken: "at-1", RefreshToken: "rt-1", Expiry: start.Add(10 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	for i, at := range []time.Duration{9*time.Minute + 30*time.Second, 9*time.Minute + 50*time.Second} {
+		now = start.Add(at)
+		if tok, ok, err := conns.AccessToken(ctx, "ann", "crm"); tok != "at-1" || !ok || err != nil {
+			t.Fatalf("%s before expiry, the token endpoint down: %q %v %v", 10*time.Minute-at, tok, ok, err)
+		}
+		if n := tokenRequests.Load(); n != int32(i+1) {
+			t.Errorf("%d token requests after %d calls in the refresh window; want one each", n, i+1)
+		}
+	}
+	now = start.Add(10 * time.Minute)
+	_, ok, err := conns.AccessToken(ctx, "ann", "crm")
+	var refused *tools.RefusedError
+	if ok || !errors.As(err, &refused) || refused.Code != tools.CodeProviderUnavailable {
+		t.Fatalf("expired, the token endpoint down: %v %v", ok, err)
+	}
+	if why, _ := conns.Broken(ctx, "ann", "crm"); why != "" {
+		t.Errorf("the connection was marked broken: %q", why)
+	}
+}
