@@ -94,7 +94,7 @@ func (c *Connections) Credential(ctx context.Context, user, toolkit string) (str
 	if err != nil {
 		return "", false, fmt.Errorf("opening a stored connection (damaged): %w", err)
 	}
-	cred, _, ok := oauthCredential(plain) // an OAuth connection's access token; a broken one is none
+	cred, _, ok := oauthCredential(plain, c.now()) // an OAuth connection's access token; a broken one is none
 	return cred, ok, nil
 }
 

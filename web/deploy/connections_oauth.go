@@ -130,13 +130,13 @@ func (c *Connections) loadOAuth(ctx context.Context, user, toolkit string) (oaut
 
 // oauthCredential reads an OAuth record out of an opened connection:
 // its access token, and false when the connection is broken.
-func oauthCredential(plain []byte) (cred string, isOAuth, ok bool) {
+func oauthCredential(plain []byte, now time.Time) (cred string, isOAuth, ok bool) {
 	body, isOAuth := bytes.CutPrefix(plain, oauthMagic)
 	if !isOAuth {
 		return string(plain), false, true
 	}
 	var rec oauthRecord
-	if json.Unmarshal(body, &rec) != nil || rec.Broken != "" || rec.Access == "" {
+	if json.Unmarshal(body, &rec) != nil || rec.broken(now) != "" || rec.Access == "" {
 		return "", true, false
 	}
 	return rec.Access, true, true
@@ -177,6 +177,17 @@ func grantedScopes(tok *oauth2.Token) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
+// broken says why the connection no longer works at now ("" when it
+// does): the reason stored when a refresh was refused, or — for a
+// connection the provider gave no refresh token — that its access token
+// has expired, which nothing stored says until its next call.
+func (r oauthRecord) broken(now time.Time) string {
+	if r.Broken == "" && r.Refresh == "" && !r.Expiry.IsZero() && !now.Before(r.Expiry) {
+		return tools.OAuthFailure(tools.ErrNoRefreshToken)
+	}
+	return r.Broken
+}
+
 // usable reports whether the record's access token is to be sent as it
 // is at now: it is not near its expiry — or it is, but there is no
 // refresh token to replace it with, and it has not expired yet (a grant
@@ -201,7 +212,7 @@ func (c *Connections) Broken(ctx context.Context, user, toolkit string) (string,
 	if err != nil || !ok {
 		return "", err
 	}
-	return rec.Broken, nil
+	return rec.broken(c.now()), nil
 }
 
 // AccessToken is user's credential for toolkit: a pasted one as it is;
@@ -391,8 +402,8 @@ func (c *Connections) List(ctx context.Context, user string) ([]ConnectionInfo, 
 			}
 			info.Kind, info.Scopes = "oauth2", strings.Fields(rec.Scopes)
 			info.ExpiresAt, info.LastRefresh, info.ConnectedAt = timePtr(rec.Expiry), timePtr(rec.LastRefresh), timePtr(rec.Connected)
-			if rec.Broken != "" {
-				info.Status, info.Broken, info.ExpiresAt = "broken", rec.Broken, nil
+			if why := rec.broken(c.now()); why != "" {
+				info.Status, info.Broken, info.ExpiresAt = "broken", why, nil
 			}
 		}
 		out = append(out, info)

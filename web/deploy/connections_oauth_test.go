@@ -44,28 +44,50 @@ func TestOAuthWithoutRefreshTokenLastsItsAccessToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	conns := d.Connections()
-	conns.SetOAuth(map[string]*tools.OAuthClient{"crm": client}, nil)
+	conns.SetOAuth(map[string]*tools.OAuthClient{"ledgerapp": client}, nil)
 	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
 	conns.now = func() time.Time { return now }
-	if err := conns.StoreOAuth(ctx, "ann", "crm", &oauth2.Token{AccessToken: "at-1", Expiry: now.Add(10 * time.Minute)}); err != nil {
+	if err := conns.StoreOAuth(ctx, "ann", "ledgerapp", &oauth2.Token{AccessToken: "at-1", Expiry: now.Add(10 * time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	for _, at := range []time.Duration{0, 9*time.Minute + 30*time.Second, 10*time.Minute - time.Second} {
 		now = time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC).Add(at)
-		if tok, ok, err := conns.AccessToken(ctx, "ann", "crm"); tok != "at-1" || !ok || err != nil {
+		if tok, ok, err := conns.AccessToken(ctx, "ann", "ledgerapp"); tok != "at-1" || !ok || err != nil {
 			t.Fatalf("%s after connecting, %s before the access token expires: %q %v %v", at, 10*time.Minute-at, tok, ok, err)
 		}
 	}
 	if n := tokenRequests.Load(); n != 0 {
 		t.Errorf("%d token requests for a connection with no refresh token", n)
 	}
+	status := func() (ConnectionInfo, bool) {
+		t.Helper()
+		list, err := conns.List(ctx, "ann")
+		if err != nil || len(list) != 1 {
+			t.Fatalf("connections: %v %v", list, err)
+		}
+		connected, err := conns.Connected(ctx, "ann", nil, "ledgerapp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return list[0], connected
+	}
+	if info, connected := status(); info.Status != "connected" || !connected {
+		t.Errorf("a second before expiry: %+v, connected %v", info, connected)
+	}
 	now = time.Date(2026, 12, 4, 9, 10, 0, 0, time.UTC)
-	_, ok, err := conns.AccessToken(ctx, "ann", "crm")
+	// Expired, before any call: listed broken, not connected.
+	if info, connected := status(); info.Status != "broken" || !strings.Contains(info.Broken, "no refresh token") || connected {
+		t.Errorf("expired, before any call: %+v, connected %v", info, connected)
+	}
+	if why, _ := conns.Broken(ctx, "ann", "ledgerapp"); !strings.Contains(why, "no refresh token") {
+		t.Errorf("expired, before any call, the connection's broken reason: %q", why)
+	}
+	_, ok, err := conns.AccessToken(ctx, "ann", "ledgerapp")
 	var refused *tools.RefusedError
 	if ok || !errors.As(err, &refused) || refused.Code != tools.CodeConnectionBroken || !strings.Contains(err.Error(), "no refresh token") {
 		t.Fatalf("once the access token expired: %v %v", ok, err)
 	}
-	if why, _ := conns.Broken(ctx, "ann", "crm"); !strings.Contains(why, "no refresh token") {
+	if why, _ := conns.Broken(ctx, "ann", "ledgerapp"); !strings.Contains(why, "no refresh token") {
 		t.Errorf("the connection's broken reason: %q", why)
 	}
 	if n := tokenRequests.Load(); n != 0 {
@@ -101,16 +123,16 @@ func TestOAuthRefreshUnavailableUsesTheTokenUntilItExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	conns := d.Connections()
-	conns.SetOAuth(map[string]*tools.OAuthClient{"crm": client}, nil)
+	conns.SetOAuth(map[string]*tools.OAuthClient{"ledgerapp": client}, nil)
 	start := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
 	now := start
 	conns.now = func() time.Time { return now }
-	if err := conns.StoreOAuth(ctx, "ann", "crm", &oauth2.Token{AccessToken: "at-1", RefreshToken: "rt-1", Expiry: start.Add(10 * time.Minute)}); err != nil {
+	if err := conns.StoreOAuth(ctx, "ann", "ledgerapp", &oauth2.Token{AccessToken: "at-1", RefreshToken: "rt-1", Expiry: start.Add(10 * time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	for i, at := range []time.Duration{9*time.Minute + 30*time.Second, 9*time.Minute + 50*time.Second} {
 		now = start.Add(at)
-		if tok, ok, err := conns.AccessToken(ctx, "ann", "crm"); tok != "at-1" || !ok || err != nil {
+		if tok, ok, err := conns.AccessToken(ctx, "ann", "ledgerapp"); tok != "at-1" || !ok || err != nil {
 			t.Fatalf("%s before expiry, the token endpoint down: %q %v %v", 10*time.Minute-at, tok, ok, err)
 		}
 		if n := tokenRequests.Load(); n != int32(i+1) {
@@ -118,12 +140,12 @@ func TestOAuthRefreshUnavailableUsesTheTokenUntilItExpires(t *testing.T) {
 		}
 	}
 	now = start.Add(10 * time.Minute)
-	_, ok, err := conns.AccessToken(ctx, "ann", "crm")
+	_, ok, err := conns.AccessToken(ctx, "ann", "ledgerapp")
 	var refused *tools.RefusedError
 	if ok || !errors.As(err, &refused) || refused.Code != tools.CodeProviderUnavailable {
 		t.Fatalf("expired, the token endpoint down: %v %v", ok, err)
 	}
-	if why, _ := conns.Broken(ctx, "ann", "crm"); why != "" {
+	if why, _ := conns.Broken(ctx, "ann", "ledgerapp"); why != "" {
 		t.Errorf("the connection was marked broken: %q", why)
 	}
 }

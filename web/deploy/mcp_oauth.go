@@ -165,7 +165,7 @@ func (c *Connections) someUser(ctx context.Context, toolkit string) (string, boo
 		if err != nil {
 			return nil
 		}
-		if _, _, works := oauthCredential(plain); !works {
+		if _, _, works := oauthCredential(plain, c.now()); !works {
 			return nil
 		}
 		if user, err = url.PathUnescape(strings.TrimPrefix(u, "u=")); err != nil {
