@@ -162,3 +162,23 @@ func TestOAuthClientCredentialsUnavailableUsesTheTokenUntilItExpires(t *testing.
 		t.Errorf("expired, the endpoint down: %v", err)
 	}
 }
+
+// An MCP server's organization token whose endpoint cannot answer names
+// the server in what the model reads.
+func TestMCPOrgTokenUnavailableNamesTheServer(t *testing.T) {
+	as := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"error":"temporarily_unavailable"}`))
+	}))
+	t.Cleanup(as.Close)
+	h := newMCPOAuth(MCPConfig{ID: "notes", URL: as.URL + "/mcp", Auth: AuthSpec{Type: AuthOAuth2, OAuth2: OAuth2{Flow: FlowClientCredentials,
+		ClientID: "trawl-cc", ClientSecret: "s3cret-value", TokenURL: as.URL + "/token"}}}, nil, nil)
+	o, err := h.client(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := o.token(context.Background(), ""); err == nil || !strings.HasPrefix(err.Error(), "notes cannot be used right now") {
+		t.Errorf("the token endpoint down: %v", err)
+	}
+}

@@ -32,16 +32,17 @@ func (o *orgToken) token(ctx context.Context, stale string) (string, bool, error
 		return o.tok.AccessToken, false, nil
 	}
 	tok, err := o.client.ClientToken(ctx)
-	if err != nil && ctx.Err() == nil && o.tok != nil && o.tok.AccessToken != stale && o.now().Before(o.tok.Expiry) {
+	var re *oauth2.RetrieveError
+	// Not the authorization server's refusal: it was not reached, or
+	// could not answer.
+	unavailable := err != nil && (!errors.As(err, &re) || authServerTrouble(re))
+	if unavailable && ctx.Err() == nil && o.tok != nil && o.tok.AccessToken != stale && o.now().Before(o.tok.Expiry) {
 		// A new token could not be had now, but the one held works
 		// until it expires: it is sent, and the next call asks again.
 		return o.tok.AccessToken, false, nil
 	}
-	var re *oauth2.RetrieveError
 	switch {
-	case err != nil && (!errors.As(err, &re) || authServerTrouble(re)):
-		// Not the authorization server's refusal: it was not reached,
-		// or could not answer.
+	case unavailable:
 		return "", false, ProviderUnavailable(o.provider, OAuthFailure(err))
 	case err != nil:
 		return "", false, &RefusedError{Code: CodeNotConnected, Msg: "the organization's OAuth token could not be obtained: " + OAuthFailure(err)}

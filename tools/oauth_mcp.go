@@ -96,7 +96,7 @@ func (h *mcpOAuth) client(ctx context.Context) (*orgToken, error) {
 	if err != nil {
 		return nil, err
 	}
-	h.org = &orgToken{client: c, now: time.Now}
+	h.org = &orgToken{client: c, provider: h.cfg.ID, now: time.Now}
 	return h.org, nil
 }
 

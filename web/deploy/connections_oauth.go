@@ -228,15 +228,14 @@ func (c *Connections) AccessToken(ctx context.Context, user, toolkit string) (st
 		}
 		return "", false, err
 	}
-	if rec.Broken != "" {
-		return "", false, BrokenRefusal(toolkit, rec.Broken)
+	if why := rec.broken(c.now()); why != "" {
+		return "", false, BrokenRefusal(toolkit, why)
 	}
 	if rec.usable(c.now()) {
 		return rec.Access, true, nil
 	}
 	tok, err := c.Refresh(ctx, user, toolkit, rec.Access)
-	var refused *tools.RefusedError
-	if err != nil && ctx.Err() == nil && !(errors.As(err, &refused) && refused.Code == tools.CodeConnectionBroken) && c.now().Before(rec.Expiry) {
+	if err != nil && ctx.Err() == nil && refreshUnavailable(err) && c.now().Before(rec.Expiry) {
 		// The refresh could not be made now (the authorization server
 		// unavailable, another replica's refresh not answering), but the
 		// token works until it expires: it is sent, and the next call
@@ -244,6 +243,18 @@ func (c *Connections) AccessToken(ctx context.Context, user, toolkit string) (st
 		return rec.Access, true, nil
 	}
 	return tok, err == nil, err
+}
+
+// errRefreshLockWait is (wrapped) a refresh that could not take the
+// refresh lock: another replica's refresh held it too long.
+var errRefreshLockWait = errors.New("waiting for another replica's refresh")
+
+// refreshUnavailable reports a refresh that failed for want of the
+// authorization server (provider_unavailable) or of the lock — not one
+// refused, nor a connection gone (disconnected meanwhile, broken).
+func refreshUnavailable(err error) bool {
+	var refused *tools.RefusedError
+	return errors.Is(err, errRefreshLockWait) || errors.As(err, &refused) && refused.Code == tools.CodeProviderUnavailable
 }
 
 // Secrets are the secrets of user's OAuth connection to toolkit that are
@@ -295,7 +306,7 @@ func (c *Connections) Refresh(ctx context.Context, user, toolkit, stale string) 
 		unlock, err := c.oauth.locks.Lock(lctx, "oauth-refresh:"+TokenHash(key), refreshLockTTL)
 		cancel()
 		if err != nil {
-			return "", fmt.Errorf("waiting for another replica's refresh: %w", err)
+			return "", fmt.Errorf("%w: %w", errRefreshLockWait, err)
 		}
 		defer unlock()
 		rctx, cancel := context.WithTimeout(detached, refreshTimeout)
