@@ -183,7 +183,7 @@ func grantedScopes(tok *oauth2.Token) string {
 // has expired, which nothing stored says until its next call.
 func (r oauthRecord) broken(now time.Time) string {
 	if r.Broken == "" && r.Refresh == "" && !r.Expiry.IsZero() && !now.Before(r.Expiry) {
-		return tools.OAuthFailure(tools.ErrNoRefreshToken)
+		return tools.ErrNoRefreshToken.Error()
 	}
 	return r.Broken
 }

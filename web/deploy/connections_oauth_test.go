@@ -174,3 +174,26 @@ func TestOAuthDisconnectedDuringTheRefreshWaitIsNotSent(t *testing.T) {
 		t.Errorf("the call after the user disconnected: %q %v %v", a.tok, a.ok, a.err)
 	}
 }
+
+// A 401 for the access token of a connection without a refresh token
+// (the API revoked it before its expiry) ends the connection as the
+// refresh path is asked to replace the token: broken, saying there is no
+// refresh token, with no token request.
+func TestOAuthWithoutRefreshTokenRefusedEndsTheConnection(t *testing.T) {
+	conns, now, tokenRequests := oauthConnections(t, http.StatusBadRequest, `{"error":"invalid_grant"}`)
+	ctx := context.Background()
+	if err := conns.StoreOAuth(ctx, "ann", "ledgerapp", &oauth2.Token{AccessToken: "at-1", Expiry: now.Add(10 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := conns.Refresh(ctx, "ann", "ledgerapp", "at-1") // what a 401 for at-1 asks
+	var refused *tools.RefusedError
+	if !errors.As(err, &refused) || refused.Code != tools.CodeConnectionBroken || !strings.Contains(err.Error(), "no refresh token") {
+		t.Fatalf("the 401's refresh: %v", err)
+	}
+	if why, _ := conns.Broken(ctx, "ann", "ledgerapp"); !strings.Contains(why, "was refused") {
+		t.Errorf("the connection's broken reason: %q", why)
+	}
+	if n := tokenRequests.Load(); n != 0 {
+		t.Errorf("%d token requests for a connection with no refresh token", n)
+	}
+}
