@@ -149,8 +149,11 @@ func roundWait(d time.Duration) time.Duration {
 const (
 	// DefaultLimitWait bounds a wait when ctx has no deadline.
 	DefaultLimitWait = 60 * time.Second
-	// DefaultPermitLease is how long a permit counts against concurrency
-	// when it is never released (its replica died).
+	// DefaultPermitLease is how long a permit of the embedded limiter
+	// counts against concurrency when it is never released (a caller's
+	// bug: in one process, a holder does not die apart from its
+	// limiter). The Redis limiter's lease is renewed while its request
+	// runs, and shorter (redislimit.DefaultPermitLease).
 	DefaultPermitLease = 2 * time.Minute
 	// LearnedLimitTTL is how long a learned concurrency bound or rate
 	// outlives the answer that set it.

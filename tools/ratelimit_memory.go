@@ -43,7 +43,9 @@ type LimiterOptions struct {
 	// Clock reads time and sleeps. Nil: the system clock.
 	Clock Clock
 	// PermitLease is how long an unreleased permit counts against
-	// concurrency (its holder died). Zero: DefaultPermitLease.
+	// concurrency after it was granted (the Redis limiter: after its
+	// replica last renewed it). Zero: DefaultPermitLease (the Redis
+	// limiter: redislimit.DefaultPermitLease).
 	PermitLease time.Duration
 }
 

@@ -29,6 +29,11 @@ func NewClock(start time.Time) *Clock { return tools.NewFakeClock(start) }
 // fresh for t, reading clock, with permits leased for lease.
 type New func(t *testing.T, clock tools.Clock, lease time.Duration) (a, b tools.RateLimiter)
 
+// Crasher is a limiter that can stop as the death of its replica would
+// (no release sent, no lease renewed); the suite crashes the one whose
+// permit it leaves unreleased, when it can.
+type Crasher interface{ Crash() }
+
 // Run runs the suite.
 func Run(t *testing.T, newLimiters New) {
 	start := time.Now().Truncate(time.Second)
@@ -437,6 +442,9 @@ func Run(t *testing.T, newLimiters New) {
 		c, a, b := setup(t)
 		s := acme(tools.RateLimit{Concurrency: 1})
 		_ = acquire(t, a, s) // never released: its holder died
+		if cr, ok := a.(Crasher); ok {
+			cr.Crash() // and no longer renews its lease
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		if _, err := b.Acquire(ctx, s); err == nil {

@@ -8,14 +8,18 @@
 // the same fields as the embedded limiter's state (GCRA's theoretical
 // arrival time, the learned rate, quota, pause and concurrency bound) and
 // a sorted set "…:p" of the permits in flight, scored by their lease's
-// end: a replica that dies holding permits has them back within
-// tools.DefaultPermitLease. One Lua script makes the decision, so two
-// replicas never both take the last slot.
+// end. The replica holding a permit renews its lease every third of it
+// (DefaultPermitLease, 15 s) while the request runs, so a long request
+// keeps its slot, and a replica that dies holding permits has them back
+// within the lease. One Lua script makes the decision, so two replicas
+// never both take the last slot.
 //
 // Round trips: an acquisition is one script call, which also carries the
 // replica's releases since its previous call; a release no acquisition
 // picks up within FlushDelay is sent alone. A sequential walk costs one
-// round trip per request; BenchmarkRoundTrips measures it. Waiting for a
+// round trip per request; BenchmarkRoundTrips measures it. Renewing the
+// leases costs one more every third of the lease while permits are held
+// (one per provider on a cluster), however many they are. Waiting for a
 // rate slot costs nothing more (the script reserves the slot and says
 // when it starts); a pause is asked again once it ends; a wait for a
 // concurrency slot asks again on every release of this replica and every
@@ -48,10 +52,16 @@ import (
 	"github.com/trawl-dev/trawl/tools/rediskey"
 )
 
+// DefaultPermitLease is how long a permit counts after its replica last
+// renewed it: how soon a dead replica's permits come back.
+const DefaultPermitLease = 15 * time.Second
+
 // Options configure a Limiter. The zero value is usable.
 type Options struct {
 	// Prefix begins every key. Zero: none.
 	Prefix string
+	// LimiterOptions.PermitLease: zero is DefaultPermitLease here; the
+	// holder renews it every third of it.
 	tools.LimiterOptions
 	// FlushDelay is how long a release waits to ride along with the next
 	// acquisition before it is sent alone. Zero: 2 ms.
@@ -78,7 +88,23 @@ type Limiter struct {
 	armed   bool          // a flush is scheduled
 	changed chan struct{} // closed and replaced on every local release
 	status  map[string]tools.LimitStatus
+	held    map[string]held // the permits granted and not yet released, by id
+	renewer chan struct{}   // closed to stop the renewing goroutine; nil: none runs
+	stopped bool            // Close (or crash) was called: no more renewal
 }
+
+// held is a permit in flight, whose lease this replica renews until
+// MaxPermitHold after it was granted.
+type held struct {
+	provider, credential string
+	since                time.Time
+}
+
+// MaxPermitHold bounds the renewal of a permit's lease: no request
+// lasts that long (a request's timeout is 30 s by default), so a permit
+// held longer was never released (a bug), and comes back a lease
+// later.
+const MaxPermitHold = 10 * time.Minute
 
 var (
 	_ tools.RateLimiter   = (*Limiter)(nil)
@@ -96,7 +122,8 @@ func New(client redis.UniversalClient, opt Options) *Limiter {
 	}
 	var id [6]byte
 	_, _ = rand.Read(id[:])
-	return &Limiter{c: client, opt: opt, k: rediskey.New(client, opt.Prefix), replica: hex.EncodeToString(id[:]), changed: make(chan struct{}), status: map[string]tools.LimitStatus{}}
+	return &Limiter{c: client, opt: opt, k: rediskey.New(client, opt.Prefix), replica: hex.EncodeToString(id[:]),
+		changed: make(chan struct{}), status: map[string]tools.LimitStatus{}, held: map[string]held{}}
 }
 
 func withDefaults(o tools.LimiterOptions) tools.LimiterOptions {
@@ -104,7 +131,7 @@ func withDefaults(o tools.LimiterOptions) tools.LimiterOptions {
 		o.Clock = tools.SystemClock()
 	}
 	if o.PermitLease <= 0 {
-		o.PermitLease = tools.DefaultPermitLease
+		o.PermitLease = DefaultPermitLease
 	}
 	return o
 }
@@ -223,6 +250,7 @@ func (l *Limiter) Acquire(ctx context.Context, s tools.LimitScope) (tools.Permit
 		switch code {
 		case "1":
 			p := &permit{l: l, s: s, id: id, epochs: [2]int64{atoi(res[3]), atoi(res[4])}}
+			l.hold(id, s)
 			if wait > 0 {
 				end := tools.LimitWaitStarted(ctx, tools.LimitWait{Provider: s.Provider, Cause: "rate", Wait: wait})
 				err := clock.Sleep(ctx, wait)
@@ -362,12 +390,92 @@ func (l *Limiter) flush(ctx context.Context) error {
 	}
 }
 
-// Close sends the releases still pending (their permits would otherwise
-// count until their lease ends).
+// Close stops renewing leases and sends the releases still pending
+// (their permits would otherwise count until their lease ends).
 func (l *Limiter) Close() error {
+	l.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return l.flush(ctx)
+}
+
+// stop ends the renewal of leases for good.
+func (l *Limiter) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stopped = true
+	if l.renewer != nil {
+		close(l.renewer)
+		l.renewer = nil
+	}
+}
+
+// hold notes a granted permit, and starts renewing leases if nothing
+// does.
+func (l *Limiter) hold(id string, s tools.LimitScope) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.held[id] = held{provider: s.Provider, credential: s.Credential, since: time.Now()}
+	if l.renewer == nil && !l.stopped {
+		l.renewer = make(chan struct{})
+		go l.renew(l.renewer)
+	}
+}
+
+// renew renews the leases of the permits held, every third of the
+// lease, until none is held (it ends then, and hold starts another) or
+// done is closed.
+func (l *Limiter) renew(done chan struct{}) {
+	t := time.NewTicker(l.opt.PermitLease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		l.mu.Lock()
+		if l.renewer != done {
+			l.mu.Unlock()
+			return
+		}
+		if len(l.held) == 0 {
+			l.renewer = nil
+			l.mu.Unlock()
+			return
+		}
+		byProvider := map[string][]string{} // one call per provider on a cluster, one call on one Redis
+		for id, h := range l.held {
+			if time.Since(h.since) > MaxPermitHold {
+				delete(l.held, id) // never released: left to its lease
+				continue
+			}
+			group := ""
+			if l.k.Cluster() {
+				group = h.provider
+			}
+			byProvider[group] = append(byProvider[group], id)
+		}
+		hs := make(map[string]held, len(l.held))
+		for id, h := range l.held {
+			hs[id] = h
+		}
+		l.mu.Unlock()
+		for _, ids := range byProvider {
+			ctx, cancel := context.WithTimeout(context.Background(), l.opt.PermitLease/3)
+			keys := newScopeKeys(l.k)
+			args := []any{"", l.opt.Clock.Now().UnixMicro(), l.opt.PermitLease.Microseconds(), learnTTL, growDivisor, concCeiling, "k", len(ids)}
+			for _, id := range ids {
+				p, c := keys.add(hs[id].provider, hs[id].credential)
+				args = append(args, id, p, c)
+			}
+			l.roundTrips.Add(1)
+			// A renewal Redis does not take is tried again at the next
+			// tick; the lease outlasts two of them.
+			_ = script.Run(ctx, l.c, keys.keys, args...).Err()
+			cancel()
+		}
+	}
 }
 
 type permit struct {
@@ -392,6 +500,7 @@ func (p *permit) Release(o tools.Outcome) {
 			status: o.Status, learned: tools.Learn(o, l.opt.Clock.Now())}
 		urgent := r.learned.TooMany || !r.learned.PauseUntil.IsZero() || r.learned.Remaining == 0
 		l.mu.Lock()
+		delete(l.held, p.id)
 		l.pending = append(l.pending, r)
 		if !urgent {
 			l.armFlush()

@@ -63,3 +63,54 @@ func TestRedisDownIsErrRedis(t *testing.T) {
 		}
 	}
 }
+
+// A permit's lease is renewed while its request runs, however long it
+// takes, so its slot stays taken; once its replica dies, the slot comes
+// back within the lease (not a fixed two minutes, as before renewal).
+func TestPermitLeaseRenewedWhileHeldBackSoonAfterACrash(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, srv redistest.Backend) {
+		const lease = 2 * time.Second
+		opt := redislimit.Options{Prefix: "renew" + time.Now().Format("150405.000000") + ":",
+			LimiterOptions: tools.LimiterOptions{PermitLease: lease}}
+		a := redislimit.New(srv.Universal(t), opt)
+		b := redislimit.New(srv.Universal(t), opt) // another replica
+		t.Cleanup(func() { a.Close(); b.Close() })
+		s := tools.LimitScope{Provider: "acme", Credential: "k1", Limit: tools.RateLimit{Concurrency: 1}}
+		acquire := func(l *redislimit.Limiter, within time.Duration) (tools.Permit, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), within)
+			defer cancel()
+			return l.Acquire(ctx, s)
+		}
+		p, err := acquire(a, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for end := time.Now().Add(5 * lease / 2); time.Now().Before(end); {
+			q, err := acquire(b, 100*time.Millisecond)
+			if err == nil {
+				q.Release(tools.Outcome{})
+				t.Fatal("the slot of a permit held past its lease was given to another replica: its lease was not renewed")
+			}
+			var rle *tools.RateLimitError
+			if !errors.As(err, &rle) || rle.Cause != "concurrency" {
+				t.Fatalf("waiting for the held slot: %v, want a concurrency RateLimitError", err)
+			}
+		}
+		p.Release(tools.Outcome{Status: 200})
+		q, err := acquire(b, time.Second)
+		if err != nil {
+			t.Fatalf("after the release: %v", err)
+		}
+		_ = q
+		b.Crash() // b dies holding q
+		start := time.Now()
+		r, err := acquire(a, 5*lease)
+		if err != nil {
+			t.Fatalf("a dead replica's permit did not come back within %s: %v", 5*lease, err)
+		}
+		if waited := time.Since(start); waited < lease/3 {
+			t.Errorf("the dead replica's slot came back after %s, before its last renewal's lease could end", waited)
+		}
+		r.Release(tools.Outcome{Status: 200})
+	})
+}

@@ -9,11 +9,13 @@ import "github.com/redis/go-redis/v9"
 // KEYS: every scope's state key followed by its permits key (scopeKeys
 // in Go), so the script touches only keys named in KEYS. ARGV: unused,
 // now (µs), lease (µs), learn TTL (µs), growth divisor, concurrency
-// ceiling, mode ("a": acquire, "r": releases only); for "a": max wait
-// (µs), permit id, the provider's and the credential's index in KEYS
-// (0: none), rps, burst, concurrency; then the number of releases and 14
-// fields each (see release.args, the provider and credential as
-// indexes). Numbers are written with %.17g, which keeps every
+// ceiling, mode ("a": acquire, "r": releases only, "k": keep, renewing
+// leases); for "a": max wait (µs), permit id, the provider's and the
+// credential's index in KEYS (0: none), rps, burst, concurrency; then,
+// for "a" and "r", the number of releases and 14 fields each (see
+// release.args, the provider and credential as indexes); for "k", the
+// number of permits and three fields each: the permit id and its
+// provider's and credential's index. Numbers are written with %.17g, which keeps every
 // microsecond timestamp exact.
 //
 // It answers, for "a": {code, wait µs, cause, provider epoch, credential
@@ -120,6 +122,28 @@ end
 
 if mode == 'r' then
   releases(8)
+  return {}
+end
+
+if mode == 'k' then
+  -- A lease still running is extended to now + lease; one that ended
+  -- (its permit no longer counts) stays ended.
+  local n = tonumber(ARGV[8])
+  local i = 9
+  for _ = 1, n do
+    local pid = ARGV[i]
+    for _, k in ipairs(scopeKeys(ARGV[i + 1], ARGV[i + 2])) do
+      local pkey = KEYS[k + 1]
+      local sc = redis.call('ZSCORE', pkey, pid)
+      if sc and tonumber(sc) > now and tonumber(sc) < now + lease then
+        redis.call('ZADD', pkey, fmt(now + lease), pid)
+        if redis.call('PTTL', pkey) < math.floor(lease / 1000) + 1000 then
+          redis.call('PEXPIRE', pkey, math.floor(lease / 1000) + 1000)
+        end
+      end
+    end
+    i = i + 3
+  end
   return {}
 end
 
