@@ -34,6 +34,13 @@ type Server struct {
 // saying why, when no redis-server binary can be found.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return StartWith(t)
+}
+
+// StartWith is Start with more redis-server arguments (a directive and
+// its values, as "--rename-command", "EVAL", "eval_off").
+func StartWith(t testing.TB, args ...string) *Server {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Skip("redistest: redis-server is not installed (Debian package redis-server; .ci/run installs it)")
@@ -44,7 +51,7 @@ func Start(t testing.TB) *Server {
 		if err != nil {
 			t.Fatalf("redistest: %v", err)
 		}
-		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), bin: bin, port: port}
+		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), bin: bin, port: port, args: args}
 		if lastErr = s.start(); lastErr == nil {
 			t.Cleanup(s.Stop)
 			return s

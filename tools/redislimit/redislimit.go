@@ -390,6 +390,19 @@ func (l *Limiter) flush(ctx context.Context) error {
 	}
 }
 
+// Probe runs the limiter's script once, deciding nothing (a renewal of
+// no permit): an error (ErrRedis) says this Redis cannot pace requests —
+// it does not answer, or does not run the script (scripting disabled, a
+// proxy without EVAL).
+func (l *Limiter) Probe(ctx context.Context) error {
+	args := []any{"", l.opt.Clock.Now().UnixMicro(), l.opt.PermitLease.Microseconds(), learnTTL, growDivisor, concCeiling, "k", 0}
+	l.roundTrips.Add(1)
+	if err := script.Run(ctx, l.c, []string{l.k.In("", "rl:probe")}, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("%w: %w", ErrRedis, err)
+	}
+	return nil
+}
+
 // Close stops renewing leases and sends the releases still pending
 // (their permits would otherwise count until their lease ends).
 func (l *Limiter) Close() error {

@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/trawl-dev/trawl/stream/redistest"
 	"github.com/trawl-dev/trawl/tools"
+	"github.com/trawl-dev/trawl/tools/redislimit"
 )
 
 // A command's own deployment (RedisLimitsOnly) shares the providers'
@@ -111,6 +114,47 @@ func TestLimitsOnlySharesWhenItCan(t *testing.T) {
 	}
 	if l.lost.Load() || !strings.Contains(logs2.String(), "answers again") {
 		t.Errorf("Redis back: still on the command's own limiter:\n%s", logs2)
+	}
+}
+
+// A Redis that answers and tells its time but does not run scripts
+// (scripting disabled, a proxy without EVAL) cannot pace requests: the
+// command keeps its own limiter from the start, with a warning, rather
+// than failing its first request over to it; and a command that lost
+// its Redis does not take such a one back at the next measure, to lose
+// it again at the next request with a warning each way every minute.
+func TestLimitsOnlyRedisWithoutScripts(t *testing.T) {
+	rs := redistest.StartWith(t, "--rename-command", "EVALSHA", "evalsha_off", "--rename-command", "EVAL", "eval_off")
+	logs := &lockedBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	st := &stores{pingers: map[string]pinger{}}
+	cfg := &Config{RedisURL: "redis://" + rs.Addr + "/0", RedisLimitsOnly: true, SecretKey: strings.Repeat("ab", 32)}
+	st.shareLimits(context.Background(), cfg, log, time.Now)
+	t.Cleanup(func() { st.close() })
+	if st.limiter != nil || st.redis != nil || !strings.Contains(logs.String(), "does not run the rate limiter's script") {
+		t.Errorf("a Redis without scripts: limiter %T, logs:\n%s", st.limiter, logs)
+	}
+
+	c := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	t.Cleanup(func() { c.Close() })
+	l := &sharedLimiter{shared: redislimit.New(c, redislimit.Options{}), own: tools.NewMemoryLimiter(tools.LimiterOptions{}), log: log}
+	l.lost.Store(true)
+	l.back()
+	if !l.lost.Load() || strings.Contains(logs.String(), "answers again") {
+		t.Errorf("a Redis without scripts was taken back:\n%s", logs)
+	}
+
+	// Replicas cannot work on it at all: refused at start, naming the key.
+	rcfg := DemoConfig()
+	rcfg.DataDir = t.TempDir()
+	rcfg.RedisURL, rcfg.AdminKey, rcfg.SecretKey = "redis://"+rs.Addr+"/0", "admin-key-for-the-test-of-scripts", strings.Repeat("cd", 32)
+	d, err := Open(context.Background(), rcfg, Options{Logger: slog.New(slog.DiscardHandler), Stdout: &bytes.Buffer{}})
+	if err == nil {
+		d.Close()
+		t.Fatal("replicas opened on a Redis that does not run scripts")
+	}
+	if msg := err.Error(); !strings.Contains(msg, "redis_url") || !strings.Contains(msg, "does not run Lua scripts") {
+		t.Errorf("replicas on a Redis without scripts: %v", err)
 	}
 }
 

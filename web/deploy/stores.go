@@ -216,9 +216,17 @@ func (st *stores) shareLimits(ctx context.Context, cfg *Config, log *slog.Logger
 	if cfg.SecretKey == "" {
 		log.Warn("no secret_key is set (TRAWL_SECRET_KEY): this command shares the providers' rate limits with the replicas, but not the limits learned per runtime credential")
 	}
+	shared := redislimit.New(c, redislimit.Options{Prefix: cfg.redisPrefix(), LimiterOptions: tools.LimiterOptions{Clock: clock}})
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err = shared.Probe(pctx)
+	cancel()
+	if err != nil {
+		c.Close()
+		log.Warn("the deployment's Redis does not run the rate limiter's script: this command's rate limits are its own, not shared with the replicas'", "err", err)
+		return
+	}
 	st.redis = c
 	st.closers = append(st.closers, c.Close)
-	shared := redislimit.New(c, redislimit.Options{Prefix: cfg.redisPrefix(), LimiterOptions: tools.LimiterOptions{Clock: clock}})
 	l := &sharedLimiter{shared: shared, own: tools.NewMemoryLimiter(tools.LimiterOptions{}), clock: clock, log: log}
 	st.limiter = l
 	st.closers = append(st.closers, shared.Close, clock.keep(c, log, l.back))
@@ -334,8 +342,20 @@ func (l *sharedLimiter) Acquire(ctx context.Context, s tools.LimitScope) (tools.
 	return l.own.Acquire(ctx, s)
 }
 
-// back shares the limits in Redis again once it answers (keep).
+// back shares the limits in Redis again once it answers (keep) and
+// runs the limiter's script: a Redis that tells its time but refuses
+// the script (restarted with scripting disabled) is not taken back, to
+// be lost again at the next request, with a warning each way every
+// minute.
 func (l *sharedLimiter) back() {
+	if !l.lost.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if l.shared.Probe(ctx) != nil {
+		return
+	}
 	if l.lost.CompareAndSwap(true, false) {
 		l.log.Warn("the deployment's Redis answers again: this command shares the replicas' rate limits again")
 	}
@@ -515,6 +535,15 @@ func openRedisStores(ctx context.Context, cfg *Config, tel *Telemetry) (_ *store
 	limiter := redislimit.New(c, redislimit.Options{Prefix: prefix})
 	st.limiter = limiter
 	st.closers = append(st.closers, limiter.Close)
+	// The limiter, the run leases and the walk locks are Lua scripts: a
+	// Redis that does not run them (scripting disabled, a proxy without
+	// EVAL) is refused at start, not at every request.
+	probeCtx, probeCancel := context.WithTimeout(ctx, 5*time.Second)
+	err = limiter.Probe(probeCtx)
+	probeCancel()
+	if err != nil {
+		return nil, cfg.errAt("redis_url", fmt.Sprintf("does not run Lua scripts (EVAL), which the replicas share their rate limits, runs and walks with: %v", err))
+	}
 	st.vectors = redisvectors.New(c, prefix)
 	runs := redislease.New(c, prefix, cfg.RunLease)
 	st.closers = append(st.closers, runs.Close)
