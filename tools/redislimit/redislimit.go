@@ -56,6 +56,10 @@ import (
 // renewed it: how soon a dead replica's permits come back.
 const DefaultPermitLease = 15 * time.Second
 
+// minPermitLease bounds the lease from below: renewed every third of it,
+// in microseconds in the script.
+const minPermitLease = 30 * time.Millisecond
+
 // Options configure a Limiter. The zero value is usable.
 type Options struct {
 	// Prefix begins every key. Zero: none.
@@ -89,7 +93,7 @@ type Limiter struct {
 	changed chan struct{} // closed and replaced on every local release
 	status  map[string]tools.LimitStatus
 	held    map[string]held // the permits granted and not yet released, by id
-	renewer chan struct{}   // closed to stop the renewing goroutine; nil: none runs
+	renewal *renewal        // the renewing goroutine; nil: none runs
 	stopped bool            // Close (or crash) was called: no more renewal
 }
 
@@ -133,6 +137,7 @@ func withDefaults(o tools.LimiterOptions) tools.LimiterOptions {
 	if o.PermitLease <= 0 {
 		o.PermitLease = DefaultPermitLease
 	}
+	o.PermitLease = max(o.PermitLease, minPermitLease)
 	return o
 }
 
@@ -250,7 +255,7 @@ func (l *Limiter) Acquire(ctx context.Context, s tools.LimitScope) (tools.Permit
 		switch code {
 		case "1":
 			p := &permit{l: l, s: s, id: id, epochs: [2]int64{atoi(res[3]), atoi(res[4])}}
-			l.hold(id, s)
+			l.hold(id, s, wait)
 			if wait > 0 {
 				end := tools.LimitWaitStarted(ctx, tools.LimitWait{Provider: s.Provider, Cause: "rate", Wait: wait})
 				err := clock.Sleep(ctx, wait)
@@ -412,52 +417,66 @@ func (l *Limiter) Close() error {
 	return l.flush(ctx)
 }
 
-// stop ends the renewal of leases for good.
+// stop ends the renewal of leases for good, and waits for a round in
+// flight to end (cancelled).
 func (l *Limiter) stop() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.stopped = true
-	if l.renewer != nil {
-		close(l.renewer)
-		l.renewer = nil
+	r := l.renewal
+	l.renewal = nil
+	l.mu.Unlock()
+	if r != nil {
+		r.cancel()
+		<-r.done
 	}
 }
 
-// hold notes a granted permit, and starts renewing leases if nothing
-// does.
-func (l *Limiter) hold(id string, s tools.LimitScope) {
+// renewal is the goroutine renewing the leases of the permits held.
+type renewal struct {
+	ctx    context.Context
+	cancel context.CancelFunc // stop: ends it, and its round in flight
+	done   chan struct{}      // closed when it has ended
+}
+
+// hold notes a permit granted, its slot starting after wait, and starts
+// renewing leases if nothing does.
+func (l *Limiter) hold(id string, s tools.LimitScope, wait time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.held[id] = held{provider: s.Provider, credential: s.Credential, since: time.Now()}
-	if l.renewer == nil && !l.stopped {
-		l.renewer = make(chan struct{})
-		go l.renew(l.renewer)
+	l.held[id] = held{provider: s.Provider, credential: s.Credential, since: time.Now().Add(wait)}
+	if l.renewal == nil && !l.stopped {
+		ctx, cancel := context.WithCancel(context.Background())
+		l.renewal = &renewal{ctx: ctx, cancel: cancel, done: make(chan struct{})}
+		go l.renew(l.renewal)
 	}
 }
 
 // renew renews the leases of the permits held, every third of the
 // lease, until none is held (it ends then, and hold starts another) or
-// done is closed.
-func (l *Limiter) renew(done chan struct{}) {
+// it is stopped. On a cluster each provider's call goes at once, so a
+// master that does not answer delays no other's renewal.
+func (l *Limiter) renew(r *renewal) {
+	defer close(r.done)
+	defer r.cancel()
 	t := time.NewTicker(l.opt.PermitLease / 3)
 	defer t.Stop()
 	for {
 		select {
-		case <-done:
+		case <-r.ctx.Done():
 			return
 		case <-t.C:
 		}
 		l.mu.Lock()
-		if l.renewer != done {
+		if l.renewal != r {
 			l.mu.Unlock()
 			return
 		}
 		if len(l.held) == 0 {
-			l.renewer = nil
+			l.renewal = nil
 			l.mu.Unlock()
 			return
 		}
-		byProvider := map[string][]string{} // one call per provider on a cluster, one call on one Redis
+		groups := map[string]map[string]held{} // by provider on a cluster; one group on one Redis
 		for id, h := range l.held {
 			if time.Since(h.since) > MaxPermitHold {
 				delete(l.held, id) // never released: left to its lease
@@ -467,28 +486,34 @@ func (l *Limiter) renew(done chan struct{}) {
 			if l.k.Cluster() {
 				group = h.provider
 			}
-			byProvider[group] = append(byProvider[group], id)
-		}
-		hs := make(map[string]held, len(l.held))
-		for id, h := range l.held {
-			hs[id] = h
+			if groups[group] == nil {
+				groups[group] = map[string]held{}
+			}
+			groups[group][id] = h
 		}
 		l.mu.Unlock()
-		for _, ids := range byProvider {
-			ctx, cancel := context.WithTimeout(context.Background(), l.opt.PermitLease/3)
-			keys := newScopeKeys(l.k)
-			args := []any{"", l.opt.Clock.Now().UnixMicro(), l.opt.PermitLease.Microseconds(), learnTTL, growDivisor, concCeiling, "k", len(ids)}
-			for _, id := range ids {
-				p, c := keys.add(hs[id].provider, hs[id].credential)
-				args = append(args, id, p, c)
-			}
-			l.roundTrips.Add(1)
-			// A renewal Redis does not take is tried again at the next
-			// tick; the lease outlasts two of them.
-			_ = script.Run(ctx, l.c, keys.keys, args...).Err()
-			cancel()
+		var wg sync.WaitGroup
+		for _, hs := range groups {
+			wg.Go(func() { l.renewGroup(r.ctx, hs) })
 		}
+		wg.Wait()
 	}
+}
+
+// renewGroup renews the leases of hs, permits whose keys share a slot,
+// in one script call. One Redis does not take is tried again at the
+// next tick: the lease outlasts two of them.
+func (l *Limiter) renewGroup(ctx context.Context, hs map[string]held) {
+	ctx, cancel := context.WithTimeout(ctx, l.opt.PermitLease/3)
+	defer cancel()
+	keys := newScopeKeys(l.k)
+	args := []any{"", l.opt.Clock.Now().UnixMicro(), l.opt.PermitLease.Microseconds(), learnTTL, growDivisor, concCeiling, "k", len(hs)}
+	for id, h := range hs {
+		p, c := keys.add(h.provider, h.credential)
+		args = append(args, id, p, c)
+	}
+	l.roundTrips.Add(1)
+	_ = script.Run(ctx, l.c, keys.keys, args...).Err()
 }
 
 type permit struct {

@@ -3,8 +3,11 @@ package redislimit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,4 +116,131 @@ func TestPermitLeaseRenewedWhileHeldBackSoonAfterACrash(t *testing.T) {
 		}
 		r.Release(tools.Outcome{Status: 200})
 	})
+}
+
+// stallHook makes every command naming a key of a provider whose name
+// begins with "slow" hang until its context ends, as a master that does
+// not answer would, while on is set.
+type stallHook struct{ on *atomic.Bool }
+
+func (stallHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (stallHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h stallHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.on.Load() {
+			for _, a := range cmd.Args() {
+				if s, ok := a.(string); ok && strings.Contains(s, "{slow") {
+					<-ctx.Done()
+					cmd.SetErr(ctx.Err())
+					return ctx.Err()
+				}
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// On a cluster, providers whose master does not answer do not hold up
+// the renewal of the others' leases: each provider's call goes at once
+// (one after another, four stalled calls of a third of the lease each
+// let a healthy provider's permit lapse).
+func TestClusterStalledMasterDelaysNoOtherRenewal(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	const lease = 3 * time.Second
+	opt := redislimit.Options{Prefix: "stall" + time.Now().Format("150405.000000") + ":",
+		LimiterOptions: tools.LimiterOptions{PermitLease: lease}}
+	ca := cl.Client(t)
+	var on atomic.Bool
+	ca.AddHook(stallHook{&on})
+	a := redislimit.New(ca, opt)
+	b := redislimit.New(cl.Client(t), opt)
+	t.Cleanup(func() { a.Close(); b.Close() })
+	one := tools.RateLimit{Concurrency: 1}
+	for i := range 4 {
+		if _, err := a.Acquire(context.Background(), tools.LimitScope{Provider: fmt.Sprintf("slow%d", i), Limit: one}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fast := tools.LimitScope{Provider: "fast", Limit: one}
+	p, err := a.Acquire(context.Background(), fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	on.Store(true)
+	for end := time.Now().Add(2 * lease); time.Now().Before(end); {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		q, err := b.Acquire(ctx, fast)
+		cancel()
+		if err == nil {
+			q.Release(tools.Outcome{})
+			t.Fatal("a healthy provider's permit lapsed, its renewal held up by providers whose master did not answer")
+		}
+	}
+	on.Store(false)
+	p.Release(tools.Outcome{Status: 200})
+}
+
+// A permit granted with a wait for its rate slot counts from its grant
+// until its release, however long the wait: another permit of the
+// provider, granted and released meanwhile, does not shorten the life of
+// the provider's set of permits, and the waiting one is renewed.
+func TestDelayedPermitCountsThroughItsWait(t *testing.T) {
+	srv := redistest.Start(t)
+	const lease = time.Second
+	opt := redislimit.Options{Prefix: "delay" + time.Now().Format("150405.000000") + ":",
+		LimiterOptions: tools.LimiterOptions{PermitLease: lease}}
+	a := redislimit.New(srv.Universal(t), opt)
+	b := redislimit.New(srv.Universal(t), opt)
+	t.Cleanup(func() { a.Close(); b.Close() })
+	cred := func(c string) tools.LimitScope {
+		return tools.LimitScope{Provider: "acme", Credential: c, Limit: tools.RateLimit{Concurrency: 2}}
+	}
+	get := func(l *redislimit.Limiter, s tools.LimitScope, within time.Duration) (tools.Permit, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), within)
+		defer cancel()
+		return l.Acquire(ctx, s)
+	}
+	// k1 learns a rate of one request in 5 s: its third request waits.
+	p, err := get(a, cred("k1"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Release(tools.Outcome{Status: 200, Header: http.Header{"Ratelimit-Policy": {`"default";q=1;w=5`}}})
+	if p, err = get(a, cred("k1"), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p.Release(tools.Outcome{Status: 200})
+	waiting := make(chan tools.Permit, 1)
+	go func() {
+		p, err := get(a, cred("k1"), 10*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		waiting <- p
+	}()
+	time.Sleep(200 * time.Millisecond)
+	q, err := get(b, cred("k2"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Release(tools.Outcome{Status: 200})
+	time.Sleep(lease + 1500*time.Millisecond) // past the lease of a permit not renewed
+	r1, err1 := get(b, cred("k3"), 300*time.Millisecond)
+	r2, err2 := get(b, cred("k3"), 300*time.Millisecond)
+	if err1 != nil {
+		t.Errorf("one slot of two was free: %v", err1)
+	}
+	if err2 == nil {
+		t.Error("concurrency 2, a permit waiting for its rate slot, and two more granted")
+	}
+	for _, r := range []tools.Permit{r1, r2} {
+		if r != nil {
+			r.Release(tools.Outcome{Status: 200})
+		}
+	}
+	if p := <-waiting; p != nil {
+		p.Release(tools.Outcome{Status: 200})
+	}
 }

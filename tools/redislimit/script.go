@@ -135,11 +135,10 @@ if mode == 'k' then
     for _, k in ipairs(scopeKeys(ARGV[i + 1], ARGV[i + 2])) do
       local pkey = KEYS[k + 1]
       local sc = redis.call('ZSCORE', pkey, pid)
-      if sc and tonumber(sc) > now and tonumber(sc) < now + lease then
+      if sc and tonumber(sc) > now then
         redis.call('ZADD', pkey, fmt(now + lease), pid)
-        if redis.call('PTTL', pkey) < math.floor(lease / 1000) + 1000 then
-          redis.call('PEXPIRE', pkey, math.floor(lease / 1000) + 1000)
-        end
+        local ttl = math.floor(lease / 1000) + 1000
+        if redis.call('PTTL', pkey) < ttl then redis.call('PEXPIRE', pkey, ttl) end
       end
     end
     i = i + 3
@@ -203,8 +202,13 @@ for j, st in ipairs(states) do
   local r = rateOf(st, j)
   if r > 0 then st.tat = math.max(st.tat, now) + math.ceil(1e6 / r) end
   if st.rem > 0 then st.rem = st.rem - 1 end
-  redis.call('ZADD', st.pkey, fmt(now + delay + lease), pid)
-  redis.call('PEXPIRE', st.pkey, math.floor((delay + lease) / 1000) + 1000)
+  -- Leased for the lease from now, its rate slot's delay included: the
+  -- holder renews it while it waits as while it runs (the embedded
+  -- limiter, which nothing renews, leases it past the delay). The set's
+  -- expiry is only ever extended: another permit's may be later.
+  redis.call('ZADD', st.pkey, fmt(now + lease), pid)
+  local ttl = math.floor(lease / 1000) + 1000
+  if redis.call('PTTL', st.pkey) < ttl then redis.call('PEXPIRE', st.pkey, ttl) end
   st.n = st.n + 1
   save(st)
   eps[j] = st.epoch
