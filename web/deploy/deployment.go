@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/trawl-dev/trawl/agent"
 	"github.com/trawl-dev/trawl/agent/workflow"
 	"github.com/trawl-dev/trawl/loop"
@@ -219,7 +221,23 @@ func (d *Deployment) openStores(ctx context.Context) (*stores, error) {
 	if d.parts == PartsServe {
 		return openStores(ctx, d.cfg, d.tel, d.log)
 	}
-	return &stores{kind: "memory"}, nil
+	st := &stores{kind: "memory", pingers: map[string]pinger{}}
+	// One call (trawl call) sends its requests to the providers as a
+	// replica would: with redis_url, at the replicas' pace. A replay's
+	// requests go to its recording, and take no one's quota.
+	if d.parts == PartsCall && d.cfg.RedisURL != "" {
+		// The secret key fingerprints runtime credentials as the
+		// replicas' does, so the limits learned per credential are
+		// shared too.
+		key, err := d.cfg.secretKey()
+		if err != nil {
+			return nil, err
+		}
+		st.secretKey = key
+		redisLogOnce.Do(func() { redis.SetLogger(redisLogger{d.log}) })
+		st.shareLimits(ctx, d.cfg, d.log, time.Now)
+	}
+	return st, nil
 }
 
 // Catalog is the deployment's tool catalog.

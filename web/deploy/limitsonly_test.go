@@ -117,6 +117,33 @@ func TestLimitsOnlySharesWhenItCan(t *testing.T) {
 	}
 }
 
+// One call (trawl call) with redis_url paces its requests in that Redis,
+// as a replica and trawl mcp do, its runtime credentials fingerprinted
+// with the replicas' secret key; a replay, whose requests go to its
+// recording, does not.
+func TestCallSharesTheRateLimits(t *testing.T) {
+	rs := redistest.Start(t)
+	for _, tc := range []struct {
+		parts  Parts
+		shared bool
+	}{{PartsCall, true}, {PartsReplay, false}} {
+		cfg := DemoConfig()
+		cfg.RedisURL, cfg.SecretKey = "redis://"+rs.Addr+"/0", strings.Repeat("ef", 32)
+		d, err := Open(context.Background(), cfg, Options{Parts: tc.parts, Logger: slog.New(slog.DiscardHandler), Stdout: &bytes.Buffer{}})
+		if err != nil {
+			t.Fatalf("parts %d: %v", tc.parts, err)
+		}
+		_, shared := d.stores.limiter.(*sharedLimiter)
+		if shared != tc.shared || d.StoreKind() != "memory" {
+			t.Errorf("parts %d: limiter %T, store %s; want shared %v", tc.parts, d.stores.limiter, d.StoreKind(), tc.shared)
+		}
+		if tc.shared && string(d.stores.scopeKey()) == string((&stores{}).scopeKey()) {
+			t.Errorf("parts %d: credentials fingerprinted without the secret key", tc.parts)
+		}
+		d.Close()
+	}
+}
+
 // A Redis that answers and tells its time but does not run scripts
 // (scripting disabled, a proxy without EVAL) cannot pace requests: the
 // command keeps its own limiter from the start, with a warning, rather
