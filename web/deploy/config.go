@@ -3,6 +3,7 @@ package deploy
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"net/url"
@@ -509,6 +510,11 @@ func checkKeys(name string, n *yaml.Node, t reflect.Type, path string, lines map
 				return err
 			}
 		}
+	case n.Kind == yaml.ScalarNode && isWholeKind(t) && n.ShortTag() == "!!float":
+		// yaml.v3 would decode 1.5 into an int as 1, silently.
+		if f, err := strconv.ParseFloat(n.Value, 64); err != nil || f != math.Trunc(f) {
+			return &ConfigError{File: name, Line: n.Line, Key: path, Msg: fmt.Sprintf("want a whole number, not %s", n.Value)}
+		}
 	case n.Kind == yaml.SequenceNode && t.Kind() == reflect.Slice:
 		for i, c := range n.Content {
 			p := fmt.Sprintf("%s[%d]", path, i)
@@ -519,6 +525,17 @@ func checkKeys(name string, n *yaml.Node, t reflect.Type, path string, lines map
 		}
 	}
 	return nil
+}
+
+// isWholeKind reports an integer type that is not a duration (which
+// decodes from "15s").
+func isWholeKind(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return t != reflect.TypeFor[time.Duration]()
+	}
+	return false
 }
 
 func joinPath(path, key string) string {
