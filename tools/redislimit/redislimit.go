@@ -141,6 +141,19 @@ func withDefaults(o tools.LimiterOptions) tools.LimiterOptions {
 	return o
 }
 
+// waitGrace is how long a waiter for a concurrency slot keeps its turn
+// without asking again: it asks at least every PollInterval.
+func (l *Limiter) waitGrace() time.Duration { return max(time.Second, 40*l.opt.PollInterval) }
+
+// leave gives up the turn of a waiter, id, that will not ask again; it
+// rides along with the next script call, as a release does.
+func (l *Limiter) leave(id string, s tools.LimitScope) {
+	l.mu.Lock()
+	l.pending = append(l.pending, release{id: id, provider: s.Provider, credential: s.Credential, conf: s.Limit.Concurrency})
+	l.armFlush()
+	l.mu.Unlock()
+}
+
 // RoundTrips counts the script calls made so far (for benchmarks).
 func (l *Limiter) RoundTrips() int64 { return l.roundTrips.Load() }
 
@@ -178,7 +191,8 @@ func (r *release) args(keys *scopeKeys) []any {
 }
 
 // scopeKeys are the KEYS of one script call: each scope's state key
-// followed by its permits key, each once.
+// followed by its permits key, its waiters' turns and their expiries,
+// each once.
 type scopeKeys struct {
 	k    rediskey.Keys
 	keys []string
@@ -202,9 +216,9 @@ func (k *scopeKeys) index(key string) int {
 	if i, ok := k.at[key]; ok {
 		return i
 	}
-	k.keys = append(k.keys, key, key+":p")
-	k.at[key] = len(k.keys) - 1
-	return len(k.keys) - 1
+	k.keys = append(k.keys, key, key+":p", key+":w", key+":wl")
+	k.at[key] = len(k.keys) - 3
+	return len(k.keys) - 3
 }
 
 // ErrRedis is (wrapped) the error of an Acquire that Redis did not
@@ -220,6 +234,14 @@ func (l *Limiter) Acquire(ctx context.Context, s tools.LimitScope) (tools.Permit
 	ctx, cancel := tools.LimitWaitContext(ctx)
 	defer cancel()
 	id := l.replica + "." + strconv.FormatUint(l.seq.Add(1), 36)
+	// A request that waited its turn for a concurrency slot and gives
+	// up leaves it, so the waiters after it need not wait out its GRACE.
+	queued, granted := false, false
+	defer func() {
+		if queued && !granted {
+			l.leave(id, s)
+		}
+	}()
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -231,7 +253,7 @@ func (l *Limiter) Acquire(ctx context.Context, s tools.LimitScope) (tools.Permit
 		l.mu.Unlock()
 		keys := newScopeKeys(l.k)
 		p, c := keys.add(s.Provider, s.Credential)
-		args := []any{"", clock.Now().UnixMicro(), l.opt.PermitLease.Microseconds(), learnTTL, growDivisor, concCeiling, "a",
+		args := []any{l.waitGrace().Microseconds(), clock.Now().UnixMicro(), l.opt.PermitLease.Microseconds(), learnTTL, growDivisor, concCeiling, "a",
 			maxWait.Microseconds(), id, p, c,
 			strconv.FormatFloat(s.Limit.RequestsPerSecond, 'g', 17, 64), s.Limit.BurstOrDefault(), s.Limit.Concurrency, len(rel)}
 		for i := range rel {
@@ -254,6 +276,7 @@ func (l *Limiter) Acquire(ctx context.Context, s tools.LimitScope) (tools.Permit
 		l.noteStatus(s.Provider, int(atoi(res[5])), int(atoi(res[6])))
 		switch code {
 		case "1":
+			granted = true // the script took it off the waiters; a release of it leaves all
 			p := &permit{l: l, s: s, id: id, epochs: [2]int64{atoi(res[3]), atoi(res[4])}}
 			l.hold(id, s, wait)
 			if wait > 0 {
@@ -268,6 +291,7 @@ func (l *Limiter) Acquire(ctx context.Context, s tools.LimitScope) (tools.Permit
 			p.waited = clock.Now().Sub(start)
 			return p, nil
 		case "2":
+			queued = true
 			t := time.NewTimer(l.opt.PollInterval)
 			end := tools.LimitWaitStarted(ctx, tools.LimitWait{Provider: s.Provider, Cause: "concurrency"})
 			select {

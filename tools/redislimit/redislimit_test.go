@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -242,5 +244,108 @@ func TestDelayedPermitCountsThroughItsWait(t *testing.T) {
 	}
 	if p := <-waiting; p != nil {
 		p.Release(tools.Outcome{Status: 200})
+	}
+}
+
+// Waiters for a concurrency slot take their turns across replicas: two
+// replicas each sending one request after another under concurrency 1
+// alternate, though each one's next request carries the release of its
+// last (before, the first replica's walk kept the slot to its end and
+// the other's waited it out).
+func TestConcurrencyTurnsAcrossReplicas(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, srv redistest.Backend) {
+		opt := redislimit.Options{Prefix: "turns" + time.Now().Format("150405.000000") + ":"}
+		a := redislimit.New(srv.Universal(t), opt)
+		b := redislimit.New(srv.Universal(t), opt)
+		t.Cleanup(func() { a.Close(); b.Close() })
+		s := tools.LimitScope{Provider: "acme", Limit: tools.RateLimit{Concurrency: 1}}
+		const each = 6
+		var mu sync.Mutex
+		var order []string
+		walk := func(name string, l *redislimit.Limiter, started chan<- struct{}) error {
+			for i := range each {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				p, err := l.Acquire(ctx, s)
+				cancel()
+				if err != nil {
+					return fmt.Errorf("%s, request %d: %w", name, i, err)
+				}
+				mu.Lock()
+				order = append(order, name)
+				mu.Unlock()
+				if i == 0 && started != nil {
+					close(started)
+				}
+				time.Sleep(40 * time.Millisecond) // the upstream answers
+				p.Release(tools.Outcome{Status: 200})
+			}
+			return nil
+		}
+		started := make(chan struct{})
+		errs := make(chan error, 2)
+		go func() { errs <- walk("a", a, started) }()
+		<-started
+		go func() { errs <- walk("b", b, nil) }()
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		run, longest := 1, 1
+		for i := 1; i < len(order); i++ {
+			if order[i] == order[i-1] {
+				run++
+				longest = max(longest, run)
+			} else {
+				run = 1
+			}
+		}
+		// a's first two may come before b asks; after that they alternate.
+		if firstB := slices.Index(order, "b"); firstB > 2 || longest > 3 {
+			t.Errorf("grants in the order %v: b waited out a's walk", order)
+		}
+	})
+}
+
+// A waiter that gives up leaves its turn at once; one that stops asking
+// without a word (its replica died) loses it after the grace of a
+// second, so the requests after it wait no longer than that.
+func TestAWaiterThatGoesAwayLosesItsTurn(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := "gone" + time.Now().Format("150405.000000") + ":"
+	a := redislimit.New(srv.Universal(t), redislimit.Options{Prefix: prefix})
+	b := redislimit.New(srv.Universal(t), redislimit.Options{Prefix: prefix})
+	// c's releases (and so its leaving) are never sent: a dead replica.
+	c := redislimit.New(srv.Universal(t), redislimit.Options{Prefix: prefix, FlushDelay: time.Hour})
+	t.Cleanup(func() { a.Close(); b.Close() })
+	s := tools.LimitScope{Provider: "acme", Limit: tools.RateLimit{Concurrency: 1}}
+	get := func(l *redislimit.Limiter, within time.Duration) (tools.Permit, time.Duration, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), within)
+		defer cancel()
+		start := time.Now()
+		p, err := l.Acquire(ctx, s)
+		return p, time.Since(start), err
+	}
+	for _, tc := range []struct {
+		name     string
+		waiter   *redislimit.Limiter
+		min, max time.Duration
+	}{{"gave up", b, 0, 500 * time.Millisecond}, {"died", c, 700 * time.Millisecond, 3 * time.Second}} {
+		p, _, err := get(a, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := get(tc.waiter, 150*time.Millisecond); err == nil {
+			t.Fatalf("%s: a second request got the only slot", tc.name)
+		}
+		p.Release(tools.Outcome{Status: 200})
+		q, took, err := get(a, tc.max)
+		if err != nil {
+			t.Fatalf("%s: the next request did not get the free slot within %s: %v", tc.name, tc.max, err)
+		}
+		if took < tc.min {
+			t.Errorf("%s: the next request took the slot after %s, before the waiter's turn lapsed", tc.name, took)
+		}
+		q.Release(tools.Outcome{Status: 200})
 	}
 }

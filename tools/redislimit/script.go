@@ -6,9 +6,10 @@ import "github.com/redis/go-redis/v9"
 // embedded limiter (tools/ratelimit_memory.go: decide, learnInto) field
 // for field; the conformance suite (tools/limittest) runs both.
 //
-// KEYS: every scope's state key followed by its permits key (scopeKeys
-// in Go), so the script touches only keys named in KEYS. ARGV: unused,
-// now (µs), lease (µs), learn TTL (µs), growth divisor, concurrency
+// KEYS: every scope's state key followed by its permits key, its
+// waiters' turns and their expiries (scopeKeys in Go), so the script
+// touches only keys named in KEYS. ARGV: how long a waiter keeps its
+// turn without asking again (µs, mode "a"), now (µs), lease (µs), learn TTL (µs), growth divisor, concurrency
 // ceiling, mode ("a": acquire, "r": releases only, "k": keep, renewing
 // leases); for "a": max wait (µs), permit id, the provider's and the
 // credential's index in KEYS (0: none), rps, burst, concurrency; then,
@@ -23,6 +24,7 @@ import "github.com/redis/go-redis/v9"
 // granted (wait: until the slot starts), 0 paused, 2 every concurrency
 // slot taken, 3 the rate slot is further than the max wait.
 var script = redis.NewScript(`
+local GRACE = tonumber(ARGV[1]) or 1000000 -- µs a waiter keeps its turn without asking again
 local now = tonumber(ARGV[2])
 local lease = tonumber(ARGV[3])
 local LEARN = tonumber(ARGV[4])
@@ -36,7 +38,7 @@ local function fmt(n) return string.format('%.17g', n) end
 local function load(i)
   local key = KEYS[i]
   local v = redis.call('HMGET', key, 'tat', 'lrate', 'lburst', 'lrexp', 'rem', 'reset', 'pause', 'cwnd', 'cwexp', 'epoch')
-  local st = {key = key, pkey = KEYS[i + 1],
+  local st = {key = key, pkey = KEYS[i + 1], wkey = KEYS[i + 2], wlkey = KEYS[i + 3],
     tat = tonumber(v[1]) or 0, lrate = tonumber(v[2]) or 0, lburst = tonumber(v[3]) or 0, lrexp = tonumber(v[4]) or 0,
     rem = tonumber(v[5]) or -1, reset = tonumber(v[6]) or 0, pause = tonumber(v[7]) or 0,
     cwnd = tonumber(v[8]) or 0, cwexp = tonumber(v[9]) or 0, epoch = tonumber(v[10]) or 0}
@@ -108,6 +110,8 @@ local function release(a, i)
       save(st)
     end
     redis.call('ZREM', st.pkey, pid)
+    redis.call('ZREM', st.wkey, pid) -- a waiter that gave up leaves its turn
+    redis.call('ZREM', st.wlkey, pid)
   end
 end
 
@@ -159,12 +163,31 @@ local function status(code, wait, cause, e1, e2)
   return {tostring(code), fmt(wait), cause, fmt(e1), fmt(e2), fmt(learned), fmt(states[1].n)}
 end
 
+-- The provider's waiters for a concurrency slot take their turns in the
+-- order they came, across replicas: a request takes a free slot only
+-- when fewer waiters came before it than slots are free. Otherwise a
+-- replica's next request, carrying the release of its last, would take
+-- the slot it freed before another replica's waiter asked again, and one
+-- replica's walk would starve the others'. A waiter asks again at least
+-- every PollInterval; one that stops (its replica died) loses its turn
+-- after GRACE, and one that gives up leaves it (a release of its id).
+local pq = states[1]
+local queued = nil -- whether pid waits in pq's turns; nil: not looked up
+local function dequeue()
+  if queued == false then return end
+  redis.call('ZREM', pq.wkey, pid)
+  redis.call('ZREM', pq.wlkey, pid)
+end
+
 local wait, cause = 0, ''
 for _, st in ipairs(states) do
   if st.pause > now and st.pause - now > wait then wait = st.pause - now; cause = 'paused' end
   if st.rem == 0 and st.reset > now and st.reset - now > wait then wait = st.reset - now; cause = 'paused' end
 end
-if wait > 0 then return status(0, wait, cause, 0, 0) end
+if wait > 0 then
+  if redis.call('ZSCORE', pq.wlkey, pid) then redis.call('ZADD', pq.wlkey, fmt(now + wait + GRACE), pid) end
+  return status(0, wait, cause, 0, 0)
+end
 
 for j, st in ipairs(states) do
   local limit = 0
@@ -173,7 +196,26 @@ for j, st in ipairs(states) do
     local c = math.floor(st.cwnd)
     if limit == 0 or c < limit then limit = c end
   end
-  if limit > 0 and st.n >= limit then return status(2, 0, 'concurrency', 0, 0) end
+  if limit > 0 and j == 1 then
+    for _, d in ipairs(redis.call('ZRANGEBYSCORE', st.wlkey, '-inf', fmt(now))) do
+      redis.call('ZREM', st.wkey, d)
+      redis.call('ZREM', st.wlkey, d)
+    end
+    local ahead = redis.call('ZRANK', st.wkey, pid)
+    queued = ahead ~= false
+    if not queued then ahead = redis.call('ZCARD', st.wkey) end
+    if st.n + ahead >= limit then
+      if not queued then redis.call('ZADD', st.wkey, redis.call('HINCRBY', st.key, 'wseq', 1), pid) end
+      redis.call('ZADD', st.wlkey, fmt(now + GRACE), pid)
+      local ttl = math.floor(GRACE / 1000) + 60000
+      redis.call('PEXPIRE', st.wkey, ttl)
+      redis.call('PEXPIRE', st.wlkey, ttl)
+      return status(2, 0, 'concurrency', 0, 0)
+    end
+  elseif limit > 0 and st.n >= limit then
+    dequeue() -- held by its credential's own bound: it holds up no one else's turn
+    return status(2, 0, 'concurrency', 0, 0)
+  end
 end
 
 local function rateOf(st, j)
@@ -195,7 +237,11 @@ for j, st in ipairs(states) do
     if d > delay then delay = d end
   end
 end
-if delay > maxWait then return status(3, delay, 'rate', 0, 0) end
+if delay > maxWait then
+  dequeue()
+  return status(3, delay, 'rate', 0, 0)
+end
+dequeue()
 
 local eps = {0, 0}
 for j, st in ipairs(states) do
