@@ -141,6 +141,17 @@ func withDefaults(o tools.LimiterOptions) tools.LimiterOptions {
 	return o
 }
 
+// ended is the error of an Acquire whose ctx is done: a deadline that
+// passed while the request waited its turn for a concurrency slot (even
+// if it passed during a round trip asking again) is the rate limit's
+// wait not fitting the time budget.
+func (l *Limiter) ended(ctx context.Context, s tools.LimitScope, queued bool) error {
+	if queued && ctx.Err() == context.DeadlineExceeded {
+		return &tools.RateLimitError{Provider: s.Provider, Cause: "concurrency"}
+	}
+	return ctx.Err()
+}
+
 // waitGrace is how long a waiter for a concurrency slot keeps its turn
 // without asking again: it asks at least every PollInterval.
 func (l *Limiter) waitGrace() time.Duration { return max(time.Second, 40*l.opt.PollInterval) }
@@ -244,7 +255,7 @@ func (l *Limiter) Acquire(ctx context.Context, s tools.LimitScope) (tools.Permit
 	}()
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, l.ended(ctx, s, queued)
 		}
 		maxWait := tools.LimitWaitLeft(ctx)
 		l.mu.Lock()
@@ -264,7 +275,7 @@ func (l *Limiter) Acquire(ctx context.Context, s tools.LimitScope) (tools.Permit
 		if err != nil {
 			l.requeue(rel)
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return nil, l.ended(ctx, s, queued)
 			}
 			return nil, fmt.Errorf("%w: %w", ErrRedis, err)
 		}
