@@ -8,7 +8,10 @@
 // the same fields as the embedded limiter's state (GCRA's theoretical
 // arrival time, the learned rate, quota, pause and concurrency bound) and
 // a sorted set "…:p" of the permits in flight, scored by their lease's
-// end. The replica holding a permit renews its lease every third of it
+// end, and the turns of the requests waiting for a concurrency slot
+// ("…:w", in the order they came, and "…:wl", when each lapses unless
+// its waiter asks again): a free slot goes to the waiter whose turn it
+// is, whichever replica it waits on. The replica holding a permit renews its lease every third of it
 // (DefaultPermitLease, 15 s) while the request runs, so a long request
 // keeps its slot, and a replica that dies holding permits has them back
 // within the lease. One Lua script makes the decision, so two replicas
@@ -274,6 +277,9 @@ func (l *Limiter) Acquire(ctx context.Context, s tools.LimitScope) (tools.Permit
 		res, err := script.Run(ctx, l.c, keys.keys, args...).StringSlice()
 		if err != nil {
 			l.requeue(rel)
+			// Had the script run and queued it all the same, its turn
+			// lapses after the grace (a leave per failed call would pile
+			// up while Redis is down).
 			if ctx.Err() != nil {
 				return nil, l.ended(ctx, s, queued)
 			}

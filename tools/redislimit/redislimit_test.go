@@ -253,60 +253,140 @@ func TestDelayedPermitCountsThroughItsWait(t *testing.T) {
 // replicas each sending one request after another under concurrency 1
 // alternate, though each one's next request carries the release of its
 // last (before, the first replica's walk kept the slot to its end and
-// the other's waited it out).
+// the other's waited it out) — bounded by the provider's configured
+// concurrency, or by the bound a credential learned from a 429, and with
+// the second replica's clock 2 s behind (the turns lapse on Redis's
+// clock, not the replicas').
 func TestConcurrencyTurnsAcrossReplicas(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, srv redistest.Backend) {
-		opt := redislimit.Options{Prefix: "turns" + time.Now().Format("150405.000000") + ":"}
-		a := redislimit.New(srv.Universal(t), opt)
-		b := redislimit.New(srv.Universal(t), opt)
-		t.Cleanup(func() { a.Close(); b.Close() })
-		s := tools.LimitScope{Provider: "acme", Limit: tools.RateLimit{Concurrency: 1}}
-		const each = 6
-		var mu sync.Mutex
-		var order []string
-		walk := func(name string, l *redislimit.Limiter, started chan<- struct{}) error {
-			for i := range each {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				p, err := l.Acquire(ctx, s)
-				cancel()
-				if err != nil {
-					return fmt.Errorf("%s, request %d: %w", name, i, err)
+		for _, tc := range []struct {
+			name string
+			s    tools.LimitScope
+			skew time.Duration
+		}{
+			{"provider", tools.LimitScope{Provider: "acme", Limit: tools.RateLimit{Concurrency: 1}}, 0},
+			{"credential", tools.LimitScope{Provider: "acme", Credential: "k"}, 0},
+			{"clock behind", tools.LimitScope{Provider: "acme", Limit: tools.RateLimit{Concurrency: 1}}, -2 * time.Second},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				opt := redislimit.Options{Prefix: "turns" + time.Now().Format("150405.000000") + ":"}
+				a := redislimit.New(srv.Universal(t), opt)
+				opt.Clock = skewedClock{tc.skew}
+				b := redislimit.New(srv.Universal(t), opt)
+				t.Cleanup(func() { a.Close(); b.Close() })
+				if tc.s.Credential != "" { // the credential learns a bound of 1
+					p, err := a.Acquire(context.Background(), tc.s)
+					if err != nil {
+						t.Fatal(err)
+					}
+					p.Release(tools.Outcome{Status: 429})
 				}
-				mu.Lock()
-				order = append(order, name)
-				mu.Unlock()
-				if i == 0 && started != nil {
-					close(started)
+				order := alternate(t, a, b, tc.s)
+				run, longest := 1, 1
+				for i := 1; i < len(order); i++ {
+					if order[i] == order[i-1] {
+						run++
+						longest = max(longest, run)
+					} else {
+						run = 1
+					}
 				}
-				time.Sleep(40 * time.Millisecond) // the upstream answers
-				p.Release(tools.Outcome{Status: 200})
-			}
-			return nil
-		}
-		started := make(chan struct{})
-		errs := make(chan error, 2)
-		go func() { errs <- walk("a", a, started) }()
-		<-started
-		go func() { errs <- walk("b", b, nil) }()
-		for range 2 {
-			if err := <-errs; err != nil {
-				t.Fatal(err)
-			}
-		}
-		run, longest := 1, 1
-		for i := 1; i < len(order); i++ {
-			if order[i] == order[i-1] {
-				run++
-				longest = max(longest, run)
-			} else {
-				run = 1
-			}
-		}
-		// a's first two may come before b asks; after that they alternate.
-		if firstB := slices.Index(order, "b"); firstB > 2 || longest > 3 {
-			t.Errorf("grants in the order %v: b waited out a's walk", order)
+				// a's first two may come before b asks; after that they alternate.
+				if firstB := slices.Index(order, "b"); firstB > 2 || longest > 3 {
+					t.Errorf("grants in the order %v: b waited out a's walk", order)
+				}
+			})
 		}
 	})
+}
+
+// skewedClock is the system clock off by d.
+type skewedClock struct{ d time.Duration }
+
+func (c skewedClock) Now() time.Time { return time.Now().Add(c.d) }
+func (skewedClock) Sleep(ctx context.Context, d time.Duration) error {
+	return tools.SystemClock().Sleep(ctx, d)
+}
+
+// alternate runs two walks of six requests one after another on s, one
+// on a, then, once a holds its first slot, one on b, each request
+// holding its slot 40 ms, and returns whose each grant was in order.
+func alternate(t *testing.T, a, b *redislimit.Limiter, s tools.LimitScope) []string {
+	t.Helper()
+	var mu sync.Mutex
+	var order []string
+	walk := func(name string, l *redislimit.Limiter, started chan<- struct{}) error {
+		for i := range 6 {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			p, err := l.Acquire(ctx, s)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("%s, request %d: %w", name, i, err)
+			}
+			mu.Lock()
+			order = append(order, name)
+			mu.Unlock()
+			if i == 0 && started != nil {
+				close(started)
+			}
+			time.Sleep(40 * time.Millisecond) // the upstream answers
+			p.Release(tools.Outcome{Status: 200})
+		}
+		return nil
+	}
+	started := make(chan struct{})
+	errs := make(chan error, 2)
+	go func() { errs <- walk("a", a, started) }()
+	<-started
+	go func() { errs <- walk("b", b, nil) }()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	return order
+}
+
+// A request paused by its own credential's pause (a 429 with
+// Retry-After on that credential) gives up its turn in the provider's
+// queue: the provider's free slot goes to another credential's request
+// at once, not after the pause.
+func TestACredentialsPauseHoldsUpNoOtherTurn(t *testing.T) {
+	srv := redistest.Start(t)
+	opt := redislimit.Options{Prefix: "cpause" + time.Now().Format("150405.000000") + ":"}
+	a := redislimit.New(srv.Universal(t), opt)
+	b := redislimit.New(srv.Universal(t), opt)
+	t.Cleanup(func() { a.Close(); b.Close() })
+	scope := func(c string) tools.LimitScope {
+		return tools.LimitScope{Provider: "acme", Credential: c, Limit: tools.RateLimit{Concurrency: 1}}
+	}
+	p, err := a.Acquire(context.Background(), scope("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { // x's next request waits its turn, then x's pause
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		q, err := b.Acquire(ctx, scope("x"))
+		if q != nil {
+			q.Release(tools.Outcome{Status: 200})
+		}
+		waited <- err
+	}()
+	time.Sleep(150 * time.Millisecond)
+	p.Release(tools.Outcome{Status: 429, Header: http.Header{"Retry-After": {"4"}}})
+	time.Sleep(150 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	q, err := a.Acquire(ctx, scope("y"))
+	if err != nil {
+		t.Fatalf("credential y, the provider's only slot free while x is paused: %v", err)
+	}
+	q.Release(tools.Outcome{Status: 200})
+	if err := <-waited; err != nil {
+		t.Errorf("x after its pause: %v", err)
+	}
 }
 
 // A waiter that gives up leaves its turn at once; one that stops asking

@@ -4,7 +4,10 @@ import "github.com/redis/go-redis/v9"
 
 // script decides acquisitions and applies releases, mirroring the
 // embedded limiter (tools/ratelimit_memory.go: decide, learnInto) field
-// for field; the conformance suite (tools/limittest) runs both.
+// for field, with two things only replicas need: the holders' leases are
+// renewed (mode "k"), and waiters for a concurrency slot take turns
+// across replicas (in one process, every waiter hears each release at
+// once). The conformance suite (tools/limittest) runs both.
 //
 // KEYS: every scope's state key followed by its permits key, its
 // waiters' turns and their expiries (scopeKeys in Go), so the script
@@ -163,32 +166,68 @@ local function status(code, wait, cause, e1, e2)
   return {tostring(code), fmt(wait), cause, fmt(e1), fmt(e2), fmt(learned), fmt(states[1].n)}
 end
 
--- The provider's waiters for a concurrency slot take their turns in the
--- order they came, across replicas: a request takes a free slot only
--- when fewer waiters came before it than slots are free. Otherwise a
--- replica's next request, carrying the release of its last, would take
--- the slot it freed before another replica's waiter asked again, and one
--- replica's walk would starve the others'. A waiter asks again at least
--- every PollInterval; one that stops (its replica died) loses its turn
--- after GRACE, and one that gives up leaves it (a release of its id).
-local pq = states[1]
-local queued = nil -- whether pid waits in pq's turns; nil: not looked up
-local function dequeue()
-  if queued == false then return end
-  redis.call('ZREM', pq.wkey, pid)
-  redis.call('ZREM', pq.wlkey, pid)
+-- Waiters for a concurrency slot take their turns in the order they
+-- came, across replicas, in each scope that bounds its concurrency (the
+-- provider, and a credential with a learned bound): a request takes a
+-- free slot only when fewer waiters came before it than slots are free.
+-- Otherwise a replica's next request, carrying the release of its last,
+-- would take the slot it freed before another replica's waiter asked
+-- again, and one replica's walk would starve the others'. A waiter asks
+-- again at least every PollInterval; one that stops (its replica died)
+-- loses its turn after GRACE, on Redis's own clock (TIME), so a replica
+-- whose clock is off keeps its turns; one that gives up leaves them (a
+-- release of its id). A request waits in the queues of the scopes that
+-- hold it only: where it is not held, it holds up no one's turn.
+local rnow = nil
+local function redisNow()
+  if not rnow then
+    local t = redis.call('TIME')
+    rnow = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return rnow
+end
+local function leaveTurn(st)
+  redis.call('ZREM', st.wkey, pid)
+  redis.call('ZREM', st.wlkey, pid)
+end
+local function keepTurn(st, extra)
+  if not redis.call('ZSCORE', st.wkey, pid) then
+    local last = redis.call('ZRANGE', st.wkey, -1, -1, 'WITHSCORES')
+    local ticket = 1
+    if last[2] then ticket = tonumber(last[2]) + 1 end
+    redis.call('ZADD', st.wkey, ticket, pid)
+  end
+  redis.call('ZADD', st.wlkey, fmt(redisNow() + extra + GRACE), pid)
+  local ttl = math.floor((extra + GRACE) / 1000) + 60000
+  for _, k in ipairs({st.wkey, st.wlkey}) do
+    if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
+  end
+end
+local function pausedFor(st)
+  local w = 0
+  if st.pause > now then w = st.pause - now end
+  if st.rem == 0 and st.reset > now and st.reset - now > w then w = st.reset - now end
+  return w
 end
 
 local wait, cause = 0, ''
 for _, st in ipairs(states) do
-  if st.pause > now and st.pause - now > wait then wait = st.pause - now; cause = 'paused' end
-  if st.rem == 0 and st.reset > now and st.reset - now > wait then wait = st.reset - now; cause = 'paused' end
+  local w = pausedFor(st)
+  if w > wait then wait = w; cause = 'paused' end
 end
 if wait > 0 then
-  if redis.call('ZSCORE', pq.wlkey, pid) then redis.call('ZADD', pq.wlkey, fmt(now + wait + GRACE), pid) end
+  -- A turn is kept through a pause of its whole scope (everyone there
+  -- waits as long); a pause of another scope (its credential's) holds
+  -- this request only, and it leaves the turn it would hold up.
+  for _, st in ipairs(states) do
+    if redis.call('ZSCORE', st.wkey, pid) then
+      if pausedFor(st) >= wait then keepTurn(st, wait) else leaveTurn(st) end
+    end
+  end
   return status(0, wait, cause, 0, 0)
 end
 
+local blocked = false
 for j, st in ipairs(states) do
   local limit = 0
   if j == 1 then limit = cfgConc end
@@ -196,26 +235,28 @@ for j, st in ipairs(states) do
     local c = math.floor(st.cwnd)
     if limit == 0 or c < limit then limit = c end
   end
-  if limit > 0 and j == 1 then
-    for _, d in ipairs(redis.call('ZRANGEBYSCORE', st.wlkey, '-inf', fmt(now))) do
+  if limit > 0 then
+    for _, d in ipairs(redis.call('ZRANGEBYSCORE', st.wlkey, '-inf', fmt(redisNow()))) do
       redis.call('ZREM', st.wkey, d)
       redis.call('ZREM', st.wlkey, d)
     end
     local ahead = redis.call('ZRANK', st.wkey, pid)
-    queued = ahead ~= false
-    if not queued then ahead = redis.call('ZCARD', st.wkey) end
-    if st.n + ahead >= limit then
-      if not queued then redis.call('ZADD', st.wkey, redis.call('HINCRBY', st.key, 'wseq', 1), pid) end
-      redis.call('ZADD', st.wlkey, fmt(now + GRACE), pid)
-      local ttl = math.floor(GRACE / 1000) + 60000
-      redis.call('PEXPIRE', st.wkey, ttl)
-      redis.call('PEXPIRE', st.wlkey, ttl)
-      return status(2, 0, 'concurrency', 0, 0)
-    end
-  elseif limit > 0 and st.n >= limit then
-    dequeue() -- held by its credential's own bound: it holds up no one else's turn
-    return status(2, 0, 'concurrency', 0, 0)
+    st.queued = ahead ~= false
+    if not st.queued then ahead = redis.call('ZCARD', st.wkey) end
+    st.held = st.n + ahead >= limit
+    blocked = blocked or st.held
   end
+end
+local function leaveTurns()
+  for _, st in ipairs(states) do
+    if st.queued then leaveTurn(st) end
+  end
+end
+if blocked then
+  for _, st in ipairs(states) do
+    if st.held then keepTurn(st, 0) elseif st.queued then leaveTurn(st) end
+  end
+  return status(2, 0, 'concurrency', 0, 0)
 end
 
 local function rateOf(st, j)
@@ -238,10 +279,10 @@ for j, st in ipairs(states) do
   end
 end
 if delay > maxWait then
-  dequeue()
+  leaveTurns()
   return status(3, delay, 'rate', 0, 0)
 end
-dequeue()
+leaveTurns()
 
 local eps = {0, 0}
 for j, st in ipairs(states) do
