@@ -49,7 +49,7 @@ func call(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if *agentID != "" {
 		parts = deploy.PartsReplay // the agents too
 	}
-	srv, done, err := openParts(ctx, *cfgPath, stderr, parts)
+	srv, done, err := openPartsCalling(ctx, *cfgPath, stderr, parts, true)
 	if err != nil {
 		return err
 	}

@@ -59,6 +59,13 @@ func checkCredentials(cfg *deploy.Config, strict bool, stderr io.Writer) error {
 // listens — so it also runs beside a server that holds the deployment's
 // store. done releases it.
 func openParts(ctx context.Context, cfgPath string, stderr io.Writer, parts deploy.Parts) (d *deploy.Deployment, done func(), err error) {
+	return openPartsCalling(ctx, cfgPath, stderr, parts, false)
+}
+
+// openPartsCalling is openParts for a command that sends tool calls to
+// the providers (calls: trawl call), which with redis_url then keep the
+// replicas' pace.
+func openPartsCalling(ctx context.Context, cfgPath string, stderr io.Writer, parts deploy.Parts, calls bool) (d *deploy.Deployment, done func(), err error) {
 	cfg, err := loadConfig(cfgPath)
 	if err != nil {
 		return nil, nil, err
@@ -66,7 +73,7 @@ func openParts(ctx context.Context, cfgPath string, stderr io.Writer, parts depl
 	if err := checkCredentials(cfg, false, stderr); err != nil {
 		return nil, nil, err
 	}
-	d, err = deploy.Open(ctx, cfg, deploy.Options{Parts: parts, Logger: quietLogger(stderr), Stdout: io.Discard})
+	d, err = deploy.Open(ctx, cfg, deploy.Options{Parts: parts, Calls: calls, Logger: quietLogger(stderr), Stdout: io.Discard})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -486,6 +486,9 @@ func checkKeys(name string, n *yaml.Node, t reflect.Type, path string, lines map
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if n.Kind == yaml.AliasNode && n.Alias != nil && n.Alias.Kind == yaml.ScalarNode { // *name: the value &name marked
+		n = n.Alias
+	}
 	switch {
 	case n.Kind == yaml.MappingNode && t.Kind() == reflect.Struct:
 		fields := yamlFields(t)

@@ -109,6 +109,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"rate limit negative", "providers:\n  - {id: a, openapi: x, rate_limit: {concurrency: -1}}\n", "providers[0].rate_limit: concurrency must not be negative"},
 		{"walk concurrency too high", "limits: {concurrency: 17}\n", "trawl.yaml:1: limits.concurrency: must be between 0 (adaptive) and 16, not 17"},
 		{"rate limit concurrency fraction", "providers:\n  - {id: a, openapi: x, rate_limit: {concurrency: 1.5}}\n", "trawl.yaml:2: providers[0].rate_limit.concurrency: want a whole number, not 1.5"},
+		{"fraction through an alias", "providers:\n  - {id: a, openapi: x, rate_limit: {requests_per_second: &f 1.5, concurrency: *f}}\n", "providers[0].rate_limit.concurrency: want a whole number, not 1.5"},
 		{"walk concurrency fraction", "limits: {concurrency: 2.7}\n", "trawl.yaml:1: limits.concurrency: want a whole number, not 2.7"},
 		{"rate limit unknown key", "providers:\n  - {id: a, openapi: x, rate_limit: {rps: 4}}\n", `providers[0].rate_limit.rps: unknown key "rps"`},
 		{"rate limit on a command server", "mcp_servers:\n  - {id: f, command: [x], rate_limit: {concurrency: 2}}\n", "rate_limit applies to a server over HTTP"},

@@ -30,6 +30,7 @@ import (
 type Deployment struct {
 	cfg      *Config
 	parts    Parts
+	calls    bool // Options.Calls
 	log      *slog.Logger
 	out      io.Writer
 	stores   *stores
@@ -110,6 +111,11 @@ type Options struct {
 	Now func() time.Time
 	// Runs are the run host's clock and waits. Zero: the defaults.
 	Runs RunTimings
+	// Calls says the deployment, other than PartsServe, sends its tool
+	// calls to the providers (trawl call): with redis_url it paces them
+	// in that Redis, at the replicas' pace. A replay's go to its
+	// recording, and a listing sends none.
+	Calls bool
 	// Upstream carries the tools' HTTP requests (an evaluation's
 	// recording or replaying transport: eval.Upstream). Zero: the
 	// invoker's own.
@@ -119,7 +125,7 @@ type Options struct {
 // Open assembles what cfg describes: it opens the stores, imports every
 // tool source and checks every agent binding. Close it.
 func Open(ctx context.Context, cfg *Config, opt Options) (_ *Deployment, err error) {
-	d := &Deployment{cfg: cfg, parts: opt.Parts, log: opt.Logger, out: opt.Stdout, mcp: map[string]*tools.MCPSource{},
+	d := &Deployment{cfg: cfg, parts: opt.Parts, calls: opt.Calls, log: opt.Logger, out: opt.Stdout, mcp: map[string]*tools.MCPSource{},
 		now: opt.Now}
 	if d.now == nil {
 		d.now = time.Now
@@ -222,10 +228,9 @@ func (d *Deployment) openStores(ctx context.Context) (*stores, error) {
 		return openStores(ctx, d.cfg, d.tel, d.log)
 	}
 	st := &stores{kind: "memory", pingers: map[string]pinger{}}
-	// One call (trawl call) sends its requests to the providers as a
-	// replica would: with redis_url, at the replicas' pace. A replay's
-	// requests go to its recording, and take no one's quota.
-	if d.parts == PartsCall && d.cfg.RedisURL != "" {
+	// A call (trawl call) sends its requests to the providers as a
+	// replica would: with redis_url, at the replicas' pace.
+	if d.calls && d.cfg.RedisURL != "" {
 		// The secret key fingerprints runtime credentials as the
 		// replicas' does, so the limits learned per credential are
 		// shared too.

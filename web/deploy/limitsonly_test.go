@@ -117,25 +117,27 @@ func TestLimitsOnlySharesWhenItCan(t *testing.T) {
 	}
 }
 
-// One call (trawl call) with redis_url paces its requests in that Redis,
-// as a replica and trawl mcp do, its runtime credentials fingerprinted
-// with the replicas' secret key; a replay, whose requests go to its
-// recording, does not.
+// A call (trawl call, with or without --agent) with redis_url paces its
+// requests in that Redis, as a replica and trawl mcp do, its runtime
+// credentials fingerprinted with the replicas' secret key; a replay,
+// whose requests go to its recording, and a listing (trawl tools) do
+// not.
 func TestCallSharesTheRateLimits(t *testing.T) {
 	rs := redistest.Start(t)
 	for _, tc := range []struct {
 		parts  Parts
+		calls  bool
 		shared bool
-	}{{PartsCall, true}, {PartsReplay, false}} {
+	}{{PartsCall, true, true}, {PartsReplay, true, true}, {PartsReplay, false, false}, {PartsCall, false, false}} {
 		cfg := DemoConfig()
 		cfg.RedisURL, cfg.SecretKey = "redis://"+rs.Addr+"/0", strings.Repeat("ef", 32)
-		d, err := Open(context.Background(), cfg, Options{Parts: tc.parts, Logger: slog.New(slog.DiscardHandler), Stdout: &bytes.Buffer{}})
+		d, err := Open(context.Background(), cfg, Options{Parts: tc.parts, Calls: tc.calls, Logger: slog.New(slog.DiscardHandler), Stdout: &bytes.Buffer{}})
 		if err != nil {
 			t.Fatalf("parts %d: %v", tc.parts, err)
 		}
 		_, shared := d.stores.limiter.(*sharedLimiter)
 		if shared != tc.shared || d.StoreKind() != "memory" {
-			t.Errorf("parts %d: limiter %T, store %s; want shared %v", tc.parts, d.stores.limiter, d.StoreKind(), tc.shared)
+			t.Errorf("parts %d, calls %v: limiter %T, store %s; want shared %v", tc.parts, tc.calls, d.stores.limiter, d.StoreKind(), tc.shared)
 		}
 		if tc.shared && string(d.stores.scopeKey()) == string((&stores{}).scopeKey()) {
 			t.Errorf("parts %d: credentials fingerprinted without the secret key", tc.parts)
