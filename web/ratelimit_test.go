@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/trawl-dev/trawl/stream/redistest"
+	"github.com/trawl-dev/trawl/tools"
 )
 
 // pacedUpstream is a paginated list (ten pages of ten) that logs when
@@ -28,6 +29,11 @@ type pacedUpstream struct {
 	mu      sync.Mutex
 	arrived []time.Time
 	spent   bool
+	// delay is how long each answer takes; from, whose X-Replica header
+	// each request carried; most, the most requests in flight at once.
+	delay          time.Duration
+	from           []string
+	inFlight, most int
 }
 
 const pacedItems, pacedPerPage = 100, 10
@@ -37,8 +43,17 @@ func newPacedUpstream(t *testing.T) *pacedUpstream {
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.mu.Lock()
 		u.arrived = append(u.arrived, time.Now())
-		spent := u.spent
+		u.from = append(u.from, r.Header.Get("X-Replica"))
+		u.inFlight++
+		u.most = max(u.most, u.inFlight)
+		spent, delay := u.spent, u.delay
 		u.mu.Unlock()
+		defer func() {
+			u.mu.Lock()
+			u.inFlight--
+			u.mu.Unlock()
+		}()
+		time.Sleep(delay)
 		page, _ := strconv.Atoi(r.URL.Query().Get("page"))
 		page = max(page, 1)
 		if spent {
@@ -179,6 +194,45 @@ func TestRateLimitTwoReplicasShareTheProvidersPace(t *testing.T) {
 	rs := startPaced(t, 2, up, "{requests_per_second: 5}", "")
 	walkBoth(t, rs[0], rs[1])
 	up.checkTwoWalksPaced(t, "the two replicas")
+}
+
+// Two replicas on one Redis under concurrency: 1, each walking in a
+// chat: the upstream never has two requests at once, both walks
+// complete, and they take turns (before, one replica's walk kept the
+// only slot to its end, its next request carrying its release, and the
+// other's waited it out).
+func TestRateLimitTwoReplicasTakeTurns(t *testing.T) {
+	up := newPacedUpstream(t)
+	up.delay = 40 * time.Millisecond
+	rs := startPacedWith(t, 2, up, "{concurrency: 1}", "", func(i int, cfg *Config) {
+		cfg.Providers[0].Auth = tools.AuthSpec{Type: tools.AuthAPIKey, Header: "X-Replica", Token: fmt.Sprintf("r%d", i)}
+	})
+	walkBoth(t, rs[0], rs[1])
+	up.mu.Lock()
+	from, most := slices.Clone(up.from), up.most
+	up.mu.Unlock()
+	if most != 1 {
+		t.Errorf("%d requests in flight at once under concurrency: 1", most)
+	}
+	if want := 2 * (pacedItems/pacedPerPage + 1); len(from) != want {
+		t.Errorf("the upstream saw %d requests, want %d", len(from), want)
+	}
+	// From the second replica's first request on, neither replica sends
+	// more than three in a row (its fetch-ahead request may have asked
+	// first).
+	start := slices.IndexFunc(from, func(r string) bool { return r != from[0] })
+	run, longest := 1, 1
+	for i := max(start, 1); i < len(from); i++ {
+		if from[i] == from[i-1] {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 1
+		}
+	}
+	if start < 0 || start > 3 || longest > 3 {
+		t.Errorf("requests from the replicas in the order %v: one walk waited out the other", from)
+	}
 }
 
 // checkTwoWalksPaced checks the upstream saw two whole walks, never more
