@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"math"
@@ -68,6 +69,13 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		if c.Response().Committed {
 			return
 		}
+		if errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil {
+			// The client went away (it closed the connection, or gave up
+			// waiting): there is no one to answer, and nothing failed
+			// here. Logged and counted as nginx does, 499, not as a 5xx.
+			c.Response().WriteHeader(statusClientClosed)
+			return
+		}
 		var ae *APIError
 		var he *echo.HTTPError
 		switch {
@@ -108,6 +116,10 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		_ = c.JSON(ae.Status, body)
 	}
 }
+
+// statusClientClosed is the status of a request whose client went away
+// before its answer (nginx's 499).
+const statusClientClosed = 499
 
 func codeForStatus(status int) string {
 	switch status {

@@ -318,3 +318,30 @@ func TestRateLimitSpentQuotaStopsTheWalk(t *testing.T) {
 		}
 	}
 }
+
+// A client that goes away while its call waits (here: for the upstream's
+// slow answer) is logged as 499, as nginx does, not as a failure of the
+// server's (a 500 that 5xx alerts would count).
+func TestClientGoneIsNotAServerError(t *testing.T) {
+	up := newPacedUpstream(t)
+	up.delay = 2 * time.Second
+	ts := startPaced(t, 1, up, "{concurrency: 1}", "")[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/v1/tools/up.list_items/invoke", strings.NewReader(`{"args":{}}`))
+	req.Header.Set("Authorization", "Bearer "+ts.AdminKey())
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the call answered %d before its client gave up", resp.StatusCode)
+	}
+	var logs string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if logs = ts.logs.String(); strings.Contains(logs, "status=") {
+			break
+		}
+	}
+	if !strings.Contains(logs, "status=499") || strings.Contains(logs, "request failed") || strings.Contains(logs, "status=500") {
+		t.Errorf("a client gone is logged as a failure:\n%s", logs)
+	}
+}
