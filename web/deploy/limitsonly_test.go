@@ -146,6 +146,40 @@ func TestCallSharesTheRateLimits(t *testing.T) {
 	}
 }
 
+// A command sharing the replicas' rate limits with another secret key
+// than theirs fingerprints runtime credentials otherwise: it is told it
+// does not share the limits learned per credential. With theirs, no word.
+func TestLimitsOnlyToldOfAnotherSecretKey(t *testing.T) {
+	rs := redistest.Start(t)
+	rcfg := DemoConfig()
+	rcfg.DataDir = t.TempDir()
+	rcfg.RedisURL, rcfg.AdminKey, rcfg.SecretKey = "redis://"+rs.Addr+"/0", "admin-key-for-the-test-of-keys", strings.Repeat("ab", 32)
+	d, err := Open(context.Background(), rcfg, Options{Logger: slog.New(slog.DiscardHandler), Stdout: &bytes.Buffer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	for _, tc := range []struct {
+		key    string
+		warned bool
+	}{{strings.Repeat("ab", 32), false}, {strings.Repeat("cd", 32), true}} {
+		logs := &lockedBuffer{}
+		st := &stores{pingers: map[string]pinger{}}
+		cfg := &Config{RedisURL: rcfg.RedisURL, RedisLimitsOnly: true, SecretKey: tc.key}
+		st.shareLimits(context.Background(), cfg, slog.New(slog.NewTextHandler(logs, nil)), time.Now)
+		st.close()
+		if _, shared := st.limiter.(*sharedLimiter); !shared {
+			t.Fatalf("secret key %s…: not shared:\n%s", tc.key[:4], logs)
+		}
+		if warned := strings.Contains(logs.String(), "secret_key is not the one the deployment's replicas use"); warned != tc.warned {
+			t.Errorf("secret key %s…: warned %v, want %v:\n%s", tc.key[:4], warned, tc.warned, logs)
+		}
+		if strings.Contains(logs.String(), tc.key) {
+			t.Errorf("the warning shows the key:\n%s", logs)
+		}
+	}
+}
+
 // A Redis that answers and tells its time but does not run scripts
 // (scripting disabled, a proxy without EVAL) cannot pace requests: the
 // command keeps its own limiter from the start, with a warning, rather

@@ -215,6 +215,13 @@ func (st *stores) shareLimits(ctx context.Context, cfg *Config, log *slog.Logger
 	}
 	if cfg.SecretKey == "" {
 		log.Warn("no secret_key is set (TRAWL_SECRET_KEY): this command shares the providers' rate limits with the replicas, but not the limits learned per runtime credential")
+	} else if key, err := cfg.secretKey(); err == nil {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		theirs, err := c.Get(pctx, cfg.redisPrefix()+secretCheckKey).Result()
+		cancel()
+		if err == nil && theirs != secretCheck(key) {
+			log.Warn("this command's secret_key is not the one the deployment's replicas use: it shares the providers' rate limits with them, but not the limits learned per runtime credential", "redis_prefix", cfg.redisPrefix())
+		}
 	}
 	shared := redislimit.New(c, redislimit.Options{Prefix: cfg.redisPrefix(), LimiterOptions: tools.LimiterOptions{Clock: clock}})
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -585,7 +592,28 @@ func checkSharedKeys(ctx context.Context, c redis.UniversalClient, prefix, admin
 		return fmt.Errorf("this replica's secret_key or admin_key is not the one the deployment's other replicas use "+
 			"(redis_prefix %q); start every replica with the same keys (after changing them on purpose on every replica, delete the Redis key %q)", prefix, key)
 	}
+	// The secret key's own check, for the commands that share only the
+	// rate limits (they need not know the admin key): every replica that
+	// got here has the same secret key, so each writes the same value.
+	if err := c.Set(ctx, prefix+secretCheckKey, secretCheck(secretKey), 0).Err(); err != nil {
+		return fmt.Errorf("checking the keys against the other replicas': %w", err)
+	}
 	return nil
+}
+
+// secretCheckKey holds, under the prefix, secretCheck of the replicas'
+// secret key: a command sharing their rate limits (RedisLimitsOnly,
+// trawl call) with another secret key fingerprints runtime credentials
+// otherwise, and is told it does not share the limits learned per
+// credential.
+const secretCheckKey = "keycheck:secret"
+
+// secretCheck is a MAC under the secret key of a fixed text: it reveals
+// nothing of the key.
+func secretCheck(secretKey []byte) string {
+	mac := hmac.New(sha256.New, secretKey)
+	mac.Write([]byte("trawl secret key check v1"))
+	return hex.EncodeToString(mac.Sum(nil))
 }
 
 // redisLogger sends go-redis's own logs (a dial that failed, a pool that
