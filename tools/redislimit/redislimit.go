@@ -155,6 +155,10 @@ func (l *Limiter) ended(ctx context.Context, s tools.LimitScope, queued bool) er
 	return ctx.Err()
 }
 
+// maxPendingLeaves bounds the releases waiting to be sent past which a
+// waiter's leave is not kept (its turn lapses after the grace instead).
+const maxPendingLeaves = 1024
+
 // waitGrace is how long a waiter for a concurrency slot keeps its turn
 // without asking again: it asks at least every PollInterval.
 func (l *Limiter) waitGrace() time.Duration { return max(time.Second, 40*l.opt.PollInterval) }
@@ -163,6 +167,10 @@ func (l *Limiter) waitGrace() time.Duration { return max(time.Second, 40*l.opt.P
 // rides along with the next script call, as a release does.
 func (l *Limiter) leave(id string, s tools.LimitScope) {
 	l.mu.Lock()
+	if len(l.pending) >= maxPendingLeaves { // Redis has not taken the last ones
+		l.mu.Unlock()
+		return
+	}
 	l.pending = append(l.pending, release{id: id, provider: s.Provider, credential: s.Credential, conf: s.Limit.Concurrency})
 	l.armFlush()
 	l.mu.Unlock()
@@ -277,9 +285,12 @@ func (l *Limiter) Acquire(ctx context.Context, s tools.LimitScope) (tools.Permit
 		res, err := script.Run(ctx, l.c, keys.keys, args...).StringSlice()
 		if err != nil {
 			l.requeue(rel)
-			// Had the script run and queued it all the same, its turn
-			// lapses after the grace (a leave per failed call would pile
-			// up while Redis is down).
+			// The script may have run all the same, and queued or even
+			// granted it: it leaves (a grant it never heard of would
+			// hold a slot for the whole lease). While Redis is down the
+			// leaves waiting are capped (leave); a turn not left lapses
+			// after the grace, a permit after its lease.
+			queued = true
 			if ctx.Err() != nil {
 				return nil, l.ended(ctx, s, queued)
 			}

@@ -431,3 +431,55 @@ func TestAWaiterThatGoesAwayLosesItsTurn(t *testing.T) {
 		q.Release(tools.Outcome{Status: 200})
 	}
 }
+
+// A provider's pause (a 503 with Retry-After on a request of no
+// credential) holds every credential's requests as long: a credential's
+// waiter keeps its turn through it, and gets the credential's slot after
+// it, before a newcomer.
+func TestAProvidersPauseKeepsTheCredentialsTurns(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := "ppause" + time.Now().Format("150405.000000") + ":"
+	opt := redislimit.Options{Prefix: prefix}
+	a := redislimit.New(srv.Universal(t), opt)
+	b := redislimit.New(srv.Universal(t), opt)
+	t.Cleanup(func() { a.Close(); b.Close() })
+	rc, ctx := srv.Client(t), context.Background()
+	cred, prov := tools.LimitScope{Provider: "acme", Credential: "k"}, tools.LimitScope{Provider: "acme"}
+	p, err := a.Acquire(ctx, cred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Release(tools.Outcome{Status: 429}) // the credential learns a bound of 1
+	x, err := a.Acquire(ctx, cred)        // holds it
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := a.Acquire(ctx, prov) // a request of no credential
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		c, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		q, err := b.Acquire(c, cred)
+		if q != nil {
+			q.Release(tools.Outcome{Status: 200})
+		}
+		done <- err
+	}()
+	time.Sleep(150 * time.Millisecond)
+	turns := prefix + "rl:acme:c:k:w"
+	if n := rc.ZCard(ctx, turns).Val(); n != 1 {
+		t.Fatalf("the credential's waiter: %d turns in %s, want 1", n, turns)
+	}
+	y.Release(tools.Outcome{Status: 503, Header: http.Header{"Retry-After": {"2"}}}) // the provider pauses 2 s
+	time.Sleep(300 * time.Millisecond)
+	if n := rc.ZCard(ctx, turns).Val(); n != 1 {
+		t.Errorf("during the provider's pause the credential's queue holds %d turns, want its waiter's", n)
+	}
+	x.Release(tools.Outcome{Status: 200})
+	if err := <-done; err != nil {
+		t.Errorf("the credential's waiter after the pause: %v", err)
+	}
+}

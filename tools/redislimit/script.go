@@ -27,6 +27,9 @@ import "github.com/redis/go-redis/v9"
 // granted (wait: until the slot starts), 0 paused, 2 every concurrency
 // slot taken, 3 the rate slot is further than the max wait.
 var script = redis.NewScript(`
+-- TIME below, before writes: replicated by effects (Redis 5 and 6 need
+-- asking; from 7 it is all there is, and this does nothing).
+if redis.replicate_commands then redis.replicate_commands() end
 local GRACE = tonumber(ARGV[1]) or 1000000 -- µs a waiter keeps its turn without asking again
 local now = tonumber(ARGV[2])
 local lease = tonumber(ARGV[3])
@@ -210,18 +213,42 @@ local function pausedFor(st)
   return w
 end
 
+local function purgeTurns(st)
+  for _, d in ipairs(redis.call('ZRANGEBYSCORE', st.wlkey, '-inf', fmt(redisNow()))) do
+    redis.call('ZREM', st.wkey, d)
+    redis.call('ZREM', st.wlkey, d)
+  end
+end
+
+-- A grant this call made before (go-redis sent it again after a read
+-- timeout) is answered as granted, not as a slot held by someone else.
+local mine = redis.call('ZSCORE', states[#states].pkey, pid)
+if mine and tonumber(mine) > now then
+  local e2 = 0
+  if states[2] then e2 = states[2].epoch end
+  return status(1, 0, '', states[1].epoch, e2)
+end
+
 local wait, cause = 0, ''
 for _, st in ipairs(states) do
   local w = pausedFor(st)
   if w > wait then wait = w; cause = 'paused' end
 end
 if wait > 0 then
-  -- A turn is kept through a pause of its whole scope (everyone there
-  -- waits as long); a pause of another scope (its credential's) holds
-  -- this request only, and it leaves the turn it would hold up.
-  for _, st in ipairs(states) do
+  -- A turn is kept through a pause that holds its whole scope as long
+  -- (the scope's own, or for a credential its provider's, which holds
+  -- every credential); a pause of another scope (its own credential's)
+  -- holds this request only, and it leaves the turn it would hold up.
+  for j, st in ipairs(states) do
     if redis.call('ZSCORE', st.wkey, pid) then
-      if pausedFor(st) >= wait then keepTurn(st, wait) else leaveTurn(st) end
+      purgeTurns(st)
+      local cover = pausedFor(st)
+      if j == 2 then cover = math.max(cover, pausedFor(states[1])) end
+      if cover >= wait then
+        if redis.call('ZSCORE', st.wkey, pid) then keepTurn(st, wait) end
+      else
+        leaveTurn(st)
+      end
     end
   end
   return status(0, wait, cause, 0, 0)
@@ -236,10 +263,7 @@ for j, st in ipairs(states) do
     if limit == 0 or c < limit then limit = c end
   end
   if limit > 0 then
-    for _, d in ipairs(redis.call('ZRANGEBYSCORE', st.wlkey, '-inf', fmt(redisNow()))) do
-      redis.call('ZREM', st.wkey, d)
-      redis.call('ZREM', st.wlkey, d)
-    end
+    purgeTurns(st)
     local ahead = redis.call('ZRANK', st.wkey, pid)
     st.queued = ahead ~= false
     if not st.queued then ahead = redis.call('ZCARD', st.wkey) end
