@@ -64,12 +64,16 @@ type errorBody struct {
 // errorHandler is the one place errors become responses: {"error":{"code",
 // "message","request_id"}} with the right status; causes are logged, never
 // sent.
-func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
+//
+// draining reports that the server is shutting down, when its closing
+// the connections cancels the requests still running: those are cut,
+// not given up by their clients.
+func errorHandler(log *slog.Logger, draining func() bool) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
 			return
 		}
-		if errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil {
+		if errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil && !draining() {
 			// The client went away (it closed the connection, or gave up
 			// waiting): there is no one to answer, and nothing failed
 			// here. Logged and counted as nginx does, 499, not as a 5xx.

@@ -321,11 +321,12 @@ func TestRateLimitSpentQuotaStopsTheWalk(t *testing.T) {
 
 // A client that goes away while its call waits (here: for the upstream's
 // slow answer) is logged as 499, as nginx does, not as a failure of the
-// server's (a 500 that 5xx alerts would count).
+// server's (a 500 that 5xx alerts would count), and its upstream request
+// is counted as canceled, not as an upstream error.
 func TestClientGoneIsNotAServerError(t *testing.T) {
 	up := newPacedUpstream(t)
 	up.delay = 2 * time.Second
-	ts := startPaced(t, 1, up, "{concurrency: 1}", "")[0]
+	ts := startPaced(t, 1, up, "{concurrency: 1}", "metrics: {enabled: true}\n")[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/v1/tools/up.list_items/invoke", strings.NewReader(`{"args":{}}`))
@@ -344,4 +345,19 @@ func TestClientGoneIsNotAServerError(t *testing.T) {
 	if !strings.Contains(logs, "status=499") || strings.Contains(logs, "request failed") || strings.Contains(logs, "status=500") {
 		t.Errorf("a client gone is logged as a failure:\n%s", logs)
 	}
+	_, metrics := ts.do(t, http.MethodGet, "/metrics", "", nil)
+	if m := string(metrics); !strings.Contains(m, `status_class="canceled"`) || strings.Contains(m, `status_class="error"`) {
+		t.Errorf("the upstream request given up is not counted as canceled:\n%s", grepLines(m, "upstream_requests_total"))
+	}
+}
+
+// grepLines is the lines of s that hold sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

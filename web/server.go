@@ -330,7 +330,7 @@ func (s *Server) Close() error { return s.dep.Close() }
 func (s *Server) routes(opt Options) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = errorHandler(s.log)
+	e.HTTPErrorHandler = errorHandler(s.log, s.draining.Load)
 	limit := opt.BodyLimit
 	if limit <= 0 {
 		limit = 4 << 20

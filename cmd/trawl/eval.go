@@ -89,7 +89,8 @@ func evalCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := checkCredentials(cfg, false, stderr); err != nil {
 		return err
 	}
-	d, err := deploy.Open(ctx, cfg, deploy.Options{Parts: deploy.PartsReplay, Logger: quietLogger(stderr), Stdout: io.Discard, Upstream: up})
+	d, err := deploy.Open(ctx, cfg, deploy.Options{Parts: deploy.PartsReplay, Calls: *upstream != eval.UpstreamReplay,
+		Logger: quietLogger(stderr), Stdout: io.Discard, Upstream: up})
 	if err != nil {
 		return err
 	}

@@ -40,7 +40,7 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	srv, done, err := openParts(ctx, *cfgPath, stderr, deploy.PartsReplay)
+	srv, done, err := openPartsCalling(ctx, *cfgPath, stderr, deploy.PartsReplay, true)
 	if err != nil {
 		return err
 	}

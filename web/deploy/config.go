@@ -486,7 +486,10 @@ func checkKeys(name string, n *yaml.Node, t reflect.Type, path string, lines map
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if n.Kind == yaml.AliasNode && n.Alias != nil && n.Alias.Kind == yaml.ScalarNode { // *name: the value &name marked
+	if n.Kind == yaml.AliasNode && n.Alias != nil { // *name: the value &name marked
+		if strings.Count(path, ".")+strings.Count(path, "[") > maxConfigDepth {
+			return &ConfigError{File: name, Line: n.Line, Key: path, Msg: "aliases nest too deep (an anchor within itself?)"}
+		}
 		n = n.Alias
 	}
 	switch {
@@ -529,6 +532,10 @@ func checkKeys(name string, n *yaml.Node, t reflect.Type, path string, lines map
 	}
 	return nil
 }
+
+// maxConfigDepth bounds how deep checkKeys follows aliases: an anchor
+// used within itself would never end.
+const maxConfigDepth = 64
 
 // isWholeKind reports an integer type that is not a duration (which
 // decodes from "15s").

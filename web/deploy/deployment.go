@@ -112,9 +112,10 @@ type Options struct {
 	// Runs are the run host's clock and waits. Zero: the defaults.
 	Runs RunTimings
 	// Calls says the deployment, other than PartsServe, sends its tool
-	// calls to the providers (trawl call): with redis_url it paces them
-	// in that Redis, at the replicas' pace. A replay's go to its
-	// recording, and a listing sends none.
+	// calls to the providers (trawl call, trawl replay, trawl eval
+	// against live upstreams): with redis_url it paces them in that
+	// Redis, at the replicas' pace. A listing (trawl tools) sends none,
+	// and an evaluation replaying a recording none to the providers.
 	Calls bool
 	// Upstream carries the tools' HTTP requests (an evaluation's
 	// recording or replaying transport: eval.Upstream). Zero: the

@@ -117,11 +117,10 @@ func TestLimitsOnlySharesWhenItCan(t *testing.T) {
 	}
 }
 
-// A call (trawl call, with or without --agent) with redis_url paces its
-// requests in that Redis, as a replica and trawl mcp do, its runtime
-// credentials fingerprinted with the replicas' secret key; a replay,
-// whose requests go to its recording, and a listing (trawl tools) do
-// not.
+// A deployment that sends calls (trawl call, trawl replay) with
+// redis_url paces its requests in that Redis, as a replica and trawl mcp
+// do, its runtime credentials fingerprinted with the replicas' secret
+// key; a listing (trawl tools) does not.
 func TestCallSharesTheRateLimits(t *testing.T) {
 	rs := redistest.Start(t)
 	for _, tc := range []struct {

@@ -288,8 +288,14 @@ func (oc observedCaller) Call(ctx context.Context, req tools.Request) (*tools.Re
 	start := time.Now()
 	resp, err := oc.next.Call(ctx, req)
 	class := "error"
-	if err == nil && resp != nil {
+	// A call given up by its caller (a client gone, a walk ended) is not
+	// the upstream's failure.
+	canceled := err != nil && errors.Is(err, context.Canceled) && errors.Is(ctx.Err(), context.Canceled)
+	switch {
+	case err == nil && resp != nil:
 		class = strconv.Itoa(resp.Status/100) + "xx"
+	case canceled:
+		class = "canceled"
 	}
 	if oc.t.tracer != nil {
 		if err == nil && resp != nil {
@@ -302,8 +308,12 @@ func (oc observedCaller) Call(ctx context.Context, req tools.Request) (*tools.Re
 			}
 		} else {
 			// The error may quote a URL: only its kind is recorded.
-			span.SetAttributes(attribute.String("error.type", errorKind(ctx, err)))
-			span.SetStatus(codes.Error, "the request failed")
+			if canceled {
+				span.SetAttributes(attribute.String("trawl.canceled", "by the caller"))
+			} else {
+				span.SetAttributes(attribute.String("error.type", errorKind(ctx, err)))
+				span.SetStatus(codes.Error, "the request failed")
+			}
 		}
 		span.End()
 	}
