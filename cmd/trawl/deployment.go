@@ -63,7 +63,7 @@ func openParts(ctx context.Context, cfgPath string, stderr io.Writer, parts depl
 }
 
 // openPartsCalling is openParts for a command that sends tool calls to
-// the providers (calls: trawl call), which with redis_url then keep the
+// the providers (trawl call, trawl replay), which with redis_url keep the
 // replicas' pace.
 func openPartsCalling(ctx context.Context, cfgPath string, stderr io.Writer, parts deploy.Parts, calls bool) (d *deploy.Deployment, done func(), err error) {
 	cfg, err := loadConfig(cfgPath)

@@ -11,11 +11,11 @@
 // end, and the turns of the requests waiting for a concurrency slot
 // ("…:w", in the order they came, and "…:wl", when each lapses unless
 // its waiter asks again): a free slot goes to the waiter whose turn it
-// is, whichever replica it waits on. The replica holding a permit renews its lease every third of it
-// (DefaultPermitLease, 15 s) while the request runs, so a long request
-// keeps its slot, and a replica that dies holding permits has them back
-// within the lease. One Lua script makes the decision, so two replicas
-// never both take the last slot.
+// is, whichever replica it waits on. The replica holding a permit renews
+// its lease every third of it (DefaultPermitLease, 15 s) while the
+// request runs, so a long request keeps its slot, and a replica that
+// dies holding permits has them back within the lease. One Lua script
+// makes the decision, so two replicas never both take the last slot.
 //
 // Round trips: an acquisition is one script call, which also carries the
 // replica's releases since its previous call; a release no acquisition

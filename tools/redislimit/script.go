@@ -12,15 +12,16 @@ import "github.com/redis/go-redis/v9"
 // KEYS: every scope's state key followed by its permits key, its
 // waiters' turns and their expiries (scopeKeys in Go), so the script
 // touches only keys named in KEYS. ARGV: how long a waiter keeps its
-// turn without asking again (µs, mode "a"), now (µs), lease (µs), learn TTL (µs), growth divisor, concurrency
-// ceiling, mode ("a": acquire, "r": releases only, "k": keep, renewing
-// leases); for "a": max wait (µs), permit id, the provider's and the
-// credential's index in KEYS (0: none), rps, burst, concurrency; then,
-// for "a" and "r", the number of releases and 14 fields each (see
-// release.args, the provider and credential as indexes); for "k", the
-// number of permits and three fields each: the permit id and its
-// provider's and credential's index. Numbers are written with %.17g, which keeps every
-// microsecond timestamp exact.
+// turn without asking again (µs, mode "a"), now (µs), lease (µs), learn
+// TTL (µs), growth divisor, concurrency ceiling, mode ("a": acquire,
+// "r": releases only, "k": keep, renewing leases); for "a": max wait
+// (µs), permit id, the provider's and the credential's index in KEYS
+// (0: none), rps, burst, concurrency; then, for "a" and "r", the number
+// of releases and 14 fields each (see release.args, the provider and
+// credential as indexes); for "k", the number of permits and three
+// fields each: the permit id and its provider's and credential's index.
+// Numbers are written with %.17g, which keeps every microsecond
+// timestamp exact.
 //
 // It answers, for "a": {code, wait µs, cause, provider epoch, credential
 // epoch, provider's learned bound, provider's permits in flight}; code 1
